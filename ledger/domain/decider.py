@@ -1,0 +1,208 @@
+"""The decider: every rule of the protocol, as two pure functions.
+
+``decide(state, command, now)`` returns the events a command produces, or
+raises a DomainError and produces nothing. ``evolve(state, event)`` folds one
+event into the state. The store calls them inside one transaction; replay calls
+``fold`` over a goal's whole history; property tests call them directly.
+"""
+
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from functools import reduce
+from typing import Any
+
+from ledger.domain import validation as v
+from ledger.domain.commands import FINISH_STATUSES, Command, Finish, RecordCheckpoint, StartGoal
+from ledger.domain.errors import (
+    ArtifactConflict,
+    GoalNotStarted,
+    GoalTerminal,
+    InvalidCommand,
+    ProgressRegressed,
+)
+from ledger.domain.events import (
+    CHECKPOINT_RECORDED,
+    GOAL_BLOCKED,
+    GOAL_COMPLETED,
+    GOAL_FAILED,
+    GOAL_STARTED,
+    Event,
+)
+from ledger.domain.state import BLOCKED, DONE, FAILED, WAITING, GoalState
+
+INITIAL_STEP = "plan"
+
+
+def iso(moment: datetime) -> str:
+    """UTC, microseconds, always the same shape: it is hashed into the chain."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError("the ledger only records aware datetimes")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+# --------------------------------------------------------------------------- decide
+
+
+def decide(state: GoalState, command: Command, now: datetime) -> list[Event]:
+    if now.tzinfo is None:
+        raise ValueError("decide needs an aware 'now'")
+    if isinstance(command, StartGoal):
+        return _start(state, command, now)
+    if not state.started:
+        raise GoalNotStarted("the goal has not been started")
+    if state.terminal:
+        raise GoalTerminal(f"the goal is {state.status}; it accepts no more work")
+    if isinstance(command, RecordCheckpoint):
+        return _checkpoint(state, command, now)
+    if isinstance(command, Finish):
+        return _finish(state, command, now)
+    raise TypeError(f"unknown command {type(command).__name__}")
+
+
+def _start(state: GoalState, cmd: StartGoal, now: datetime) -> list[Event]:
+    if state.terminal:
+        raise GoalTerminal(f"the goal is {state.status}; start a new one")
+    if state.started:
+        return []  # rule 1: starting an active goal again returns it unchanged
+    plan = v.text_list(list(cmd.next_actions), "next_actions")
+    data = {
+        "goal_id": v.text(cmd.goal_id, "goal_id", limit=64, required=True),
+        "workspace": v.text(cmd.workspace, "workspace", limit=v.MAX_WORKSPACE, required=True),
+        "goal_key": v.text(cmd.goal_key, "goal_key", limit=v.MAX_KEY, required=True),
+        "objective": v.text(cmd.objective, "objective", limit=v.MAX_OBJECTIVE, required=True),
+        "done_criteria": v.text_list(list(cmd.done_criteria), "done_criteria"),
+        "agent": v.text(cmd.agent, "agent", limit=v.MAX_KEY),
+        # The plan is the first checkpoint, so no resume ever starts without one.
+        "checkpoint": {"current_step": INITIAL_STEP, "progress_pct": 0, "next_actions": plan},
+    }
+    return [Event(GOAL_STARTED, data, now)]
+
+
+def _checkpoint(state: GoalState, cmd: RecordCheckpoint, now: datetime) -> list[Event]:
+    pct = v.progress(cmd.progress_pct)
+    note = v.text(cmd.note, "note", limit=v.MAX_NOTE)
+    if pct < state.progress_pct and not note.strip():
+        raise ProgressRegressed(
+            f"progress_pct {pct} is below the recorded {state.progress_pct}; "
+            "say why in 'note' to record a step back",
+            field="progress_pct",
+        )
+    if len(cmd.artifacts) > v.MAX_ARTIFACTS:
+        raise InvalidCommand(f"artifacts has more than {v.MAX_ARTIFACTS} items.",
+                             field="artifacts")
+    artifacts = []
+    seen: set[str] = set()
+    for i, artifact in enumerate(cmd.artifacts):
+        name = f"artifacts[{i}]"
+        path = v.text(artifact.path, f"{name}.path", limit=v.MAX_PATH, required=True)
+        if path in seen:
+            raise InvalidCommand(f"{name}.path {path!r} appears twice.", field=f"{name}.path")
+        seen.add(path)
+        digest = v.sha256(artifact.sha256, f"{name}.sha256")
+        size = v.byte_count(artifact.bytes, f"{name}.bytes")
+        recorded = state.artifact(path)
+        if recorded is not None and recorded["sha256"] != digest:
+            # Rule 3: no blind overwrite of an artifact recorded before.
+            if artifact.previous_sha256 != recorded["sha256"]:
+                raise ArtifactConflict(
+                    f"{path!r} was recorded with sha256 {recorded['sha256']}; "
+                    "state it as previous_sha256 to overwrite it",
+                    field=f"{name}.previous_sha256",
+                )
+        artifacts.append({"path": path, "sha256": digest, "bytes": size})
+    data = {
+        "current_step": v.text(cmd.current_step, "current_step", limit=v.MAX_STEP, required=True),
+        "progress_pct": pct,
+        "completed": v.text_list(list(cmd.completed), "completed"),
+        "next_actions": v.text_list(list(cmd.next_actions), "next_actions"),
+        "artifacts": artifacts,
+        "errors": v.text_list(list(cmd.errors), "errors"),
+        "note": note,
+    }
+    return [Event(CHECKPOINT_RECORDED, data, now)]
+
+
+def _finish(state: GoalState, cmd: Finish, now: datetime) -> list[Event]:
+    if cmd.status not in FINISH_STATUSES:
+        raise InvalidCommand(f"status must be one of {', '.join(FINISH_STATUSES)}.",
+                             field="status")
+    summary = v.text(cmd.summary, "summary", limit=v.MAX_NOTE)
+    if cmd.status == "completed":
+        return [Event(GOAL_COMPLETED, {"summary": summary}, now)]
+    if cmd.status == "failed":
+        return [Event(GOAL_FAILED, {"summary": summary, "reason": ""}, now)]
+    return [Event(GOAL_BLOCKED, {"summary": summary, "reason": "AGENT_BLOCKED"}, now)]
+
+
+# --------------------------------------------------------------------------- evolve
+
+
+def _started(state: GoalState, data: dict[str, Any], at: str) -> GoalState:
+    checkpoint = data["checkpoint"]
+    return state.but(
+        goal_id=data["goal_id"],
+        workspace=data["workspace"],
+        goal_key=data["goal_key"],
+        objective=data["objective"],
+        done_criteria=list(data["done_criteria"]),
+        agent=data["agent"],
+        status=WAITING,
+        reason="",
+        current_step=checkpoint["current_step"],
+        progress_pct=checkpoint["progress_pct"],
+        next_actions=list(checkpoint["next_actions"]),
+        checkpoints=1,
+        created_at=at,
+    )
+
+
+def _checkpointed(state: GoalState, data: dict[str, Any], at: str) -> GoalState:
+    artifacts = [dict(a) for a in state.artifacts]
+    index = {a["path"]: i for i, a in enumerate(artifacts)}
+    for artifact in data["artifacts"]:
+        if artifact["path"] in index:
+            artifacts[index[artifact["path"]]] = dict(artifact)
+        else:
+            index[artifact["path"]] = len(artifacts)
+            artifacts.append(dict(artifact))
+    return state.but(
+        current_step=data["current_step"],
+        progress_pct=data["progress_pct"],
+        last_completed=list(data["completed"]),
+        next_actions=list(data["next_actions"]),
+        artifacts=artifacts,
+        errors=list(data["errors"]),
+        # Rule 7: retry_count counts wakes since the last checkpoint.
+        retry_count=0,
+        checkpoints=state.checkpoints + 1,
+    )
+
+
+def _ended(status: str) -> Callable[[GoalState, dict[str, Any], str], GoalState]:
+    def apply(state: GoalState, data: dict[str, Any], at: str) -> GoalState:
+        return state.but(status=status, reason=data.get("reason", ""), summary=data["summary"])
+
+    return apply
+
+
+_EVOLVERS: dict[str, Callable[[GoalState, dict[str, Any], str], GoalState]] = {
+    GOAL_STARTED: _started,
+    CHECKPOINT_RECORDED: _checkpointed,
+    GOAL_COMPLETED: _ended(DONE),
+    GOAL_FAILED: _ended(FAILED),
+    GOAL_BLOCKED: _ended(BLOCKED),
+}
+
+
+def evolve(state: GoalState, event: Event) -> GoalState:
+    try:
+        apply = _EVOLVERS[event.kind]
+    except KeyError:
+        # Never skip an unknown kind: a projection that silently ignores part of
+        # the history is worse than a replay that stops and says why.
+        raise ValueError(f"no evolver for event kind {event.kind!r}") from None
+    at = iso(event.at)
+    return apply(state, dict(event.data), at).but(updated_at=at, version=state.version + 1)
+
+
+def fold(events: Iterable[Event], state: GoalState | None = None) -> GoalState:
+    return reduce(evolve, events, state if state is not None else GoalState())

@@ -1,0 +1,34 @@
+"""Event kinds (``family.past_tense``) and the event value the decider emits.
+
+A stored kind never changes meaning and its data never changes shape without
+an upcaster: old events are replayed forever.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+GOAL_STARTED = "goal.started"
+GOAL_COMPLETED = "goal.completed"
+GOAL_FAILED = "goal.failed"
+GOAL_BLOCKED = "goal.blocked"
+CHECKPOINT_RECORDED = "checkpoint.recorded"
+
+# Kinds that may still be appended to a terminal goal (DESIGN section 6): a
+# late wake is answered (terminal_noop / terminal_cleanup_required) and the
+# watchdog's cancellation receipt is recorded. Nothing else.
+WAKE_CLAIMED = "wake.claimed"
+RECEIPT_RECORDED = "receipt.recorded"
+TERMINAL_ALLOWED_KINDS = frozenset({WAKE_CLAIMED, RECEIPT_RECORDED})
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    kind: str
+    data: Mapping[str, Any]
+    at: datetime
+
+    @property
+    def family(self) -> str:
+        return self.kind.partition(".")[0]

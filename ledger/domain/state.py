@@ -1,0 +1,122 @@
+"""GoalState: the projection folded from a goal's events (DESIGN section 4)."""
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+# Statuses
+RUNNING = "running"  # a live lease
+WAITING = "waiting"  # no live lease; a wake will resume it
+PAUSED = "paused"  # rate limited until paused_until
+BLOCKED = "blocked"  # needs a human; reason says why
+DONE = "done"
+FAILED = "failed"
+STOPPED = "stopped"
+
+STATUSES = (RUNNING, WAITING, PAUSED, BLOCKED, DONE, FAILED, STOPPED)
+TERMINAL_STATUSES = frozenset({DONE, FAILED, STOPPED})
+ACTIVE_STATUSES = tuple(s for s in STATUSES if s not in TERMINAL_STATUSES)
+
+# Reasons (from the source systems), plus AGENT_BLOCKED for an agent that
+# finished its goal as blocked itself.
+REASONS = (
+    "BLOCKED_APPROVAL",
+    "RATE_LIMIT_STOPPED",
+    "AUTH_FAILED",
+    "OWNER_VERIFICATION",
+    "UNCLASSIFIED",
+    "INTERRUPTED_UNKNOWN",
+    "SESSION_CHANGED",
+    "SESSION_ACTIVITY",
+    "WAKE_RETRIES_EXHAUSTED",
+    "CONTINUATION_STOPPED",
+    "PENDING_NATIVE_CLEANUP",
+    "AGENT_BLOCKED",
+)
+
+# The seed checkpoint contract, field for field (served at /goals/{id}/checkpoint).
+CHECKPOINT_CONTRACT_FIELDS = (
+    "task_id",
+    "goal",
+    "status",
+    "current_step",
+    "progress_pct",
+    "last_completed",
+    "next_actions",
+    "artifacts",
+    "errors",
+    "retry_count",
+    "updated_at",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GoalState:
+    """Everything a goal is, as plain JSON-able values.
+
+    Frozen: ``evolve`` returns a new state, so a refused command can never have
+    half-changed the one it was decided on.
+    """
+
+    goal_id: str = ""
+    workspace: str = ""
+    goal_key: str = ""
+    objective: str = ""
+    done_criteria: list[str] = field(default_factory=list)
+    agent: str = ""
+    status: str = ""  # "" until goal.started
+    reason: str = ""
+    current_step: str = ""
+    progress_pct: int = 0
+    last_completed: list[str] = field(default_factory=list)
+    next_actions: list[str] = field(default_factory=list)
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    retry_count: int = 0
+    checkpoints: int = 0
+    summary: str = ""
+    created_at: str = ""
+    updated_at: str = ""
+    version: int = 0  # seq of the last event folded in
+
+    @property
+    def started(self) -> bool:
+        return bool(self.status)
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    def artifact(self, path: str) -> dict[str, Any] | None:
+        for artifact in self.artifacts:
+            if artifact["path"] == path:
+                return artifact
+        return None
+
+    def checkpoint_contract(self) -> dict[str, Any]:
+        return {
+            "task_id": self.goal_id,
+            "goal": self.objective,
+            "status": self.status,
+            "current_step": self.current_step,
+            "progress_pct": self.progress_pct,
+            "last_completed": list(self.last_completed),
+            "next_actions": list(self.next_actions),
+            "artifacts": [dict(a) for a in self.artifacts],
+            "errors": list(self.errors),
+            "retry_count": self.retry_count,
+            "updated_at": self.updated_at,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "GoalState":
+        # Unknown keys are ignored and missing ones take their defaults, so a
+        # projection stored by an older release still loads (replay then
+        # rewrites it in full).
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def but(self, **changes: Any) -> "GoalState":
+        return replace(self, **changes)

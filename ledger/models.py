@@ -1,0 +1,124 @@
+"""The event store's two tables: ``Event`` (the truth) and ``Goal`` (its projection)."""
+
+import uuid
+from typing import Any, NoReturn
+
+from django.db import models
+from django.db.models import Q
+
+from ledger.domain import ACTIVE_STATUSES, STATUSES, TERMINAL_STATUSES
+
+
+class AppendOnlyError(Exception):
+    """Raised by the model layer on any attempt to change or remove a stored event."""
+
+
+class Goal(models.Model):
+    """One goal's projected state, folded from its events.
+
+    The fields people filter and sort on are real, indexed columns; the rest of
+    GoalState lives in ``state``. ``version`` and ``last_hash`` let the next
+    command append without re-reading the previous event.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.CharField(max_length=1024)
+    goal_key = models.CharField(max_length=200)
+    agent = models.CharField(max_length=200, blank=True, default="")
+    status = models.CharField(max_length=16, choices=[(s, s) for s in STATUSES])
+    reason = models.CharField(max_length=40, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    next_wake_at = models.DateTimeField(null=True, blank=True)
+    paused_until = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    version = models.PositiveIntegerField()
+    last_hash = models.CharField(max_length=64)
+    state = models.JSONField()
+
+    class Meta:
+        constraints = [
+            # Rule 1, enforced by the database as well as by the store: one
+            # active goal per (workspace, goal_key). Two concurrent starts on
+            # PostgreSQL both find nothing; this makes the second one fail and
+            # retry into the goal the first one created.
+            models.UniqueConstraint(
+                fields=["workspace", "goal_key"],
+                condition=~Q(status__in=sorted(TERMINAL_STATUSES)),
+                name="ledger_goal_one_active_per_key",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["status", "reason"], name="ledger_goal_status_reason"),
+            models.Index(fields=["agent", "status"], name="ledger_goal_agent_status"),
+            models.Index(fields=["workspace"], name="ledger_goal_workspace"),
+            models.Index(fields=["goal_key"], name="ledger_goal_goal_key"),
+            models.Index(fields=["lease_expires_at"], name="ledger_goal_lease_expiry"),
+            models.Index(fields=["next_wake_at"], name="ledger_goal_next_wake"),
+            models.Index(fields=["paused_until"], name="ledger_goal_paused_until"),
+            models.Index(fields=["-updated_at"], name="ledger_goal_updated"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.goal_key} @ {self.workspace} ({self.status})"
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE_STATUSES
+
+
+class EventQuerySet(models.QuerySet):
+    def update(self, **kwargs: Any) -> NoReturn:
+        raise AppendOnlyError("events are append-only; they cannot be updated")
+
+    def delete(self) -> NoReturn:
+        raise AppendOnlyError("events are append-only; they cannot be deleted")
+
+    def bulk_update(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise AppendOnlyError("events are append-only; they cannot be updated")
+
+
+class Event(models.Model):
+    """One fact about one goal. Never updated, never deleted (three layers:
+    this model, database triggers, a read-only admin)."""
+
+    id = models.BigAutoField(primary_key=True)  # global position
+    goal = models.ForeignKey(Goal, on_delete=models.PROTECT, related_name="events")
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=64)
+    data = models.JSONField()
+    actor = models.CharField(max_length=200)
+    recorded_at = models.DateTimeField()
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64)
+
+    objects = EventQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            # Optimistic concurrency: two writers that both read version N
+            # cannot both append seq N+1. Its index also serves "a goal's
+            # events in order", the most common read.
+            models.UniqueConstraint(fields=["goal", "seq"], name="ledger_event_goal_seq"),
+        ]
+        indexes = [
+            models.Index(fields=["kind"], name="ledger_event_kind"),
+            models.Index(fields=["actor"], name="ledger_event_actor"),
+            models.Index(fields=["recorded_at"], name="ledger_event_recorded_at"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.goal_id} #{self.seq} {self.kind}"
+
+    @property
+    def family(self) -> str:
+        return self.kind.partition(".")[0]
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise AppendOnlyError("events are append-only; a stored event cannot be changed")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise AppendOnlyError("events are append-only; a stored event cannot be deleted")

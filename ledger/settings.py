@@ -1,0 +1,178 @@
+"""Wake Ledger settings, read from environment variables (see README, Configuration)."""
+
+import os
+import secrets
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+from ledger.env import database_from_url, env_bool, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("WAKELEDGER_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    """SECRET_KEY from the environment, else one generated once into var/.
+
+    The file is created with O_EXCL so two processes starting together (web and
+    qcluster under honcho) cannot each write a different key.
+    """
+    from_env = env_str("SECRET_KEY")
+    if from_env:
+        return from_env
+    path = VAR_DIR / "secret_key"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        key = path.read_text().strip()
+        if not key:
+            raise ImproperlyConfigured(f"{path} is empty; delete it to regenerate.") from None
+        return key
+    key = secrets.token_urlsafe(50)
+    with open(fd, "w") as handle:
+        handle.write(key)
+    return key
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_q",
+    "ledger",
+    "api",
+    "scheduling",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "ledger.urls"
+WSGI_APPLICATION = "ledger.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# Persistent connections matter twice here: opening a connection per request
+# costs the append path, and on SQLite closing the last connection to a WAL
+# database checkpoints the WAL, which costs about a third of the throughput.
+CONN_MAX_AGE = env_int("WAKELEDGER_CONN_MAX_AGE", 600, minimum=0)
+SQLITE_BUSY_TIMEOUT_SECONDS = env_int("WAKELEDGER_SQLITE_BUSY_TIMEOUT", 20, minimum=1)
+
+if env_str("DATABASE_URL"):
+    DATABASES = {"default": database_from_url(env_str("DATABASE_URL"))}
+    DATABASES["default"]["CONN_MAX_AGE"] = CONN_MAX_AGE
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "ledger.sqlite3",
+            "CONN_MAX_AGE": CONN_MAX_AGE,
+            "CONN_HEALTH_CHECKS": True,
+            "OPTIONS": {
+                # IMMEDIATE takes the write lock at BEGIN: a command's "lock the
+                # goal, decide, append" can then never fail half-way with
+                # SQLITE_BUSY on lock upgrade (SQLite has no SELECT … FOR UPDATE).
+                "transaction_mode": "IMMEDIATE",
+                "timeout": SQLITE_BUSY_TIMEOUT_SECONDS,
+                # WAL lets the admin and the API read while a command writes.
+                # synchronous=FULL keeps every committed event on disk at once.
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
+            },
+        }
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+USE_I18N = True
+USE_TZ = True
+TIME_ZONE = "UTC"
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+
+LOGIN_URL = "admin:login"
+
+# `manage.py flush` must not be able to erase the ledger: the append-only
+# triggers refuse it unless this is set (the test suite sets it, because Django
+# flushes the test database between transactional tests).
+WAKELEDGER_ALLOW_FLUSH = env_bool("WAKELEDGER_ALLOW_FLUSH", False)
+
+# django-q2 on its ORM broker: no service besides the database.
+Q_CLUSTER = {
+    "name": "wakeledger",
+    "orm": "default",
+    "workers": env_int("WAKELEDGER_Q_WORKERS", 2, minimum=1, maximum=64),
+    # A task is killed after `timeout` seconds and handed to another worker
+    # after `retry` seconds; retry must exceed timeout or a slow task runs twice.
+    "timeout": env_int("WAKELEDGER_Q_TIMEOUT", 60, minimum=5),
+    "retry": env_int("WAKELEDGER_Q_RETRY", 120, minimum=10),
+    # django-q2 retries a failed task forever unless attempts are bounded.
+    "max_attempts": env_int("WAKELEDGER_Q_MAX_ATTEMPTS", 3, minimum=1),
+    "ack_failures": True,
+    # A watchdog that missed runs while the cluster was down fires once, not
+    # once per missed interval.
+    "catch_up": False,
+    "poll": 1,
+    "save_limit": 1000,
+    "label": "Scheduler",
+}
+if Q_CLUSTER["retry"] <= Q_CLUSTER["timeout"]:
+    raise ImproperlyConfigured("WAKELEDGER_Q_RETRY must be greater than WAKELEDGER_Q_TIMEOUT.")
+
+LOG_LEVEL = env_str("WAKELEDGER_LOG_LEVEL", "INFO").upper()
+if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+    raise ImproperlyConfigured(f"WAKELEDGER_LOG_LEVEL={LOG_LEVEL!r} is not a log level.")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}

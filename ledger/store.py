@@ -1,0 +1,267 @@
+"""The event store: one command = one transaction.
+
+lock the goal row → decide → insert the events → fold them into the stored
+projection → commit. A command never half-applies: a DomainError raised by
+``decide`` leaves the transaction before anything was written.
+
+Appending is the hot path of the whole product, so ``execute`` speaks SQL
+directly instead of going through the ORM's query building, which costs more
+than the database work itself on SQLite. It runs three statements per command
+(lock-and-read, insert, update) and never re-reads the previous event: the goal
+row carries the chain head (``last_hash``) and the last seq (``version``).
+"""
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, connection, transaction
+
+from ledger import clock
+from ledger.chain import GENESIS, event_hash
+from ledger.domain import Command, DomainError, Event, GoalState, StartGoal, decide, evolve
+from ledger.domain.state import TERMINAL_STATUSES
+from ledger.models import Event as EventRow
+from ledger.models import Goal
+
+
+class GoalNotFound(DomainError):
+    code = "not_found"
+
+
+class VersionConflict(DomainError):
+    """Another writer appended the same seq first (only without a row lock)."""
+
+    code = "version_conflict"
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    goal_id: str
+    seq: int
+    kind: str
+    data: dict[str, Any]
+    actor: str
+    recorded_at: datetime
+    idempotency_key: str | None
+    prev_hash: str
+    hash: str
+
+
+@dataclass
+class Outcome:
+    """What a command did: the goal's state after it and the events it appended."""
+
+    state: GoalState
+    events: list[StoredEvent] = field(default_factory=list)
+    created: bool = False
+
+
+def projected_columns(state: GoalState) -> dict[str, Any]:
+    """The Goal row's indexed columns, derived from the state (and nothing else,
+    so replay can recompute and compare them)."""
+    return {
+        "workspace": state.workspace,
+        "goal_key": state.goal_key,
+        "agent": state.agent,
+        "status": state.status,
+        "reason": state.reason,
+        "lease_expires_at": None,
+        "next_wake_at": None,
+        "paused_until": None,
+        "created_at": _parse(state.created_at),
+        "updated_at": _parse(state.updated_at),
+    }
+
+
+def _parse(value: str) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def start(command: StartGoal, *, actor: str, idempotency_key: str | None = None) -> Outcome:
+    """Create the goal for (workspace, goal_key), or return the active one (rule 1)."""
+    for attempt in range(2):
+        try:
+            with transaction.atomic():
+                existing = (
+                    Goal.objects.select_for_update()
+                    .filter(workspace=command.workspace, goal_key=command.goal_key)
+                    .exclude(status__in=TERMINAL_STATUSES)
+                    .values_list("id", flat=True)
+                    .first()
+                )
+                if existing is not None:
+                    return _execute_locked(existing, command, actor, idempotency_key)
+                return _create(command, actor, idempotency_key)
+        except IntegrityError:
+            # A concurrent start created the goal between our read and insert
+            # (PostgreSQL; SQLite's IMMEDIATE transactions serialize). Once.
+            if attempt:
+                raise
+    raise AssertionError("unreachable")
+
+
+def execute(goal_id: uuid.UUID | str, command: Command, *, actor: str,
+            idempotency_key: str | None = None) -> Outcome:
+    """Run one command against an existing goal, in one transaction."""
+    try:
+        with transaction.atomic():
+            return _execute_locked(goal_id, command, actor, idempotency_key)
+    except IntegrityError as exc:
+        # The (goal, seq) constraint: only reachable if something wrote the
+        # goal without taking its row lock. Nothing was recorded.
+        raise VersionConflict(f"goal {goal_id} changed concurrently; retry") from exc
+
+
+def load(goal_id: uuid.UUID | str) -> GoalState:
+    row = Goal.objects.filter(pk=goal_id).values_list("state", flat=True).first()
+    if row is None:
+        raise GoalNotFound(f"no goal {goal_id}")
+    return GoalState.from_dict(row)
+
+
+# --------------------------------------------------------------------------- internals
+
+
+def _create(command: StartGoal, actor: str, idempotency_key: str | None) -> Outcome:
+    now = clock.now()
+    events = decide(GoalState(), command, now)
+    state, stored, head = _fold(command.goal_id, GoalState(), GENESIS, events, actor,
+                                idempotency_key)
+    Goal.objects.create(id=command.goal_id, version=state.version, last_hash=head,
+                        state=state.to_dict(), **projected_columns(state))
+    _insert(stored)
+    return Outcome(state, stored, created=True)
+
+
+def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
+                    idempotency_key: str | None) -> Outcome:
+    sql = _sql()
+    pk = _goal_pk.get_db_prep_value(_as_uuid(goal_id), connection)
+    with connection.cursor() as cursor:
+        cursor.execute(sql.lock, [pk])
+        row = cursor.fetchone()
+        if row is None:
+            raise GoalNotFound(f"no goal {goal_id}")
+        version, head, raw_state = row
+        state = GoalState.from_dict(json.loads(raw_state) if isinstance(raw_state, str)
+                                    else raw_state)
+        # Read the clock only once the row is locked, so a goal's events are
+        # recorded in the order they were decided.
+        events = decide(state, command, clock.now())
+        if not events:
+            return Outcome(state)
+        state, stored, head = _fold(str(goal_id), state, head, events, actor, idempotency_key)
+        _insert(stored, cursor)
+        columns = projected_columns(state)
+        cursor.execute(sql.update, [
+            state.version,
+            head,
+            _goal_state.get_db_prep_value(state.to_dict(), connection),
+            columns["status"],
+            columns["reason"],
+            columns["agent"],
+            _adapt_dt(columns["lease_expires_at"]),
+            _adapt_dt(columns["next_wake_at"]),
+            _adapt_dt(columns["paused_until"]),
+            _adapt_dt(columns["updated_at"]),
+            pk,
+            version,
+        ])
+        if cursor.rowcount != 1:
+            raise IntegrityError("goal version moved under its row lock")
+    return Outcome(state, stored)
+
+
+def _fold(goal_id: str, state: GoalState, head: str, events: Sequence[Event], actor: str,
+          idempotency_key: str | None) -> tuple[GoalState, list[StoredEvent], str]:
+    stored = []
+    for event in events:
+        state = evolve(state, event)
+        data = dict(event.data)
+        digest = event_hash(head, goal_id, state.version, event.kind, data, actor, event.at)
+        stored.append(StoredEvent(goal_id, state.version, event.kind, data, actor, event.at,
+                                  idempotency_key, head, digest))
+        head = digest
+    return state, stored, head
+
+
+def _insert(stored: list[StoredEvent], cursor: Any = None) -> None:
+    values = []
+    for e in stored:
+        values += [
+            _goal_pk.get_db_prep_value(_as_uuid(e.goal_id), connection),
+            e.seq,
+            e.kind,
+            _event_data.get_db_prep_value(e.data, connection),
+            e.actor,
+            _adapt_dt(e.recorded_at),
+            e.idempotency_key,
+            e.prev_hash,
+            e.hash,
+        ]
+    sql = _sql().insert_head + ", ".join([_sql().insert_row] * len(stored))
+    if cursor is None:
+        with connection.cursor() as own:
+            own.execute(sql, values)
+    else:
+        cursor.execute(sql, values)
+
+
+def _as_uuid(value: uuid.UUID | str) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise GoalNotFound(f"no goal {value}") from None
+
+
+def _adapt_dt(value: datetime | None) -> Any:
+    return connection.ops.adapt_datetimefield_value(value)
+
+
+_goal_pk = Goal._meta.pk
+_goal_state = Goal._meta.get_field("state")
+_event_data = EventRow._meta.get_field("data")
+
+
+@dataclass(frozen=True)
+class _Statements:
+    lock: str
+    update: str
+    insert_head: str
+    insert_row: str
+
+
+_statements: dict[str, _Statements] = {}
+
+
+def _sql() -> _Statements:
+    """The append path's SQL, built once per database vendor."""
+    vendor = connection.vendor
+    if vendor not in _statements:
+        goal, event = Goal._meta.db_table, EventRow._meta.db_table
+        # SQLite has no row locks; its IMMEDIATE transaction already holds the
+        # database's write lock from BEGIN.
+        lock_suffix = " FOR UPDATE" if connection.features.has_select_for_update else ""
+        _statements[vendor] = _Statements(
+            lock=f"SELECT version, last_hash, state FROM {goal} WHERE id = %s{lock_suffix}",
+            update=(
+                f"UPDATE {goal} SET version = %s, last_hash = %s, state = %s, status = %s, "
+                "reason = %s, agent = %s, lease_expires_at = %s, next_wake_at = %s, "
+                "paused_until = %s, updated_at = %s WHERE id = %s AND version = %s"
+            ),
+            insert_head=(
+                f"INSERT INTO {event} (goal_id, seq, kind, data, actor, recorded_at, "
+                "idempotency_key, prev_hash, hash) VALUES "
+            ),
+            insert_row="(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        )
+    return _statements[vendor]
