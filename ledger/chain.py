@@ -56,10 +56,11 @@ def first_break(goal_id: str, links: Iterable[StoredLink]) -> tuple[Break | None
     for link in links:
         checked += 1
         if link.seq != expected_seq:
-            return Break(expected_seq, f"seq {link.seq} follows seq {expected_seq - 1}"), checked, ""
+            why = f"seq {link.seq} follows seq {expected_seq - 1}"
+            return Break(expected_seq, why), checked, ""
         if link.prev_hash != expected_prev:
-            return Break(link.seq, "prev_hash does not match the previous event's hash"), \
-                checked, ""
+            why = "prev_hash does not match the previous event's hash"
+            return Break(link.seq, why), checked, ""
         recomputed = event_hash(link.prev_hash, goal_id, link.seq, link.kind, link.data,
                                 link.actor, link.recorded_at)
         if recomputed != link.hash:

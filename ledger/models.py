@@ -89,7 +89,8 @@ class Event(models.Model):
     data = models.JSONField()
     actor = models.CharField(max_length=200)
     recorded_at = models.DateTimeField()
-    idempotency_key = models.CharField(max_length=255, null=True, blank=True)
+    # NULL, not "", for "no key": a later unique index on it must ignore keyless events.
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64)
 
@@ -111,10 +112,6 @@ class Event(models.Model):
     def __str__(self) -> str:
         return f"{self.goal_id} #{self.seq} {self.kind}"
 
-    @property
-    def family(self) -> str:
-        return self.kind.partition(".")[0]
-
     def save(self, *args: Any, **kwargs: Any) -> None:
         if not self._state.adding:
             raise AppendOnlyError("events are append-only; a stored event cannot be changed")
@@ -122,3 +119,7 @@ class Event(models.Model):
 
     def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise AppendOnlyError("events are append-only; a stored event cannot be deleted")
+
+    @property
+    def family(self) -> str:
+        return self.kind.partition(".")[0]

@@ -251,6 +251,7 @@ def _sql() -> _Statements:
         # SQLite has no row locks; its IMMEDIATE transaction already holds the
         # database's write lock from BEGIN.
         lock_suffix = " FOR UPDATE" if connection.features.has_select_for_update else ""
+        # Table names come from the models' Meta, never from input.
         _statements[vendor] = _Statements(
             lock=f"SELECT version, last_hash, state FROM {goal} WHERE id = %s{lock_suffix}",
             update=(

@@ -100,14 +100,14 @@ def _checkpoint(state: GoalState, cmd: RecordCheckpoint, now: datetime) -> list[
         digest = v.sha256(artifact.sha256, f"{name}.sha256")
         size = v.byte_count(artifact.bytes, f"{name}.bytes")
         recorded = state.artifact(path)
-        if recorded is not None and recorded["sha256"] != digest:
-            # Rule 3: no blind overwrite of an artifact recorded before.
-            if artifact.previous_sha256 != recorded["sha256"]:
-                raise ArtifactConflict(
-                    f"{path!r} was recorded with sha256 {recorded['sha256']}; "
-                    "state it as previous_sha256 to overwrite it",
-                    field=f"{name}.previous_sha256",
-                )
+        # Rule 3: no blind overwrite of an artifact recorded before.
+        if (recorded is not None and recorded["sha256"] != digest
+                and artifact.previous_sha256 != recorded["sha256"]):
+            raise ArtifactConflict(
+                f"{path!r} was recorded with sha256 {recorded['sha256']}; "
+                "state it as previous_sha256 to overwrite it",
+                field=f"{name}.previous_sha256",
+            )
         artifacts.append({"path": path, "sha256": digest, "bytes": size})
     data = {
         "current_step": v.text(cmd.current_step, "current_step", limit=v.MAX_STEP, required=True),

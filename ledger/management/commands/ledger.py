@@ -1,0 +1,122 @@
+"""``manage.py ledger <action>``: the operator's commands.
+
+Each action is a thin shell: it parses arguments, calls the store or the
+projection module, and prints. No rule lives here.
+"""
+
+import secrets
+import uuid
+from argparse import ArgumentParser
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+from django.urls import reverse
+
+from ledger import projection
+from ledger.progress import Progress
+
+
+class Command(BaseCommand):
+    help = "Wake Ledger operator commands: replay, verify, bootstrap."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+        replay = actions.add_parser(
+            "replay", help="Fold every goal's events and compare with the stored projection.")
+        replay.add_argument("goal_ids", nargs="*", metavar="GOAL_ID")
+        mode = replay.add_mutually_exclusive_group()
+        mode.add_argument("--check", action="store_true",
+                          help="Exit 1 when any projection differs from its events.")
+        mode.add_argument("--fix", action="store_true",
+                          help="Rewrite differing projections from the events (never the events).")
+
+        verify = actions.add_parser(
+            "verify", help="Recompute every goal's hash chain; name the first broken link.")
+        verify.add_argument("goal_ids", nargs="*", metavar="GOAL_ID")
+
+        actions.add_parser(
+            "bootstrap",
+            help="Create the first admin user (random password, printed once) and print the URL.")
+
+    def handle(self, *args: Any, action: str, **options: Any) -> None:
+        getattr(self, f"handle_{action}")(**options)
+
+    # ------------------------------------------------------------------ replay
+
+    def handle_replay(self, goal_ids: list[str], check: bool, fix: bool, **_: Any) -> None:
+        ids = self._ids(goal_ids)
+        bar = Progress(len(ids), "replay", self.stderr._out)
+        reports = list(projection.replay(ids, fix=fix, progress=bar.advance))
+        bar.close()
+        for report in reports:
+            verb = "fixed" if report.fixed else "differs"
+            self.stdout.write(self.style.WARNING(f"goal {report.goal_id} {verb}:"))
+            for d in report.differences:
+                self.stdout.write(f"  {d.field}: stored={d.stored!r} replayed={d.replayed!r}")
+        summary = f"replayed {len(ids)} goal(s): {len(reports)} differ"
+        if fix:
+            summary += f", {len(reports)} fixed"
+        self.stdout.write(summary)
+        if reports and check:
+            raise CommandError(f"{len(reports)} projection(s) differ from their events",
+                               returncode=1)
+
+    # ------------------------------------------------------------------ verify
+
+    def handle_verify(self, goal_ids: list[str], **_: Any) -> None:
+        ids = self._ids(goal_ids)
+        bar = Progress(len(ids), "verify", self.stderr._out)
+        broken, events = 0, 0
+        for report in projection.verify(ids, progress=bar.advance):
+            events += report.events
+            if report.broken:
+                broken += 1
+                self.stdout.write(self.style.ERROR(
+                    f"goal {report.goal_id}: chain broken at seq {report.broken.seq} "
+                    f"({report.broken.why})"))
+        bar.close()
+        self.stdout.write(f"verified {len(ids)} goal(s), {events} event(s): {broken} broken")
+        if broken:
+            raise CommandError(f"{broken} broken chain(s)", returncode=1)
+
+    # ------------------------------------------------------------------ bootstrap
+
+    def handle_bootstrap(self, **_: Any) -> None:
+        url = f"{settings.SITE_URL}{reverse('admin:index')}"
+        users = get_user_model()
+        if users.objects.filter(is_superuser=True).exists():
+            self.stdout.write(f"Wake Ledger admin: {url}")
+            return
+        password = secrets.token_urlsafe(18)
+        try:
+            users.objects.create_superuser("admin", email="", password=password)
+        except ValidationError as exc:  # pragma: no cover - create_superuser validates little
+            raise CommandError(str(exc)) from exc
+        # Printed once, never stored: only Django's salted password hash is kept.
+        self.stdout.write(
+            "Created the first admin user. Save this password now; it is not shown again.\n"
+            f"  URL:      {url}\n  user:     admin\n  password: {password}")
+
+    # ------------------------------------------------------------------ helpers
+
+    def _ids(self, selected: list[str]) -> list[str]:
+        wanted = self._valid(selected)
+        ids = projection.goal_ids(wanted)
+        if wanted and len(ids) != len(set(wanted)):
+            missing = sorted(set(wanted) - set(ids))
+            raise CommandError(f"no such goal: {', '.join(missing)}")
+        return ids
+
+    @staticmethod
+    def _valid(selected: list[str]) -> list[str]:
+        out = []
+        for value in selected:
+            try:
+                out.append(str(uuid.UUID(value)))
+            except ValueError:
+                raise CommandError(f"{value!r} is not a goal id (a UUID)") from None
+        return out
