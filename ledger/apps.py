@@ -19,6 +19,8 @@ class LedgerConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from ledger import checks  # noqa: F401  (registers the trigger check)
+
         # After every migrate (and flush), whatever rebuilt the events table.
         post_migrate.connect(_reinstall_triggers, sender=self,
                              dispatch_uid="ledger.reinstall_triggers")

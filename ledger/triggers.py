@@ -12,10 +12,14 @@ TABLE = "ledger_event"
 NAMES = ("ledger_event_no_update", "ledger_event_no_delete")
 PG_TRUNCATE = "ledger_event_no_truncate"
 
+# Drop and create rather than CREATE ... IF NOT EXISTS: a trigger of that name
+# left on a renamed table would otherwise make the install a silent no-op.
 _SQLITE = [
-    f"""CREATE TRIGGER IF NOT EXISTS ledger_event_no_update BEFORE UPDATE ON {TABLE}
+    "DROP TRIGGER IF EXISTS ledger_event_no_update",
+    f"""CREATE TRIGGER ledger_event_no_update BEFORE UPDATE ON {TABLE}
         BEGIN SELECT RAISE(ABORT, '{TABLE} is append-only: UPDATE refused'); END""",
-    f"""CREATE TRIGGER IF NOT EXISTS ledger_event_no_delete BEFORE DELETE ON {TABLE}
+    "DROP TRIGGER IF EXISTS ledger_event_no_delete",
+    f"""CREATE TRIGGER ledger_event_no_delete BEFORE DELETE ON {TABLE}
         BEGIN SELECT RAISE(ABORT, '{TABLE} is append-only: DELETE refused'); END""",
 ]
 

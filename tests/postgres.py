@@ -1,0 +1,99 @@
+"""Run a command against a throwaway PostgreSQL server.
+
+    python tests/postgres.py python -m pytest ...
+
+Starts a server from the machine's PostgreSQL binaries (/usr/lib/postgresql/*/bin,
+or WAKELEDGER_PG_BINDIR) in a temporary data directory on a free loopback
+port, runs the command with DATABASE_URL pointing at it, then stops the server
+and removes the directory. PostgreSQL refuses to run as root, so as root the
+server runs as the `postgres` system user.
+
+Without binaries it prints why and exits 0, unless WAKELEDGER_REQUIRE_POSTGRES=1,
+which makes that a failure (CI sets it).
+"""
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def find_bindir() -> Path | None:
+    configured = os.environ.get("WAKELEDGER_PG_BINDIR")
+    candidates = [configured] if configured else sorted(
+        glob.glob("/usr/lib/postgresql/*/bin"),
+        key=lambda p: int(Path(p).parent.name) if Path(p).parent.name.isdigit() else 0,
+        reverse=True,
+    )
+    for candidate in candidates:
+        if candidate and (Path(candidate) / "initdb").exists():
+            return Path(candidate)
+    on_path = shutil.which("initdb")
+    return Path(on_path).parent if on_path else None
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def server(bindir: Path) -> Iterator[str]:
+    root = Path(tempfile.mkdtemp(prefix="wakeledger-pg-"))
+    data = root / "data"
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        user = pwd.getpwnam("postgres")
+        os.chown(root, user.pw_uid, user.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    port = free_port()
+
+    def run(*args: str) -> None:
+        subprocess.run([*as_user, *args], check=True, stdout=subprocess.DEVNULL)
+
+    try:
+        run(str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
+            "--encoding=UTF8", "--no-sync")
+        # Durability off: this server lives for one test run.
+        options = (f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories={root} "
+                   "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+                   "-c max_connections=200")
+        run(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"),
+            "-o", options, "-w", "-t", "60", "start")
+        try:
+            run(str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres",
+                "wakeledger")
+            yield f"postgres://postgres@127.0.0.1:{port}/wakeledger"
+        finally:
+            run(str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__, file=sys.stderr)
+        return 2
+    bindir = find_bindir()
+    if bindir is None:
+        message = "PostgreSQL binaries not found (/usr/lib/postgresql/*/bin)"
+        if os.environ.get("WAKELEDGER_REQUIRE_POSTGRES") == "1":
+            print(f"FAILED: {message}, and WAKELEDGER_REQUIRE_POSTGRES=1.", file=sys.stderr)
+            return 1
+        print(f"SKIPPED the PostgreSQL half of the suite: {message}.", file=sys.stderr)
+        return 0
+    with server(bindir) as url:
+        print(f"PostgreSQL {bindir.parent.name} started for the tests ({url})", flush=True)
+        return subprocess.call(argv, env={**os.environ, "DATABASE_URL": url})
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

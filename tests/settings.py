@@ -1,0 +1,30 @@
+"""Settings for the test suite: the project's own, plus what tests need.
+
+Environment defaults are set before ledger.settings is imported, because it
+reads them at import time.
+"""
+
+import os
+
+# Django empties the database between transactional tests with `flush`, which
+# the append-only triggers otherwise refuse (see ledger/management/commands/flush.py).
+os.environ.setdefault("WAKELEDGER_ALLOW_FLUSH", "1")
+
+from ledger.settings import *  # noqa: E402,F403
+
+# Hashing passwords at full strength only slows the suite down.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
+    import tempfile
+
+    # A file, not Django's default in-memory database: the shared-cache
+    # in-memory mode answers concurrent writers with "table is locked" instead
+    # of waiting, so it cannot show how the real WAL + IMMEDIATE setup behaves.
+    DATABASES["default"]["TEST"] = {  # noqa: F405
+        "NAME": os.path.join(tempfile.gettempdir(), f"wakeledger-test-{os.getpid()}.sqlite3"),
+    }

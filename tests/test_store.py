@@ -1,0 +1,175 @@
+"""The event store: one command, one transaction; chain, projection, concurrency."""
+
+import threading
+import uuid
+
+import pytest
+from django.db import IntegrityError, connections, transaction
+
+from ledger import store
+from ledger.chain import GENESIS, event_hash
+from ledger.domain import Finish, GoalState, RecordCheckpoint, StartGoal
+from ledger.domain.errors import GoalTerminal, ProgressRegressed
+from ledger.models import Event, Goal
+from tests.factories import GoalFactory
+
+
+def start_command(**overrides) -> StartGoal:
+    values = {"goal_id": str(uuid.uuid4()), "workspace": "/srv/repo", "goal_key": "issue-1",
+              "objective": "Fix it", "next_actions": ("look",), "agent": "agent-1"}
+    return StartGoal(**{**values, **overrides})
+
+
+@pytest.mark.django_db
+def test_start_creates_goal_with_initial_checkpoint_and_projection(clock):
+    outcome = store.start(start_command(), actor="agent-1")
+    assert outcome.created
+    goal = Goal.objects.get(pk=outcome.state.goal_id)
+    assert (goal.status, goal.version, goal.workspace, goal.goal_key) == \
+        ("waiting", 1, "/srv/repo", "issue-1")
+    assert goal.created_at == goal.updated_at == clock()
+    assert GoalState.from_dict(goal.state) == outcome.state
+    [event] = Event.objects.filter(goal=goal)
+    assert (event.seq, event.kind, event.actor, event.prev_hash) == \
+        (1, "goal.started", "agent-1", GENESIS)
+    assert event.data["checkpoint"] == {"current_step": "plan", "progress_pct": 0,
+                                        "next_actions": ["look"]}
+    assert goal.last_hash == event.hash
+
+
+@pytest.mark.django_db
+def test_starting_the_same_key_again_returns_the_active_goal(clock):
+    first = store.start(start_command(), actor="agent-1")
+    again = store.start(start_command(objective="Other words"), actor="agent-1")
+    assert not again.created and again.events == []
+    assert again.state.goal_id == first.state.goal_id
+    assert Goal.objects.count() == 1 and Event.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_a_finished_goal_key_can_start_anew(clock):
+    first = store.start(start_command(), actor="agent-1")
+    store.execute(first.state.goal_id, Finish("completed"), actor="agent-1")
+    second = store.start(start_command(), actor="agent-1")
+    assert second.created and second.state.goal_id != first.state.goal_id
+    assert Goal.objects.filter(goal_key="issue-1").count() == 2
+
+
+@pytest.mark.django_db
+def test_commands_append_chained_events_and_fold_them(clock):
+    goal = GoalFactory()
+    clock.advance(minutes=3)
+    outcome = store.execute(goal.pk, RecordCheckpoint(current_step="tests", progress_pct=30),
+                            actor="agent-1", idempotency_key="key-1")
+    [stored] = outcome.events
+    row = Event.objects.get(goal=goal, seq=2)
+    assert row.prev_hash == goal.last_hash
+    assert row.hash == event_hash(row.prev_hash, str(goal.pk), 2, row.kind, row.data,
+                                  row.actor, row.recorded_at) == stored.hash
+    assert row.idempotency_key == "key-1"
+    goal.refresh_from_db()
+    assert goal.version == 2 and goal.last_hash == row.hash
+    assert goal.updated_at == clock()
+    assert goal.state["current_step"] == "tests" and goal.state["progress_pct"] == 30
+
+
+@pytest.mark.django_db
+def test_a_refused_command_records_nothing(clock):
+    goal = GoalFactory(checkpoints=5)
+    before = (Goal.objects.values().get(pk=goal.pk), Event.objects.filter(goal=goal).count())
+    with pytest.raises(ProgressRegressed):
+        store.execute(goal.pk, RecordCheckpoint(current_step="x", progress_pct=1),
+                      actor="agent-1")
+    store.execute(goal.pk, Finish("failed"), actor="agent-1")
+    failed = (Goal.objects.values().get(pk=goal.pk), Event.objects.filter(goal=goal).count())
+    with pytest.raises(GoalTerminal):
+        store.execute(goal.pk, RecordCheckpoint(current_step="x", progress_pct=90),
+                      actor="agent-1")
+    assert (Goal.objects.values().get(pk=goal.pk),
+            Event.objects.filter(goal=goal).count()) == failed
+    assert failed[1] == before[1] + 1
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("goal_id", ["not-a-uuid", str(uuid.uuid4())])
+def test_unknown_goal_is_not_found(goal_id):
+    with pytest.raises(store.GoalNotFound):
+        store.execute(goal_id, Finish("completed"), actor="a")
+
+
+@pytest.mark.django_db
+def test_the_database_refuses_a_second_event_with_the_same_seq():
+    goal = GoalFactory()
+    first = Event.objects.get(goal=goal)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Event.objects.create(goal=goal, seq=1, kind="checkpoint.recorded", data={},
+                             actor="x", recorded_at=first.recorded_at, prev_hash=GENESIS,
+                             hash="f" * 64)
+
+
+@pytest.mark.django_db
+def test_the_database_refuses_a_second_active_goal_per_key():
+    goal = GoalFactory()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Goal.objects.create(workspace=goal.workspace, goal_key=goal.goal_key, status="waiting",
+                            created_at=goal.created_at, updated_at=goal.updated_at, version=0,
+                            last_hash=GENESIS, state={})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_commands_serialize_on_the_goal_row():
+    """Writers in several threads (own connections) append to one goal: every
+    seq is used once, the chain is intact, the projection counts them all."""
+    goal = GoalFactory()
+    writers, per_writer = 4, 5
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            for i in range(per_writer):
+                store.execute(goal.pk, RecordCheckpoint(current_step=f"w{n}-{i}", progress_pct=0),
+                              actor=f"writer-{n}")
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    goal.refresh_from_db()
+    assert goal.version == 1 + writers * per_writer
+    seqs = list(Event.objects.filter(goal=goal).order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, goal.version + 1))
+    from ledger import projection
+
+    assert [r.broken for r in projection.verify([str(goal.pk)])] == [None]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_starts_of_one_key_make_one_goal():
+    results: list[store.Outcome] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(4)
+
+    def work() -> None:
+        try:
+            barrier.wait()
+            results.append(store.start(start_command(goal_key="race"), actor="agent-1"))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len({r.state.goal_id for r in results}) == 1
+    assert sum(r.created for r in results) == 1
+    assert Goal.objects.filter(goal_key="race").count() == 1
