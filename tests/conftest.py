@@ -5,8 +5,6 @@ from django.db import connection
 
 from ledger import clock as ledger_clock
 
-from tests.factories import GoalFactory  # noqa: F401  (re-exported for tests)
-
 
 def pytest_report_header(config: pytest.Config) -> str:
     from django.conf import settings

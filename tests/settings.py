@@ -10,7 +10,7 @@ import os
 # the append-only triggers otherwise refuse (see ledger/management/commands/flush.py).
 os.environ.setdefault("WAKELEDGER_ALLOW_FLUSH", "1")
 
-from ledger.settings import *  # noqa: E402,F403
+from ledger.settings import *  # noqa: F403
 
 # Hashing passwords at full strength only slows the suite down.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

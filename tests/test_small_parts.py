@@ -1,0 +1,41 @@
+import io
+
+import pytest
+
+from ledger.progress import Progress
+
+
+class FakeTTY(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_prints_tenths_off_a_terminal():
+    out = io.StringIO()
+    bar = Progress(1000, "replay", out)
+    for _ in range(1000):
+        bar.advance()
+    bar.close()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 11  # a line when it starts, then one per tenth
+    assert lines[0].startswith("replay: 1/1000 (0%)")
+    assert lines[1].startswith("replay: 100/1000 (10%)")
+    assert lines[-1].startswith("replay: 1000/1000 (100%)")
+
+
+def test_progress_redraws_one_line_on_a_terminal():
+    out = FakeTTY()
+    bar = Progress(4, "verify", out, width=4)
+    for _ in range(4):
+        bar.advance()
+    bar.close()
+    assert out.getvalue().count("\r") == 4
+    assert "verify [████] 4/4" in out.getvalue()
+    assert out.getvalue().endswith("\n")
+
+
+@pytest.mark.django_db
+def test_health_endpoint(client):
+    response = client.get("/api/v1/health")
+    assert response.status_code == 200
+    assert response.json()["status"] == "ok"
