@@ -24,7 +24,7 @@ $(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
 run: $(VENV)/.installed
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
-	$(BIN)/python manage.py ledger bootstrap
+	SITE_URL="$${SITE_URL:-http://127.0.0.1:$(PORT)}" $(BIN)/python manage.py ledger bootstrap
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start --port $(PORT)
 
 test: test-sqlite test-postgres

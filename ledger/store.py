@@ -14,11 +14,13 @@ row carries the chain head (``last_hash``) and the last seq (``version``).
 import json
 import uuid
 from collections.abc import Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ledger import clock
 from ledger.chain import GENESIS, event_hash
@@ -136,44 +138,48 @@ def _create(command: StartGoal, actor: str, idempotency_key: str | None) -> Outc
                                 idempotency_key)
     Goal.objects.create(id=command.goal_id, version=state.version, last_hash=head,
                         state=state.to_dict(), **projected_columns(state))
-    _insert(stored)
+    conn = connections[DEFAULT_DB_ALIAS]
+    with conn.wrap_database_errors, closing(conn.connection.cursor()) as cursor:
+        cursor.execute(*_insert_sql(conn, _sql(conn), _pk(conn, command.goal_id), stored))
     return Outcome(state, stored, created=True)
 
 
 def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
                     idempotency_key: str | None) -> Outcome:
-    sql = _sql()
-    pk = _goal_pk.get_db_prep_value(_as_uuid(goal_id), connection)
-    with connection.cursor() as cursor:
-        cursor.execute(sql.lock, [pk])
+    # The caller's atomic() has opened the transaction (BEGIN IMMEDIATE on
+    # SQLite). From here on the driver's own cursor is used, in the driver's
+    # own parameter style: Django's cursor wrapper rewrites every query with
+    # a regular expression and adds layers that cost more than SQLite's work.
+    conn = connections[DEFAULT_DB_ALIAS]
+    sql = _sql(conn)
+    pk = _pk(conn, goal_id)
+    with conn.wrap_database_errors, closing(conn.connection.cursor()) as cursor:
+        cursor.execute(sql.lock, (pk,))
         row = cursor.fetchone()
         if row is None:
             raise GoalNotFound(f"no goal {goal_id}")
         version, head, raw_state = row
-        state = GoalState.from_dict(json.loads(raw_state) if isinstance(raw_state, str)
-                                    else raw_state)
+        before = GoalState.from_dict(json.loads(raw_state) if isinstance(raw_state, str)
+                                     else raw_state)
         # Read the clock only once the row is locked, so a goal's events are
         # recorded in the order they were decided.
-        events = decide(state, command, clock.now())
+        events = decide(before, command, clock.now())
         if not events:
-            return Outcome(state)
-        state, stored, head = _fold(str(goal_id), state, head, events, actor, idempotency_key)
-        _insert(stored, cursor)
-        columns = projected_columns(state)
-        cursor.execute(sql.update, [
+            return Outcome(before)
+        state, stored, head = _fold(str(goal_id), before, head, events, actor, idempotency_key)
+        cursor.execute(*_insert_sql(conn, sql, pk, stored))
+        # Only the columns that changed: fewer values to adapt, and SQLite
+        # leaves the indexes of untouched columns alone.
+        old, new = projected_columns(before), projected_columns(state)
+        changed = tuple(name for name in _MUTABLE if new[name] != old[name])
+        cursor.execute(sql.update(changed), (
             state.version,
             head,
-            _goal_state.get_db_prep_value(state.to_dict(), connection),
-            columns["status"],
-            columns["reason"],
-            columns["agent"],
-            _adapt_dt(columns["lease_expires_at"]),
-            _adapt_dt(columns["next_wake_at"]),
-            _adapt_dt(columns["paused_until"]),
-            _adapt_dt(columns["updated_at"]),
+            conn.ops.adapt_json_value(state.to_dict(), None),
+            *(_adapt(conn, new[name]) for name in changed),
             pk,
             version,
-        ])
+        ))
         if cursor.rowcount != 1:
             raise IntegrityError("goal version moved under its row lock")
     return Outcome(state, stored)
@@ -192,77 +198,83 @@ def _fold(goal_id: str, state: GoalState, head: str, events: Sequence[Event], ac
     return state, stored, head
 
 
-def _insert(stored: list[StoredEvent], cursor: Any = None) -> None:
-    values = []
+def _insert_sql(conn: BaseDatabaseWrapper, sql: "_Statements", pk: Any,
+                stored: list[StoredEvent]) -> tuple[str, list[Any]]:
+    values: list[Any] = []
     for e in stored:
         values += [
-            _goal_pk.get_db_prep_value(_as_uuid(e.goal_id), connection),
+            pk,
             e.seq,
             e.kind,
-            _event_data.get_db_prep_value(e.data, connection),
+            conn.ops.adapt_json_value(e.data, None),
             e.actor,
-            _adapt_dt(e.recorded_at),
+            conn.ops.adapt_datetimefield_value(e.recorded_at),
             e.idempotency_key,
             e.prev_hash,
             e.hash,
         ]
-    sql = _sql().insert_head + ", ".join([_sql().insert_row] * len(stored))
-    if cursor is None:
-        with connection.cursor() as own:
-            own.execute(sql, values)
-    else:
-        cursor.execute(sql, values)
+    return sql.insert_head + ", ".join([sql.insert_row] * len(stored)), values
 
 
-def _as_uuid(value: uuid.UUID | str) -> uuid.UUID:
-    if isinstance(value, uuid.UUID):
-        return value
-    try:
-        return uuid.UUID(str(value))
-    except ValueError:
-        raise GoalNotFound(f"no goal {value}") from None
+def _pk(conn: BaseDatabaseWrapper, value: uuid.UUID | str) -> Any:
+    """A goal id as the driver wants it (what UUIDField.get_db_prep_value does)."""
+    if not isinstance(value, uuid.UUID):
+        try:
+            value = uuid.UUID(str(value))
+        except ValueError:
+            raise GoalNotFound(f"no goal {value}") from None
+    return value if conn.features.has_native_uuid_field else value.hex
 
 
-def _adapt_dt(value: datetime | None) -> Any:
-    return connection.ops.adapt_datetimefield_value(value)
+def _adapt(conn: BaseDatabaseWrapper, value: Any) -> Any:
+    if isinstance(value, datetime):
+        return conn.ops.adapt_datetimefield_value(value)
+    return value
 
 
-_goal_pk = Goal._meta.pk
-_goal_state = Goal._meta.get_field("state")
-_event_data = EventRow._meta.get_field("data")
+# Projected columns a command may change (workspace, goal key and creation
+# time are fixed when the goal starts).
+_MUTABLE = ("agent", "status", "reason", "lease_expires_at", "next_wake_at", "paused_until",
+            "updated_at")
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Statements:
     lock: str
-    update: str
     insert_head: str
     insert_row: str
+    placeholder: str
+    _updates: dict[tuple[str, ...], str] = field(default_factory=dict)
+
+    def update(self, changed: tuple[str, ...]) -> str:
+        if changed not in self._updates:
+            p = self.placeholder
+            assignments = ", ".join(f"{name} = {p}" for name in
+                                    ("version", "last_hash", "state", *changed))
+            self._updates[changed] = (f"UPDATE {Goal._meta.db_table} SET {assignments} "
+                                      f"WHERE id = {p} AND version = {p}")
+        return self._updates[changed]
 
 
 _statements: dict[str, _Statements] = {}
 
 
-def _sql() -> _Statements:
-    """The append path's SQL, built once per database vendor."""
-    vendor = connection.vendor
-    if vendor not in _statements:
+def _sql(conn: BaseDatabaseWrapper) -> _Statements:
+    """The append path's SQL in the driver's parameter style, built once per vendor.
+    Table names come from the models' Meta, never from input."""
+    if conn.vendor not in _statements:
+        p = "?" if conn.vendor == "sqlite" else "%s"
         goal, event = Goal._meta.db_table, EventRow._meta.db_table
         # SQLite has no row locks; its IMMEDIATE transaction already holds the
         # database's write lock from BEGIN.
-        lock_suffix = " FOR UPDATE" if connection.features.has_select_for_update else ""
-        # Table names come from the models' Meta, never from input.
-        _statements[vendor] = _Statements(
-            lock=f"SELECT version, last_hash, state FROM {goal} WHERE id = %s{lock_suffix}",
-            update=(
-                f"UPDATE {goal} SET version = %s, last_hash = %s, state = %s, status = %s, "
-                "reason = %s, agent = %s, lease_expires_at = %s, next_wake_at = %s, "
-                "paused_until = %s, updated_at = %s WHERE id = %s AND version = %s"
-            ),
+        lock_suffix = " FOR UPDATE" if conn.features.has_select_for_update else ""
+        _statements[conn.vendor] = _Statements(
+            lock=f"SELECT version, last_hash, state FROM {goal} WHERE id = {p}{lock_suffix}",
             insert_head=(
                 f"INSERT INTO {event} (goal_id, seq, kind, data, actor, recorded_at, "
                 "idempotency_key, prev_hash, hash) VALUES "
             ),
-            insert_row="(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            insert_row="(" + ", ".join([p] * 9) + ")",
+            placeholder=p,
         )
-    return _statements[vendor]
+    return _statements[conn.vendor]

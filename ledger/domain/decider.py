@@ -7,6 +7,7 @@ event into the state. The store calls them inside one transaction; replay calls
 """
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import reduce
 from typing import Any
@@ -136,9 +137,9 @@ def _finish(state: GoalState, cmd: Finish, now: datetime) -> list[Event]:
 # --------------------------------------------------------------------------- evolve
 
 
-def _started(state: GoalState, data: dict[str, Any], at: str) -> GoalState:
+def _started(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
     checkpoint = data["checkpoint"]
-    return state.but(
+    return dict(
         goal_id=data["goal_id"],
         workspace=data["workspace"],
         goal_key=data["goal_key"],
@@ -155,7 +156,7 @@ def _started(state: GoalState, data: dict[str, Any], at: str) -> GoalState:
     )
 
 
-def _checkpointed(state: GoalState, data: dict[str, Any], at: str) -> GoalState:
+def _checkpointed(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
     artifacts = [dict(a) for a in state.artifacts]
     index = {a["path"]: i for i, a in enumerate(artifacts)}
     for artifact in data["artifacts"]:
@@ -164,7 +165,7 @@ def _checkpointed(state: GoalState, data: dict[str, Any], at: str) -> GoalState:
         else:
             index[artifact["path"]] = len(artifacts)
             artifacts.append(dict(artifact))
-    return state.but(
+    return dict(
         current_step=data["current_step"],
         progress_pct=data["progress_pct"],
         last_completed=list(data["completed"]),
@@ -177,14 +178,20 @@ def _checkpointed(state: GoalState, data: dict[str, Any], at: str) -> GoalState:
     )
 
 
-def _ended(status: str) -> Callable[[GoalState, dict[str, Any], str], GoalState]:
-    def apply(state: GoalState, data: dict[str, Any], at: str) -> GoalState:
-        return state.but(status=status, reason=data.get("reason", ""), summary=data["summary"])
+Changes = dict[str, Any]
+Evolver = Callable[[GoalState, dict[str, Any], str], Changes]
+
+
+def _ended(status: str) -> Evolver:
+    def apply(state: GoalState, data: dict[str, Any], at: str) -> Changes:
+        return {"status": status, "reason": data.get("reason", ""), "summary": data["summary"]}
 
     return apply
 
 
-_EVOLVERS: dict[str, Callable[[GoalState, dict[str, Any], str], GoalState]] = {
+# Each evolver returns the fields an event changes; evolve applies them in one
+# copy of the (frozen) state.
+_EVOLVERS: dict[str, Evolver] = {
     GOAL_STARTED: _started,
     CHECKPOINT_RECORDED: _checkpointed,
     GOAL_COMPLETED: _ended(DONE),
@@ -201,7 +208,8 @@ def evolve(state: GoalState, event: Event) -> GoalState:
         # the history is worse than a replay that stops and says why.
         raise ValueError(f"no evolver for event kind {event.kind!r}") from None
     at = iso(event.at)
-    return apply(state, dict(event.data), at).but(updated_at=at, version=state.version + 1)
+    return replace(state, **apply(state, dict(event.data), at), updated_at=at,
+                   version=state.version + 1)
 
 
 def fold(events: Iterable[Event], state: GoalState | None = None) -> GoalState:

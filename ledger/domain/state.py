@@ -108,15 +108,20 @@ class GoalState:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: getattr(self, name) for name in _FIELD_ORDER}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "GoalState":
         # Unknown keys are ignored and missing ones take their defaults, so a
         # projection stored by an older release still loads (replay then
         # rewrites it in full).
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return cls(**{k: v for k, v in data.items() if k in _FIELD_NAMES})
 
     def but(self, **changes: Any) -> "GoalState":
         return replace(self, **changes)
+
+
+# Computed once: fields() walks the class on every call, and the store folds
+# a state in and out of JSON on every command.
+_FIELD_ORDER = tuple(f.name for f in fields(GoalState))
+_FIELD_NAMES = frozenset(_FIELD_ORDER)
