@@ -42,6 +42,7 @@ lint: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-dev
 	env -u DATABASE_URL $(BIN)/python bench/append.py
+	env -u DATABASE_URL $(BIN)/python bench/replay.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .hypothesis
