@@ -25,6 +25,8 @@ class Goal(models.Model):
     workspace = models.CharField(max_length=1024)
     goal_key = models.CharField(max_length=200)
     agent = models.CharField(max_length=200, blank=True, default="")
+    session_key = models.CharField(max_length=200, blank=True, default="")
+    workspace_bound = models.BooleanField(default=False)
     status = models.CharField(max_length=16, choices=[(s, s) for s in STATUSES])
     reason = models.CharField(max_length=40, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
@@ -46,6 +48,18 @@ class Goal(models.Model):
                 fields=["workspace", "goal_key"],
                 condition=~Q(status__in=sorted(TERMINAL_STATUSES)),
                 name="ledger_goal_one_active_per_key",
+            ),
+            # The workspace binding (bind-project): one active goal holds it.
+            models.UniqueConstraint(
+                fields=["workspace"],
+                condition=Q(workspace_bound=True) & ~Q(status__in=sorted(TERMINAL_STATUSES)),
+                name="ledger_goal_one_binding_per_workspace",
+            ),
+            # One active goal per agent session key.
+            models.UniqueConstraint(
+                fields=["session_key"],
+                condition=~Q(session_key="") & ~Q(status__in=sorted(TERMINAL_STATUSES)),
+                name="ledger_goal_one_active_per_session",
             ),
         ]
         indexes = [

@@ -15,7 +15,7 @@ import json
 import uuid
 from collections.abc import Sequence
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -24,8 +24,18 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ledger import clock
 from ledger.chain import GENESIS, event_hash
-from ledger.domain import Command, DomainError, Event, GoalState, StartGoal, decide, evolve
+from ledger.domain import (
+    Command,
+    DomainError,
+    Event,
+    GoalState,
+    RunGoal,
+    StartGoal,
+    decide,
+    evolve,
+)
 from ledger.domain.state import TERMINAL_STATUSES
+from ledger.domain.validation import canonical_workspace
 from ledger.models import Event as EventRow
 from ledger.models import Goal
 
@@ -69,9 +79,11 @@ def projected_columns(state: GoalState) -> dict[str, Any]:
         "workspace": state.workspace,
         "goal_key": state.goal_key,
         "agent": state.agent,
+        "session_key": state.session_key,
+        "workspace_bound": state.workspace_bound,
         "status": state.status,
         "reason": state.reason,
-        "lease_expires_at": None,
+        "lease_expires_at": _parse(state.lease.get("expires_at", "")),
         "next_wake_at": None,
         "paused_until": None,
         "created_at": _parse(state.created_at),
@@ -86,27 +98,49 @@ def _parse(value: str) -> datetime | None:
 # --------------------------------------------------------------------------- commands
 
 
-def start(command: StartGoal, *, actor: str, idempotency_key: str | None = None) -> Outcome:
-    """Create the goal for (workspace, goal_key), or return the active one (rule 1)."""
+def start(command: StartGoal | RunGoal, *, actor: str,
+          idempotency_key: str | None = None) -> Outcome:
+    """Create the goal for (workspace, goal_key), or return the active one (rule 1);
+    with RunGoal, also try to take its lease in the same transaction."""
+    start_cmd = command.start if isinstance(command, RunGoal) else command
+    start_cmd = replace(start_cmd, workspace=canonical_workspace(start_cmd.workspace))
+    session_key = start_cmd.session.get("session_key", "")
     for attempt in range(2):
         try:
             with transaction.atomic():
+                active = Goal.objects.exclude(status__in=TERMINAL_STATUSES)
                 existing = (
-                    Goal.objects.select_for_update()
-                    .filter(workspace=command.workspace, goal_key=command.goal_key)
-                    .exclude(status__in=TERMINAL_STATUSES)
+                    active.select_for_update()
+                    .filter(workspace=start_cmd.workspace, goal_key=start_cmd.goal_key)
                     .values_list("id", flat=True)
                     .first()
                 )
+                # Facts for the domain's binding rules; it decides what they mean.
+                facts = replace(
+                    start_cmd,
+                    workspace_bound_by=_first_id(active.filter(
+                        workspace=start_cmd.workspace, workspace_bound=True)),
+                    session_bound_by=_first_id(active.filter(session_key=session_key))
+                    if session_key else None,
+                )
                 if existing is not None:
-                    return _execute_locked(existing, command, actor, idempotency_key)
-                return _create(command, actor, idempotency_key)
+                    facts = replace(facts, goal_id=str(existing))
+                full = replace(command, start=facts) if isinstance(command, RunGoal) else facts
+                if existing is not None:
+                    return _execute_locked(existing, full, actor, idempotency_key)
+                return _create(full, actor, idempotency_key)
         except IntegrityError:
-            # A concurrent start created the goal between our read and insert
-            # (PostgreSQL; SQLite's IMMEDIATE transactions serialize). Once.
+            # A concurrent start created the goal (or took the binding) between
+            # our read and insert (PostgreSQL; SQLite's IMMEDIATE transactions
+            # serialize). Retry once: the domain then sees the winner.
             if attempt:
                 raise
     raise AssertionError("unreachable")
+
+
+def _first_id(query: Any) -> str | None:
+    found = query.values_list("id", flat=True).first()
+    return None if found is None else str(found)
 
 
 def execute(goal_id: uuid.UUID | str, command: Command, *, actor: str,
@@ -131,16 +165,16 @@ def load(goal_id: uuid.UUID | str) -> GoalState:
 # --------------------------------------------------------------------------- internals
 
 
-def _create(command: StartGoal, actor: str, idempotency_key: str | None) -> Outcome:
+def _create(command: StartGoal | RunGoal, actor: str, idempotency_key: str | None) -> Outcome:
     now = clock.now()
     events = decide(GoalState(), command, now)
-    state, stored, head = _fold(command.goal_id, GoalState(), GENESIS, events, actor,
-                                idempotency_key)
-    Goal.objects.create(id=command.goal_id, version=state.version, last_hash=head,
+    goal_id = command.start.goal_id if isinstance(command, RunGoal) else command.goal_id
+    state, stored, head = _fold(goal_id, GoalState(), GENESIS, events, actor, idempotency_key)
+    Goal.objects.create(id=goal_id, version=state.version, last_hash=head,
                         state=state.to_dict(), **projected_columns(state))
     conn = connections[DEFAULT_DB_ALIAS]
     with conn.wrap_database_errors, closing(conn.connection.cursor()) as cursor:
-        cursor.execute(*_insert_sql(conn, _sql(conn), _pk(conn, command.goal_id), stored))
+        cursor.execute(*_insert_sql(conn, _sql(conn), _pk(conn, goal_id), stored))
     return Outcome(state, stored, created=True)
 
 
@@ -234,8 +268,8 @@ def _adapt(conn: BaseDatabaseWrapper, value: Any) -> Any:
 
 # Projected columns a command may change (workspace, goal key and creation
 # time are fixed when the goal starts).
-_MUTABLE = ("agent", "status", "reason", "lease_expires_at", "next_wake_at", "paused_until",
-            "updated_at")
+_MUTABLE = ("agent", "workspace_bound", "status", "reason", "lease_expires_at", "next_wake_at",
+            "paused_until", "updated_at")
 
 
 @dataclass

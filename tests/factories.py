@@ -5,13 +5,27 @@ events; these go through ``store.start`` / ``store.execute`` so the event
 history and the projection always agree.
 """
 
+import hashlib
+import secrets
 import uuid
 
 import factory
 
 from ledger import store
-from ledger.domain import Finish, RecordCheckpoint, StartGoal
+from ledger.domain import Finish, GoalState, LeaseProof, RecordCheckpoint, RunGoal, StartGoal
 from ledger.models import Goal
+
+
+def new_token() -> tuple[str, str]:
+    """A raw lease token and its digest, as the API makes them."""
+    raw = secrets.token_urlsafe(32)
+    return raw, hashlib.sha256(raw.encode()).hexdigest()
+
+
+def proof_of(state: GoalState) -> LeaseProof:
+    """The current holder's proof. Tests may build it from the stored digest;
+    real callers only have the raw token and hash it."""
+    return LeaseProof(state.lease["token_sha256"], state.lease["generation"])
 
 
 class GoalFactory(factory.Factory):
@@ -28,17 +42,23 @@ class GoalFactory(factory.Factory):
 
     @classmethod
     def _create(cls, model_class, *args, checkpoints: int = 0, finish: str | None = None,
-                **kwargs) -> Goal:
+                leased: bool = True, **kwargs) -> Goal:
         command = model_class(**kwargs)
-        outcome = store.start(command, actor=command.agent or "agent-1")
-        goal_id = outcome.state.goal_id
+        actor = command.agent or "agent-1"
+        if leased:
+            outcome = store.start(RunGoal(command, actor, new_token()[1]), actor=actor)
+        else:
+            outcome = store.start(command, actor=actor)
+        state = outcome.state
         for step in range(1, checkpoints + 1):
-            store.execute(goal_id, RecordCheckpoint(
+            state = store.execute(state.goal_id, RecordCheckpoint(
                 current_step=f"step {step}",
                 progress_pct=min(100, step * 10),
                 completed=(f"did step {step}",),
                 next_actions=(f"step {step + 1}",),
-            ), actor=command.agent)
+                proof=proof_of(state),
+            ), actor=actor).state
         if finish:
-            store.execute(goal_id, Finish(status=finish, summary="finished"), actor=command.agent)
-        return Goal.objects.get(pk=goal_id)
+            store.execute(state.goal_id, Finish(status=finish, summary="finished",
+                                                proof=proof_of(state)), actor=actor)
+        return Goal.objects.get(pk=state.goal_id)

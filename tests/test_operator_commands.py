@@ -56,7 +56,7 @@ def test_replay_reports_a_corrupted_projection_and_fix_repairs_it(goals):
     code, out, err = ledger("replay", "--check")
     assert code == 1
     assert f"goal {victim.pk} differs" in out
-    assert "status: stored='done' replayed='waiting'" in out
+    assert "status: stored='done' replayed='running'" in out
     assert "state.progress_pct: stored=99 replayed=30" in out
     assert "1 projection(s) differ" in err
 
@@ -64,7 +64,7 @@ def test_replay_reports_a_corrupted_projection_and_fix_repairs_it(goals):
     assert code == 0 and f"goal {victim.pk} fixed" in out
     assert ledger("replay", "--check")[0] == 0
     victim_after = Goal.objects.get(pk=victim.pk)
-    assert victim_after.status == "waiting" and victim_after.state["progress_pct"] == 30
+    assert victim_after.status == "running" and victim_after.state["progress_pct"] == 30
     assert snapshot_events() == events_before  # --fix never touches events
 
 

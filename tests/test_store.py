@@ -2,16 +2,17 @@
 
 import threading
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.db import IntegrityError, connections, transaction
 
 from ledger import store
 from ledger.chain import GENESIS, event_hash
-from ledger.domain import Finish, GoalState, RecordCheckpoint, StartGoal
-from ledger.domain.errors import GoalTerminal, ProgressRegressed
+from ledger.domain import Finish, GoalState, RecordCheckpoint, RunGoal, StartGoal
+from ledger.domain.errors import GoalTerminal, ProgressRegressed, WorkspaceBound
 from ledger.models import Event, Goal
-from tests.factories import GoalFactory
+from tests.factories import GoalFactory, new_token, proof_of
 
 
 def start_command(**overrides) -> StartGoal:
@@ -22,19 +23,38 @@ def start_command(**overrides) -> StartGoal:
 
 @pytest.mark.django_db
 def test_start_creates_goal_with_initial_checkpoint_and_projection(clock):
-    outcome = store.start(start_command(), actor="agent-1")
+    outcome = store.start(start_command(workspace="/srv/repo/"), actor="agent-1")
     assert outcome.created
     goal = Goal.objects.get(pk=outcome.state.goal_id)
-    assert (goal.status, goal.version, goal.workspace, goal.goal_key) == \
-        ("waiting", 1, "/srv/repo", "issue-1")
+    assert (goal.status, goal.version, goal.workspace, goal.goal_key, goal.workspace_bound) == \
+        ("waiting", 2, "/srv/repo", "issue-1", True)
     assert goal.created_at == goal.updated_at == clock()
     assert GoalState.from_dict(goal.state) == outcome.state
-    [event] = Event.objects.filter(goal=goal)
-    assert (event.seq, event.kind, event.actor, event.prev_hash) == \
+    first, bound = Event.objects.filter(goal=goal).order_by("seq")
+    assert (first.seq, first.kind, first.actor, first.prev_hash) == \
         (1, "goal.started", "agent-1", GENESIS)
-    assert event.data["checkpoint"] == {"current_step": "plan", "progress_pct": 0,
+    assert first.data["checkpoint"] == {"current_step": "plan", "progress_pct": 0,
                                         "next_actions": ["look"]}
-    assert goal.last_hash == event.hash
+    assert (bound.kind, bound.prev_hash) == ("workspace.bound", first.hash)
+    assert goal.last_hash == bound.hash
+
+
+@pytest.mark.django_db
+def test_run_goal_takes_the_lease_and_projects_its_expiry(clock):
+    outcome = store.start(RunGoal(start_command(), "agent-1", new_token()[1]), actor="agent-1")
+    goal = Goal.objects.get(pk=outcome.state.goal_id)
+    assert goal.status == "running"
+    assert goal.lease_expires_at == clock() + timedelta(seconds=600)
+    assert [e.kind for e in outcome.events] == ["goal.started", "workspace.bound",
+                                                "lease.acquired"]
+
+
+@pytest.mark.django_db
+def test_a_bound_workspace_refuses_another_goal_key(clock):
+    store.start(start_command(), actor="agent-1")
+    with pytest.raises(WorkspaceBound):
+        store.start(start_command(goal_key="issue-2", workspace="/srv/repo/."), actor="agent-1")
+    assert Goal.objects.count() == 1
 
 
 @pytest.mark.django_db
@@ -43,13 +63,14 @@ def test_starting_the_same_key_again_returns_the_active_goal(clock):
     again = store.start(start_command(objective="Other words"), actor="agent-1")
     assert not again.created and again.events == []
     assert again.state.goal_id == first.state.goal_id
-    assert Goal.objects.count() == 1 and Event.objects.count() == 1
+    assert Goal.objects.count() == 1 and Event.objects.count() == 2
 
 
 @pytest.mark.django_db
 def test_a_finished_goal_key_can_start_anew(clock):
-    first = store.start(start_command(), actor="agent-1")
-    store.execute(first.state.goal_id, Finish("completed"), actor="agent-1")
+    first = store.start(RunGoal(start_command(), "agent-1", new_token()[1]), actor="agent-1")
+    store.execute(first.state.goal_id, Finish("completed", proof=proof_of(first.state)),
+                  actor="agent-1")
     second = store.start(start_command(), actor="agent-1")
     assert second.created and second.state.goal_id != first.state.goal_id
     assert Goal.objects.filter(goal_key="issue-1").count() == 2
@@ -59,16 +80,17 @@ def test_a_finished_goal_key_can_start_anew(clock):
 def test_commands_append_chained_events_and_fold_them(clock):
     goal = GoalFactory()
     clock.advance(minutes=3)
-    outcome = store.execute(goal.pk, RecordCheckpoint(current_step="tests", progress_pct=30),
-                            actor="agent-1", idempotency_key="key-1")
+    outcome = store.execute(goal.pk, RecordCheckpoint(
+        current_step="tests", progress_pct=30, proof=proof_of(GoalState.from_dict(goal.state))),
+        actor="agent-1", idempotency_key="key-1")
     [stored] = outcome.events
-    row = Event.objects.get(goal=goal, seq=2)
+    row = Event.objects.get(goal=goal, seq=4)
     assert row.prev_hash == goal.last_hash
-    assert row.hash == event_hash(row.prev_hash, str(goal.pk), 2, row.kind, row.data,
+    assert row.hash == event_hash(row.prev_hash, str(goal.pk), 4, row.kind, row.data,
                                   row.actor, row.recorded_at) == stored.hash
     assert row.idempotency_key == "key-1"
     goal.refresh_from_db()
-    assert goal.version == 2 and goal.last_hash == row.hash
+    assert goal.version == 4 and goal.last_hash == row.hash
     assert goal.updated_at == clock()
     assert goal.state["current_step"] == "tests" and goal.state["progress_pct"] == 30
 
@@ -76,14 +98,17 @@ def test_commands_append_chained_events_and_fold_them(clock):
 @pytest.mark.django_db
 def test_a_refused_command_records_nothing(clock):
     goal = GoalFactory(checkpoints=5)
+    proof = proof_of(GoalState.from_dict(goal.state))
     before = (Goal.objects.values().get(pk=goal.pk), Event.objects.filter(goal=goal).count())
     with pytest.raises(ProgressRegressed):
-        store.execute(goal.pk, RecordCheckpoint(current_step="x", progress_pct=1),
+        store.execute(goal.pk, RecordCheckpoint(current_step="x", progress_pct=1, proof=proof),
                       actor="agent-1")
-    store.execute(goal.pk, Finish("failed"), actor="agent-1")
+    assert (Goal.objects.values().get(pk=goal.pk),
+            Event.objects.filter(goal=goal).count()) == before
+    store.execute(goal.pk, Finish("failed", proof=proof), actor="agent-1")
     failed = (Goal.objects.values().get(pk=goal.pk), Event.objects.filter(goal=goal).count())
     with pytest.raises(GoalTerminal):
-        store.execute(goal.pk, RecordCheckpoint(current_step="x", progress_pct=90),
+        store.execute(goal.pk, RecordCheckpoint(current_step="x", progress_pct=90, proof=proof),
                       actor="agent-1")
     assert (Goal.objects.values().get(pk=goal.pk),
             Event.objects.filter(goal=goal).count()) == failed
@@ -100,7 +125,7 @@ def test_unknown_goal_is_not_found(goal_id):
 @pytest.mark.django_db
 def test_the_database_refuses_a_second_event_with_the_same_seq():
     goal = GoalFactory()
-    first = Event.objects.get(goal=goal)
+    first = Event.objects.get(goal=goal, seq=1)
     with pytest.raises(IntegrityError), transaction.atomic():
         Event.objects.create(goal=goal, seq=1, kind="checkpoint.recorded", data={},
                              actor="x", recorded_at=first.recorded_at, prev_hash=GENESIS,
@@ -121,14 +146,15 @@ def test_concurrent_commands_serialize_on_the_goal_row():
     """Writers in several threads (own connections) append to one goal: every
     seq is used once, the chain is intact, the projection counts them all."""
     goal = GoalFactory()
+    proof = proof_of(GoalState.from_dict(goal.state))
     writers, per_writer = 4, 5
     errors: list[BaseException] = []
 
     def work(n: int) -> None:
         try:
             for i in range(per_writer):
-                store.execute(goal.pk, RecordCheckpoint(current_step=f"w{n}-{i}", progress_pct=0),
-                              actor=f"writer-{n}")
+                store.execute(goal.pk, RecordCheckpoint(current_step=f"w{n}-{i}", progress_pct=0,
+                                                        proof=proof), actor=f"writer-{n}")
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
         finally:
@@ -141,7 +167,7 @@ def test_concurrent_commands_serialize_on_the_goal_row():
         thread.join()
     assert errors == []
     goal.refresh_from_db()
-    assert goal.version == 1 + writers * per_writer
+    assert goal.version == 3 + writers * per_writer
     seqs = list(Event.objects.filter(goal=goal).order_by("seq").values_list("seq", flat=True))
     assert seqs == list(range(1, goal.version + 1))
     from ledger import projection

@@ -4,10 +4,22 @@ Nothing in this package imports Django. The store, the API, the admin and the
 scheduler are shells around it.
 """
 
-from ledger.domain.commands import Artifact, Command, Finish, RecordCheckpoint, StartGoal
-from ledger.domain.decider import decide, evolve, fold, iso
+from ledger.domain.commands import (
+    AcquireLease,
+    Artifact,
+    Command,
+    Finish,
+    Heartbeat,
+    LeaseProof,
+    RecordCheckpoint,
+    ReleaseLease,
+    ReleaseWorkspace,
+    RunGoal,
+    StartGoal,
+)
+from ledger.domain.decider import decide, evolve, fold, lease_refusal, lease_stale_at
 from ledger.domain.errors import DomainError, GoalTerminal, InvalidCommand
-from ledger.domain.events import TERMINAL_ALLOWED_KINDS, Event
+from ledger.domain.events import TERMINAL_ALLOWED_KINDS, Event, iso
 from ledger.domain.state import ACTIVE_STATUSES, STATUSES, TERMINAL_STATUSES, GoalState
 
 __all__ = [
@@ -15,6 +27,7 @@ __all__ = [
     "STATUSES",
     "TERMINAL_ALLOWED_KINDS",
     "TERMINAL_STATUSES",
+    "AcquireLease",
     "Artifact",
     "Command",
     "DomainError",
@@ -22,11 +35,18 @@ __all__ = [
     "Finish",
     "GoalState",
     "GoalTerminal",
+    "Heartbeat",
     "InvalidCommand",
+    "LeaseProof",
     "RecordCheckpoint",
+    "ReleaseLease",
+    "ReleaseWorkspace",
+    "RunGoal",
     "StartGoal",
     "decide",
     "evolve",
     "fold",
     "iso",
+    "lease_refusal",
+    "lease_stale_at",
 ]

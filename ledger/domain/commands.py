@@ -1,7 +1,20 @@
-"""Commands: what someone asks of a goal. ``decide`` turns one into events."""
+"""Commands: what someone asks of a goal. ``decide`` turns one into events.
+
+Commands carry facts the shell gathered (who asks, which other goal holds a
+workspace) but never decide anything themselves. Lease tokens arrive here
+only as SHA-256 digests: the raw token never enters the domain.
+"""
 
 from dataclasses import dataclass, field
 from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseProof:
+    """What a fenced call presents: the digest of its lease token and the generation."""
+
+    token_sha256: str
+    generation: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,6 +28,40 @@ class StartGoal:
     done_criteria: tuple[str, ...] = ()
     next_actions: tuple[str, ...] = ()
     agent: str = ""
+    policy: dict[str, Any] = field(default_factory=dict)
+    session: dict[str, Any] = field(default_factory=dict)
+    timeout_seconds: int | None = None
+    estimated_duration_seconds: int | None = None
+    # Facts from the store: the active goal that already holds this
+    # workspace or session key, if any.
+    workspace_bound_by: str | None = None
+    session_bound_by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunGoal:
+    """Start (or find) the goal and try to take its lease in the same command:
+    what an agent does when it begins or resumes work."""
+
+    start: StartGoal
+    holder: str
+    token_sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class AcquireLease:
+    holder: str
+    token_sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    proof: LeaseProof | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseLease:
+    proof: LeaseProof | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +81,8 @@ class RecordCheckpoint:
     artifacts: tuple[Artifact, ...] = ()
     errors: tuple[str, ...] = ()
     note: str = ""
+    release_lease: bool = False
+    proof: LeaseProof | None = None
 
 
 FINISH_STATUSES = ("completed", "failed", "blocked")
@@ -43,7 +92,17 @@ FINISH_STATUSES = ("completed", "failed", "blocked")
 class Finish:
     status: str  # one of FINISH_STATUSES
     summary: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    proof: LeaseProof | None = None
 
 
-Command = StartGoal | RecordCheckpoint | Finish
+@dataclass(frozen=True, slots=True)
+class ReleaseWorkspace:
+    """Unbind the goal's workspace: by the lease holder (proof) or an operator."""
+
+    proof: LeaseProof | None = None
+    by_operator: bool = False
+    reason: str = ""
+
+
+Command = (StartGoal | RunGoal | AcquireLease | Heartbeat | ReleaseLease | RecordCheckpoint | Finish
+           | ReleaseWorkspace)

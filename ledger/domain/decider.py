@@ -6,20 +6,41 @@ event into the state. The store calls them inside one transaction; replay calls
 ``fold`` over a goal's whole history; property tests call them directly.
 """
 
+import hmac
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
 from functools import reduce
+from math import ceil
 from typing import Any
 
+from ledger.domain import policy as p
 from ledger.domain import validation as v
-from ledger.domain.commands import FINISH_STATUSES, Command, Finish, RecordCheckpoint, StartGoal
+from ledger.domain.commands import (
+    FINISH_STATUSES,
+    AcquireLease,
+    Command,
+    Finish,
+    Heartbeat,
+    LeaseProof,
+    RecordCheckpoint,
+    ReleaseLease,
+    ReleaseWorkspace,
+    RunGoal,
+    StartGoal,
+)
 from ledger.domain.errors import (
     ArtifactConflict,
+    GoalBlocked,
     GoalNotStarted,
     GoalTerminal,
     InvalidCommand,
+    LeaseHeld,
+    LeaseLost,
+    LeaseRequired,
     ProgressRegressed,
+    SessionBound,
+    WorkspaceBound,
 )
 from ledger.domain.events import (
     CHECKPOINT_RECORDED,
@@ -27,18 +48,19 @@ from ledger.domain.events import (
     GOAL_COMPLETED,
     GOAL_FAILED,
     GOAL_STARTED,
+    LEASE_ACQUIRED,
+    LEASE_EXPIRED,
+    LEASE_RELEASED,
+    LEASE_RENEWED,
+    LEASE_TAKEN_OVER,
+    WORKSPACE_BOUND,
+    WORKSPACE_RELEASED,
     Event,
+    iso,
 )
-from ledger.domain.state import BLOCKED, DONE, FAILED, WAITING, GoalState
+from ledger.domain.state import BLOCKED, DONE, FAILED, RUNNING, WAITING, GoalState
 
 INITIAL_STEP = "plan"
-
-
-def iso(moment: datetime) -> str:
-    """UTC, microseconds, always the same shape: it is hashed into the chain."""
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise ValueError("the ledger only records aware datetimes")
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 # --------------------------------------------------------------------------- decide
 
@@ -48,15 +70,16 @@ def decide(state: GoalState, command: Command, now: datetime) -> list[Event]:
         raise ValueError("decide needs an aware 'now'")
     if isinstance(command, StartGoal):
         return _start(state, command, now)
+    if isinstance(command, RunGoal):
+        return _run(state, command, now)
     if not state.started:
         raise GoalNotStarted("the goal has not been started")
     if state.terminal:
         raise GoalTerminal(f"the goal is {state.status}; it accepts no more work")
-    if isinstance(command, RecordCheckpoint):
-        return _checkpoint(state, command, now)
-    if isinstance(command, Finish):
-        return _finish(state, command, now)
-    raise TypeError(f"unknown command {type(command).__name__}")
+    handler = _DECIDERS.get(type(command))
+    if handler is None:
+        raise TypeError(f"unknown command {type(command).__name__}")
+    return handler(state, command, now)
 
 
 def _start(state: GoalState, cmd: StartGoal, now: datetime) -> list[Event]:
@@ -64,6 +87,15 @@ def _start(state: GoalState, cmd: StartGoal, now: datetime) -> list[Event]:
         raise GoalTerminal(f"the goal is {state.status}; start a new one")
     if state.started:
         return []  # rule 1: starting an active goal again returns it unchanged
+    if cmd.workspace_bound_by and cmd.workspace_bound_by != cmd.goal_id:
+        raise WorkspaceBound(
+            f"workspace {cmd.workspace!r} is bound to active goal {cmd.workspace_bound_by}; "
+            "finish it or release its workspace first", field="workspace",
+            goal_id=cmd.workspace_bound_by)
+    if cmd.session_bound_by and cmd.session_bound_by != cmd.goal_id:
+        raise SessionBound(
+            f"session key is already used by active goal {cmd.session_bound_by}",
+            field="session.session_key", goal_id=cmd.session_bound_by)
     plan = v.text_list(list(cmd.next_actions), "next_actions")
     data = {
         "goal_id": v.text(cmd.goal_id, "goal_id", limit=64, required=True),
@@ -72,13 +104,128 @@ def _start(state: GoalState, cmd: StartGoal, now: datetime) -> list[Event]:
         "objective": v.text(cmd.objective, "objective", limit=v.MAX_OBJECTIVE, required=True),
         "done_criteria": v.text_list(list(cmd.done_criteria), "done_criteria"),
         "agent": v.text(cmd.agent, "agent", limit=v.MAX_KEY),
+        "policy": p.policy(dict(cmd.policy)),
+        "session": p.session(dict(cmd.session)),
+        "timeout_seconds": _optional_seconds(cmd.timeout_seconds, "timeout_seconds"),
+        "estimated_duration_seconds": _optional_seconds(cmd.estimated_duration_seconds,
+                                                        "estimated_duration_seconds"),
         # The plan is the first checkpoint, so no resume ever starts without one.
         "checkpoint": {"current_step": INITIAL_STEP, "progress_pct": 0, "next_actions": plan},
     }
-    return [Event(GOAL_STARTED, data, now)]
+    return [Event(GOAL_STARTED, data, now),
+            Event(WORKSPACE_BOUND, {"workspace": data["workspace"]}, now)]
+
+
+def _run(state: GoalState, cmd: RunGoal, now: datetime) -> list[Event]:
+    events = _start(state, cmd.start, now)
+    started = fold(events, state)
+    if lease_refusal(started, now) is not None:
+        return events  # the goal is returned without a lease; the shell says why
+    return events + _acquire(started, AcquireLease(cmd.holder, cmd.token_sha256), now)
+
+
+def _optional_seconds(value: int | None, field: str) -> int | None:
+    return None if value is None else p.whole(value, field, 1, 30 * 86_400)
+
+
+# ----------------------------------------------------------------- leases (rule 2)
+
+
+def lease_stale_at(state: GoalState) -> datetime | None:
+    """When the current lease may be taken over (None: there is no lease)."""
+    if not state.lease:
+        return None
+    expires = datetime.fromisoformat(state.lease["expires_at"])
+    return expires + timedelta(seconds=p.LEASE_STALE_GRACE_SECONDS)
+
+
+def lease_refusal(state: GoalState, now: datetime) -> dict[str, Any] | None:
+    """Why a lease cannot be granted now, or None when it can. Pure: the API
+    also uses it to explain a refused acquire."""
+    if state.terminal:
+        return {"retry_after_seconds": None, "next_required_action": "start_a_new_goal",
+                "why": f"the goal is {state.status}"}
+    if state.status == BLOCKED:
+        return {"retry_after_seconds": None, "next_required_action": "operator_recover",
+                "why": f"the goal is blocked ({state.reason}); an operator must recover it"}
+    stale_at = lease_stale_at(state)
+    if stale_at is None or now >= stale_at:
+        return None
+    # A live lease is never stolen; past its expiry only the grace remains.
+    expires = datetime.fromisoformat(state.lease["expires_at"])
+    in_grace = now >= expires
+    return {
+        "retry_after_seconds": max(1, ceil((stale_at - now).total_seconds())),
+        "next_required_action": "retry_after_stale_grace" if in_grace else "wait_for_holder",
+        "why": (f"the lease is held by {state.lease['holder']} (generation "
+                f"{state.lease['generation']}) until {state.lease['expires_at']}"
+                + (", now in its stale grace" if in_grace else "")),
+        "holder": state.lease["holder"],
+        "expires_at": state.lease["expires_at"],
+    }
+
+
+def _acquire(state: GoalState, cmd: AcquireLease, now: datetime) -> list[Event]:
+    refusal = lease_refusal(state, now)
+    if refusal is not None:
+        error = GoalBlocked if state.status == BLOCKED else LeaseHeld
+        raise error(refusal.pop("why"), **refusal)
+    holder = v.text(cmd.holder, "holder", limit=v.MAX_KEY, required=True)
+    digest = v.sha256(cmd.token_sha256, "token_sha256")
+    seconds = state.policy.get("lease_seconds", p.DEFAULT_POLICY["lease_seconds"])
+    data = {
+        "holder": holder,
+        "generation": state.lease_generation + 1,
+        "token_sha256": digest,
+        "lease_seconds": seconds,
+        "expires_at": iso(now + timedelta(seconds=seconds)),
+    }
+    if not state.lease:
+        return [Event(LEASE_ACQUIRED, data, now)]
+    previous = state.lease
+    return [Event(LEASE_TAKEN_OVER, {
+        **data,
+        "previous_holder": previous["holder"],
+        "previous_generation": previous["generation"],
+        "previous_expires_at": previous["expires_at"],
+    }, now)]
+
+
+def _fence(state: GoalState, proof: LeaseProof | None) -> dict[str, Any]:
+    """Rule 2: every write that changes work presents the current lease."""
+    if proof is None:
+        raise LeaseRequired("this call must carry lease: {token, generation}", field="lease")
+    if not state.lease:
+        raise LeaseLost("the goal has no live lease; acquire one", field="lease",
+                        current_generation=state.lease_generation)
+    if proof.generation != state.lease["generation"]:
+        raise LeaseLost(
+            f"lease generation {proof.generation} is stale; the current one is "
+            f"{state.lease['generation']}", field="lease.generation",
+            current_generation=state.lease["generation"])
+    if not hmac.compare_digest(str(proof.token_sha256), state.lease["token_sha256"]):
+        raise LeaseLost("the lease token does not match the current lease",
+                        field="lease.token", current_generation=state.lease["generation"])
+    return state.lease
+
+
+def _heartbeat(state: GoalState, cmd: Heartbeat, now: datetime) -> list[Event]:
+    lease = _fence(state, cmd.proof)
+    expires = now + timedelta(seconds=lease["lease_seconds"])
+    return [Event(LEASE_RENEWED, {"generation": lease["generation"],
+                                  "expires_at": iso(expires)}, now)]
+
+
+def _release(state: GoalState, cmd: ReleaseLease, now: datetime) -> list[Event]:
+    lease = _fence(state, cmd.proof)
+    return [Event(LEASE_RELEASED, {"generation": lease["generation"]}, now)]
+
+
+# ------------------------------------------------------------ checkpoints (rule 3)
 
 
 def _checkpoint(state: GoalState, cmd: RecordCheckpoint, now: datetime) -> list[Event]:
+    lease = _fence(state, cmd.proof)
     pct = v.progress(cmd.progress_pct)
     note = v.text(cmd.note, "note", limit=v.MAX_NOTE)
     if pct < state.progress_pct and not note.strip():
@@ -118,26 +265,57 @@ def _checkpoint(state: GoalState, cmd: RecordCheckpoint, now: datetime) -> list[
         "artifacts": artifacts,
         "errors": v.text_list(list(cmd.errors), "errors"),
         "note": note,
+        "generation": lease["generation"],
     }
-    return [Event(CHECKPOINT_RECORDED, data, now)]
+    events = [Event(CHECKPOINT_RECORDED, data, now)]
+    if cmd.release_lease:
+        events.append(Event(LEASE_RELEASED, {"generation": lease["generation"]}, now))
+    return events
+
+
+# --------------------------------------------------------------------- finishing
 
 
 def _finish(state: GoalState, cmd: Finish, now: datetime) -> list[Event]:
+    lease = _fence(state, cmd.proof)
     if cmd.status not in FINISH_STATUSES:
         raise InvalidCommand(f"status must be one of {', '.join(FINISH_STATUSES)}.",
                              field="status")
     summary = v.text(cmd.summary, "summary", limit=v.MAX_NOTE)
+    data = {"summary": summary, "generation": lease["generation"]}
     if cmd.status == "completed":
-        return [Event(GOAL_COMPLETED, {"summary": summary}, now)]
+        return [Event(GOAL_COMPLETED, data, now)]
     if cmd.status == "failed":
-        return [Event(GOAL_FAILED, {"summary": summary, "reason": ""}, now)]
-    return [Event(GOAL_BLOCKED, {"summary": summary, "reason": "AGENT_BLOCKED"}, now)]
+        return [Event(GOAL_FAILED, {**data, "reason": ""}, now)]
+    return [Event(GOAL_BLOCKED, {**data, "reason": "AGENT_BLOCKED"}, now)]
 
+
+def _release_workspace(state: GoalState, cmd: ReleaseWorkspace, now: datetime) -> list[Event]:
+    if not cmd.by_operator:
+        _fence(state, cmd.proof)
+    if not state.workspace_bound:
+        return []
+    reason = v.text(cmd.reason, "reason", limit=v.MAX_NOTE)
+    return [Event(WORKSPACE_RELEASED, {"workspace": state.workspace,
+                                       "by_operator": cmd.by_operator, "reason": reason}, now)]
+
+
+_DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
+    AcquireLease: _acquire,
+    Heartbeat: _heartbeat,
+    ReleaseLease: _release,
+    RecordCheckpoint: _checkpoint,
+    Finish: _finish,
+    ReleaseWorkspace: _release_workspace,
+}
 
 # --------------------------------------------------------------------------- evolve
 
+Changes = dict[str, Any]
+Evolver = Callable[[GoalState, dict[str, Any], str], Changes]
 
-def _started(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+
+def _started(state: GoalState, data: dict[str, Any], at: str) -> Changes:
     checkpoint = data["checkpoint"]
     return dict(
         goal_id=data["goal_id"],
@@ -146,6 +324,10 @@ def _started(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
         objective=data["objective"],
         done_criteria=list(data["done_criteria"]),
         agent=data["agent"],
+        policy=dict(data["policy"]),
+        session=dict(data["session"]),
+        timeout_seconds=data["timeout_seconds"],
+        estimated_duration_seconds=data["estimated_duration_seconds"],
         status=WAITING,
         reason="",
         current_step=checkpoint["current_step"],
@@ -156,7 +338,7 @@ def _started(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
     )
 
 
-def _checkpointed(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+def _checkpointed(state: GoalState, data: dict[str, Any], at: str) -> Changes:
     artifacts = [dict(a) for a in state.artifacts]
     index = {a["path"]: i for i, a in enumerate(artifacts)}
     for artifact in data["artifacts"]:
@@ -178,13 +360,43 @@ def _checkpointed(state: GoalState, data: dict[str, Any], at: str) -> dict[str, 
     )
 
 
-Changes = dict[str, Any]
-Evolver = Callable[[GoalState, dict[str, Any], str], Changes]
+def _leased(state: GoalState, data: dict[str, Any], at: str) -> Changes:
+    return {
+        "status": RUNNING,
+        "lease": {
+            "holder": data["holder"],
+            "generation": data["generation"],
+            "token_sha256": data["token_sha256"],
+            "lease_seconds": data["lease_seconds"],
+            "acquired_at": at,
+            "expires_at": data["expires_at"],
+            "last_heartbeat_at": at,
+        },
+        "lease_generation": data["generation"],
+    }
+
+
+def _renewed(state: GoalState, data: dict[str, Any], at: str) -> Changes:
+    return {"lease": {**state.lease, "expires_at": data["expires_at"], "last_heartbeat_at": at}}
+
+
+def _unleased(state: GoalState, data: dict[str, Any], at: str) -> Changes:
+    # A paused or blocked goal stays so; only a running one goes back to waiting.
+    status = WAITING if state.status == RUNNING else state.status
+    return {"lease": {}, "status": status}
 
 
 def _ended(status: str) -> Evolver:
     def apply(state: GoalState, data: dict[str, Any], at: str) -> Changes:
-        return {"status": status, "reason": data.get("reason", ""), "summary": data["summary"]}
+        return {"status": status, "reason": data.get("reason", ""), "summary": data["summary"],
+                "lease": {}}
+
+    return apply
+
+
+def _workspace(bound: bool) -> Evolver:
+    def apply(state: GoalState, data: dict[str, Any], at: str) -> Changes:
+        return {"workspace_bound": bound}
 
     return apply
 
@@ -193,6 +405,13 @@ def _ended(status: str) -> Evolver:
 # copy of the (frozen) state.
 _EVOLVERS: dict[str, Evolver] = {
     GOAL_STARTED: _started,
+    WORKSPACE_BOUND: _workspace(True),
+    WORKSPACE_RELEASED: _workspace(False),
+    LEASE_ACQUIRED: _leased,
+    LEASE_TAKEN_OVER: _leased,
+    LEASE_RENEWED: _renewed,
+    LEASE_RELEASED: _unleased,
+    LEASE_EXPIRED: _unleased,
     CHECKPOINT_RECORDED: _checkpointed,
     GOAL_COMPLETED: _ended(DONE),
     GOAL_FAILED: _ended(FAILED),
@@ -214,3 +433,6 @@ def evolve(state: GoalState, event: Event) -> GoalState:
 
 def fold(events: Iterable[Event], state: GoalState | None = None) -> GoalState:
     return reduce(evolve, events, state if state is not None else GoalState())
+
+
+

@@ -6,10 +6,12 @@ class DomainError(Exception):
 
     code = "validation_error"
 
-    def __init__(self, detail: str, *, field: str | None = None, code: str | None = None):
+    def __init__(self, detail: str, *, field: str | None = None, code: str | None = None,
+                 **extra: object):
         super().__init__(detail)
         self.detail = detail
         self.field = field
+        self.extra = extra  # machine-readable context, e.g. retry_after_seconds
         if code is not None:
             self.code = code
 
@@ -26,6 +28,12 @@ class GoalTerminal(DomainError):
     code = "goal_terminal"
 
 
+class GoalBlocked(DomainError):
+    """The goal waits for a human (reason says why); no lease is granted."""
+
+    code = "goal_blocked"
+
+
 class GoalNotStarted(DomainError):
     code = "not_started"
 
@@ -40,3 +48,31 @@ class ArtifactConflict(DomainError):
     """An artifact path recorded before was overwritten without its previous checksum."""
 
     code = "artifact_conflict"
+
+
+class LeaseRequired(DomainError):
+    """A fenced call came without ``lease: {token, generation}``."""
+
+    code = "lease_required"
+
+
+class LeaseLost(DomainError):
+    """The caller's lease is not the goal's current one (stale generation,
+    wrong token, released or taken over)."""
+
+    code = "lease_lost"
+
+
+class LeaseHeld(DomainError):
+    """Someone else holds a live lease (or its stale grace has not run out).
+    ``extra['retry_after_seconds']`` says when to try again."""
+
+    code = "lease_held"
+
+
+class WorkspaceBound(DomainError):
+    code = "workspace_bound"
+
+
+class SessionBound(DomainError):
+    code = "session_bound"

@@ -6,10 +6,17 @@ an upcaster: old events are replayed forever.
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 GOAL_STARTED = "goal.started"
+WORKSPACE_BOUND = "workspace.bound"
+WORKSPACE_RELEASED = "workspace.released"
+LEASE_ACQUIRED = "lease.acquired"
+LEASE_TAKEN_OVER = "lease.taken_over"
+LEASE_RENEWED = "lease.renewed"
+LEASE_RELEASED = "lease.released"
+LEASE_EXPIRED = "lease.expired"
 GOAL_COMPLETED = "goal.completed"
 GOAL_FAILED = "goal.failed"
 GOAL_BLOCKED = "goal.blocked"
@@ -32,3 +39,10 @@ class Event:
     @property
     def family(self) -> str:
         return self.kind.partition(".")[0]
+
+
+def iso(moment: datetime) -> str:
+    """UTC, microseconds, always the same shape: it is hashed into the chain."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError("the ledger only records aware datetimes")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -73,6 +73,17 @@ class GoalState:
     errors: list[str] = field(default_factory=list)
     retry_count: int = 0
     checkpoints: int = 0
+    policy: dict[str, Any] = field(default_factory=dict)
+    session: dict[str, Any] = field(default_factory=dict)
+    timeout_seconds: int | None = None
+    estimated_duration_seconds: int | None = None
+    workspace_bound: bool = False
+    # The live lease ({} when none): holder, generation, token_sha256 (never
+    # the raw token), acquired_at, expires_at, last_heartbeat_at.
+    lease: dict[str, Any] = field(default_factory=dict)
+    # The last generation handed out; survives a release, so the next holder
+    # always gets a higher one and an old holder is always fenced off.
+    lease_generation: int = 0
     summary: str = ""
     created_at: str = ""
     updated_at: str = ""
@@ -85,6 +96,10 @@ class GoalState:
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+    @property
+    def session_key(self) -> str:
+        return self.session.get("session_key", "")
 
     def artifact(self, path: str) -> dict[str, Any] | None:
         for artifact in self.artifacts:

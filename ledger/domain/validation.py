@@ -5,6 +5,7 @@ authority: a command that reaches ``decide`` from anywhere (CLI, admin,
 scheduler) is checked again.
 """
 
+import posixpath
 import re
 
 from ledger.domain.errors import InvalidCommand
@@ -85,3 +86,19 @@ def byte_count(value: object, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidCommand(f"{field} must be a whole number of bytes, 0 or more.", field=field)
     return value
+
+
+def canonical_workspace(path: str) -> str:
+    """One spelling per workspace, so a binding cannot be dodged with a
+    trailing slash or a ``..``: filesystem paths are normalised, anything
+    else (a repository URL, a project name) only loses surrounding blanks and
+    trailing slashes."""
+    value = path.strip() if isinstance(path, str) else path
+    if not isinstance(value, str):
+        return value
+    if value.startswith(("/", "~")):
+        value = posixpath.normpath(value)
+        if value.startswith("//"):
+            value = "/" + value.lstrip("/")
+        return value
+    return value.rstrip("/") or value

@@ -1,0 +1,73 @@
+"""A goal's policy and session, with their defaults and limits."""
+
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from ledger.domain import validation as v
+from ledger.domain.errors import InvalidCommand
+
+# Rule 2: a holder whose lease is past its expiry by more than this may be
+# taken over. A live lease is never stolen.
+LEASE_STALE_GRACE_SECONDS = 60
+
+DEFAULT_POLICY: dict[str, Any] = {
+    "lease_seconds": 600,
+    "cadence_minutes": 60,
+    "max_continuations": 3,
+    "max_wake_retries": 5,
+    "scheduler": "internal",
+    "dispatch": "none",
+}
+
+# name -> (minimum, maximum) for the whole-number settings
+_RANGES = {
+    "lease_seconds": (30, 86_400),
+    "cadence_minutes": (1, 1_440),
+    "max_continuations": (0, 100),
+    "max_wake_retries": (0, 100),
+}
+SCHEDULERS = ("internal", "host")
+SESSION_FIELDS = ("agent_id", "session_key", "session_id", "model", "timezone")
+
+
+def whole(value: object, field: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidCommand(f"{field} must be a whole number.", field=field)
+    if not low <= value <= high:
+        raise InvalidCommand(f"{field} must be between {low} and {high}.", field=field)
+    return value
+
+
+def policy(given: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(given) - set(DEFAULT_POLICY)
+    if unknown:
+        name = sorted(unknown)[0]
+        raise InvalidCommand(f"policy.{name} is not a policy setting.", field=f"policy.{name}")
+    result = {**DEFAULT_POLICY, **given}
+    for name, (low, high) in _RANGES.items():
+        result[name] = whole(result[name], f"policy.{name}", low, high)
+    if result["scheduler"] not in SCHEDULERS:
+        raise InvalidCommand(f"policy.scheduler must be one of {', '.join(SCHEDULERS)}.",
+                             field="policy.scheduler")
+    result["dispatch"] = v.text(result["dispatch"], "policy.dispatch", limit=64, required=True)
+    return result
+
+
+def session(given: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(given) - set(SESSION_FIELDS)
+    if unknown:
+        name = sorted(unknown)[0]
+        raise InvalidCommand(f"session.{name} is not a session field.", field=f"session.{name}")
+    result = {name: v.text(given.get(name, ""), f"session.{name}", limit=v.MAX_KEY)
+              for name in SESSION_FIELDS if name in given}
+    if result.get("timezone"):
+        result["timezone"] = timezone(result["timezone"], "session.timezone")
+    return result
+
+
+def timezone(name: str, field: str) -> str:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise InvalidCommand(f"{field} {name!r} is not an IANA time zone.", field=field) from None
+    return name

@@ -1,0 +1,67 @@
+"""The smart-wake answers: preflight at start, and the resume packet.
+
+Preflight tells an agent, before it starts, whether its work will outlive one
+turn (so it must checkpoint and rely on wakes), how long a chunk of work
+should be, and by when it must flush its final checkpoint.
+"""
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from ledger.domain.events import iso
+from ledger.domain.state import GoalState
+
+WAKES_THRESHOLD = 0.70  # wakes are needed when the estimate exceeds 70 % of the timeout
+AUTOSAVE_RESERVE = 0.15  # flush the final checkpoint when 15 % of the window remains
+CHUNK_MIN, CHUNK_MAX = 300, 900  # 5 to 15 minutes
+
+
+def preflight(state: GoalState, now: datetime) -> dict[str, Any]:
+    lease_seconds = state.policy.get("lease_seconds", 600)
+    timeout = state.timeout_seconds
+    estimate = state.estimated_duration_seconds
+    window = timeout or lease_seconds
+    wakes_needed = None if estimate is None else estimate > WAKES_THRESHOLD * window
+    # A quarter of the window, within 5-15 minutes; a window shorter than ten
+    # minutes gets half of itself so at least two checkpoints fit.
+    chunk = min(CHUNK_MAX, max(CHUNK_MIN, window // 4))
+    if window < 2 * CHUNK_MIN:
+        chunk = max(60, window // 2)
+    deadlines = []
+    if timeout:
+        deadlines.append(now + timedelta(seconds=timeout * (1 - AUTOSAVE_RESERVE)))
+    expires = state.lease.get("expires_at")
+    if expires:
+        deadlines.append(datetime.fromisoformat(expires)
+                         - timedelta(seconds=lease_seconds * AUTOSAVE_RESERVE))
+    return {
+        "wakes_needed": wakes_needed,
+        "wakes_threshold_pct": int(WAKES_THRESHOLD * 100),
+        "estimated_duration_seconds": estimate,
+        "timeout_seconds": timeout,
+        "suggested_chunk_seconds": chunk,
+        "autosave_reserve_pct": int(AUTOSAVE_RESERVE * 100),
+        "autosave_deadline": iso(min(deadlines)) if deadlines else None,
+    }
+
+
+def resume_packet(state: GoalState) -> dict[str, Any]:
+    """What a resumed agent needs and nothing else: where it stands, exactly
+    what to do next, how to know it is done, and what to verify before going on."""
+    return {
+        "task_id": state.goal_id,
+        "objective": state.objective,
+        "done_criteria": list(state.done_criteria),
+        "status": state.status,
+        "checkpoint": {
+            "current_step": state.current_step,
+            "progress_pct": state.progress_pct,
+            "last_completed": list(state.last_completed),
+            "next_actions": list(state.next_actions),
+            "errors": list(state.errors),
+            "updated_at": state.updated_at,
+            "version": state.version,
+        },
+        "next_actions": list(state.next_actions),
+        "artifacts_to_verify": [dict(a) for a in state.artifacts],
+    }
