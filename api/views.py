@@ -1,5 +1,405 @@
+"""The agents' REST API (/api/v1/). Thin: parse, build a domain command, run it
+through the store, shape the answer. No rule lives here."""
+
+import hashlib
+import secrets
+import uuid
+from typing import Any
+
+from django.conf import settings
 from django.db import connection
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.loader import render_to_string
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.pagination import CursorPagination
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from api import serializers as s
+from api.auth import HasRole
+from api.errors import Problem
+from api.idempotency import idempotent
+from api.roles import AGENT, AUDITOR, OPERATOR, role_of
+from ledger import clock, store
+from ledger.domain import (
+    AcquireLease,
+    Artifact,
+    DomainError,
+    Finish,
+    GoalState,
+    Heartbeat,
+    LeaseProof,
+    RecordCheckpoint,
+    ReleaseLease,
+    ReleaseWorkspace,
+    RunGoal,
+    StartGoal,
+    lease_refusal,
+)
+from ledger.domain.smartwake import preflight, resume_packet
+from ledger.domain.validation import canonical_workspace
+from ledger.models import Event, Goal
+
+READERS = (AGENT, AUDITOR, OPERATOR)
+
+# ----------------------------------------------------------------------- helpers
+
+
+def new_lease_token() -> tuple[str, str]:
+    """A raw lease token (returned once) and the digest the ledger keeps."""
+    raw = f"wll_{secrets.token_urlsafe(32)}"
+    return raw, hashlib.sha256(raw.encode()).hexdigest()
+
+
+def proof(data: dict[str, Any] | None) -> LeaseProof | None:
+    if not data:
+        return None
+    return LeaseProof(hashlib.sha256(data["token"].encode()).hexdigest(), data["generation"])
+
+
+def goal_body(state: GoalState) -> dict[str, Any]:
+    body = state.to_dict()
+    body["id"] = body.pop("goal_id")
+    lease = body.pop("lease")
+    # The token digest stays inside: callers prove the token, they never read it.
+    body["lease"] = ({k: v for k, v in lease.items() if k != "token_sha256"}
+                     if lease else None)
+    return body
+
+
+def visible_goals(request: Request) -> Any:
+    goals = Goal.objects.all()
+    if role_of(request.user) == AGENT:
+        goals = goals.filter(agent=request.user.get_username())
+    return goals
+
+
+def load_goal(request: Request, goal_id: str) -> GoalState:
+    """The goal, if this caller may see it; another agent's goal is a 404."""
+    try:
+        pk = uuid.UUID(str(goal_id))
+    except ValueError:
+        raise Problem("not_found", f"{goal_id!r} is not a goal id.") from None
+    row = visible_goals(request).filter(pk=pk).values_list("state", flat=True).first()
+    if row is None:
+        raise Problem("not_found", f"No goal {goal_id}.")
+    return GoalState.from_dict(row)
+
+
+def lease_answer(state: GoalState, granted: bool, raw_token: str) -> dict[str, Any]:
+    if granted:
+        lease = state.lease
+        return {"acquired": True, "retry_after_seconds": None, "next_required_action": None,
+                "lease": {"token": raw_token, "generation": lease["generation"],
+                          "holder": lease["holder"], "expires_at": lease["expires_at"]}}
+    refusal = lease_refusal(state, clock.now()) or {}
+    refusal.pop("why", None)
+    return {"acquired": False, "lease": None, "retry_after_seconds": None,
+            "next_required_action": None, **refusal}
+
+
+def actor(request: Request) -> str:
+    return request.user.get_username()
+
+
+def run(request: Request, goal_id: str, command: Any) -> store.Outcome:
+    load_goal(request, goal_id)  # visibility first: 404 before any rule
+    return store.execute(goal_id, command, actor=actor(request),
+                         idempotency_key=getattr(request, "idempotency_key", None))
+
+
+def validated(serializer_class: type, data: Any) -> dict[str, Any]:
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+PROBLEMS = {
+    400: OpenApiResponse(s.ProblemSerializer, description="validation_error, malformed_json, "
+                         "lease_required"),
+    401: OpenApiResponse(s.ProblemSerializer, description="unauthenticated"),
+    403: OpenApiResponse(s.ProblemSerializer, description="forbidden (your role may not)"),
+    404: OpenApiResponse(s.ProblemSerializer, description="not_found (or another agent's goal)"),
+}
+FENCED_PROBLEMS = {
+    **PROBLEMS,
+    409: OpenApiResponse(s.ProblemSerializer, description="lease_lost, goal_terminal, "
+                         "progress_regressed, artifact_conflict, idempotency_in_flight"),
+    413: OpenApiResponse(s.ProblemSerializer, description="payload_too_large"),
+    422: OpenApiResponse(s.ProblemSerializer, description="idempotency_conflict"),
+}
+IDEMPOTENCY = OpenApiParameter(
+    "Idempotency-Key", str, OpenApiParameter.HEADER, required=False,
+    description="Same key and body replays the first response; another body is 422.")
+LEASE_EXAMPLE = {"token": "wll_…", "generation": 1}
+
+
+class LedgerView(APIView):
+    permission_classes = [HasRole]
+    roles: dict[str, tuple[str, ...]] = {"GET": READERS}
+
+
+# ----------------------------------------------------------------------- goals
+
+
+class GoalPagination(CursorPagination):
+    # created_at never changes, so a cursor never skips or repeats a goal.
+    ordering = ("-created_at", "-id")
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+
+class GoalsView(LedgerView):
+    roles = {"GET": READERS, "POST": (AGENT,)}
+
+    @extend_schema(
+        summary="List goals",
+        parameters=[s.GoalFilterSerializer],
+        responses={200: s.GoalSerializer(many=True), **PROBLEMS},
+    )
+    def get(self, request: Request) -> Response:
+        filters = validated(s.GoalFilterSerializer, request.query_params.dict())
+        goals = visible_goals(request)
+        for name in ("status", "reason", "agent"):
+            if name in filters:
+                goals = goals.filter(**{name: filters[name]})
+        if "workspace" in filters:
+            goals = goals.filter(workspace=canonical_workspace(filters["workspace"]))
+        paginator = GoalPagination()
+        page = paginator.paginate_queryset(goals.only("id", "created_at", "state"), request,
+                                           view=self)
+        return paginator.get_paginated_response(
+            [goal_body(GoalState.from_dict(goal.state)) for goal in page])
+
+    @extend_schema(
+        summary="Start or resume a goal (run_goal) and try to take its lease",
+        request=s.RunGoalSerializer,
+        parameters=[IDEMPOTENCY],
+        responses={201: s.RunGoalAnswerSerializer, 200: s.RunGoalAnswerSerializer,
+                   409: OpenApiResponse(s.ProblemSerializer,
+                                        description="workspace_bound, session_bound"),
+                   **{k: v for k, v in FENCED_PROBLEMS.items() if k != 409}},
+        examples=[OpenApiExample("start", request_only=True, value={
+            "goal_key": "issue-42", "workspace": "/srv/repos/shop",
+            "objective": "Fix the flaky checkout test", "done_criteria": ["CI green"],
+            "next_actions": ["reproduce locally", "fix", "open PR"],
+            "session": {"agent_id": "claude-code", "session_key": "shop-42",
+                        "timezone": "Europe/Istanbul"},
+            "policy": {"lease_seconds": 600, "max_continuations": 3},
+            "timeout_seconds": 3600, "estimated_duration_seconds": 5400})],
+    )
+    @idempotent
+    def post(self, request: Request) -> Response:
+        data = validated(s.RunGoalSerializer, request.data)
+        raw, digest = new_lease_token()
+        name = actor(request)
+        command = RunGoal(StartGoal(
+            goal_id=str(uuid.uuid4()),
+            workspace=data["workspace"],
+            goal_key=data["goal_key"],
+            objective=data["objective"],
+            done_criteria=tuple(data["done_criteria"]),
+            next_actions=tuple(data["next_actions"]),
+            agent=name,
+            policy=dict(data.get("policy", {})),
+            session=dict(data.get("session", {})),
+            timeout_seconds=data.get("timeout_seconds"),
+            estimated_duration_seconds=data.get("estimated_duration_seconds"),
+        ), holder=name, token_sha256=digest)
+        outcome = store.start(command, actor=name, idempotency_key=request.idempotency_key)
+        state = outcome.state
+        granted = any(e.kind.startswith("lease.") and e.data.get("token_sha256") == digest
+                      for e in outcome.events)
+        body = {"goal": goal_body(state), "created": outcome.created,
+                **lease_answer(state, granted, raw), "preflight": preflight(state, clock.now())}
+        return Response(body, status=201 if outcome.created else 200)
+
+
+class GoalView(LedgerView):
+    @extend_schema(summary="A goal's projected state",
+                   responses={200: s.GoalSerializer, **PROBLEMS})
+    def get(self, request: Request, goal_id: str) -> Response:
+        return Response(goal_body(load_goal(request, goal_id)))
+
+
+class CheckpointContractView(LedgerView):
+    @extend_schema(summary="The smart-wake checkpoint contract",
+                   responses={200: s.CheckpointContractSerializer, **PROBLEMS})
+    def get(self, request: Request, goal_id: str) -> Response:
+        return Response(load_goal(request, goal_id).checkpoint_contract())
+
+
+class ResumeView(LedgerView):
+    @extend_schema(summary="The resume packet: where to pick up, exactly",
+                   responses={200: s.ResumePacketSerializer, **PROBLEMS})
+    def get(self, request: Request, goal_id: str) -> Response:
+        return Response(resume_packet(load_goal(request, goal_id)))
+
+
+class EventsView(LedgerView):
+    @extend_schema(summary="A goal's history, in seq order",
+                   parameters=[s.EventsQuerySerializer],
+                   responses={200: s.EventPageSerializer, **PROBLEMS})
+    def get(self, request: Request, goal_id: str) -> Response:
+        query = validated(s.EventsQuerySerializer, request.query_params.dict())
+        state = load_goal(request, goal_id)
+        rows = list(
+            Event.objects.filter(goal_id=state.goal_id, seq__gt=query["after"])
+            .order_by("seq")
+            .values("seq", "kind", "data", "actor", "recorded_at", "prev_hash", "hash")
+            [:query["limit"] + 1]
+        )
+        more = len(rows) > query["limit"]
+        rows = rows[:query["limit"]]
+        for row in rows:
+            row["recorded_at"] = row["recorded_at"].isoformat()
+        return Response({"events": rows, "next_after": rows[-1]["seq"] if more else None})
+
+
+# ----------------------------------------------------------------------- leases
+
+
+class LeaseView(LedgerView):
+    roles = {"POST": (AGENT,)}
+
+    @extend_schema(
+        summary="Acquire the lease, or take over a stale one",
+        description="A live lease is never stolen. Past its expiry plus the 60 s stale grace "
+                    "(and with no running blocking job) it is taken over with generation + 1. "
+                    "A refused acquire answers acquired: false with retry_after_seconds.",
+        request=s.EmptySerializer, parameters=[IDEMPOTENCY],
+        responses={200: s.LeaseAnswerSerializer, **FENCED_PROBLEMS},
+    )
+    @idempotent
+    def post(self, request: Request, goal_id: str) -> Response:
+        validated(s.EmptySerializer, request.data)
+        raw, digest = new_lease_token()
+        try:
+            outcome = run(request, goal_id, AcquireLease(actor(request), digest))
+        except DomainError as refused:
+            if refused.code != "lease_held":
+                raise
+            return Response(lease_answer(load_goal(request, goal_id), False, raw))
+        return Response(lease_answer(outcome.state, True, raw))
+
+
+class HeartbeatView(LedgerView):
+    roles = {"POST": (AGENT,)}
+
+    @extend_schema(summary="Renew the lease", request=s.FencedSerializer,
+                   parameters=[IDEMPOTENCY],
+                   examples=[OpenApiExample("heartbeat", request_only=True,
+                                            value={"lease": LEASE_EXAMPLE})],
+                   responses={200: s.HeartbeatAnswerSerializer, **FENCED_PROBLEMS})
+    @idempotent
+    def post(self, request: Request, goal_id: str) -> Response:
+        data = validated(s.FencedSerializer, request.data)
+        state = run(request, goal_id, Heartbeat(proof(data["lease"]))).state
+        return Response({"generation": state.lease["generation"],
+                         "expires_at": state.lease["expires_at"],
+                         "preflight": preflight(state, clock.now())})
+
+
+class ReleaseView(LedgerView):
+    roles = {"POST": (AGENT,)}
+
+    @extend_schema(summary="Release the lease", request=s.FencedSerializer,
+                   parameters=[IDEMPOTENCY],
+                   responses={200: s.ReleaseAnswerSerializer, **FENCED_PROBLEMS})
+    @idempotent
+    def post(self, request: Request, goal_id: str) -> Response:
+        data = validated(s.FencedSerializer, request.data)
+        state = run(request, goal_id, ReleaseLease(proof(data["lease"]))).state
+        return Response({"released": True, "status": state.status})
+
+
+# ----------------------------------------------------------------------- work
+
+
+class CheckpointsView(LedgerView):
+    roles = {"POST": (AGENT,)}
+
+    @extend_schema(
+        summary="Record a checkpoint (fenced)",
+        request=s.CheckpointSerializer, parameters=[IDEMPOTENCY],
+        responses={201: s.CheckpointAnswerSerializer, **FENCED_PROBLEMS},
+        examples=[OpenApiExample("checkpoint", request_only=True, value={
+            "lease": LEASE_EXAMPLE, "current_step": "tests written", "progress_pct": 40,
+            "completed": ["reproduced the failure"], "next_actions": ["fix the race"],
+            "artifacts": [{"path": "tests/test_checkout.py", "sha256": "9f" * 32,
+                           "bytes": 2048}],
+            "note": "", "release_lease": False})],
+    )
+    @idempotent
+    def post(self, request: Request, goal_id: str) -> Response:
+        data = validated(s.CheckpointSerializer, request.data)
+        command = RecordCheckpoint(
+            current_step=data["current_step"],
+            progress_pct=data["progress_pct"],
+            completed=tuple(data["completed"]),
+            next_actions=tuple(data["next_actions"]),
+            artifacts=tuple(Artifact(a["path"], a["sha256"], a["bytes"],
+                                     a.get("previous_sha256")) for a in data["artifacts"]),
+            errors=tuple(data["errors"]),
+            note=data["note"],
+            release_lease=data["release_lease"],
+            proof=proof(data["lease"]),
+        )
+        state = run(request, goal_id, command).state
+        return Response({"checkpoint": state.checkpoint_contract(), "version": state.version,
+                         "lease_released": data["release_lease"]}, status=201)
+
+
+class FinishView(LedgerView):
+    roles = {"POST": (AGENT,)}
+
+    @extend_schema(summary="Finish the goal (fenced)", request=s.FinishSerializer,
+                   parameters=[IDEMPOTENCY],
+                   responses={200: s.FinishAnswerSerializer, **FENCED_PROBLEMS},
+                   examples=[OpenApiExample("finish", request_only=True, value={
+                       "lease": LEASE_EXAMPLE, "status": "completed",
+                       "summary": "PR #12 merged, CI green"})])
+    @idempotent
+    def post(self, request: Request, goal_id: str) -> Response:
+        data = validated(s.FinishSerializer, request.data)
+        state = run(request, goal_id, Finish(data["status"], data["summary"],
+                                             proof(data["lease"]))).state
+        return Response({"completion_state": data["status"], "goal": goal_body(state)})
+
+
+class WorkspaceReleaseView(LedgerView):
+    roles = {"POST": (AGENT, OPERATOR)}
+
+    @extend_schema(summary="Release the workspace binding (holder or operator)",
+                   request=s.WorkspaceReleaseSerializer, parameters=[IDEMPOTENCY],
+                   responses={200: s.WorkspaceAnswerSerializer, **FENCED_PROBLEMS})
+    @idempotent
+    def post(self, request: Request, goal_id: str) -> Response:
+        data = validated(s.WorkspaceReleaseSerializer, request.data)
+        by_operator = role_of(request.user) == OPERATOR and "lease" not in data
+        command = ReleaseWorkspace(proof=proof(data.get("lease")), by_operator=by_operator,
+                                   reason=data["reason"])
+        state = run(request, goal_id, command).state
+        return Response({"workspace": state.workspace, "workspace_bound": state.workspace_bound})
+
+
+# ----------------------------------------------------------------------- misc
+
+
+@extend_schema(exclude=True)
+class SkillView(APIView):
+    """The skill document for agents, with this server's URL filled in."""
+
+    permission_classes = [AllowAny]
+    authentication_classes: list = []
+
+    def get(self, request: Request) -> HttpResponse:
+        base = settings.SITE_URL or request.build_absolute_uri("/").rstrip("/")
+        text = render_to_string("skill.md", {"base_url": f"{base}/api/v1"})
+        return HttpResponse(text, content_type="text/markdown; charset=utf-8")
 
 
 def health(request: HttpRequest) -> JsonResponse:

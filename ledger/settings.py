@@ -50,6 +50,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_q",
     "ledger",
     "api",
@@ -138,6 +140,44 @@ STORAGES = {
 }
 
 LOGIN_URL = "admin:login"
+
+# ---------------------------------------------------------------- REST API
+# Request bodies above this are refused with 413 (agents send small JSON).
+WAKELEDGER_MAX_BODY_BYTES = env_int("WAKELEDGER_MAX_BODY_BYTES", 256 * 1024, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = WAKELEDGER_MAX_BODY_BYTES
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "api.auth.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": ["api.parsers.StrictJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "EXCEPTION_HANDLER": "api.errors.handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Wake Ledger API",
+    "DESCRIPTION": (
+        "Goals, fenced leases, checkpoints and exactly-once wakes for long-running agent "
+        "work. Authenticate with `Authorization: Bearer <token>`. Every fenced call carries "
+        '`"lease": {"token", "generation"}`; every POST honours `Idempotency-Key`; every '
+        "error is an RFC 9457 problem document with a stable `code`."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "GoalStatusEnum": "ledger.domain.state.STATUSES",
+    },
+}
 
 # `manage.py flush` must not be able to erase the ledger: the append-only
 # triggers refuse it unless this is set (the test suite sets it, because Django

@@ -5,3 +5,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("api.urls")),
 ]
+
+handler404 = "api.errors.not_found_view"
+handler500 = "api.errors.server_error_view"

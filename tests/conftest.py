@@ -24,3 +24,58 @@ def clock():
 @pytest.fixture
 def vendor(db) -> str:
     return connection.vendor
+
+
+class Api:
+    """A caller of the REST API with one role's bearer token."""
+
+    def __init__(self, username: str, role: str):
+        from django.contrib.auth import get_user_model
+        from django.contrib.auth.models import Group
+        from rest_framework.test import APIClient
+
+        from api import tokens
+
+        user, _ = get_user_model().objects.get_or_create(username=username)
+        user.groups.add(Group.objects.get_or_create(name=role)[0])
+        self.username = username
+        self.token = tokens.issue(user)
+        self.client = APIClient()
+        self.client.credentials(HTTP_AUTHORIZATION=f"Bearer {self.token}")
+
+    def get(self, path: str, **params):
+        return self.client.get(f"/api/v1/{path}", params)
+
+    def post(self, path: str, body=None, *, key: str | None = None, raw: bytes | None = None,
+             content_type: str = "application/json"):
+        headers = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
+        if raw is not None:
+            return self.client.generic("POST", f"/api/v1/{path}", raw, content_type, **headers)
+        return self.client.post(f"/api/v1/{path}", body if body is not None else {},
+                                format="json", **headers)
+
+    def start(self, **overrides):
+        body = {"goal_key": "issue-1", "workspace": "/srv/repos/shop",
+                "objective": "Fix the flaky checkout test", "done_criteria": ["CI green"],
+                "next_actions": ["reproduce", "fix"], **overrides}
+        return self.post("goals", body)
+
+
+@pytest.fixture
+def agent(db):
+    return Api("agent-1", "agent")
+
+
+@pytest.fixture
+def other_agent(db):
+    return Api("agent-2", "agent")
+
+
+@pytest.fixture
+def auditor(db):
+    return Api("auditor-1", "auditor")
+
+
+@pytest.fixture
+def operator(db):
+    return Api("operator-1", "operator")

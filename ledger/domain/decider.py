@@ -31,6 +31,7 @@ from ledger.domain.commands import (
 )
 from ledger.domain.errors import (
     ArtifactConflict,
+    DomainError,
     GoalBlocked,
     GoalNotStarted,
     GoalTerminal,
@@ -86,6 +87,9 @@ def _start(state: GoalState, cmd: StartGoal, now: datetime) -> list[Event]:
     if state.terminal:
         raise GoalTerminal(f"the goal is {state.status}; start a new one")
     if state.started:
+        if cmd.agent and state.agent and cmd.agent != state.agent:
+            raise WorkspaceBound("this workspace and goal key belong to another agent's goal",
+                                 field="goal_key")
         return []  # rule 1: starting an active goal again returns it unchanged
     if cmd.workspace_bound_by and cmd.workspace_bound_by != cmd.goal_id:
         raise WorkspaceBound(
@@ -171,6 +175,9 @@ def _acquire(state: GoalState, cmd: AcquireLease, now: datetime) -> list[Event]:
         error = GoalBlocked if state.status == BLOCKED else LeaseHeld
         raise error(refusal.pop("why"), **refusal)
     holder = v.text(cmd.holder, "holder", limit=v.MAX_KEY, required=True)
+    if state.agent and holder != state.agent:
+        raise DomainError(f"only {state.agent}'s workers may hold this goal's lease",
+                          code="forbidden")
     digest = v.sha256(cmd.token_sha256, "token_sha256")
     seconds = state.policy.get("lease_seconds", p.DEFAULT_POLICY["lease_seconds"])
     data = {

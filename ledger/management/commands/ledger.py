@@ -11,16 +11,20 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 
-from ledger import projection
+from api import tokens
+from api.models import ApiToken
+from api.roles import AGENT, ROLES, role_of
+from ledger import clock, projection
 from ledger.progress import Progress
 
 
 class Command(BaseCommand):
-    help = "Wake Ledger operator commands: replay, verify, bootstrap."
+    help = "Wake Ledger operator commands: replay, verify, agent, bootstrap."
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -37,6 +41,17 @@ class Command(BaseCommand):
         verify = actions.add_parser(
             "verify", help="Recompute every goal's hash chain; name the first broken link.")
         verify.add_argument("goal_ids", nargs="*", metavar="GOAL_ID")
+
+        agent = actions.add_parser("agent", help="API tokens: create, list, revoke.")
+        agent_actions = agent.add_subparsers(dest="agent_action", required=True,
+                                             metavar="AGENT_ACTION")
+        create = agent_actions.add_parser(
+            "create", help="Create a user with a role and print a new API token once.")
+        create.add_argument("name")
+        create.add_argument("--role", choices=ROLES, default=AGENT)
+        agent_actions.add_parser("list", help="List tokens (prefixes only) and roles.")
+        revoke = agent_actions.add_parser("revoke", help="Revoke a token by its prefix.")
+        revoke.add_argument("prefix")
 
         actions.add_parser(
             "bootstrap",
@@ -82,6 +97,43 @@ class Command(BaseCommand):
         self.stdout.write(f"verified {len(ids)} goal(s), {events} event(s): {broken} broken")
         if broken:
             raise CommandError(f"{broken} broken chain(s)", returncode=1)
+
+    # ------------------------------------------------------------------ agent
+
+    def handle_agent(self, agent_action: str, **options: Any) -> None:
+        getattr(self, f"handle_agent_{agent_action}")(**options)
+
+    def handle_agent_create(self, name: str, role: str, **_: Any) -> None:
+        users = get_user_model()
+        if not name or len(name) > 150 or not name.replace("-", "").replace("_", "").replace(
+                ".", "").isalnum():
+            raise CommandError("NAME must be 1-150 letters, digits, '-', '_' or '.'")
+        user, created = users.objects.get_or_create(username=name)
+        if created:
+            user.set_unusable_password()
+            user.save(update_fields=["password"])
+        current = role_of(user)
+        if current not in (None, role):
+            raise CommandError(f"{name} already has the role {current}; create another name")
+        group, _ = Group.objects.get_or_create(name=role)
+        user.groups.add(group)
+        token = tokens.issue(user)
+        # Printed once; only its prefix and an HMAC digest are stored.
+        self.stdout.write(f"{role} {name}: API token (shown once, keep it secret):\n{token}")
+
+    def handle_agent_list(self, **_: Any) -> None:
+        for token in ApiToken.objects.select_related("user").order_by("user__username", "id"):
+            state = "revoked" if token.revoked_at else "active"
+            self.stdout.write(f"{token.prefix}  {token.user.get_username():30} "
+                              f"{role_of(token.user) or '-':9} {state}  "
+                              f"created {token.created_at:%Y-%m-%d %H:%M}")
+
+    def handle_agent_revoke(self, prefix: str, **_: Any) -> None:
+        updated = ApiToken.objects.filter(prefix=prefix, revoked_at__isnull=True).update(
+            revoked_at=clock.now())
+        if not updated:
+            raise CommandError(f"no active token with prefix {prefix!r}")
+        self.stdout.write(f"revoked {prefix}")
 
     # ------------------------------------------------------------------ bootstrap
 

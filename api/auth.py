@@ -1,0 +1,45 @@
+"""Bearer-token authentication and role permissions for DRF."""
+
+from typing import Any
+
+from rest_framework import authentication, exceptions, permissions
+from rest_framework.request import Request
+
+from api import tokens
+from api.roles import role_of
+
+
+class BearerTokenAuthentication(authentication.BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request: Request) -> tuple[Any, Any] | None:
+        header = request.META.get("HTTP_AUTHORIZATION", "")
+        if not header:
+            return None
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer":
+            return None
+        token = token.strip()
+        if not token:
+            raise exceptions.AuthenticationFailed("The Bearer token is empty.")
+        found = tokens.authenticate(token)
+        if found is None:
+            raise exceptions.AuthenticationFailed("The token is not valid (or was revoked).")
+        return found.user, found
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="wakeledger"'
+
+
+class HasRole(permissions.BasePermission):
+    """The view's ``roles`` maps an HTTP method to the roles allowed to call it."""
+
+    message = "Your role may not do this."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        role = role_of(request.user)
+        if role is None:
+            if request.user and request.user.is_authenticated:
+                self.message = "This user has no role (agent, auditor or operator)."
+            return False
+        return role in getattr(view, "roles", {}).get(request.method, ())

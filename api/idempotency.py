@@ -1,0 +1,128 @@
+"""Idempotency-Key on every POST.
+
+Same key + same request replays the first status and body; same key with a
+different request is 422 ``idempotency_conflict``; a key whose first request
+is still running is 409 ``idempotency_in_flight``. Keys are per caller and
+kept at least 24 hours (``IDEMPOTENCY_TTL``).
+
+The record is created "in flight" in a transaction of its own, so a
+concurrent retry can see it; the response is stored in the same transaction
+as the events the command appended, so a crash cannot leave events without
+their replayable response (a crashed in-flight record unlocks after
+``LOCK_SECONDS`` and the retry runs again — nothing had been committed).
+"""
+
+import hashlib
+import json
+from collections.abc import Callable
+from datetime import timedelta
+from functools import wraps
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from api.errors import Problem
+from api.models import IdempotencyRecord
+from ledger import clock
+
+HEADER = "Idempotency-Key"
+MAX_KEY = 255
+LOCK_SECONDS = 60
+IDEMPOTENCY_TTL = timedelta(hours=48)
+
+
+def fingerprint(request: Request) -> str:
+    body = json.dumps(request.data, sort_keys=True, separators=(",", ":"), default=str)
+    material = f"{request.method}\n{request.path}\n{body}"
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+def _key(request: Request) -> str | None:
+    key = request.headers.get(HEADER)
+    if key is None:
+        return None
+    if not key or len(key) > MAX_KEY or not key.isascii() or not key.isprintable():
+        raise Problem("validation_error",
+                      f"{HEADER} must be 1 to {MAX_KEY} printable ASCII characters.")
+    return key
+
+
+def _begin(owner: str, key: str, digest: str) -> IdempotencyRecord | Response:
+    """Claim the key, or return the stored response to replay."""
+    now = clock.now()
+    with transaction.atomic():
+        record = (IdempotencyRecord.objects.select_for_update()
+                  .filter(owner=owner, key=key).first())
+        if record is None:
+            try:
+                with transaction.atomic():
+                    return IdempotencyRecord.objects.create(
+                        owner=owner, key=key, fingerprint=digest, created_at=now,
+                        locked_until=now + timedelta(seconds=LOCK_SECONDS))
+            except IntegrityError:
+                raise Problem("idempotency_in_flight",
+                              "A request with this Idempotency-Key is in flight; retry later.",
+                              retry_after_seconds=1) from None
+        if record.fingerprint != digest:
+            raise Problem("idempotency_conflict",
+                          "This Idempotency-Key was first used with a different request.")
+        if record.status_code is not None:
+            replay = Response(record.response, status=record.status_code)
+            replay["Idempotent-Replayed"] = "true"
+            if record.status_code >= 400:
+                replay.content_type = "application/problem+json"
+            return replay
+        if record.locked_until > now:
+            wait = max(1, int((record.locked_until - now).total_seconds()))
+            raise Problem("idempotency_in_flight",
+                          "A request with this Idempotency-Key is in flight; retry later.",
+                          retry_after_seconds=wait)
+        # The first attempt died without committing anything: run again.
+        record.locked_until = now + timedelta(seconds=LOCK_SECONDS)
+        record.save(update_fields=["locked_until"])
+        return record
+
+
+def _complete(record: IdempotencyRecord, response: Response) -> None:
+    record.status_code = response.status_code
+    record.response = response.data
+    record.save(update_fields=["status_code", "response"])
+
+
+def idempotent(method: Callable[..., Response]) -> Callable[..., Response]:
+    """Wrap a view's ``post``. The view gets ``request.idempotency_key``."""
+
+    @wraps(method)
+    def wrapper(view: Any, request: Request, *args: Any, **kwargs: Any) -> Response:
+        key = _key(request)
+        request.idempotency_key = key
+        if key is None:
+            return method(view, request, *args, **kwargs)
+        begun = _begin(str(request.user.get_username()), key, fingerprint(request))
+        if isinstance(begun, Response):
+            return begun
+        try:
+            with transaction.atomic():
+                response = method(view, request, *args, **kwargs)
+                if response.status_code < 500:
+                    _complete(begun, response)
+                return response
+        except Exception as exc:
+            # A refusal is a response too: the same request must get the same
+            # refusal again, not a second try.
+            response = view.handle_exception(exc)
+            if response.status_code < 500:
+                with transaction.atomic():
+                    _complete(begun, response)
+            return response
+
+    return wrapper
+
+
+def prune(now: Any = None) -> int:
+    """Delete records older than the TTL. Returns how many."""
+    cutoff = (now or clock.now()) - IDEMPOTENCY_TTL
+    deleted, _ = IdempotencyRecord.objects.filter(created_at__lt=cutoff).delete()
+    return deleted

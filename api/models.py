@@ -1,0 +1,51 @@
+"""API credentials and idempotency records."""
+
+from django.conf import settings
+from django.db import models
+
+
+class ApiToken(models.Model):
+    """An agent's (or auditor's, operator's) bearer token.
+
+    Only the public prefix and an HMAC-SHA256 digest of the whole token are
+    stored; the token itself is printed once when it is created.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="api_tokens")
+    prefix = models.CharField(max_length=16, unique=True)
+    digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"
+
+
+class IdempotencyRecord(models.Model):
+    """The first response to a POST with an Idempotency-Key, per caller.
+
+    Created as "in flight" in its own transaction before the command runs (so
+    a concurrent retry sees it and gets 409), completed in the same
+    transaction as the events the command appended.
+    """
+
+    owner = models.CharField(max_length=150)
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64)  # sha256 of method, path and body
+    status_code = models.PositiveSmallIntegerField(null=True)  # null while in flight
+    response = models.JSONField(null=True)
+    created_at = models.DateTimeField()
+    locked_until = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "key"], name="api_idempotency_owner_key"),
+        ]
+        indexes = [models.Index(fields=["created_at"], name="api_idempotency_created")]
+
+    def __str__(self) -> str:
+        return f"{self.owner}: {self.key}"

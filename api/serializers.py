@@ -1,0 +1,279 @@
+"""Request and response shapes. Requests are strict: an unknown field is a 400.
+
+These check types and sizes so each bad field gets its own message; the
+domain checks the same limits again (it is the authority for every shell).
+"""
+
+from typing import Any
+
+from rest_framework import serializers
+
+from ledger.domain import validation as limits
+from ledger.domain.commands import FINISH_STATUSES
+from ledger.domain.policy import SCHEDULERS
+from ledger.domain.state import REASONS, STATUSES
+
+
+class StrictSerializer(serializers.Serializer):
+    """Refuses fields it does not know: a typo must not be silently ignored."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError(
+                    {name: ["Unknown field."] for name in unknown})
+        return super().to_internal_value(data)
+
+
+def text(max_length: int, **kwargs: Any) -> serializers.CharField:
+    return serializers.CharField(max_length=max_length, trim_whitespace=False, **kwargs)
+
+
+def text_list(**kwargs: Any) -> serializers.ListField:
+    return serializers.ListField(child=text(limits.MAX_ITEM), max_length=limits.MAX_ITEMS,
+                                 **kwargs)
+
+
+class LeaseProofSerializer(StrictSerializer):
+    token = text(200, help_text="The raw lease token returned when the lease was acquired.")
+    generation = serializers.IntegerField(min_value=1)
+
+
+class FencedSerializer(StrictSerializer):
+    lease = LeaseProofSerializer(help_text="The lease you hold: {token, generation}.")
+
+
+class SessionSerializer(StrictSerializer):
+    agent_id = text(limits.MAX_KEY, required=False, allow_blank=True)
+    session_key = text(limits.MAX_KEY, required=False, allow_blank=True)
+    session_id = text(limits.MAX_KEY, required=False, allow_blank=True)
+    model = text(limits.MAX_KEY, required=False, allow_blank=True)
+    timezone = text(64, required=False, allow_blank=True,
+                    help_text="IANA time zone of the agent, e.g. Europe/Istanbul.")
+
+
+class PolicySerializer(StrictSerializer):
+    lease_seconds = serializers.IntegerField(min_value=30, max_value=86_400, required=False)
+    cadence_minutes = serializers.IntegerField(min_value=1, max_value=1_440, required=False)
+    max_continuations = serializers.IntegerField(min_value=0, max_value=100, required=False)
+    max_wake_retries = serializers.IntegerField(min_value=0, max_value=100, required=False)
+    scheduler = serializers.ChoiceField(choices=SCHEDULERS, required=False)
+    dispatch = text(64, required=False)
+
+
+class RunGoalSerializer(StrictSerializer):
+    goal_key = text(limits.MAX_KEY, help_text="Your stable name for this piece of work.")
+    workspace = text(limits.MAX_WORKSPACE, help_text="Canonical workspace path or repo URL.")
+    objective = text(limits.MAX_OBJECTIVE, help_text="A short, secret-free summary.")
+    done_criteria = text_list(allow_empty=True, required=False, default=list)
+    next_actions = text_list(required=False, default=list,
+                             help_text="The plan: recorded as the goal's first checkpoint.")
+    session = SessionSerializer(required=False)
+    policy = PolicySerializer(required=False)
+    timeout_seconds = serializers.IntegerField(min_value=1, max_value=30 * 86_400,
+                                               required=False, allow_null=True)
+    estimated_duration_seconds = serializers.IntegerField(min_value=1, max_value=30 * 86_400,
+                                                          required=False, allow_null=True)
+
+
+class ArtifactSerializer(StrictSerializer):
+    path = text(limits.MAX_PATH)
+    sha256 = serializers.RegexField(r"^[0-9a-f]{64}$", help_text="64 lowercase hex digits.")
+    bytes = serializers.IntegerField(min_value=0)
+    previous_sha256 = serializers.RegexField(
+        r"^[0-9a-f]{64}$", required=False,
+        help_text="Required to overwrite a path recorded before with another checksum.")
+
+
+class CheckpointSerializer(FencedSerializer):
+    current_step = text(limits.MAX_STEP)
+    progress_pct = serializers.IntegerField(min_value=0, max_value=100)
+    completed = text_list(required=False, default=list)
+    next_actions = text_list(required=False, default=list)
+    artifacts = serializers.ListField(child=ArtifactSerializer(), max_length=limits.MAX_ARTIFACTS,
+                                      required=False, default=list)
+    errors = text_list(required=False, default=list)
+    note = text(limits.MAX_NOTE, required=False, allow_blank=True, default="")
+    release_lease = serializers.BooleanField(
+        required=False, default=False,
+        help_text="Only on the final checkpoint before a turn boundary.")
+
+
+class FinishSerializer(FencedSerializer):
+    status = serializers.ChoiceField(choices=FINISH_STATUSES)
+    summary = text(limits.MAX_NOTE, required=False, allow_blank=True, default="")
+
+
+class WorkspaceReleaseSerializer(StrictSerializer):
+    lease = LeaseProofSerializer(required=False,
+                                 help_text="The holder's lease; operators release without one.")
+    reason = text(limits.MAX_NOTE, required=False, allow_blank=True, default="")
+
+
+class EmptySerializer(StrictSerializer):
+    """No fields: the call takes none."""
+
+
+class GoalFilterSerializer(StrictSerializer):
+    status = serializers.ChoiceField(choices=STATUSES, required=False)
+    reason = serializers.ChoiceField(choices=REASONS, required=False)
+    workspace = text(limits.MAX_WORKSPACE, required=False)
+    agent = text(limits.MAX_KEY, required=False)
+    cursor = text(1000, required=False)
+    page_size = serializers.IntegerField(min_value=1, max_value=200, required=False)
+
+
+class EventsQuerySerializer(StrictSerializer):
+    after = serializers.IntegerField(min_value=0, required=False, default=0)
+    limit = serializers.IntegerField(min_value=1, max_value=1000, required=False, default=100)
+
+
+# ---------------------------------------------------------------- responses (docs)
+
+
+class LeaseSerializer(serializers.Serializer):
+    holder = serializers.CharField()
+    generation = serializers.IntegerField()
+    acquired_at = serializers.CharField()
+    expires_at = serializers.CharField()
+    last_heartbeat_at = serializers.CharField()
+
+
+class GrantedLeaseSerializer(serializers.Serializer):
+    token = serializers.CharField(help_text="Shown once. Keep it; every fenced call needs it.")
+    generation = serializers.IntegerField()
+    holder = serializers.CharField()
+    expires_at = serializers.CharField()
+
+
+class GoalSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    goal_key = serializers.CharField()
+    workspace = serializers.CharField()
+    objective = serializers.CharField()
+    done_criteria = serializers.ListField(child=serializers.CharField())
+    agent = serializers.CharField()
+    status = serializers.ChoiceField(choices=STATUSES)
+    reason = serializers.CharField(allow_blank=True)
+    current_step = serializers.CharField()
+    progress_pct = serializers.IntegerField()
+    last_completed = serializers.ListField(child=serializers.CharField())
+    next_actions = serializers.ListField(child=serializers.CharField())
+    artifacts = serializers.ListField(child=serializers.DictField())
+    errors = serializers.ListField(child=serializers.CharField())
+    retry_count = serializers.IntegerField()
+    checkpoints = serializers.IntegerField()
+    summary = serializers.CharField(allow_blank=True)
+    policy = serializers.DictField()
+    session = serializers.DictField()
+    timeout_seconds = serializers.IntegerField(allow_null=True)
+    estimated_duration_seconds = serializers.IntegerField(allow_null=True)
+    workspace_bound = serializers.BooleanField()
+    lease = LeaseSerializer(allow_null=True)
+    lease_generation = serializers.IntegerField()
+    version = serializers.IntegerField()
+    created_at = serializers.CharField()
+    updated_at = serializers.CharField()
+
+
+class PreflightSerializer(serializers.Serializer):
+    wakes_needed = serializers.BooleanField(allow_null=True)
+    wakes_threshold_pct = serializers.IntegerField()
+    estimated_duration_seconds = serializers.IntegerField(allow_null=True)
+    timeout_seconds = serializers.IntegerField(allow_null=True)
+    suggested_chunk_seconds = serializers.IntegerField()
+    autosave_reserve_pct = serializers.IntegerField()
+    autosave_deadline = serializers.CharField(allow_null=True)
+
+
+class LeaseAnswerSerializer(serializers.Serializer):
+    acquired = serializers.BooleanField()
+    lease = GrantedLeaseSerializer(allow_null=True)
+    retry_after_seconds = serializers.IntegerField(allow_null=True)
+    next_required_action = serializers.CharField(allow_null=True)
+    holder = serializers.CharField(required=False)
+    expires_at = serializers.CharField(required=False)
+
+
+class RunGoalAnswerSerializer(LeaseAnswerSerializer):
+    goal = GoalSerializer()
+    created = serializers.BooleanField()
+    preflight = PreflightSerializer()
+
+
+class CheckpointContractSerializer(serializers.Serializer):
+    task_id = serializers.CharField()
+    goal = serializers.CharField()
+    status = serializers.CharField()
+    current_step = serializers.CharField()
+    progress_pct = serializers.IntegerField()
+    last_completed = serializers.ListField(child=serializers.CharField())
+    next_actions = serializers.ListField(child=serializers.CharField())
+    artifacts = serializers.ListField(child=serializers.DictField())
+    errors = serializers.ListField(child=serializers.CharField())
+    retry_count = serializers.IntegerField()
+    updated_at = serializers.CharField()
+
+
+class CheckpointAnswerSerializer(serializers.Serializer):
+    checkpoint = CheckpointContractSerializer()
+    version = serializers.IntegerField()
+    lease_released = serializers.BooleanField()
+
+
+class HeartbeatAnswerSerializer(serializers.Serializer):
+    generation = serializers.IntegerField()
+    expires_at = serializers.CharField()
+    preflight = PreflightSerializer()
+
+
+class ReleaseAnswerSerializer(serializers.Serializer):
+    released = serializers.BooleanField()
+    status = serializers.CharField()
+
+
+class FinishAnswerSerializer(serializers.Serializer):
+    completion_state = serializers.ChoiceField(
+        choices=["completed", "failed", "blocked", "pending_native_cleanup"])
+    goal = GoalSerializer()
+
+
+class WorkspaceAnswerSerializer(serializers.Serializer):
+    workspace = serializers.CharField()
+    workspace_bound = serializers.BooleanField()
+
+
+class EventSerializer(serializers.Serializer):
+    seq = serializers.IntegerField()
+    kind = serializers.CharField()
+    data = serializers.DictField()
+    actor = serializers.CharField()
+    recorded_at = serializers.CharField()
+    prev_hash = serializers.CharField()
+    hash = serializers.CharField()
+
+
+class EventPageSerializer(serializers.Serializer):
+    events = EventSerializer(many=True)
+    next_after = serializers.IntegerField(allow_null=True)
+
+
+class ResumePacketSerializer(serializers.Serializer):
+    task_id = serializers.CharField()
+    objective = serializers.CharField()
+    done_criteria = serializers.ListField(child=serializers.CharField())
+    status = serializers.CharField()
+    checkpoint = serializers.DictField()
+    next_actions = serializers.ListField(child=serializers.CharField())
+    artifacts_to_verify = serializers.ListField(child=serializers.DictField())
+
+
+class ProblemSerializer(serializers.Serializer):
+    type = serializers.CharField()
+    title = serializers.CharField()
+    status = serializers.IntegerField()
+    detail = serializers.CharField()
+    code = serializers.CharField()
+    errors = serializers.DictField(child=serializers.ListField(child=serializers.CharField()),
+                                   required=False)
