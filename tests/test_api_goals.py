@@ -72,7 +72,8 @@ def test_workspace_binding_refuses_another_key_until_released(agent, operator, c
 
 def test_one_active_goal_per_session_key(agent, clock):
     assert agent.start(session={"session_key": "s-1"}).status_code == 201
-    refused = agent.start(goal_key="issue-2", workspace="/srv/other", session={"session_key": "s-1"})
+    refused = agent.start(goal_key="issue-2", workspace="/srv/other",
+                          session={"session_key": "s-1"})
     assert refused.status_code == 409 and refused.json()["code"] == "session_bound"
 
 

@@ -176,7 +176,7 @@ def test_a_live_lease_is_never_stolen():
     state = started()
     for at in (T0 + timedelta(minutes=1), T0 + timedelta(minutes=9, seconds=59)):
         with pytest.raises(LeaseHeld) as held:
-            decide(state, AcquireLease("agent-2", TOKEN_2), at)
+            decide(state, AcquireLease("agent-1", TOKEN_2), at)
         assert held.value.extra["next_required_action"] == "wait_for_holder"
     assert held.value.extra["retry_after_seconds"] == 61  # 1 s to expiry + 60 s grace
 
@@ -185,21 +185,29 @@ def test_past_expiry_only_the_grace_remains_then_takeover():
     state = started()
     in_grace = T0 + timedelta(minutes=10, seconds=15)
     with pytest.raises(LeaseHeld) as held:
-        decide(state, AcquireLease("agent-2", TOKEN_2), in_grace)
+        decide(state, AcquireLease("agent-1", TOKEN_2), in_grace)
     assert held.value.extra["retry_after_seconds"] == 45
     assert held.value.extra["next_required_action"] == "retry_after_stale_grace"
     stale = T0 + timedelta(minutes=11)
-    [event] = decide(state, AcquireLease("agent-2", TOKEN_2), stale)
+    [event] = decide(state, AcquireLease("agent-1", TOKEN_2), stale)
     assert event.kind == "lease.taken_over"
     assert event.data["previous_holder"] == "agent-1"
     assert event.data["generation"] == 2
     after = evolve(state, event)
-    assert after.lease["holder"] == "agent-2" and after.lease_generation == 2
+    assert after.lease["token_sha256"] == TOKEN_2 and after.lease_generation == 2
+
+
+def test_only_the_goals_own_agent_may_hold_its_lease():
+    from ledger.domain import DomainError
+
+    with pytest.raises(DomainError) as error:
+        decide(started(), AcquireLease("agent-2", TOKEN_2), T0 + timedelta(hours=1))
+    assert error.value.code == "forbidden"
 
 
 def test_after_a_takeover_the_old_generation_is_fenced_off():
     old = started()
-    new = apply(old, AcquireLease("agent-2", TOKEN_2), T0 + timedelta(minutes=12))
+    new = apply(old, AcquireLease("agent-1", TOKEN_2), T0 + timedelta(minutes=12))
     for command in (checkpoint(old, current_step="late"), Heartbeat(proof_of(old)),
                     ReleaseLease(proof_of(old)), Finish("completed", proof=proof_of(old))):
         with pytest.raises(LeaseLost) as lost:
