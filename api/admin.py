@@ -1,0 +1,33 @@
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from api.models import ApiToken
+from api.roles import role_of
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Who holds which token prefix. Tokens are created and revoked with
+    `manage.py ledger agent create|revoke`; the digest is never shown."""
+
+    list_display = ("prefix", "user", "role", "created_at", "revoked_at")
+    list_filter = ("revoked_at",)
+    search_fields = ("prefix", "user__username")
+    list_select_related = ("user",)
+    fields = ("prefix", "user", "created_at", "revoked_at")
+    readonly_fields = fields
+
+    @admin.display(description="role")
+    def role(self, token: ApiToken) -> str:
+        return role_of(token.user) or "-"
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
