@@ -21,6 +21,7 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Q
 
 from ledger import clock
 from ledger.chain import GENESIS, event_hash
@@ -108,23 +109,28 @@ def start(command: StartGoal | RunGoal, *, actor: str,
     for attempt in range(2):
         try:
             with transaction.atomic():
-                active = Goal.objects.exclude(status__in=TERMINAL_STATUSES)
-                existing = (
-                    active.select_for_update()
-                    .filter(workspace=start_cmd.workspace, goal_key=start_cmd.goal_key)
-                    .values_list("id", flat=True)
-                    .first()
+                # One statement, so one snapshot: on PostgreSQL separate reads
+                # could see a concurrent start's goal in one and not the other,
+                # and report our own goal as "another goal holding the workspace".
+                match = Q(workspace=start_cmd.workspace)
+                if session_key:
+                    match |= Q(session_key=session_key)
+                rows = list(
+                    Goal.objects.select_for_update().filter(match)
+                    .exclude(status__in=TERMINAL_STATUSES)
+                    .values_list("id", "workspace", "goal_key", "workspace_bound", "session_key")
                 )
+                existing = next((r[0] for r in rows if r[1] == start_cmd.workspace
+                                 and r[2] == start_cmd.goal_key), None)
                 # Facts for the domain's binding rules; it decides what they mean.
                 facts = replace(
                     start_cmd,
-                    workspace_bound_by=_first_id(active.filter(
-                        workspace=start_cmd.workspace, workspace_bound=True)),
-                    session_bound_by=_first_id(active.filter(session_key=session_key))
-                    if session_key else None,
+                    goal_id=str(existing) if existing else start_cmd.goal_id,
+                    workspace_bound_by=next((str(r[0]) for r in rows
+                                             if r[1] == start_cmd.workspace and r[3]), None),
+                    session_bound_by=next((str(r[0]) for r in rows
+                                           if session_key and r[4] == session_key), None),
                 )
-                if existing is not None:
-                    facts = replace(facts, goal_id=str(existing))
                 full = replace(command, start=facts) if isinstance(command, RunGoal) else facts
                 if existing is not None:
                     return _execute_locked(existing, full, actor, idempotency_key)
@@ -136,11 +142,6 @@ def start(command: StartGoal | RunGoal, *, actor: str,
             if attempt:
                 raise
     raise AssertionError("unreachable")
-
-
-def _first_id(query: Any) -> str | None:
-    found = query.values_list("id", flat=True).first()
-    return None if found is None else str(found)
 
 
 def execute(goal_id: uuid.UUID | str, command: Command, *, actor: str,

@@ -19,7 +19,7 @@ def dump_database() -> str:
     parts = []
     with connection.cursor() as cursor:
         for table in connection.introspection.table_names():
-            cursor.execute(f"SELECT * FROM {connection.ops.quote_name(table)}")  # noqa: S608
+            cursor.execute(f"SELECT * FROM {connection.ops.quote_name(table)}")
             parts.extend(repr(row) for row in cursor.fetchall())
     return "\n".join(parts)
 
