@@ -123,6 +123,19 @@ PROBLEMS = {
     403: OpenApiResponse(s.ProblemSerializer, description="forbidden (your role may not)"),
     404: OpenApiResponse(s.ProblemSerializer, description="not_found (or another agent's goal)"),
 }
+LEASE_LOST_EXAMPLE = OpenApiExample(
+    "lease_lost", response_only=True, status_codes=["409"], value={
+        "type": "urn:wakeledger:problem:lease_lost", "title": "The lease is no longer yours.",
+        "status": 409, "detail": "lease generation 1 is stale; the current one is 2",
+        "code": "lease_lost", "errors": {"lease.generation": ["lease generation 1 is stale; "
+                                                               "the current one is 2"]},
+        "current_generation": 2})
+VALIDATION_EXAMPLE = OpenApiExample(
+    "validation_error", response_only=True, status_codes=["400"], value={
+        "type": "urn:wakeledger:problem:validation_error",
+        "title": "The request is not valid.", "status": 400,
+        "detail": "Some fields are not valid; see errors.", "code": "validation_error",
+        "errors": {"progress_pct": ["Ensure this value is less than or equal to 100."]}})
 FENCED_PROBLEMS = {
     **PROBLEMS,
     409: OpenApiResponse(s.ProblemSerializer, description="lease_lost, goal_terminal, "
@@ -292,7 +305,7 @@ class HeartbeatView(LedgerView):
     @extend_schema(summary="Renew the lease", request=s.FencedSerializer,
                    parameters=[IDEMPOTENCY],
                    examples=[OpenApiExample("heartbeat", request_only=True,
-                                            value={"lease": LEASE_EXAMPLE})],
+                                            value={"lease": LEASE_EXAMPLE}), LEASE_LOST_EXAMPLE],
                    responses={200: s.HeartbeatAnswerSerializer, **FENCED_PROBLEMS})
     @idempotent
     def post(self, request: Request, goal_id: str) -> Response:
@@ -331,7 +344,7 @@ class CheckpointsView(LedgerView):
             "completed": ["reproduced the failure"], "next_actions": ["fix the race"],
             "artifacts": [{"path": "tests/test_checkout.py", "sha256": "9f" * 32,
                            "bytes": 2048}],
-            "note": "", "release_lease": False})],
+            "note": "", "release_lease": False}), LEASE_LOST_EXAMPLE, VALIDATION_EXAMPLE],
     )
     @idempotent
     def post(self, request: Request, goal_id: str) -> Response:
@@ -361,7 +374,7 @@ class FinishView(LedgerView):
                    responses={200: s.FinishAnswerSerializer, **FENCED_PROBLEMS},
                    examples=[OpenApiExample("finish", request_only=True, value={
                        "lease": LEASE_EXAMPLE, "status": "completed",
-                       "summary": "PR #12 merged, CI green"})])
+                       "summary": "PR #12 merged, CI green"}), LEASE_LOST_EXAMPLE])
     @idempotent
     def post(self, request: Request, goal_id: str) -> Response:
         data = validated(s.FinishSerializer, request.data)

@@ -92,14 +92,13 @@ def _start(state: GoalState, cmd: StartGoal, now: datetime) -> list[Event]:
                                  field="goal_key")
         return []  # rule 1: starting an active goal again returns it unchanged
     if cmd.workspace_bound_by and cmd.workspace_bound_by != cmd.goal_id:
+        # The other goal's id is not told: it may be another agent's goal.
         raise WorkspaceBound(
-            f"workspace {cmd.workspace!r} is bound to active goal {cmd.workspace_bound_by}; "
-            "finish it or release its workspace first", field="workspace",
-            goal_id=cmd.workspace_bound_by)
+            f"workspace {cmd.workspace!r} is bound to another active goal; "
+            "finish it or release its workspace first", field="workspace")
     if cmd.session_bound_by and cmd.session_bound_by != cmd.goal_id:
-        raise SessionBound(
-            f"session key is already used by active goal {cmd.session_bound_by}",
-            field="session.session_key", goal_id=cmd.session_bound_by)
+        raise SessionBound("the session key is already used by another active goal",
+                           field="session.session_key")
     plan = v.text_list(list(cmd.next_actions), "next_actions")
     data = {
         "goal_id": v.text(cmd.goal_id, "goal_id", limit=64, required=True),

@@ -54,6 +54,9 @@ class Command(BaseCommand):
         revoke.add_argument("prefix")
 
         actions.add_parser(
+            "prune", help="Delete idempotency records older than their 48 h retention.")
+
+        actions.add_parser(
             "bootstrap",
             help="Create the first admin user (random password, printed once) and print the URL.")
 
@@ -134,6 +137,13 @@ class Command(BaseCommand):
         if not updated:
             raise CommandError(f"no active token with prefix {prefix!r}")
         self.stdout.write(f"revoked {prefix}")
+
+    # ------------------------------------------------------------------ prune
+
+    def handle_prune(self, **_: Any) -> None:
+        from api.idempotency import prune
+
+        self.stdout.write(f"deleted {prune()} idempotency record(s) older than 48 h")
 
     # ------------------------------------------------------------------ bootstrap
 
