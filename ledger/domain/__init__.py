@@ -17,9 +17,10 @@ from ledger.domain.commands import (
     RunGoal,
     StartGoal,
 )
-from ledger.domain.decider import decide, evolve, fold, lease_refusal, lease_stale_at
+from ledger.domain.decider import decide, evolve, fold
 from ledger.domain.errors import DomainError, GoalTerminal, InvalidCommand
 from ledger.domain.events import TERMINAL_ALLOWED_KINDS, Event, iso
+from ledger.domain.leases import lease_refusal, lease_stale_at
 from ledger.domain.state import ACTIVE_STATUSES, STATUSES, TERMINAL_STATUSES, GoalState
 
 __all__ = [

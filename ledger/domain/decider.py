@@ -6,14 +6,13 @@ event into the state. The store calls them inside one transaction; replay calls
 ``fold`` over a goal's whole history; property tests call them directly.
 """
 
-import hmac
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import reduce
-from math import ceil
 from typing import Any
 
+from ledger.domain import leases
 from ledger.domain import policy as p
 from ledger.domain import validation as v
 from ledger.domain.commands import (
@@ -22,7 +21,6 @@ from ledger.domain.commands import (
     Command,
     Finish,
     Heartbeat,
-    LeaseProof,
     RecordCheckpoint,
     ReleaseLease,
     ReleaseWorkspace,
@@ -31,14 +29,9 @@ from ledger.domain.commands import (
 )
 from ledger.domain.errors import (
     ArtifactConflict,
-    DomainError,
-    GoalBlocked,
     GoalNotStarted,
     GoalTerminal,
     InvalidCommand,
-    LeaseHeld,
-    LeaseLost,
-    LeaseRequired,
     ProgressRegressed,
     SessionBound,
     WorkspaceBound,
@@ -59,7 +52,8 @@ from ledger.domain.events import (
     Event,
     iso,
 )
-from ledger.domain.state import BLOCKED, DONE, FAILED, RUNNING, WAITING, GoalState
+from ledger.domain.leases import fence
+from ledger.domain.state import BLOCKED, DONE, FAILED, WAITING, GoalState
 
 INITIAL_STEP = "plan"
 
@@ -122,116 +116,20 @@ def _start(state: GoalState, cmd: StartGoal, now: datetime) -> list[Event]:
 def _run(state: GoalState, cmd: RunGoal, now: datetime) -> list[Event]:
     events = _start(state, cmd.start, now)
     started = fold(events, state)
-    if lease_refusal(started, now) is not None:
+    if leases.lease_refusal(started, now) is not None:
         return events  # the goal is returned without a lease; the shell says why
-    return events + _acquire(started, AcquireLease(cmd.holder, cmd.token_sha256), now)
+    return events + leases.acquire(started, AcquireLease(cmd.holder, cmd.token_sha256), now)
 
 
 def _optional_seconds(value: int | None, field: str) -> int | None:
     return None if value is None else p.whole(value, field, 1, 30 * 86_400)
 
 
-# ----------------------------------------------------------------- leases (rule 2)
-
-
-def lease_stale_at(state: GoalState) -> datetime | None:
-    """When the current lease may be taken over (None: there is no lease)."""
-    if not state.lease:
-        return None
-    expires = datetime.fromisoformat(state.lease["expires_at"])
-    return expires + timedelta(seconds=p.LEASE_STALE_GRACE_SECONDS)
-
-
-def lease_refusal(state: GoalState, now: datetime) -> dict[str, Any] | None:
-    """Why a lease cannot be granted now, or None when it can. Pure: the API
-    also uses it to explain a refused acquire."""
-    if state.terminal:
-        return {"retry_after_seconds": None, "next_required_action": "start_a_new_goal",
-                "why": f"the goal is {state.status}"}
-    if state.status == BLOCKED:
-        return {"retry_after_seconds": None, "next_required_action": "operator_recover",
-                "why": f"the goal is blocked ({state.reason}); an operator must recover it"}
-    stale_at = lease_stale_at(state)
-    if stale_at is None or now >= stale_at:
-        return None
-    # A live lease is never stolen; past its expiry only the grace remains.
-    expires = datetime.fromisoformat(state.lease["expires_at"])
-    in_grace = now >= expires
-    return {
-        "retry_after_seconds": max(1, ceil((stale_at - now).total_seconds())),
-        "next_required_action": "retry_after_stale_grace" if in_grace else "wait_for_holder",
-        "why": (f"the lease is held by {state.lease['holder']} (generation "
-                f"{state.lease['generation']}) until {state.lease['expires_at']}"
-                + (", now in its stale grace" if in_grace else "")),
-        "holder": state.lease["holder"],
-        "expires_at": state.lease["expires_at"],
-    }
-
-
-def _acquire(state: GoalState, cmd: AcquireLease, now: datetime) -> list[Event]:
-    refusal = lease_refusal(state, now)
-    if refusal is not None:
-        error = GoalBlocked if state.status == BLOCKED else LeaseHeld
-        raise error(refusal.pop("why"), **refusal)
-    holder = v.text(cmd.holder, "holder", limit=v.MAX_KEY, required=True)
-    if state.agent and holder != state.agent:
-        raise DomainError(f"only {state.agent}'s workers may hold this goal's lease",
-                          code="forbidden")
-    digest = v.sha256(cmd.token_sha256, "token_sha256")
-    seconds = state.policy.get("lease_seconds", p.DEFAULT_POLICY["lease_seconds"])
-    data = {
-        "holder": holder,
-        "generation": state.lease_generation + 1,
-        "token_sha256": digest,
-        "lease_seconds": seconds,
-        "expires_at": iso(now + timedelta(seconds=seconds)),
-    }
-    if not state.lease:
-        return [Event(LEASE_ACQUIRED, data, now)]
-    previous = state.lease
-    return [Event(LEASE_TAKEN_OVER, {
-        **data,
-        "previous_holder": previous["holder"],
-        "previous_generation": previous["generation"],
-        "previous_expires_at": previous["expires_at"],
-    }, now)]
-
-
-def _fence(state: GoalState, proof: LeaseProof | None) -> dict[str, Any]:
-    """Rule 2: every write that changes work presents the current lease."""
-    if proof is None:
-        raise LeaseRequired("this call must carry lease: {token, generation}", field="lease")
-    if not state.lease:
-        raise LeaseLost("the goal has no live lease; acquire one", field="lease",
-                        current_generation=state.lease_generation)
-    if proof.generation != state.lease["generation"]:
-        raise LeaseLost(
-            f"lease generation {proof.generation} is stale; the current one is "
-            f"{state.lease['generation']}", field="lease.generation",
-            current_generation=state.lease["generation"])
-    if not hmac.compare_digest(str(proof.token_sha256), state.lease["token_sha256"]):
-        raise LeaseLost("the lease token does not match the current lease",
-                        field="lease.token", current_generation=state.lease["generation"])
-    return state.lease
-
-
-def _heartbeat(state: GoalState, cmd: Heartbeat, now: datetime) -> list[Event]:
-    lease = _fence(state, cmd.proof)
-    expires = now + timedelta(seconds=lease["lease_seconds"])
-    return [Event(LEASE_RENEWED, {"generation": lease["generation"],
-                                  "expires_at": iso(expires)}, now)]
-
-
-def _release(state: GoalState, cmd: ReleaseLease, now: datetime) -> list[Event]:
-    lease = _fence(state, cmd.proof)
-    return [Event(LEASE_RELEASED, {"generation": lease["generation"]}, now)]
-
-
 # ------------------------------------------------------------ checkpoints (rule 3)
 
 
 def _checkpoint(state: GoalState, cmd: RecordCheckpoint, now: datetime) -> list[Event]:
-    lease = _fence(state, cmd.proof)
+    lease = fence(state, cmd.proof)
     pct = v.progress(cmd.progress_pct)
     note = v.text(cmd.note, "note", limit=v.MAX_NOTE)
     if pct < state.progress_pct and not note.strip():
@@ -283,7 +181,7 @@ def _checkpoint(state: GoalState, cmd: RecordCheckpoint, now: datetime) -> list[
 
 
 def _finish(state: GoalState, cmd: Finish, now: datetime) -> list[Event]:
-    lease = _fence(state, cmd.proof)
+    lease = fence(state, cmd.proof)
     if cmd.status not in FINISH_STATUSES:
         raise InvalidCommand(f"status must be one of {', '.join(FINISH_STATUSES)}.",
                              field="status")
@@ -298,7 +196,7 @@ def _finish(state: GoalState, cmd: Finish, now: datetime) -> list[Event]:
 
 def _release_workspace(state: GoalState, cmd: ReleaseWorkspace, now: datetime) -> list[Event]:
     if not cmd.by_operator:
-        _fence(state, cmd.proof)
+        fence(state, cmd.proof)
     if not state.workspace_bound:
         return []
     reason = v.text(cmd.reason, "reason", limit=v.MAX_NOTE)
@@ -307,9 +205,9 @@ def _release_workspace(state: GoalState, cmd: ReleaseWorkspace, now: datetime) -
 
 
 _DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
-    AcquireLease: _acquire,
-    Heartbeat: _heartbeat,
-    ReleaseLease: _release,
+    AcquireLease: leases.acquire,
+    Heartbeat: leases.heartbeat,
+    ReleaseLease: leases.release,
     RecordCheckpoint: _checkpoint,
     Finish: _finish,
     ReleaseWorkspace: _release_workspace,
@@ -366,32 +264,6 @@ def _checkpointed(state: GoalState, data: dict[str, Any], at: str) -> Changes:
     )
 
 
-def _leased(state: GoalState, data: dict[str, Any], at: str) -> Changes:
-    return {
-        "status": RUNNING,
-        "lease": {
-            "holder": data["holder"],
-            "generation": data["generation"],
-            "token_sha256": data["token_sha256"],
-            "lease_seconds": data["lease_seconds"],
-            "acquired_at": at,
-            "expires_at": data["expires_at"],
-            "last_heartbeat_at": at,
-        },
-        "lease_generation": data["generation"],
-    }
-
-
-def _renewed(state: GoalState, data: dict[str, Any], at: str) -> Changes:
-    return {"lease": {**state.lease, "expires_at": data["expires_at"], "last_heartbeat_at": at}}
-
-
-def _unleased(state: GoalState, data: dict[str, Any], at: str) -> Changes:
-    # A paused or blocked goal stays so; only a running one goes back to waiting.
-    status = WAITING if state.status == RUNNING else state.status
-    return {"lease": {}, "status": status}
-
-
 def _ended(status: str) -> Evolver:
     def apply(state: GoalState, data: dict[str, Any], at: str) -> Changes:
         return {"status": status, "reason": data.get("reason", ""), "summary": data["summary"],
@@ -413,11 +285,11 @@ _EVOLVERS: dict[str, Evolver] = {
     GOAL_STARTED: _started,
     WORKSPACE_BOUND: _workspace(True),
     WORKSPACE_RELEASED: _workspace(False),
-    LEASE_ACQUIRED: _leased,
-    LEASE_TAKEN_OVER: _leased,
-    LEASE_RENEWED: _renewed,
-    LEASE_RELEASED: _unleased,
-    LEASE_EXPIRED: _unleased,
+    LEASE_ACQUIRED: leases.leased,
+    LEASE_TAKEN_OVER: leases.leased,
+    LEASE_RENEWED: leases.renewed,
+    LEASE_RELEASED: leases.unleased,
+    LEASE_EXPIRED: leases.unleased,
     CHECKPOINT_RECORDED: _checkpointed,
     GOAL_COMPLETED: _ended(DONE),
     GOAL_FAILED: _ended(FAILED),

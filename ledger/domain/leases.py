@@ -1,0 +1,146 @@
+"""Leases (rule 2): acquire, take over a stale one, renew, release, fence.
+
+A live lease is never stolen. Past its expiry plus the stale grace, and with
+no running blocking job, it may be taken over with generation + 1. Every write
+that changes work presents the current lease (``fence``).
+"""
+
+import hmac
+from datetime import datetime, timedelta
+from math import ceil
+from typing import Any
+
+from ledger.domain import policy as p
+from ledger.domain import validation as v
+from ledger.domain.commands import AcquireLease, Heartbeat, LeaseProof, ReleaseLease
+from ledger.domain.errors import DomainError, GoalBlocked, LeaseHeld, LeaseLost, LeaseRequired
+from ledger.domain.events import (
+    LEASE_ACQUIRED,
+    LEASE_RELEASED,
+    LEASE_RENEWED,
+    LEASE_TAKEN_OVER,
+    Event,
+    iso,
+)
+from ledger.domain.state import BLOCKED, RUNNING, WAITING, GoalState
+
+Changes = dict[str, Any]
+
+
+def lease_stale_at(state: GoalState) -> datetime | None:
+    """When the current lease may be taken over (None: there is no lease)."""
+    if not state.lease:
+        return None
+    expires = datetime.fromisoformat(state.lease["expires_at"])
+    return expires + timedelta(seconds=p.LEASE_STALE_GRACE_SECONDS)
+
+
+def lease_refusal(state: GoalState, now: datetime) -> dict[str, Any] | None:
+    """Why a lease cannot be granted now, or None when it can. Pure: the API
+    also uses it to explain a refused acquire."""
+    if state.terminal:
+        return {"retry_after_seconds": None, "next_required_action": "start_a_new_goal",
+                "why": f"the goal is {state.status}"}
+    if state.status == BLOCKED:
+        return {"retry_after_seconds": None, "next_required_action": "operator_recover",
+                "why": f"the goal is blocked ({state.reason}); an operator must recover it"}
+    stale_at = lease_stale_at(state)
+    if stale_at is None or now >= stale_at:
+        return None
+    # A live lease is never stolen; past its expiry only the grace remains.
+    expires = datetime.fromisoformat(state.lease["expires_at"])
+    in_grace = now >= expires
+    return {
+        "retry_after_seconds": max(1, ceil((stale_at - now).total_seconds())),
+        "next_required_action": "retry_after_stale_grace" if in_grace else "wait_for_holder",
+        "why": (f"the lease is held by {state.lease['holder']} (generation "
+                f"{state.lease['generation']}) until {state.lease['expires_at']}"
+                + (", now in its stale grace" if in_grace else "")),
+        "holder": state.lease["holder"],
+        "expires_at": state.lease["expires_at"],
+    }
+
+
+def acquire(state: GoalState, cmd: AcquireLease, now: datetime) -> list[Event]:
+    refusal = lease_refusal(state, now)
+    if refusal is not None:
+        error = GoalBlocked if state.status == BLOCKED else LeaseHeld
+        raise error(refusal.pop("why"), **refusal)
+    holder = v.text(cmd.holder, "holder", limit=v.MAX_KEY, required=True)
+    if state.agent and holder != state.agent:
+        raise DomainError(f"only {state.agent}'s workers may hold this goal's lease",
+                          code="forbidden")
+    digest = v.sha256(cmd.token_sha256, "token_sha256")
+    seconds = state.policy.get("lease_seconds", p.DEFAULT_POLICY["lease_seconds"])
+    data = {
+        "holder": holder,
+        "generation": state.lease_generation + 1,
+        "token_sha256": digest,
+        "lease_seconds": seconds,
+        "expires_at": iso(now + timedelta(seconds=seconds)),
+    }
+    if not state.lease:
+        return [Event(LEASE_ACQUIRED, data, now)]
+    previous = state.lease
+    return [Event(LEASE_TAKEN_OVER, {
+        **data,
+        "previous_holder": previous["holder"],
+        "previous_generation": previous["generation"],
+        "previous_expires_at": previous["expires_at"],
+    }, now)]
+
+
+def fence(state: GoalState, proof: LeaseProof | None) -> dict[str, Any]:
+    """Rule 2: every write that changes work presents the current lease."""
+    if proof is None:
+        raise LeaseRequired("this call must carry lease: {token, generation}", field="lease")
+    if not state.lease:
+        raise LeaseLost("the goal has no live lease; acquire one", field="lease",
+                        current_generation=state.lease_generation)
+    if proof.generation != state.lease["generation"]:
+        raise LeaseLost(
+            f"lease generation {proof.generation} is stale; the current one is "
+            f"{state.lease['generation']}", field="lease.generation",
+            current_generation=state.lease["generation"])
+    if not hmac.compare_digest(str(proof.token_sha256), state.lease["token_sha256"]):
+        raise LeaseLost("the lease token does not match the current lease",
+                        field="lease.token", current_generation=state.lease["generation"])
+    return state.lease
+
+
+def heartbeat(state: GoalState, cmd: Heartbeat, now: datetime) -> list[Event]:
+    lease = fence(state, cmd.proof)
+    expires = now + timedelta(seconds=lease["lease_seconds"])
+    return [Event(LEASE_RENEWED, {"generation": lease["generation"],
+                                  "expires_at": iso(expires)}, now)]
+
+
+def release(state: GoalState, cmd: ReleaseLease, now: datetime) -> list[Event]:
+    lease = fence(state, cmd.proof)
+    return [Event(LEASE_RELEASED, {"generation": lease["generation"]}, now)]
+
+
+def leased(state: GoalState, data: dict[str, Any], at: str) -> Changes:
+    return {
+        "status": RUNNING,
+        "lease": {
+            "holder": data["holder"],
+            "generation": data["generation"],
+            "token_sha256": data["token_sha256"],
+            "lease_seconds": data["lease_seconds"],
+            "acquired_at": at,
+            "expires_at": data["expires_at"],
+            "last_heartbeat_at": at,
+        },
+        "lease_generation": data["generation"],
+    }
+
+
+def renewed(state: GoalState, data: dict[str, Any], at: str) -> Changes:
+    return {"lease": {**state.lease, "expires_at": data["expires_at"], "last_heartbeat_at": at}}
+
+
+def unleased(state: GoalState, data: dict[str, Any], at: str) -> Changes:
+    # A paused or blocked goal stays so; only a running one goes back to waiting.
+    status = WAITING if state.status == RUNNING else state.status
+    return {"lease": {}, "status": status}
