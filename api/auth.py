@@ -37,9 +37,14 @@ class HasRole(permissions.BasePermission):
     message = "Your role may not do this."
 
     def has_permission(self, request: Request, view: Any) -> bool:
+        method = request.method.upper()
+        if method in ("HEAD", "OPTIONS"):
+            method = "GET"  # a reader may ask for headers and metadata
+        elif not hasattr(view, method.lower()):
+            return True  # let DRF answer 405 method_not_allowed, not 403
         role = role_of(request.user)
         if role is None:
             if request.user and request.user.is_authenticated:
                 self.message = "This user has no role (agent, auditor or operator)."
             return False
-        return role in getattr(view, "roles", {}).get(request.method, ())
+        return role in getattr(view, "roles", {}).get(method, ())

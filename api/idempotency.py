@@ -5,6 +5,12 @@ different request is 422 ``idempotency_conflict``; a key whose first request
 is still running is 409 ``idempotency_in_flight``. Keys are per caller and
 kept at least 24 hours (``IDEMPOTENCY_TTL``).
 
+A replayed lease grant must hand back the same lease token, yet no raw token
+may be stored. So a lease token issued under an Idempotency-Key is derived
+(HMAC of the caller, the key and the path under SECRET_KEY) rather than
+random: the stored response holds a placeholder, and a replay derives the
+token again.
+
 The record is created "in flight" in a transaction of its own, so a
 concurrent retry can see it; the response is stored in the same transaction
 as the events the command appended, so a crash cannot leave events without
@@ -12,25 +18,61 @@ their replayable response (a crashed in-flight record unlocks after
 ``LOCK_SECONDS`` and the retry runs again — nothing had been committed).
 """
 
+import base64
 import hashlib
+import hmac
 import json
+import secrets
 from collections.abc import Callable
 from datetime import timedelta
 from functools import wraps
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from api.errors import Problem
 from api.models import IdempotencyRecord
+from api.problems import Problem
 from ledger import clock
 
 HEADER = "Idempotency-Key"
 MAX_KEY = 255
 LOCK_SECONDS = 60
 IDEMPOTENCY_TTL = timedelta(hours=48)
+
+
+TOKEN_PLACEHOLDER = "(derived on replay)"  # noqa: S105  (a marker, not a secret)
+
+
+def lease_token(request: Request) -> str:
+    """A new raw lease token: derived when the request carries an
+    Idempotency-Key (so a replay can give it again), random otherwise."""
+    key = getattr(request, "idempotency_key", None)
+    if key is None:
+        return f"wll_{secrets.token_urlsafe(32)}"
+    return _derive(str(request.user.get_username()), key, request.path)
+
+
+def _derive(owner: str, key: str, path: str) -> str:
+    material = f"wakeledger.lease-token\n{owner}\n{key}\n{path}".encode()
+    digest = hmac.new(settings.SECRET_KEY.encode(), material, hashlib.sha256).digest()
+    return "wll_" + base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+def _without_token(data: Any) -> Any:
+    if isinstance(data, dict) and isinstance(data.get("lease"), dict) \
+            and "token" in data["lease"]:
+        return {**data, "lease": {**data["lease"], "token": TOKEN_PLACEHOLDER}}
+    return data
+
+
+def _with_token(data: Any, owner: str, key: str, path: str) -> Any:
+    if isinstance(data, dict) and isinstance(data.get("lease"), dict) \
+            and data["lease"].get("token") == TOKEN_PLACEHOLDER:
+        return {**data, "lease": {**data["lease"], "token": _derive(owner, key, path)}}
+    return data
 
 
 def fingerprint(request: Request) -> str:
@@ -49,7 +91,7 @@ def _key(request: Request) -> str | None:
     return key
 
 
-def _begin(owner: str, key: str, digest: str) -> IdempotencyRecord | Response:
+def _begin(owner: str, key: str, digest: str, path: str) -> IdempotencyRecord | Response:
     """Claim the key, or return the stored response to replay."""
     now = clock.now()
     with transaction.atomic():
@@ -69,7 +111,8 @@ def _begin(owner: str, key: str, digest: str) -> IdempotencyRecord | Response:
             raise Problem("idempotency_conflict",
                           "This Idempotency-Key was first used with a different request.")
         if record.status_code is not None:
-            replay = Response(record.response, status=record.status_code)
+            body = _with_token(json.loads(record.response), owner, key, path)
+            replay = Response(body, status=record.status_code)
             replay["Idempotent-Replayed"] = "true"
             if record.status_code >= 400:
                 replay.content_type = "application/problem+json"
@@ -87,7 +130,7 @@ def _begin(owner: str, key: str, digest: str) -> IdempotencyRecord | Response:
 
 def _complete(record: IdempotencyRecord, response: Response) -> None:
     record.status_code = response.status_code
-    record.response = response.data
+    record.response = json.dumps(_without_token(response.data))
     record.save(update_fields=["status_code", "response"])
 
 
@@ -100,7 +143,8 @@ def idempotent(method: Callable[..., Response]) -> Callable[..., Response]:
         request.idempotency_key = key
         if key is None:
             return method(view, request, *args, **kwargs)
-        begun = _begin(str(request.user.get_username()), key, fingerprint(request))
+        begun = _begin(str(request.user.get_username()), key, fingerprint(request),
+                       request.path)
         if isinstance(begun, Response):
             return begun
         try:

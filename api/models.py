@@ -37,7 +37,10 @@ class IdempotencyRecord(models.Model):
     key = models.CharField(max_length=255)
     fingerprint = models.CharField(max_length=64)  # sha256 of method, path and body
     status_code = models.PositiveSmallIntegerField(null=True)  # null while in flight
-    response = models.JSONField(null=True)
+    # Text, not JSON: PostgreSQL's jsonb reorders keys and a replay must be
+    # the first answer byte for byte. A granted lease's token is not in here
+    # (see api.idempotency.lease_token).
+    response = models.TextField(blank=True, default="")
     created_at = models.DateTimeField()
     locked_until = models.DateTimeField()
 

@@ -13,7 +13,7 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from api.errors import Problem
+from api.problems import Problem
 
 
 def _no_constants(name: str) -> Any:

@@ -26,8 +26,41 @@ class StrictSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+class StrictCharField(serializers.CharField):
+    """DRF turns 42 into "42"; an agent that sends a number meant something else."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """Only a JSON integer: not "40", not 40.0, not true."""
+
+    default_error_messages = {"invalid": "A whole number is required (a JSON integer)."}
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """Only true or false: not "yes", not 1."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
 def text(max_length: int, **kwargs: Any) -> serializers.CharField:
-    return serializers.CharField(max_length=max_length, trim_whitespace=False, **kwargs)
+    return StrictCharField(max_length=max_length, trim_whitespace=False, **kwargs)
+
+
+def whole(**kwargs: Any) -> serializers.IntegerField:
+    return StrictIntegerField(**kwargs)
 
 
 def text_list(**kwargs: Any) -> serializers.ListField:
@@ -37,11 +70,14 @@ def text_list(**kwargs: Any) -> serializers.ListField:
 
 class LeaseProofSerializer(StrictSerializer):
     token = text(200, help_text="The raw lease token returned when the lease was acquired.")
-    generation = serializers.IntegerField(min_value=1)
+    generation = whole(min_value=1)
 
 
 class FencedSerializer(StrictSerializer):
-    lease = LeaseProofSerializer(help_text="The lease you hold: {token, generation}.")
+    # Not required here: a missing lease is the domain's lease_required (400),
+    # the same answer on every fenced call.
+    lease = LeaseProofSerializer(required=False, allow_null=True,
+                                 help_text="The lease you hold: {token, generation}.")
 
 
 class SessionSerializer(StrictSerializer):
@@ -54,10 +90,10 @@ class SessionSerializer(StrictSerializer):
 
 
 class PolicySerializer(StrictSerializer):
-    lease_seconds = serializers.IntegerField(min_value=30, max_value=86_400, required=False)
-    cadence_minutes = serializers.IntegerField(min_value=1, max_value=1_440, required=False)
-    max_continuations = serializers.IntegerField(min_value=0, max_value=100, required=False)
-    max_wake_retries = serializers.IntegerField(min_value=0, max_value=100, required=False)
+    lease_seconds = whole(min_value=5, max_value=86_400, required=False)
+    cadence_minutes = whole(min_value=1, max_value=1_440, required=False)
+    max_continuations = whole(min_value=0, max_value=100, required=False)
+    max_wake_retries = whole(min_value=0, max_value=100, required=False)
     scheduler = serializers.ChoiceField(choices=SCHEDULERS, required=False)
     dispatch = text(64, required=False)
 
@@ -71,16 +107,16 @@ class RunGoalSerializer(StrictSerializer):
                              help_text="The plan: recorded as the goal's first checkpoint.")
     session = SessionSerializer(required=False)
     policy = PolicySerializer(required=False)
-    timeout_seconds = serializers.IntegerField(min_value=1, max_value=30 * 86_400,
+    timeout_seconds = whole(min_value=1, max_value=30 * 86_400,
                                                required=False, allow_null=True)
-    estimated_duration_seconds = serializers.IntegerField(min_value=1, max_value=30 * 86_400,
+    estimated_duration_seconds = whole(min_value=1, max_value=30 * 86_400,
                                                           required=False, allow_null=True)
 
 
 class ArtifactSerializer(StrictSerializer):
     path = text(limits.MAX_PATH)
     sha256 = serializers.RegexField(r"^[0-9a-f]{64}$", help_text="64 lowercase hex digits.")
-    bytes = serializers.IntegerField(min_value=0)
+    bytes = whole(min_value=0)
     previous_sha256 = serializers.RegexField(
         r"^[0-9a-f]{64}$", required=False,
         help_text="Required to overwrite a path recorded before with another checksum.")
@@ -88,14 +124,14 @@ class ArtifactSerializer(StrictSerializer):
 
 class CheckpointSerializer(FencedSerializer):
     current_step = text(limits.MAX_STEP)
-    progress_pct = serializers.IntegerField(min_value=0, max_value=100)
+    progress_pct = whole(min_value=0, max_value=100)
     completed = text_list(required=False, default=list)
     next_actions = text_list(required=False, default=list)
     artifacts = serializers.ListField(child=ArtifactSerializer(), max_length=limits.MAX_ARTIFACTS,
                                       required=False, default=list)
     errors = text_list(required=False, default=list)
     note = text(limits.MAX_NOTE, required=False, allow_blank=True, default="")
-    release_lease = serializers.BooleanField(
+    release_lease = StrictBooleanField(
         required=False, default=False,
         help_text="Only on the final checkpoint before a turn boundary.")
 

@@ -2,7 +2,6 @@
 through the store, shape the answer. No rule lives here."""
 
 import hashlib
-import secrets
 import uuid
 from typing import Any
 
@@ -11,6 +10,7 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -19,8 +19,8 @@ from rest_framework.views import APIView
 
 from api import serializers as s
 from api.auth import HasRole
-from api.errors import Problem
-from api.idempotency import idempotent
+from api.idempotency import idempotent, lease_token
+from api.problems import Problem
 from api.roles import AGENT, AUDITOR, OPERATOR, role_of
 from ledger import clock, store
 from ledger.domain import (
@@ -47,9 +47,9 @@ READERS = (AGENT, AUDITOR, OPERATOR)
 # ----------------------------------------------------------------------- helpers
 
 
-def new_lease_token() -> tuple[str, str]:
+def new_lease_token(request: Request) -> tuple[str, str]:
     """A raw lease token (returned once) and the digest the ledger keeps."""
-    raw = f"wll_{secrets.token_urlsafe(32)}"
+    raw = lease_token(request)
     return raw, hashlib.sha256(raw.encode()).hexdigest()
 
 
@@ -164,6 +164,13 @@ class GoalPagination(CursorPagination):
     page_size_query_param = "page_size"
     max_page_size = 200
 
+    def decode_cursor(self, request: Request) -> Any:
+        try:
+            return super().decode_cursor(request)
+        except NotFound:
+            raise Problem("validation_error", "The cursor is not valid; start again "
+                          "without one.", errors={"cursor": ["Invalid cursor."]}) from None
+
 
 class GoalsView(LedgerView):
     roles = {"GET": READERS, "POST": (AGENT,)}
@@ -207,7 +214,7 @@ class GoalsView(LedgerView):
     @idempotent
     def post(self, request: Request) -> Response:
         data = validated(s.RunGoalSerializer, request.data)
-        raw, digest = new_lease_token()
+        raw, digest = new_lease_token(request)
         name = actor(request)
         command = RunGoal(StartGoal(
             goal_id=str(uuid.uuid4()),
@@ -289,7 +296,7 @@ class LeaseView(LedgerView):
     @idempotent
     def post(self, request: Request, goal_id: str) -> Response:
         validated(s.EmptySerializer, request.data)
-        raw, digest = new_lease_token()
+        raw, digest = new_lease_token(request)
         try:
             outcome = run(request, goal_id, AcquireLease(actor(request), digest))
         except DomainError as refused:
@@ -310,7 +317,7 @@ class HeartbeatView(LedgerView):
     @idempotent
     def post(self, request: Request, goal_id: str) -> Response:
         data = validated(s.FencedSerializer, request.data)
-        state = run(request, goal_id, Heartbeat(proof(data["lease"]))).state
+        state = run(request, goal_id, Heartbeat(proof(data.get("lease")))).state
         return Response({"generation": state.lease["generation"],
                          "expires_at": state.lease["expires_at"],
                          "preflight": preflight(state, clock.now())})
@@ -325,7 +332,7 @@ class ReleaseView(LedgerView):
     @idempotent
     def post(self, request: Request, goal_id: str) -> Response:
         data = validated(s.FencedSerializer, request.data)
-        state = run(request, goal_id, ReleaseLease(proof(data["lease"]))).state
+        state = run(request, goal_id, ReleaseLease(proof(data.get("lease")))).state
         return Response({"released": True, "status": state.status})
 
 
@@ -359,7 +366,7 @@ class CheckpointsView(LedgerView):
             errors=tuple(data["errors"]),
             note=data["note"],
             release_lease=data["release_lease"],
-            proof=proof(data["lease"]),
+            proof=proof(data.get("lease")),
         )
         state = run(request, goal_id, command).state
         return Response({"checkpoint": state.checkpoint_contract(), "version": state.version,
@@ -379,7 +386,7 @@ class FinishView(LedgerView):
     def post(self, request: Request, goal_id: str) -> Response:
         data = validated(s.FinishSerializer, request.data)
         state = run(request, goal_id, Finish(data["status"], data["summary"],
-                                             proof(data["lease"]))).state
+                                             proof(data.get("lease")))).state
         return Response({"completion_state": data["status"], "goal": goal_body(state)})
 
 

@@ -96,7 +96,8 @@ def test_start_records_the_plan_as_the_first_checkpoint_and_binds_the_workspace(
     assert state.workspace_bound
     assert state.version == 2  # goal.started, workspace.bound
     assert state.policy == {"lease_seconds": 600, "cadence_minutes": 60, "max_continuations": 3,
-                            "max_wake_retries": 5, "scheduler": "internal", "dispatch": "none"}
+                            "max_wake_retries": 5, "scheduler": "internal", "dispatch": "none",
+                            "stale_grace_seconds": 60}
     assert state.created_at == state.updated_at == "2026-12-02T09:00:00.000000Z"
 
 
@@ -138,7 +139,7 @@ def test_a_bound_workspace_or_session_refuses_another_goal():
 
 
 @pytest.mark.parametrize("policy, field", [
-    ({"lease_seconds": 5}, "policy.lease_seconds"),
+    ({"lease_seconds": 4}, "policy.lease_seconds"),
     ({"lease_seconds": "600"}, "policy.lease_seconds"),
     ({"max_continuations": -1}, "policy.max_continuations"),
     ({"scheduler": "cron"}, "policy.scheduler"),

@@ -32,7 +32,8 @@ def lease_stale_at(state: GoalState) -> datetime | None:
     if not state.lease:
         return None
     expires = datetime.fromisoformat(state.lease["expires_at"])
-    return expires + timedelta(seconds=p.LEASE_STALE_GRACE_SECONDS)
+    grace = state.policy.get("stale_grace_seconds", p.LEASE_STALE_GRACE_SECONDS)
+    return expires + timedelta(seconds=grace)
 
 
 def lease_refusal(state: GoalState, now: datetime) -> dict[str, Any] | None:
@@ -45,8 +46,16 @@ def lease_refusal(state: GoalState, now: datetime) -> dict[str, Any] | None:
         return {"retry_after_seconds": None, "next_required_action": "operator_recover",
                 "why": f"the goal is blocked ({state.reason}); an operator must recover it"}
     stale_at = lease_stale_at(state)
-    if stale_at is None or now >= stale_at:
+    if stale_at is None:
         return None
+    if now >= stale_at:
+        running = [job for job in state.jobs if job["status"] == "running"]
+        if not running:
+            return None
+        # A holder waiting on a CI run is not stale: it is waiting.
+        return {"retry_after_seconds": 60, "next_required_action": "wait_for_job",
+                "why": f"the holder waits for {running[0]['kind']} {running[0]['ref']}",
+                "holder": state.lease["holder"], "expires_at": state.lease["expires_at"]}
     # A live lease is never stolen; past its expiry only the grace remains.
     expires = datetime.fromisoformat(state.lease["expires_at"])
     in_grace = now >= expires

@@ -17,14 +17,18 @@ DEFAULT_POLICY: dict[str, Any] = {
     "max_wake_retries": 5,
     "scheduler": "internal",
     "dispatch": "none",
+    # Set by the server (WAKELEDGER_STALE_GRACE_SECONDS), not by agents; frozen
+    # into goal.started so replay always uses the grace the goal ran with.
+    "stale_grace_seconds": LEASE_STALE_GRACE_SECONDS,
 }
 
 # name -> (minimum, maximum) for the whole-number settings
 _RANGES = {
-    "lease_seconds": (30, 86_400),
+    "lease_seconds": (5, 86_400),
     "cadence_minutes": (1, 1_440),
     "max_continuations": (0, 100),
     "max_wake_retries": (0, 100),
+    "stale_grace_seconds": (0, 600),
 }
 SCHEDULERS = ("internal", "host")
 SESSION_FIELDS = ("agent_id", "session_key", "session_id", "model", "timezone")

@@ -84,6 +84,15 @@ class GoalState:
     # The last generation handed out; survives a release, so the next holder
     # always gets a higher one and an old holder is always fenced off.
     lease_generation: int = 0
+    lease_end: str = ""  # how the last lease ended: released, expired, finished
+    last_checkpoint_seq: int = 0
+    # The one watchdog ({} when never prepared): backend, interval_seconds,
+    # tzid, status, schedule_name, host_ref_sha256, runs_on, next_due_at, …
+    watchdog: dict[str, Any] = field(default_factory=dict)
+    claimed: list[str] = field(default_factory=list)  # recent wake occurrence ids
+    last_wake: dict[str, Any] = field(default_factory=dict)
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    finish_requested: dict[str, Any] = field(default_factory=dict)
     summary: str = ""
     created_at: str = ""
     updated_at: str = ""

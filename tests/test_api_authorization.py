@@ -1,0 +1,328 @@
+"""Who may call what: a role x endpoint matrix over every /api/v1/ endpoint,
+bearer-token failures, and the `ledger agent create | revoke` commands."""
+
+import io
+import uuid
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connection
+from rest_framework.test import APIClient
+
+from api import tokens
+from api.models import ApiToken
+from ledger import clock as ledger_clock
+from ledger.models import Event, Goal
+
+pytestmark = pytest.mark.django_db
+
+PROBLEM = "application/problem+json"
+WWW_AUTHENTICATE = 'Bearer realm="wakeledger"'
+# A lease of the right shape that no one was ever granted: what another agent
+# could send without knowing the owner's token.
+GUESSED_LEASE = {"token": "wll_guessed", "generation": 1}
+
+
+def fenced(**extra):
+    """A body builder for a fenced call: ``lease`` is the caller's lease."""
+    return lambda lease: {"lease": lease or GUESSED_LEASE, **extra}
+
+
+def workspace_release(lease):
+    # The holder proves its lease; an operator releases without one.
+    return {"lease": lease} if lease else {"reason": "agent crashed"}
+
+
+NEW_GOAL = {"goal_key": "issue-77", "workspace": "/srv/repos/new", "objective": "Ship it",
+            "next_actions": ["plan"]}
+
+# name -> (method, path under /api/v1/ with {gid}, body builder or None)
+ENDPOINTS = {
+    "GET goals": ("GET", "goals", None),
+    "POST goals": ("POST", "goals", lambda lease: dict(NEW_GOAL)),
+    "GET goal": ("GET", "goals/{gid}", None),
+    "GET checkpoint": ("GET", "goals/{gid}/checkpoint", None),
+    "GET events": ("GET", "goals/{gid}/events", None),
+    "GET resume": ("GET", "goals/{gid}/resume", None),
+    "POST lease": ("POST", "goals/{gid}/lease", lambda lease: {}),
+    "POST heartbeat": ("POST", "goals/{gid}/lease/heartbeat", fenced()),
+    "POST release": ("POST", "goals/{gid}/lease/release", fenced()),
+    "POST checkpoints": ("POST", "goals/{gid}/checkpoints",
+                         fenced(current_step="tests written", progress_pct=40)),
+    "POST finish": ("POST", "goals/{gid}/finish", fenced(status="completed", summary="merged")),
+    "POST workspace/release": ("POST", "goals/{gid}/workspace/release", workspace_release),
+}
+GOAL_SCOPED = [name for name, (_, path, _) in ENDPOINTS.items() if "{gid}" in path]
+
+# The matrix. "agent" owns the goal; "other_agent" is another agent.
+#   endpoint                  agent  other_agent  auditor  operator
+MATRIX = [
+    ("GET goals",               200,   200,         200,     200),
+    ("POST goals",              201,   201,         403,     403),
+    ("GET goal",                200,   404,         200,     200),
+    ("GET checkpoint",          200,   404,         200,     200),
+    ("GET events",              200,   404,         200,     200),
+    ("GET resume",              200,   404,         200,     200),
+    ("POST lease",              200,   404,         403,     403),
+    ("POST heartbeat",          200,   404,         403,     403),
+    ("POST release",            200,   404,         403,     403),
+    ("POST checkpoints",        201,   404,         403,     403),
+    ("POST finish",             200,   404,         403,     403),
+    ("POST workspace/release",  200,   404,         403,     200),
+]
+ROLES = ("agent", "other_agent", "auditor", "operator")
+CODES = {401: "unauthenticated", 403: "forbidden", 404: "not_found"}
+
+
+def test_the_matrix_names_every_api_v1_endpoint():
+    """A new endpoint must be added to the matrix, not silently skipped."""
+    from api import urls
+
+    documentation = {"health", "skill", "schema", "docs"}
+    assert [name for name, *_ in MATRIX] == list(ENDPOINTS)
+    paths = {path for _, path, _ in ENDPOINTS.values()}
+    assert {str(p.pattern).replace("<str:goal_id>", "{gid}") for p in urls.urlpatterns
+            if p.name not in documentation} == paths
+
+
+@pytest.fixture
+def goal(agent, clock):
+    """agent-1's running goal with its lease."""
+    body = agent.start().json()
+    return body["goal"]["id"], {"token": body["lease"]["token"],
+                                "generation": body["lease"]["generation"]}
+
+
+def call(client: APIClient, endpoint: str, gid: str, lease: dict | None):
+    method, path, body = ENDPOINTS[endpoint]
+    url = "/api/v1/" + path.format(gid=gid)
+    if method == "GET":
+        return client.get(url)
+    return client.post(url, body(lease), format="json")
+
+
+def snapshot() -> tuple:
+    return (Event.objects.count(),
+            list(Goal.objects.order_by("id").values_list("id", "version", "last_hash")))
+
+
+def assert_problem(response, status: int, code: str) -> dict:
+    assert response.status_code == status, response.content
+    assert response["Content-Type"] == PROBLEM
+    body = response.json()
+    assert body["status"] == status and body["code"] == code
+    assert body["type"] == f"urn:wakeledger:problem:{code}"
+    assert body["title"] and body["detail"]
+    return body
+
+
+CASES = [pytest.param(endpoint, role, expected, id=f"{endpoint}-{role}")
+         for endpoint, *row in MATRIX for role, expected in zip(ROLES, row, strict=True)]
+
+
+@pytest.mark.parametrize(("endpoint", "role", "expected"), CASES)
+def test_role_matrix(request, goal, endpoint, role, expected):
+    gid, lease = goal
+    caller = request.getfixturevalue(role)
+    before = snapshot()
+
+    own_lease = {"agent": lease, "other_agent": GUESSED_LEASE}.get(role)
+    response = call(caller.client, endpoint, gid, own_lease)
+
+    if expected >= 400:
+        assert_problem(response, expected, CODES[expected])
+        assert snapshot() == before, "a refused call recorded something"
+        return
+    assert response.status_code == expected, response.content
+    if ENDPOINTS[endpoint][0] == "GET":
+        # Readers see the goal; another agent does not even see it listed.
+        assert (gid in response.content.decode()) is (role != "other_agent")
+        assert snapshot() == before
+    elif endpoint == "POST goals":
+        body = response.json()
+        assert body["created"] is True and body["goal"]["agent"] == caller.username
+    elif endpoint == "POST workspace/release":
+        assert response.json() == {"workspace": "/srv/repos/shop", "workspace_bound": False}
+    elif endpoint != "POST lease":  # the owner's acquire is refused politely: it holds it
+        assert Event.objects.count() > before[0]
+
+
+@pytest.mark.parametrize("endpoint", list(ENDPOINTS))
+@pytest.mark.parametrize("who", ["anonymous", "garbage token", "unknown prefix",
+                                 "wrong secret", "revoked token", "inactive user",
+                                 "other scheme"])
+def test_without_valid_credentials_every_endpoint_is_401(agent, goal, who, endpoint):
+    gid, lease = goal
+    client = APIClient()
+    header = {
+        "anonymous": None,
+        "garbage token": "Bearer garbage",
+        "unknown prefix": "Bearer wl_ABCDEFGH_" + "x" * 43,
+        "wrong secret": f"Bearer {agent.token[:-1]}{'B' if agent.token[-1] == 'A' else 'A'}",
+        "revoked token": f"Bearer {agent.token}",
+        "inactive user": f"Bearer {agent.token}",
+        "other scheme": f"Token {agent.token}",
+    }[who]
+    if header:
+        client.credentials(HTTP_AUTHORIZATION=header)
+    if who == "revoked token":
+        ApiToken.objects.filter(user__username="agent-1").update(
+            revoked_at=ledger_clock.now())
+    if who == "inactive user":
+        get_user_model().objects.filter(username="agent-1").update(is_active=False)
+    before = snapshot()
+
+    response = call(client, endpoint, gid, lease)
+
+    assert_problem(response, 401, "unauthenticated")
+    assert response["WWW-Authenticate"] == WWW_AUTHENTICATE
+    assert gid not in response.content.decode()
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("endpoint", list(ENDPOINTS))
+def test_a_valid_token_without_a_role_is_403(goal, endpoint):
+    gid, lease = goal
+    user = get_user_model().objects.create(username="roleless")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {tokens.issue(user)}")
+    before = snapshot()
+
+    response = call(client, endpoint, gid, lease)
+
+    body = assert_problem(response, 403, "forbidden")
+    assert "no role" in body["detail"]
+    assert "WWW-Authenticate" not in response
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("endpoint", GOAL_SCOPED)
+def test_another_agent_cannot_tell_a_foreign_goal_from_a_missing_one(goal, other_agent,
+                                                                     endpoint):
+    gid, _ = goal
+    missing = str(uuid.uuid4())
+    method, path, _ = ENDPOINTS[endpoint]
+    answers = []
+    for target in (gid, missing):
+        url = "/api/v1/" + path.format(gid=target)
+        if method == "GET":
+            answers.append([other_agent.client.get(url)])
+        else:  # a well-formed body, and one the serializer refuses
+            answers.append([call(other_agent.client, endpoint, target, GUESSED_LEASE),
+                            other_agent.client.post(url, {"bogus": 1}, format="json")])
+    for foreign, absent in zip(*answers, strict=True):
+        assert foreign.status_code == absent.status_code
+        assert foreign.content.decode().replace(gid, missing) == absent.content.decode()
+    assert answers[0][0].status_code == 404
+
+
+@pytest.mark.parametrize(("role", "status"), [
+    ("agent", 200), ("other_agent", 404), ("auditor", 200), ("operator", 200),
+    ("anonymous", 401),
+])
+def test_head_follows_the_rules_of_get(request, goal, role, status):
+    gid, _ = goal
+    client = APIClient() if role == "anonymous" else request.getfixturevalue(role).client
+    assert client.head(f"/api/v1/goals/{gid}/events").status_code == status
+
+
+def test_options_tells_another_agent_nothing_about_a_foreign_goal(goal, other_agent):
+    gid, _ = goal
+    foreign = other_agent.client.options(f"/api/v1/goals/{gid}/events")
+    missing = other_agent.client.options(f"/api/v1/goals/{uuid.uuid4()}/events")
+    assert foreign.status_code == missing.status_code
+    assert foreign.content == missing.content
+    assert gid not in foreign.content.decode()
+
+
+def test_another_agent_starting_the_same_work_gets_neither_the_goal_nor_its_lease(
+        goal, other_agent):
+    gid, _ = goal
+    before = snapshot()
+    response = other_agent.start()  # the same workspace and goal key as agent-1's goal
+    assert_problem(response, 409, "workspace_bound")
+    assert gid not in response.content.decode()
+    assert "wll_" not in response.content.decode()
+    assert snapshot() == before
+
+
+def test_another_agents_goals_are_not_listed_even_when_filtered_by_agent(goal, other_agent):
+    listed = other_agent.get("goals", agent="agent-1")
+    assert listed.status_code == 200 and listed.json()["results"] == []
+    own = other_agent.get("goals")
+    assert own.status_code == 200 and own.json()["results"] == []
+
+
+def test_a_superusers_token_acts_as_an_operator(goal):
+    gid, lease = goal
+    root = get_user_model().objects.create_superuser("root", password="pw-for-the-test")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {tokens.issue(root)}")
+    assert call(client, "GET events", gid, None).status_code == 200
+    assert_problem(call(client, "POST checkpoints", gid, lease), 403, "forbidden")
+    assert call(client, "POST workspace/release", gid, None).status_code == 200
+
+
+# ------------------------------------------------------------- manage.py ledger agent
+
+
+def ledger(*args: str) -> str:
+    out = io.StringIO()
+    call_command("ledger", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_agent_create_prints_a_token_once_and_stores_only_prefix_and_digest(goal):
+    gid, _ = goal
+    printed = ledger("agent", "create", "audit-bot", "--role", "auditor")
+    token = printed.split()[-1]
+    assert token.startswith("wl_")
+    assert "auditor audit-bot" in printed
+    prefix = token.split("_")[1]
+    assert len(prefix) == 8
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT prefix, digest FROM api_apitoken WHERE prefix = %s", [prefix])
+        rows = cursor.fetchall()
+        cursor.execute("SELECT * FROM api_apitoken")
+        table = repr(cursor.fetchall())
+    assert len(rows) == 1
+    stored_prefix, stored_digest = rows[0]
+    assert stored_prefix == prefix
+    assert len(stored_digest) == 64 and stored_digest != token
+    secret = token.split("_", 2)[2]
+    assert token not in table and secret not in table
+
+    listing = ledger("agent", "list")
+    assert prefix in listing and token not in listing and secret not in listing
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert client.get(f"/api/v1/goals/{gid}/events").status_code == 200
+    assert_problem(client.post("/api/v1/goals", NEW_GOAL, format="json"), 403, "forbidden")
+
+    assert ledger("agent", "revoke", prefix).strip() == f"revoked {prefix}"
+    refused = client.get(f"/api/v1/goals/{gid}/events")
+    assert_problem(refused, 401, "unauthenticated")
+    assert refused["WWW-Authenticate"] == WWW_AUTHENTICATE
+    with pytest.raises(CommandError, match="no active token"):
+        ledger("agent", "revoke", prefix)
+
+
+def test_agent_create_issues_a_new_token_each_time_and_revoking_one_keeps_the_other(db):
+    first = ledger("agent", "create", "worker-1").split()[-1]
+    second = ledger("agent", "create", "worker-1").split()[-1]
+    assert first != second
+    ledger("agent", "revoke", first.split("_")[1])
+    for token, status in ((first, 401), (second, 200)):
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+        assert client.get("/api/v1/goals").status_code == status
+
+
+def test_agent_create_refuses_to_change_a_users_role(db):
+    ledger("agent", "create", "audit-bot", "--role", "auditor")
+    with pytest.raises(CommandError, match="already has the role auditor"):
+        ledger("agent", "create", "audit-bot", "--role", "operator")

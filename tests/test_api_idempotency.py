@@ -1,0 +1,399 @@
+"""Idempotency-Key on every POST: replay, conflict, in flight, per caller,
+what the events keep, and pruning."""
+
+import json
+import os
+import subprocess
+import sys
+from datetime import timedelta
+
+import pytest
+
+from django.conf import settings
+from django.db import connection
+from rest_framework.request import Request
+from rest_framework.test import APIRequestFactory
+
+from api import idempotency
+from api.models import IdempotencyRecord
+from api.parsers import StrictJSONParser
+from ledger.models import Event, Goal
+
+pytestmark = pytest.mark.django_db
+
+PROBLEM = "application/problem+json"
+
+
+def without_lease_token(body):
+    """What the record keeps: a granted lease's token is derived again on replay."""
+    if isinstance(body.get("lease"), dict) and "token" in body["lease"]:
+        return {**body, "lease": {**body["lease"], "token": idempotency.TOKEN_PLACEHOLDER}}
+    return body
+REPLAYED = "Idempotent-Replayed"
+ON_POSTGRES = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
+
+NEW_GOAL = {"goal_key": "issue-77", "workspace": "/srv/repos/new", "objective": "Ship it",
+            "next_actions": ["plan"]}
+
+
+def lease_of(body: dict) -> dict:
+    return {"token": body["lease"]["token"], "generation": body["lease"]["generation"]}
+
+
+@pytest.fixture
+def goal(agent, clock):
+    """agent-1's running goal (started without a key) and its lease."""
+    body = agent.start().json()
+    return body["goal"]["id"], lease_of(body)
+
+
+def snapshot() -> tuple:
+    return (Event.objects.count(),
+            list(Goal.objects.order_by("id").values_list("id", "version", "last_hash")))
+
+
+def fingerprint_of(path: str, body: dict) -> str:
+    """The fingerprint the API computes for POST /api/v1/<path> with ``body``."""
+    django_request = APIRequestFactory().post(f"/api/v1/{path}", body, format="json")
+    return idempotency.fingerprint(Request(django_request, parsers=[StrictJSONParser()]))
+
+
+def assert_replay(first, again) -> None:
+    assert REPLAYED not in first
+    assert again[REPLAYED] == "true"
+    assert again.status_code == first.status_code
+    assert again["Content-Type"] == first["Content-Type"]
+    assert again.json() == first.json()
+
+
+# ----------------------------------------------------------------- replay
+
+
+def test_a_created_goal_is_replayed_with_its_201_and_its_lease(agent, clock):
+    first = agent.post("goals", NEW_GOAL, key="start-1")
+    assert first.status_code == 201 and first.json()["acquired"] is True
+    before = snapshot()
+    clock.advance(seconds=5)
+
+    again = agent.post("goals", NEW_GOAL, key="start-1")
+
+    assert_replay(first, again)
+    assert again.json()["lease"]["token"] == first.json()["lease"]["token"]
+    assert snapshot() == before
+    # Without the key the same body is run again: the existing goal, no lease.
+    rerun = agent.post("goals", NEW_GOAL)
+    assert rerun.status_code == 200 and rerun.json()["created"] is False
+    assert Goal.objects.count() == 1
+
+
+def release_first(agent, gid, lease):
+    assert agent.post(f"goals/{gid}/lease/release", {"lease": lease}).status_code == 200
+
+
+# endpoint -> (path, body builder, expected status, preparation)
+POSTS = {
+    "goals": ("goals", lambda lease: NEW_GOAL, 201, None),
+    "lease": ("goals/{gid}/lease", lambda lease: {}, 200, release_first),
+    "heartbeat": ("goals/{gid}/lease/heartbeat", lambda lease: {"lease": lease}, 200, None),
+    "release": ("goals/{gid}/lease/release", lambda lease: {"lease": lease}, 200, None),
+    "checkpoints": ("goals/{gid}/checkpoints",
+                    lambda lease: {"lease": lease, "current_step": "tests written",
+                                   "progress_pct": 40, "release_lease": True}, 201, None),
+    "finish": ("goals/{gid}/finish",
+               lambda lease: {"lease": lease, "status": "completed", "summary": "merged"},
+               200, None),
+    "workspace/release": ("goals/{gid}/workspace/release", lambda lease: {"lease": lease},
+                          200, None),
+}
+
+
+@pytest.mark.parametrize("endpoint", list(POSTS))
+def test_every_post_replays_its_first_answer_and_appends_nothing(agent, goal, clock,
+                                                                 endpoint):
+    gid, lease = goal
+    path, body, status, prepare = POSTS[endpoint]
+    if prepare:
+        prepare(agent, gid, lease)
+    path = path.format(gid=gid)
+    events_before = Event.objects.count()
+
+    first = agent.post(path, body(lease), key=f"{endpoint}-1")
+    assert first.status_code == status, first.content
+    assert Event.objects.count() > events_before, "the first request recorded nothing"
+    after_first = snapshot()
+    # Time moves, so a re-run would answer differently (expiry times, preflight).
+    clock.advance(seconds=7)
+
+    again = agent.post(path, body(lease), key=f"{endpoint}-1")
+
+    assert_replay(first, again)
+    assert snapshot() == after_first
+    record = IdempotencyRecord.objects.get(owner="agent-1", key=f"{endpoint}-1")
+    assert record.status_code == status
+    assert json.loads(record.response) == without_lease_token(first.json())
+
+
+def test_a_replay_is_byte_for_byte_the_first_response(agent, goal):
+    gid, lease = goal
+    body = {"lease": lease, "current_step": "tests written", "progress_pct": 40}
+    first = agent.post(f"goals/{gid}/checkpoints", body, key="cp-bytes")
+    again = agent.post(f"goals/{gid}/checkpoints", body, key="cp-bytes")
+    assert again.status_code == first.status_code == 201
+    assert again.content == first.content
+
+
+def test_the_same_request_spelled_differently_is_still_a_replay(agent, clock):
+    first = agent.post("goals", NEW_GOAL, key="spelling")
+    respelled = json.dumps(dict(reversed(list(NEW_GOAL.items()))), indent=2).encode()
+    again = agent.post("goals", raw=respelled, key="spelling")
+    assert_replay(first, again)
+
+
+def test_a_lease_lost_refusal_is_replayed_not_run_again(agent, goal, clock):
+    gid, old = goal
+    release_first(agent, gid, old)
+    second = agent.post(f"goals/{gid}/lease").json()
+    assert second["acquired"] is True and second["lease"]["generation"] == 2
+    late = {"lease": old, "current_step": "late", "progress_pct": 10}
+    before = snapshot()
+
+    first = agent.post(f"goals/{gid}/checkpoints", late, key="late-1")
+    assert first.status_code == 409 and first["Content-Type"] == PROBLEM
+    assert first.json()["code"] == "lease_lost" and first.json()["current_generation"] == 2
+    assert snapshot() == before
+
+    # The world moves on: generation 3. A re-run would say so; a replay does not.
+    release_first(agent, gid, lease_of(second))
+    assert agent.post(f"goals/{gid}/lease").json()["lease"]["generation"] == 3
+    moved = snapshot()
+
+    again = agent.post(f"goals/{gid}/checkpoints", late, key="late-1")
+
+    assert_replay(first, again)
+    assert again.json()["current_generation"] == 2
+    assert snapshot() == moved
+    fresh = agent.post(f"goals/{gid}/checkpoints", late, key="late-2")
+    assert fresh.json()["current_generation"] == 3 and REPLAYED not in fresh
+
+
+def test_a_refused_start_is_replayed_even_once_it_would_succeed(agent, goal, clock):
+    gid, lease = goal
+    second_goal = {**NEW_GOAL, "workspace": "/srv/repos/shop"}  # bound to the first goal
+    first = agent.post("goals", second_goal, key="second")
+    assert first.status_code == 409 and first.json()["code"] == "workspace_bound"
+    released = agent.post(f"goals/{gid}/workspace/release", {"lease": lease})
+    assert released.status_code == 200
+
+    again = agent.post("goals", second_goal, key="second")
+
+    assert_replay(first, again)
+    assert again["Content-Type"] == PROBLEM
+    assert Goal.objects.count() == 1
+    assert agent.post("goals", second_goal, key="third").status_code == 201
+
+
+def test_a_validation_refusal_is_replayed_too(agent, goal):
+    gid, lease = goal
+    bad = {"lease": lease, "current_step": "x", "progress_pct": 101}
+    first = agent.post(f"goals/{gid}/checkpoints", bad, key="bad")
+    assert first.status_code == 400 and first.json()["code"] == "validation_error"
+    again = agent.post(f"goals/{gid}/checkpoints", bad, key="bad")
+    assert_replay(first, again)
+    assert IdempotencyRecord.objects.get(key="bad").status_code == 400
+
+
+# ----------------------------------------------------------------- conflicts
+
+
+def test_the_same_key_with_another_body_or_endpoint_is_422(agent, goal, clock):
+    gid, lease = goal
+    body = {"lease": lease, "current_step": "tests written", "progress_pct": 40}
+    first = agent.post(f"goals/{gid}/checkpoints", body, key="cp-1")
+    assert first.status_code == 201
+    record = IdempotencyRecord.objects.values().get(key="cp-1")
+    before = snapshot()
+
+    for path, other in ((f"goals/{gid}/checkpoints", {**body, "progress_pct": 41}),
+                        (f"goals/{gid}/checkpoints", {**body, "note": ""}),
+                        (f"goals/{gid}/lease/heartbeat", {"lease": lease}),
+                        ("goals", NEW_GOAL)):
+        refused = agent.post(path, other, key="cp-1")
+        assert refused.status_code == 422, path
+        assert refused["Content-Type"] == PROBLEM
+        problem = refused.json()
+        assert problem["code"] == "idempotency_conflict" and problem["status"] == 422
+        assert REPLAYED not in refused
+
+    assert snapshot() == before
+    assert IdempotencyRecord.objects.values().get(key="cp-1") == record
+    assert_replay(first, agent.post(f"goals/{gid}/checkpoints", body, key="cp-1"))
+
+
+def test_keys_are_per_caller(agent, other_agent, clock):
+    mine = agent.post("goals", NEW_GOAL, key="shared-1")
+    assert mine.status_code == 201
+    token = mine.json()["lease"]["token"]
+
+    # The same key and body from another agent is its own request: refused
+    # (the work is agent-1's), never agent-1's answer with agent-1's lease.
+    theirs = other_agent.post("goals", NEW_GOAL, key="shared-1")
+    assert theirs.status_code == 409 and theirs.json()["code"] == "workspace_bound"
+    assert REPLAYED not in theirs and token not in theirs.content.decode()
+
+    # The same key with another body is no conflict across callers.
+    assert agent.post("goals", {**NEW_GOAL, "workspace": "/w/a"}, key="shared-2") \
+        .status_code == 201
+    other = other_agent.post("goals", {**NEW_GOAL, "workspace": "/w/b"}, key="shared-2")
+    assert other.status_code == 201 and REPLAYED not in other
+    assert set(IdempotencyRecord.objects.values_list("owner", "key")) == {
+        ("agent-1", "shared-1"), ("agent-2", "shared-1"),
+        ("agent-1", "shared-2"), ("agent-2", "shared-2")}
+
+
+# ----------------------------------------------------------------- in flight
+
+
+def in_flight(clock, key: str, path: str, body: dict, *, seconds: int) -> IdempotencyRecord:
+    """What a first request leaves behind while it runs (or after it died)."""
+    now = clock()
+    return IdempotencyRecord.objects.create(
+        owner="agent-1", key=key, fingerprint=fingerprint_of(path, body), status_code=None,
+        created_at=now, locked_until=now + timedelta(seconds=seconds))
+
+
+def test_a_key_still_in_flight_is_409_and_runs_nothing(agent, clock):
+    record = in_flight(clock, "busy", "goals", NEW_GOAL, seconds=30)
+    before = snapshot()
+
+    response = agent.post("goals", NEW_GOAL, key="busy")
+
+    assert response.status_code == 409 and response["Content-Type"] == PROBLEM
+    problem = response.json()
+    assert problem["code"] == "idempotency_in_flight" and problem["status"] == 409
+    assert problem["retry_after_seconds"] == 30
+    assert snapshot() == before
+    record.refresh_from_db()
+    assert record.status_code is None
+    # Another body under the in-flight key is a conflict, not a wait.
+    other = agent.post("goals", {**NEW_GOAL, "objective": "Ship it twice"}, key="busy")
+    assert other.status_code == 422 and other.json()["code"] == "idempotency_conflict"
+
+
+def test_an_in_flight_key_whose_lock_expired_is_run_again(agent, clock):
+    record = in_flight(clock, "crashed", "goals", NEW_GOAL, seconds=30)
+    clock.advance(seconds=31)
+
+    response = agent.post("goals", NEW_GOAL, key="crashed")
+
+    assert response.status_code == 201 and REPLAYED not in response
+    assert response.json()["created"] is True
+    record.refresh_from_db()
+    assert record.status_code == 201
+    assert json.loads(record.response) == without_lease_token(response.json())
+    assert record.locked_until > clock()
+    gid = response.json()["goal"]["id"]
+    assert set(Event.objects.filter(goal_id=gid).values_list("idempotency_key", flat=True)) \
+        == {"crashed"}
+    assert_replay(response, agent.post("goals", NEW_GOAL, key="crashed"))
+
+
+def test_the_stored_fingerprint_is_the_one_the_helper_computes(agent, clock):
+    """The in-flight tests above depend on fingerprint_of matching the API's."""
+    assert agent.post("goals", NEW_GOAL, key="fp").status_code == 201
+    stored = IdempotencyRecord.objects.get(key="fp").fingerprint
+    assert stored == fingerprint_of("goals", NEW_GOAL)
+    assert stored != fingerprint_of("goals", {**NEW_GOAL, "objective": "other"})
+
+
+# ----------------------------------------------------------------- the events
+
+
+def test_the_key_is_stored_on_every_event_the_request_appended(agent, clock):
+    started = agent.post("goals", NEW_GOAL, key="start-7")
+    gid, lease = started.json()["goal"]["id"], lease_of(started.json())
+    keys = dict(Event.objects.filter(goal_id=gid).values_list("kind", "idempotency_key"))
+    assert keys == {"goal.started": "start-7", "workspace.bound": "start-7",
+                    "lease.acquired": "start-7"}
+
+    cp = {"lease": lease, "current_step": "a", "progress_pct": 10}
+    agent.post(f"goals/{gid}/checkpoints", cp)
+    agent.post(f"goals/{gid}/checkpoints", {**cp, "progress_pct": 20, "release_lease": True},
+               key="cp-last")
+    tail = list(Event.objects.filter(goal_id=gid, seq__gt=3).order_by("seq")
+                .values_list("kind", "idempotency_key"))
+    assert tail == [("checkpoint.recorded", None), ("checkpoint.recorded", "cp-last"),
+                    ("lease.released", "cp-last")]
+
+
+# ----------------------------------------------------------------- invalid keys
+
+
+@pytest.mark.parametrize("key", ["", "k" * 256, "k" * 300, "schlüssel", "ключ", "tab\there",
+                                 "bell\x07"], ids=["empty", "256 chars", "300 chars",
+                                                   "latin-1", "cyrillic", "tab", "control"])
+def test_an_invalid_key_is_400_and_nothing_runs(agent, clock, key):
+    before = snapshot()
+    response = agent.client.post("/api/v1/goals", NEW_GOAL, format="json",
+                                 HTTP_IDEMPOTENCY_KEY=key)
+    assert response.status_code == 400 and response["Content-Type"] == PROBLEM
+    problem = response.json()
+    assert problem["code"] == "validation_error" and problem["status"] == 400
+    assert "Idempotency-Key" in problem["detail"]
+    assert snapshot() == before
+    assert not IdempotencyRecord.objects.exists()
+
+
+def test_a_key_of_255_printable_ascii_characters_is_accepted(agent, clock):
+    key = ("~ !#-./09:@AZ[`az{" * 15)[:255]
+    first = agent.post("goals", NEW_GOAL, key=key)
+    assert first.status_code == 201
+    assert_replay(first, agent.post("goals", NEW_GOAL, key=key))
+
+
+# ----------------------------------------------------------------- pruning
+
+
+def test_prune_deletes_only_records_older_than_48_hours(agent, clock):
+    start = clock()
+    assert agent.post("goals", {**NEW_GOAL, "workspace": "/w/old"}, key="old") \
+        .status_code == 201
+    clock.advance(hours=47)
+    assert agent.post("goals", {**NEW_GOAL, "workspace": "/w/new"}, key="new") \
+        .status_code == 201
+    clock.advance(hours=1)  # "old" is exactly 48 h old: kept
+
+    assert idempotency.prune() == 0
+    clock.advance(seconds=1)
+    assert idempotency.prune() == 1
+    assert list(IdempotencyRecord.objects.values_list("key", flat=True)) == ["new"]
+    assert Event.objects.filter(idempotency_key="old").exists(), "events are never pruned"
+
+    # A pruned key is free again: another body under it is no conflict.
+    reused = agent.post("goals", {**NEW_GOAL, "workspace": "/w/again"}, key="old")
+    assert reused.status_code == 201 and REPLAYED not in reused
+    # An explicit "now" is honoured.
+    assert idempotency.prune(now=start + timedelta(hours=200)) == 2
+    assert not IdempotencyRecord.objects.exists()
+
+
+# ----------------------------------------------------------------- secrets
+
+
+def test_a_replayable_lease_grant_keeps_no_raw_lease_token_in_the_database(agent, clock):
+    token = agent.post("goals", NEW_GOAL, key="start-secret").json()["lease"]["token"]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM api_idempotencyrecord")
+        table = repr(cursor.fetchall())
+    assert token.startswith("wll_")
+    assert token not in table and token.removeprefix("wll_") not in table
+
+
+# ----------------------------------------------------------------- imports
+
+
+def test_api_modules_import_on_their_own():
+    code = "import django; django.setup(); import api.idempotency"
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr[-500:]
