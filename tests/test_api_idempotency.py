@@ -8,7 +8,6 @@ import sys
 from datetime import timedelta
 
 import pytest
-
 from django.conf import settings
 from django.db import connection
 from rest_framework.request import Request
