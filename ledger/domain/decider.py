@@ -12,7 +12,7 @@ from datetime import datetime
 from functools import reduce
 from typing import Any
 
-from ledger.domain import leases
+from ledger.domain import leases, wakes
 from ledger.domain import policy as p
 from ledger.domain import validation as v
 from ledger.domain.commands import (
@@ -41,12 +41,19 @@ from ledger.domain.events import (
     GOAL_BLOCKED,
     GOAL_COMPLETED,
     GOAL_FAILED,
+    GOAL_FINISH_REQUESTED,
     GOAL_STARTED,
+    JOB_TRACKED,
+    JOB_UPDATED,
     LEASE_ACQUIRED,
     LEASE_EXPIRED,
     LEASE_RELEASED,
     LEASE_RENEWED,
     LEASE_TAKEN_OVER,
+    RECEIPT_RECORDED,
+    WAKE_CANCEL_REQUESTED,
+    WAKE_CLAIMED,
+    WAKE_SCHEDULED,
     WORKSPACE_BOUND,
     WORKSPACE_RELEASED,
     Event,
@@ -69,7 +76,7 @@ def decide(state: GoalState, command: Command, now: datetime) -> list[Event]:
         return _run(state, command, now)
     if not state.started:
         raise GoalNotStarted("the goal has not been started")
-    if state.terminal:
+    if state.terminal and not isinstance(command, _ALLOWED_WHEN_TERMINAL):
         raise GoalTerminal(f"the goal is {state.status}; it accepts no more work")
     handler = _DECIDERS.get(type(command))
     if handler is None:
@@ -186,12 +193,8 @@ def _finish(state: GoalState, cmd: Finish, now: datetime) -> list[Event]:
         raise InvalidCommand(f"status must be one of {', '.join(FINISH_STATUSES)}.",
                              field="status")
     summary = v.text(cmd.summary, "summary", limit=v.MAX_NOTE)
-    data = {"summary": summary, "generation": lease["generation"]}
-    if cmd.status == "completed":
-        return [Event(GOAL_COMPLETED, data, now)]
-    if cmd.status == "failed":
-        return [Event(GOAL_FAILED, {**data, "reason": ""}, now)]
-    return [Event(GOAL_BLOCKED, {**data, "reason": "AGENT_BLOCKED"}, now)]
+    # Rule 10: verified completion (jobs terminal, watchdog cancelled).
+    return wakes.finish_events(state, cmd.status, summary, lease["generation"], now)
 
 
 def _release_workspace(state: GoalState, cmd: ReleaseWorkspace, now: datetime) -> list[Event]:
@@ -211,7 +214,18 @@ _DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
     RecordCheckpoint: _checkpoint,
     Finish: _finish,
     ReleaseWorkspace: _release_workspace,
+    wakes.PrepareWatchdog: wakes.prepare,
+    wakes.CancelWatchdog: wakes.cancel,
+    wakes.RecordReceipt: wakes.receipt,
+    wakes.ClaimWake: wakes.claim,
+    wakes.ExpireLease: wakes.expire,
+    wakes.TrackJob: wakes.track_job,
+    wakes.UpdateJob: wakes.update_job,
 }
+
+# A terminal goal still answers a late wake and takes the cancellation
+# receipt of a leftover watchdog (TERMINAL_ALLOWED_KINDS); nothing else.
+_ALLOWED_WHEN_TERMINAL = (wakes.ClaimWake, wakes.RecordReceipt)
 
 # --------------------------------------------------------------------------- evolve
 
@@ -261,13 +275,15 @@ def _checkpointed(state: GoalState, data: dict[str, Any], at: str) -> Changes:
         # Rule 7: retry_count counts wakes since the last checkpoint.
         retry_count=0,
         checkpoints=state.checkpoints + 1,
+        last_checkpoint_seq=state.version + 1,
     )
 
 
 def _ended(status: str) -> Evolver:
     def apply(state: GoalState, data: dict[str, Any], at: str) -> Changes:
         return {"status": status, "reason": data.get("reason", ""), "summary": data["summary"],
-                "lease": {}}
+                "lease": {}, "lease_end": "finished" if state.lease else state.lease_end,
+                "finish_requested": {}}
 
     return apply
 
@@ -288,8 +304,15 @@ _EVOLVERS: dict[str, Evolver] = {
     LEASE_ACQUIRED: leases.leased,
     LEASE_TAKEN_OVER: leases.leased,
     LEASE_RENEWED: leases.renewed,
-    LEASE_RELEASED: leases.unleased,
-    LEASE_EXPIRED: leases.unleased,
+    LEASE_RELEASED: leases.unleased("released"),
+    LEASE_EXPIRED: leases.unleased("expired"),
+    WAKE_SCHEDULED: wakes.scheduled,
+    RECEIPT_RECORDED: wakes.receipted,
+    WAKE_CANCEL_REQUESTED: wakes.cancel_requested,
+    WAKE_CLAIMED: wakes.claimed,
+    GOAL_FINISH_REQUESTED: wakes.finish_requested,
+    JOB_TRACKED: wakes.job_tracked,
+    JOB_UPDATED: wakes.job_updated,
     CHECKPOINT_RECORDED: _checkpointed,
     GOAL_COMPLETED: _ended(DONE),
     GOAL_FAILED: _ended(FAILED),

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 GOAL_STARTED = "goal.started"
+GOAL_FINISH_REQUESTED = "goal.finish_requested"
 WORKSPACE_BOUND = "workspace.bound"
 WORKSPACE_RELEASED = "workspace.released"
 LEASE_ACQUIRED = "lease.acquired"
@@ -21,6 +22,11 @@ GOAL_COMPLETED = "goal.completed"
 GOAL_FAILED = "goal.failed"
 GOAL_BLOCKED = "goal.blocked"
 CHECKPOINT_RECORDED = "checkpoint.recorded"
+
+WAKE_SCHEDULED = "wake.scheduled"
+WAKE_CANCEL_REQUESTED = "wake.cancel_requested"
+JOB_TRACKED = "job.tracked"
+JOB_UPDATED = "job.updated"
 
 # Kinds that may still be appended to a terminal goal (DESIGN section 6): a
 # late wake is answered (terminal_noop / terminal_cleanup_required) and the

@@ -75,11 +75,18 @@ def acquire(state: GoalState, cmd: AcquireLease, now: datetime) -> list[Event]:
     if refusal is not None:
         error = GoalBlocked if state.status == BLOCKED else LeaseHeld
         raise error(refusal.pop("why"), **refusal)
-    holder = v.text(cmd.holder, "holder", limit=v.MAX_KEY, required=True)
+    return acquire_events(state, cmd.holder, cmd.token_sha256, now)
+
+
+def acquire_events(state: GoalState, holder: str, token_sha256: str,
+                   now: datetime) -> list[Event]:
+    """A new lease for ``holder``: acquired, or taken over from a stale one.
+    The caller has checked that the lease may be granted now."""
+    holder = v.text(holder, "holder", limit=v.MAX_KEY, required=True)
     if state.agent and holder != state.agent:
         raise DomainError(f"only {state.agent}'s workers may hold this goal's lease",
                           code="forbidden")
-    digest = v.sha256(cmd.token_sha256, "token_sha256")
+    digest = v.sha256(token_sha256, "token_sha256")
     seconds = state.policy.get("lease_seconds", p.DEFAULT_POLICY["lease_seconds"])
     data = {
         "holder": holder,
@@ -142,6 +149,7 @@ def leased(state: GoalState, data: dict[str, Any], at: str) -> Changes:
             "last_heartbeat_at": at,
         },
         "lease_generation": data["generation"],
+        "lease_end": "",
     }
 
 
@@ -149,7 +157,10 @@ def renewed(state: GoalState, data: dict[str, Any], at: str) -> Changes:
     return {"lease": {**state.lease, "expires_at": data["expires_at"], "last_heartbeat_at": at}}
 
 
-def unleased(state: GoalState, data: dict[str, Any], at: str) -> Changes:
-    # A paused or blocked goal stays so; only a running one goes back to waiting.
-    status = WAITING if state.status == RUNNING else state.status
-    return {"lease": {}, "status": status}
+def unleased(how: str) -> Any:
+    def apply(state: GoalState, data: dict[str, Any], at: str) -> Changes:
+        # A paused or blocked goal stays so; only a running one goes back to waiting.
+        status = WAITING if state.status == RUNNING else state.status
+        return {"lease": {}, "status": status, "lease_end": how}
+
+    return apply

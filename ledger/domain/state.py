@@ -84,6 +84,7 @@ class GoalState:
     # The last generation handed out; survives a release, so the next holder
     # always gets a higher one and an old holder is always fenced off.
     lease_generation: int = 0
+    paused_until: str = ""  # ISO; set by a rate limit (failures issue)
     lease_end: str = ""  # how the last lease ended: released, expired, finished
     last_checkpoint_seq: int = 0
     # The one watchdog ({} when never prepared): backend, interval_seconds,
