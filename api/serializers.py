@@ -147,6 +147,45 @@ class WorkspaceReleaseSerializer(StrictSerializer):
     reason = text(limits.MAX_NOTE, required=False, allow_blank=True, default="")
 
 
+class WatchdogSerializer(FencedSerializer):
+    tzid = text(64, required=False, default="UTC",
+                help_text="IANA time zone the host schedule runs in (host backend).")
+
+
+class ReceiptSerializer(StrictSerializer):
+    lease = LeaseProofSerializer(required=False, allow_null=True,
+                                 help_text="Required while the goal is active.")
+    status = serializers.ChoiceField(choices=["created", "create_failed", "create_uncertain",
+                                              "cancelled", "disabled", "user_attested_deleted"])
+    host_ref = text(500, required=False, default="",
+                    help_text="The host's task id (stored only as a SHA-256 digest).")
+    due_at = text(64, required=False, default="", help_text="ISO 8601 with offset.")
+    runs_on = serializers.ChoiceField(choices=["cloud", "local", "unverified"], required=False,
+                                      default="unverified")
+    verified = StrictBooleanField(required=False, default=False,
+                                  help_text="The host proved where the task runs.")
+    attested_by = text(limits.MAX_KEY, required=False, default="")
+    note = text(limits.MAX_NOTE, required=False, allow_blank=True, default="")
+
+
+class ClaimSerializer(StrictSerializer):
+    occurrence_id = text(300, required=False,
+                         help_text="The host task run's id; the same id twice is one claim.")
+    reason = serializers.ChoiceField(choices=["timeout_recovery", "rate_limit_reset",
+                                              "dependency_ready", "scheduled_progress"],
+                                     required=False)
+
+
+class JobSerializer(FencedSerializer):
+    kind = text(64, help_text="e.g. ci_run, deploy, review")
+    ref = text(500, help_text="The exact run id, e.g. a GitHub Actions run id.")
+
+
+class JobStatusSerializer(FencedSerializer):
+    status = serializers.ChoiceField(choices=["running", "succeeded", "failed", "cancelled"])
+    conclusion = text(limits.MAX_NOTE, required=False, allow_blank=True, default="")
+
+
 class EmptySerializer(StrictSerializer):
     """No fields: the call takes none."""
 
@@ -303,6 +342,28 @@ class ResumePacketSerializer(serializers.Serializer):
     checkpoint = serializers.DictField()
     next_actions = serializers.ListField(child=serializers.CharField())
     artifacts_to_verify = serializers.ListField(child=serializers.DictField())
+
+
+class WatchdogAnswerSerializer(serializers.Serializer):
+    watchdog = serializers.DictField(allow_null=True)
+    next_required_action = serializers.CharField(allow_null=True)
+    host_schedule = serializers.DictField(required=False, allow_null=True,
+                                          help_text="What the agent's host must create.")
+    cleanup = serializers.DictField(required=False, allow_null=True)
+
+
+class ClaimAnswerSerializer(serializers.Serializer):
+    outcome = serializers.ChoiceField(choices=[
+        "recurring_acquired", "worker_busy_noop", "already_claimed", "not_due",
+        "terminal_cleanup_required", "terminal_noop", "receipt_required"])
+    report = serializers.DictField()
+    retry_after_seconds = serializers.IntegerField(allow_null=True)
+    resume_packet = ResumePacketSerializer(allow_null=True)
+    lease = GrantedLeaseSerializer(allow_null=True)
+
+
+class JobAnswerSerializer(serializers.Serializer):
+    job = serializers.DictField()
 
 
 class ProblemSerializer(serializers.Serializer):

@@ -24,4 +24,9 @@ urlpatterns = [
     path(f"{goal}/finish", views.FinishView.as_view(), name="finish"),
     path(f"{goal}/workspace/release", views.WorkspaceReleaseView.as_view(),
          name="workspace-release"),
+    path(f"{goal}/watchdog", views.WatchdogView.as_view(), name="watchdog"),
+    path(f"{goal}/watchdog/receipts", views.ReceiptsView.as_view(), name="receipts"),
+    path(f"{goal}/claim", views.ClaimView.as_view(), name="claim"),
+    path(f"{goal}/jobs", views.JobsView.as_view(), name="jobs"),
+    path(f"{goal}/jobs/<str:job_id>/status", views.JobStatusView.as_view(), name="job-status"),
 ]

@@ -40,7 +40,18 @@ from ledger.domain import (
 )
 from ledger.domain.smartwake import preflight, resume_packet
 from ledger.domain.validation import canonical_workspace
+from ledger.domain.wakes import (
+    HOST,
+    CancelWatchdog,
+    PrepareWatchdog,
+    RecordReceipt,
+    TrackJob,
+    UpdateJob,
+    completion_state,
+    watchdog_health,
+)
 from ledger.models import Event, Goal
+from scheduling import claims, dispatch, watchdogs
 
 READERS = (AGENT, AUDITOR, OPERATOR)
 
@@ -66,7 +77,16 @@ def goal_body(state: GoalState) -> dict[str, Any]:
     # The token digest stays inside: callers prove the token, they never read it.
     body["lease"] = ({k: v for k, v in lease.items() if k != "token_sha256"}
                      if lease else None)
+    body["watchdog"] = watchdog_body(state)
+    body.pop("claimed")  # bookkeeping for already_claimed
     return body
+
+
+def watchdog_body(state: GoalState) -> dict[str, Any] | None:
+    if not state.watchdog:
+        return None
+    shown = {k: v for k, v in state.watchdog.items() if k != "host_ref_sha256"}
+    return {**shown, "health": watchdog_health(state)}
 
 
 def visible_goals(request: Request) -> Any:
@@ -106,8 +126,10 @@ def actor(request: Request) -> str:
 
 def run(request: Request, goal_id: str, command: Any) -> store.Outcome:
     load_goal(request, goal_id)  # visibility first: 404 before any rule
-    return store.execute(goal_id, command, actor=actor(request),
-                         idempotency_key=getattr(request, "idempotency_key", None))
+    # Through scheduling: a command that creates or cancels an internal
+    # watchdog changes its django-q2 schedule in the same transaction.
+    return watchdogs.execute(goal_id, command, actor=actor(request),
+                             idempotency_key=getattr(request, "idempotency_key", None))
 
 
 def validated(serializer_class: type, data: Any) -> dict[str, Any]:
@@ -224,7 +246,10 @@ class GoalsView(LedgerView):
             done_criteria=tuple(data["done_criteria"]),
             next_actions=tuple(data["next_actions"]),
             agent=name,
-            policy=dict(data.get("policy", {})),
+            # The stale grace is the server's, not the agent's to choose.
+            policy={**data.get("policy", {}),
+                    "stale_grace_seconds": settings.WAKELEDGER_STALE_GRACE_SECONDS},
+            dispatchers=dispatch.names(),
             session=dict(data.get("session", {})),
             timeout_seconds=data.get("timeout_seconds"),
             estimated_duration_seconds=data.get("estimated_duration_seconds"),
@@ -387,7 +412,7 @@ class FinishView(LedgerView):
         data = validated(s.FinishSerializer, request.data)
         state = run(request, goal_id, Finish(data["status"], data["summary"],
                                              proof(data.get("lease")))).state
-        return Response({"completion_state": data["status"], "goal": goal_body(state)})
+        return Response({"completion_state": completion_state(state), "goal": goal_body(state)})
 
 
 class WorkspaceReleaseView(LedgerView):
@@ -404,6 +429,148 @@ class WorkspaceReleaseView(LedgerView):
                                    reason=data["reason"])
         state = run(request, goal_id, command).state
         return Response({"workspace": state.workspace, "workspace_bound": state.workspace_bound})
+
+
+# ----------------------------------------------------------------------- wakes
+
+
+def watchdog_answer(request: Request, state: GoalState) -> dict[str, Any]:
+    watchdog = state.watchdog
+    status = watchdog.get("status", "")
+    action = {
+        "requested": "create_the_host_schedule_and_record_a_receipt",
+        "uncertain": "reconcile_with_the_host_then_record_a_receipt",
+        "create_failed": "retry_the_create_once" if watchdog.get("retry_allowed") else None,
+        "cancel_requested": "delete_the_host_schedule_and_record_a_receipt",
+    }.get(status)
+    answer: dict[str, Any] = {"watchdog": watchdog_body(state), "next_required_action": action}
+    if watchdog.get("backend") == HOST and status in ("requested", "create_failed"):
+        answer["host_schedule"] = {
+            "occurrence": "interval",
+            "interval_minutes": max(1, watchdog["interval_seconds"] // 60),
+            "interval_seconds": watchdog["interval_seconds"],
+            "tzid": watchdog["tzid"],
+            "first_due_at": watchdog["first_due_at"],
+            "destination": {"method": "POST",
+                            "url": f"{settings.SITE_URL}/api/v1/goals/{state.goal_id}/claim",
+                            "body": {"occurrence_id": "<the host run's id>"}},
+        }
+    if status == "cancel_requested":
+        answer["cleanup"] = {"delete": "the host schedule created for this goal",
+                             "then": f"POST /api/v1/goals/{state.goal_id}/watchdog/receipts "
+                                     "with status cancelled (or user_attested_deleted)"}
+    return answer
+
+
+class WatchdogView(LedgerView):
+    roles = {"POST": (AGENT,), "DELETE": (AGENT,)}
+
+    @extend_schema(
+        summary="Ensure the goal's one watchdog (idempotent)",
+        description="internal: the server creates a django-q2 schedule. host: the answer is "
+                    "the schedule the agent's host must create, then report with a receipt. "
+                    "Calling again never creates a second watchdog or retimes it.",
+        request=s.WatchdogSerializer, parameters=[IDEMPOTENCY],
+        responses={200: s.WatchdogAnswerSerializer, **FENCED_PROBLEMS})
+    @idempotent
+    def post(self, request: Request, goal_id: str) -> Response:
+        data = validated(s.WatchdogSerializer, request.data)
+        state = load_goal(request, goal_id)
+        command = PrepareWatchdog(
+            proof(data.get("lease")),
+            watchdogs.interval_seconds(state.policy.get("cadence_minutes", 60)),
+            data["tzid"] or state.session.get("timezone") or "UTC",
+            watchdogs.schedule_name(state.goal_id))
+        return Response(watchdog_answer(request, run(request, goal_id, command).state))
+
+    @extend_schema(summary="Cancel the watchdog", request=s.FencedSerializer,
+                   responses={200: s.WatchdogAnswerSerializer, **FENCED_PROBLEMS})
+    def delete(self, request: Request, goal_id: str) -> Response:
+        data = validated(s.FencedSerializer, request.data)
+        state = run(request, goal_id, CancelWatchdog(proof(data.get("lease")))).state
+        return Response(watchdog_answer(request, state))
+
+
+class ReceiptsView(LedgerView):
+    roles = {"POST": (AGENT,)}
+
+    @extend_schema(summary="Record what the host did with the watchdog",
+                   request=s.ReceiptSerializer, parameters=[IDEMPOTENCY],
+                   responses={200: s.WatchdogAnswerSerializer, **FENCED_PROBLEMS})
+    @idempotent
+    def post(self, request: Request, goal_id: str) -> Response:
+        data = validated(s.ReceiptSerializer, request.data)
+        ref = data["host_ref"]
+        command = RecordReceipt(
+            proof(data.get("lease")), data["status"],
+            # Host task ids are stored as digests only.
+            hashlib.sha256(ref.encode()).hexdigest() if ref else "",
+            data["due_at"], data["runs_on"], data["verified"], data["attested_by"],
+            data["note"])
+        state = run(request, goal_id, command).state
+        return Response({**watchdog_answer(request, state),
+                         "completion_state": completion_state(state)})
+
+
+class ClaimView(LedgerView):
+    roles = {"POST": (AGENT,)}
+
+    @extend_schema(
+        summary="Claim a wake (what a host-fired task calls)",
+        description="Decided in one transaction; exactly one outcome. A granted claim "
+                    "(recurring_acquired) returns the resume packet and a new lease.",
+        request=s.ClaimSerializer, parameters=[IDEMPOTENCY],
+        responses={200: s.ClaimAnswerSerializer, **FENCED_PROBLEMS})
+    @idempotent
+    def post(self, request: Request, goal_id: str) -> Response:
+        data = validated(s.ClaimSerializer, request.data)
+        state = load_goal(request, goal_id)
+        occurrence = data.get("occurrence_id") or _host_slot(state)
+        raw, _digest = new_lease_token(request)
+        result = claims.claim(state.goal_id, source=HOST, occurrence_id=f"host:{occurrence}",
+                              reason=data.get("reason", ""), holder=actor(request),
+                              actor=actor(request), idempotency_key=request.idempotency_key,
+                              token=raw)
+        return Response({"outcome": result.outcome, "report": result.report,
+                         "retry_after_seconds": result.retry_after_seconds,
+                         "resume_packet": result.packet, "lease": result.lease})
+
+
+def _host_slot(state: GoalState) -> str:
+    """Without an occurrence id, the host's interval slot stands for it, so two
+    fires in the same interval are one claim."""
+    interval = max(1, state.watchdog.get("interval_seconds", 3600))
+    return f"slot-{int(clock.now().timestamp()) // interval}"
+
+
+class JobsView(LedgerView):
+    roles = {"POST": (AGENT,)}
+
+    @extend_schema(summary="Track a blocking job (one exact run)", request=s.JobSerializer,
+                   parameters=[IDEMPOTENCY],
+                   responses={201: s.JobAnswerSerializer, **FENCED_PROBLEMS})
+    @idempotent
+    def post(self, request: Request, goal_id: str) -> Response:
+        data = validated(s.JobSerializer, request.data)
+        command = TrackJob(proof(data.get("lease")), str(uuid.uuid4()), data["kind"], data["ref"])
+        state = run(request, goal_id, command).state
+        job = next(j for j in reversed(state.jobs)
+                   if j["kind"] == data["kind"] and j["ref"] == data["ref"])
+        return Response({"job": job}, status=201)
+
+
+class JobStatusView(LedgerView):
+    roles = {"POST": (AGENT,)}
+
+    @extend_schema(summary="Record a blocking job's status", request=s.JobStatusSerializer,
+                   parameters=[IDEMPOTENCY],
+                   responses={200: s.JobAnswerSerializer, **FENCED_PROBLEMS})
+    @idempotent
+    def post(self, request: Request, goal_id: str, job_id: str) -> Response:
+        data = validated(s.JobStatusSerializer, request.data)
+        command = UpdateJob(proof(data.get("lease")), job_id, data["status"], data["conclusion"])
+        state = run(request, goal_id, command).state
+        return Response({"job": next(j for j in state.jobs if j["job_id"] == job_id)})
 
 
 # ----------------------------------------------------------------------- misc

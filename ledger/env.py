@@ -5,6 +5,7 @@ expected, so a typo in a deployment fails at start-up instead of silently
 falling back to a default.
 """
 
+import json
 import os
 from urllib.parse import unquote, urlsplit
 
@@ -53,6 +54,16 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return list(default)
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_json(name: str, default: object) -> object:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} is not valid JSON: {exc}") from None
 
 
 def database_from_url(url: str, *, name: str = "DATABASE_URL") -> dict:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from ledger.env import database_from_url, env_bool, env_int, env_list, env_str
+from ledger.env import database_from_url, env_bool, env_int, env_json, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("WAKELEDGER_VAR_DIR", str(BASE_DIR / "var")))
@@ -205,6 +205,21 @@ Q_CLUSTER = {
 }
 if Q_CLUSTER["retry"] <= Q_CLUSTER["timeout"]:
     raise ImproperlyConfigured("WAKELEDGER_Q_RETRY must be greater than WAKELEDGER_Q_TIMEOUT.")
+
+# ---------------------------------------------------------------- wakes
+# Seconds in one "minute" of a goal's cadence_minutes. 60 in production; the
+# end-to-end tests shrink it so a watchdog fires within seconds.
+WAKELEDGER_CADENCE_UNIT_SECONDS = env_int("WAKELEDGER_CADENCE_UNIT_SECONDS", 60, minimum=1,
+                                          maximum=60)
+# Rule 2's stale grace after a lease's expiry, frozen into each goal's policy.
+WAKELEDGER_STALE_GRACE_SECONDS = env_int("WAKELEDGER_STALE_GRACE_SECONDS", 60, minimum=0,
+                                         maximum=600)
+WAKELEDGER_SWEEP_MINUTES = env_int("WAKELEDGER_SWEEP_MINUTES", 1, minimum=1, maximum=60)
+# Dispatchers (what a granted internal wake does), configured by operators,
+# never by agents. JSON: {"name": {"type": "webhook" | "command", ...}}; see
+# scheduling/dispatch.py and the README.
+WAKELEDGER_DISPATCHERS = env_json("WAKELEDGER_DISPATCHERS", {})
+WAKELEDGER_RUNS_DIR = VAR_DIR / "runs"
 
 LOG_LEVEL = env_str("WAKELEDGER_LOG_LEVEL", "INFO").upper()
 if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:

@@ -1,6 +1,15 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 
 
 class SchedulingConfig(AppConfig):
     name = "scheduling"
     verbose_name = "Scheduling"
+
+    def ready(self) -> None:
+        from scheduling import dispatch, watchdogs
+
+        # A bad dispatcher configuration stops start-up, not the first wake.
+        dispatch.configured()
+        post_migrate.connect(watchdogs.ensure_sweeper, sender=self,
+                             dispatch_uid="scheduling.ensure_sweeper")

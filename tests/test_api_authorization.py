@@ -2,6 +2,7 @@
 bearer-token failures, and the `ledger agent create | revoke` commands."""
 
 import io
+import json
 import uuid
 
 import pytest
@@ -53,6 +54,14 @@ ENDPOINTS = {
                          fenced(current_step="tests written", progress_pct=40)),
     "POST finish": ("POST", "goals/{gid}/finish", fenced(status="completed", summary="merged")),
     "POST workspace/release": ("POST", "goals/{gid}/workspace/release", workspace_release),
+    "POST watchdog": ("POST", "goals/{gid}/watchdog", fenced(tzid="UTC")),
+    "DELETE watchdog": ("DELETE", "goals/{gid}/watchdog", fenced()),
+    # The goal's watchdog is internal: a host receipt reaches the domain and is refused.
+    "POST receipts": ("POST", "goals/{gid}/watchdog/receipts", fenced(status="cancelled")),
+    "POST claim": ("POST", "goals/{gid}/claim", lambda lease: {"occurrence_id": "run-1"}),
+    "POST jobs": ("POST", "goals/{gid}/jobs", fenced(kind="ci_run", ref="gh-run-1")),
+    # No job job-1 on the goal: the owner reaches the domain's not_found.
+    "POST job status": ("POST", "goals/{gid}/jobs/job-1/status", fenced(status="succeeded")),
 }
 GOAL_SCOPED = [name for name, (_, path, _) in ENDPOINTS.items() if "{gid}" in path]
 
@@ -71,9 +80,15 @@ MATRIX = [
     ("POST checkpoints",        201,   404,         403,     403),
     ("POST finish",             200,   404,         403,     403),
     ("POST workspace/release",  200,   404,         403,     200),
+    ("POST watchdog",           200,   404,         403,     403),
+    ("DELETE watchdog",         200,   404,         403,     403),
+    ("POST receipts",           400,   404,         403,     403),
+    ("POST claim",              200,   404,         403,     403),
+    ("POST jobs",               201,   404,         403,     403),
+    ("POST job status",         404,   404,         403,     403),
 ]
 ROLES = ("agent", "other_agent", "auditor", "operator")
-CODES = {401: "unauthenticated", 403: "forbidden", 404: "not_found"}
+CODES = {400: "validation_error", 401: "unauthenticated", 403: "forbidden", 404: "not_found"}
 
 
 def test_the_matrix_names_every_api_v1_endpoint():
@@ -83,8 +98,8 @@ def test_the_matrix_names_every_api_v1_endpoint():
     documentation = {"health", "skill", "schema", "docs"}
     assert [name for name, *_ in MATRIX] == list(ENDPOINTS)
     paths = {path for _, path, _ in ENDPOINTS.values()}
-    assert {str(p.pattern).replace("<str:goal_id>", "{gid}") for p in urls.urlpatterns
-            if p.name not in documentation} == paths
+    assert {str(p.pattern).replace("<str:goal_id>", "{gid}").replace("<str:job_id>", "job-1")
+            for p in urls.urlpatterns if p.name not in documentation} == paths
 
 
 @pytest.fixture
@@ -100,7 +115,7 @@ def call(client: APIClient, endpoint: str, gid: str, lease: dict | None):
     url = "/api/v1/" + path.format(gid=gid)
     if method == "GET":
         return client.get(url)
-    return client.post(url, body(lease), format="json")
+    return client.generic(method, url, json.dumps(body(lease)), "application/json")
 
 
 def snapshot() -> tuple:
@@ -145,7 +160,9 @@ def test_role_matrix(request, goal, endpoint, role, expected):
         assert body["created"] is True and body["goal"]["agent"] == caller.username
     elif endpoint == "POST workspace/release":
         assert response.json() == {"workspace": "/srv/repos/shop", "workspace_bound": False}
-    elif endpoint != "POST lease":  # the owner's acquire is refused politely: it holds it
+    elif endpoint not in ("POST lease", "DELETE watchdog"):
+        # (The owner's acquire is refused politely: it holds the lease; and
+        # there was no watchdog to cancel.)
         assert Event.objects.count() > before[0]
 
 

@@ -36,6 +36,8 @@ class StartGoal:
     # workspace or session key, if any.
     workspace_bound_by: str | None = None
     session_bound_by: str | None = None
+    # The dispatcher names the server's operators configured (None: unchecked).
+    dispatchers: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

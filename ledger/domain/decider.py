@@ -38,6 +38,7 @@ from ledger.domain.errors import (
 )
 from ledger.domain.events import (
     CHECKPOINT_RECORDED,
+    CONTINUATION_DISPATCHED,
     GOAL_BLOCKED,
     GOAL_COMPLETED,
     GOAL_FAILED,
@@ -108,7 +109,7 @@ def _start(state: GoalState, cmd: StartGoal, now: datetime) -> list[Event]:
         "objective": v.text(cmd.objective, "objective", limit=v.MAX_OBJECTIVE, required=True),
         "done_criteria": v.text_list(list(cmd.done_criteria), "done_criteria"),
         "agent": v.text(cmd.agent, "agent", limit=v.MAX_KEY),
-        "policy": p.policy(dict(cmd.policy)),
+        "policy": p.policy(dict(cmd.policy), cmd.dispatchers),
         "session": p.session(dict(cmd.session)),
         "timeout_seconds": _optional_seconds(cmd.timeout_seconds, "timeout_seconds"),
         "estimated_duration_seconds": _optional_seconds(cmd.estimated_duration_seconds,
@@ -219,6 +220,7 @@ _DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
     wakes.RecordReceipt: wakes.receipt,
     wakes.ClaimWake: wakes.claim,
     wakes.ExpireLease: wakes.expire,
+    wakes.RecordDispatch: wakes.dispatched,
     wakes.TrackJob: wakes.track_job,
     wakes.UpdateJob: wakes.update_job,
 }
@@ -288,6 +290,11 @@ def _ended(status: str) -> Evolver:
     return apply
 
 
+def _recorded_only(state: GoalState, data: dict[str, Any], at: str) -> Changes:
+    """An event that is history only: it changes no field but version and time."""
+    return {}
+
+
 def _workspace(bound: bool) -> Evolver:
     def apply(state: GoalState, data: dict[str, Any], at: str) -> Changes:
         return {"workspace_bound": bound}
@@ -313,6 +320,7 @@ _EVOLVERS: dict[str, Evolver] = {
     GOAL_FINISH_REQUESTED: wakes.finish_requested,
     JOB_TRACKED: wakes.job_tracked,
     JOB_UPDATED: wakes.job_updated,
+    CONTINUATION_DISPATCHED: _recorded_only,
     CHECKPOINT_RECORDED: _checkpointed,
     GOAL_COMPLETED: _ended(DONE),
     GOAL_FAILED: _ended(FAILED),

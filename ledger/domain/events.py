@@ -25,6 +25,7 @@ CHECKPOINT_RECORDED = "checkpoint.recorded"
 
 WAKE_SCHEDULED = "wake.scheduled"
 WAKE_CANCEL_REQUESTED = "wake.cancel_requested"
+CONTINUATION_DISPATCHED = "continuation.dispatched"
 JOB_TRACKED = "job.tracked"
 JOB_UPDATED = "job.updated"
 

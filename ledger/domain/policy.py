@@ -42,7 +42,7 @@ def whole(value: object, field: str, low: int, high: int) -> int:
     return value
 
 
-def policy(given: dict[str, Any]) -> dict[str, Any]:
+def policy(given: dict[str, Any], dispatchers: frozenset[str] | None = None) -> dict[str, Any]:
     unknown = set(given) - set(DEFAULT_POLICY)
     if unknown:
         name = sorted(unknown)[0]
@@ -54,6 +54,12 @@ def policy(given: dict[str, Any]) -> dict[str, Any]:
         raise InvalidCommand(f"policy.scheduler must be one of {', '.join(SCHEDULERS)}.",
                              field="policy.scheduler")
     result["dispatch"] = v.text(result["dispatch"], "policy.dispatch", limit=64, required=True)
+    # Dispatchers are configured by operators, never by agents: a goal only
+    # names one, and an unknown name is refused.
+    if dispatchers is not None and result["dispatch"] not in dispatchers | {"none"}:
+        raise InvalidCommand(f"policy.dispatch {result['dispatch']!r} is not a dispatcher "
+                             f"of this server ({', '.join(sorted(dispatchers | {'none'}))})",
+                             field="policy.dispatch")
     return result
 
 

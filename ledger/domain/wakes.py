@@ -16,6 +16,7 @@ from ledger.domain import validation as v
 from ledger.domain.commands import LeaseProof
 from ledger.domain.errors import DomainError, InvalidCommand
 from ledger.domain.events import (
+    CONTINUATION_DISPATCHED,
     GOAL_BLOCKED,
     GOAL_COMPLETED,
     GOAL_FAILED,
@@ -85,6 +86,16 @@ class ClaimWake:
     holder: str
     token_sha256: str
     reason: str = ""  # host may say why; otherwise derived
+
+
+@dataclass(frozen=True, slots=True)
+class RecordDispatch:
+    """What a dispatcher did with a granted internal wake."""
+
+    occurrence_id: str
+    dispatcher: str
+    ok: bool
+    detail: str = ""  # a sanitized outcome: HTTP status, exit of the spawn, error class
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,8 +372,18 @@ def claim(state: GoalState, cmd: ClaimWake, now: datetime) -> list[Event]:
                                                "reason": "WAKE_RETRIES_EXHAUSTED"}, now))
         events += _cancel_events(state, now, why=answer["notes"])
     if outcome == "recurring_acquired":
-        events += acquire_events(state, cmd.holder, cmd.token_sha256, now)
+        # An internal wake's continuation works as the goal's own agent.
+        events += acquire_events(state, cmd.holder or state.agent, cmd.token_sha256, now)
     return events
+
+
+def dispatched(state: GoalState, cmd: RecordDispatch, now: datetime) -> list[Event]:
+    return [Event(CONTINUATION_DISPATCHED, {
+        "occurrence_id": v.text(cmd.occurrence_id, "occurrence_id", limit=300, required=True),
+        "dispatcher": v.text(cmd.dispatcher, "dispatcher", limit=64, required=True),
+        "ok": bool(cmd.ok),
+        "detail": v.text(cmd.detail, "detail", limit=500),
+    }, now)]
 
 
 # ---------------------------------------------------------------- sweeper
