@@ -203,6 +203,11 @@ Q_CLUSTER = {
     "save_limit": 1000,
     "label": "Scheduler",
 }
+# How often the cluster's guard loop runs (seconds; django-q2's default 0.5).
+# django-q2 looks at schedules every 30 s of it, the first time 30 s after
+# start-up; only the end-to-end tests set 30 so it also looks at start-up.
+if env_int("WAKELEDGER_Q_GUARD_CYCLE", 0, minimum=0, maximum=30):
+    Q_CLUSTER["guard_cycle"] = env_int("WAKELEDGER_Q_GUARD_CYCLE", 0)
 if Q_CLUSTER["retry"] <= Q_CLUSTER["timeout"]:
     raise ImproperlyConfigured("WAKELEDGER_Q_RETRY must be greater than WAKELEDGER_Q_TIMEOUT.")
 

@@ -109,3 +109,19 @@ def test_the_skill_document_names_this_server(client, settings):
     assert "https://ledger.example.test/api/v1" in text
     for must in ("lease_lost", "checkpoint", "finish", "Idempotency-Key", "resume"):
         assert must in text
+
+
+def test_every_domain_error_code_has_an_http_status():
+    """A new refusal in the domain must not fall back to a generic 400."""
+    import re
+    from pathlib import Path
+
+    from api.problems import STATUS_BY_CODE, TITLES
+
+    codes = set()
+    for path in Path("ledger/domain").glob("*.py"):
+        text = path.read_text()
+        codes |= set(re.findall(r'\bcode\s*=\s*"([a-z_]+)"', text))
+    assert codes, "no codes found: the pattern is stale"
+    assert codes <= set(STATUS_BY_CODE), codes - set(STATUS_BY_CODE)
+    assert codes <= set(TITLES), codes - set(TITLES)

@@ -292,8 +292,11 @@ def claim_outcome(state: GoalState, cmd: ClaimWake, now: datetime) -> dict[str, 
     if cmd.occurrence_id in state.claimed:
         return {"outcome": "already_claimed", "notes": "this occurrence was handled already"}
     live = watchdog_live(state)
-    if state.terminal or state.status == BLOCKED:
-        what = state.status if state.terminal else f"blocked ({state.reason})"
+    # A goal that finished (or waits only for its watchdog's cleanup) or that
+    # needs a human is never resumed by a wake.
+    if state.terminal or state.status == BLOCKED or state.finish_requested:
+        what = (state.status if state.terminal else f"blocked ({state.reason})"
+                if state.status == BLOCKED else "finished, pending native cleanup")
         if live:
             return {"outcome": "terminal_cleanup_required",
                     "notes": f"the goal is {what}; cancel its watchdog, resume nothing"}
@@ -365,6 +368,8 @@ def claim(state: GoalState, cmd: ClaimWake, now: datetime) -> list[Event]:
     }
     if outcome == "recurring_acquired":
         data["retry_count"] = state.retry_count + 1
+    if answer.get("retry_after_seconds") is not None:
+        data["retry_after_seconds"] = answer["retry_after_seconds"]
     events = [Event(WAKE_CLAIMED, data, now)]
     if outcome == "terminal_cleanup_required":
         if answer.get("exhausted"):

@@ -1,0 +1,414 @@
+"""Wakes through the API and the scheduler's own tasks: watchdogs (internal as
+django-q2 schedules, host with receipts), every claim outcome, the wake-loop
+limit, the sweeper, blocking jobs, verified completion, and both dispatchers
+against real local receivers."""
+
+import hashlib
+import hmac
+import json
+import sys
+import threading
+import time
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+from django_q.models import Schedule
+
+from ledger.models import Event, Goal
+from scheduling import tasks, watchdogs
+
+pytestmark = pytest.mark.django_db
+
+SECRET = "test-webhook-secret"
+
+
+def lease_of(body: dict) -> dict:
+    return {"token": body["lease"]["token"], "generation": body["lease"]["generation"]}
+
+
+@pytest.fixture
+def started(agent, clock):
+    def start(**policy):
+        body = agent.start(policy={"lease_seconds": 300, **policy}).json()
+        return body["goal"]["id"], lease_of(body)
+
+    return start
+
+
+def kinds(gid: str) -> list[str]:
+    return list(Event.objects.filter(goal_id=gid).order_by("seq").values_list("kind", flat=True))
+
+
+def claims_of(gid: str) -> list[str]:
+    return [data["outcome"] for data in Event.objects.filter(goal_id=gid, kind="wake.claimed")
+            .order_by("seq").values_list("data", flat=True)]
+
+
+# ------------------------------------------------------------------ internal watchdog
+
+
+def test_internal_watchdog_is_one_django_q_schedule_and_idempotent(agent, started, clock):
+    gid, lease = started(cadence_minutes=30)
+    first = agent.post(f"goals/{gid}/watchdog", {"lease": lease})
+    assert first.status_code == 200, first.json()
+    assert first.json()["watchdog"]["status"] == "live"
+    assert first.json()["watchdog"]["backend"] == "internal"
+    [schedule] = Schedule.objects.filter(name=watchdogs.schedule_name(gid))
+    assert schedule.func == "scheduling.tasks.fire_watchdog" and schedule.minutes == 30
+    assert schedule.next_run == clock() + timedelta(minutes=30)
+    assert schedule.intended_date_kwarg == "intended_date"
+
+    clock.advance(minutes=5)
+    again = agent.post(f"goals/{gid}/watchdog", {"lease": lease})
+    assert again.json()["watchdog"] == first.json()["watchdog"]  # not retimed
+    assert Schedule.objects.filter(name=watchdogs.schedule_name(gid)).count() == 1
+    assert kinds(gid).count("wake.scheduled") == 1
+
+    cancelled = agent.client.delete(f"/api/v1/goals/{gid}/watchdog", {"lease": lease},
+                                    format="json")
+    assert cancelled.json()["watchdog"]["status"] == "cancelled"
+    assert not Schedule.objects.filter(name=watchdogs.schedule_name(gid)).exists()
+    assert kinds(gid)[-1] == "receipt.recorded"
+
+
+def test_internal_wake_resumes_a_vanished_agent_exactly_once(agent, started, clock):
+    gid, lease = started(cadence_minutes=60)
+    agent.post(f"goals/{gid}/watchdog", {"lease": lease})
+    clock.advance(minutes=6)  # the 300 s lease and its 60 s grace are over
+    assert tasks.sweep_leases() == 1
+    assert Goal.objects.get(pk=gid).status == "waiting"
+    assert tasks.sweep_leases() == 0
+
+    clock.advance(minutes=54)
+    due = (clock() - timedelta(seconds=1)).isoformat()
+    assert tasks.fire_watchdog(gid, intended_date=due) == "recurring_acquired"
+    assert tasks.fire_watchdog(gid, intended_date=due) == "already_claimed"  # fired twice
+    goal = Goal.objects.get(pk=gid)
+    assert goal.status == "running" and goal.state["lease"]["generation"] == 2
+    assert goal.state["lease"]["holder"] == "agent-1"
+    assert claims_of(gid) == ["recurring_acquired"]
+    [wake] = Event.objects.filter(goal_id=gid, kind="wake.claimed")
+    assert wake.data["reason"] == "timeout_recovery" and wake.actor == "scheduler"
+
+    # The old holder is fenced off.
+    stale = agent.post(f"goals/{gid}/checkpoints", {"lease": lease, "current_step": "x",
+                                                    "progress_pct": 5})
+    assert stale.json()["code"] == "lease_lost"
+
+
+def test_wake_outcomes_through_the_claim_endpoint(agent, started, clock):
+    gid, lease = started(cadence_minutes=60, scheduler="host")
+    prepared = agent.post(f"goals/{gid}/watchdog", {"lease": lease, "tzid": "Europe/Istanbul"})
+    body = prepared.json()
+    assert body["watchdog"]["status"] == "requested"
+    assert body["next_required_action"] == "create_the_host_schedule_and_record_a_receipt"
+    host = body["host_schedule"]
+    assert host["occurrence"] == "interval" and host["interval_minutes"] == 60
+    assert host["tzid"] == "Europe/Istanbul" and host["first_due_at"]
+    assert host["destination"]["url"].endswith(f"/api/v1/goals/{gid}/claim")
+    assert not Schedule.objects.filter(name=watchdogs.schedule_name(gid)).exists()
+
+    def claim(occurrence: str) -> dict:
+        answer = agent.post(f"goals/{gid}/claim", {"occurrence_id": occurrence})
+        assert answer.status_code == 200, answer.json()
+        return answer.json()
+
+    # Not confirmed by a receipt yet: reconcile first, nothing recorded.
+    before = kinds(gid)
+    assert claim("run-0")["outcome"] == "receipt_required"
+    assert kinds(gid) == before
+
+    receipt = agent.post(f"goals/{gid}/watchdog/receipts", {
+        "lease": lease, "status": "created", "host_ref": "cron-job-42",
+        "due_at": host["first_due_at"], "runs_on": "local"})
+    assert receipt.json()["watchdog"]["status"] == "live"
+    stored = Goal.objects.get(pk=gid).state["watchdog"]
+    assert stored["host_ref_sha256"] == hashlib.sha256(b"cron-job-42").hexdigest()
+    assert "cron-job-42" not in json.dumps(Goal.objects.get(pk=gid).state)
+
+    clock.advance(minutes=10)
+    early = claim("run-1")
+    assert early["outcome"] == "not_due" and early["retry_after_seconds"] == 3000
+
+    clock.advance(minutes=50)
+    agent.post(f"goals/{gid}/lease/heartbeat", {"lease": lease})
+    busy = claim("run-2")
+    assert busy["outcome"] == "worker_busy_noop" and busy["retry_after_seconds"] > 60
+    assert busy["report"]["task_id"] == gid and busy["lease"] is None
+
+    clock.advance(minutes=66)  # the holder vanished an hour ago
+    granted = claim("run-3")
+    assert granted["outcome"] == "recurring_acquired"
+    assert granted["lease"]["generation"] == 2 and granted["lease"]["token"].startswith("wll_")
+    assert granted["resume_packet"]["objective"] == "Fix the flaky checkout test"
+    report = granted["report"]
+    assert set(report) == {"task_id", "status", "progress_pct", "current_step",
+                           "resumed_from_checkpoint", "next_wake_scheduled", "next_wake_at",
+                           "notes"}
+    assert report["resumed_from_checkpoint"] is not None and report["next_wake_scheduled"]
+
+    again = claim("run-3")
+    assert again["outcome"] == "already_claimed" and again["lease"] is None
+    assert claims_of(gid) == ["not_due", "worker_busy_noop", "recurring_acquired"]
+
+
+def test_create_uncertain_and_user_attested_deletion(agent, started, clock):
+    gid, lease = started(scheduler="host")
+    agent.post(f"goals/{gid}/watchdog", {"lease": lease})
+    uncertain = agent.post(f"goals/{gid}/watchdog/receipts",
+                           {"lease": lease, "status": "create_uncertain"}).json()
+    assert uncertain["watchdog"]["health"] == "degraded"
+    assert uncertain["next_required_action"] == "reconcile_with_the_host_then_record_a_receipt"
+    again = agent.post(f"goals/{gid}/watchdog", {"lease": lease}).json()
+    assert "host_schedule" not in again  # never a blind second create
+    assert kinds(gid).count("wake.scheduled") == 1
+    assert Goal.objects.get(pk=gid).status == "running"  # degradation never blocks
+
+    refused = agent.post(f"goals/{gid}/watchdog/receipts",
+                         {"lease": lease, "status": "user_attested_deleted"})
+    assert refused.status_code == 400
+    gone = agent.post(f"goals/{gid}/watchdog/receipts",
+                      {"lease": lease, "status": "user_attested_deleted",
+                       "attested_by": "alice"}).json()
+    assert gone["watchdog"]["status"] == "cancelled"
+
+
+def test_create_failed_allows_one_retry(agent, started, clock):
+    gid, lease = started(scheduler="host")
+    agent.post(f"goals/{gid}/watchdog", {"lease": lease})
+    failed = agent.post(f"goals/{gid}/watchdog/receipts",
+                        {"lease": lease, "status": "create_failed"}).json()
+    assert failed["next_required_action"] == "retry_the_create_once"
+    retry = agent.post(f"goals/{gid}/watchdog", {"lease": lease}).json()
+    assert retry["watchdog"]["attempt"] == 2 and "host_schedule" in retry
+    agent.post(f"goals/{gid}/watchdog/receipts", {"lease": lease, "status": "create_failed"})
+    third = agent.post(f"goals/{gid}/watchdog", {"lease": lease}).json()
+    assert third["watchdog"]["status"] == "failed" and "host_schedule" not in third
+    assert kinds(gid).count("wake.scheduled") == 2
+
+
+def test_cloud_needs_proof(agent, started, clock):
+    gid, lease = started(scheduler="host")
+    agent.post(f"goals/{gid}/watchdog", {"lease": lease})
+    claim = {"lease": lease, "status": "created", "host_ref": "t-1",
+             "due_at": "2026-12-02T10:00:00Z", "runs_on": "cloud"}
+    assert agent.post(f"goals/{gid}/watchdog/receipts", claim).status_code == 400
+    ok = agent.post(f"goals/{gid}/watchdog/receipts", {**claim, "verified": True})
+    assert ok.json()["watchdog"]["runs_on"] == "cloud"
+
+
+# ------------------------------------------------------------------ completion
+
+
+def test_finish_cancels_the_internal_watchdog_in_the_same_call(agent, started, clock):
+    gid, lease = started()
+    agent.post(f"goals/{gid}/watchdog", {"lease": lease})
+    done = agent.post(f"goals/{gid}/finish", {"lease": lease, "status": "completed"}).json()
+    assert done["completion_state"] == "completed"
+    assert not Schedule.objects.filter(name=watchdogs.schedule_name(gid)).exists()
+    assert kinds(gid)[-2:] == ["receipt.recorded", "goal.completed"]
+
+
+def test_finish_with_a_live_host_watchdog_waits_for_the_cancel_receipt(agent, started, clock):
+    gid, lease = started(scheduler="host")
+    spec = agent.post(f"goals/{gid}/watchdog", {"lease": lease}).json()["host_schedule"]
+    agent.post(f"goals/{gid}/watchdog/receipts", {"lease": lease, "status": "created",
+                                                  "host_ref": "t-9", "due_at":
+                                                      spec["first_due_at"]})
+    pending = agent.post(f"goals/{gid}/finish", {"lease": lease, "status": "completed",
+                                                 "summary": "merged"}).json()
+    assert pending["completion_state"] == "pending_native_cleanup"
+    assert pending["goal"]["status"] == "running"
+    assert pending["goal"]["reason"] == "PENDING_NATIVE_CLEANUP"
+    second = agent.post(f"goals/{gid}/finish", {"lease": lease, "status": "completed"}).json()
+    assert second["completion_state"] == "pending_native_cleanup"
+    receipt = agent.post(f"goals/{gid}/watchdog/receipts",
+                         {"lease": lease, "status": "cancelled"}).json()
+    assert receipt["completion_state"] == "completed"
+    assert Goal.objects.get(pk=gid).status == "done"
+    assert kinds(gid)[-4:] == ["goal.finish_requested", "wake.cancel_requested",
+                               "receipt.recorded", "goal.completed"]
+
+
+def test_a_finished_goal_whose_watchdog_still_fires(agent, started, clock):
+    gid, lease = started(scheduler="host")
+    spec = agent.post(f"goals/{gid}/watchdog", {"lease": lease}).json()["host_schedule"]
+    agent.post(f"goals/{gid}/watchdog/receipts", {"lease": lease, "status": "created",
+                                                  "host_ref": "t-9",
+                                                  "due_at": spec["first_due_at"]})
+    agent.post(f"goals/{gid}/finish", {"lease": lease, "status": "completed"})
+    clock.advance(hours=2)
+    # Finished but the host task still fires: cancel it, resume nothing.
+    cleanup = agent.post(f"goals/{gid}/claim", {"occurrence_id": "late-1"}).json()
+    assert cleanup["outcome"] == "terminal_cleanup_required" and cleanup["lease"] is None
+    agent.post(f"goals/{gid}/watchdog/receipts", {"lease": lease, "status": "cancelled"})
+    assert Goal.objects.get(pk=gid).status == "done"
+    # A late fire of a host task that a user wrongly attested as deleted.
+    assert agent.post(f"goals/{gid}/claim", {"occurrence_id": "late-2"}).json()["outcome"] \
+        == "terminal_noop"
+    # The receipt of a terminal goal needs no lease (there is none).
+    disabled = agent.post(f"goals/{gid}/watchdog/receipts", {"status": "disabled"})
+    assert disabled.status_code == 200
+
+
+def test_wake_retries_exhausted_with_a_host_watchdog_asks_for_cleanup(agent, started, clock):
+    gid, lease = started(scheduler="host", max_wake_retries=0)
+    spec = agent.post(f"goals/{gid}/watchdog", {"lease": lease}).json()["host_schedule"]
+    agent.post(f"goals/{gid}/watchdog/receipts", {"lease": lease, "status": "created",
+                                                  "host_ref": "t-9",
+                                                  "due_at": spec["first_due_at"]})
+    clock.advance(hours=2)
+    answer = agent.post(f"goals/{gid}/claim", {"occurrence_id": "o-1"}).json()
+    assert answer["outcome"] == "terminal_cleanup_required"
+    goal = Goal.objects.get(pk=gid)
+    assert (goal.status, goal.reason) == ("blocked", "WAKE_RETRIES_EXHAUSTED")
+    assert goal.state["watchdog"]["status"] == "cancel_requested"
+
+
+def test_a_stray_internal_schedule_of_a_finished_goal_is_deleted_by_its_wake(agent, started,
+                                                                            clock):
+    gid, lease = started()
+    agent.post(f"goals/{gid}/watchdog", {"lease": lease})
+    # Blocked by the agent: the finish cancels the watchdog already.
+    agent.post(f"goals/{gid}/finish", {"lease": lease, "status": "blocked"})
+    assert not Schedule.objects.filter(name=watchdogs.schedule_name(gid)).exists()
+    clock.advance(hours=1)
+    assert tasks.fire_watchdog(gid, intended_date="x") == "terminal_noop"
+
+
+# ------------------------------------------------------------------ wake loops, jobs
+
+
+def test_no_wake_loop_past_max_wake_retries(agent, started, clock):
+    gid, lease = started(max_wake_retries=2, cadence_minutes=60)
+    agent.post(f"goals/{gid}/watchdog", {"lease": lease})
+    outcomes = []
+    for hour in range(1, 4):
+        clock.advance(hours=1)
+        outcomes.append(tasks.fire_watchdog(gid, intended_date=f"h{hour}"))
+    assert outcomes == ["recurring_acquired", "recurring_acquired", "terminal_cleanup_required"]
+    goal = Goal.objects.get(pk=gid)
+    assert (goal.status, goal.reason) == ("blocked", "WAKE_RETRIES_EXHAUSTED")
+    assert not Schedule.objects.filter(name=watchdogs.schedule_name(gid)).exists()
+
+
+def test_a_running_blocking_job_keeps_the_holder_and_the_goal(agent, started, clock):
+    gid, lease = started()
+    job = agent.post(f"goals/{gid}/jobs", {"lease": lease, "kind": "ci_run",
+                                           "ref": "gh-run-7781"})
+    assert job.status_code == 201
+    job_id = job.json()["job"]["job_id"]
+    clock.advance(hours=1)  # the lease expired long ago, but the holder waits on CI
+    assert tasks.sweep_leases() == 0
+    refused = agent.post(f"goals/{gid}/lease").json()
+    assert refused["acquired"] is False and refused["next_required_action"] == "wait_for_job"
+    blocked = agent.post(f"goals/{gid}/finish", {"lease": lease, "status": "completed"})
+    assert blocked.status_code == 409 and blocked.json()["code"] == "jobs_running"
+    agent.post(f"goals/{gid}/jobs/{job_id}/status", {"lease": lease, "status": "succeeded",
+                                                     "conclusion": "all green"})
+    again = agent.post(f"goals/{gid}/jobs/{job_id}/status", {"lease": lease,
+                                                             "status": "failed"})
+    assert again.status_code == 409 and again.json()["code"] == "job_terminal"
+    assert agent.post(f"goals/{gid}/finish", {"lease": lease, "status": "completed"}) \
+        .json()["completion_state"] == "completed"
+
+
+# ------------------------------------------------------------------ dispatchers
+
+
+class Receiver(BaseHTTPRequestHandler):
+    received: list = []
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        Receiver.received.append((dict(self.headers), body))
+        self.send_response(202)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def receiver():
+    Receiver.received = []
+    server = HTTPServer(("127.0.0.1", 0), Receiver)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/hook", Receiver.received
+    server.shutdown()
+
+
+def vanish_and_wake(agent, gid: str, lease: dict, clock) -> str:
+    agent.post(f"goals/{gid}/watchdog", {"lease": lease})
+    clock.advance(hours=1, minutes=1)
+    return tasks.fire_watchdog(gid, intended_date="occ-1")
+
+
+def test_webhook_dispatcher_posts_the_signed_resume_packet(agent, clock, receiver, settings):
+    url, received = receiver
+    settings.WAKELEDGER_DISPATCHERS = {"hook": {"type": "webhook", "url": url,
+                                                "secret": SECRET, "timeout": 5}}
+    body = agent.start(policy={"dispatch": "hook", "lease_seconds": 300}).json()
+    gid = body["goal"]["id"]
+    assert vanish_and_wake(agent, gid, lease_of(body), clock) == "recurring_acquired"
+    [(headers, raw)] = received
+    expected = "sha256=" + hmac.new(SECRET.encode(), raw, hashlib.sha256).hexdigest()
+    assert headers["X-Wakeledger-Signature"] == expected
+    assert headers["Idempotency-Key"] == f"internal:{gid}@occ-1"
+    payload = json.loads(raw)
+    assert payload["resume_packet"]["task_id"] == gid
+    assert payload["lease"]["generation"] == 2
+    # The dispatched lease works: the continuation checkpoints with it.
+    resumed = agent.post(f"goals/{gid}/checkpoints", {
+        "lease": {"token": payload["lease"]["token"], "generation": 2},
+        "current_step": "resumed", "progress_pct": 10})
+    assert resumed.status_code == 201
+    [dispatched] = Event.objects.filter(goal_id=gid, kind="continuation.dispatched")
+    assert dispatched.data == {"occurrence_id": f"internal:{gid}@occ-1", "dispatcher": "hook",
+                               "ok": True, "detail": "HTTP 202"}
+    assert payload["lease"]["token"] not in json.dumps(dispatched.data)
+
+
+def test_openclaw_preset(agent, clock, receiver, settings):
+    url, received = receiver
+    settings.WAKELEDGER_DISPATCHERS = {"claw": {"type": "webhook", "url": url,
+                                                "preset": "openclaw", "bearer": "gw-token"}}
+    body = agent.start(policy={"dispatch": "claw"}, session={"session_key": "main:shop"}).json()
+    vanish_and_wake(agent, body["goal"]["id"], lease_of(body), clock)
+    [(headers, raw)] = received
+    payload = json.loads(raw)
+    assert set(payload) == {"message", "sessionKey", "idempotencyKey"}
+    assert payload["sessionKey"] == "main:shop"
+    assert "Resume Wake Ledger goal" in payload["message"]
+    assert headers["Authorization"] == "Bearer gw-token"
+
+
+def test_command_dispatcher_runs_without_a_shell(agent, clock, settings, tmp_path):
+    out = tmp_path / "woke.json"
+    script = ("import json, os, sys; json.dump({'argv': sys.argv[1:], 'token': "
+              "os.environ['WAKELEDGER_LEASE_TOKEN'], 'generation': "
+              "os.environ['WAKELEDGER_LEASE_GENERATION']}, open(sys.argv[1], 'w'))")
+    settings.WAKELEDGER_RUNS_DIR = tmp_path / "runs"
+    settings.WAKELEDGER_DISPATCHERS = {"cmd": {"type": "command", "argv": [
+        sys.executable, "-c", script, str(out), "{session_key}", "{goal_id}"]}}
+    # A hostile session key stays one argv element: no shell ever sees it.
+    body = agent.start(policy={"dispatch": "cmd"},
+                       session={"session_key": "x; rm -rf / #"}).json()
+    gid = body["goal"]["id"]
+    assert vanish_and_wake(agent, gid, lease_of(body), clock) == "recurring_acquired"
+    deadline = time.monotonic() + 20
+    while not out.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.1)
+    result = json.loads(out.read_text())
+    assert result["argv"] == [str(out), "x; rm -rf / #", gid]
+    assert result["generation"] == "2" and result["token"].startswith("wll_")
+    assert list((tmp_path / "runs").glob(f"{gid}-*.log"))
+
+
+def test_an_unknown_dispatcher_is_refused_at_start(agent, clock):
+    refused = agent.start(policy={"dispatch": "pager"})
+    assert refused.status_code == 400
+    assert "policy.dispatch" in refused.json()["errors"]
