@@ -408,6 +408,15 @@ def test_command_dispatcher_runs_without_a_shell(agent, clock, settings, tmp_pat
     assert list((tmp_path / "runs").glob(f"{gid}-*.log"))
 
 
+def test_migrate_keeps_exactly_one_lease_sweeper_schedule(db):
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    call_command("migrate", verbosity=0)
+    [sweeper] = Schedule.objects.filter(name=watchdogs.SWEEPER_NAME)
+    assert sweeper.func == "scheduling.tasks.sweep_leases" and sweeper.minutes == 1
+
+
 def test_an_unknown_dispatcher_is_refused_at_start(agent, clock):
     refused = agent.start(policy={"dispatch": "pager"})
     assert refused.status_code == 400

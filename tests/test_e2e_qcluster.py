@@ -1,0 +1,211 @@
+"""End to end with real processes on PostgreSQL: a live HTTP server (the
+test's), a real `manage.py qcluster` subprocess on the same database, and a
+local webhook receiver. Nothing of ours is mocked; time is real, shortened
+through settings (a cadence "minute" of 1 s, a 1 s stale grace)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from django_q.models import Schedule, Task
+from django_q.tasks import async_task
+
+from api import tokens
+from ledger.models import Event, Goal
+from scheduling import watchdogs
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = "e2e-secret"
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+]
+
+
+@pytest.fixture(autouse=True)
+def postgres_only():
+    if connection.vendor != "postgresql":
+        pytest.skip("the real-process end-to-end tests run in the PostgreSQL half of the suite")
+
+
+class Receiver(BaseHTTPRequestHandler):
+    received: list = []
+
+    def do_POST(self):  # http.server's naming
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        Receiver.received.append((dict(self.headers), body))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def receiver():
+    Receiver.received = []
+    server = HTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/hook"
+    server.shutdown()
+
+
+@pytest.fixture
+def fast(settings, receiver, live_server):
+    """The same short timings in this process (the web side) and the cluster."""
+    dispatchers = {"hook": {"type": "webhook", "url": receiver, "secret": SECRET,
+                            "timeout": 5}}
+    settings.WAKELEDGER_CADENCE_UNIT_SECONDS = 1
+    settings.WAKELEDGER_STALE_GRACE_SECONDS = 1
+    settings.WAKELEDGER_DISPATCHERS = dispatchers
+    settings.SITE_URL = live_server.url
+    db = connection.settings_dict
+    return {
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "SECRET_KEY": settings.SECRET_KEY,
+        "SITE_URL": live_server.url,
+        "WAKELEDGER_CADENCE_UNIT_SECONDS": "1",
+        "WAKELEDGER_STALE_GRACE_SECONDS": "1",
+        "WAKELEDGER_DISPATCHERS": json.dumps(dispatchers),
+        "WAKELEDGER_Q_WORKERS": "2",
+    }
+
+
+@pytest.fixture
+def cluster(fast, tmp_path):
+    """Start `manage.py qcluster` with extra environment; stopped after the test."""
+    started = []
+
+    def start(**extra: str) -> subprocess.Popen:
+        log = open(tmp_path / f"qcluster-{len(started)}.log", "wb")  # noqa: SIM115
+        env = {**os.environ, **fast, "WAKELEDGER_VAR_DIR": str(tmp_path / "var"), **extra}
+        process = subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env,
+                                   stdout=log, stderr=subprocess.STDOUT)
+        started.append((process, log))
+        return process
+
+    yield start
+    for process, log in started:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+@pytest.fixture
+def agent_http(live_server, transactional_db):
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    user = get_user_model().objects.create(username="e2e-agent")
+    user.groups.add(Group.objects.get_or_create(name="agent")[0])
+    token = tokens.issue(user)
+
+    def call(method: str, path: str, body: dict | None = None) -> dict:
+        request = urllib.request.Request(  # noqa: S310  (the live server's http URL)
+            f"{live_server.url}/api/v1/{path}", method=method,
+            data=json.dumps(body or {}).encode() if method != "GET" else None,
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+            return json.loads(response.read())
+
+    return call
+
+
+def wait_for(condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.25)
+    pytest.fail(f"timed out after {timeout} s waiting for {what}")
+
+
+def test_a_vanished_agent_is_resumed_by_the_real_scheduler(agent_http, cluster, tmp_path):
+    started = agent_http("POST", "goals", {
+        "goal_key": "e2e-1", "workspace": "/srv/e2e", "objective": "Survive a crash",
+        "next_actions": ["step one", "step two"],
+        "policy": {"lease_seconds": 5, "cadence_minutes": 20, "dispatch": "hook"}})
+    gid = started["goal"]["id"]
+    lease = {"token": started["lease"]["token"], "generation": 1}
+    agent_http("POST", f"goals/{gid}/checkpoints", {
+        "lease": lease, "current_step": "step one done", "progress_pct": 30,
+        "next_actions": ["step two"]})
+    watchdog = agent_http("POST", f"goals/{gid}/watchdog", {"lease": lease})
+    assert watchdog["watchdog"]["status"] == "live"
+    assert Schedule.objects.filter(name=watchdogs.schedule_name(gid)).count() == 1
+    # The agent vanishes here. Its 5 s lease and 1 s grace run out first; the
+    # cluster (checking schedules at start-up, then every 30 s) sweeps the
+    # lease at once and fires the 20 s watchdog at its next look.
+    time.sleep(6.5)
+    cluster(WAKELEDGER_Q_GUARD_CYCLE="30")
+
+    wait_for(lambda: Goal.objects.get(pk=gid).status == "waiting", 30, "the sweeper")
+    headers, raw = wait_for(lambda: Receiver.received and Receiver.received[0], 75,
+                            "the webhook with the resume packet")
+    packet = json.loads(raw)
+    assert packet["resume_packet"]["next_actions"] == ["step two"]
+    assert packet["resume_packet"]["checkpoint"]["current_step"] == "step one done"
+    assert headers["X-Wakeledger-Signature"].startswith("sha256=")
+    resumed = {"token": packet["lease"]["token"], "generation": packet["lease"]["generation"]}
+    assert resumed["generation"] == 2
+
+    # The "agent" resumes with the dispatched lease, checkpoints and finishes.
+    agent_http("POST", f"goals/{gid}/checkpoints", {
+        "lease": resumed, "current_step": "step two done", "progress_pct": 100})
+    done = agent_http("POST", f"goals/{gid}/finish", {"lease": resumed, "status": "completed",
+                                                     "summary": "survived"})
+    assert done["completion_state"] == "completed"
+    assert not Schedule.objects.filter(name=watchdogs.schedule_name(gid)).exists()
+
+    history = list(Event.objects.filter(goal_id=gid).order_by("seq")
+                   .values_list("kind", "actor"))
+    kinds = [kind for kind, _ in history]
+    assert ("lease.expired", "scheduler") in history
+    assert kinds.index("lease.expired") < kinds.index("wake.claimed")
+    claimed = Event.objects.get(goal_id=gid, kind="wake.claimed")
+    assert claimed.data["outcome"] == "recurring_acquired"
+    assert claimed.data["reason"] == "timeout_recovery"
+    dispatched = Event.objects.get(goal_id=gid, kind="continuation.dispatched")
+    assert dispatched.data["ok"] is True
+    assert kinds[-2:] == ["receipt.recorded", "goal.completed"]
+
+
+def test_one_occurrence_fired_twice_is_claimed_once(agent_http, cluster):
+    started = agent_http("POST", "goals", {
+        "goal_key": "e2e-2", "workspace": "/srv/e2e-2", "objective": "Race the scheduler",
+        "policy": {"cadence_minutes": 1}})
+    gid = started["goal"]["id"]
+    lease = {"token": started["lease"]["token"], "generation": 1}
+    agent_http("POST", f"goals/{gid}/watchdog", {"lease": lease})
+    agent_http("POST", f"goals/{gid}/lease/release", {"lease": lease})
+    time.sleep(1.1)  # the 1 s interval is due
+    # The same occurrence, twice, as two clusters or a retry would deliver it;
+    # two workers take them at once.
+    for _ in range(2):
+        async_task("scheduling.tasks.fire_watchdog", gid, intended_date="2026-12-02T10:00:00",
+                   task_name=None)
+    cluster()
+    results = wait_for(
+        lambda: (lambda rows: rows if len(rows) == 2 else None)(
+            [task.result for task in Task.objects.filter(func="scheduling.tasks.fire_watchdog")]),
+        60, "both tasks")
+    assert sorted(results) == ["already_claimed", "recurring_acquired"]
+    goal = Goal.objects.get(pk=gid)
+    assert goal.state["lease"]["generation"] == 2
+    assert Event.objects.filter(goal_id=gid, kind="wake.claimed").count() == 1
+    assert Event.objects.filter(goal_id=gid, kind__startswith="lease.acquired").count() == 2
