@@ -166,7 +166,9 @@ def test_recurring_acquired_after_the_holder_vanished():
     state = vanished(prepared())
     assert state.status == "waiting" and state.lease_end == "expired"
     events = decide(state, wake(), at(hours=1))
-    assert [e.kind for e in events] == ["wake.claimed", "lease.acquired"]
+    assert [e.kind for e in events] == ["wake.claimed", "continuation.charged",
+                                        "lease.acquired"]
+    assert events[1].data == {"attempt": 1, "max": 3, "occurrence_id": "occ-1"}
     claim = events[0].data
     assert claim["outcome"] == "recurring_acquired"
     assert claim["reason"] == "timeout_recovery"
@@ -179,7 +181,8 @@ def test_recurring_acquired_after_the_holder_vanished():
 def test_a_stale_lease_is_taken_over_by_the_wake_itself():
     state = prepared()
     events = decide(state, wake(), at(hours=1))
-    assert [e.kind for e in events] == ["wake.claimed", "lease.taken_over"]
+    assert [e.kind for e in events] == ["wake.claimed", "continuation.charged",
+                                        "lease.taken_over"]
 
 
 def test_the_same_occurrence_twice_is_already_claimed_and_changes_nothing():
@@ -249,10 +252,14 @@ def test_no_wake_loops_past_max_wake_retries():
     for n in range(1, 3):
         state = apply(state, wake(f"occ-{n}", token=f"{n}" * 64), at(hours=n))
         assert state.retry_count == n
-        state = apply(state, ExpireLease(), at(hours=n, minutes=12))
+        # The continuation shows a sign of life but never checkpoints.
+        state = apply(state, _heartbeat(state), at(hours=n, minutes=1))
+        state = apply(state, ExpireLease(), at(hours=n, minutes=13))
+        assert state.status == "waiting"
     events = decide(state, wake("occ-3", token="9" * 64), at(hours=3))
     assert [e.kind for e in events] == ["wake.claimed", "goal.blocked", "receipt.recorded"]
     after = fold(events, state)
+    assert after.continuations_used == 2
     assert (after.status, after.reason) == ("blocked", "WAKE_RETRIES_EXHAUSTED")
     assert after.watchdog["status"] == "cancelled"
 

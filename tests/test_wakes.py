@@ -16,7 +16,7 @@ import pytest
 from django_q.models import Schedule
 
 from ledger.models import Event, Goal
-from scheduling import tasks, watchdogs
+from scheduling import claims, tasks, watchdogs
 
 pytestmark = pytest.mark.django_db
 
@@ -286,11 +286,33 @@ def test_no_wake_loop_past_max_wake_retries(agent, started, clock):
     outcomes = []
     for hour in range(1, 4):
         clock.advance(hours=1)
-        outcomes.append(tasks.fire_watchdog(gid, intended_date=f"h{hour}"))
+        result = claims.claim(gid, source="internal", occurrence_id=f"h{hour}",
+                              actor="scheduler")
+        outcomes.append(result.outcome)
+        if result.lease:  # the continuation heartbeats but never checkpoints
+            agent.post(f"goals/{gid}/lease/heartbeat", {"lease": {
+                "token": result.lease["token"], "generation": result.lease["generation"]}})
     assert outcomes == ["recurring_acquired", "recurring_acquired", "terminal_cleanup_required"]
     goal = Goal.objects.get(pk=gid)
     assert (goal.status, goal.reason) == ("blocked", "WAKE_RETRIES_EXHAUSTED")
     assert not Schedule.objects.filter(name=watchdogs.schedule_name(gid)).exists()
+
+
+def test_a_silent_continuation_is_interrupted_unknown_never_replayed(agent, started, clock):
+    gid, lease = started(cadence_minutes=60)
+    agent.post(f"goals/{gid}/watchdog", {"lease": lease})
+    clock.advance(hours=1)
+    assert tasks.fire_watchdog(gid, intended_date="h1") == "recurring_acquired"
+    # The dispatched continuation never heartbeats, checkpoints or reports.
+    clock.advance(minutes=6)
+    tasks.sweep_leases()
+    goal = Goal.objects.get(pk=gid)
+    assert (goal.status, goal.reason) == ("blocked", "INTERRUPTED_UNKNOWN")
+    clock.advance(hours=1)
+    # Blocked goals are never resumed; the still-firing watchdog is removed.
+    assert tasks.fire_watchdog(gid, intended_date="h2") == "terminal_cleanup_required"
+    assert not Schedule.objects.filter(name=watchdogs.schedule_name(gid)).exists()
+    assert Goal.objects.get(pk=gid).status == "blocked"
 
 
 def test_a_running_blocking_job_keeps_the_holder_and_the_goal(agent, started, clock):

@@ -12,7 +12,7 @@ from datetime import datetime
 from functools import reduce
 from typing import Any
 
-from ledger.domain import leases, wakes
+from ledger.domain import leases, runs, wakes
 from ledger.domain import policy as p
 from ledger.domain import validation as v
 from ledger.domain.commands import (
@@ -37,13 +37,19 @@ from ledger.domain.errors import (
     WorkspaceBound,
 )
 from ledger.domain.events import (
+    APPROVAL_REQUESTED,
+    APPROVAL_RESOLVED,
     CHECKPOINT_RECORDED,
+    CONTINUATION_CHARGED,
     CONTINUATION_DISPATCHED,
     GOAL_BLOCKED,
     GOAL_COMPLETED,
     GOAL_FAILED,
     GOAL_FINISH_REQUESTED,
+    GOAL_PAUSED,
+    GOAL_RECOVERED,
     GOAL_STARTED,
+    GOAL_STOPPED,
     JOB_TRACKED,
     JOB_UPDATED,
     LEASE_ACQUIRED,
@@ -52,6 +58,7 @@ from ledger.domain.events import (
     LEASE_RENEWED,
     LEASE_TAKEN_OVER,
     RECEIPT_RECORDED,
+    RUN_REPORTED,
     WAKE_CANCEL_REQUESTED,
     WAKE_CLAIMED,
     WAKE_SCHEDULED,
@@ -221,13 +228,19 @@ _DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
     wakes.ClaimWake: wakes.claim,
     wakes.ExpireLease: wakes.expire,
     wakes.RecordDispatch: wakes.dispatched,
+    runs.ReportRun: runs.report,
+    runs.RequestApproval: runs.request_approval,
+    runs.ResolveApproval: runs.resolve_approval,
+    runs.Stop: lambda state, cmd, now: [*runs.stop(state, cmd, now),
+                                        *wakes.cancel_on_stop(state, now)],
+    runs.Recover: runs.recover,
     wakes.TrackJob: wakes.track_job,
     wakes.UpdateJob: wakes.update_job,
 }
 
 # A terminal goal still answers a late wake and takes the cancellation
 # receipt of a leftover watchdog (TERMINAL_ALLOWED_KINDS); nothing else.
-_ALLOWED_WHEN_TERMINAL = (wakes.ClaimWake, wakes.RecordReceipt)
+_ALLOWED_WHEN_TERMINAL = (wakes.ClaimWake, wakes.RecordReceipt, runs.Recover)
 
 # --------------------------------------------------------------------------- evolve
 
@@ -278,6 +291,9 @@ def _checkpointed(state: GoalState, data: dict[str, Any], at: str) -> Changes:
         retry_count=0,
         checkpoints=state.checkpoints + 1,
         last_checkpoint_seq=state.version + 1,
+        # A sign of life for rule 6, and progress ends a rate-limit streak.
+        lease={**state.lease, "active": True} if state.lease else {},
+        rate_limits=0,
     )
 
 
@@ -285,7 +301,7 @@ def _ended(status: str) -> Evolver:
     def apply(state: GoalState, data: dict[str, Any], at: str) -> Changes:
         return {"status": status, "reason": data.get("reason", ""), "summary": data["summary"],
                 "lease": {}, "lease_end": "finished" if state.lease else state.lease_end,
-                "finish_requested": {}}
+                "finish_requested": {}, "paused_until": ""}
 
     return apply
 
@@ -321,6 +337,13 @@ _EVOLVERS: dict[str, Evolver] = {
     JOB_TRACKED: wakes.job_tracked,
     JOB_UPDATED: wakes.job_updated,
     CONTINUATION_DISPATCHED: _recorded_only,
+    RUN_REPORTED: runs.reported,
+    GOAL_PAUSED: runs.paused,
+    CONTINUATION_CHARGED: runs.charged,
+    APPROVAL_REQUESTED: runs.approval_requested,
+    APPROVAL_RESOLVED: runs.approval_resolved,
+    GOAL_STOPPED: runs.stopped,
+    GOAL_RECOVERED: runs.recovered,
     CHECKPOINT_RECORDED: _checkpointed,
     GOAL_COMPLETED: _ended(DONE),
     GOAL_FAILED: _ended(FAILED),

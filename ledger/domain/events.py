@@ -11,6 +11,13 @@ from typing import Any
 
 GOAL_STARTED = "goal.started"
 GOAL_FINISH_REQUESTED = "goal.finish_requested"
+GOAL_PAUSED = "goal.paused"
+GOAL_STOPPED = "goal.stopped"
+GOAL_RECOVERED = "goal.recovered"
+RUN_REPORTED = "run.reported"
+CONTINUATION_CHARGED = "continuation.charged"
+APPROVAL_REQUESTED = "approval.requested"
+APPROVAL_RESOLVED = "approval.resolved"
 WORKSPACE_BOUND = "workspace.bound"
 WORKSPACE_RELEASED = "workspace.released"
 LEASE_ACQUIRED = "lease.acquired"

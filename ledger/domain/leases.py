@@ -22,7 +22,7 @@ from ledger.domain.events import (
     Event,
     iso,
 )
-from ledger.domain.state import BLOCKED, RUNNING, WAITING, GoalState
+from ledger.domain.state import BLOCKED, PAUSED, RUNNING, WAITING, GoalState
 
 Changes = dict[str, Any]
 
@@ -45,6 +45,11 @@ def lease_refusal(state: GoalState, now: datetime) -> dict[str, Any] | None:
     if state.status == BLOCKED:
         return {"retry_after_seconds": None, "next_required_action": "operator_recover",
                 "why": f"the goal is blocked ({state.reason}); an operator must recover it"}
+    if state.status == PAUSED and state.paused_until and \
+            now < datetime.fromisoformat(state.paused_until):
+        wait = ceil((datetime.fromisoformat(state.paused_until) - now).total_seconds())
+        return {"retry_after_seconds": wait, "next_required_action": "wait_for_reset",
+                "why": f"rate limited: paused until {state.paused_until}"}
     stale_at = lease_stale_at(state)
     if stale_at is None:
         return None
@@ -78,8 +83,8 @@ def acquire(state: GoalState, cmd: AcquireLease, now: datetime) -> list[Event]:
     return acquire_events(state, cmd.holder, cmd.token_sha256, now)
 
 
-def acquire_events(state: GoalState, holder: str, token_sha256: str,
-                   now: datetime) -> list[Event]:
+def acquire_events(state: GoalState, holder: str, token_sha256: str, now: datetime,
+                   *, via: str = "agent") -> list[Event]:
     """A new lease for ``holder``: acquired, or taken over from a stale one.
     The caller has checked that the lease may be granted now."""
     holder = v.text(holder, "holder", limit=v.MAX_KEY, required=True)
@@ -94,6 +99,8 @@ def acquire_events(state: GoalState, holder: str, token_sha256: str,
         "token_sha256": digest,
         "lease_seconds": seconds,
         "expires_at": iso(now + timedelta(seconds=seconds)),
+        # "wake": granted to an automatic continuation (rule 6 watches it).
+        "via": via,
     }
     if not state.lease:
         return [Event(LEASE_ACQUIRED, data, now)]
@@ -147,6 +154,8 @@ def leased(state: GoalState, data: dict[str, Any], at: str) -> Changes:
             "acquired_at": at,
             "expires_at": data["expires_at"],
             "last_heartbeat_at": at,
+            "via": data.get("via", "agent"),
+            "active": False,
         },
         "lease_generation": data["generation"],
         "lease_end": "",
@@ -154,7 +163,8 @@ def leased(state: GoalState, data: dict[str, Any], at: str) -> Changes:
 
 
 def renewed(state: GoalState, data: dict[str, Any], at: str) -> Changes:
-    return {"lease": {**state.lease, "expires_at": data["expires_at"], "last_heartbeat_at": at}}
+    return {"lease": {**state.lease, "expires_at": data["expires_at"], "last_heartbeat_at": at,
+                      "active": True}}
 
 
 def unleased(how: str) -> Any:

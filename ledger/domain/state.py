@@ -31,6 +31,7 @@ REASONS = (
     "CONTINUATION_STOPPED",
     "PENDING_NATIVE_CLEANUP",
     "AGENT_BLOCKED",
+    "APPROVAL_REJECTED",
 )
 
 # The seed checkpoint contract, field for field (served at /goals/{id}/checkpoint).
@@ -94,6 +95,10 @@ class GoalState:
     last_wake: dict[str, Any] = field(default_factory=dict)
     jobs: list[dict[str, Any]] = field(default_factory=list)
     finish_requested: dict[str, Any] = field(default_factory=dict)
+    continuations_used: int = 0  # automatic continuations charged (rule 5)
+    rate_limits: int = 0  # consecutive rate limits: the backoff's exponent
+    pending_approvals: list[dict[str, Any]] = field(default_factory=list)
+    reset_wake: dict[str, Any] = field(default_factory=dict)  # the one-off wake at a reset
     summary: str = ""
     created_at: str = ""
     updated_at: str = ""

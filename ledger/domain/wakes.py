@@ -16,6 +16,7 @@ from ledger.domain import validation as v
 from ledger.domain.commands import LeaseProof
 from ledger.domain.errors import DomainError, InvalidCommand
 from ledger.domain.events import (
+    CONTINUATION_CHARGED,
     CONTINUATION_DISPATCHED,
     GOAL_BLOCKED,
     GOAL_COMPLETED,
@@ -313,21 +314,35 @@ def claim_outcome(state: GoalState, cmd: ClaimWake, now: datetime) -> dict[str, 
                     "retry_after_seconds": ceil((until - now).total_seconds())}
     next_due = state.watchdog.get("next_due_at")
     interval = state.watchdog.get("interval_seconds", 0)
-    if next_due:
+    pause_over = state.status == PAUSED and bool(state.paused_until)
+    if next_due and not pause_over:  # the one-off wake at a reset is due whenever it fires
         # Early by more than half an interval (at most a minute): not this one.
         tolerance = timedelta(seconds=min(60, interval / 2))
         due = datetime.fromisoformat(next_due)
         if now < due - tolerance:
             return {"outcome": "not_due", "notes": f"the next wake is due at {next_due}",
                     "retry_after_seconds": ceil((due - now).total_seconds())}
+    stale_at = lease_stale_at(state)
+    if (stale_at is not None and now >= stale_at and state.lease.get("via") == "wake"
+            and not state.lease.get("active") and not running_jobs(state)):
+        # Rule 6: a dispatched continuation went silent; it may have done
+        # something. Never replay it.
+        return {"outcome": "terminal_cleanup_required", "block": "INTERRUPTED_UNKNOWN",
+                "notes": "the last continuation's lease expired without a heartbeat, "
+                         "checkpoint or outcome: INTERRUPTED_UNKNOWN"}
     refusal = lease_refusal(state, now)
     if refusal is not None:
         return {"outcome": "worker_busy_noop", "notes": refusal["why"],
                 "retry_after_seconds": refusal["retry_after_seconds"]}
     if state.retry_count + 1 > state.policy.get("max_wake_retries", 5):
-        return {"outcome": "terminal_cleanup_required", "exhausted": True,
+        return {"outcome": "terminal_cleanup_required", "block": "WAKE_RETRIES_EXHAUSTED",
                 "notes": f"{state.retry_count} consecutive wakes without a new checkpoint: "
                          "WAKE_RETRIES_EXHAUSTED"}
+    budget = state.policy.get("max_continuations", 3)
+    if state.continuations_used >= budget:
+        return {"outcome": "terminal_cleanup_required", "block": "CONTINUATION_STOPPED",
+                "notes": f"the continuation budget is spent ({budget} of {budget}): "
+                         "CONTINUATION_STOPPED"}
     return {"outcome": "recurring_acquired", "notes": "resume from the latest checkpoint"}
 
 
@@ -372,13 +387,26 @@ def claim(state: GoalState, cmd: ClaimWake, now: datetime) -> list[Event]:
         data["retry_after_seconds"] = answer["retry_after_seconds"]
     events = [Event(WAKE_CLAIMED, data, now)]
     if outcome == "terminal_cleanup_required":
-        if answer.get("exhausted"):
+        if answer.get("block"):
+            if state.lease:
+                events.append(Event(LEASE_EXPIRED, {"generation": state.lease["generation"],
+                                                    "holder": state.lease["holder"],
+                                                    "expired_at": state.lease["expires_at"]},
+                                    now))
             events.append(Event(GOAL_BLOCKED, {"summary": answer["notes"], "generation": 0,
-                                               "reason": "WAKE_RETRIES_EXHAUSTED"}, now))
+                                               "reason": answer["block"]}, now))
         events += _cancel_events(state, now, why=answer["notes"])
     if outcome == "recurring_acquired":
+        # Rule 5: the continuation is charged in the transaction that grants
+        # its lease, before anything is dispatched: a crash after this commit
+        # never yields a free retry (rule 6 then stops the silent attempt).
+        events.append(Event(CONTINUATION_CHARGED, {
+            "attempt": state.continuations_used + 1,
+            "max": state.policy.get("max_continuations", 3),
+            "occurrence_id": occurrence}, now))
         # An internal wake's continuation works as the goal's own agent.
-        events += acquire_events(state, cmd.holder or state.agent, cmd.token_sha256, now)
+        events += acquire_events(state, cmd.holder or state.agent, cmd.token_sha256, now,
+                                 via="wake")
     return events
 
 
@@ -398,9 +426,21 @@ def expire(state: GoalState, cmd: ExpireLease, now: datetime) -> list[Event]:
     stale_at = lease_stale_at(state)
     if stale_at is None or now < stale_at or running_jobs(state):
         return []
-    return [Event(LEASE_EXPIRED, {"generation": state.lease["generation"],
-                                  "holder": state.lease["holder"],
-                                  "expired_at": state.lease["expires_at"]}, now)]
+    events = [Event(LEASE_EXPIRED, {"generation": state.lease["generation"],
+                                    "holder": state.lease["holder"],
+                                    "expired_at": state.lease["expires_at"]}, now)]
+    if state.lease.get("via") == "wake" and not state.lease.get("active"):
+        # Rule 6: uncertain attempts are terminal for automation.
+        events.append(Event(GOAL_BLOCKED, {
+            "summary": "the dispatched continuation's lease expired with no heartbeat, "
+                       "checkpoint or outcome", "generation": 0,
+            "reason": "INTERRUPTED_UNKNOWN"}, now))
+    return events
+
+
+def cancel_on_stop(state: GoalState, now: datetime) -> list[Event]:
+    """A stopped goal keeps no internal schedule; a host one is asked to go."""
+    return _cancel_events(state, now, why="stopped by an operator")
 
 
 # ---------------------------------------------------------------- jobs
@@ -443,6 +483,9 @@ def update_job(state: GoalState, cmd: UpdateJob, now: datetime) -> list[Event]:
 
 
 def scheduled(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+    if data.get("kind") == "reset":  # the one-off wake at a rate-limit reset
+        return {"reset_wake": {"due_at": data["due_at"],
+                               "schedule_name": data["schedule_name"]}}
     watchdog = {
         "backend": data["backend"],
         "interval_seconds": data["interval_seconds"],

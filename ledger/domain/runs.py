@@ -1,0 +1,272 @@
+"""Runs and failures, the continuation budget, approval gates and operators
+(rules 4, 5, 6, 8, 11).
+
+The provider's error text never reaches here: the shell classifies it
+(``scheduling.failures.classify``) and parses the reset instant
+(``parse_reset``), and hands over only those facts. The events keep the class
+and a sanitized hint (the reset instant or the Retry-After value).
+"""
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from ledger.domain import validation as v
+from ledger.domain.commands import LeaseProof
+from ledger.domain.errors import DomainError, InvalidCommand
+from ledger.domain.events import (
+    APPROVAL_REQUESTED,
+    APPROVAL_RESOLVED,
+    GOAL_BLOCKED,
+    GOAL_FAILED,
+    GOAL_PAUSED,
+    GOAL_RECOVERED,
+    GOAL_STOPPED,
+    LEASE_RELEASED,
+    RUN_REPORTED,
+    WAKE_SCHEDULED,
+    Event,
+    iso,
+)
+from ledger.domain.leases import fence
+from ledger.domain.state import BLOCKED, FAILED, PAUSED, WAITING, GoalState
+
+CLASSES = ("rate_limit", "auth", "owner_verification", "unclassified")
+RESET_MARGIN = timedelta(minutes=2)
+BACKOFF_FIRST = timedelta(minutes=30)
+BACKOFF_MAX = timedelta(hours=24)
+RECOVERABLE = frozenset({"SESSION_CHANGED", "SESSION_ACTIVITY", "UNCLASSIFIED",
+                         "RATE_LIMIT_STOPPED", "CONTINUATION_STOPPED", "AUTH_FAILED",
+                         "INTERRUPTED_UNKNOWN", "WAKE_RETRIES_EXHAUSTED"})
+SESSION_IDENTITY = ("session_id", "session_key", "model")
+
+
+@dataclass(frozen=True, slots=True)
+class ReportRun:
+    """How a run ended, already classified by the shell."""
+
+    proof: LeaseProof | None
+    outcome: str  # ok | error
+    error_class: str = ""  # one of CLASSES when outcome is error
+    reset_at: datetime | None = None  # the provider's reset instant, without margin
+    retry_after: str = ""  # the raw Retry-After header value (a sanitized hint)
+    session: dict[str, Any] = field(default_factory=dict)
+    reset_schedule_name: str = ""  # internal: the one-off wake's django-q2 schedule
+
+
+@dataclass(frozen=True, slots=True)
+class RequestApproval:
+    proof: LeaseProof | None
+    gate: str
+    summary: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolveApproval:
+    gate: str
+    decision: str  # approve | reject
+    operator: str
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    operator: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Recover:
+    operator: str
+    reason: str
+
+
+# ---------------------------------------------------------------- run reports
+
+
+def backoff(consecutive: int) -> timedelta:
+    """30 min, doubling per consecutive rate limit without a reset time, at most 24 h."""
+    return min(BACKOFF_FIRST * (2 ** max(0, consecutive)), BACKOFF_MAX)
+
+
+def report(state: GoalState, cmd: ReportRun, now: datetime) -> list[Event]:
+    fence(state, cmd.proof)
+    if cmd.outcome not in ("ok", "error"):
+        raise InvalidCommand("outcome must be ok or error", field="outcome")
+    if cmd.outcome == "error" and cmd.error_class not in CLASSES:
+        raise InvalidCommand(f"error_class must be one of {', '.join(CLASSES)}",
+                             field="error_class")
+    retry_after = v.text(cmd.retry_after, "retry_after", limit=64)
+    data: dict[str, Any] = {
+        "outcome": cmd.outcome,
+        "class": cmd.error_class if cmd.outcome == "error" else "",
+        "reset_at": iso(cmd.reset_at) if cmd.reset_at else "",
+        "retry_after": retry_after,
+    }
+    events = [Event(RUN_REPORTED, data, now)]
+    changed = _session_change(state, cmd.session)
+    if changed:
+        why = f"the run's {changed} differs from the goal's registered session"
+        return [*events, _block("SESSION_CHANGED", why, now)]
+    if cmd.outcome == "ok":
+        return events
+    generation = state.lease["generation"]
+    if cmd.error_class == "auth":
+        return [*events, Event(GOAL_FAILED, {"summary": "authentication failed",
+                                             "reason": "AUTH_FAILED",
+                                             "generation": generation}, now)]
+    if cmd.error_class == "owner_verification":
+        return [*events, Event(GOAL_FAILED, {"summary": "the owner must verify the account",
+                                             "reason": "OWNER_VERIFICATION",
+                                             "generation": generation}, now)]
+    if cmd.error_class == "unclassified":
+        why = "the run failed for a reason a human must look at"
+        return [*events, _block("UNCLASSIFIED", why, now)]
+    # Rule 5: once the budget is spent, the next rate limit stops the goal.
+    budget = state.policy.get("max_continuations", 3)
+    if state.continuations_used >= budget:
+        why = (f"rate limited with the continuation budget spent "
+               f"({state.continuations_used} of {budget})")
+        return [*events, _block("RATE_LIMIT_STOPPED", why, now)]
+    if cmd.reset_at is not None:
+        until = max(cmd.reset_at, now) + RESET_MARGIN
+        hint = "provider reset + 2 min"
+    else:
+        wait = backoff(state.rate_limits)
+        until = now + wait
+        hint = f"backoff {int(wait.total_seconds() // 60)} min"
+    events.append(Event(GOAL_PAUSED, {"until": iso(until), "basis": hint,
+                                      "generation": generation}, now))
+    events.append(Event(LEASE_RELEASED, {"generation": generation}, now))
+    if state.policy.get("scheduler") == "internal" and cmd.reset_schedule_name:
+        # Rule 9: a one-off wake at the reset, besides the one watchdog.
+        events.append(Event(WAKE_SCHEDULED, {"kind": "reset", "due_at": iso(until),
+                                             "schedule_name": cmd.reset_schedule_name}, now))
+    return events
+
+
+def _session_change(state: GoalState, given: dict[str, Any]) -> str:
+    for name in SESSION_IDENTITY:
+        registered, now_value = state.session.get(name), given.get(name)
+        if registered and now_value and registered != now_value:
+            return name.replace("_", " ")
+    return ""
+
+
+def _block(reason: str, summary: str, now: datetime) -> Event:
+    return Event(GOAL_BLOCKED, {"summary": summary, "reason": reason, "generation": 0}, now)
+
+
+# ---------------------------------------------------------------- budget (rule 5)
+
+
+def budget_left(state: GoalState) -> int:
+    return max(0, state.policy.get("max_continuations", 3) - state.continuations_used)
+
+
+# ---------------------------------------------------------------- approvals (rule 8)
+
+
+def request_approval(state: GoalState, cmd: RequestApproval, now: datetime) -> list[Event]:
+    lease = fence(state, cmd.proof)
+    gate = v.text(cmd.gate, "gate", limit=100, required=True)
+    if any(pending["gate"] == gate for pending in state.pending_approvals):
+        return []
+    return [Event(APPROVAL_REQUESTED, {"gate": gate, "generation": lease["generation"],
+                                       "summary": v.text(cmd.summary, "summary",
+                                                         limit=v.MAX_NOTE)}, now)]
+
+
+def resolve_approval(state: GoalState, cmd: ResolveApproval, now: datetime) -> list[Event]:
+    if cmd.decision not in ("approve", "reject"):
+        raise InvalidCommand("decision must be approve or reject", field="decision")
+    if not any(pending["gate"] == cmd.gate for pending in state.pending_approvals):
+        raise DomainError(f"no pending approval gate {cmd.gate!r}", code="not_found",
+                          field="gate")
+    operator = v.text(cmd.operator, "operator", limit=v.MAX_KEY, required=True)
+    data = {"gate": cmd.gate, "decision": cmd.decision, "operator": operator,
+            "note": v.text(cmd.note, "note", limit=v.MAX_NOTE)}
+    events = [Event(APPROVAL_RESOLVED, data, now)]
+    if cmd.decision == "reject":
+        # A rejection closes the goal.
+        events.append(Event(GOAL_FAILED, {"summary": f"gate {cmd.gate} rejected by {operator}",
+                                          "reason": "APPROVAL_REJECTED", "generation": 0}, now))
+    return events
+
+
+# ---------------------------------------------------------------- operators (rule 11)
+
+
+def stop(state: GoalState, cmd: Stop, now: datetime) -> list[Event]:
+    operator = v.text(cmd.operator, "operator", limit=v.MAX_KEY, required=True)
+    reason = v.text(cmd.reason, "reason", limit=v.MAX_NOTE, required=True)
+    return [Event(GOAL_STOPPED, {"operator": operator, "reason": reason, "summary": reason},
+                  now)]
+
+
+def recover(state: GoalState, cmd: Recover, now: datetime) -> list[Event]:
+    operator = v.text(cmd.operator, "operator", limit=v.MAX_KEY, required=True)
+    reason = v.text(cmd.reason, "reason", limit=v.MAX_NOTE, required=True)
+    recoverable = (state.status == BLOCKED or (state.status == FAILED
+                                               and state.reason == "AUTH_FAILED"))
+    if not recoverable or state.reason not in RECOVERABLE:
+        what = f"{state.status}/{state.reason}" if state.reason else state.status
+        raise DomainError(
+            f"a {what} goal cannot be recovered; recover takes "
+            f"{', '.join(sorted(RECOVERABLE))}"
+            + (" (an approval gate is resolved with approve/reject)"
+               if state.reason == "BLOCKED_APPROVAL" else ""),
+            code="not_recoverable")
+    return [Event(GOAL_RECOVERED, {"operator": operator, "reason": reason,
+                                   "from_status": state.status, "from_reason": state.reason},
+                  now)]
+
+
+# ---------------------------------------------------------------- evolve
+
+
+def reported(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+    changes: dict[str, Any] = {}
+    if state.lease:
+        changes["lease"] = {**state.lease, "active": True}  # a sign of life (rule 6)
+    if data["outcome"] == "ok":
+        changes["rate_limits"] = 0
+    return changes
+
+
+def paused(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+    return {"status": PAUSED, "reason": "", "paused_until": data["until"],
+            "rate_limits": state.rate_limits + 1}
+
+
+def charged(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+    return {"continuations_used": data["attempt"]}
+
+
+def approval_requested(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+    gate = {"gate": data["gate"], "summary": data["summary"], "requested_at": at}
+    return {"status": BLOCKED, "reason": "BLOCKED_APPROVAL", "lease": {},
+            "lease_end": "released" if state.lease else state.lease_end,
+            "pending_approvals": [*state.pending_approvals, gate]}
+
+
+def approval_resolved(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+    pending = [g for g in state.pending_approvals if g["gate"] != data["gate"]]
+    changes: dict[str, Any] = {"pending_approvals": pending}
+    if data["decision"] == "approve" and not pending:
+        changes.update(status=WAITING, reason="", retry_count=0)
+    return changes
+
+
+def stopped(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+    return {"status": "stopped", "reason": "", "summary": data["summary"], "lease": {},
+            "finish_requested": {}}
+
+
+def recovered(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+    # Rule 11: a recovered goal starts a new continuation budget.
+    return {"status": WAITING, "reason": "", "continuations_used": 0, "retry_count": 0,
+            "rate_limits": 0, "paused_until": "", "lease": {}}
+
+
+
