@@ -85,11 +85,22 @@ def projected_columns(state: GoalState) -> dict[str, Any]:
         "status": state.status,
         "reason": state.reason,
         "lease_expires_at": _parse(state.lease.get("expires_at", "")),
-        "next_wake_at": None,
-        "paused_until": None,
+        "next_wake_at": _next_wake(state),
+        "paused_until": _parse(state.paused_until),
         "created_at": _parse(state.created_at),
         "updated_at": _parse(state.updated_at),
     }
+
+
+def _next_wake(state: GoalState) -> datetime | None:
+    """When a wake is next expected: the reset wake, else the live watchdog's."""
+    if state.terminal:
+        return None
+    candidates = [state.reset_wake.get("due_at", "") if state.paused_until else ""]
+    if state.watchdog.get("status") in ("requested", "live"):
+        candidates.append(state.watchdog.get("next_due_at", ""))
+    moments = [_parse(c) for c in candidates if c]
+    return min(moments) if moments else None
 
 
 def _parse(value: str) -> datetime | None:

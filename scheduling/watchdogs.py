@@ -17,7 +17,7 @@ from django_q.models import Schedule
 
 from ledger import store
 from ledger.domain import Command
-from ledger.domain.events import RECEIPT_RECORDED
+from ledger.domain.events import RECEIPT_RECORDED, WAKE_SCHEDULED
 
 FIRE = "scheduling.tasks.fire_watchdog"
 SWEEP = "scheduling.tasks.sweep_leases"
@@ -41,8 +41,28 @@ def execute(goal_id: str | uuid.UUID, command: Command, *, actor: str,
     return outcome
 
 
+def reset_schedule_name(goal_id: str | uuid.UUID) -> str:
+    return f"wakeledger-reset-{goal_id}"
+
+
+_ENDINGS = frozenset({"goal.completed", "goal.failed", "goal.blocked", "goal.stopped"})
+
+
 def apply(goal_id: str, outcome: store.Outcome) -> None:
     for event in outcome.events:
+        if event.kind == WAKE_SCHEDULED and event.data.get("kind") == "reset":
+            # The one-off wake at a rate-limit reset (rule 9 allows it beside
+            # the watchdog). django-q2 deletes a ONCE schedule after it ran.
+            Schedule.objects.filter(name=event.data["schedule_name"]).delete()
+            Schedule.objects.create(
+                name=event.data["schedule_name"], func=FIRE, args=repr(goal_id),
+                schedule_type=Schedule.ONCE, repeats=-1,
+                next_run=datetime.fromisoformat(event.data["due_at"]),
+                intended_date_kwarg="intended_date")
+            continue
+        if event.kind in _ENDINGS:
+            Schedule.objects.filter(name=reset_schedule_name(goal_id)).delete()
+            continue
         if event.kind != RECEIPT_RECORDED or event.data.get("backend") != "internal":
             continue
         name = event.data["schedule_name"]
