@@ -186,6 +186,33 @@ class JobStatusSerializer(FencedSerializer):
     conclusion = text(limits.MAX_NOTE, required=False, allow_blank=True, default="")
 
 
+class RunSerializer(FencedSerializer):
+    outcome = serializers.ChoiceField(choices=["ok", "error"])
+    error_text = StrictCharField(required=False, allow_blank=True, default="",
+                                 max_length=64 * 1024, trim_whitespace=False,
+                                 help_text="The provider's message. Classified, then "
+                                           "discarded: it is stored nowhere.")
+    retry_after = text(128, required=False, allow_blank=True, default="",
+                       help_text="A Retry-After header value: seconds or an HTTP date.")
+    session = SessionSerializer(required=False)
+    timezone = text(64, required=False, allow_blank=True, default="",
+                    help_text="The agent's IANA zone, for resets printed without one.")
+
+
+class ApprovalSerializer(FencedSerializer):
+    gate = text(100)
+    summary = text(limits.MAX_NOTE, required=False, allow_blank=True, default="")
+
+
+class ResolveSerializer(StrictSerializer):
+    decision = serializers.ChoiceField(choices=["approve", "reject"])
+    note = text(limits.MAX_NOTE, required=False, allow_blank=True, default="")
+
+
+class OperatorActSerializer(StrictSerializer):
+    reason = text(limits.MAX_NOTE, help_text="Why: recorded with the operator's name.")
+
+
 class EmptySerializer(StrictSerializer):
     """No fields: the call takes none."""
 
@@ -364,6 +391,27 @@ class ClaimAnswerSerializer(serializers.Serializer):
 
 class JobAnswerSerializer(serializers.Serializer):
     job = serializers.DictField()
+
+
+class RunAnswerSerializer(serializers.Serializer):
+    classification = serializers.CharField(allow_blank=True)
+    reset_at = serializers.CharField(allow_null=True)
+    status = serializers.CharField()
+    reason = serializers.CharField(allow_blank=True)
+    paused_until = serializers.CharField(allow_null=True)
+    next_wake_at = serializers.CharField(allow_null=True)
+    continuations = serializers.DictField()
+
+
+class AlertSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    goal_key = serializers.CharField()
+    workspace = serializers.CharField()
+    agent = serializers.CharField()
+    status = serializers.CharField()
+    reason = serializers.CharField()
+    why = serializers.CharField()
+    since = serializers.CharField()
 
 
 class ProblemSerializer(serializers.Serializer):

@@ -29,4 +29,11 @@ urlpatterns = [
     path(f"{goal}/claim", views.ClaimView.as_view(), name="claim"),
     path(f"{goal}/jobs", views.JobsView.as_view(), name="jobs"),
     path(f"{goal}/jobs/<str:job_id>/status", views.JobStatusView.as_view(), name="job-status"),
+    path(f"{goal}/runs", views.RunsView.as_view(), name="runs"),
+    path(f"{goal}/approvals", views.ApprovalsView.as_view(), name="approvals"),
+    path(f"{goal}/approvals/<str:gate>/resolve", views.ResolveApprovalView.as_view(),
+         name="approval-resolve"),
+    path(f"{goal}/stop", views.StopView.as_view(), name="stop"),
+    path(f"{goal}/recover", views.RecoverView.as_view(), name="recover"),
+    path("alerts", views.AlertsView.as_view(), name="alerts"),
 ]

@@ -17,6 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from api import alerts
 from api import serializers as s
 from api.auth import HasRole
 from api.idempotency import idempotent, lease_token
@@ -38,6 +39,8 @@ from ledger.domain import (
     StartGoal,
     lease_refusal,
 )
+from ledger.domain.events import iso
+from ledger.domain.runs import Recover, ReportRun, RequestApproval, ResolveApproval, Stop
 from ledger.domain.smartwake import preflight, resume_packet
 from ledger.domain.validation import canonical_workspace
 from ledger.domain.wakes import (
@@ -49,9 +52,10 @@ from ledger.domain.wakes import (
     UpdateJob,
     completion_state,
     watchdog_health,
+    watchdog_live,
 )
 from ledger.models import Event, Goal
-from scheduling import claims, dispatch, watchdogs
+from scheduling import claims, dispatch, failures, watchdogs
 
 READERS = (AGENT, AUDITOR, OPERATOR)
 
@@ -571,6 +575,113 @@ class JobStatusView(LedgerView):
         command = UpdateJob(proof(data.get("lease")), job_id, data["status"], data["conclusion"])
         state = run(request, goal_id, command).state
         return Response({"job": next(j for j in state.jobs if j["job_id"] == job_id)})
+
+
+# ----------------------------------------------------------------------- failures
+
+
+class RunsView(LedgerView):
+    roles = {"POST": (AGENT,)}
+
+    @extend_schema(
+        summary="Report how a run ended (rate limits, auth failures, …)",
+        description="The error text is classified and its reset time parsed, then "
+                    "discarded. A rate limit pauses the goal until the reset + 2 min (no "
+                    "reset found: 30 min, doubling, at most 24 h) and schedules one wake.",
+        request=s.RunSerializer, parameters=[IDEMPOTENCY],
+        responses={200: s.RunAnswerSerializer, **FENCED_PROBLEMS},
+        examples=[OpenApiExample("rate limit", request_only=True, value={
+            "lease": LEASE_EXAMPLE, "outcome": "error",
+            "error_text": "Claude usage limit reached. Your limit will reset at 8am "
+                          "(Europe/Istanbul).", "timezone": "Europe/Istanbul"})])
+    @idempotent
+    def post(self, request: Request, goal_id: str) -> Response:
+        data = validated(s.RunSerializer, request.data)
+        state = load_goal(request, goal_id)
+        error_class, reset_at, retry_after = "", None, ""
+        if data["outcome"] == "error":
+            text = data["error_text"]
+            tz = data["timezone"] or state.session.get("timezone") or "UTC"
+            error_class = failures.classify(text)
+            if error_class == "rate_limit":
+                reset_at = failures.parse_reset(text, now=clock.now(), tz=tz,
+                                                retry_after=data["retry_after"] or None)
+            # Only a value that parses is kept as a hint; the rest is dropped.
+            retry_after = data["retry_after"] if failures.parse_reset(
+                "", now=clock.now(), retry_after=data["retry_after"] or None) else ""
+        command = ReportRun(proof(data.get("lease")), data["outcome"], error_class, reset_at,
+                            retry_after, dict(data.get("session", {})),
+                            watchdogs.reset_schedule_name(state.goal_id))
+        after = run(request, goal_id, command).state
+        return Response({
+            "classification": error_class,
+            "reset_at": iso(reset_at) if reset_at else None,
+            "status": after.status, "reason": after.reason,
+            "paused_until": after.paused_until or None,
+            "next_wake_at": after.reset_wake.get("due_at") if after.paused_until else
+            after.watchdog.get("next_due_at") if watchdog_live(after) else None,
+            "continuations": {"used": after.continuations_used,
+                              "max": after.policy.get("max_continuations", 3)},
+        })
+
+
+class ApprovalsView(LedgerView):
+    roles = {"POST": (AGENT,)}
+
+    @extend_schema(summary="Ask for an approval: the goal blocks until an operator decides",
+                   request=s.ApprovalSerializer, parameters=[IDEMPOTENCY],
+                   responses={200: s.GoalSerializer, **FENCED_PROBLEMS})
+    @idempotent
+    def post(self, request: Request, goal_id: str) -> Response:
+        data = validated(s.ApprovalSerializer, request.data)
+        command = RequestApproval(proof(data.get("lease")), data["gate"], data["summary"])
+        return Response(goal_body(run(request, goal_id, command).state))
+
+
+class ResolveApprovalView(LedgerView):
+    roles = {"POST": (OPERATOR,)}
+
+    @extend_schema(summary="Approve or reject a gate (operator)", request=s.ResolveSerializer,
+                   parameters=[IDEMPOTENCY],
+                   responses={200: s.GoalSerializer, **FENCED_PROBLEMS})
+    @idempotent
+    def post(self, request: Request, goal_id: str, gate: str) -> Response:
+        data = validated(s.ResolveSerializer, request.data)
+        command = ResolveApproval(gate, data["decision"], actor(request), data["note"])
+        return Response(goal_body(run(request, goal_id, command).state))
+
+
+class StopView(LedgerView):
+    roles = {"POST": (OPERATOR,)}
+
+    @extend_schema(summary="Stop a goal for good (operator)", request=s.OperatorActSerializer,
+                   parameters=[IDEMPOTENCY],
+                   responses={200: s.GoalSerializer, **FENCED_PROBLEMS})
+    @idempotent
+    def post(self, request: Request, goal_id: str) -> Response:
+        data = validated(s.OperatorActSerializer, request.data)
+        return Response(goal_body(run(request, goal_id, Stop(actor(request),
+                                                              data["reason"])).state))
+
+
+class RecoverView(LedgerView):
+    roles = {"POST": (OPERATOR,)}
+
+    @extend_schema(summary="Recover a blocked goal (operator); a new continuation budget",
+                   request=s.OperatorActSerializer, parameters=[IDEMPOTENCY],
+                   responses={200: s.GoalSerializer, **FENCED_PROBLEMS})
+    @idempotent
+    def post(self, request: Request, goal_id: str) -> Response:
+        data = validated(s.OperatorActSerializer, request.data)
+        return Response(goal_body(run(request, goal_id, Recover(actor(request),
+                                                                 data["reason"])).state))
+
+
+class AlertsView(LedgerView):
+    @extend_schema(summary="Goals that need a human, newest first",
+                   responses={200: s.AlertSerializer(many=True), **PROBLEMS})
+    def get(self, request: Request) -> Response:
+        return Response(alerts.alerts(visible_goals(request)))
 
 
 # ----------------------------------------------------------------------- misc

@@ -62,6 +62,15 @@ ENDPOINTS = {
     "POST jobs": ("POST", "goals/{gid}/jobs", fenced(kind="ci_run", ref="gh-run-1")),
     # No job job-1 on the goal: the owner reaches the domain's not_found.
     "POST job status": ("POST", "goals/{gid}/jobs/job-1/status", fenced(status="succeeded")),
+    "POST runs": ("POST", "goals/{gid}/runs", fenced(outcome="ok")),
+    "POST approvals": ("POST", "goals/{gid}/approvals", fenced(gate="deploy")),
+    # No pending gate "deploy": the operator reaches the domain's not_found.
+    "POST resolve": ("POST", "goals/{gid}/approvals/deploy/resolve",
+                     lambda lease: {"decision": "approve"}),
+    "POST stop": ("POST", "goals/{gid}/stop", lambda lease: {"reason": "wrong repo"}),
+    # A running goal is not recoverable: the operator reaches the domain's refusal.
+    "POST recover": ("POST", "goals/{gid}/recover", lambda lease: {"reason": "retry"}),
+    "GET alerts": ("GET", "alerts", None),
 }
 GOAL_SCOPED = [name for name, (_, path, _) in ENDPOINTS.items() if "{gid}" in path]
 
@@ -86,9 +95,16 @@ MATRIX = [
     ("POST claim",              200,   404,         403,     403),
     ("POST jobs",               201,   404,         403,     403),
     ("POST job status",         404,   404,         403,     403),
+    ("POST runs",               200,   404,         403,     403),
+    ("POST approvals",          200,   404,         403,     403),
+    ("POST resolve",            403,   403,         403,     404),
+    ("POST stop",               403,   403,         403,     200),
+    ("POST recover",            403,   403,         403,     409),
+    ("GET alerts",              200,   200,         200,     200),
 ]
 ROLES = ("agent", "other_agent", "auditor", "operator")
-CODES = {400: "validation_error", 401: "unauthenticated", 403: "forbidden", 404: "not_found"}
+CODES = {400: "validation_error", 401: "unauthenticated", 403: "forbidden", 404: "not_found",
+         409: "not_recoverable"}
 
 
 def test_the_matrix_names_every_api_v1_endpoint():
@@ -99,6 +115,7 @@ def test_the_matrix_names_every_api_v1_endpoint():
     assert [name for name, *_ in MATRIX] == list(ENDPOINTS)
     paths = {path for _, path, _ in ENDPOINTS.values()}
     assert {str(p.pattern).replace("<str:goal_id>", "{gid}").replace("<str:job_id>", "job-1")
+            .replace("<str:gate>", "deploy")
             for p in urls.urlpatterns if p.name not in documentation} == paths
 
 
@@ -151,7 +168,9 @@ def test_role_matrix(request, goal, endpoint, role, expected):
         assert snapshot() == before, "a refused call recorded something"
         return
     assert response.status_code == expected, response.content
-    if ENDPOINTS[endpoint][0] == "GET":
+    if endpoint == "GET alerts":
+        assert response.json() == []  # a running goal needs no human
+    elif ENDPOINTS[endpoint][0] == "GET":
         # Readers see the goal; another agent does not even see it listed.
         assert (gid in response.content.decode()) is (role != "other_agent")
         assert snapshot() == before
@@ -232,7 +251,11 @@ def test_another_agent_cannot_tell_a_foreign_goal_from_a_missing_one(goal, other
     for foreign, absent in zip(*answers, strict=True):
         assert foreign.status_code == absent.status_code
         assert foreign.content.decode().replace(gid, missing) == absent.content.decode()
-    assert answers[0][0].status_code == 404
+    # Operator endpoints refuse every agent by role, before looking for a goal.
+    assert answers[0][0].status_code == (403 if endpoint in OPERATOR_ONLY else 404)
+
+
+OPERATOR_ONLY = {"POST resolve", "POST stop", "POST recover"}
 
 
 @pytest.mark.parametrize(("role", "status"), [

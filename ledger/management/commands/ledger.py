@@ -4,6 +4,7 @@ Each action is a thin shell: it parses arguments, calls the store or the
 projection module, and prints. No rule lives here.
 """
 
+import getpass
 import secrets
 import uuid
 from argparse import ArgumentParser
@@ -16,15 +17,20 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 
-from api import tokens
+from api import alerts, tokens
 from api.models import ApiToken
 from api.roles import AGENT, ROLES, role_of
 from ledger import clock, projection
+from ledger.domain import DomainError
+from ledger.domain.runs import Recover, ResolveApproval, Stop
+from ledger.models import Goal
 from ledger.progress import Progress
+from scheduling import watchdogs
 
 
 class Command(BaseCommand):
-    help = "Wake Ledger operator commands: replay, verify, agent, bootstrap."
+    help = ("Wake Ledger operator commands: replay, verify, agent, prune, stop, recover, "
+            "approve, alerts, bootstrap.")
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -55,6 +61,21 @@ class Command(BaseCommand):
 
         actions.add_parser(
             "prune", help="Delete idempotency records older than their 48 h retention.")
+
+        for name, text in (("stop", "Stop a goal for good."),
+                           ("recover", "Recover a blocked goal (new continuation budget).")):
+            act = actions.add_parser(name, help=text)
+            act.add_argument("goal_id", metavar="GOAL_ID")
+            act.add_argument("--reason", required=True)
+            act.add_argument("--operator", default=getpass.getuser(),
+                             help="who acts (default: the OS user)")
+        approve = actions.add_parser("approve", help="Approve (or --reject) an approval gate.")
+        approve.add_argument("goal_id", metavar="GOAL_ID")
+        approve.add_argument("gate")
+        approve.add_argument("--reject", action="store_true")
+        approve.add_argument("--note", default="")
+        approve.add_argument("--operator", default=getpass.getuser())
+        actions.add_parser("alerts", help="Goals that need a human, newest first.")
 
         actions.add_parser(
             "bootstrap",
@@ -144,6 +165,36 @@ class Command(BaseCommand):
         from api.idempotency import prune
 
         self.stdout.write(f"deleted {prune()} idempotency record(s) older than 48 h")
+
+    # ------------------------------------------------------------------ operator acts
+
+    def handle_stop(self, goal_id: str, reason: str, operator: str, **_: Any) -> None:
+        self._act(goal_id, Stop(operator, reason), operator)
+
+    def handle_recover(self, goal_id: str, reason: str, operator: str, **_: Any) -> None:
+        self._act(goal_id, Recover(operator, reason), operator)
+
+    def handle_approve(self, goal_id: str, gate: str, reject: bool, note: str, operator: str,
+                       **_: Any) -> None:
+        decision = "reject" if reject else "approve"
+        self._act(goal_id, ResolveApproval(gate, decision, operator, note), operator)
+
+    def _act(self, goal_id: str, command: Any, operator: str) -> None:
+        [goal_id] = self._valid([goal_id])
+        try:
+            state = watchdogs.execute(goal_id, command, actor=operator).state
+        except DomainError as error:
+            raise CommandError(f"{error.code}: {error.detail}") from None
+        reason = f"/{state.reason}" if state.reason else ""
+        self.stdout.write(f"goal {goal_id}: {state.status}{reason}")
+
+    def handle_alerts(self, **_: Any) -> None:
+        rows = alerts.alerts(Goal.objects.all())
+        for row in rows:
+            self.stdout.write(f"{row['since'][:19]}  {row['id']}  {row['status']:8} "
+                              f"{row['reason'] or '-':24} {row['goal_key']} @ "
+                              f"{row['workspace']}: {row['why']}")
+        self.stdout.write(f"{len(rows)} goal(s) need a human")
 
     # ------------------------------------------------------------------ bootstrap
 

@@ -1,0 +1,580 @@
+"""Reading an agent's failure text: what kind of failure it is, and when a limit resets.
+
+``classify`` sorts a failure into a rate limit (wait, then resume), an authentication
+failure (a human must log in again), an owner/organization verification demand (a human
+must verify; neither waiting nor logging in helps) or ``unclassified``.
+
+``parse_reset`` finds the instant at which the provider says the limit resets. It reads
+what providers really print: Claude Code and claude.ai usage-limit notices, the Anthropic
+API, OpenAI's API and Codex CLI, Gemini's RESOURCE_EXHAUSTED bodies, rate-limit headers
+pasted into logs. tests/test_failures.py names the source of every message it checks.
+
+Pure functions: no Django, no clock, no network. The caller passes ``now``; both functions
+run in time linear in the text, so a many-kilobyte log is fine.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from datetime import UTC, date, datetime, time, timedelta, timezone, tzinfo
+from decimal import Decimal, InvalidOperation
+from email.utils import parsedate_to_datetime
+from functools import lru_cache
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+RATE_LIMIT = "rate_limit"
+AUTH = "auth"
+OWNER_VERIFICATION = "owner_verification"
+UNCLASSIFIED = "unclassified"
+CLASSES = (RATE_LIMIT, AUTH, OWNER_VERIFICATION, UNCLASSIFIED)
+
+# Long texts are scanned lowercased instead of with re.IGNORECASE, which makes Python's re
+# several times slower. ASCII only, so the copy has the same length and the same positions
+# as the original (str.lower() turns "İ" into two characters).
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+# ---------------------------------------------------------------------------------------
+# classify
+# ---------------------------------------------------------------------------------------
+
+# The most specific class: a 400/403 telling a human to verify the organization (OpenAI's
+# "Your organization must be verified to stream this model ... click on Verify
+# Organization"). Waiting does not lift it and logging in again does not either.
+_OWNER = re.compile(
+    r"organi[sz]ation\s+(?:must\s+be|is\s+not|has\s+not\s+been|needs\s+to\s+be)\s+verified"
+    r"|verify\s+(?:your\s+)?organi[sz]ation"
+    r"|(?:owner|account\s+owner)\s+(?:must|needs\s+to)\s+be\s+verified"
+    r"|identity\s+verification\s+(?:is\s+)?required"
+    r"|verify\s+your\s+identity",
+)
+
+# An HTTP status the text states as a status, not any number that happens to be 401:
+# "API Error: 401 {...}", "Error: 429 {", "Error code: 429 - {...}", "API Error (529 {",
+# "got status: 429 Too Many Requests", '"code": 429', "HTTP/1.1 429", "429 Rate limit
+# reached for gpt-4o", "401 Incorrect API key provided". A bare "Limit 10000, Used 401"
+# is no status. \W{0,6} lets escaped JSON through (\"code\\\": 429).
+_STATUS = re.compile(
+    r"(?:\berror|\bstatus(?:\s+code)?|\bcode|\bhttp(?:/[0-9](?:\.[0-9])?)?)\W{0,6}"
+    r"(401|429|529)\b"
+    r"|\b(401|429|529)\s+(?:\{|too\s+many\s+requests|unauthori[sz]ed|overloaded|rate\s+limit"
+    r"|resource|incorrect\s+api\s+key|invalid)",
+)
+
+# Rate limits, quotas, usage windows and capacity. Not a bare "limit reached": Claude
+# Code's "Context limit reached · /compact" is about the context window, not a quota.
+_RATE = re.compile(
+    r"rate[\s_-]?limit|too\s+many\s+requests|quota|usage[\s_-]+limit|usage\s+window"
+    r"|(?:weekly|daily|monthly|hourly|session|opus|sonnet|5[\s-]?hour|five[\s-]hour)\s+limit"
+    r"|hit\s+your\s+(?:(?:usage|session|weekly|daily|monthly|opus|sonnet|5-hour|rate)\s+)?limit"
+    r"|overloaded|resource[\s_]+(?:has\s+been\s+)?exhausted|exhausted\s+your\s+capacity"
+    r"|(?:over|at|out\s+of|insufficient|no)\s+capacity|capacity\s+constraints?"
+    r"|throttl|(?:tokens|requests)\s+per\s+(?:min|minute|day)\b",
+)
+
+# Expired, revoked or invalid credentials, and "log in again" prompts. "api key" alone is
+# no signal: OpenAI's rate-limit bodies name the organization and key they counted.
+_AUTH = re.compile(
+    r"oauth\s+(?:access\s+)?token\s+(?:has\s+)?(?:expired|been\s+revoked|revoked)"
+    r"|token\s+(?:has\s+)?expired|(?:access|refresh)\s+token\s+(?:is\s+)?(?:invalid|expired)"
+    r"|authentication[_\s]error|authentication\s+failed|failed\s+to\s+authenticate"
+    r"|invalid\s+(?:x-api-key|api[\s_-]?key|authentication|bearer|credentials|token)"
+    r"|incorrect\s+api\s+key|api\s+key\s+not\s+(?:valid|found)|api_key_invalid|invalid_api_key"
+    r"|missing\s+api\s+key|no\s+api\s+key|run\s+/login|logged\s+out|not\s+logged\s+in"
+    r"|please\s+log\s*in|login\s+required|unauthori[sz]ed|unauthenticated"
+    r"|could\s+not\s+resolve\s+authentication",
+)
+
+
+def _last_start(pattern: re.Pattern[str], text: str) -> int | None:
+    last = None
+    for match in pattern.finditer(text):
+        last = match.start()
+    return last
+
+
+def classify(text: str) -> str:
+    """Sort a failure text into ``rate_limit``, ``auth``, ``owner_verification`` or
+    ``unclassified`` (case-insensitive; never raises).
+
+    Deciding when the words disagree:
+
+    1. Owner/organization verification wins outright: it is the most specific message,
+       and no rate-limit or auth body asks a human to verify the organization.
+    2. Otherwise an HTTP status the text states as a status decides: 401 is ``auth``,
+       429 and 529 (Anthropic's overloaded) are ``rate_limit``, whatever words the body
+       adds (a 429 whose message names the "API key" it counted is still a rate limit). A
+       log with several statuses is decided by the last one: the newest failure is live.
+    3. Otherwise the words decide; when both kinds appear, the later mention wins, again
+       because a log is read oldest first.
+    """
+    try:
+        if not isinstance(text, str) or not text:
+            return UNCLASSIFIED
+        text = text.translate(_ASCII_LOWER)  # the patterns are lowercase
+        if _OWNER.search(text):
+            return OWNER_VERIFICATION
+        status = None
+        for match in _STATUS.finditer(text):
+            status = match.group(1) or match.group(2)
+        if status == "401":
+            return AUTH
+        if status in ("429", "529"):
+            return RATE_LIMIT
+        rate, auth = _last_start(_RATE, text), _last_start(_AUTH, text)
+        if rate is None and auth is None:
+            return UNCLASSIFIED
+        if auth is None:
+            return RATE_LIMIT
+        if rate is None:
+            return AUTH
+        return RATE_LIMIT if rate > auth else AUTH
+    except Exception:  # a classifier of failures must not fail itself
+        return UNCLASSIFIED
+
+
+# ---------------------------------------------------------------------------------------
+# parse_reset
+# ---------------------------------------------------------------------------------------
+
+# Three tiers of evidence; the first tier with any candidate decides, and within a tier
+# the latest instant wins (waking late costs minutes, waking early re-hits the limit).
+_ABSOLUTE = 0  # an instant this failure names: "resets 3pm (Europe/Paris)", "|1760000400",
+#                "resets_at": 1777936568, "try again at Oct 19th, 2025 8:39 AM", ISO dates
+_RELATIVE = 1  # a delay this failure names: "try again in 9.8s", "retryDelay": "37s",
+#                "retry-after: 30". It counts from when the text was printed, which only
+#                `now` approximates, so an exact instant beats it.
+_WINDOW = 2  # rate-limit window headers sent with every response, exhausted or not:
+#              x-ratelimit-reset-tokens, anthropic-ratelimit-*-reset, X-RateLimit-Reset,
+#              x-codex-*-reset-at. Codex prints its weekly window's reset beside the 5-hour
+#              one it actually hit, so these count only when nothing better is there.
+
+# A relative delay longer than this is no reset time but a misread number (GitHub's epoch
+# X-RateLimit-Reset printed as "Retry after 1792152901 seconds"); it is ignored.
+_MAX_DELAY_MICROSECONDS = 366 * 86_400_000_000
+
+_MONTH_NUMBERS = {
+    name: number
+    for number, name in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"),
+        start=1,
+    )
+}
+_MONTH = (
+    r"(?P<mon>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b\.?"
+)
+_WEEKDAY = r"(?:(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?,?\s+)?"
+# A clock time needs minutes or am/pm: "3pm", "8:39 AM", "10:59am", "12:55", "07:28:00",
+# "10:15:00.123". A bare "5" (as in "resets 5 hours") is no time.
+_AMPM = r"[ap]\.?\s?m\b\.?"
+_TIME = (
+    r"(?P<hour>[0-9]{1,2})"
+    r"(?:(?::(?P<minute>[0-9]{2})(?::(?P<second>[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?)?"
+    rf"(?:\s*(?P<ampm>{_AMPM}))?)"
+    rf"|\s*(?P<ampm2>{_AMPM}))"
+)
+# What may follow a time or date: "(America/New_York)", "(Etc/GMT+5)", "GMT+3", "UTC+03:00",
+# "+03:00", "Z", "UTC", "GMT". Anything else (IST, CET, ...) is left alone: abbreviations
+# are ambiguous, so the agent's own zone is used instead.
+_ZONE = (
+    r"(?:\s*(?:\((?P<pzone>[^()\n]{1,40})\)"
+    r"|(?P<off>(?:utc|gmt)\s*[+\-\u2212]\s*[0-9]{1,2}(?::?[0-9]{2})?\b|[+\-\u2212][0-9]{2}:?[0-9]{2}\b)"
+    r"|(?P<utc>z\b|utc\b|gmt\b)))?"
+)
+_DATE_TIME_GLUE = r"(?:t|\s+at\s+|,\s*|\s+)"
+
+_ISO = re.compile(
+    rf"(?P<y>[0-9]{{4}})-(?P<mo>[0-9]{{2}})-(?P<d>[0-9]{{2}})(?:{_DATE_TIME_GLUE}{_TIME})?{_ZONE}",
+    re.IGNORECASE,
+)
+# HTTP-date and other day-first dates: "Wed, 21 Oct 2026 07:28:00 GMT".
+_DAY_FIRST = re.compile(
+    rf"{_WEEKDAY}(?P<d>[0-9]{{1,2}})[\s-]+{_MONTH}[\s-]+(?P<y>[0-9]{{4}})"
+    rf"(?:\s+{_TIME})?{_ZONE}",
+    re.IGNORECASE,
+)
+# Month first: "Oct 19th, 2025 8:39 AM", "Aug 20, 2026, 7:38 AM", "Jan 12, 10:59am
+# (America/New_York)", "Sep 15 at 7pm", "Oct 19 at 8:39 AM GMT+3", "Aug 15".
+_MONTH_FIRST = re.compile(
+    rf"{_WEEKDAY}{_MONTH}\s*(?P<d>[0-9]{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(?P<y>[0-9]{{4}})\b)?"
+    rf"(?:(?:,\s*|\s+at\s+|\s+){_TIME})?{_ZONE}",
+    re.IGNORECASE,
+)
+_TIME_ONLY = re.compile(rf"{_TIME}{_ZONE}", re.IGNORECASE)
+_EPOCH = re.compile(r"([0-9]{13}|[0-9]{10})(?![0-9.])")
+# A bare number is the whole value: "30", "1.5" (not the 2026 of "2026-12-02T10:15:00Z").
+_NUMBER = re.compile(r"([0-9]{1,12}(?:\.[0-9]{1,9})?)(?=$|[\s,;\"'\\}\])])")
+
+# Durations: "9.816s", "644ms", "1m30s", "6m0s", "12h34m16s", "2h 30m", "4 hours",
+# "4 days 3 hours 12 minutes" (Codex may wrap it over lines), "an hour".
+_UNIT_MICROSECONDS = {
+    "ms": 1_000,
+    "s": 1_000_000,
+    "m": 60_000_000,
+    "h": 3_600_000_000,
+    "d": 86_400_000_000,
+    "w": 604_800_000_000,
+}
+_DURATION_PART = re.compile(
+    r"(?P<n>[0-9]{1,12}(?:\.[0-9]{1,9})?|an?|one)\s*"
+    r"(?P<u>milliseconds?|msecs?|ms|seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h"
+    r"|days?|d|weeks?|w)(?![a-z])",
+    re.IGNORECASE,
+)
+_DURATION_GLUE = re.compile(r"[\s,]*(?:and\s+)?")
+
+_CONNECTOR = re.compile(r"[\s:]*(?:(?P<conn>at|on|after|in|within|by|for)\b[\s:]*)?", re.I)
+
+# Where a reset is announced. Scanned once, left to right, over an ASCII-lowercased copy
+# (Python's re is several times slower with IGNORECASE on long texts); what follows each
+# hit (a bounded window of the original text) is parsed on its own, so the whole scan stays
+# linear in the text.
+_TRIGGER = re.compile(
+    # Claude Code's raw form: "Claude AI usage limit reached|1760000400" (epoch seconds).
+    r"(?P<pipe>limit\s+reached\s*\|\s*)"
+    # Header lines and JSON fields, quoted or not, escaped or not.
+    r"|(?P<key>retry[-_]after[-_]ms|retry[-_]after(?:[-_]seconds)?|retrydelay"
+    r"|resets?_?in_?seconds|resets?_?at|x-ratelimit-reset(?:-[a-z_]+)?"
+    r"|anthropic-ratelimit-[a-z0-9-]*?reset|x-codex-[a-z0-9-]*?reset-(?:at|after-seconds)"
+    r"|ratelimit-reset)"
+    r"\\{0,3}[\"']?\s*[:=]\s*"
+    # Prose. Not "retrying in 4 seconds": that is a client's own backoff, not the provider's.
+    r"|(?P<verb>resets?|try\s+again|retry|available(?:\s+again)?|regain\s+access|until|wait)"
+    r"(?![\w-])"
+)
+_WINDOW_CHARS = 96
+
+
+@lru_cache(maxsize=1)
+def _zone_names_by_lower() -> dict[str, str]:
+    return {name.lower(): name for name in available_timezones()}
+
+
+_ZONE_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_+\-]*(?:/[A-Za-z0-9_+\-]+)*")
+_OFFSET = re.compile(
+    r"(?:utc|gmt)?\s*(?P<sign>[+\-\u2212])\s*(?P<h>[0-9]{1,2})(?::?(?P<m>[0-9]{2}))?",
+    re.IGNORECASE,
+)
+
+
+def _offset_zone(spec: str) -> tzinfo | None:
+    """Offsets as written ("GMT+3", "UTC+3", "+03:00", "-0500"): east of Greenwich is plus.
+
+    The trap: the IANA names Etc/GMT+3 mean the opposite (UTC-3, POSIX's sign). Those go
+    to zoneinfo, which knows; only offsets written as offsets come here.
+    """
+    match = _OFFSET.fullmatch(spec.strip())
+    if not match:
+        return None
+    hours, minutes = int(match["h"]), int(match["m"] or 0)
+    if hours > 14 or minutes > 59:
+        return None
+    delta = timedelta(hours=hours, minutes=minutes)
+    return timezone(-delta if match["sign"] in "-\u2212" else delta)
+
+
+@lru_cache(maxsize=256)
+def _named_zone(name: str) -> tzinfo | None:
+    """A zone from a name in the text or the agent's ``tz``; None when it is no zone.
+
+    Never raises: an unknown, malformed or path-like name is simply not a zone.
+    """
+    name = name.strip()
+    if not name or len(name) > 64:
+        return None
+    if name.upper() in ("UTC", "GMT", "Z"):
+        return UTC
+    if re.match(r"(?:utc|gmt)\s*[+\-\u2212]|[+\-\u2212][0-9]", name, re.IGNORECASE):
+        return _offset_zone(name)
+    if not _ZONE_KEY.fullmatch(name):
+        return None
+    for key in (name, _zone_names_by_lower().get(name.lower())):
+        if key is None:
+            continue
+        try:
+            return ZoneInfo(key)
+        except (ZoneInfoNotFoundError, ValueError, OSError):
+            continue
+    return None
+
+
+def _zone_of(match: re.Match[str], default: tzinfo) -> tzinfo:
+    if match["off"]:
+        return _offset_zone(match["off"]) or default
+    if match["utc"]:
+        return UTC
+    if match["pzone"]:
+        return _named_zone(match["pzone"]) or default
+    return default
+
+
+def _clock(match: re.Match[str]) -> time | None:
+    """The time of day a match names, midnight when it names none; None when invalid.
+
+    12-hour clocks: "12am" is midnight and "12pm" noon; "0am" and "13pm" are no times.
+    """
+    if match["hour"] is None:
+        return time(0, 0)
+    hour, minute, second = int(match["hour"]), int(match["minute"] or 0), int(match["second"] or 0)
+    marker = (match["ampm"] or match["ampm2"] or "").lower()
+    if marker:
+        if not 1 <= hour <= 12:
+            return None
+        hour = hour % 12 + (12 if marker.startswith("p") else 0)
+    elif hour > 23:
+        return None
+    if minute > 59 or second > 59:
+        return None
+    microsecond = int((match["frac"] or "").ljust(6, "0")[:6])
+    return time(hour, minute, second, microsecond)
+
+
+def _in_zone(day: date, clock: time, zone: tzinfo) -> datetime:
+    # fold=0: an ambiguous wall time (the repeated hour of a DST fall-back) is read as the
+    # first one; a wall time inside a spring-forward gap comes out shifted by the gap.
+    return datetime.combine(day, clock, tzinfo=zone).astimezone(UTC)
+
+
+def _next_date(month: int, day: int, today: date) -> date | None:
+    """The next such month-day on or after ``today`` (rolls into next year when past;
+    "Feb 29" finds the next leap year)."""
+    for year in range(today.year, today.year + 9):
+        try:
+            candidate = date(year, month, day)
+        except ValueError:
+            continue
+        if candidate >= today:
+            return candidate
+    return None
+
+
+def _when(window: str, now: datetime, default_zone: tzinfo) -> datetime | None:
+    """The instant a date/time expression at the start of ``window`` names."""
+    if match := _ISO.match(window):
+        clock = _clock(match)
+        if clock is None:
+            return None
+        day = date(int(match["y"]), int(match["mo"]), int(match["d"]))
+        return _in_zone(day, clock, _zone_of(match, default_zone))
+    match = _DAY_FIRST.match(window) or _MONTH_FIRST.match(window)
+    if match:
+        clock = _clock(match)
+        if clock is None:
+            return None
+        zone = _zone_of(match, default_zone)
+        month = _MONTH_NUMBERS[match["mon"][:3].lower()]
+        if match["y"]:
+            day = date(int(match["y"]), month, int(match["d"]))
+        else:
+            # No year: the next such date in the zone that names it, today included (a
+            # time earlier today is the past, not next year).
+            found = _next_date(month, int(match["d"]), now.astimezone(zone).date())
+            if found is None:
+                return None
+            day = found
+        return _in_zone(day, clock, zone)
+    if match := _TIME_ONLY.match(window):
+        clock = _clock(match)
+        if clock is None:
+            return None
+        # No date: the next such wall time at or after `now` in the zone that names it
+        # (the parenthesised zone, else the agent's). Never "today" when that is past:
+        # "resets 2:30am" read at 11pm is tomorrow's 2:30am.
+        zone = _zone_of(match, default_zone)
+        today = now.astimezone(zone).date()
+        candidate = _in_zone(today, clock, zone)
+        if candidate < now:
+            candidate = _in_zone(today + timedelta(days=1), clock, zone)
+        return candidate
+    return None
+
+
+def _duration(window: str) -> timedelta | None:
+    """A delay at the start of ``window``; None when there is none or it is implausible."""
+    total = Decimal(0)
+    position, parts = 0, 0
+    while parts < 8:
+        match = _DURATION_PART.match(window, position)
+        if not match:
+            break
+        number = match["n"].lower()
+        amount = Decimal(1) if number in ("a", "an", "one") else Decimal(number)
+        unit = match["u"].lower()
+        if unit.startswith(("ms", "msec", "milli")):
+            key = "ms"
+        elif unit.startswith("mi") or unit == "m":
+            key = "m"
+        else:
+            key = unit[0]
+        total += amount * _UNIT_MICROSECONDS[key]
+        parts += 1
+        position = _DURATION_GLUE.match(window, match.end()).end()
+    if not parts or total > _MAX_DELAY_MICROSECONDS:
+        return None
+    return timedelta(microseconds=math.ceil(total))  # "58.934310785s": never a hair early
+
+
+def _seconds(raw: str, scale: int = 1_000_000) -> timedelta | None:
+    match = _NUMBER.match(raw)
+    if not match:
+        return None
+    try:
+        total = Decimal(match[1]) * scale
+    except InvalidOperation:
+        return None
+    if total > _MAX_DELAY_MICROSECONDS:
+        return None
+    return timedelta(microseconds=math.ceil(total))
+
+
+def _epoch(raw: str) -> datetime | None:
+    """Epoch seconds (10 digits) or milliseconds (13 digits)."""
+    match = _EPOCH.match(raw)
+    if not match:
+        return None
+    value = int(match[1])
+    return datetime.fromtimestamp(value / 1000 if len(match[1]) == 13 else value, UTC)
+
+
+def _http_date(raw: str) -> datetime | None:
+    try:
+        parsed = parsedate_to_datetime(raw.strip())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if parsed is None:
+        return None
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC)
+
+
+def _header_value(key: str, raw: str, now: datetime, zone: tzinfo) -> tuple[int, datetime] | None:
+    """The reset a header line or JSON field names; ``raw`` is what follows its colon."""
+    value = re.split(r"\\n|\n|\r", raw, maxsplit=1)[0].strip().lstrip("\\\"'").strip()
+    name = key.replace("_", "").replace("-", "")
+    if name == "retryafterms":  # retry-after-ms: 1500
+        delta = _seconds(value, 1_000)
+        return (_RELATIVE, now + delta) if delta is not None else None
+    if name.startswith("retry") or name in ("resetsinseconds", "resetinseconds"):
+        # retry-after: 30 | retry-after: Wed, 21 Oct 2026 07:28:00 GMT | "retryDelay": "37s"
+        # | "resets_in_seconds": 602705 | "retry_after": 1.5
+        if (delta := _duration(value)) is not None or (delta := _seconds(value)) is not None:
+            return _RELATIVE, now + delta
+        instant = _http_date(value) or _when(value, now, zone)
+        return (_ABSOLUTE, instant) if instant is not None else None
+    if name in ("resetsat", "resetat"):  # "resets_at": 1777936568 (Codex), "resetsAt": ms
+        instant = _epoch(value) or _when(value, now, zone)
+        return (_ABSOLUTE, instant) if instant is not None else None
+    # A window header. Its value is whatever that provider uses: epoch seconds (GitHub,
+    # x-codex-*-reset-at, anthropic-ratelimit-unified-reset), a Go duration (OpenAI's
+    # "6m0s"), delta seconds (the IETF draft's RateLimit-Reset), RFC 3339 (Anthropic).
+    if (instant := _epoch(value) or _when(value, now, zone) or _http_date(value)) is not None:
+        return _WINDOW, instant
+    if (delta := _duration(value)) is not None or (delta := _seconds(value)) is not None:
+        return _WINDOW, now + delta
+    return None
+
+
+def _prose(verb: str, raw: str, now: datetime, zone: tzinfo) -> tuple[int, datetime] | None:
+    """The reset a sentence names after its verb: "resets 3pm (America/New_York)", "try
+    again in 4 days 3 hours", "retry after 2026-12-03 00:00 UTC", "regain access on ..."."""
+    connector = _CONNECTOR.match(raw)
+    word = (connector["conn"] or "").lower()
+    rest = raw[connector.end() :]
+    if verb == "wait" or word in ("in", "within", "for"):
+        delta = _duration(rest)
+        return (_RELATIVE, now + delta) if delta is not None else None
+    if word == "after" and (delta := _duration(rest)) is not None:
+        return _RELATIVE, now + delta
+    instant = _when(rest, now, zone)
+    return (_ABSOLUTE, instant) if instant is not None else None
+
+
+def _retry_after_header(value: object, now: datetime) -> datetime | None:
+    """An HTTP Retry-After value: delta-seconds ("120", tolerated "1.5") or an HTTP-date
+    ("Wed, 21 Oct 2026 07:28:00 GMT"). None when it is neither (or negative, or absurd)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return None
+    text = str(value).strip()
+    if re.fullmatch(r"[0-9]{1,12}(?:\.[0-9]{1,9})?", text):
+        delta = _seconds(text)
+        return now + delta if delta is not None else None
+    return _http_date(text) or (_when(text, now, UTC) if _ISO.fullmatch(text) else None)
+
+
+def parse_reset(
+    text: str, *, now: datetime, tz: str = "UTC", retry_after: str | None = None
+) -> datetime | None:
+    """The instant (aware, UTC) at which the provider says the limit resets, with no safety
+    margin added; None when the text names none. Never raises.
+
+    Precedence:
+
+    * A valid ``retry_after`` (the HTTP header: delta-seconds, fractions tolerated, or an
+      HTTP-date) wins over the text. An invalid one is ignored, not fatal.
+    * Then an instant the failure names (a date, a wall time, an epoch, an ISO timestamp),
+      then a delay it names ("try again in 9.8s", "retryDelay": "37s", "retry-after: 30"),
+      then window headers printed with every response (x-ratelimit-reset-*,
+      anthropic-ratelimit-*-reset, X-RateLimit-Reset, x-codex-*-reset-at). Within the
+      first kind present, the latest instant wins: waking early only re-hits the limit.
+    * Delays count from ``now``: the text does not say when it was printed.
+
+    Reading times:
+
+    * A time without a date is the next such wall time at or after ``now``, in the zone
+      the text names in parentheses ("resets 3pm (America/New_York)"), else in ``tz``.
+    * A month-day without a year is the next such date (today included; a date already
+      past this year rolls into next year).
+    * ``Etc/GMT+5`` is UTC-5 (POSIX sign, as zoneinfo reads it); "GMT+3", "UTC+3" and
+      "+03:00" written as offsets are UTC+3. Abbreviations (IST, CET) are ambiguous and
+      ignored: the time is read in ``tz``.
+    * An unknown zone name, in the text or in ``tz``, falls back to ``tz``, then to UTC.
+    * Epochs may be seconds (10 digits) or milliseconds (13); seconds may be fractional
+      ("9.8s") or milliseconds ("644ms"). A delay over 366 days is taken as a misread.
+    * Relative phrases that are a client's own backoff ("Retrying in 4 seconds…") and
+      timestamps outside a reset phrase (a log line's "timestamp") are not resets.
+
+    An instant in the past is returned as it is: it means the limit has already reset, and
+    the caller decides what to do (wake now, or treat the text as stale). A naive ``now``
+    is taken as UTC.
+    """
+    try:
+        if not isinstance(now, datetime):
+            return None
+        now = (now if now.tzinfo else now.replace(tzinfo=UTC)).astimezone(UTC)
+        if retry_after is not None:
+            try:
+                from_header = _retry_after_header(retry_after, now)
+            except (ValueError, OverflowError):
+                from_header = None
+            if from_header is not None:
+                return from_header
+        if not isinstance(text, str) or not text:
+            return None
+        zone = (_named_zone(tz) if isinstance(tz, str) else None) or UTC
+        found: dict[int, list[datetime]] = {_ABSOLUTE: [], _RELATIVE: [], _WINDOW: []}
+        lowered = text.translate(_ASCII_LOWER)  # same length, so positions carry over
+        for trigger in _TRIGGER.finditer(lowered):
+            before = lowered[trigger.start() - 1] if trigger.start() else " "
+            if before.isalnum() or before in "_-":
+                continue  # inside a longer word: "presets", "x-foo-reset"
+            raw = text[trigger.end() : trigger.end() + _WINDOW_CHARS]
+            try:
+                if trigger["pipe"] is not None:
+                    instant = _epoch(raw)
+                    hit = (_ABSOLUTE, instant) if instant is not None else None
+                elif trigger["key"] is not None:
+                    hit = _header_value(trigger["key"].lower(), raw, now, zone)
+                else:
+                    verb = re.sub(r"\s+", " ", trigger["verb"].lower())
+                    hit = _prose(verb, raw, now, zone)
+            except (ValueError, OverflowError, KeyError):
+                hit = None  # one unreadable phrase (Feb 30, year 99999) spoils no other
+            if hit is not None:
+                found[hit[0]].append(hit[1])
+        for tier in (_ABSOLUTE, _RELATIVE, _WINDOW):
+            if found[tier]:
+                return max(found[tier]).astimezone(UTC)
+        return None
+    except Exception:  # the contract: any input, no exception
+        return None
