@@ -611,7 +611,8 @@ class RunsView(LedgerView):
                 "", now=clock.now(), retry_after=data["retry_after"] or None) else ""
         command = ReportRun(proof(data.get("lease")), data["outcome"], error_class, reset_at,
                             retry_after, dict(data.get("session", {})),
-                            watchdogs.reset_schedule_name(state.goal_id))
+                            watchdogs.reset_schedule_name(state.goal_id),
+                            settings.WAKELEDGER_RESET_MARGIN_SECONDS)
         after = run(request, goal_id, command).state
         return Response({
             "classification": error_class,

@@ -219,6 +219,9 @@ WAKELEDGER_CADENCE_UNIT_SECONDS = env_int("WAKELEDGER_CADENCE_UNIT_SECONDS", 60,
 # Rule 2's stale grace after a lease's expiry, frozen into each goal's policy.
 WAKELEDGER_STALE_GRACE_SECONDS = env_int("WAKELEDGER_STALE_GRACE_SECONDS", 60, minimum=0,
                                          maximum=600)
+# Rule 4's margin after a provider's reset time before the one-off wake.
+WAKELEDGER_RESET_MARGIN_SECONDS = env_int("WAKELEDGER_RESET_MARGIN_SECONDS", 120, minimum=0,
+                                          maximum=3600)
 WAKELEDGER_SWEEP_MINUTES = env_int("WAKELEDGER_SWEEP_MINUTES", 1, minimum=1, maximum=60)
 # Dispatchers (what a granted internal wake does), configured by operators,
 # never by agents. JSON: {"name": {"type": "webhook" | "command", ...}}; see

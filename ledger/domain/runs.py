@@ -32,7 +32,6 @@ from ledger.domain.leases import fence
 from ledger.domain.state import BLOCKED, FAILED, PAUSED, WAITING, GoalState
 
 CLASSES = ("rate_limit", "auth", "owner_verification", "unclassified")
-RESET_MARGIN = timedelta(minutes=2)
 BACKOFF_FIRST = timedelta(minutes=30)
 BACKOFF_MAX = timedelta(hours=24)
 RECOVERABLE = frozenset({"SESSION_CHANGED", "SESSION_ACTIVITY", "UNCLASSIFIED",
@@ -52,6 +51,7 @@ class ReportRun:
     retry_after: str = ""  # the raw Retry-After header value (a sanitized hint)
     session: dict[str, Any] = field(default_factory=dict)
     reset_schedule_name: str = ""  # internal: the one-off wake's django-q2 schedule
+    margin_seconds: int = 120  # the server's safety margin after a reset (2 min)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +129,9 @@ def report(state: GoalState, cmd: ReportRun, now: datetime) -> list[Event]:
                f"({state.continuations_used} of {budget})")
         return [*events, _block("RATE_LIMIT_STOPPED", why, now)]
     if cmd.reset_at is not None:
-        until = max(cmd.reset_at, now) + RESET_MARGIN
-        hint = "provider reset + 2 min"
+        margin = timedelta(seconds=cmd.margin_seconds)
+        until = max(cmd.reset_at, now) + margin
+        hint = f"provider reset + {cmd.margin_seconds} s"
     else:
         wait = backoff(state.rate_limits)
         until = now + wait

@@ -1,0 +1,945 @@
+"""Failure texts as providers really print them: their class, and the instant they name.
+
+Every row names where its text comes from: the product that prints it and the public page
+(mostly GitHub issues quoting the message verbatim) where it was found. Expected instants
+are worked out by hand and written as literals; they never come from the code under test.
+Where an issue's title carries Claude Code's raw epoch ("…|1749924000"), the row's
+expectation is checked against that epoch too. No database: plain pytest.
+"""
+
+from datetime import UTC, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduling.failures import (
+    AUTH,
+    CLASSES,
+    OWNER_VERIFICATION,
+    RATE_LIMIT,
+    UNCLASSIFIED,
+    classify,
+    parse_reset,
+)
+
+NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)  # 04:00 in New York, 10:00 in Paris
+
+
+def at(*args: int) -> datetime:
+    return datetime(*args, tzinfo=UTC)
+
+
+# (text, retry_after, tz, now, expected UTC instant or None)
+RESETS = [
+    # --- Claude Code / claude.ai usage limits ------------------------------------------
+    # Claude Code 1.x, anthropics/claude-code#9236; the terminal wrapped the line, and
+    # America/Santiago is UTC-3 in December (Chilean summer time).
+    (
+        "Claude usage limit reached. Your limit will reset \n     at 3pm (America/Santiago).",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 2, 18, 0),
+    ),
+    # Claude Code 1.0.24, anthropics/claude-code#2087 (title "…|1749924000"): Etc/GMT+5
+    # is UTC-5 (POSIX sign), so 1pm there is 18:00Z. `now` is the issue's log timestamp.
+    (
+        "Claude usage limit reached. Your limit will reset at 1pm (Etc/GMT+5).",
+        None,
+        "UTC",
+        at(2025, 6, 14, 17, 56, 6),
+        at(2025, 6, 14, 18, 0),  # == 1749924000
+    ),
+    # Claude Code 1.0.58, anthropics/claude-code#15064 (title "…|1766502000"): read at
+    # 09:32 Chicago, 9am has passed, so the next 9am is tomorrow's.
+    (
+        "⎿  Claude usage limit reached. Your limit will reset at 9am (America/Chicago).",
+        None,
+        "UTC",
+        at(2025, 12, 22, 15, 32, 14),
+        at(2025, 12, 23, 15, 0),  # == 1766502000
+    ),
+    # Claude Code 1.0.84, anthropics/claude-code#6119 (title "…|1755615600"), CEST.
+    (
+        "Claude usage limit reached. Your limit will reset at 5pm (Europe/Warsaw).",
+        None,
+        "UTC",
+        at(2025, 8, 19, 14, 8, 25),
+        at(2025, 8, 19, 15, 0),  # == 1755615600
+    ),
+    # Claude Code's raw form, anthropics/claude-code#9046 title: epoch seconds after a
+    # pipe. It is in the past at NOW: returned as it is (the limit already reset).
+    ("Claude AI usage limit reached|1760000400", None, "UTC", NOW, at(2025, 10, 9, 9, 0)),
+    # Claude Code 2.1.30, anthropics/claude-code#22946 title.
+    (
+        "You've hit your limit · resets 10pm (America/New_York)",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 3, 3, 0),
+    ),
+    # Claude Code 2.1.201, anthropics/claude-code#74079 title: 12:50am is just past 00:50,
+    # which at NOW (01:00 in Los Angeles) has passed: tomorrow's.
+    (
+        "You've hit your session limit · resets 12:50am (America/Los_Angeles)",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 3, 8, 50),
+    ),
+    # Claude Code 2.0.51, anthropics/claude-code#12308 title: Auckland is UTC+13 (NZDT);
+    # NOW is 22:00 there, so 2pm is tomorrow's.
+    (
+        "5-hour limit reached · resets 2pm (Pacific/Auckland) · /upgrade to Max 20x or turn "
+        "on /extra-usage",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 3, 1, 0),
+    ),
+    # Claude Code 2.0.55, anthropics/claude-code#12686 title: a month-day without a year
+    # that is today (Moscow, UTC+3, 12:00 at NOW) and a time still ahead.
+    (
+        "Weekly limit reached · resets Dec 2, 7pm (Europe/Moscow) ·",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 2, 16, 0),
+    ),
+    # Claude Code 2.0.76 /usage panel, anthropics/claude-code#16618: Jan 12 is past in
+    # 2026's calendar as of December, so it rolls into 2027.
+    (
+        " Current week (Sonnet only)\n Resets Jan 12, 10:59am (America/New_York)",
+        None,
+        "UTC",
+        NOW,
+        at(2027, 1, 12, 15, 59),
+    ),
+    # Claude Code 2.1.163, anthropics/claude-code#65802 title: next June 7th, CEST.
+    (
+        "You've hit your weekly limit · resets Jun 7, 4pm (Europe/Rome)",
+        None,
+        "UTC",
+        NOW,
+        at(2027, 6, 7, 14, 0),
+    ),
+    # Claude Code 2.1.263, anthropics/claude-code#92834 title ("Sep 15 at 7pm", the zone
+    # redacted by its author): no zone in the text, so the agent's tz is used.
+    (
+        "You've hit your weekly limit · resets Sep 15 at 7pm",
+        None,
+        "Europe/Berlin",
+        NOW,
+        at(2027, 9, 15, 17, 0),
+    ),
+    # Claude Code, quoted in benbasha/Claude-Autopilot#25 ("Now the date limit format
+    # is: …"), agent in UTC: 1am has passed at 09:00.
+    ("5-hour limit reached ∙ resets 1am", None, "UTC", NOW, at(2026, 12, 3, 1, 0)),
+    # Claude Code, quoted in aniketkarne/CCAutoRenew#3: 12am is midnight, the next one.
+    (
+        'I often see this message "Claude usage limit reached. Your limit will reset at 12am."',
+        None,
+        "Asia/Tokyo",
+        NOW,
+        at(2026, 12, 2, 15, 0),
+    ),
+    # Claude Code 1.0.31 /model line, quoted in anthropics/claude-code#1450: 12pm is noon.
+    (
+        "L Default Opus 4 for up to 50% of usage limits, then use Sonnet 4 (currently Sonnet "
+        "· Resets at 12pm)",
+        None,
+        "America/New_York",
+        NOW,
+        at(2026, 12, 2, 17, 0),
+    ),
+    # anthropics/claude-code#11429: the reporter quotes "reset at 6:30pm IST"; the title's
+    # epoch 1762952400 is 13:00Z, i.e. 18:30 in India. "IST" is ambiguous (India, Israel,
+    # Ireland) and ignored: the agent's tz reads the time.
+    (
+        "it said it will reset at 6:30pm IST",
+        None,
+        "Asia/Kolkata",
+        at(2025, 11, 11, 16, 40, 6),
+        at(2025, 11, 12, 13, 0),  # == 1762952400
+    ),
+    # The midnight-rollover trap found in review of melodic-software/claude-code-plugins
+    # PR #2462: "resets 2:30am (America/New_York)" read at 23:00 EDT is tomorrow's 2:30am.
+    (
+        "resets 2:30am (America/New_York)",
+        None,
+        "UTC",
+        at(2026, 7, 25, 3, 0),  # 23:00 EDT on Jul 24
+        at(2026, 7, 25, 6, 30),
+    ),
+    # Claude Code /usage, anthropics/claude-code#52334: two resets listed; the later one
+    # (the week's) is the safe wake.
+    (
+        "Current session\nResets 3:20pm (Europe/Berlin)\n\nCurrent week (all models)\n"
+        "Resets 10pm (Europe/Berlin)",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 2, 21, 0),
+    ),
+    # Claude Code's format (#22946) with an invented zone: an unknown name falls back to
+    # the agent's tz (Paris, 10:00 CET at NOW)…
+    (
+        "You've hit your limit · resets 3pm (Mars/Olympus)",
+        None,
+        "Europe/Paris",
+        NOW,
+        at(2026, 12, 2, 14, 0),
+    ),
+    # …and when the agent's tz is unknown too, to UTC.
+    (
+        "You've hit your limit · resets 3pm (Mars/Olympus)",
+        None,
+        "Not/AZone",
+        NOW,
+        at(2026, 12, 2, 15, 0),
+    ),
+    # Claude Code's format with a fixed-offset IANA zone: Etc/GMT-3 is UTC+3 (POSIX).
+    ("usage limit reached, resets 8am (Etc/GMT-3)", None, "UTC", NOW, at(2026, 12, 3, 5, 0)),
+    # The task's example, Claude Code format with Europe/Istanbul (UTC+3, no DST).
+    (
+        "usage limit reached, resets 8am (Europe/Istanbul)",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 3, 5, 0),
+    ),
+    # --- Anthropic API ------------------------------------------------------------------
+    # Claude Code 2.1.81 error log, anthropics/claude-code#38035: an absolute date; the
+    # log line's own "timestamp" is no reset and must not be read as one.
+    (
+        '[{"error":"Error: 400 {\\"type\\":\\"error\\",\\"error\\":{\\"type\\":'
+        '\\"invalid_request_error\\",\\"message\\":\\"You have reached your specified API '
+        'usage limits. You will regain access on 2026-04-01 at 00:00 UTC.\\"}}",'
+        '"timestamp":"2026-03-23T23:08:46.305Z"}]',
+        None,
+        "UTC",
+        at(2026, 3, 23, 23, 8, 46),
+        at(2026, 4, 1, 0, 0),
+    ),
+    # Claude Code 1.0.83 error log, anthropics/claude-code#11429: a 429 that names no
+    # reset; its "timestamp" is not one either.
+    (
+        '[{"error":"Error: 429 {\\"type\\":\\"error\\",\\"error\\":{\\"type\\":'
+        '\\"rate_limit_error\\",\\"message\\":\\"This request would exceed your account\'s '
+        'rate limit. Please try again later.\\"}}","timestamp":"2025-11-11T16:40:06.075Z"}]',
+        None,
+        "UTC",
+        NOW,
+        None,
+    ),
+    # Claude Code, anthropics/claude-code#7218: "Retrying in 4 seconds" is the client's
+    # own backoff, not a reset the provider named.
+    (
+        'API Error (529 {"type":"error","error":{"type":"overloaded_error","message":'
+        '"Overloaded"},"request_id":null}) · Retrying in 4 seconds… (attempt 4/10)',
+        None,
+        "UTC",
+        NOW,
+        None,
+    ),
+    # Claude Code 2.1.195, anthropics/claude-code#72390: "in a moment" is no instant.
+    (
+        "API Error: 529 Overloaded. This is a server-side issue, usually temporary — try "
+        "again in a moment. If it persists, check https://status.claude.com.",
+        None,
+        "UTC",
+        NOW,
+        None,
+    ),
+    # Anthropic rate-limit headers as printed in the Claude API guide mirrored at
+    # git.waymay.us (jezweb claude-skills, references/rate-limits.md), dates moved to
+    # 2026: window headers only, so the later window is the wake.
+    (
+        "anthropic-ratelimit-requests-limit: 50\nanthropic-ratelimit-requests-remaining: 0\n"
+        "anthropic-ratelimit-requests-reset: 2026-12-02T12:00:00Z\n"
+        "anthropic-ratelimit-tokens-limit: 50000\nanthropic-ratelimit-tokens-remaining: 49500\n"
+        "anthropic-ratelimit-tokens-reset: 2026-12-02T12:01:00Z",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 2, 12, 1),
+    ),
+    # Same guide, "On 429 errors: retry-after: 60": the 429's own delay beats the window
+    # headers sent with every response.
+    (
+        "HTTP/1.1 429 Too Many Requests\nretry-after: 60\n"
+        "anthropic-ratelimit-tokens-reset: 2026-12-02T12:01:00Z",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 2, 9, 1),
+    ),
+    # --- OpenAI API ---------------------------------------------------------------------
+    # OpenAI API 429, quoted in FoundationAgents/MetaGPT#523: fractional seconds.
+    (
+        "openai.error.RateLimitError: Rate limit reached for gpt-4 in organization "
+        "org-uVqpjtJiKqvVJMVfvpaounIh on tokens per min (TPM): Limit 10000, Used 8554, "
+        "Requested 3082. Please try again in 9.816s. Visit "
+        "https://platform.openai.com/account/rate-limits to learn more.",
+        None,
+        "UTC",
+        NOW,
+        datetime(2026, 12, 2, 9, 0, 9, 816000, tzinfo=UTC),
+    ),
+    # OpenAI API 429, BuilderIO/micro-agent#86: milliseconds.
+    (
+        "429 Rate limit reached for gpt-4o in organization org-uOtiSEwvUnroadaOnJJquBEC on "
+        "tokens per min (TPM): Limit 30000, Used 29937, Requested 385. Please try again in "
+        "644ms.",
+        None,
+        "UTC",
+        NOW,
+        datetime(2026, 12, 2, 9, 0, 0, 644000, tzinfo=UTC),
+    ),
+    # Older OpenAI wording, jorge-menjivar/unsaged#53.
+    (
+        "Rate limit reached for gpt-4 in organization ***** on tokens per min. Limit: 10000 / "
+        "min. Please try again in 6ms.",
+        None,
+        "UTC",
+        NOW,
+        datetime(2026, 12, 2, 9, 0, 0, 6000, tzinfo=UTC),
+    ),
+    # OpenAI's rate-limit guide, header sample (docs history at spybara.com): Go-style
+    # durations; both windows, so the later one.
+    (
+        "x-ratelimit-limit-requests: 60\nx-ratelimit-remaining-requests: 59\n"
+        "x-ratelimit-reset-requests: 1s\nx-ratelimit-reset-tokens: 6m0s",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 2, 9, 6, 0),
+    ),
+    # OpenAI response headers pasted in community.openai.com/t/…/1268905.
+    (
+        "x-ratelimit-reset-requests: 12ms\nx-ratelimit-reset-tokens: 9ms\n"
+        "x-ratelimit-reset-tokens_usage_based: 9ms",
+        None,
+        "UTC",
+        NOW,
+        datetime(2026, 12, 2, 9, 0, 0, 12000, tzinfo=UTC),
+    ),
+    # --- OpenAI Codex -------------------------------------------------------------------
+    # Codex CLI 0.39.0, openai/codex#3899: wrapped over two lines by the terminal.
+    (
+        "■ You've hit your usage limit. Upgrade to Pro (https://openai.com/chatgpt/pricing) "
+        "or try again in 5 days 22 hours 11\nminutes.",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 8, 7, 11),
+    ),
+    # Codex CLI 0.27.0, openai/codex#3031.
+    (
+        "🖐  You've hit your usage limit. Upgrade to Pro (https://openai.com/chatgpt/pricing) "
+        "or try again in 3 hours 2 minutes.",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 2, 12, 2),
+    ),
+    # Codex app, openai/codex#21047: ordinal day, 12-hour clock, read in the agent's tz
+    # (CEST), `now` the week of the issue.
+    (
+        "You've hit your usage limit. Upgrade to Plus to continue using Codex "
+        "(https://chatgpt.com/explore/plus), or try again at May 11th, 2026 1:36 PM.",
+        None,
+        "Europe/Madrid",
+        at(2026, 5, 4, 10, 0),
+        at(2026, 5, 11, 11, 36),
+    ),
+    # Codex app, openai/codex#39603: a date already past at NOW is returned as it is.
+    (
+        "You've hit your usage limit... or try again at Aug 20, 2026, 7:38 AM",
+        None,
+        "America/Los_Angeles",
+        NOW,
+        at(2026, 8, 20, 14, 38),
+    ),
+    # Codex Desktop, openai/codex#41689: "after" a date (not a delay), 24-hour clock.
+    (
+        "You have reached the usage limit. Upgrade or add credits to continue, or try again "
+        "after September 6, 2026, 11:15.",
+        None,
+        "Asia/Shanghai",
+        at(2026, 8, 30, 0, 0),
+        at(2026, 9, 6, 3, 15),
+    ),
+    # Codex app, openai/codex#26197 (reporter in Tehran, UTC+3:30, 20:06 local).
+    (
+        "You\u2019re out of Codex messages\nYour rate limit resets on Jul 3, 2026, 11:43 AM. To "
+        "continue using Codex, upgrade to Plus today.",
+        None,
+        "Asia/Tehran",
+        at(2026, 6, 3, 16, 36),
+        at(2026, 7, 3, 8, 13),
+    ),
+    # Codex CLI, promptdriven/pdd#2175 (the "Jul 23rd" envelope that project had to add).
+    (
+        "You have hit your usage limit. Visit https://chatgpt.com/codex/settings/usage to "
+        "purchase more credits or try again at Jul 23rd, 2026 4:15 AM.",
+        None,
+        "UTC",
+        at(2026, 7, 17, 0, 0),
+        at(2026, 7, 23, 4, 15),
+    ),
+    # Codex CLI 0.46.0 /status, openai/codex#5115: a 24-hour time without a date.
+    ("5h limit: [██████] 100% used (resets 12:55)", None, "UTC", NOW, at(2026, 12, 2, 12, 55)),
+    # Codex app in Portuguese, openai/codex#28089: not understood, and "10" must not be
+    # misread as 10 o'clock.
+    (
+        "You've hit your usage limit. Upgrade your plan to continue, or try again at 10 de "
+        "jul. de 2026, 11:52.",
+        None,
+        "UTC",
+        NOW,
+        None,
+    ),
+    # Codex CLI 0.23.0, openai/codex#2669: "reset (every 5h and every week.)" names no time.
+    (
+        "🖐 You've hit your usage limit. Upgrade to Pro (https://openai.com/chatgpt/pricing), "
+        "or wait for limits to reset (every 5h and every week.).",
+        None,
+        "UTC",
+        NOW,
+        None,
+    ),
+    # Codex backend JSON with its headers, earendil-works/pi#4172: resets_at (the 5-hour
+    # window that was hit) beats the relative resets_in_seconds and the weekly
+    # X-Codex-Secondary-Reset-At (80% used, not the limit that was hit).
+    (
+        'Error: Codex error: {"type":"error","error":{"type":"usage_limit_reached","message":'
+        '"The usage limit has been reached","plan_type":"plus","resets_at":1777936568,'
+        '"eligible_promo":null,"resets_in_seconds":13872},"status_code":429,"headers":'
+        '{"X-Codex-Primary-Used-Percent":"100","X-Codex-Secondary-Used-Percent":"80",'
+        '"X-Codex-Primary-Reset-At":"1777936568","X-Codex-Secondary-Reset-At":"1778239400"}}',
+        None,
+        "UTC",
+        at(2026, 5, 4, 19, 25, 0),
+        at(2026, 5, 4, 23, 16, 8),  # == 1777936568
+    ),
+    # Codex backend body, james-6-23/codex2api#9.
+    (
+        '{"error":{"type":"usage_limit_reached","message":"The usage limit has been reached",'
+        '"plan_type":"free","resets_at":1775317531,"resets_in_seconds":602705}}',
+        None,
+        "UTC",
+        at(2026, 3, 28, 0, 0),
+        at(2026, 4, 4, 15, 45, 31),  # == 1775317531
+    ),
+    # Codex rate-limit info as a TypeScript client stores it (resetsAt "unix ms since
+    # epoch", interface OpenAiCodexRateLimitInfo found in the code corpus): 13 digits.
+    (
+        '{"primary":{"usedPercent":100,"windowMinutes":300,"resetsAt":1796216400000}}',
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 2, 13, 0),
+    ),
+    # --- Gemini ---------------------------------------------------------------------------
+    # Gemini API 429 via Roo Code, RooCodeInc/Roo-Code#3883: RetryInfo inside JSON that is
+    # itself an escaped string.
+    (
+        '"details": [\\n      {\\n        \\"@type\\": \\"type.googleapis.com/google.rpc.'
+        'RetryInfo\\",\\n        \\"retryDelay\\": \\"26s\\"\\n      }\\n    ]',
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 2, 9, 0, 26),
+    ),
+    # Gemini API 429 as quoted in googleapis/python-genai PR #2114: the message's precise
+    # "retry in" and RetryInfo's rounded "58s"; the later one, rounded up to the µs.
+    (
+        "[429 RESOURCE_EXHAUSTED. {'error': {'code': 429, 'message': 'You exceeded [...] "
+        "Please retry in 58.934310785s.', 'status': 'RESOURCE_EXHAUSTED', 'details': [{'@type':"
+        " 'type.googleapis.com/google.rpc.RetryInfo', 'retryDelay': '58s'}]}}.)",
+        None,
+        "UTC",
+        NOW,
+        datetime(2026, 12, 2, 9, 0, 58, 934311, tzinfo=UTC),
+    ),
+    # Gemini API RetryInfo, letterstory/lettertrace PR #34.
+    (
+        '{"error":{"code":429,"status":"RESOURCE_EXHAUSTED",\n  "details":[{"@type":'
+        '"…/google.rpc.RetryInfo","retryDelay":"38s"}]}}',
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 2, 9, 0, 38),
+    ),
+    # Gemini CLI via Cloud Code Assist, earendil-works/pi#2851: a Go duration.
+    (
+        "Cloud Code Assist API error (429): You have exhausted your capacity on this model. "
+        "Your quota will reset after 12h34m16s.",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 2, 21, 34, 16),
+    ),
+    # --- HTTP headers and other services -------------------------------------------------
+    # Retry-After delta-seconds, MDN's example "Retry-After: 120".
+    ("", "120", "UTC", NOW, at(2026, 12, 2, 9, 2)),
+    # Retry-After HTTP-date, MDN's example verbatim (2015): past, returned as it is.
+    ("", "Wed, 21 Oct 2015 07:28:00 GMT", "UTC", NOW, at(2015, 10, 21, 7, 28)),
+    # Retry-After with a fraction: not RFC 9110, tolerated.
+    ("", "1.5", "UTC", NOW, datetime(2026, 12, 2, 9, 0, 1, 500000, tzinfo=UTC)),
+    # A valid Retry-After header beats the body (the MetaGPT#523 wording).
+    ("Please try again in 9.816s.", "30", "UTC", NOW, at(2026, 12, 2, 9, 0, 30)),
+    # An invalid one is ignored, not fatal: the body decides (micro-agent#86 wording).
+    (
+        "Please try again in 644ms.",
+        "soon",
+        "UTC",
+        NOW,
+        datetime(2026, 12, 2, 9, 0, 0, 644000, tzinfo=UTC),
+    ),
+    # GitHub REST API (docs.github.com, "Rate limits for the REST API": x-ratelimit-reset
+    # "is in UTC epoch seconds").
+    (
+        "HTTP/2 403\nx-ratelimit-limit: 60\nx-ratelimit-remaining: 0\nx-ratelimit-reset: "
+        "1796216400",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 2, 13, 0),
+    ),
+    # The bug fixed in crunchtools/mcp-github v1.3.1: GitHub's epoch printed as a delay.
+    # A delay of 56 years is a misread, not a reset.
+    ("Retry after 1792152901 seconds", None, "UTC", NOW, None),
+    # GitHub Desktop/app wording, github/app#3803.
+    ("I'm getting Limit reached error resets in 1 hour", None, "UTC", NOW, at(2026, 12, 2, 10, 0)),
+    # Kiro CLI /usage, kirodotdev/Kiro#7005: a date alone is its midnight in the agent's
+    # tz (Pakistan, UTC+5).
+    (
+        "Estimated Usage | resets on 2026-04-01 | KIRO FREE",
+        None,
+        "Asia/Karachi",
+        at(2026, 3, 31, 12, 0),
+        at(2026, 3, 31, 19, 0),
+    ),
+    # Formats the task names, for which no verbatim sample turned up in the corpus: an
+    # ISO date with a zone word, and a written "GMT+3" (UTC+3, unlike Etc/GMT+3) whose
+    # month-day is past this year.
+    ("Retry after 2026-12-03 00:00 UTC", None, "UTC", NOW, at(2026, 12, 3, 0, 0)),
+    ("try again at Oct 19 at 8:39 AM GMT+3", None, "UTC", NOW, at(2027, 10, 19, 5, 39)),
+    ("resets in 2h 30m", None, "UTC", NOW, at(2026, 12, 2, 11, 30)),
+]
+
+
+@pytest.mark.parametrize(("text", "retry_after", "tz", "now", "expected"), RESETS)
+def test_parse_reset_reads_real_messages(text, retry_after, tz, now, expected):
+    got = parse_reset(text, now=now, tz=tz, retry_after=retry_after)
+    assert got == expected
+    if got is not None:
+        assert got.tzinfo is UTC
+
+
+def test_the_table_is_big_and_distinct():
+    assert len(RESETS) >= 35
+    assert len({(row[0], row[1], row[2]) for row in RESETS}) == len(RESETS)
+
+
+def test_written_offsets_and_posix_zone_names_have_opposite_signs():
+    # "GMT+3" in prose is three hours east; the IANA name Etc/GMT+3 is three hours west.
+    assert parse_reset("resets 3pm GMT+3", now=NOW) == at(2026, 12, 2, 12, 0)
+    assert parse_reset("resets 3pm (UTC+03:00)", now=NOW) == at(2026, 12, 2, 12, 0)
+    assert parse_reset("resets 3pm (Etc/GMT+3)", now=NOW) == at(2026, 12, 2, 18, 0)
+    assert parse_reset("resets 3pm", now=NOW, tz="Etc/GMT+3") == at(2026, 12, 2, 18, 0)
+    assert parse_reset("resets at 2026-12-02T15:00:00+03:00", now=NOW) == at(2026, 12, 2, 12, 0)
+
+
+def test_twelve_oclock_edges():
+    assert parse_reset("resets 12am", now=NOW) == at(2026, 12, 3, 0, 0)
+    assert parse_reset("resets 12pm", now=NOW) == at(2026, 12, 2, 12, 0)
+    assert parse_reset("resets 12:30 a.m.", now=NOW) == at(2026, 12, 3, 0, 30)
+    assert parse_reset("resets 0am", now=NOW) is None
+    assert parse_reset("resets 13pm", now=NOW) is None
+    assert parse_reset("resets 25:00", now=NOW) is None
+
+
+def test_epochs_in_seconds_and_milliseconds_agree():
+    seconds = parse_reset("Claude AI usage limit reached|1796216400", now=NOW)
+    millis = parse_reset('"resets_at": 1796216400000', now=NOW)
+    assert seconds == millis == at(2026, 12, 2, 13, 0)
+
+
+def test_a_month_day_past_this_year_is_next_years():
+    new_year = at(2026, 12, 31, 12, 0)
+    assert parse_reset("resets Jan 2, 9am (UTC)", now=new_year) == at(2027, 1, 2, 9, 0)
+    assert parse_reset("resets Feb 29, 9am (UTC)", now=NOW) == at(2028, 2, 29, 9, 0)
+    assert parse_reset("resets Feb 30, 9am (UTC)", now=NOW) is None
+
+
+def test_a_time_earlier_today_on_a_dated_reset_is_the_past_not_next_year():
+    # "Dec 2, 8am" in Moscow is 05:00Z, four hours before NOW: already reset.
+    assert parse_reset("resets Dec 2, 8am (Europe/Moscow)", now=NOW) == at(2026, 12, 2, 5, 0)
+
+
+def test_naive_now_is_taken_as_utc_and_an_aware_one_in_any_zone_works():
+    naive = datetime(2026, 12, 2, 9, 0)
+    tokyo = NOW.astimezone(ZoneInfo("Asia/Tokyo"))
+    assert parse_reset("try again in 10s", now=naive) == at(2026, 12, 2, 9, 0, 10)
+    assert parse_reset("try again in 10s", now=tokyo) == at(2026, 12, 2, 9, 0, 10)
+
+
+@pytest.mark.parametrize(
+    ("text", "kwargs"),
+    [
+        ("resets 3pm", {"now": "2026-12-02"}),
+        ("resets 3pm", {"now": NOW, "tz": None}),
+        ("resets 3pm", {"now": NOW, "tz": "../../etc/passwd"}),
+        ("resets 3pm (America)", {"now": NOW, "tz": "America"}),
+        (None, {"now": NOW}),
+        (b"resets 3pm", {"now": NOW}),
+        ("", {"now": NOW, "retry_after": "-5"}),
+        ("", {"now": NOW, "retry_after": "99999999999999999999"}),
+        ("", {"now": NOW, "retry_after": 12.5}),
+        ("try again in 5 days", {"now": datetime.max.replace(tzinfo=UTC)}),
+        ("resets at 9999-12-31T23:59:59-05:00", {"now": NOW}),
+        ("resets 3pm (Etc/GMT+99)", {"now": NOW}),
+    ],
+)
+def test_odd_input_never_raises(text, kwargs):
+    got = parse_reset(text, **kwargs)
+    assert got is None or got.tzinfo is UTC
+
+
+# (text, expected class)
+CLASSIFICATIONS = [
+    # Claude Code raw usage-limit form, anthropics/claude-code#9046.
+    ("Claude AI usage limit reached|1760000400", RATE_LIMIT),
+    # Claude Code 2.1.207, anthropics/claude-code#77082.
+    ("You've hit your session limit · resets 8:30pm (Asia/Tokyo)", RATE_LIMIT),
+    # Claude Code 2.0.55, anthropics/claude-code#12789.
+    (
+        "Weekly limit reached · resets 10am (Asia/Seoul) · /upgrade to Max or turn on /extra-usage",
+        RATE_LIMIT,
+    ),
+    # Claude Code, benbasha/Claude-Autopilot#25.
+    ("5-hour limit reached ∙ resets 1am", RATE_LIMIT),
+    # Anthropic API 429 in Claude Code's log, anthropics/claude-code#2087.
+    (
+        'Error: 429 {"type":"error","error":{"type":"rate_limit_error","message":"This request'
+        " would exceed your account's rate limit. Please try again later.\"}}",
+        RATE_LIMIT,
+    ),
+    # Anthropic API 529, anthropics/claude-code#7218.
+    (
+        'API Error (529 {"type":"error","error":{"type":"overloaded_error","message":'
+        '"Overloaded"},"request_id":null}) · Retrying in 4 seconds… (attempt 4/10)',
+        RATE_LIMIT,
+    ),
+    # Claude Code 2.1.195, anthropics/claude-code#72390.
+    (
+        "API Error: 529 Overloaded. This is a server-side issue, usually temporary — try again"
+        " in a moment.",
+        RATE_LIMIT,
+    ),
+    # Anthropic API 400 "usage limits" (a spend cap), anthropics/claude-code#38035.
+    (
+        "You have reached your specified API usage limits. You will regain access on "
+        "2026-04-01 at 00:00 UTC.",
+        RATE_LIMIT,
+    ),
+    # Anthropic API via stagewise, stagewise-io/stagewise#927 (no status in the text).
+    (
+        "Last error: This request would exceed your organization's rate limit of 30,000 input"
+        " tokens per minute (org: 80162711, model: claude-opus-4-6).",
+        RATE_LIMIT,
+    ),
+    # OpenAI API 429, FoundationAgents/MetaGPT#523.
+    (
+        "Rate limit reached for gpt-4 in organization org-uVqpjtJiKqvVJMVfvpaounIh on tokens "
+        "per min (TPM): Limit 10000, Used 8554, Requested 3082. Please try again in 9.816s.",
+        RATE_LIMIT,
+    ),
+    # Codex CLI 0.39.0, openai/codex#4095.
+    (
+        "■ You've hit your usage limit. Upgrade to Pro (https://openai.com/chatgpt/pricing) or"
+        " try again in 4 days 6 hours 37 minutes.",
+        RATE_LIMIT,
+    ),
+    # Codex backend, earendil-works/pi#4172.
+    (
+        '{"type":"error","error":{"type":"usage_limit_reached","message":"The usage limit has'
+        ' been reached","plan_type":"plus","resets_at":1777936568}}',
+        RATE_LIMIT,
+    ),
+    # Gemini CLI, google-gemini/gemini-cli#2020.
+    (
+        '✕ [API Error: got status: 429 Too Many Requests. {"error":{"message":"{\\n  \\"error'
+        '\\": {\\n    \\"code\\": 429,\\n    \\"message\\": \\"Resource has been exhausted (e.g.'
+        ' check quota).\\",\\n    \\"status\\": \\"RESOURCE_EXHAUSTED\\"\\n  }\\n}\\n"}}]',
+        RATE_LIMIT,
+    ),
+    # Gemini CLI via Cloud Code Assist, earendil-works/pi#2851.
+    (
+        "Cloud Code Assist API error (429): You have exhausted your capacity on this model. "
+        "Your quota will reset after 12h34m16s.",
+        RATE_LIMIT,
+    ),
+    # Gemini, comic-translate (ogkalu2/comic-translate#403): quota words, no status line.
+    (
+        "You exceeded your current quota, please check your plan and billing details. * Quota"
+        " exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_"
+        "requests, limit: 20, model: gemini-2.5-flash\nPlease retry in 58.821668433s.",
+        RATE_LIMIT,
+    ),
+    # Claude Code, netra-systems/zen#11: an explicit 401.
+    (
+        'API Error: 401 {"type":"error","error":{"type":"authentication_error","message":'
+        '"OAuth token has expired. Please obtain a new token or refresh your existing token."'
+        '},"request_id":"a"} · Please run /login',
+        AUTH,
+    ),
+    # Claude Code 1.0.88, anthropics/claude-code#6331.
+    ("Invalid API key · Please run /login", AUTH),
+    # Claude Code 1.0.98, anthropics/claude-code#6893.
+    ("Missing API key · Run /login", AUTH),
+    # Claude Code 2.0.19, anthropics/claude-code#9635: a 403, but a revoked token.
+    (
+        'OAuth token revoked · Please run /login\nError: 403 {"type":"error","error":{"type":'
+        '"permission_error","message":"OAuth token has been revoked. Please obtain a new '
+        'token."}}',
+        AUTH,
+    ),
+    # Anthropic API via Cline, cline/cline#12.
+    (
+        'API request failed: 401 {"type":"error","error":{"type":"authentication_error",'
+        '"message":"invalid x-api-key"}}',
+        AUTH,
+    ),
+    # OpenAI API via Continue, continuedev/continue#10078.
+    (
+        "401 Incorrect API key provided: sk-proj-****21sA. You can find your API key at "
+        "https://platform.openai.com/account/api-keys.",
+        AUTH,
+    ),
+    # Gemini API, cequence-io/openai-scala-client#109: a 400, in words only.
+    (
+        '"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.",'
+        ' "status": "INVALID_ARGUMENT", "details": [{"reason": "API_KEY_INVALID"}]}',
+        AUTH,
+    ),
+    # Claude Code in a runner, vm0-ai/vm0#29128.
+    ("Failed to authenticate. API Error: 401 OAuth access token has been revoked.", AUTH),
+    # OpenAI API via Continue, continuedev/continue#8209.
+    (
+        "400 Your organization must be verified to stream this model. Please go to: "
+        "https://platform.openai.com/settings/organization/general and click on Verify "
+        "Organization. If you just verified, it can take up to 15 minutes for access to "
+        "propagate.",
+        OWNER_VERIFICATION,
+    ),
+    # OpenAI API, community.openai.com ("Unable to Access GPT Image 1 Model…").
+    ("403 Your organization must be verified to use the model gpt-image-1.", OWNER_VERIFICATION),
+    # OpenAI API via Langflow, langflow-ai/openrag#257.
+    (
+        "Error code: 400 - {'error': {'message': 'Your organization must be verified to "
+        "stream this model. Please go to: https://platform.openai.com/settings/organization/"
+        "general and click on Verify Organization.', 'type': 'invalid_request_error', "
+        "'param': 'stream', 'code': 'unsupported_value'}}",
+        OWNER_VERIFICATION,
+    ),
+    # The task's wording for identity checks (no verbatim provider sample found).
+    ("Identity verification required before you can continue.", OWNER_VERIFICATION),
+    # Claude Code, anthropics/claude-code#19018: the context window, not a quota.
+    ("Context limit reached · /compact or /clear to continue", UNCLASSIFIED),
+    # Claude Code, anthropics/claude-code#6559: "try again" after a context overflow.
+    (
+        'API Error: 400 {"type":"error","error":{"type":"invalid_request_error","message":'
+        '"input length and `max_tokens` exceed context limit: 197202 + 21333 > 200000, '
+        'decrease input length or `max_tokens` and try again"}}',
+        UNCLASSIFIED,
+    ),
+    # Claude Code, anthropics/claude-code#30401.
+    (
+        "Error: Error during compaction: Error: Conversation too long. Press esc twice to go "
+        "up a few messages and try again.",
+        UNCLASSIFIED,
+    ),
+    # Claude Code log line, anthropics/claude-code#11429.
+    ("Error: Insufficient permissions for global npm install.", UNCLASSIFIED),
+    ("", UNCLASSIFIED),
+    # Mixed signals, built from two real messages (continue#10078, then continue#11472):
+    # the later status is the live failure…
+    (
+        "401 Incorrect API key provided: sk-proj-****21sA.\n429 Rate limit reached for "
+        "gpt-4.1 in organization org-66tr5xhH5yhaqZAy6PAIy1Xi on tokens per min (TPM): Limit "
+        "30000, Used 18928, Requested 11159. Please try again in 174ms.",
+        RATE_LIMIT,
+    ),
+    # …and the other way round.
+    (
+        "429 Rate limit reached for gpt-4.1 in organization org-66tr5xhH5yhaqZAy6PAIy1Xi on "
+        "tokens per min (TPM). Please try again in 174ms.\n401 Incorrect API key provided: "
+        "sk-proj-****21sA.",
+        AUTH,
+    ),
+    # A 429 whose body talks about the API key (constructed: the OpenAI 429 wording plus a
+    # client's note) is still a rate limit: the status decides.
+    (
+        "Error code: 429 - Rate limit reached for gpt-4o on requests per min (RPM). Invalid "
+        "API key usage pattern? Check the api key in your config.",
+        RATE_LIMIT,
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), CLASSIFICATIONS)
+def test_classify_reads_real_messages(text, expected):
+    assert classify(text) == expected
+    assert classify(text.upper()) == expected  # case does not matter
+
+
+def test_the_classify_table_covers_every_class():
+    assert len(CLASSIFICATIONS) >= 25
+    assert {expected for _, expected in CLASSIFICATIONS} == set(CLASSES)
+
+
+def test_classify_of_non_text_is_unclassified():
+    assert classify(None) == UNCLASSIFIED  # type: ignore[arg-type]
+    assert classify(b"429 Too Many Requests") == UNCLASSIFIED  # type: ignore[arg-type]
+
+
+# --- properties ----------------------------------------------------------------------
+
+# Pieces of real messages, so that random texts reach the parsers and not only the scanner.
+FRAGMENTS = [
+    "resets ",
+    "reset at ",
+    "try again in ",
+    "try again at ",
+    "retry after ",
+    "Retry-After: ",
+    '"retryDelay": "',
+    '"resets_at": ',
+    "x-ratelimit-reset-tokens: ",
+    "limit reached|",
+    "anthropic-ratelimit-tokens-reset: ",
+    "until ",
+    "3pm",
+    "12:50am",
+    "7:38 AM",
+    "11:15",
+    " (America/New_York)",
+    " (Etc/GMT+5)",
+    " (Mars/Olympus)",
+    " GMT+3",
+    "Z",
+    " UTC",
+    "Oct 19th, ",
+    "Feb 29, ",
+    "2026-12-03",
+    "T10:15:00",
+    "1760000400",
+    "1796216400000",
+    "9.816s",
+    "644ms",
+    "6m0s",
+    "4 days 3 hours",
+    "99999999999",
+    " at ",
+    ", ",
+    "\n",
+    "·",
+    "İ",
+    "\u2212",
+    '\\"',
+]
+texts = st.one_of(
+    st.text(),
+    st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=4)), max_size=30).map("".join),
+)
+nows = st.datetimes(
+    min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)
+)
+zones = st.one_of(
+    st.sampled_from(["UTC", "America/New_York", "Etc/GMT+5", "Asia/Kolkata", "Nope/Nope"]),
+    st.text(max_size=12),
+)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(text=texts, now=nows, tz=zones, retry_after=st.one_of(st.none(), st.text(max_size=12)))
+def test_parse_reset_never_raises_and_answers_in_utc(text, now, tz, retry_after):
+    got = parse_reset(text, now=now, tz=tz, retry_after=retry_after)
+    assert got is None or (got.tzinfo is UTC and got.utcoffset() == timedelta(0))
+
+
+@settings(max_examples=8, deadline=None)
+@given(piece=texts, times=st.integers(min_value=1_000, max_value=20_000))
+def test_parse_reset_and_classify_survive_huge_text(piece, times):
+    text = ((piece or "x") * times)[:120_000]
+    got = parse_reset(text, now=NOW)
+    assert got is None or got.tzinfo is UTC
+    assert classify(text) in CLASSES
+
+
+def test_a_long_log_is_read_to_its_end():
+    # Half a megabyte of Claude Code error log lines (anthropics/claude-code#11429's shape,
+    # each with a "timestamp" that is no reset), then the notice that names the reset.
+    line = (
+        '{"error":"Error: 429 {\\"type\\":\\"rate_limit_error\\"}","timestamp":'
+        '"2026-12-02T08:59:00.000Z"}\n'
+    )
+    text = line * (500_000 // len(line)) + "You've hit your limit · resets 10pm (America/New_York)"
+    assert parse_reset(text, now=NOW) == at(2026, 12, 3, 3, 0)
+    assert classify(text) == RATE_LIMIT
+
+
+@settings(max_examples=300)
+@given(text=texts)
+def test_classify_always_answers_one_of_four(text):
+    assert classify(text) in CLASSES
+
+
+clock_times = st.tuples(
+    st.integers(min_value=1, max_value=12),
+    st.integers(min_value=0, max_value=59),
+    st.sampled_from(["am", "pm"]),
+)
+plausible_nows = st.datetimes(
+    min_value=datetime(1990, 1, 1), max_value=datetime(2090, 1, 1), timezones=st.just(UTC)
+)
+
+
+@given(
+    clock=clock_times,
+    now=plausible_nows,
+    zone=st.sampled_from(["UTC", "Etc/GMT+5", "Etc/GMT-14", "Asia/Kolkata", "Asia/Tokyo"]),
+)
+def test_a_time_only_reset_is_the_next_such_wall_time_within_a_day(clock, now, zone):
+    hour, minute, marker = clock
+    got = parse_reset(f"resets {hour}:{minute:02d}{marker} ({zone})", now=now)
+    assert now <= got <= now + timedelta(hours=24)
+    wall = got.astimezone(ZoneInfo(zone))
+    assert (wall.hour, wall.minute) == (hour % 12 + (12 if marker == "pm" else 0), minute)
+
+
+@given(
+    clock=clock_times,
+    now=plausible_nows,
+    zone=st.sampled_from(
+        ["America/New_York", "Europe/Berlin", "Australia/Lord_Howe", "America/Santiago"]
+    ),
+)
+def test_with_daylight_saving_the_next_wall_time_is_within_the_longest_civil_day(clock, now, zone):
+    # A fall-back day lasts 25 hours, so "the next 3am" can be up to 25 h away.
+    hour, minute, marker = clock
+    got = parse_reset(f"resets {hour}:{minute:02d}{marker}", now=now, tz=zone)
+    assert now <= got <= now + timedelta(hours=25)
+
+
+@given(offset=st.integers(min_value=-12, max_value=14), now=plausible_nows)
+def test_a_written_offset_means_east_of_greenwich(offset, now):
+    written = parse_reset(f"resets 3pm GMT{offset:+d}", now=now)
+    fixed = timezone(timedelta(hours=offset))
+    assert written.astimezone(fixed).hour == 15

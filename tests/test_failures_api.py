@@ -1,0 +1,227 @@
+"""Run reports, the continuation budget, approvals and operators through the API
+and the scheduler's tasks."""
+
+import io
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connection
+from django_q.models import Schedule
+
+from ledger.domain.runs import backoff
+from ledger.models import Event, Goal
+from scheduling import claims, tasks, watchdogs
+
+pytestmark = pytest.mark.django_db
+
+CLAUDE_LIMIT = "Claude usage limit reached. Your limit will reset at 8am (Europe/Istanbul)."
+
+
+def lease_of(body: dict) -> dict:
+    return {"token": body["lease"]["token"], "generation": body["lease"]["generation"]}
+
+
+@pytest.fixture
+def started(agent, clock):
+    def start(**policy):
+        body = agent.start(policy={"lease_seconds": 300, **policy},
+                           session={"session_id": "s-1", "model": "opus"}).json()
+        return body["goal"]["id"], lease_of(body)
+
+    return start
+
+
+def resume(gid: str, occurrence: str) -> dict:
+    """The reset wake fires; the continuation's lease, as a dispatcher would hand it."""
+    result = claims.claim(gid, source="internal", occurrence_id=occurrence, actor="scheduler")
+    assert result.outcome == "recurring_acquired", result.report
+    return {"token": result.lease["token"], "generation": result.lease["generation"]}
+
+
+def report(agent, gid, lease, key=None, **body):
+    response = agent.post(f"goals/{gid}/runs", {"lease": lease, **body}, key=key)
+    assert response.status_code == 200, response.json()
+    return response.json()
+
+
+def test_a_rate_limit_pauses_until_the_reset_plus_two_minutes(agent, started, clock):
+    gid, lease = started()
+    answer = report(agent, gid, lease, outcome="error", error_text=CLAUDE_LIMIT)
+    # 09:00 UTC is 12:00 in Istanbul: the next 8am there is tomorrow 05:00 UTC.
+    assert answer["classification"] == "rate_limit"
+    assert answer["reset_at"] == "2026-12-03T05:00:00.000000Z"
+    assert answer["paused_until"] == "2026-12-03T05:02:00.000000Z"
+    assert answer["status"] == "paused"
+    assert answer["next_wake_at"] == "2026-12-03T05:02:00.000000Z"
+    [one_off] = Schedule.objects.filter(name=watchdogs.reset_schedule_name(gid))
+    assert one_off.schedule_type == Schedule.ONCE
+    goal = Goal.objects.get(pk=gid)
+    assert goal.paused_until == clock() + timedelta(hours=20, minutes=2)
+    # Paused: the lease is gone, a new one waits for the reset, a wake is early.
+    refused = agent.post(f"goals/{gid}/lease").json()
+    assert refused["acquired"] is False and refused["next_required_action"] == "wait_for_reset"
+    assert tasks.fire_watchdog(gid, intended_date="early") == "not_due"
+    clock.advance(hours=20, minutes=3)
+    new = resume(gid, "reset-1")
+    wake = Event.objects.filter(goal_id=gid, kind="wake.claimed").last()
+    assert wake.data["reason"] == "rate_limit_reset"
+    assert new["generation"] == 2
+
+
+def test_retry_after_header_and_backoff_without_a_reset(agent, started, clock):
+    gid, lease = started(max_continuations=10)
+    answer = report(agent, gid, lease, outcome="error", error_text="HTTP 429 Too Many Requests",
+                    retry_after="120")
+    assert answer["reset_at"] == "2026-12-02T09:02:00.000000Z"
+    assert answer["paused_until"] == "2026-12-02T09:04:00.000000Z"
+    waits = []
+    for n in range(4):
+        clock.advance(days=2)
+        lease = resume(gid, f"o-{n}")
+        answer = report(agent, gid, lease, outcome="error", error_text="rate limit exceeded")
+        waits.append(Goal.objects.get(pk=gid).paused_until - clock())
+    assert [w.total_seconds() / 60 for w in waits] == [60, 120, 240, 480]
+    assert [backoff(n).total_seconds() / 3600 for n in (0, 1, 5, 6, 12)] == \
+        [0.5, 1, 16, 24, 24]
+
+
+@pytest.mark.parametrize("text, status, reason", [
+    ("Error: OAuth token has expired. Please run /login", "failed", "AUTH_FAILED"),
+    ("Your organization must be verified to use the model gpt-5", "failed",
+     "OWNER_VERIFICATION"),
+    ("segmentation fault (core dumped)", "blocked", "UNCLASSIFIED"),
+])
+def test_other_classes(agent, started, text, status, reason):
+    gid, lease = started()
+    answer = report(agent, gid, lease, outcome="error", error_text=text)
+    assert (answer["status"], answer["reason"]) == (status, reason)
+    assert tasks.fire_watchdog(gid, intended_date="later") in ("terminal_noop",)
+
+
+def test_a_changed_session_blocks_the_goal(agent, started):
+    gid, lease = started()
+    answer = report(agent, gid, lease, outcome="ok", session={"model": "sonnet"})
+    assert (answer["status"], answer["reason"]) == ("blocked", "SESSION_CHANGED")
+
+
+def test_the_fourth_rate_limit_with_a_budget_of_three_stops_the_goal(agent, started, clock):
+    gid, lease = started(max_continuations=3)
+    for n in range(3):
+        answer = report(agent, gid, lease, outcome="error", error_text="429 rate limit")
+        assert answer["status"] == "paused"
+        clock.advance(days=2)
+        lease = resume(gid, f"r-{n}")
+        assert Goal.objects.get(pk=gid).state["continuations_used"] == n + 1
+    answer = report(agent, gid, lease, outcome="error", error_text="429 rate limit")
+    assert (answer["status"], answer["reason"]) == ("blocked", "RATE_LIMIT_STOPPED")
+    assert answer["continuations"] == {"used": 3, "max": 3}
+    charges = Event.objects.filter(goal_id=gid, kind="continuation.charged")
+    assert [e.data["attempt"] for e in charges.order_by("seq")] == [1, 2, 3]
+
+
+def test_a_crash_after_the_charge_gets_no_free_retry(agent, started, clock):
+    gid, lease = started(max_continuations=1)
+    agent.post(f"goals/{gid}/watchdog", {"lease": lease})
+    report(agent, gid, lease, outcome="error", error_text="rate limited", retry_after="60")
+    clock.advance(minutes=10)
+    # The claim commits (charged, lease granted) and the process dies before
+    # dispatching: nobody ever uses the lease.
+    claims.claim(gid, source="internal", occurrence_id="o-1", actor="scheduler")
+    assert Goal.objects.get(pk=gid).state["continuations_used"] == 1
+    clock.advance(minutes=10)
+    tasks.sweep_leases()
+    goal = Goal.objects.get(pk=gid)
+    assert (goal.status, goal.reason) == ("blocked", "INTERRUPTED_UNKNOWN")
+    assert goal.state["continuations_used"] == 1  # not refunded
+    clock.advance(hours=1)
+    assert tasks.fire_watchdog(gid, intended_date="o-2") == "terminal_cleanup_required"
+
+
+def test_no_automatic_path_crosses_an_approval_gate(agent, operator, started, clock):
+    gid, lease = started()
+    agent.post(f"goals/{gid}/watchdog", {"lease": lease})
+    gated = agent.post(f"goals/{gid}/approvals", {"lease": lease, "gate": "deploy-prod",
+                                                  "summary": "ship v2"}).json()
+    assert (gated["status"], gated["reason"]) == ("blocked", "BLOCKED_APPROVAL")
+    assert gated["pending_approvals"][0]["gate"] == "deploy-prod"
+    clock.advance(hours=3)
+    assert tasks.sweep_leases() == 0
+    assert agent.post(f"goals/{gid}/lease").json()["code"] == "goal_blocked"
+    assert agent.start().json()["acquired"] is False
+    assert tasks.fire_watchdog(gid, intended_date="x") == "terminal_cleanup_required"
+    assert Goal.objects.get(pk=gid).reason == "BLOCKED_APPROVAL"
+    refused = operator.post(f"goals/{gid}/recover", {"reason": "try"})
+    assert refused.status_code == 409 and refused.json()["code"] == "not_recoverable"
+    approved = operator.post(f"goals/{gid}/approvals/deploy-prod/resolve",
+                             {"decision": "approve", "note": "go"}).json()
+    assert approved["status"] == "waiting" and approved["pending_approvals"] == []
+    resolved = Event.objects.get(goal_id=gid, kind="approval.resolved")
+    assert resolved.actor == "operator-1" and resolved.data["operator"] == "operator-1"
+    assert agent.post(f"goals/{gid}/lease").json()["acquired"] is True
+
+
+def test_a_rejected_gate_closes_the_goal(agent, operator, started):
+    gid, lease = started()
+    agent.post(f"goals/{gid}/approvals", {"lease": lease, "gate": "delete-db"})
+    rejected = operator.post(f"goals/{gid}/approvals/delete-db/resolve",
+                             {"decision": "reject", "note": "never"}).json()
+    assert (rejected["status"], rejected["reason"]) == ("failed", "APPROVAL_REJECTED")
+
+
+def test_stop_is_permanent_and_recover_starts_a_new_budget(agent, operator, started, clock):
+    gid, lease = started(max_continuations=1)
+    report(agent, gid, lease, outcome="error", error_text="error 429", retry_after="1")
+    clock.advance(minutes=5)
+    lease = resume(gid, "o-1")
+    stopped = report(agent, gid, lease, outcome="error", error_text="error 429")
+    assert stopped["reason"] == "RATE_LIMIT_STOPPED"
+    recovered = operator.post(f"goals/{gid}/recover", {"reason": "quota raised"}).json()
+    assert (recovered["status"], recovered["continuations_used"]) == ("waiting", 0)
+    event = Event.objects.get(goal_id=gid, kind="goal.recovered")
+    assert event.actor == "operator-1"
+    assert event.data["reason"] == "quota raised" and event.data["from_reason"] == \
+        "RATE_LIMIT_STOPPED"
+    halted = operator.post(f"goals/{gid}/stop", {"reason": "wrong repository"}).json()
+    assert halted["status"] == "stopped"
+    assert operator.post(f"goals/{gid}/recover", {"reason": "x"}).status_code == 409
+    assert operator.post(f"goals/{gid}/stop", {"reason": "x"}).json()["code"] == \
+        "goal_terminal"
+
+
+def test_alerts_and_the_operator_commands(agent, operator, started, clock):
+    gid, lease = started()
+    agent.post(f"goals/{gid}/approvals", {"lease": lease, "gate": "merge"})
+    [alert] = operator.get("alerts").json()
+    assert alert["id"] == gid and alert["reason"] == "BLOCKED_APPROVAL"
+    out = io.StringIO()
+    call_command("ledger", "alerts", stdout=out)
+    assert gid in out.getvalue() and "1 goal(s) need a human" in out.getvalue()
+    with pytest.raises(CommandError, match="not_recoverable"):
+        call_command("ledger", "recover", gid, "--reason", "x", "--operator", "bob")
+    call_command("ledger", "approve", gid, "merge", "--operator", "bob", stdout=io.StringIO())
+    assert Event.objects.filter(goal_id=gid, kind="approval.resolved").get().actor == "bob"
+    call_command("ledger", "stop", gid, "--reason", "done with it", "--operator", "bob",
+                 stdout=io.StringIO())
+    stop = Event.objects.get(goal_id=gid, kind="goal.stopped")
+    assert (stop.actor, stop.data["reason"]) == ("bob", "done with it")
+    assert operator.get("alerts").json() == []
+
+
+def test_no_error_text_reaches_the_database(agent, started, clock):
+    gid, lease = started(max_continuations=5)
+    secret_text = ("Rate limit reached for org-SECRETORG99 on requests per min. "
+                   "Please try again in 9.8s. request_id=req_UNIQUE123XYZ")
+    report(agent, gid, lease, outcome="error", error_text=secret_text, key="run-1")
+    with connection.cursor() as cursor:
+        dump = []
+        for table in connection.introspection.table_names():
+            cursor.execute(f"SELECT * FROM {connection.ops.quote_name(table)}")
+            dump.extend(repr(row) for row in cursor.fetchall())
+    dump = "\n".join(dump)
+    for fragment in ("SECRETORG99", "req_UNIQUE123XYZ", "Please try again"):
+        assert fragment not in dump
+    run = Event.objects.get(goal_id=gid, kind="run.reported")
+    assert run.data == {"outcome": "error", "class": "rate_limit",
+                        "reset_at": "2026-12-02T09:00:09.800000Z", "retry_after": ""}
