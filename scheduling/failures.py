@@ -238,7 +238,7 @@ _TRIGGER = re.compile(
     r"|(?P<key>retry[-_]after[-_]ms|retry[-_]after(?:[-_]seconds)?|retrydelay"
     r"|resets?_?in_?seconds|resets?_?at|x-ratelimit-reset(?:-[a-z_]+)?"
     r"|anthropic-ratelimit-[a-z0-9-]*?reset|x-codex-[a-z0-9-]*?reset-(?:at|after-seconds)"
-    r"|ratelimit-reset)"
+    r"|ratelimit-reset(?:time)?)"
     r"\\{0,3}[\"']?\s*[:=]\s*"
     # Prose. Not "retrying in 4 seconds": that is a client's own backoff, not the provider's.
     r"|(?P<verb>resets?|try\s+again|retry|available(?:\s+again)?|regain\s+access|until|wait)"

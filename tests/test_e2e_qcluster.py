@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime
 import urllib.request
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -67,6 +68,7 @@ def fast(settings, receiver, live_server):
                             "timeout": 5}}
     settings.WAKELEDGER_CADENCE_UNIT_SECONDS = 1
     settings.WAKELEDGER_STALE_GRACE_SECONDS = 1
+    settings.WAKELEDGER_RESET_MARGIN_SECONDS = 1
     settings.WAKELEDGER_DISPATCHERS = dispatchers
     settings.SITE_URL = live_server.url
     db = connection.settings_dict
@@ -77,6 +79,7 @@ def fast(settings, receiver, live_server):
         "SITE_URL": live_server.url,
         "WAKELEDGER_CADENCE_UNIT_SECONDS": "1",
         "WAKELEDGER_STALE_GRACE_SECONDS": "1",
+        "WAKELEDGER_RESET_MARGIN_SECONDS": "1",
         "WAKELEDGER_DISPATCHERS": json.dumps(dispatchers),
         "WAKELEDGER_Q_WORKERS": "2",
     }
@@ -209,3 +212,42 @@ def test_one_occurrence_fired_twice_is_claimed_once(agent_http, cluster):
     assert goal.state["lease"]["generation"] == 2
     assert Event.objects.filter(goal_id=gid, kind="wake.claimed").count() == 1
     assert Event.objects.filter(goal_id=gid, kind__startswith="lease.acquired").count() == 2
+
+
+def test_a_rate_limited_goal_wakes_after_the_reset(agent_http, cluster):
+    started = agent_http("POST", "goals", {
+        "goal_key": "e2e-3", "workspace": "/srv/e2e-3", "objective": "Outlast a rate limit",
+        "next_actions": ["call the model again"],
+        "policy": {"lease_seconds": 60, "dispatch": "hook"}})
+    gid = started["goal"]["id"]
+    lease = {"token": started["lease"]["token"], "generation": 1}
+    # The cluster looks at its schedules now and every 30 s after.
+    cluster(WAKELEDGER_Q_GUARD_CYCLE="30")
+    time.sleep(2)
+    answer = agent_http("POST", f"goals/{gid}/runs", {
+        "lease": lease, "outcome": "error", "retry_after": "10",
+        "error_text": "HTTP 429 Too Many Requests: rate limit exceeded"})
+    assert answer["classification"] == "rate_limit" and answer["status"] == "paused"
+    assert Schedule.objects.filter(name=watchdogs.reset_schedule_name(gid)).count() == 1
+
+    _headers, raw = wait_for(lambda: Receiver.received and Receiver.received[0], 75,
+                             "the one-off wake after the reset")
+    packet = json.loads(raw)
+    resumed = {"token": packet["lease"]["token"], "generation": packet["lease"]["generation"]}
+    claimed = Event.objects.get(goal_id=gid, kind="wake.claimed")
+    assert claimed.data["reason"] == "rate_limit_reset"
+    paused_until = Event.objects.get(goal_id=gid, kind="goal.paused").data["until"]
+    assert claimed.recorded_at >= datetime.fromisoformat(paused_until)  # after the reset
+    charge = Event.objects.get(goal_id=gid, kind="continuation.charged")
+    assert (charge.data["attempt"], charge.data["max"]) == (1, 3)
+    # The charge is recorded before the dispatch.
+    dispatched = wait_for(
+        lambda: Event.objects.filter(goal_id=gid, kind="continuation.dispatched").first(), 20,
+        "the dispatch record")
+    assert charge.seq < dispatched.seq and dispatched.data["ok"] is True
+
+    agent_http("POST", f"goals/{gid}/checkpoints", {
+        "lease": resumed, "current_step": "called again", "progress_pct": 100})
+    done = agent_http("POST", f"goals/{gid}/finish", {"lease": resumed, "status": "completed"})
+    assert done["completion_state"] == "completed"
+    assert not Schedule.objects.filter(name=watchdogs.reset_schedule_name(gid)).exists()

@@ -510,6 +510,36 @@ RESETS = [
         NOW,
         at(2026, 12, 2, 13, 0),
     ),
+    # GitLab's rate-limit headers (docs, user_and_ip_rate_limits.md): epoch and HTTP-date
+    # forms of one window; past at NOW, returned as they are.
+    (
+        "RateLimit-Remaining: 0\nRateLimit-Reset: 1609844400\n"
+        "RateLimit-ResetTime: Tue, 05 Jan 2021 11:00:00 GMT",
+        None,
+        "UTC",
+        NOW,
+        at(2021, 1, 5, 11, 0),
+    ),
+    # lemlist API docs (developer.lemlist.com, "rate limits"): a JSON dump of headers whose
+    # X-RateLimit-Reset is a JavaScript Date string with a written offset (GMT+0100)…
+    (
+        '{"X-RateLimit-Limit": 20, "X-RateLimit-Remaining": 0, "X-RateLimit-Reset": '
+        '"Tue Feb 16 2021 09:02:42 GMT+0100 (Central European Standard Time)"}',
+        None,
+        "UTC",
+        NOW,
+        at(2021, 2, 16, 8, 2, 42),
+    ),
+    # …and, as printed there, with "Retry-After": 2, which beats the window header.
+    (
+        '{"Retry-After": 2, "X-RateLimit-Limit": 20, "X-RateLimit-Remaining": 7, '
+        '"X-RateLimit-Reset": "Tue Feb 16 2021 09:02:42 GMT+0100 (Central European Standard '
+        'Time)"}',
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 2, 9, 0, 2),
+    ),
     # The bug fixed in crunchtools/mcp-github v1.3.1: GitHub's epoch printed as a delay.
     # A delay of 56 years is a misread, not a reset.
     ("Retry after 1792152901 seconds", None, "UTC", NOW, None),
