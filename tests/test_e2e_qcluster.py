@@ -10,8 +10,8 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime
 import urllib.request
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
