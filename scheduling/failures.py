@@ -218,9 +218,11 @@ _UNIT_MICROSECONDS = {
     "w": 604_800_000_000,
 }
 _DURATION_PART = re.compile(
-    r"(?P<n>[0-9]{1,12}(?:\.[0-9]{1,9})?|an?|one)\s*"
+    r"(?P<n>[0-9]{1,12}(?:\.[0-9]{1,9})?)\s*"
     r"(?P<u>milliseconds?|msecs?|ms|seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h"
-    r"|days?|d|weeks?|w)(?![a-z])",
+    r"|days?|d|weeks?|w)(?![a-z])"
+    # "an hour", "a minute": spelled-out units only, so "in as little as" is no "a s".
+    r"|(?P<one>an?|one)\s+(?P<word>millisecond|second|minute|hour|day|week)\b",
     re.IGNORECASE,
 )
 _DURATION_GLUE = re.compile(r"[\s,]*(?:and\s+)?")
@@ -399,9 +401,8 @@ def _duration(window: str) -> timedelta | None:
         match = _DURATION_PART.match(window, position)
         if not match:
             break
-        number = match["n"].lower()
-        amount = Decimal(1) if number in ("a", "an", "one") else Decimal(number)
-        unit = match["u"].lower()
+        amount = Decimal(match["n"]) if match["n"] else Decimal(1)
+        unit = (match["u"] or match["word"]).lower()
         if unit.startswith(("ms", "msec", "milli")):
             key = "ms"
         elif unit.startswith("mi") or unit == "m":

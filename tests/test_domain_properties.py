@@ -34,6 +34,15 @@ from ledger.domain import (
 )
 from ledger.domain.errors import LeaseLost
 from ledger.domain.policy import LEASE_STALE_GRACE_SECONDS
+from ledger.domain.runs import (
+    CLASSES,
+    Recover,
+    ReportRun,
+    RequestApproval,
+    ResolveApproval,
+    Stop,
+)
+from ledger.domain.wakes import ClaimWake, ExpireLease, PrepareWatchdog
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SHAS = ["0" * 64, "1" * 64, "2" * 64]
@@ -67,9 +76,24 @@ finish = st.builds(Finish, status=st.sampled_from(["completed", "failed", "block
                    summary=text)
 acquire = st.builds(AcquireLease, holder=st.sampled_from(["agent-1", "agent-2"]),
                     token_sha256=st.sampled_from(TOKENS))
+runs = st.builds(ReportRun, proof=st.none(), outcome=st.sampled_from(["ok", "error"]),
+                 error_class=st.sampled_from(CLASSES),
+                 reset_at=st.none() | st.just(T0 + timedelta(hours=3)),
+                 reset_schedule_name=st.just("reset-g"))
+wakes_ = st.builds(ClaimWake, occurrence_id=st.sampled_from(["o1", "o2", "o3", "o4"]),
+                   source=st.sampled_from(["internal", "host"]), holder=st.just(""),
+                   token_sha256=st.sampled_from(TOKENS))
+operator = st.one_of(
+    st.builds(ResolveApproval, gate=st.just("deploy"),
+              decision=st.sampled_from(["approve", "reject"]), operator=st.just("op")),
+    st.builds(Recover, operator=st.just("op"), reason=st.just("because")),
+    st.builds(Stop, operator=st.just("op"), reason=st.just("enough")),
+)
 templates = st.one_of(checkpoint, checkpoint, checkpoint, finish, acquire, acquire,
                       st.just(Heartbeat(None)), st.just(ReleaseLease(None)),
-                      st.just(ReleaseWorkspace()), st.just(START))
+                      st.just(ReleaseWorkspace()), st.just(START), runs, wakes_,
+                      st.just(ExpireLease()), st.just(RequestApproval(None, "deploy")),
+                      st.just(PrepareWatchdog(None, 3600, "UTC", "wd-g")), operator)
 steps = st.builds(Step, template=templates,
                   proof=st.sampled_from(["current", "current", "current", "stale", "wrong",
                                          "none"]),
@@ -93,6 +117,9 @@ def with_proof(step: Step, state: GoalState) -> Any:
         }[step.proof]
     values = {name: getattr(template, name) for name in template.__slots__}
     return type(template)(**{**values, "proof": proof})
+
+
+AUTOMATIC = (ClaimWake, ExpireLease, AcquireLease)
 
 
 def run(history: list[Step], *, roundtrip: bool = False):
@@ -217,3 +244,43 @@ def test_status_and_lease_agree(history):
             assert before.lease
         if before.lease:
             assert before.status == "running"
+
+
+@settings(max_examples=300)
+@given(histories)
+def test_no_automatic_path_leaves_an_approval_gate(history):
+    """Rule 8: only an operator's decision moves a goal out of BLOCKED_APPROVAL."""
+    _, _, trace = run(history)
+    for command, before, _now, outcome in trace:
+        if before.reason == "BLOCKED_APPROVAL" and isinstance(outcome, list) and outcome:
+            after = fold(outcome, before)
+            if isinstance(command, (*AUTOMATIC, RunGoal)):
+                assert (after.status, after.reason) == ("blocked", "BLOCKED_APPROVAL")
+                assert not after.lease
+
+
+@settings(max_examples=300)
+@given(histories)
+def test_the_continuation_budget_is_never_exceeded(history):
+    """Rule 5: charges never pass max_continuations; only recover starts a new budget."""
+    state, events, _ = run(history)
+    used = 0
+    for event in events:
+        if event.kind == "goal.recovered":
+            used = 0
+        if event.kind == "continuation.charged":
+            used += 1
+            assert event.data["attempt"] == used <= event.data["max"]
+    assert state.continuations_used == used
+
+
+@settings(max_examples=300)
+@given(histories)
+def test_every_granted_wake_is_charged_first(history):
+    _, _, trace = run(history)
+    for command, _before, _now, outcome in trace:
+        if isinstance(command, ClaimWake) and isinstance(outcome, list):
+            kinds = [e.kind for e in outcome]
+            if any(k.startswith("lease.acquired") or k == "lease.taken_over" for k in kinds):
+                assert "continuation.charged" in kinds
+                assert kinds.index("continuation.charged") < len(kinds) - 1

@@ -36,12 +36,13 @@ CONTINUATION_DISPATCHED = "continuation.dispatched"
 JOB_TRACKED = "job.tracked"
 JOB_UPDATED = "job.updated"
 
-# Kinds that may still be appended to a terminal goal (DESIGN section 6): a
-# late wake is answered (terminal_noop / terminal_cleanup_required) and the
-# watchdog's cancellation receipt is recorded. Nothing else.
+# Kinds that may still be appended to a terminal goal: a late wake is answered
+# (terminal_noop / terminal_cleanup_required, DESIGN section 6), the
+# watchdog's cancellation receipt is recorded, and an operator may recover a
+# failed/AUTH_FAILED goal (rule 11). Nothing else.
 WAKE_CLAIMED = "wake.claimed"
 RECEIPT_RECORDED = "receipt.recorded"
-TERMINAL_ALLOWED_KINDS = frozenset({WAKE_CLAIMED, RECEIPT_RECORDED})
+TERMINAL_ALLOWED_KINDS = frozenset({WAKE_CLAIMED, RECEIPT_RECORDED, GOAL_RECOVERED})
 
 
 @dataclass(frozen=True, slots=True)
