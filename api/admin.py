@@ -1,14 +1,12 @@
-from typing import Any
-
 from django.contrib import admin
-from django.http import HttpRequest
 
 from api.models import ApiToken
 from api.roles import role_of
+from ledger.admin import ReadOnlyAdmin
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(ReadOnlyAdmin):
     """Who holds which token prefix. Tokens are created and revoked with
     `manage.py ledger agent create|revoke`; the digest is never shown."""
 
@@ -22,12 +20,3 @@ class ApiTokenAdmin(admin.ModelAdmin):
     @admin.display(description="role")
     def role(self, token: ApiToken) -> str:
         return role_of(token.user) or "-"
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

@@ -8,11 +8,9 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -23,6 +21,7 @@ from django_q.tasks import async_task
 from api import tokens
 from ledger.models import Event, Goal
 from scheduling import watchdogs
+from tests.receivers import Receiver, receiving
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "e2e-secret"
@@ -39,26 +38,10 @@ def postgres_only():
         pytest.skip("the real-process end-to-end tests run in the PostgreSQL half of the suite")
 
 
-class Receiver(BaseHTTPRequestHandler):
-    received: list = []
-
-    def do_POST(self):  # http.server's naming
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        Receiver.received.append((dict(self.headers), body))
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def receiver():
-    Receiver.received = []
-    server = HTTPServer(("127.0.0.1", 0), Receiver)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}/hook"
-    server.shutdown()
+    with receiving() as (url, _received):
+        yield url
 
 
 @pytest.fixture

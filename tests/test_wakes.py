@@ -7,16 +7,15 @@ import hashlib
 import hmac
 import json
 import sys
-import threading
 import time
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 from django_q.models import Schedule
 
 from ledger.models import Event, Goal
 from scheduling import claims, tasks, watchdogs
+from tests.receivers import receiving
 
 pytestmark = pytest.mark.django_db
 
@@ -339,27 +338,10 @@ def test_a_running_blocking_job_keeps_the_holder_and_the_goal(agent, started, cl
 # ------------------------------------------------------------------ dispatchers
 
 
-class Receiver(BaseHTTPRequestHandler):
-    received: list = []
-
-    def do_POST(self):
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        Receiver.received.append((dict(self.headers), body))
-        self.send_response(202)
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def receiver():
-    Receiver.received = []
-    server = HTTPServer(("127.0.0.1", 0), Receiver)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/hook", Receiver.received
-    server.shutdown()
+    with receiving() as served:
+        yield served
 
 
 def vanish_and_wake(agent, gid: str, lease: dict, clock) -> str:
