@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test test-sqlite test-postgres lint bench clean
+.PHONY: run test test-sqlite test-postgres browser lint bench clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +29,14 @@ run: $(VENV)/.installed
 
 test: test-sqlite test-postgres
 
-test-sqlite: $(VENV)/.installed-dev
+# The admin's browser tests drive Debian's Chromium (never a browser download
+# of Playwright's own). Installed when missing and when we may (root).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
+	  >/dev/null; } || echo "chromium is not installed: the browser tests will be skipped"
+
+test-sqlite: $(VENV)/.installed-dev browser
 	@echo "== test suite on SQLite =="
 	env -u DATABASE_URL $(BIN)/python -m pytest $(PYTEST_ARGS)
 

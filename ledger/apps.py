@@ -13,6 +13,19 @@ def _reinstall_triggers(sender: AppConfig, using: str = "default", **kwargs: Any
         triggers.install(connection)
 
 
+def _ensure_role_groups(sender: AppConfig, using: str = "default", **kwargs: Any) -> None:
+    """The role groups exist and let their staff members browse the ledger in
+    the admin (view only: nobody may add, change or delete there)."""
+    from django.contrib.auth.models import Group, Permission
+
+    views = Permission.objects.using(using).filter(
+        content_type__app_label="ledger", codename__startswith="view_")
+    for role in ("agent", "auditor", "operator"):
+        group, _ = Group.objects.using(using).get_or_create(name=role)
+        if role != "agent":
+            group.permissions.add(*views)
+
+
 class LedgerConfig(AppConfig):
     name = "ledger"
     verbose_name = "Ledger"
@@ -24,3 +37,5 @@ class LedgerConfig(AppConfig):
         # After every migrate (and flush), whatever rebuilt the events table.
         post_migrate.connect(_reinstall_triggers, sender=self,
                              dispatch_uid="ledger.reinstall_triggers")
+        post_migrate.connect(_ensure_role_groups, sender=self,
+                             dispatch_uid="ledger.ensure_role_groups")

@@ -48,7 +48,7 @@ def test_no_raw_token_reaches_the_database_the_logs_or_the_admin(agent, clock, c
 
     token_pk = ApiToken.objects.first().pk
     pages = [browser.get(url) for url in (
-        "/admin/ledger/goal/", f"/admin/ledger/goal/{gid}/change/", "/admin/ledger/event/",
+        "/admin/ledger/goal/", f"/admin/ledger/goal/{gid}/timeline/", "/admin/ledger/event/",
         "/admin/api/apitoken/", f"/admin/api/apitoken/{token_pk}/change/")]
     assert [page.status_code for page in pages] == [200] * len(pages)
 

@@ -1,0 +1,451 @@
+"""How goals and events read on a terminal: `ledger goals`, `ledger show`.
+
+Plain functions, no rules: they render what the projection and the events
+already say. ``summary(kind, data)`` is plain text (no colour) so other views
+(the admin's timeline) can show the same words; colour is added separately,
+and only when the caller says the output is a terminal.
+
+Everything printed here may come from an agent (objectives, steps, notes), so
+it goes through ``clean``: one line, no control characters. An ANSI escape in
+a step name would otherwise repaint the operator's terminal.
+"""
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from ledger.domain import GoalState
+from ledger.domain.runs import budget_left
+from ledger.domain.wakes import running_jobs, watchdog_health, watchdog_live
+
+if TYPE_CHECKING:  # only for annotations: this module never queries
+    from ledger.models import Goal
+
+# ----------------------------------------------------------------------------- colour
+
+# Colours by name, so a web view could map the same names to CSS classes.
+_SGR = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "magenta": "35",
+        "cyan": "36", "grey": "90", "bold-red": "1;31", "bold-green": "1;32",
+        "bold-magenta": "1;35", "dim": "2"}
+
+FAMILY_COLOURS = {
+    "goal": "bold-magenta", "workspace": "grey", "lease": "cyan", "checkpoint": "green",
+    "wake": "blue", "receipt": "grey", "continuation": "yellow", "run": "yellow",
+    "approval": "magenta", "job": "blue",
+}
+# Endings say more than their family: how a goal ended is what people look for.
+KIND_COLOURS = {"goal.completed": "bold-green", "goal.failed": "bold-red",
+                "goal.blocked": "bold-red", "goal.stopped": "red", "goal.paused": "yellow"}
+STATUS_COLOURS = {"running": "green", "waiting": "cyan", "paused": "yellow",
+                  "blocked": "bold-red", "done": "bold-green", "failed": "red", "stopped": "grey"}
+# One narrow (not East-Asian-wide, not emoji) symbol per family, so columns line up.
+FAMILY_ICONS = {
+    "goal": "◉", "workspace": "☐", "lease": "⇄", "checkpoint": "✓", "wake": "↻",
+    "receipt": "✎", "continuation": "⟳", "run": "▸", "approval": "⚑", "job": "⧗",
+}
+
+
+def paint(text: str, colour: str, enabled: bool) -> str:
+    """``text`` in a named colour, or unchanged when colour is off (not a TTY)."""
+    sgr = _SGR.get(colour)
+    return f"\x1b[{sgr}m{text}\x1b[0m" if enabled and sgr else text
+
+
+def family(kind: str) -> str:
+    return kind.partition(".")[0]
+
+
+def kind_colour(kind: str) -> str:
+    return KIND_COLOURS.get(kind) or FAMILY_COLOURS.get(family(kind), "")
+
+
+# ----------------------------------------------------------------------------- text
+
+# C0 and C1 controls (ESC among them), DEL, and the bidirectional overrides
+# that can make a line read differently from what it contains.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_BLANKS = re.compile(r"[\t\n\r]+| {2,}")
+
+
+def clean(value: object, width: int | None = None, *, keep_end: bool = False) -> str:
+    """``value`` as one safe line, shortened to ``width`` with an ellipsis
+    (keeping the end instead of the start for paths)."""
+    text = _BLANKS.sub(" ", _UNSAFE.sub("\ufffd", str(value))).strip()
+    if width is not None and len(text) > width:
+        text = "…" + text[-(width - 1):] if keep_end else text[:width - 1] + "…"
+    return text
+
+
+def when(value: str | datetime | None) -> str:
+    """An instant as ``YYYY-MM-DD HH:MM:SS`` in UTC; ``-`` when there is none."""
+    moment = _moment(value)
+    return moment.strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
+
+
+def relative(value: str | datetime | None, now: datetime) -> str:
+    """``in 12m`` / ``3h05m ago`` / ``now``; ``-`` when there is no instant."""
+    moment = _moment(value)
+    if moment is None:
+        return "-"
+    seconds = int((moment - now).total_seconds())
+    if abs(seconds) < 60:
+        return "now"
+    span = _span(abs(seconds))
+    return f"in {span}" if seconds > 0 else f"{span} ago"
+
+
+def _span(seconds: int) -> str:
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86_400
+    if days >= 2:
+        return f"{days}d"
+    if hours:
+        return f"{hours}h{minutes % 60:02d}m"
+    return f"{minutes}m"
+
+
+def _moment(value: str | datetime | None) -> datetime | None:
+    if not value:
+        return None
+    if isinstance(value, datetime):
+        return value.astimezone(UTC)
+    try:
+        return datetime.fromisoformat(value).astimezone(UTC)
+    except (TypeError, ValueError):
+        return None
+
+
+def _short(value: object) -> str:
+    """An instant inside a summary: the time of day, with the date only when
+    it might be another day than the event's (kept short: summaries are one line)."""
+    moment = _moment(value if isinstance(value, str | datetime) else None)
+    return moment.strftime("%m-%d %H:%M:%S") if moment else clean(value or "?")
+
+
+def _items(values: object, limit: int = 3) -> str:
+    items = [clean(v) for v in values] if isinstance(values, list | tuple) else []
+    more = f" (+{len(items) - limit})" if len(items) > limit else ""
+    return "; ".join(items[:limit]) + more
+
+
+# ----------------------------------------------------------------------------- summaries
+
+Summary = Callable[[Mapping[str, Any]], str]
+
+
+def _started(d: Mapping[str, Any]) -> str:
+    plan = _items((d.get("checkpoint") or {}).get("next_actions", []))
+    policy = d.get("policy") or {}
+    text = f"“{clean(d.get('objective', ''), 80)}” by {clean(d.get('agent') or '?')}"
+    text += f" ({policy['scheduler']} scheduler)" if policy.get("scheduler") else ""
+    return text + (f" → plan: {plan}" if plan else "")
+
+
+def _ended(verb: str) -> Summary:
+    def text(d: Mapping[str, Any]) -> str:
+        reason = f" ({d['reason']})" if d.get("reason") else ""
+        said = clean(d.get("summary", ""), 120)
+        return f"{verb}{reason}" + (f": {said}" if said else "")
+
+    return text
+
+
+def _checkpoint(d: Mapping[str, Any]) -> str:
+    text = f"step “{clean(d.get('current_step', ''), 60)}” ({d.get('progress_pct', '?')} %)"
+    nxt = _items(d.get("next_actions", []), 2)
+    text += f" → next: {nxt}" if nxt else ""
+    artifacts = d.get("artifacts") or []
+    text += f", {len(artifacts)} artifact(s)" if artifacts else ""
+    text += f", {len(d['errors'])} error(s)" if d.get("errors") else ""
+    return text + (f", note: {clean(d['note'], 60)}" if d.get("note") else "")
+
+
+def _lease(d: Mapping[str, Any]) -> str:
+    text = f"gen {d.get('generation', '?')} to {clean(d.get('holder', '?'))} until " \
+           f"{_short(d.get('expires_at'))}"
+    text += " (automatic continuation)" if d.get("via") == "wake" else ""
+    if "previous_generation" in d:
+        text += (f", taken over from gen {d['previous_generation']} of "
+                 f"{clean(d.get('previous_holder', '?'))} (expired "
+                 f"{_short(d.get('previous_expires_at'))})")
+    return text
+
+
+def _scheduled(d: Mapping[str, Any]) -> str:
+    if d.get("kind") == "reset":
+        return f"one-off wake at the reset, {_short(d.get('due_at'))}"
+    minutes = round(d.get("interval_seconds", 0) / 60, 1)
+    every = f"{minutes:g} min" if minutes >= 1 else f"{d.get('interval_seconds')} s"
+    retry = " (retry)" if d.get("attempt", 1) > 1 else ""
+    return (f"{d.get('backend', '?')} watchdog every {every}{retry}, first due "
+            f"{_short(d.get('first_due_at'))}")
+
+
+def _receipt(d: Mapping[str, Any]) -> str:
+    text = f"{d.get('backend', '?')} watchdog {d.get('status', '?')}"
+    text += f", due {_short(d['due_at'])}" if d.get("due_at") else ""
+    text += f", runs on {d['runs_on']}" if d.get("runs_on") else ""
+    text += f", attested by {clean(d['attested_by'])}" if d.get("attested_by") else ""
+    return text + (f": {clean(d['note'], 80)}" if d.get("note") else "")
+
+
+def _claimed(d: Mapping[str, Any]) -> str:
+    text = f"{d.get('outcome', '?')} ({d.get('reason') or '?'}), {d.get('source', '?')}"
+    if d.get("retry_after_seconds") is not None:
+        text += f", retry in {d['retry_after_seconds']} s"
+    if d.get("outcome") == "recurring_acquired" and "retry_count" in d:
+        text += f", wake {d['retry_count']} since the last checkpoint"
+    return text + (f": {clean(d['notes'], 90)}" if d.get("notes") else "")
+
+
+def _run(d: Mapping[str, Any]) -> str:
+    if d.get("outcome") == "ok":
+        return "ok"
+    text = d.get("class") or "error"
+    text += f", reset {_short(d['reset_at'])}" if d.get("reset_at") else ""
+    return text + (f", retry-after {clean(d['retry_after'])}" if d.get("retry_after") else "")
+
+
+def _dispatched(d: Mapping[str, Any]) -> str:
+    result = "ok" if d.get("ok") else "failed"
+    detail = f" ({clean(d['detail'], 60)})" if d.get("detail") else ""
+    return f"via {clean(d.get('dispatcher', '?'))}: {result}{detail}"
+
+
+def _approval_resolved(d: Mapping[str, Any]) -> str:
+    verb = "approved" if d.get("decision") == "approve" else "rejected"
+    note = f": {clean(d['note'], 80)}" if d.get("note") else ""
+    return f"gate {clean(d.get('gate', '?'))} {verb} by {clean(d.get('operator', '?'))}{note}"
+
+
+def _workspace_released(d: Mapping[str, Any]) -> str:
+    by = "an operator" if d.get("by_operator") else "the lease holder"
+    why = f": {clean(d['reason'], 80)}" if d.get("reason") else ""
+    return f"{clean(d.get('workspace', '?'), 60, keep_end=True)} released by {by}{why}"
+
+
+_SUMMARIES: dict[str, Summary] = {
+    "goal.started": _started,
+    "goal.completed": _ended("completed"),
+    "goal.failed": _ended("failed"),
+    "goal.blocked": _ended("blocked"),
+    "goal.finish_requested": lambda d: (f"finish as {d.get('status', '?')} requested; waits "
+                                        "for the host watchdog's cancellation"),
+    "goal.paused": lambda d: f"paused until {_short(d.get('until'))} ({clean(d.get('basis', ''))})",
+    "goal.stopped": lambda d: (f"stopped by {clean(d.get('operator', '?'))}: "
+                               f"{clean(d.get('reason', ''), 100)}"),
+    "goal.recovered": lambda d: (f"recovered by {clean(d.get('operator', '?'))} from "
+                                 f"{d.get('from_status', '?')}/{d.get('from_reason') or '-'}: "
+                                 f"{clean(d.get('reason', ''), 80)}"),
+    "workspace.bound": lambda d: clean(d.get("workspace", "?"), 80, keep_end=True),
+    "workspace.released": _workspace_released,
+    "lease.acquired": _lease,
+    "lease.taken_over": _lease,
+    "lease.renewed": lambda d: (f"gen {d.get('generation', '?')} renewed until "
+                                f"{_short(d.get('expires_at'))}"),
+    "lease.released": lambda d: f"gen {d.get('generation', '?')} released",
+    "lease.expired": lambda d: (f"gen {d.get('generation', '?')} of "
+                                f"{clean(d.get('holder', '?'))} expired at "
+                                f"{_short(d.get('expired_at'))}"),
+    "checkpoint.recorded": _checkpoint,
+    "wake.scheduled": _scheduled,
+    "wake.cancel_requested": lambda d: (f"{d.get('backend', '?')} watchdog cancellation "
+                                        f"requested: {clean(d.get('note', ''), 80)}"),
+    "wake.claimed": _claimed,
+    "receipt.recorded": _receipt,
+    "run.reported": _run,
+    "continuation.charged": lambda d: (f"continuation {d.get('attempt', '?')} of "
+                                       f"{d.get('max', '?')} charged"),
+    "continuation.dispatched": _dispatched,
+    "approval.requested": lambda d: (f"gate {clean(d.get('gate', '?'))}"
+                                     + (f": {clean(d['summary'], 100)}"
+                                        if d.get("summary") else "")),
+    "approval.resolved": _approval_resolved,
+    "job.tracked": lambda d: (f"{clean(d.get('kind', '?'))} {clean(d.get('ref', '?'), 60)} "
+                              f"(job {clean(d.get('job_id', '?'))})"),
+    "job.updated": lambda d: (f"job {clean(d.get('job_id', '?'))} {d.get('status', '?')}"
+                              + (f": {clean(d['conclusion'], 80)}"
+                                 if d.get("conclusion") else "")),
+}
+
+# Never worth a line: digests, and the data a summary already says elsewhere.
+_GENERIC_SKIP = frozenset({"token_sha256", "host_ref_sha256"})
+
+
+def summary(kind: str, data: Mapping[str, Any]) -> str:
+    """One readable line for an event, in plain text (no colour, no markup).
+
+    Events are stored forever and older ones may lack a field a newer kind
+    has: a summary never raises, it falls back to ``key=value`` pairs.
+    """
+    data = data if isinstance(data, Mapping) else {}
+    text = _SUMMARIES.get(kind)
+    if text is not None:
+        try:
+            return clean(text(data))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            pass
+    return clean(", ".join(f"{k}={v}" for k, v in sorted(data.items())
+                           if k not in _GENERIC_SKIP), 160)
+
+
+# ----------------------------------------------------------------------------- timeline
+
+KIND_WIDTH = 23  # len("continuation.dispatched"), the longest kind
+ACTOR_WIDTH = 14
+
+
+def event_line(seq: int, recorded_at: datetime, kind: str, actor: str,
+               data: Mapping[str, Any], *, colour: bool = False) -> str:
+    """``seq  time  icon kind  actor  summary``: one line per event."""
+    head = f"{FAMILY_ICONS.get(family(kind), '·')} {clean(kind, KIND_WIDTH):<{KIND_WIDTH}}"
+    return (f"{seq:>7}  {paint(when(recorded_at), 'dim', colour)}  "
+            f"{paint(head, kind_colour(kind), colour)}  "
+            f"{clean(actor, ACTOR_WIDTH):<{ACTOR_WIDTH}}  {summary(kind, data)}")
+
+
+# ----------------------------------------------------------------------------- goals table
+
+GOAL_COLUMNS = ("ID", "GOAL KEY", "WORKSPACE", "AGENT", "STATUS", "REASON", "PROG", "LEASE",
+                "NEXT WAKE", "UPDATED")
+
+
+def short_id(goal_id: object) -> str:
+    """What the table prints and `ledger show` accepts back: the id's first 8 hex digits."""
+    return str(goal_id).replace("-", "")[:8]
+
+
+def goal_cells(goal: "Goal", now: datetime) -> list[str]:
+    state = GoalState.from_dict(goal.state)
+    lease = state.lease
+    return [
+        short_id(goal.pk),
+        clean(goal.goal_key, 28),
+        clean(goal.workspace, 28, keep_end=True),
+        clean(goal.agent or "-", 14),
+        goal.status,
+        goal.reason or "-",
+        f"{state.progress_pct}%",
+        f"{clean(lease['holder'], 14)} g{lease['generation']}" if lease else "-",
+        relative(goal.next_wake_at, now),
+        relative(goal.updated_at, now),
+    ]
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[str]], *,
+          paint_cell: Callable[[int, str, str], str] | None = None) -> list[str]:
+    """Left-aligned columns sized to their widest cell. Widths are measured
+    on plain text; ``paint_cell(column, padded, raw)`` colours after padding so
+    escape codes never count as width."""
+    rows = [list(row) for row in rows]
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows,
+                                                                        strict=False)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    for row in rows:
+        cells = []
+        for i, (cell, width) in enumerate(zip(row, widths, strict=True)):
+            padded = cell.ljust(width)
+            cells.append(paint_cell(i, padded, cell) if paint_cell else padded)
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def goals_table(goals: Iterable["Goal"], now: datetime, *, colour: bool = False) -> list[str]:
+    status = GOAL_COLUMNS.index("STATUS")
+
+    def paint_status(column: int, padded: str, raw: str) -> str:
+        return paint(padded, STATUS_COLOURS.get(raw, ""), colour) if column == status else padded
+
+    return table(GOAL_COLUMNS, (goal_cells(g, now) for g in goals), paint_cell=paint_status)
+
+
+# ----------------------------------------------------------------------------- one goal
+
+
+def state_lines(state: GoalState, now: datetime, *, colour: bool = False) -> list[str]:
+    """The projected state at the top of `ledger show`: what the goal is doing
+    and what it waits for."""
+    status = paint(state.status, STATUS_COLOURS.get(state.status, ""), colour)
+    reason = f" / {state.reason}" if state.reason else ""
+    rows = [
+        ("goal", f"{state.goal_id}  ({clean(state.goal_key)} @ "
+                 f"{clean(state.workspace)}, agent {clean(state.agent or '-')})"),
+        ("objective", clean(state.objective, 200)),
+        ("status", status + reason + _paused(state, now)),
+        ("progress", f"{_bar(state.progress_pct)} {state.progress_pct} %, "
+                     f"{state.checkpoints} checkpoint(s)"),
+        ("step", f"“{clean(state.current_step, 120)}”"),
+        ("next", _items(state.next_actions, 5) or "-"),
+        ("lease", _lease_line(state, now)),
+        ("watchdog", _watchdog_line(state, now)),
+        ("continuations", f"{state.continuations_used} of "
+                          f"{state.policy.get('max_continuations', 3)} used "
+                          f"({budget_left(state)} left), {state.retry_count} wake(s) since "
+                          "the last checkpoint"),
+        ("jobs", _jobs_line(state)),
+        ("approvals", _approvals_line(state)),
+    ]
+    if state.summary:
+        rows.append(("summary", clean(state.summary, 200)))
+    rows.append(("updated", f"{when(state.updated_at)} ({relative(state.updated_at, now)}), "
+                            f"created {when(state.created_at)}, {state.version} event(s)"))
+    return [f"{label + ':':<15}{value}" for label, value in rows]
+
+
+def _bar(pct: int, width: int = 20) -> str:
+    filled = max(0, min(width, round(pct * width / 100)))
+    return "[" + "█" * filled + "·" * (width - filled) + "]"
+
+
+def _paused(state: GoalState, now: datetime) -> str:
+    if state.status != "paused" or not state.paused_until:
+        return ""
+    return f", until {when(state.paused_until)} ({relative(state.paused_until, now)})"
+
+
+def _lease_line(state: GoalState, now: datetime) -> str:
+    lease = state.lease
+    if not lease:
+        ended = f", last one {state.lease_end}" if state.lease_end else ""
+        return f"none (generation {state.lease_generation}{ended})"
+    via = ", automatic continuation" if lease.get("via") == "wake" else ""
+    return (f"{clean(lease['holder'])} gen {lease['generation']}, expires "
+            f"{when(lease['expires_at'])} ({relative(lease['expires_at'], now)}), last sign "
+            f"of life {relative(lease.get('last_heartbeat_at'), now)}{via}")
+
+
+def _watchdog_line(state: GoalState, now: datetime) -> str:
+    watchdog = state.watchdog
+    if not watchdog:
+        line = "none"
+    else:
+        minutes = round(watchdog.get("interval_seconds", 0) / 60, 1)
+        line = (f"{watchdog.get('backend', '?')} {watchdog.get('status', '?')} "
+                f"({watchdog_health(state)}), every {minutes:g} min")
+        if watchdog_live(state) and watchdog.get("next_due_at"):
+            due = watchdog["next_due_at"]
+            line += f", next due {when(due)} ({relative(due, now)})"
+    if state.paused_until and state.reset_wake.get("due_at"):
+        due = state.reset_wake["due_at"]
+        line += f"; reset wake {when(due)} ({relative(due, now)})"
+    if state.last_wake:
+        wake = state.last_wake
+        line += (f"; last wake {wake.get('outcome', '?')} ({wake.get('reason') or '?'}) "
+                 f"{relative(wake.get('at'), now)}")
+    return line
+
+
+def _jobs_line(state: GoalState) -> str:
+    running = running_jobs(state)
+    if not running:
+        return f"none blocking ({len(state.jobs)} tracked)" if state.jobs else "none"
+    return "; ".join(f"{clean(j['kind'])} {clean(j['ref'], 60)} running since "
+                     f"{when(j['tracked_at'])}" for j in running)
+
+
+def _approvals_line(state: GoalState) -> str:
+    if not state.pending_approvals:
+        return "none pending"
+    return "; ".join(f"{clean(g['gate'])} (asked {when(g.get('requested_at'))})"
+                     + (f": {clean(g['summary'], 100)}" if g.get("summary") else "")
+                     for g in state.pending_approvals)
