@@ -4,14 +4,20 @@ Each action is a thin shell: it parses arguments, calls the store or the
 projection module, and prints. No rule lives here.
 """
 
+import argparse
 import getpass
+import os
+import re
 import secrets
+import sys
 import uuid
 from argparse import ArgumentParser
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
@@ -20,20 +26,69 @@ from django.urls import reverse
 from api import alerts, tokens
 from api.models import ApiToken
 from api.roles import AGENT, ROLES, role_of
-from ledger import clock, projection
-from ledger.domain import DomainError
+from ledger import clock, demo, projection, terminal
+from ledger.domain import STATUSES, DomainError, GoalState
 from ledger.domain.runs import Recover, ResolveApproval, Stop
-from ledger.models import Goal
+from ledger.domain.state import REASONS
+from ledger.models import Event, Goal
 from ledger.progress import Progress
 from scheduling import watchdogs
 
+SHOW_LIMIT = 50  # events `ledger show` prints unless told otherwise
+GOALS_LIMIT = 50
+_HEX_PREFIX = re.compile(r"[0-9a-f]{4,32}")
+
+
+def ensure_user(name: str, role: str) -> AbstractBaseUser:
+    """The user for an API caller (or the demo's agent), in its role's group.
+    Shared by `agent create` and `demo`, so both make the same kind of user."""
+    if not name or len(name) > 150 or not name.replace("-", "").replace("_", "").replace(
+            ".", "").isalnum():
+        raise CommandError("NAME must be 1-150 letters, digits, '-', '_' or '.'")
+    user, created = get_user_model().objects.get_or_create(username=name)
+    if created:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    current = role_of(user)
+    if current not in (None, role):
+        raise CommandError(f"{name} already has the role {current}; create another name")
+    group, _ = Group.objects.get_or_create(name=role)
+    user.groups.add(group)
+    return user
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return number
+
 
 class Command(BaseCommand):
-    help = ("Wake Ledger operator commands: replay, verify, agent, prune, stop, recover, "
-            "approve, alerts, bootstrap.")
+    help = ("Wake Ledger operator commands: goals, show, replay, verify, agent, prune, stop, "
+            "recover, approve, alerts, demo, bootstrap.")
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+        goals = actions.add_parser("goals", help="A table of goals, most recently updated first.")
+        goals.add_argument("--status", nargs="+", action="extend", choices=STATUSES,
+                           metavar="STATUS", help=f"any of: {', '.join(STATUSES)}")
+        goals.add_argument("--reason", type=str.upper, choices=REASONS, metavar="REASON",
+                           help="e.g. BLOCKED_APPROVAL, INTERRUPTED_UNKNOWN")
+        goals.add_argument("--agent")
+        goals.add_argument("--limit", type=_positive, default=GOALS_LIMIT,
+                           help=f"at most this many rows (default {GOALS_LIMIT})")
+
+        show = actions.add_parser(
+            "show", help="One goal: its projected state, then its timeline of events.")
+        show.add_argument("goal_id", metavar="GOAL_ID",
+                          help="a goal id, or the first 4+ hex digits of one (as `goals` shows)")
+        how_many = show.add_mutually_exclusive_group()
+        how_many.add_argument("--limit", type=_positive, default=SHOW_LIMIT,
+                              help=f"the last N events (default {SHOW_LIMIT})")
+        how_many.add_argument("--all", action="store_true", dest="every",
+                              help="every event, streamed")
 
         replay = actions.add_parser(
             "replay", help="Fold every goal's events and compare with the stored projection.")
@@ -76,6 +131,12 @@ class Command(BaseCommand):
         approve.add_argument("--note", default="")
         approve.add_argument("--operator", default=getpass.getuser())
         actions.add_parser("alerts", help="Goals that need a human, newest first.")
+
+        demo_parser = actions.add_parser(
+            "demo", help=f"Create a few realistic demo goals (agent {demo.AGENT}, "
+                         f"workspaces under {demo.ROOT}/); does nothing if they exist.")
+        demo_parser.add_argument("--again", action="store_true",
+                                 help="add another set even if demo goals exist")
 
         actions.add_parser(
             "bootstrap",
@@ -128,19 +189,7 @@ class Command(BaseCommand):
         getattr(self, f"handle_agent_{agent_action}")(**options)
 
     def handle_agent_create(self, name: str, role: str, **_: Any) -> None:
-        users = get_user_model()
-        if not name or len(name) > 150 or not name.replace("-", "").replace("_", "").replace(
-                ".", "").isalnum():
-            raise CommandError("NAME must be 1-150 letters, digits, '-', '_' or '.'")
-        user, created = users.objects.get_or_create(username=name)
-        if created:
-            user.set_unusable_password()
-            user.save(update_fields=["password"])
-        current = role_of(user)
-        if current not in (None, role):
-            raise CommandError(f"{name} already has the role {current}; create another name")
-        group, _ = Group.objects.get_or_create(name=role)
-        user.groups.add(group)
+        user = ensure_user(name, role)
         token = tokens.issue(user)
         # Printed once; only its prefix and an HMAC digest are stored.
         self.stdout.write(f"{role} {name}: API token (shown once, keep it secret):\n{token}")
@@ -196,6 +245,70 @@ class Command(BaseCommand):
                               f"{row['workspace']}: {row['why']}")
         self.stdout.write(f"{len(rows)} goal(s) need a human")
 
+    # ------------------------------------------------------------------ goals, show
+
+    def handle_goals(self, status: list[str] | None, reason: str | None, agent: str | None,
+                     limit: int, **options: Any) -> None:
+        query = Goal.objects.order_by("-updated_at", "id")
+        if status:
+            query = query.filter(status__in=status)
+        if reason:
+            query = query.filter(reason=reason)
+        if agent:
+            query = query.filter(agent=agent)
+        rows = list(query[:limit])
+        # Counting is one more query; only worth it when the limit cut the list.
+        total = query.count() if len(rows) == limit else len(rows)
+        more = f" of {total} (raise --limit to see more)" if total > len(rows) else ""
+        table = terminal.goals_table(rows, clock.now(), colour=self._colour(options))
+        self._emit([*table, f"{len(rows)} goal(s){more}"])
+
+    def handle_show(self, goal_id: str, limit: int, every: bool, **options: Any) -> None:
+        pk, state = self._load_goal(goal_id)
+        self._emit(self._show_lines(pk, state, None if every else limit, self._colour(options)))
+
+    @staticmethod
+    def _show_lines(pk: str, state: GoalState, limit: int | None,
+                    colour: bool) -> Iterator[str]:
+        yield from terminal.state_lines(state, clock.now(), colour=colour)
+        events = Event.objects.filter(goal_id=pk).values_list(
+            "seq", "recorded_at", "kind", "actor", "data")
+        if limit is None:
+            yield f"\ntimeline: all {state.version} event(s)"
+            # Streamed: a goal of 100k events never sits in memory at once.
+            rows: Iterable[tuple] = events.order_by("seq").iterator(chunk_size=2000)
+        else:
+            shown = min(limit, state.version)
+            before = state.version - shown
+            yield (f"\ntimeline: last {shown} of {state.version} event(s)"
+                   + (f"; --all for the {before} before" if before else ""))
+            # The newest N through the (goal, seq) index, printed oldest first.
+            rows = reversed(list(events.order_by("-seq")[:limit]))
+        for seq, recorded_at, kind, actor, data in rows:
+            yield terminal.event_line(seq, recorded_at, kind, actor, data, colour=colour)
+
+    # ------------------------------------------------------------------ demo
+
+    def handle_demo(self, again: bool, **_: Any) -> None:
+        found = demo.existing()
+        if found and not again:
+            self._emit([
+                f"{len(found)} demo goal(s) already exist under {demo.ROOT}/ "
+                "(`ledger demo --again` adds another set):",
+                *(f"  {terminal.short_id(g.pk)}  {g.goal_key}: "
+                  f"{g.status}{'/' + g.reason if g.reason else ''}" for g in found),
+            ])
+            return
+        ensure_user(demo.AGENT, AGENT)
+        made = demo.create()
+        self._emit([
+            f"made {len(made)} demo goal(s) for agent {demo.AGENT}:",
+            *(f"  {terminal.short_id(g.goal_id)}  {g.goal_key:24} "
+              f"{g.status + ('/' + g.reason if g.reason else ''):30} {g.story}" for g in made),
+            "see them with `ledger goals` and `ledger show ID`, or in the admin at "
+            f"{settings.SITE_URL}{reverse('admin:index')}",
+        ])
+
     # ------------------------------------------------------------------ bootstrap
 
     def handle_bootstrap(self, **_: Any) -> None:
@@ -215,6 +328,55 @@ class Command(BaseCommand):
             f"  URL:      {url}\n  user:     admin\n  password: {password}")
 
     # ------------------------------------------------------------------ helpers
+
+    def _emit(self, lines: Iterable[str]) -> None:
+        """Write ``lines``; a reader that went away (`ledger show ID --all | head`)
+        ends the output quietly instead of with a BrokenPipeError traceback."""
+        try:
+            for line in lines:
+                self.stdout.write(line)
+            self.stdout.flush()
+        except BrokenPipeError:
+            if self.stdout._out is sys.stdout:
+                # Python would hit the closed pipe again flushing stdout at exit.
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+    def _colour(self, options: dict[str, Any]) -> bool:
+        """Colour only on a terminal (never in a pipe, a log or a test's
+        StringIO), unless --force-color; --no-color and NO_COLOR turn it off."""
+        if options.get("force_color"):
+            return True
+        if options.get("no_color") or os.environ.get("NO_COLOR"):
+            return False
+        return self.stdout.isatty()
+
+    @staticmethod
+    def _load_goal(value: str) -> tuple[str, GoalState]:
+        """The goal a full id or a unique prefix of its hex digits (what the
+        goals table prints) names, with its projected state."""
+        pk = Command._goal_pk(value)
+        row = Goal.objects.filter(pk=pk).values_list("state", flat=True).first()
+        if row is None:
+            raise CommandError(f"no such goal: {value}")
+        return pk, GoalState.from_dict(row)
+
+    @staticmethod
+    def _goal_pk(value: str) -> str:
+        try:
+            return str(uuid.UUID(value))
+        except ValueError:
+            pass
+        prefix = value.strip().lower().replace("-", "")
+        if not _HEX_PREFIX.fullmatch(prefix):
+            raise CommandError(f"{value!r} is not a goal id (a UUID, or the first 4 or more "
+                               "of its hex digits)")
+        matches = [str(pk) for pk in Goal.objects.filter(
+            id__startswith=prefix).values_list("id", flat=True)[:2]]
+        if len(matches) > 1:
+            raise CommandError(f"{value!r} matches several goals; give more digits")
+        if not matches:
+            raise CommandError(f"no such goal: {value}")
+        return matches[0]
 
     def _ids(self, selected: list[str]) -> list[str]:
         wanted = self._valid(selected)
