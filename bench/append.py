@@ -66,15 +66,17 @@ class Ours:
         from django.core.management import call_command
 
         from ledger import store
-        from ledger.domain import RecordCheckpoint, StartGoal
+        from ledger.domain import LeaseProof, RecordCheckpoint, RunGoal, StartGoal
 
         call_command("migrate", verbosity=0)
         self.store = store
         self.goal_id = str(uuid.uuid4())
-        store.start(StartGoal(goal_id=self.goal_id, workspace="/bench", goal_key="bench",
-                              objective="benchmark"), actor="agent-1")
+        token = "0" * 64  # a lease token's digest; the benchmark holds the lease
+        store.start(RunGoal(StartGoal(goal_id=self.goal_id, workspace="/bench", goal_key="bench",
+                                      objective="benchmark", agent="agent-1"), "agent-1", token),
+                    actor="agent-1")
         self.command = RecordCheckpoint(current_step="step", progress_pct=10,
-                                        next_actions=("next",))
+                                        next_actions=("next",), proof=LeaseProof(token, 1))
 
     def run(self, n: int) -> float:
         started = time.perf_counter()

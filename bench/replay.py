@@ -34,20 +34,23 @@ def main() -> None:
         from django.db import transaction
 
         from ledger import projection, store
-        from ledger.domain import Artifact, RecordCheckpoint, StartGoal
+        from ledger.domain import Artifact, LeaseProof, RecordCheckpoint, RunGoal, StartGoal
 
         call_command("migrate", verbosity=0)
         started = time.perf_counter()
         for g in range(args.goals):
             goal_id = str(uuid.uuid4())
             with transaction.atomic():
-                store.start(StartGoal(goal_id=goal_id, workspace=f"/w/{g}", goal_key="bench",
-                                      objective="benchmark"), actor="agent-1")
+                store.start(RunGoal(StartGoal(goal_id=goal_id, workspace=f"/w/{g}",
+                                              goal_key="bench", objective="benchmark",
+                                              agent="agent-1"), "agent-1", "0" * 64),
+                            actor="agent-1")
                 for i in range(args.events_per_goal - 1):
                     store.execute(goal_id, RecordCheckpoint(
                         current_step=f"step {i}", progress_pct=min(100, i // 10),
                         completed=(f"step {i - 1}",), next_actions=(f"step {i + 1}",),
                         artifacts=(Artifact(f"out/{i % 20}.txt", "a" * 64, i),) if i < 20 else (),
+                        proof=LeaseProof("0" * 64, 1),
                     ), actor="agent-1")
         seeded = time.perf_counter() - started
         total = args.goals * args.events_per_goal
