@@ -438,7 +438,7 @@ class WorkspaceReleaseView(LedgerView):
 # ----------------------------------------------------------------------- wakes
 
 
-def watchdog_answer(request: Request, state: GoalState) -> dict[str, Any]:
+def watchdog_answer(state: GoalState) -> dict[str, Any]:
     watchdog = state.watchdog
     status = watchdog.get("status", "")
     action = {
@@ -485,14 +485,14 @@ class WatchdogView(LedgerView):
             watchdogs.interval_seconds(state.policy.get("cadence_minutes", 60)),
             data["tzid"] or state.session.get("timezone") or "UTC",
             watchdogs.schedule_name(state.goal_id))
-        return Response(watchdog_answer(request, run(request, goal_id, command).state))
+        return Response(watchdog_answer(run(request, goal_id, command).state))
 
     @extend_schema(summary="Cancel the watchdog", request=s.FencedSerializer,
                    responses={200: s.WatchdogAnswerSerializer, **FENCED_PROBLEMS})
     def delete(self, request: Request, goal_id: str) -> Response:
         data = validated(s.FencedSerializer, request.data)
         state = run(request, goal_id, CancelWatchdog(proof(data.get("lease")))).state
-        return Response(watchdog_answer(request, state))
+        return Response(watchdog_answer(state))
 
 
 class ReceiptsView(LedgerView):
@@ -512,7 +512,7 @@ class ReceiptsView(LedgerView):
             data["due_at"], data["runs_on"], data["verified"], data["attested_by"],
             data["note"])
         state = run(request, goal_id, command).state
-        return Response({**watchdog_answer(request, state),
+        return Response({**watchdog_answer(state),
                          "completion_state": completion_state(state)})
 
 
@@ -607,8 +607,9 @@ class RunsView(LedgerView):
                 reset_at = failures.parse_reset(text, now=clock.now(), tz=tz,
                                                 retry_after=data["retry_after"] or None)
             # Only a value that parses is kept as a hint; the rest is dropped.
-            retry_after = data["retry_after"] if failures.parse_reset(
-                "", now=clock.now(), retry_after=data["retry_after"] or None) else ""
+            if data["retry_after"] and failures.parse_retry_after(data["retry_after"],
+                                                                  clock.now()):
+                retry_after = data["retry_after"]
         command = ReportRun(proof(data.get("lease")), data["outcome"], error_class, reset_at,
                             retry_after, dict(data.get("session", {})),
                             watchdogs.reset_schedule_name(state.goal_id),

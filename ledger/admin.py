@@ -140,7 +140,7 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
             "chart": timeline.chart(goal),
             "full_verification": full,
             "operator": is_operator(request),
-            "running_jobs": [j for j in state.jobs if j["status"] == "running"],
+            "running_jobs": state.running_jobs(),
         }
         return TemplateResponse(request, "admin/ledger/goal/timeline.html", context)
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledger.domain import GoalState
 from ledger.domain.runs import budget_left
-from ledger.domain.wakes import running_jobs, watchdog_health, watchdog_live
+from ledger.domain.wakes import watchdog_health, watchdog_live
 
 if TYPE_CHECKING:  # only for annotations: this module never queries
     from ledger.models import Goal
@@ -436,7 +436,7 @@ def _watchdog_line(state: GoalState, now: datetime) -> str:
 
 
 def _jobs_line(state: GoalState) -> str:
-    running = running_jobs(state)
+    running = state.running_jobs()
     if not running:
         return f"none blocking ({len(state.jobs)} tracked)" if state.jobs else "none"
     return "; ".join(f"{clean(j['kind'])} {clean(j['ref'], 60)} running since "

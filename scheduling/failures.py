@@ -491,7 +491,7 @@ def _prose(verb: str, raw: str, now: datetime, zone: tzinfo) -> tuple[int, datet
     return (_ABSOLUTE, instant) if instant is not None else None
 
 
-def _retry_after_header(value: object, now: datetime) -> datetime | None:
+def parse_retry_after(value: object, now: datetime) -> datetime | None:
     """An HTTP Retry-After value: delta-seconds ("120", tolerated "1.5") or an HTTP-date
     ("Wed, 21 Oct 2026 07:28:00 GMT"). None when it is neither (or negative, or absurd)."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
@@ -545,7 +545,7 @@ def parse_reset(
         now = (now if now.tzinfo else now.replace(tzinfo=UTC)).astimezone(UTC)
         if retry_after is not None:
             try:
-                from_header = _retry_after_header(retry_after, now)
+                from_header = parse_retry_after(retry_after, now)
             except (ValueError, OverflowError):
                 from_header = None
             if from_header is not None:

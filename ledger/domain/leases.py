@@ -54,7 +54,7 @@ def lease_refusal(state: GoalState, now: datetime) -> dict[str, Any] | None:
     if stale_at is None:
         return None
     if now >= stale_at:
-        running = [job for job in state.jobs if job["status"] == "running"]
+        running = state.running_jobs()
         if not running:
             return None
         # A holder waiting on a CI run is not stale: it is waiting.

@@ -116,6 +116,11 @@ class GoalState:
     def session_key(self) -> str:
         return self.session.get("session_key", "")
 
+    def running_jobs(self) -> list[dict[str, Any]]:
+        """Blocking jobs still running: they keep a waiting holder from being
+        taken over and a goal from finishing."""
+        return [job for job in self.jobs if job["status"] == "running"]
+
     def artifact(self, path: str) -> dict[str, Any] | None:
         for artifact in self.artifacts:
             if artifact["path"] == path:

@@ -134,10 +134,6 @@ def watchdog_health(state: GoalState) -> str:
     return "degraded" if status in DEGRADED else "ok"
 
 
-def running_jobs(state: GoalState) -> list[dict[str, Any]]:
-    return [job for job in state.jobs if job["status"] == "running"]
-
-
 def _due(moment: datetime, seconds: int) -> str:
     return iso(moment + timedelta(seconds=seconds))
 
@@ -253,7 +249,7 @@ def _iso_field(value: str, field: str) -> str:
 def finish_events(state: GoalState, status: str, summary: str, generation: int,
                   now: datetime) -> list[Event]:
     """The events of a finish, once the decider has fenced and validated it."""
-    running = running_jobs(state)
+    running = state.running_jobs()
     if running:
         raise DomainError(
             f"{len(running)} blocking job(s) still running (first: {running[0]['kind']} "
@@ -324,7 +320,7 @@ def claim_outcome(state: GoalState, cmd: ClaimWake, now: datetime) -> dict[str, 
                     "retry_after_seconds": ceil((due - now).total_seconds())}
     stale_at = lease_stale_at(state)
     if (stale_at is not None and now >= stale_at and state.lease.get("via") == "wake"
-            and not state.lease.get("active") and not running_jobs(state)):
+            and not state.lease.get("active") and not state.running_jobs()):
         # Rule 6: a dispatched continuation went silent; it may have done
         # something. Never replay it.
         return {"outcome": "terminal_cleanup_required", "block": "INTERRUPTED_UNKNOWN",
@@ -424,7 +420,7 @@ def dispatched(state: GoalState, cmd: RecordDispatch, now: datetime) -> list[Eve
 
 def expire(state: GoalState, cmd: ExpireLease, now: datetime) -> list[Event]:
     stale_at = lease_stale_at(state)
-    if stale_at is None or now < stale_at or running_jobs(state):
+    if stale_at is None or now < stale_at or state.running_jobs():
         return []
     events = [Event(LEASE_EXPIRED, {"generation": state.lease["generation"],
                                     "holder": state.lease["holder"],
