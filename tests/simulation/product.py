@@ -15,11 +15,14 @@ answer.
 
 import ast
 import hashlib
+import json
+import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from django_q.models import Schedule
 
 from ledger import clock, projection, store
@@ -367,17 +370,45 @@ def sweep_leases() -> int:
 
 
 def load(goal_id: str) -> GoalState:
-    return store.load(goal_id)
+    """The projected state (what GET /goals/{id} reads). Plain SQL: the simulation
+    reads after every step, and the ORM's query building would cost more than
+    the product's own work."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT state FROM {Goal._meta.db_table} WHERE id = %s",
+                       [_pk(goal_id)])
+        row = cursor.fetchone()
+    if row is None:
+        raise Refused("not_found", f"no goal {goal_id}")
+    return GoalState.from_dict(_json(row[0]))
 
 
-def load_all() -> dict[str, GoalState]:
+def _pk(goal_id: str) -> Any:
+    return Goal._meta.pk.get_db_prep_value(uuid.UUID(str(goal_id)), connection)
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def load_many(goal_ids: list[str]) -> dict[str, GoalState]:
     return {str(pk): GoalState.from_dict(state)
-            for pk, state in Goal.objects.values_list("id", "state")}
+            for pk, state in Goal.objects.filter(pk__in=goal_ids).values_list("id", "state")}
 
 
 def events(goal_id: str, after: int = 0) -> list[dict[str, Any]]:
-    return list(Event.objects.filter(goal_id=goal_id, seq__gt=after).order_by("seq")
-                .values("seq", "kind", "data", "actor", "recorded_at"))
+    """A goal's events after ``after`` in seq order (GET /goals/{id}/events)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT seq, kind, data, actor, recorded_at FROM "
+                       f"{Event._meta.db_table} WHERE goal_id = %s AND seq > %s ORDER BY seq",
+                       [_pk(goal_id), after])
+        rows = cursor.fetchall()
+    return [{"seq": seq, "kind": kind, "data": _json(data), "actor": actor,
+             "recorded_at": _moment(at)} for seq, kind, data, actor, at in rows]
+
+
+def _moment(value: Any) -> datetime:
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def replay_differences(goal_ids: list[str]) -> dict[str, list[str]]:

@@ -101,6 +101,7 @@ class GoalSim:
     crashed: set[int] = field(default_factory=set)  # generations whose holder went silent
     handed: set[int] = field(default_factory=set)  # generations a simulated actor received
     blocked_seen: set[tuple[str, int]] = field(default_factory=set)
+    orphan_since: datetime | None = None  # when an operator's dashboard first showed it stuck
     jobs: int = 0
     notes: list[tuple[datetime, str]] = field(default_factory=list)
     monitor: inv.GoalMonitor | None = None
@@ -173,7 +174,11 @@ class World:
         self.limits, self.auth_texts, self.other_texts = _texts()
         self.violated: set[tuple[str, str]] = set()  # (invariant, goal) reported once
         self.touched: set[str] = set()
+        self.replayed: dict[str, int] = {}  # goal -> version at its last replay
         self._schedules: list[Any] | None = None  # every FIRE row, while unchanged
+
+    def active(self) -> list[str]:
+        return sorted(goal_id for goal_id, goal in self.goals.items() if not goal.ended)
 
     def schedules(self, goal_id: str | None = None) -> list[Any]:
         """django-q2's rows, re-read only after something changed them."""
@@ -695,10 +700,17 @@ class World:
     def operator_tick(self) -> None:
         """Operators look at the goals that need a human and act after a while."""
         self.after(timedelta(minutes=20), self.operator_tick)
-        for goal_id, state in product.load_all().items():
-            goal = self.goals.get(goal_id)
-            if goal is None or goal.ended:
+        for goal_id, state in product.load_many(self.active()).items():
+            goal = self.goals[goal_id]
+            if inv.liveness_state(state.to_dict(), self.schedules(goal_id), self.now) is None:
+                # A goal nothing will move (what `ledger doctor` lists): after a few
+                # hours an operator wakes it, or stops it when there is no such act.
+                goal.orphan_since = goal.orphan_since or self.now
+                if self.now - goal.orphan_since > timedelta(hours=3):
+                    goal.orphan_since = None
+                    self.operator_unstick(goal)
                 continue
+            goal.orphan_since = None
             needs = state.status == "blocked" or (state.status == "failed"
                                                   and state.reason == "AUTH_FAILED")
             if needs:
@@ -753,6 +765,24 @@ class World:
         elif goal.mode == "idle":
             self.after(self.minutes(1, 10), self.agent_poll, goal, goal.turn)
 
+    def operator_unstick(self, goal: GoalSim) -> None:
+        self.touched.add(goal.goal_id)
+        try:
+            product.wake_now(goal.goal_id, "operator-2", "stuck: nothing would wake it")
+            self.note(goal, "operator-2 wakes the stuck goal")
+            return
+        except Unsupported:
+            pass
+        except Refused as refused:
+            self.note(goal, f"operator wake refused: {refused.code}")
+        try:
+            product.stop(goal.goal_id, "operator-2", "stuck: nothing would wake it")
+        except Refused as refused:
+            self.note(goal, f"operator stop refused: {refused.code}")
+            return
+        self.note(goal, "operator-2 stops the stuck goal (no way to wake it)")
+        self.goal_over(goal)
+
     def operator_wake(self, goal: GoalSim) -> None:
         try:
             product.wake_now(goal.goal_id, "operator-1", "the reset already passed")
@@ -779,7 +809,10 @@ class World:
         if goal is None or goal.monitor is None:
             return
         self.report.checks += 1
-        for event in product.events(goal_id, after=goal.monitor.seen):
+        state = state or product.load(goal_id)
+        news = product.events(goal_id, after=goal.monitor.seen) \
+            if state.version > goal.monitor.seen else []
+        for event in news:
             if event["kind"] in product.SCHEDULE_KINDS:
                 self._schedules = None
             for name, message in goal.monitor.feed(event):
@@ -810,7 +843,6 @@ class World:
                     self.violation(inv.PROGRESS, goal_id,
                                    f"done after {goal.monitor.granted_wakes} wakes for "
                                    f"{goal.turns_needed} turns of work")
-        state = state or product.load(goal_id)
         if schedules is None:
             schedules = self.schedules(goal_id)
         where = inv.liveness_state(state.to_dict(), schedules, self.now)
@@ -827,7 +859,9 @@ class World:
         names = {s.name for s in schedules}
         watchdog = state.watchdog
         if watchdog.get("backend") == "internal":
-            live = watchdog.get("status") in inv.WATCHDOG_LIVE and not state.terminal
+            # A terminal goal's live watchdog is cleaned up by its next wake
+            # (terminal_cleanup_required): consistent while its row exists.
+            live = watchdog.get("status") in inv.WATCHDOG_LIVE
             has_row = watchdog.get("schedule_name") in names
             if live and not has_row:
                 self.violation(inv.DOCTOR, goal.goal_id, "the projection's internal watchdog "
@@ -845,20 +879,24 @@ class World:
 
     def periodic_check(self) -> None:
         self.after(CHECK_EVERY, self.periodic_check)
-        states = product.load_all()
+        states = product.load_many(self.active())
         by_goal: dict[str, list[Any]] = {}
         self._schedules = None  # a safety net: re-read them every half hour
         for row in self.schedules():
             by_goal.setdefault(row.goal_id, []).append(row)
-        for goal_id in sorted(self.goals):
-            state = states.get(goal_id)
-            if state is not None and not (self.goals[goal_id].ended and state.terminal):
-                self.check_goal(goal_id, by_goal.get(goal_id, []), state)
+        for goal_id, state in sorted(states.items()):
+            self.check_goal(goal_id, by_goal.get(goal_id, []), state)
         if (self.now - START) % REPLAY_EVERY < CHECK_EVERY:
             self.replay_check()
 
     def replay_check(self) -> None:
-        ids = sorted(self.goals)
+        """Replay and verify every goal that changed since its last replay."""
+        ids = sorted(goal_id for goal_id, goal in self.goals.items() if goal.monitor
+                     and self.replayed.get(goal_id) != goal.monitor.seen)
+        for goal_id in ids:
+            self.replayed[goal_id] = self.goals[goal_id].monitor.seen  # type: ignore[union-attr]
+        if not ids:
+            return
         self.report.checks += len(ids)
         for goal_id, fields in product.replay_differences(ids).items():
             self.violation(inv.REPLAY, goal_id, f"replay differs from the projection in "
@@ -868,8 +906,10 @@ class World:
 
     def final_check(self) -> None:
         self.periodic_check()
+        for goal_id in self.active():
+            self.check_goal(goal_id)
         self.replay_check()
-        states = product.load_all()
+        states = product.load_many(sorted(self.goals))
         slack = timedelta(minutes=20)
         for goal_id, goal in sorted(self.goals.items()):
             state = states[goal_id]
