@@ -135,6 +135,7 @@ class Report:
     fires: int = 0
     claims: dict[str, int] = field(default_factory=dict)
     endings: dict[str, int] = field(default_factory=dict)
+    acts: dict[str, int] = field(default_factory=dict)  # what the actors did, by kind
     violations: list[inv.Violation] = field(default_factory=list)
 
     def by_invariant(self, name: str) -> list[inv.Violation]:
@@ -145,7 +146,8 @@ class Report:
                  f"{self.goals_started} goals, {self.goal_days:.0f} active goal-days, "
                  f"{self.steps} steps, {self.checks} invariant checks, {self.fires} fires",
                  f"  claims: {dict(sorted(self.claims.items()))}",
-                 f"  endings: {dict(sorted(self.endings.items()))}"]
+                 f"  endings: {dict(sorted(self.endings.items()))}",
+                 f"  acts: {dict(sorted(self.acts.items()))}"]
         counts: dict[str, int] = {}
         for v in self.violations:
             counts[v.invariant] = counts.get(v.invariant, 0) + 1
@@ -203,6 +205,9 @@ class World:
 
     def minutes(self, low: float, high: float) -> timedelta:
         return timedelta(seconds=self.rng.uniform(low * 60, high * 60))
+
+    def count(self, act: str) -> None:
+        self.report.acts[act] = self.report.acts.get(act, 0) + 1
 
     def note(self, goal: GoalSim, text: str) -> None:
         goal.notes.append((self.now, text))
@@ -321,6 +326,7 @@ class World:
         eventful = not goal.healthy
         if eventful and rng.random() < config.crash:
             goal.crashed.add(lease.generation)
+            self.count("crash")
             self.note(goal, f"agent crashes silently holding generation {lease.generation}")
             zombie = lease
             goal.turn += 1
@@ -333,6 +339,7 @@ class World:
             return
         if eventful and rng.random() < config.rate_limit:
             text, retry_after, tz = rng.choice(self.limits)
+            self.count("rate_limit")
             answer = self.call(goal, product.report_run, goal.goal_id, goal.agent, lease,
                                error_text=text, retry_after=retry_after, tz=tz)
             if answer is not None:
@@ -341,12 +348,14 @@ class World:
                 self.end_turn(goal, "rate limited")
             return
         if eventful and rng.random() < config.auth:
+            self.count("auth_failure")
             self.call(goal, product.report_run, goal.goal_id, goal.agent, lease,
                       error_text=rng.choice(self.auth_texts))
             if goal.turn == turn:
                 self.end_turn(goal, "authentication failed")
             return
         if eventful and rng.random() < config.unclassified:
+            self.count("unclassified_failure")
             self.call(goal, product.report_run, goal.goal_id, goal.agent, lease,
                       error_text=rng.choice(self.other_texts))
             if goal.turn == turn:
@@ -354,6 +363,7 @@ class World:
             return
         if eventful and rng.random() < config.approval:
             gate = f"gate-{goal.turns_done}-{rng.randint(0, 999)}"
+            self.count("approval_request")
             self.call(goal, product.checkpoint, goal.goal_id, goal.agent, lease,
                       step=f"before {gate}", pct=goal.progress, next_actions=["wait for gate"])
             if goal.turn != turn:
@@ -364,6 +374,7 @@ class World:
             return
         if eventful and rng.random() < config.ci_job:
             goal.jobs += 1
+            self.count("ci_job")
             job_id = f"job-{goal.jobs}"
             if self.call(goal, product.track_job, goal.goal_id, goal.agent, lease,
                          job_id=job_id, ref=f"ci-run-{rng.getrandbits(32)}") is None \
@@ -411,6 +422,7 @@ class World:
                 self.after(timedelta(minutes=4), self.ci_wait, goal, turn, job_id, done_at, left)
             return
         status = "succeeded" if self.rng.random() < 0.7 else "failed"
+        self.count(f"ci_{status}")
         self.call(goal, product.update_job, goal.goal_id, goal.agent, goal.lease,
                   job_id=job_id, status=status)
         if goal.turn != turn:
@@ -432,6 +444,7 @@ class World:
             state = self.call(goal, product.host_receipt, goal.goal_id, goal.agent, lease,
                               status="cancelled")
         self.note(goal, f"finish {status} -> {state}")
+        self.count(f"finish_{status}")
         goal.turn += 1
         goal.lease = None
         goal.mode = "idle" if status == "blocked" else "done"
@@ -455,6 +468,7 @@ class World:
         before = product.load(goal.goal_id)
         current = before.lease.get("generation") if before.lease else None
         self.touched.add(goal.goal_id)
+        self.count("zombie_write")
         try:
             product.checkpoint(goal.goal_id, goal.agent, lease, step="zombie write",
                                pct=before.progress_pct, next_actions=["?"])
@@ -528,13 +542,17 @@ class World:
         self.at(slot_at + host.interval, self.host_slot, goal, host, k + 1)
         roll = self.rng.random()
         if roll < 0.05:
+            self.count("host_missed_slot")
             self.note(goal, f"host misses slot {k}")
             return
         offset = (-self.rng.uniform(0, 30) if roll < 0.15 else self.rng.uniform(0, 300))
         occurrence = f"{host.ref}-run-{k}" if host.passes_ids else None
         first = slot_at + timedelta(seconds=offset)
         self.at(max(first, self.now), self.host_fire, goal, host, occurrence, k, False)
+        if roll < 0.15:
+            self.count("host_early_fire")
         if self.rng.random() < 0.07:
+            self.count("host_double_fire")
             again = first + self.minutes(0.1, 10)
             self.at(max(again, self.now), self.host_fire, goal, host, occurrence, k, True)
 
@@ -553,6 +571,7 @@ class World:
         self.note(goal, f"host fires slot {k}{' again' if duplicate else ''} "
                         f"(occurrence {occurrence or 'none'}) -> {answer.outcome}")
         self.record_slot_grant(goal, f"host:{host.ref}:{k}", answer.outcome)
+        self.count("host_claim")
         if answer.outcome == "recurring_acquired" and answer.lease is not None:
             goal.handed.add(answer.lease.generation)
             if goal.mode == "working":
@@ -621,6 +640,8 @@ class World:
             if key in self.planned:
                 continue
             self.planned.add(key)
+            if row.next_run < self.now - timedelta(minutes=15):
+                self.count("fire_after_outage")  # django-q2 was down when it was due
             roll = self.rng.random()
             delay = (self.rng.uniform(0, 30) if roll < 0.6 else
                      self.rng.uniform(30, 120) if roll < 0.85 else self.rng.uniform(120, 600))
@@ -628,6 +649,7 @@ class World:
             end = self.in_outage(pick)
             if end is not None:
                 pick = end + timedelta(seconds=self.rng.uniform(0, 60))
+                self.count("fire_after_outage")  # picked up once django-q2 is back
             self.at(pick, self.pick_up, row.pk, row.next_run)
 
     def pick_up(self, pk: int, expected: datetime) -> None:
@@ -644,6 +666,8 @@ class World:
             return  # recreated meanwhile; its new run is planned on its own
         self.fire(args, intended, duplicate=False)
         roll = self.rng.random()
+        if roll < 0.06:
+            self.count("duplicate_fire")
         if roll < 0.04:  # a second cluster picked the same row
             self.after(timedelta(seconds=self.rng.uniform(0, 20)), self.fire, args, intended,
                        True)
@@ -738,15 +762,18 @@ class World:
                 gate = state.pending_approvals[0]["gate"]
                 decision = "approve" if roll < 0.85 else "reject"
                 product.resolve_approval(goal.goal_id, operator, gate, decision)
+                self.count(f"operator_{decision}")
                 self.note(goal, f"{operator} {decision}s {gate}")
             elif state.status == "failed" and roll > 0.6:
                 self.note(goal, f"{operator} leaves the {state.reason} goal failed")
                 self.goal_over(goal)
             elif roll < 0.85 or state.status == "failed":
+                self.count("operator_recover")
                 product.recover(goal.goal_id, operator, "looked at it; carry on")
                 self.note(goal, f"{operator} recovers the goal from {state.reason}")
             else:
                 product.stop(goal.goal_id, operator, "not worth it")
+                self.count("operator_stop")
                 self.note(goal, f"{operator} stops the goal")
         except Refused as refused:
             self.note(goal, f"{operator}'s act refused: {refused.code}: {refused.detail[:80]}")
@@ -767,6 +794,7 @@ class World:
 
     def operator_unstick(self, goal: GoalSim) -> None:
         self.touched.add(goal.goal_id)
+        self.count("operator_unstick")
         try:
             product.wake_now(goal.goal_id, "operator-2", "stuck: nothing would wake it")
             self.note(goal, "operator-2 wakes the stuck goal")
@@ -784,6 +812,7 @@ class World:
         self.goal_over(goal)
 
     def operator_wake(self, goal: GoalSim) -> None:
+        self.count("operator_wake")
         try:
             product.wake_now(goal.goal_id, "operator-1", "the reset already passed")
         except Unsupported:
