@@ -42,6 +42,8 @@ class Config:
     healthy_share: float = 0.35  # goals whose agent always succeeds (PROGRESS checks them)
     host_share: float = 0.3  # goals whose watchdog the agent's host owns
     outages_per_day: float = 0.4  # django-q2 scheduler outages of 1-6 hours
+    host_early: float = 0.1  # a host fire up to 30 s early (else late by up to 5 min)
+    host_double: float = 0.07  # a host fires the same slot twice
 
 
 # ------------------------------------------------------------------ failure texts
@@ -487,6 +489,7 @@ class World:
                         "it carries on")
         if goal.mode == "idle":
             self.begin_turn(goal, lease)
+            self.call(goal, product.heartbeat, goal.goal_id, goal.agent, lease)
 
     def agent_poll(self, goal: GoalSim, turn: int) -> None:
         """The agent comes back on its own and looks at its goal (skill: pull a due wake)."""
@@ -545,28 +548,39 @@ class World:
             self.count("host_missed_slot")
             self.note(goal, f"host misses slot {k}")
             return
-        offset = (-self.rng.uniform(0, 30) if roll < 0.15 else self.rng.uniform(0, 300))
+        early = roll < 0.05 + self.config.host_early
+        offset = -self.rng.uniform(0, 30) if early else self.rng.uniform(0, 300)
         occurrence = f"{host.ref}-run-{k}" if host.passes_ids else None
         first = slot_at + timedelta(seconds=offset)
-        self.at(max(first, self.now), self.host_fire, goal, host, occurrence, k, False)
-        if roll < 0.15:
+        self.at(max(first, self.now), self.host_fire, goal, host, occurrence, k, False,
+                slot_at)
+        if early:
             self.count("host_early_fire")
-        if self.rng.random() < 0.07:
+        if self.rng.random() < self.config.host_double:
             self.count("host_double_fire")
             again = first + self.minutes(0.1, 10)
-            self.at(max(again, self.now), self.host_fire, goal, host, occurrence, k, True)
+            self.at(max(again, self.now), self.host_fire, goal, host, occurrence, k, True,
+                    slot_at)
 
     def host_fire(self, goal: GoalSim, host: HostSchedule, occurrence: str | None, k: int,
-                  duplicate: bool, retries: int = 0) -> None:
+                  duplicate: bool, slot_at: datetime, retries: int = 0) -> None:
         if not host.active:
             return
         token = self.token()
         self.touched.add(goal.goal_id)
+        before = product.load(goal.goal_id)
         try:
             answer = product.host_claim(goal.goal_id, goal.agent, token, occurrence)
         except Refused as refused:
             self.note(goal, f"host claim for slot {k} refused: {refused.code}")
             return
+        late = (self.now - slot_at).total_seconds()
+        if (answer.outcome == "not_due" and not duplicate and not retries
+                and before.status != "paused" and -30 <= late < host.interval.total_seconds() / 2):
+            self.violation(inv.NO_DRIFT, goal.goal_id,
+                           f"the host's slot {k} ({slot_at:%H:%M:%S}) fired {late:.0f} s from "
+                           f"its time and was answered not_due; next due was "
+                           f"{before.watchdog.get('next_due_at')}")
         self.report.claims[answer.outcome] = self.report.claims.get(answer.outcome, 0) + 1
         self.note(goal, f"host fires slot {k}{' again' if duplicate else ''} "
                         f"(occurrence {occurrence or 'none'}) -> {answer.outcome}")
@@ -574,16 +588,13 @@ class World:
         self.count("host_claim")
         if answer.outcome == "recurring_acquired" and answer.lease is not None:
             goal.handed.add(answer.lease.generation)
-            if goal.mode == "working":
-                self.violation(inv.ONE_LIVE_LEASE, goal.goal_id,
-                               "a host claim was granted while the agent was mid-turn")
-            goal.turn += 1
+            goal.turn += 1  # whatever the agent still thought it held is gone
             self.begin_turn(goal, answer.lease)
         elif answer.outcome == "worker_busy_noop" and (answer.retry_after_seconds or 999) <= 60 \
                 and retries < 3:
             # Skill: only the stale grace remains; wait that long, claim again.
             self.after(timedelta(seconds=answer.retry_after_seconds or 1), self.host_fire,
-                       goal, host, occurrence, k, duplicate, retries + 1)
+                       goal, host, occurrence, k, duplicate, slot_at, retries + 1)
         elif answer.outcome == "terminal_cleanup_required":
             host.active = False  # delete the host task, then record it
             state = product.load(goal.goal_id)
