@@ -983,7 +983,7 @@ class World:
         lines.sort(key=lambda line: (line[0], line[1]))
         shown = lines[-limit:]
         head = [] if len(shown) == len(lines) else [f"  … {len(lines) - limit} earlier lines"]
-        return "\n".join(head + [f"  {moment - START}  {text}" for moment, _, text in shown])
+        return "\n".join(head + [f"  {_clock(moment)}  {text}" for moment, _, text in shown])
 
 
 _KEYS = ("generation", "outcome", "occurrence_id", "reason", "status", "until", "attempt",
@@ -997,6 +997,11 @@ def _key_data(kind: str, data: dict[str, Any]) -> str:
         if name in shown and len(str(shown[name])) > 48:
             shown[name] = "…" + str(shown[name])[-44:]
     return " ".join(f"{k}={v}" for k, v in shown.items())
+
+
+def _clock(moment: datetime) -> str:
+    """Virtual time as "d2 14:05:09" (day 1 is the first simulated day)."""
+    return f"d{(moment - START).days + 1} {moment:%H:%M:%S}"
 
 
 def _uuid(rng: random.Random) -> Any:
