@@ -48,7 +48,11 @@ def liveness_state(goal_state: dict[str, Any], schedules: list[Any], now: dateti
 
     ``schedules`` are the django-q2 rows (``name`` attribute) that may fire a
     wake for this goal. A schedule whose next run has passed still counts:
-    django-q2 fires an overdue schedule as soon as it runs again.
+    django-q2 fires an overdue schedule as soon as it runs again. A lease past
+    its expiry still counts as working: ending it is the sweeper's job, which
+    the simulation checks on its own (``SWEPT``, outages excepted). ``now`` is
+    part of the contract for the product's own version of this check (doctor),
+    where "a future slot" may need it; nothing here depends on it yet.
     """
     from tests.simulation import product
 

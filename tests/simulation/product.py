@@ -238,6 +238,8 @@ def finish(goal_id: str, agent: str, lease: Lease, status: str = "completed") ->
 def host_claim(goal_id: str, agent: str, token: str,
                occurrence_id: str | None) -> ClaimAnswer:
     """POST /goals/{id}/claim as a host-fired task sends it (what ClaimView does)."""
+    from api.views import _host_slot  # the view's own rule for a claim without an id
+
     state = store.load(goal_id)
     occurrence = occurrence_id or _host_slot(state)
     try:
@@ -247,12 +249,6 @@ def host_claim(goal_id: str, agent: str, token: str,
         raise Refused(error.code, error.detail, **error.extra) from None
     lease = Lease(token, result.lease["generation"]) if result.lease else None
     return ClaimAnswer(result.outcome, lease, result.retry_after_seconds, result.packet)
-
-
-def _host_slot(state: GoalState) -> str:
-    """api.views._host_slot, verbatim: a claim without an occurrence id."""
-    interval = max(1, state.watchdog.get("interval_seconds", 3600))
-    return f"slot-{int(clock.now().timestamp()) // interval}"
 
 
 # --------------------------------------------------------------------------- operators
