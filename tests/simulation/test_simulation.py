@@ -316,3 +316,32 @@ def test_the_monitor_catches_each_safety_break() -> None:
     assert _feed(_event(2, "job.tracked", job_id="j"), _event(3, "goal.completed",
                                                               summary="")) == \
         [inv.VERIFIED_COMPLETION]
+
+
+def test_the_world_catches_a_tampered_projection_and_a_lost_schedule() -> None:
+    """The replay and doctor checks can fail: plant both faults on a fresh goal."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the simulation runs on SQLite")
+    from django_q.models import Schedule
+
+    from ledger import clock
+    from ledger.models import Goal
+    from tests.simulation.world import Config, World
+
+    world = World(Config(seed=9, days=1, goals=1, host_share=0.0))
+    with clock.use(world.clock):
+        world.start_goal(0)
+        [goal_id] = world.goals
+        world.check_goal(goal_id)
+        world.replay_check()
+        assert world.report.violations == []
+
+        Goal.objects.filter(pk=goal_id).update(status="done")
+        world.replayed.clear()
+        world.replay_check()
+        assert [v.goal_id for v in world.report.by_invariant(inv.REPLAY)] == [goal_id]
+
+        Schedule.objects.filter(args=repr(goal_id)).delete()  # the watchdog's row is lost
+        world._schedules = None
+        world.check_goal(goal_id)
+        assert [v.goal_id for v in world.report.by_invariant(inv.DOCTOR)] == [goal_id]
