@@ -35,5 +35,6 @@ urlpatterns = [
          name="approval-resolve"),
     path(f"{goal}/stop", views.StopView.as_view(), name="stop"),
     path(f"{goal}/recover", views.RecoverView.as_view(), name="recover"),
+    path(f"{goal}/wake", views.WakeView.as_view(), name="wake"),
     path("alerts", views.AlertsView.as_view(), name="alerts"),
 ]

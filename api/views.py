@@ -23,7 +23,7 @@ from api.auth import HasRole
 from api.idempotency import idempotent, lease_token
 from api.problems import Problem
 from api.roles import AGENT, AUDITOR, OPERATOR, role_of
-from ledger import clock, store
+from ledger import clock, continuations, store
 from ledger.domain import (
     AcquireLease,
     Artifact,
@@ -42,6 +42,7 @@ from ledger.domain import (
 from ledger.domain.events import iso
 from ledger.domain.runs import Recover, ReportRun, RequestApproval, ResolveApproval, Stop
 from ledger.domain.smartwake import preflight, resume_packet
+from ledger.domain.timing import next_wake_at
 from ledger.domain.validation import canonical_workspace
 from ledger.domain.wakes import (
     HOST,
@@ -52,10 +53,9 @@ from ledger.domain.wakes import (
     UpdateJob,
     completion_state,
     watchdog_health,
-    watchdog_live,
 )
 from ledger.models import Event, Goal
-from scheduling import claims, dispatch, failures, watchdogs
+from scheduling import dispatch, failures, watchdogs
 
 READERS = (AGENT, AUDITOR, OPERATOR)
 
@@ -129,11 +129,11 @@ def actor(request: Request) -> str:
 
 
 def run(request: Request, goal_id: str, command: Any) -> store.Outcome:
-    load_goal(request, goal_id)  # visibility first: 404 before any rule
-    # Through scheduling: a command that creates or cancels an internal
-    # watchdog changes its django-q2 schedule in the same transaction.
-    return watchdogs.execute(goal_id, command, actor=actor(request),
-                             idempotency_key=getattr(request, "idempotency_key", None))
+    # Visibility first (404 before any rule), and the goal's canonical id from
+    # then on: the URL may spell it in any form uuid accepts.
+    state = load_goal(request, goal_id)
+    return store.execute(state.goal_id, command, actor=actor(request),
+                         idempotency_key=getattr(request, "idempotency_key", None))
 
 
 def validated(serializer_class: type, data: Any) -> dict[str, Any]:
@@ -254,6 +254,7 @@ class GoalsView(LedgerView):
             policy={**data.get("policy", {}),
                     "stale_grace_seconds": settings.WAKELEDGER_STALE_GRACE_SECONDS},
             dispatchers=dispatch.names(),
+            cadence_unit_seconds=settings.WAKELEDGER_CADENCE_UNIT_SECONDS,
             session=dict(data.get("session", {})),
             timeout_seconds=data.get("timeout_seconds"),
             estimated_duration_seconds=data.get("estimated_duration_seconds"),
@@ -480,11 +481,8 @@ class WatchdogView(LedgerView):
     def post(self, request: Request, goal_id: str) -> Response:
         data = validated(s.WatchdogSerializer, request.data)
         state = load_goal(request, goal_id)
-        command = PrepareWatchdog(
-            proof(data.get("lease")),
-            watchdogs.interval_seconds(state.policy.get("cadence_minutes", 60)),
-            data["tzid"] or state.session.get("timezone") or "UTC",
-            watchdogs.schedule_name(state.goal_id))
+        command = PrepareWatchdog(proof(data.get("lease")), 0,
+                                  data["tzid"] or state.session.get("timezone") or "UTC")
         return Response(watchdog_answer(run(request, goal_id, command).state))
 
     @extend_schema(summary="Cancel the watchdog", request=s.FencedSerializer,
@@ -529,22 +527,21 @@ class ClaimView(LedgerView):
     def post(self, request: Request, goal_id: str) -> Response:
         data = validated(s.ClaimSerializer, request.data)
         state = load_goal(request, goal_id)
-        occurrence = data.get("occurrence_id") or _host_slot(state)
+        # Without an occurrence id, the domain names the claim after the
+        # watchdog's slot it belongs to, so two fires for one slot are one claim.
+        occurrence = f"host:{data['occurrence_id']}" if data.get("occurrence_id") else ""
         raw, _digest = new_lease_token(request)
-        result = claims.claim(state.goal_id, source=HOST, occurrence_id=f"host:{occurrence}",
-                              reason=data.get("reason", ""), holder=actor(request),
-                              actor=actor(request), idempotency_key=request.idempotency_key,
-                              token=raw)
-        return Response({"outcome": result.outcome, "report": result.report,
-                         "retry_after_seconds": result.retry_after_seconds,
-                         "resume_packet": result.packet, "lease": result.lease})
+        result = continuations.claim(state.goal_id, source=HOST, occurrence_id=occurrence,
+                                     reason=data.get("reason", ""), holder=actor(request),
+                                     actor=actor(request),
+                                     idempotency_key=request.idempotency_key, token=raw)
+        return Response(claim_answer(result))
 
 
-def _host_slot(state: GoalState) -> str:
-    """Without an occurrence id, the host's interval slot stands for it, so two
-    fires in the same interval are one claim."""
-    interval = max(1, state.watchdog.get("interval_seconds", 3600))
-    return f"slot-{int(clock.now().timestamp()) // interval}"
+def claim_answer(result: continuations.Claim) -> dict[str, Any]:
+    return {"outcome": result.outcome, "occurrence_id": result.occurrence_id,
+            "report": result.report, "retry_after_seconds": result.retry_after_seconds,
+            "resume_packet": result.packet, "lease": result.lease}
 
 
 class JobsView(LedgerView):
@@ -620,8 +617,7 @@ class RunsView(LedgerView):
             "reset_at": iso(reset_at) if reset_at else None,
             "status": after.status, "reason": after.reason,
             "paused_until": after.paused_until or None,
-            "next_wake_at": after.reset_wake.get("due_at") if after.paused_until else
-            after.watchdog.get("next_due_at") if watchdog_live(after) else None,
+            "next_wake_at": next_wake_at(after) or None,
             "continuations": {"used": after.continuations_used,
                               "max": after.policy.get("max_continuations", 3)},
         })
@@ -677,6 +673,23 @@ class RecoverView(LedgerView):
         data = validated(s.OperatorActSerializer, request.data)
         return Response(goal_body(run(request, goal_id, Recover(actor(request),
                                                                  data["reason"])).state))
+
+
+class WakeView(LedgerView):
+    roles = {"POST": (OPERATOR,)}
+
+    @extend_schema(summary="Wake a goal now (operator): ends a pause early and resumes it "
+                           "as its own wake would", request=s.OperatorActSerializer,
+                   parameters=[IDEMPOTENCY],
+                   responses={200: s.ClaimAnswerSerializer, **FENCED_PROBLEMS})
+    @idempotent
+    def post(self, request: Request, goal_id: str) -> Response:
+        data = validated(s.OperatorActSerializer, request.data)
+        state = load_goal(request, goal_id)
+        result = continuations.wake_now(state.goal_id, operator=actor(request),
+                                        reason=data["reason"],
+                                        idempotency_key=request.idempotency_key)
+        return Response(claim_answer(result))
 
 
 class AlertsView(LedgerView):

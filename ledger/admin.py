@@ -24,7 +24,7 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html
 
 from api.roles import OPERATOR, role_of
-from ledger import projection, timeline
+from ledger import projection, store, timeline
 from ledger.domain import DomainError, GoalState
 from ledger.domain.runs import Recover, ResolveApproval, Stop
 from ledger.domain.wakes import watchdog_health
@@ -182,8 +182,6 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
 
     def _act(self, request: HttpRequest, goal: Goal, action: str, gate: str, reason: str,
              back: str) -> HttpResponse:
-        from scheduling import watchdogs  # the same shell the API uses
-
         operator = request.user.get_username()
         command = {
             "stop": lambda: Stop(operator, reason),
@@ -192,7 +190,7 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
             "reject": lambda: ResolveApproval(gate, "reject", operator, reason),
         }[action]()
         try:
-            state = watchdogs.execute(goal.pk, command, actor=operator).state
+            state = store.execute(goal.pk, command, actor=operator).state
         except DomainError as error:
             self.message_user(request, f"Refused ({error.code}): {error.detail}",
                               messages.ERROR)

@@ -224,6 +224,12 @@ WAKELEDGER_STALE_GRACE_SECONDS = env_int("WAKELEDGER_STALE_GRACE_SECONDS", 60, m
 WAKELEDGER_RESET_MARGIN_SECONDS = env_int("WAKELEDGER_RESET_MARGIN_SECONDS", 120, minimum=0,
                                           maximum=3600)
 WAKELEDGER_SWEEP_MINUTES = env_int("WAKELEDGER_SWEEP_MINUTES", 1, minimum=1, maximum=60)
+# An outbox row still "sending" this long after its dispatcher's timeout
+# belongs to a sender that died mid-call: recorded as uncertain (rule 6).
+WAKELEDGER_OUTBOX_GRACE_SECONDS = env_int("WAKELEDGER_OUTBOX_GRACE_SECONDS", 60, minimum=0,
+                                          maximum=3600)
+# Fail points (scheduling/failpoints.py) for the crash tests; never in production.
+WAKELEDGER_FAILPOINTS_ENABLED = env_bool("WAKELEDGER_FAILPOINTS_ENABLED", False)
 # Dispatchers (what a granted internal wake does), configured by operators,
 # never by agents. JSON: {"name": {"type": "webhook" | "command", ...}}; see
 # scheduling/dispatch.py and the README.

@@ -14,7 +14,6 @@ from ledger import chain, clock, store
 from ledger.domain import GoalState, RecordCheckpoint, evolve
 from ledger.domain.runs import ReportRun, RequestApproval
 from ledger.models import Event, Goal
-from scheduling import watchdogs
 from tests.factories import GoalFactory, proof_of
 
 pytestmark = pytest.mark.django_db
@@ -35,7 +34,7 @@ def staff(username: str, role: str | None = None, superuser: bool = False) -> Cl
 def blocked_goal(reason_class: str = "unclassified") -> Goal:
     goal = GoalFactory(checkpoints=2)
     state = GoalState.from_dict(goal.state)
-    watchdogs.execute(goal.pk, ReportRun(proof_of(state), "error", reason_class),
+    store.execute(goal.pk, ReportRun(proof_of(state), "error", reason_class),
                       actor="agent-1")
     return Goal.objects.get(pk=goal.pk)
 

@@ -14,10 +14,10 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import connection
 
+from ledger import store
 from ledger.domain import GoalState
 from ledger.domain.runs import ReportRun
 from ledger.models import Event, Goal
-from scheduling import watchdogs
 from tests.factories import GoalFactory, proof_of
 
 CHROMIUM = os.environ.get("WAKELEDGER_CHROMIUM", "/usr/bin/chromium")
@@ -68,7 +68,7 @@ def login(browser, live_server, username: str):
 def blocked_goal() -> Goal:
     goal = GoalFactory(goal_key="stuck-build", checkpoints=3)
     state = GoalState.from_dict(goal.state)
-    watchdogs.execute(goal.pk, ReportRun(proof_of(state), "error", "unclassified"),
+    store.execute(goal.pk, ReportRun(proof_of(state), "error", "unclassified"),
                       actor="agent-1")
     return Goal.objects.get(pk=goal.pk)
 

@@ -10,9 +10,10 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django_q.models import Schedule
 
+from ledger import continuations as claims
 from ledger.domain.runs import backoff
 from ledger.models import Event, Goal
-from scheduling import claims, tasks, watchdogs
+from scheduling import tasks, watchdogs
 
 pytestmark = pytest.mark.django_db
 

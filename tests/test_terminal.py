@@ -16,7 +16,6 @@ from ledger import store, terminal
 from ledger.domain import Heartbeat, RecordCheckpoint
 from ledger.domain import events as kinds
 from ledger.models import Event, Goal
-from scheduling import watchdogs
 from tests.factories import GoalFactory, proof_of
 
 pytestmark = pytest.mark.django_db
@@ -332,7 +331,7 @@ def test_demo_goals_keep_working_with_the_real_commands(clock):
     ledger("demo")
     goal = Goal.objects.get(goal_key="search-reindex")
     state = store.load(goal.pk)
-    after = watchdogs.execute(goal.pk, RecordCheckpoint(
+    after = store.execute(goal.pk, RecordCheckpoint(
         "compared hit counts", 90, proof=proof_of(state)), actor="demo-agent").state
     assert after.progress_pct == 90
     assert "compared hit counts" in ledger("show", terminal.short_id(goal.pk), "--limit", "1")

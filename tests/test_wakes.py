@@ -13,8 +13,9 @@ from datetime import timedelta
 import pytest
 from django_q.models import Schedule
 
+from ledger import continuations as claims
 from ledger.models import Event, Goal
-from scheduling import claims, tasks, watchdogs
+from scheduling import tasks, watchdogs
 from tests.receivers import receiving
 
 pytestmark = pytest.mark.django_db

@@ -26,13 +26,12 @@ from django.urls import reverse
 from api import alerts, tokens
 from api.models import ApiToken
 from api.roles import AGENT, ROLES, role_of
-from ledger import clock, demo, projection, terminal
+from ledger import clock, continuations, demo, doctor, projection, store, terminal
 from ledger.domain import STATUSES, DomainError, GoalState
 from ledger.domain.runs import Recover, ResolveApproval, Stop
 from ledger.domain.state import REASONS
 from ledger.models import Event, Goal
 from ledger.progress import Progress
-from scheduling import watchdogs
 
 SHOW_LIMIT = 50  # events `ledger show` prints unless told otherwise
 GOALS_LIMIT = 50
@@ -124,6 +123,16 @@ class Command(BaseCommand):
             act.add_argument("--reason", required=True)
             act.add_argument("--operator", default=getpass.getuser(),
                              help="who acts (default: the OS user)")
+        wake = actions.add_parser(
+            "wake", help="Wake a goal now: end a pause early and resume it as its wake would.")
+        wake.add_argument("goal_id", metavar="GOAL_ID")
+        wake.add_argument("--reason", required=True)
+        wake.add_argument("--operator", default=getpass.getuser(),
+                          help="who acts (default: the OS user)")
+        doctor_parser = actions.add_parser(
+            "doctor", help="Goals nothing will ever move (in none of the liveness states), "
+                           "and watchdogs whose scheduler rows are missing or orphaned.")
+        doctor_parser.add_argument("goal_ids", nargs="*", metavar="GOAL_ID")
         approve = actions.add_parser("approve", help="Approve (or --reject) an approval gate.")
         approve.add_argument("goal_id", metavar="GOAL_ID")
         approve.add_argument("gate")
@@ -228,10 +237,27 @@ class Command(BaseCommand):
         decision = "reject" if reject else "approve"
         self._act(goal_id, ResolveApproval(gate, decision, operator, note), operator)
 
+    def handle_wake(self, goal_id: str, reason: str, operator: str, **_: Any) -> None:
+        [goal_id] = self._valid([goal_id])
+        try:
+            result = continuations.wake_now(goal_id, operator=operator, reason=reason)
+        except DomainError as error:
+            raise CommandError(f"{error.code}: {error.detail}") from None
+        self.stdout.write(f"goal {goal_id}: {result.outcome} ({result.report['notes']})")
+
+    def handle_doctor(self, goal_ids: list[str], **_: Any) -> None:
+        found = list(doctor.findings(self._valid(goal_ids) if goal_ids else None))
+        for finding in found:
+            self.stdout.write(f"goal {finding.goal_id}: {finding.problem}: {finding.detail}")
+        if found:
+            raise CommandError(f"{len(found)} problem(s) found")
+        self.stdout.write("no problems: every active goal is working, scheduled, ready or "
+                          "waiting for a human")
+
     def _act(self, goal_id: str, command: Any, operator: str) -> None:
         [goal_id] = self._valid([goal_id])
         try:
-            state = watchdogs.execute(goal_id, command, actor=operator).state
+            state = store.execute(goal_id, command, actor=operator).state
         except DomainError as error:
             raise CommandError(f"{error.code}: {error.detail}") from None
         reason = f"/{state.reason}" if state.reason else ""
