@@ -172,7 +172,11 @@ def test_a_terminal_goal_only_gets_the_events_design_allows(prefix, probes):
             events = decide(state, with_proof(probe, state), T0 + timedelta(days=31))
         except DomainError:
             continue
-        assert {e.kind for e in events} <= TERMINAL_ALLOWED_KINDS
+        # A recovery ends the terminal state; what it sets up after (its
+        # re-armed watchdog) belongs to a goal that is active again.
+        kinds = [e.kind for e in events]
+        upto = kinds.index("goal.recovered") + 1 if "goal.recovered" in kinds else len(kinds)
+        assert set(kinds[:upto]) <= TERMINAL_ALLOWED_KINDS
 
 
 @settings(max_examples=300)

@@ -27,7 +27,7 @@ def test_start_creates_goal_with_initial_checkpoint_and_projection(clock):
     assert outcome.created
     goal = Goal.objects.get(pk=outcome.state.goal_id)
     assert (goal.status, goal.version, goal.workspace, goal.goal_key, goal.workspace_bound) == \
-        ("waiting", 2, "/srv/repo", "issue-1", True)
+        ("waiting", 4, "/srv/repo", "issue-1", True)  # + its watchdog (liveness)
     assert goal.created_at == goal.updated_at == clock()
     assert GoalState.from_dict(goal.state) == outcome.state
     first, bound = Event.objects.filter(goal=goal).order_by("seq")
@@ -63,7 +63,7 @@ def test_starting_the_same_key_again_returns_the_active_goal(clock):
     again = store.start(start_command(objective="Other words"), actor="agent-1")
     assert not again.created and again.events == []
     assert again.state.goal_id == first.state.goal_id
-    assert Goal.objects.count() == 1 and Event.objects.count() == 2
+    assert Goal.objects.count() == 1 and Event.objects.count() == 4
 
 
 @pytest.mark.django_db

@@ -73,6 +73,8 @@ def test_internal_watchdog_is_one_django_q_schedule_and_idempotent(agent, starte
 
 
 def test_internal_wake_resumes_a_vanished_agent_exactly_once(agent, started, clock):
+    """Dispatcher "none" (the default) is pull: the wake makes the goal ready
+    and hands a lease to nobody; the agent's own lease call takes it."""
     gid, lease = started(cadence_minutes=60)
     agent.post(f"goals/{gid}/watchdog", {"lease": lease})
     clock.advance(minutes=6)  # the 300 s lease and its 60 s grace are over
@@ -82,14 +84,26 @@ def test_internal_wake_resumes_a_vanished_agent_exactly_once(agent, started, clo
 
     clock.advance(minutes=54)
     due = (clock() - timedelta(seconds=1)).isoformat()
-    assert tasks.fire_watchdog(gid, intended_date=due) == "recurring_acquired"
+    assert tasks.fire_watchdog(gid, intended_date=due) == "ready_for_pull"
     assert tasks.fire_watchdog(gid, intended_date=due) == "already_claimed"  # fired twice
     goal = Goal.objects.get(pk=gid)
+    assert goal.status == "waiting" and goal.state["lease"] == {}
+    assert goal.state["ready"]["reason"] == "timeout_recovery"
+    assert claims_of(gid) == ["ready_for_pull"]
+    assert "continuation.charged" not in kinds(gid)  # nothing charged until it is pulled
+
+    # Minutes later, nothing happened to it: no INTERRUPTED_UNKNOWN for a
+    # continuation that was never handed to anyone.
+    clock.advance(minutes=15)
+    tasks.sweep_leases()
+    assert Goal.objects.get(pk=gid).status == "waiting"
+
+    pulled = agent.post(f"goals/{gid}/lease", {})
+    assert pulled.json()["acquired"] is True, pulled.json()
+    goal = Goal.objects.get(pk=gid)
     assert goal.status == "running" and goal.state["lease"]["generation"] == 2
-    assert goal.state["lease"]["holder"] == "agent-1"
-    assert claims_of(gid) == ["recurring_acquired"]
-    [wake] = Event.objects.filter(goal_id=gid, kind="wake.claimed")
-    assert wake.data["reason"] == "timeout_recovery" and wake.actor == "scheduler"
+    assert goal.state["continuations_used"] == 1 and goal.state["ready"] == {}
+    assert kinds(gid)[-2:] == ["continuation.charged", "lease.acquired"]
 
     # The old holder is fenced off.
     stale = agent.post(f"goals/{gid}/checkpoints", {"lease": lease, "current_step": "x",
@@ -252,7 +266,8 @@ def test_a_finished_goal_whose_watchdog_still_fires(agent, started, clock):
     assert disabled.status_code == 200
 
 
-def test_wake_retries_exhausted_with_a_host_watchdog_asks_for_cleanup(agent, started, clock):
+def test_wake_retries_exhausted_keeps_the_host_watchdog_for_after_recovery(agent, started,
+                                                                         clock):
     gid, lease = started(scheduler="host", max_wake_retries=0)
     spec = agent.post(f"goals/{gid}/watchdog", {"lease": lease}).json()["host_schedule"]
     agent.post(f"goals/{gid}/watchdog/receipts", {"lease": lease, "status": "created",
@@ -263,7 +278,12 @@ def test_wake_retries_exhausted_with_a_host_watchdog_asks_for_cleanup(agent, sta
     assert answer["outcome"] == "terminal_cleanup_required"
     goal = Goal.objects.get(pk=gid)
     assert (goal.status, goal.reason) == ("blocked", "WAKE_RETRIES_EXHAUSTED")
-    assert goal.state["watchdog"]["status"] == "cancel_requested"
+    # Only its host can re-create a host schedule, so it stays; its fires on
+    # the blocked goal resume nothing and use up nothing.
+    assert goal.state["watchdog"]["status"] == "live"
+    clock.advance(hours=1)
+    assert agent.post(f"goals/{gid}/claim", {"occurrence_id": "o-2"}).json()["outcome"] == \
+        "terminal_noop"
 
 
 def test_a_stray_internal_schedule_of_a_finished_goal_is_deleted_by_its_wake(agent, started,
@@ -287,7 +307,7 @@ def test_no_wake_loop_past_max_wake_retries(agent, started, clock):
     for hour in range(1, 4):
         clock.advance(hours=1)
         result = claims.claim(gid, source="internal", occurrence_id=f"h{hour}",
-                              actor="scheduler")
+                              actor="scheduler", push=True)
         outcomes.append(result.outcome)
         if result.lease:  # the continuation heartbeats but never checkpoints
             agent.post(f"goals/{gid}/lease/heartbeat", {"lease": {
@@ -301,17 +321,20 @@ def test_no_wake_loop_past_max_wake_retries(agent, started, clock):
 def test_a_silent_continuation_is_interrupted_unknown_never_replayed(agent, started, clock):
     gid, lease = started(cadence_minutes=60)
     agent.post(f"goals/{gid}/watchdog", {"lease": lease})
+    agent.post(f"goals/{gid}/lease/release", {"lease": lease})
     clock.advance(hours=1)
-    assert tasks.fire_watchdog(gid, intended_date="h1") == "recurring_acquired"
-    # The dispatched continuation never heartbeats, checkpoints or reports.
+    assert tasks.fire_watchdog(gid, intended_date=clock().isoformat()) == "ready_for_pull"
+    # Its agent pulls the wake, then never heartbeats, checkpoints or reports.
+    assert agent.post(f"goals/{gid}/lease", {}).json()["acquired"] is True
     clock.advance(minutes=6)
     tasks.sweep_leases()
     goal = Goal.objects.get(pk=gid)
     assert (goal.status, goal.reason) == ("blocked", "INTERRUPTED_UNKNOWN")
-    clock.advance(hours=1)
-    # Blocked goals are never resumed; the still-firing watchdog is removed.
-    assert tasks.fire_watchdog(gid, intended_date="h2") == "terminal_cleanup_required"
+    # Blocking removed the internal watchdog at once (settle), so nothing
+    # fires at a goal that needs a human.
     assert not Schedule.objects.filter(name=watchdogs.schedule_name(gid)).exists()
+    clock.advance(hours=1)
+    assert tasks.fire_watchdog(gid, intended_date="h2") == "terminal_noop"
     assert Goal.objects.get(pk=gid).status == "blocked"
 
 

@@ -79,7 +79,7 @@ def decide(state: GoalState, command: Command, now: datetime) -> list[Event]:
     if now.tzinfo is None:
         raise ValueError("decide needs an aware 'now'")
     if isinstance(command, StartGoal):
-        return _start(state, command, now)
+        return _settled(state, _start(state, command, now), now)
     if isinstance(command, RunGoal):
         return _run(state, command, now)
     if not state.started:

@@ -368,8 +368,16 @@ def _slot(state: GoalState, cmd: ClaimWake, now: datetime) -> datetime | None:
     """The recurring slot a fire belongs to (None for one-off wakes)."""
     if cmd.kind != "recurring" or not state.watchdog:
         return None
-    fired = datetime.fromisoformat(cmd.intended_at) if cmd.intended_at else now
-    return timing.slot_of(state.watchdog, fired)
+    return timing.slot_of(state.watchdog, _intended(cmd, now))
+
+
+def _intended(cmd: ClaimWake, now: datetime) -> datetime:
+    """When the fire was meant to happen: django-q2's intended run time, or now."""
+    try:
+        fired = datetime.fromisoformat(cmd.intended_at) if cmd.intended_at else now
+    except ValueError:
+        return now  # not a time: the occurrence id still names the fire
+    return fired if fired.tzinfo is not None else now
 
 
 def occurrence_of(state: GoalState, cmd: ClaimWake, now: datetime) -> str:
@@ -398,7 +406,13 @@ def claim_outcome(state: GoalState, cmd: ClaimWake, now: datetime) -> dict[str, 
                     "notes": f"the goal is {what}; cancel its watchdog, resume nothing"}
         return {"outcome": "terminal_noop", "notes": f"the goal is {what}"}
     if state.status == BLOCKED:
-        # Not terminal: an operator may recover it, and its (host) watchdog is
+        if live and state.watchdog.get("backend") == INTERNAL:
+            # A blocked goal keeps no internal schedule (settle cancels it);
+            # one that survived from an older release goes now.
+            return {"outcome": "terminal_cleanup_required",
+                    "notes": f"the goal is blocked ({state.reason}); cancel its watchdog, "
+                             "resume nothing"}
+        # Not terminal: an operator may recover it, and its host watchdog is
         # then needed again. Nothing is consumed or cancelled.
         return {"outcome": "terminal_noop",
                 "notes": f"the goal is blocked ({state.reason}); resume nothing until an "
