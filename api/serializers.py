@@ -274,6 +274,14 @@ class GoalSerializer(serializers.Serializer):
     workspace_bound = serializers.BooleanField()
     lease = LeaseSerializer(allow_null=True)
     lease_generation = serializers.IntegerField()
+    ready = serializers.DictField(help_text="A due wake waiting for this goal's agent to pull "
+                                            "it by taking the lease ({} when none).")
+    next_wake_at = serializers.CharField(
+        allow_null=True, help_text="When the next wake will fire (a watchdog slot or a "
+                                   "one-off wake); the scheduler looks every 30 s.")
+    liveness = serializers.ChoiceField(
+        choices=["working", "scheduled", "ready", "needs_human", "terminal"], allow_null=True,
+        help_text="Why the goal is not stuck; null means nothing will move it (a bug).")
     version = serializers.IntegerField()
     created_at = serializers.CharField()
     updated_at = serializers.CharField()
@@ -381,8 +389,11 @@ class WatchdogAnswerSerializer(serializers.Serializer):
 
 class ClaimAnswerSerializer(serializers.Serializer):
     outcome = serializers.ChoiceField(choices=[
-        "recurring_acquired", "worker_busy_noop", "already_claimed", "not_due",
-        "terminal_cleanup_required", "terminal_noop", "receipt_required"])
+        "recurring_acquired", "ready_for_pull", "worker_busy_noop", "already_claimed",
+        "not_due", "terminal_cleanup_required", "terminal_noop", "receipt_required"])
+    occurrence_id = serializers.CharField(
+        allow_blank=True, help_text="The occurrence this claim was decided as (a host fire "
+                                    "without an id is named after its watchdog slot).")
     report = serializers.DictField()
     retry_after_seconds = serializers.IntegerField(allow_null=True)
     resume_packet = ResumePacketSerializer(allow_null=True)

@@ -42,7 +42,7 @@ from ledger.domain import (
 from ledger.domain.events import iso
 from ledger.domain.runs import Recover, ReportRun, RequestApproval, ResolveApproval, Stop
 from ledger.domain.smartwake import preflight, resume_packet
-from ledger.domain.timing import next_wake_at
+from ledger.domain.timing import liveness, next_wake_at
 from ledger.domain.validation import canonical_workspace
 from ledger.domain.wakes import (
     HOST,
@@ -82,6 +82,8 @@ def goal_body(state: GoalState) -> dict[str, Any]:
     body["lease"] = ({k: v for k, v in lease.items() if k != "token_sha256"}
                      if lease else None)
     body["watchdog"] = watchdog_body(state)
+    body["next_wake_at"] = next_wake_at(state) or None
+    body["liveness"] = liveness(state, clock.now())
     body.pop("claimed")  # bookkeeping for already_claimed
     return body
 

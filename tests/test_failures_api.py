@@ -35,8 +35,10 @@ def started(agent, clock):
 
 
 def resume(gid: str, occurrence: str) -> dict:
-    """The reset wake fires; the continuation's lease, as a dispatcher would hand it."""
-    result = claims.claim(gid, source="internal", occurrence_id=occurrence, actor="scheduler")
+    """The reset wake fires; the continuation's lease, as a push dispatcher would
+    hand it (pull wakes: tests/test_liveness.py)."""
+    result = claims.claim(gid, source="internal", occurrence_id=occurrence, actor="scheduler",
+                          kind="reset", push=True)
     assert result.outcome == "recurring_acquired", result.report
     return {"token": result.lease["token"], "generation": result.lease["generation"]}
 
@@ -129,15 +131,18 @@ def test_a_crash_after_the_charge_gets_no_free_retry(agent, started, clock):
     clock.advance(minutes=10)
     # The claim commits (charged, lease granted) and the process dies before
     # dispatching: nobody ever uses the lease.
-    claims.claim(gid, source="internal", occurrence_id="o-1", actor="scheduler")
+    claims.claim(gid, source="internal", occurrence_id="o-1", actor="scheduler", kind="reset",
+                 push=True)
     assert Goal.objects.get(pk=gid).state["continuations_used"] == 1
     clock.advance(minutes=10)
     tasks.sweep_leases()
     goal = Goal.objects.get(pk=gid)
     assert (goal.status, goal.reason) == ("blocked", "INTERRUPTED_UNKNOWN")
     assert goal.state["continuations_used"] == 1  # not refunded
+    # Blocking removed its watchdog: nothing fires at a goal that needs a human.
+    assert not Schedule.objects.filter(name=watchdogs.schedule_name(gid)).exists()
     clock.advance(hours=1)
-    assert tasks.fire_watchdog(gid, intended_date="o-2") == "terminal_cleanup_required"
+    assert tasks.fire_watchdog(gid, intended_date="o-2") == "terminal_noop"
 
 
 def test_no_automatic_path_crosses_an_approval_gate(agent, operator, started, clock):
@@ -151,13 +156,17 @@ def test_no_automatic_path_crosses_an_approval_gate(agent, operator, started, cl
     assert tasks.sweep_leases() == 0
     assert agent.post(f"goals/{gid}/lease").json()["code"] == "goal_blocked"
     assert agent.start().json()["acquired"] is False
-    assert tasks.fire_watchdog(gid, intended_date="x") == "terminal_cleanup_required"
+    assert tasks.fire_watchdog(gid, intended_date="x") == "terminal_noop"
     assert Goal.objects.get(pk=gid).reason == "BLOCKED_APPROVAL"
+    assert not Schedule.objects.filter(name=watchdogs.schedule_name(gid)).exists()
     refused = operator.post(f"goals/{gid}/recover", {"reason": "try"})
     assert refused.status_code == 409 and refused.json()["code"] == "not_recoverable"
     approved = operator.post(f"goals/{gid}/approvals/deploy-prod/resolve",
                              {"decision": "approve", "note": "go"}).json()
     assert approved["status"] == "waiting" and approved["pending_approvals"] == []
+    # Liveness: the approval re-arms its watchdog, due at once.
+    [schedule] = Schedule.objects.filter(name=watchdogs.schedule_name(gid))
+    assert schedule.next_run == clock() and approved["next_wake_at"]
     resolved = Event.objects.get(goal_id=gid, kind="approval.resolved")
     assert resolved.actor == "operator-1" and resolved.data["operator"] == "operator-1"
     assert agent.post(f"goals/{gid}/lease").json()["acquired"] is True

@@ -16,6 +16,7 @@ from ledger import store, terminal
 from ledger.domain import Heartbeat, RecordCheckpoint
 from ledger.domain import events as kinds
 from ledger.models import Event, Goal
+from scheduling import watchdogs
 from tests.factories import GoalFactory, proof_of
 
 pytestmark = pytest.mark.django_db
@@ -288,7 +289,9 @@ def test_demo_tells_real_histories_that_replay_and_verify(clock):
     assert rate_limited.index("goal.paused") < rate_limited.index("continuation.charged") \
         < rate_limited.index("goal.completed")
     assert "lease.taken_over" in kinds_of("django-5.2-upgrade")
-    assert kinds_of("help-centre-de")[-2:] == ["wake.claimed", "receipt.recorded"]
+    # The silent continuation blocks the goal, and its watchdog goes with it.
+    assert kinds_of("help-centre-de")[-3:] == ["lease.expired", "goal.blocked",
+                                               "receipt.recorded"]
 
     # Spread over the last hours, nothing in the future.
     times = Event.objects.filter(goal__agent="demo-agent").values_list("recorded_at", flat=True)

@@ -626,11 +626,8 @@ def operator_wake(state: GoalState, cmd: WakeNow, now: datetime) -> list[Event]:
                              "start a new one"), code="not_wakeable")
     claim_cmd = ClaimWake(cmd.occurrence_id, OPERATOR, "", cmd.token_sha256, kind="operator",
                           push=cmd.push, note=cmd.reason, operator=cmd.operator)
-    answer = claim_outcome(state, claim_cmd, now)
-    if answer["outcome"] not in ("recurring_acquired", "ready_for_pull"):
-        raise DomainError(f"the goal cannot be woken now: {answer['notes']}",
-                          code="not_wakeable", retry_after_seconds=answer.get(
-                              "retry_after_seconds"))
+    # A goal whose worker holds a live lease answers worker_busy_noop: the act
+    # is recorded, and nothing else changes.
     return claim(state, claim_cmd, now)
 
 
@@ -639,12 +636,14 @@ def settle(before: GoalState, events: list[Event], now: datetime) -> list[Event]
     stuck (DESIGN section 6, "Liveness"). Decided once, for every command:
 
     - a goal that becomes blocked keeps no internal schedule firing at it
-      (an operator's recover re-arms it);
-    - a goal left with no lease, no due wake and no firing internal watchdog
-      gets its watchdog (re)armed: right away after an operator unblocked it,
-      at the next interval otherwise. A host goal that an operator unblocked
-      is made ready for its agent to pull, since only its host can re-create
-      its schedule.
+      (an operator's recover or approval re-arms it);
+    - an internal goal that would be stuck (no lease, no pending wake) or that
+      is ready gets its watchdog (re)armed: due at once after an operator
+      unblocked it, at the next interval otherwise. A ready goal needs it too:
+      each further slot nobody pulls counts against rule 7, so it ends visibly
+      blocked instead of waiting forever;
+    - a host goal an operator unblocked is made ready for its agent to pull,
+      since only its host can re-create its schedule.
     """
     from ledger.domain.decider import fold  # the decider imports this module
 
@@ -655,15 +654,16 @@ def settle(before: GoalState, events: list[Event], now: datetime) -> list[Event]
         if after.watchdog.get("backend") == INTERNAL and watchdog_live(after):
             return _cancel_events(after, now, why=f"blocked ({after.reason})")
         return []
-    if after.lease or after.ready or after.status not in (WAITING, PAUSED):
-        return []
     unblocked = before.status == BLOCKED
+    state_now = timing.liveness(after, now)
+    if state_now not in (None, timing.READY):
+        return []
     backend = after.policy.get("scheduler", INTERNAL)
     if backend == INTERNAL and after.watchdog.get("status") not in timing.FIRING:
         interval = interval_of(after)
         first = now if unblocked else now + timedelta(seconds=interval)
         return _arm(after, interval, iso(first), now)
-    if backend == HOST and unblocked:
+    if backend == HOST and unblocked and state_now is None:
         return [Event(WAKE_CLAIMED, {
             "occurrence_id": f"operator:unblocked:{after.version}", "source": OPERATOR,
             "kind": "operator", "outcome": "ready_for_pull", "reason": "scheduled_progress",
