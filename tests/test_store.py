@@ -30,13 +30,14 @@ def test_start_creates_goal_with_initial_checkpoint_and_projection(clock):
         ("waiting", 4, "/srv/repo", "issue-1", True)  # + its watchdog (liveness)
     assert goal.created_at == goal.updated_at == clock()
     assert GoalState.from_dict(goal.state) == outcome.state
-    first, bound = Event.objects.filter(goal=goal).order_by("seq")
+    first, bound, scheduled, receipt = Event.objects.filter(goal=goal).order_by("seq")
+    assert (scheduled.kind, receipt.kind) == ("wake.scheduled", "receipt.recorded")
     assert (first.seq, first.kind, first.actor, first.prev_hash) == \
         (1, "goal.started", "agent-1", GENESIS)
     assert first.data["checkpoint"] == {"current_step": "plan", "progress_pct": 0,
                                         "next_actions": ["look"]}
     assert (bound.kind, bound.prev_hash) == ("workspace.bound", first.hash)
-    assert goal.last_hash == bound.hash
+    assert goal.last_hash == receipt.hash
 
 
 @pytest.mark.django_db
