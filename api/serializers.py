@@ -304,6 +304,13 @@ class LeaseAnswerSerializer(serializers.Serializer):
     next_required_action = serializers.CharField(allow_null=True)
     holder = serializers.CharField(required=False)
     expires_at = serializers.CharField(required=False)
+    resumed = serializers.DictField(
+        allow_null=True, required=False,
+        help_text="When this lease pulled a due wake: its occurrence_id, reason and whether "
+                  "a recovery continuation was charged.")
+    resume_packet = serializers.DictField(
+        allow_null=True, required=False,
+        help_text="When this lease pulled a due wake: where to pick up, exactly.")
 
 
 class RunGoalAnswerSerializer(LeaseAnswerSerializer):

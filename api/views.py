@@ -114,12 +114,21 @@ def load_goal(request: Request, goal_id: str) -> GoalState:
     return GoalState.from_dict(row)
 
 
-def lease_answer(state: GoalState, granted: bool, raw_token: str) -> dict[str, Any]:
+def lease_answer(state: GoalState, granted: bool, raw_token: str,
+                 events: list[Any] = ()) -> dict[str, Any]:
     if granted:
         lease = state.lease
-        return {"acquired": True, "retry_after_seconds": None, "next_required_action": None,
-                "lease": {"token": raw_token, "generation": lease["generation"],
-                          "holder": lease["holder"], "expires_at": lease["expires_at"]}}
+        answer = {"acquired": True, "retry_after_seconds": None, "next_required_action": None,
+                  "lease": {"token": raw_token, "generation": lease["generation"],
+                            "holder": lease["holder"], "expires_at": lease["expires_at"]}}
+        pulled = next((e.data["pulled"] for e in events
+                       if e.kind.startswith("lease.") and "pulled" in e.data), None)
+        if pulled is not None:
+            # The lease resumed a due wake: say which, and hand the resume packet.
+            charged = any(e.kind == "continuation.charged" for e in events)
+            answer["resumed"] = {**pulled, "charged": charged}
+            answer["resume_packet"] = resume_packet(state)
+        return answer
     refusal = lease_refusal(state, clock.now()) or {}
     refusal.pop("why", None)
     return {"acquired": False, "lease": None, "retry_after_seconds": None,
@@ -266,7 +275,8 @@ class GoalsView(LedgerView):
         granted = any(e.kind.startswith("lease.") and e.data.get("token_sha256") == digest
                       for e in outcome.events)
         body = {"goal": goal_body(state), "created": outcome.created,
-                **lease_answer(state, granted, raw), "preflight": preflight(state, clock.now())}
+                **lease_answer(state, granted, raw, outcome.events),
+                "preflight": preflight(state, clock.now())}
         return Response(body, status=201 if outcome.created else 200)
 
 
@@ -335,7 +345,8 @@ class LeaseView(LedgerView):
             if refused.code != "lease_held":
                 raise
             return Response(lease_answer(load_goal(request, goal_id), False, raw))
-        return Response(lease_answer(outcome.state, True, raw))
+        granted = bool(outcome.state.lease) and outcome.state.lease["token_sha256"] == digest
+        return Response(lease_answer(outcome.state, granted, raw, outcome.events))
 
 
 class HeartbeatView(LedgerView):

@@ -438,7 +438,8 @@ def claim_outcome(state: GoalState, cmd: ClaimWake, now: datetime) -> dict[str, 
         return {"outcome": "terminal_cleanup_required", "interrupted": True,
                 "notes": "the last continuation's lease expired without a heartbeat, "
                          "checkpoint or outcome: INTERRUPTED_UNKNOWN"}
-    refusal = lease_refusal(state, now)
+    # An operator's wake ends a pause early; a live worker still comes first.
+    refusal = lease_refusal(state.but(paused_until="") if operator else state, now)
     if refusal is not None:
         return {"outcome": "worker_busy_noop", "notes": refusal["why"],
                 "retry_after_seconds": refusal["retry_after_seconds"]}
