@@ -3,6 +3,8 @@
 Every row names where its text comes from: the product that prints it and the public page
 (mostly GitHub issues quoting the message verbatim) where it was found. Expected instants
 are worked out by hand and written as literals; they never come from the code under test.
+A row's instant is the reset as stated (``stated_reset``); what a scheduler gets
+(``parse_reset``) is that instant clamped to ``[now, now + RESET_HORIZON]``.
 Where an issue's title carries Claude Code's raw epoch ("…|1749924000"), the row's
 expectation is checked against that epoch too. No database: plain pytest.
 """
@@ -19,9 +21,12 @@ from scheduling.failures import (
     CLASSES,
     OWNER_VERIFICATION,
     RATE_LIMIT,
+    RESET_HORIZON,
     UNCLASSIFIED,
     classify,
     parse_reset,
+    parse_retry_after,
+    stated_reset,
 )
 
 NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)  # 04:00 in New York, 10:00 in Paris
@@ -70,7 +75,7 @@ RESETS = [
         at(2025, 8, 19, 15, 0),  # == 1755615600
     ),
     # Claude Code's raw form, anthropics/claude-code#9046 title: epoch seconds after a
-    # pipe. It is in the past at NOW: returned as it is (the limit already reset).
+    # pipe. It is in the past at NOW: stated as it is; parse_reset answers NOW.
     ("Claude AI usage limit reached|1760000400", None, "UTC", NOW, at(2025, 10, 9, 9, 0)),
     # Claude Code 2.1.30, anthropics/claude-code#22946 title.
     (
@@ -355,7 +360,7 @@ RESETS = [
         at(2026, 5, 4, 10, 0),
         at(2026, 5, 11, 11, 36),
     ),
-    # Codex app, openai/codex#39603: a date already past at NOW is returned as it is.
+    # Codex app, openai/codex#39603: a date already past at NOW is stated as it is (parse_reset: NOW).
     (
         "You've hit your usage limit... or try again at Aug 20, 2026, 7:38 AM",
         None,
@@ -486,7 +491,7 @@ RESETS = [
     # --- HTTP headers and other services -------------------------------------------------
     # Retry-After delta-seconds, MDN's example "Retry-After: 120".
     ("", "120", "UTC", NOW, at(2026, 12, 2, 9, 2)),
-    # Retry-After HTTP-date, MDN's example verbatim (2015): past, returned as it is.
+    # Retry-After HTTP-date, MDN's example verbatim (2015): past (parse_reset: NOW).
     ("", "Wed, 21 Oct 2015 07:28:00 GMT", "UTC", NOW, at(2015, 10, 21, 7, 28)),
     # Retry-After with a fraction: not RFC 9110, tolerated.
     ("", "1.5", "UTC", NOW, datetime(2026, 12, 2, 9, 0, 1, 500000, tzinfo=UTC)),
@@ -511,7 +516,7 @@ RESETS = [
         at(2026, 12, 2, 13, 0),
     ),
     # GitLab's rate-limit headers (docs, user_and_ip_rate_limits.md): epoch and HTTP-date
-    # forms of one window; past at NOW, returned as they are.
+    # forms of one window; past at NOW (parse_reset: NOW).
     (
         "RateLimit-Remaining: 0\nRateLimit-Reset: 1609844400\n"
         "RateLimit-ResetTime: Tue, 05 Jan 2021 11:00:00 GMT",
@@ -563,12 +568,63 @@ RESETS = [
 ]
 
 
+def clamped(instant: datetime | None, now: datetime) -> datetime | None:
+    """What the scheduler gets for a stated instant: never before now, never past the
+    week-long horizon."""
+    if instant is None:
+        return None
+    return min(max(instant, now), now + timedelta(days=7))
+
+
 @pytest.mark.parametrize(("text", "retry_after", "tz", "now", "expected"), RESETS)
 def test_parse_reset_reads_real_messages(text, retry_after, tz, now, expected):
+    stated = stated_reset(text, now=now, tz=tz, retry_after=retry_after)
+    assert stated == expected
     got = parse_reset(text, now=now, tz=tz, retry_after=retry_after)
-    assert got == expected
+    assert got == clamped(expected, now)
     if got is not None:
-        assert got.tzinfo is UTC
+        assert got.tzinfo is UTC and stated.tzinfo is UTC
+
+
+def test_the_horizon_is_a_week():
+    assert RESET_HORIZON == timedelta(days=7)
+
+
+def test_a_reset_in_the_past_is_now_and_one_beyond_the_horizon_is_the_horizon():
+    # Claude Code's raw form (anthropics/claude-code#9046): October 2025, past at NOW.
+    assert parse_reset("Claude AI usage limit reached|1760000400", now=NOW) == NOW
+    # Claude Code (anthropics/claude-code#65802): next June 7th, half a year ahead.
+    weekly = "You've hit your weekly limit · resets Jun 7, 4pm (Europe/Rome)"
+    assert stated_reset(weekly, now=NOW) == at(2027, 6, 7, 14, 0)
+    assert parse_reset(weekly, now=NOW) == at(2026, 12, 9, 9, 0)
+    # Exactly at the horizon, and one second short of it: both as stated.
+    assert parse_reset("try again in 7 days", now=NOW) == at(2026, 12, 9, 9, 0)
+    assert parse_reset("try again in 6 days 23 hours 59 minutes 59 seconds", now=NOW) == \
+        at(2026, 12, 9, 8, 59, 59)
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("120", at(2026, 12, 2, 9, 2)),  # MDN's delta-seconds example
+    ("Wed, 21 Oct 2015 07:28:00 GMT", NOW),  # MDN's HTTP-date example: past, so now
+    ("2026-12-02T10:00:00+01:00", NOW),  # RFC 3339 with an offset: exactly now
+    ("2026-12-02T12:00:00Z", at(2026, 12, 2, 12, 0)),
+    ("9999-12-31T23:59:59Z", at(2026, 12, 9, 9, 0)),  # issue 10.6: was an overflow later
+    ("Wed, 21 Oct 9999 07:28:00 GMT", at(2026, 12, 9, 9, 0)),  # was a pause until 9999
+    ("9999-12-31T23:59:59-05:00", at(2026, 12, 9, 9, 0)),  # past datetime.max in UTC
+    ("99999999999999999999", at(2026, 12, 9, 9, 0)),
+    ("604800", at(2026, 12, 9, 9, 0)),
+    ("604801", at(2026, 12, 9, 9, 0)),
+    ("soon", None),
+    ("-5", None),
+    ("1e3", None),
+    ("", None),
+    ("2026-12-03T10:00:00", None),  # no offset: whose ten o'clock?
+    ("2026-12-03", None),  # a day is no instant
+    ("Wed, 32 Oct 2026 07:28:00 GMT", None),
+    ("0000-01-01T00:00:00Z", None),
+])
+def test_parse_retry_after_reads_a_header_value_within_the_horizon(value, expected):
+    assert parse_retry_after(value, NOW) == expected
 
 
 def test_the_table_is_big_and_distinct():
@@ -610,13 +666,15 @@ def test_epochs_in_seconds_and_milliseconds_agree():
 def test_a_month_day_past_this_year_is_next_years():
     new_year = at(2026, 12, 31, 12, 0)
     assert parse_reset("resets Jan 2, 9am (UTC)", now=new_year) == at(2027, 1, 2, 9, 0)
-    assert parse_reset("resets Feb 29, 9am (UTC)", now=NOW) == at(2028, 2, 29, 9, 0)
+    assert stated_reset("resets Feb 29, 9am (UTC)", now=NOW) == at(2028, 2, 29, 9, 0)
     assert parse_reset("resets Feb 30, 9am (UTC)", now=NOW) is None
 
 
 def test_a_time_earlier_today_on_a_dated_reset_is_the_past_not_next_year():
-    # "Dec 2, 8am" in Moscow is 05:00Z, four hours before NOW: already reset.
-    assert parse_reset("resets Dec 2, 8am (Europe/Moscow)", now=NOW) == at(2026, 12, 2, 5, 0)
+    # "Dec 2, 8am" in Moscow is 05:00Z, four hours before NOW: already reset, so the goal
+    # may go on now (read as next year it would wait a whole horizon).
+    assert stated_reset("resets Dec 2, 8am (Europe/Moscow)", now=NOW) == at(2026, 12, 2, 5, 0)
+    assert parse_reset("resets Dec 2, 8am (Europe/Moscow)", now=NOW) == NOW
 
 
 def test_naive_now_is_taken_as_utc_and_an_aware_one_in_any_zone_works():
