@@ -8,10 +8,12 @@ from typing import Any
 
 from rest_framework import serializers
 
+from ledger import clock
 from ledger.domain import validation as limits
 from ledger.domain.commands import FINISH_STATUSES
 from ledger.domain.policy import SCHEDULERS
 from ledger.domain.state import REASONS, STATUSES
+from scheduling import failures
 
 
 class StrictSerializer(serializers.Serializer):
@@ -192,11 +194,25 @@ class RunSerializer(FencedSerializer):
                                  max_length=64 * 1024, trim_whitespace=False,
                                  help_text="The provider's message. Classified, then "
                                            "discarded: it is stored nowhere.")
-    retry_after = text(128, required=False, allow_blank=True, default="",
-                       help_text="A Retry-After header value: seconds or an HTTP date.")
+    retry_after = text(64, required=False, allow_blank=True, default="",
+                       help_text="The provider's Retry-After header value: delta-seconds "
+                                 "(\"120\"), an HTTP-date (\"Wed, 21 Oct 2026 07:28:00 "
+                                 "GMT\") or an ISO 8601 timestamp with an offset. A reset "
+                                 "more than 7 days away is read as 7 days.")
     session = SessionSerializer(required=False)
     timezone = text(64, required=False, allow_blank=True, default="",
                     help_text="The agent's IANA zone, for resets printed without one.")
+
+    def validate_retry_after(self, value: str) -> str:
+        """Refuse what is no Retry-After value at all; an absurd but well-formed one (the
+        year 9999) passes, and the parser clamps it to its horizon."""
+        value = value.strip()
+        if value and failures.parse_retry_after(value, clock.now()) is None:
+            raise serializers.ValidationError(
+                "Not a Retry-After value: expected delta-seconds (\"120\"), an HTTP-date "
+                "(\"Wed, 21 Oct 2026 07:28:00 GMT\") or an ISO 8601 timestamp with an "
+                "offset (\"2026-10-21T07:28:00Z\").")
+        return value
 
 
 class ApprovalSerializer(FencedSerializer):
