@@ -115,7 +115,8 @@ class Command(BaseCommand):
         revoke.add_argument("prefix")
 
         actions.add_parser(
-            "prune", help="Delete idempotency records older than their 48 h retention.")
+            "prune", help="Delete idempotency records older than their retention "
+                          "(WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS).")
 
         for name, text in (("stop", "Stop a goal for good."),
                            ("recover", "Recover a blocked goal (new continuation budget).")):
@@ -213,7 +214,8 @@ class Command(BaseCommand):
     def handle_prune(self, **_: Any) -> None:
         from api.idempotency import prune
 
-        self.stdout.write(f"deleted {prune()} idempotency record(s) older than 48 h")
+        hours = settings.WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS
+        self.stdout.write(f"deleted {prune()} idempotency record(s) older than {hours} h")
 
     # ------------------------------------------------------------------ operator acts
 
