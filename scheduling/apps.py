@@ -7,9 +7,11 @@ class SchedulingConfig(AppConfig):
     verbose_name = "Scheduling"
 
     def ready(self) -> None:
-        from scheduling import dispatch, watchdogs
+        from scheduling import dispatch, maintenance, watchdogs
 
         # A bad dispatcher configuration stops start-up, not the first wake.
         dispatch.configured()
         post_migrate.connect(watchdogs.ensure_sweeper, sender=self,
                              dispatch_uid="scheduling.ensure_sweeper")
+        post_migrate.connect(maintenance.ensure_prune_schedule, sender=self,
+                             dispatch_uid="scheduling.ensure_prune_schedule")
