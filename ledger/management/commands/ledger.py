@@ -100,7 +100,8 @@ class Command(BaseCommand):
                           help="Rewrite differing projections from the events (never the events).")
 
         verify = actions.add_parser(
-            "verify", help="Recompute every goal's hash chain; name the first broken link.")
+            "verify", help="Recompute every goal's hash chain, check that it ends at the goal "
+                           "row's version and head hash; name the first broken link.")
         verify.add_argument("goal_ids", nargs="*", metavar="GOAL_ID")
 
         agent = actions.add_parser("agent", help="API tokens: create, list, revoke.")
