@@ -146,6 +146,11 @@ LOGIN_URL = "admin:login"
 # Request bodies above this are refused with 413 (agents send small JSON).
 WAKELEDGER_MAX_BODY_BYTES = env_int("WAKELEDGER_MAX_BODY_BYTES", 256 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = WAKELEDGER_MAX_BODY_BYTES
+# How long an Idempotency-Key's record (and so its replayable answer) is kept;
+# `ledger prune` and its hourly schedule delete older ones. At least an hour:
+# a client's retries must find the record of the attempt they repeat.
+WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS = env_int("WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS", 48,
+                                                 minimum=1, maximum=24 * 366)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -4,7 +4,9 @@ from the projection and bounded slices of the history.
 Every query here is bounded by an index and a LIMIT, whatever the length of a
 goal's history: a page is a keyset slice of (goal, seq); the chart reads at
 most CHART_POINTS recent events; the chain badge checks the page it shows
-(a full verification is an explicit request).
+and, on the newest page, that the chain ends at the goal row's version and
+head hash, as ``ledger verify`` does (a full verification is an explicit
+request).
 """
 
 from dataclasses import dataclass
@@ -12,8 +14,10 @@ from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
+from django.db import transaction
+
 from ledger import clock
-from ledger.chain import event_hash
+from ledger.chain import event_hash, head_break
 from ledger.models import Event, Goal
 
 PAGE = 50
@@ -55,12 +59,14 @@ def page(goal: Goal, *, before: int | None = None, after: int | None = None) -> 
     newer = rows[0].seq if rows and rows[0].seq < goal.version else None
     older = rows[-1].seq if rows and rows[-1].seq > 1 else None
     broken = _first_break_on_page(goal, rows)
+    if broken is None and (newer is None or (before is None and after is None)):
+        # The page that should end at the head: where truncation shows.
+        broken = _head_break(goal, rows)
     return TimelinePage(rows, newer, older, broken is None, broken)
 
 
 def _first_break_on_page(goal: Goal, rows: list[Event]) -> int | None:
-    """Recompute the hashes of the events shown and their links to each other
-    (and, on the newest page, to the projection's chain head)."""
+    """Recompute the hashes of the events shown and their links to each other."""
     ordered = sorted(rows, key=lambda e: e.seq)
     for event in ordered:
         digest = event_hash(event.prev_hash, str(goal.pk), event.seq, event.kind, event.data,
@@ -70,9 +76,33 @@ def _first_break_on_page(goal: Goal, rows: list[Event]) -> int | None:
     for previous, current in pairwise(ordered):
         if current.prev_hash != previous.hash:
             return current.seq
-    if ordered and ordered[-1].seq == goal.version and ordered[-1].hash != goal.last_hash:
-        return ordered[-1].seq
     return None
+
+
+def _head_break(goal: Goal, rows: list[Event]) -> int | None:
+    """On the newest page, the same check as ``ledger verify``'s: the chain
+    ends at the goal row's version with the goal row's head hash.
+
+    ``goal`` was read before its events, so a command committing meanwhile
+    can only add events past ``goal.version``; those are looked at again
+    under the goal's row lock (two indexed lookups) before a break is shown."""
+    newest = max(rows, key=lambda e: e.seq, default=None)
+    last_seq = newest.seq if newest else 0
+    at_version = newest.hash if newest and newest.seq == goal.version else None
+    beyond = (Event.objects.filter(goal=goal, seq__gt=goal.version).order_by("-seq")
+              .values_list("seq", flat=True).first())
+    if beyond is None:
+        broken = head_break(goal.version, goal.last_hash, last_seq, at_version)
+        return broken.seq if broken else None
+    with transaction.atomic():
+        version, last_hash = Goal.objects.select_for_update().filter(pk=goal.pk).values_list(
+            "version", "last_hash").get()
+        last = (Event.objects.filter(goal=goal).order_by("-seq")
+                .values_list("seq", "hash").first()) or (0, None)
+        at = (Event.objects.filter(goal=goal, seq=version).values_list("hash", flat=True)
+              .first())
+    broken = head_break(version, last_hash, last[0], at)
+    return broken.seq if broken else None
 
 
 def chart(goal: Goal, width: int = 640, height: int = 120) -> dict[str, Any]:

@@ -8,7 +8,7 @@ class SchedulingConfig(AppConfig):
 
     def ready(self) -> None:
         from ledger import store
-        from scheduling import dispatch, outbox, watchdogs
+        from scheduling import dispatch, maintenance, outbox, watchdogs
 
         # A bad dispatcher configuration stops start-up, not the first wake.
         dispatch.configured()
@@ -18,3 +18,5 @@ class SchedulingConfig(AppConfig):
         store.register_effect(outbox.record)
         post_migrate.connect(watchdogs.ensure_sweeper, sender=self,
                              dispatch_uid="scheduling.ensure_sweeper")
+        post_migrate.connect(maintenance.ensure_prune_schedule, sender=self,
+                             dispatch_uid="scheduling.ensure_prune_schedule")

@@ -99,7 +99,8 @@ class Command(BaseCommand):
                           help="Rewrite differing projections from the events (never the events).")
 
         verify = actions.add_parser(
-            "verify", help="Recompute every goal's hash chain; name the first broken link.")
+            "verify", help="Recompute every goal's hash chain, check that it ends at the goal "
+                           "row's version and head hash; name the first broken link.")
         verify.add_argument("goal_ids", nargs="*", metavar="GOAL_ID")
 
         agent = actions.add_parser("agent", help="API tokens: create, list, revoke.")
@@ -114,7 +115,8 @@ class Command(BaseCommand):
         revoke.add_argument("prefix")
 
         actions.add_parser(
-            "prune", help="Delete idempotency records older than their 48 h retention.")
+            "prune", help="Delete idempotency records older than their retention "
+                          "(WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS).")
 
         for name, text in (("stop", "Stop a goal for good."),
                            ("recover", "Recover a blocked goal (new continuation budget).")):
@@ -222,7 +224,8 @@ class Command(BaseCommand):
     def handle_prune(self, **_: Any) -> None:
         from api.idempotency import prune
 
-        self.stdout.write(f"deleted {prune()} idempotency record(s) older than 48 h")
+        hours = settings.WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS
+        self.stdout.write(f"deleted {prune()} idempotency record(s) older than {hours} h")
 
     # ------------------------------------------------------------------ operator acts
 
