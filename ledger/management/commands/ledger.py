@@ -15,7 +15,6 @@ from argparse import ArgumentParser
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import Group
@@ -26,7 +25,7 @@ from django.urls import reverse
 from api import alerts, tokens
 from api.models import ApiToken
 from api.roles import AGENT, ROLES, role_of
-from ledger import clock, demo, projection, terminal
+from ledger import clock, demo, projection, siteurl, terminal
 from ledger.domain import STATUSES, DomainError, GoalState
 from ledger.domain.runs import Recover, ResolveApproval, Stop
 from ledger.domain.state import REASONS
@@ -306,13 +305,13 @@ class Command(BaseCommand):
             *(f"  {terminal.short_id(g.goal_id)}  {g.goal_key:24} "
               f"{g.status + ('/' + g.reason if g.reason else ''):30} {g.story}" for g in made),
             "see them with `ledger goals` and `ledger show ID`, or in the admin at "
-            f"{settings.SITE_URL}{reverse('admin:index')}",
+            f"{siteurl.base_url()}{reverse('admin:index')}",
         ])
 
     # ------------------------------------------------------------------ bootstrap
 
     def handle_bootstrap(self, **_: Any) -> None:
-        url = f"{settings.SITE_URL}{reverse('admin:index')}"
+        url = f"{siteurl.base_url()}{reverse('admin:index')}"
         users = get_user_model()
         if users.objects.filter(is_superuser=True).exists():
             self.stdout.write(f"Wake Ledger admin: {url}")
