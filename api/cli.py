@@ -181,6 +181,12 @@ def _http_error(error: urllib.error.HTTPError, base: str) -> CliError:
     if exit_code is None:
         exit_code = EXIT_SERVER if error.code >= 500 else EXIT_VALIDATION
     detail = body.get("detail") if isinstance(body, dict) else error.reason
+    errors = body.get("errors") if isinstance(body, dict) else None
+    if isinstance(errors, dict):
+        # "see errors" is on stdout in the JSON; a human reads stderr.
+        detail = f"{detail} " + "; ".join(
+            f"{field}: {' '.join(map(str, problems)) if isinstance(problems, list) else problems}"
+            for field, problems in errors.items())
     return CliError(exit_code, f"{error.code} {code or ''}: {detail}".strip(), body)
 
 
@@ -387,13 +393,17 @@ def cmd_watchdog_cancel(args: argparse.Namespace) -> Any:
 
 def cmd_watchdog_receipt(args: argparse.Namespace) -> Any:
     goal_id = current_goal(args.goal)
-    body: dict[str, Any] = {"status": args.status, "host_ref": args.host_ref,
-                            "due_at": args.due_at, "runs_on": args.runs_on,
-                            "verified": args.verified, "attested_by": args.attested_by,
-                            "note": args.note}
+    given = (("host_ref", args.host_ref), ("due_at", args.due_at), ("runs_on", args.runs_on),
+             ("verified", args.verified), ("attested_by", args.attested_by),
+             ("note", args.note))
+    # Only what was given: the server's defaults stand for the rest.
+    body = {"status": args.status, **{k: v for k, v in given if v}}
     # A finished goal has no lease, yet its leftover host schedule's
     # cancellation receipt is still needed: the lease goes only when saved.
-    return _fenced(goal_id, "watchdog/receipts", body, lease_optional=True)
+    answer = _fenced(goal_id, "watchdog/receipts", body, lease_optional=True)
+    if answer.get("completion_state") == "completed":
+        forget_lease(goal_id)  # the receipt that let a finish complete
+    return answer
 
 
 def cmd_claim(args: argparse.Namespace) -> Any:
@@ -551,15 +561,13 @@ def parser() -> argparse.ArgumentParser:
     receipt.add_argument("--status", required=True,
                          choices=["created", "create_failed", "create_uncertain", "cancelled",
                                   "disabled", "user_attested_deleted"])
-    receipt.add_argument("--host-ref", default="", help="the host's task id (stored as a "
-                         "digest only)")
-    receipt.add_argument("--due-at", default="", help="the next run, ISO 8601 with offset")
-    receipt.add_argument("--runs-on", default="unverified",
-                         choices=["cloud", "local", "unverified"])
+    receipt.add_argument("--host-ref", help="the host's task id (stored as a digest only)")
+    receipt.add_argument("--due-at", help="the next run, ISO 8601 with offset")
+    receipt.add_argument("--runs-on", choices=["cloud", "local", "unverified"])
     receipt.add_argument("--verified", action="store_true",
                          help="the host proved where the task runs")
-    receipt.add_argument("--attested-by", default="")
-    receipt.add_argument("--note", default="")
+    receipt.add_argument("--attested-by")
+    receipt.add_argument("--note")
 
     claim = goal_command("claim", "claim a wake (what a host-fired task runs first); "
                          "exit 0 with a saved lease, 8 when there is nothing to do", cmd_claim)
