@@ -114,7 +114,7 @@ def test_a_url_without_api_v1_works_and_a_wrong_one_is_explained(live_server, ag
 
 def test_a_closed_pipe_ends_the_output_quietly(shell):
     start(shell, "pipe")
-    process = subprocess.Popen([sys.executable, "-m", "api.cli", "events"], env=shell.env,
+    process = subprocess.Popen([sys.executable, "-m", "api.cli", "show"], env=shell.env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     process.stdout.close()  # the reader (`| head`) is gone before the answer arrives
     stderr = process.stderr.read().decode()
