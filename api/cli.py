@@ -216,8 +216,11 @@ def _refused(goal_id: str, answer: dict[str, Any]) -> dict[str, Any]:
         lease = call("GET", f"goals/{goal_id}").get("lease") or {}
         # Generations are unique per grant, so an equal generation is our grant.
         if lease.get("generation") == mine["generation"]:
+            expiry = (f"it expired at {lease.get('expires_at')}; run `wakeledger heartbeat` "
+                      "now to keep it" if action == "retry_after_stale_grace"
+                      else f"expires {lease.get('expires_at')}")
             print(f"wakeledger: you already hold this goal's lease (generation "
-                  f"{mine['generation']}, expires {lease.get('expires_at')})", file=sys.stderr)
+                  f"{mine['generation']}, {expiry})", file=sys.stderr)
             return {**answer, "acquired": True, "already_held": True,
                     "retry_after_seconds": None, "next_required_action": None,
                     "lease": {**lease, "token": "(saved)"}}

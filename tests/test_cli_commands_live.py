@@ -99,6 +99,16 @@ def test_lease_and_start_recognise_the_lease_you_already_hold(shell, tmp_path):
     assert "the lease is held by another session (wait_for_holder" in other.stderr
 
 
+def test_your_own_expired_lease_in_its_grace_is_yours_to_renew(shell, clock):
+    start(shell, "own-expired", "--lease-seconds", "30")
+    clock.advance(seconds=45)  # past the expiry, inside the 60 s stale grace
+    code, answer = shell("lease")
+    assert code == 0 and answer["already_held"] is True
+    assert "it expired at" in shell.stderr and "run `wakeledger heartbeat` now" in shell.stderr
+    code, renewed = shell("heartbeat")
+    assert code == 0 and renewed["generation"] == 1
+
+
 def test_a_url_without_api_v1_works_and_a_wrong_one_is_explained(live_server, agent_token,
                                                                   tmp_path):
     root = Shell(live_server.url, agent_token, tmp_path / "root")
