@@ -471,7 +471,7 @@ def _add_session(sub: argparse.ArgumentParser) -> None:
 
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(
-        prog="wakeledger", description=__doc__.splitlines()[0],
+        prog="wakeledger", description=__doc__.splitlines()[0].replace("``", ""),
         epilog="exit codes: 0 ok, 2 usage, 3 validation, 4 auth, 5 not found, 6 lease lost, "
                "7 goal terminal, 8 conflict or lease/wake not granted, 9 network, 10 server")
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")

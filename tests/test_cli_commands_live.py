@@ -274,3 +274,16 @@ def test_workspace_release_and_the_reads(shell):
     assert code == 0 and alerts == []
     code, released = shell("workspace-release", "--reason", "moving to another checkout")
     assert code == 0 and released["workspace_bound"] is False
+
+
+@pytest.mark.parametrize(("given", "base"), [
+    ("http://127.0.0.1:8000", "http://127.0.0.1:8000/api/v1"),
+    ("http://127.0.0.1:8000/", "http://127.0.0.1:8000/api/v1"),
+    ("http://127.0.0.1:8000/api/v1/", "http://127.0.0.1:8000/api/v1"),
+    ("https://example.test/ledger", "https://example.test/ledger/api/v1"),
+    ("https://example.test/ledger/api/v1", "https://example.test/ledger/api/v1"),
+])
+def test_the_api_base_is_found_from_what_was_given(given, base):
+    from api.cli import api_base
+
+    assert api_base(given) == base
