@@ -18,7 +18,10 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             return None
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer":
-            return None
+            # A bare token (or another scheme) would otherwise be answered
+            # "credentials were not provided", which hides the actual mistake.
+            raise exceptions.AuthenticationFailed(
+                "The Authorization header must be `Authorization: Bearer <token>`.")
         token = token.strip()
         if not token:
             raise exceptions.AuthenticationFailed("The Bearer token is empty.")

@@ -23,7 +23,7 @@ from api.auth import HasRole
 from api.idempotency import idempotent, lease_token
 from api.problems import Problem
 from api.roles import AGENT, AUDITOR, OPERATOR, role_of
-from ledger import clock, continuations, store
+from ledger import clock, continuations, siteurl, store
 from ledger.domain import (
     AcquireLease,
     Artifact,
@@ -723,8 +723,7 @@ class SkillView(APIView):
     authentication_classes: list = []
 
     def get(self, request: Request) -> HttpResponse:
-        base = settings.SITE_URL or request.build_absolute_uri("/").rstrip("/")
-        text = render_to_string("skill.md", {"base_url": f"{base}/api/v1"})
+        text = render_to_string("skill.md", {"base_url": siteurl.api_url(request)})
         return HttpResponse(text, content_type="text/markdown; charset=utf-8")
 
 

@@ -40,7 +40,11 @@ SECRET_KEY = _secret_key()
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
-SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+# The public base URL in links. Empty (the default): each request's own scheme
+# and host; where there is no request (dispatchers, `ledger bootstrap`/`demo`),
+# the local address on WAKELEDGER_PORT, which `make run` sets to its PORT.
+SITE_URL = env_str("SITE_URL", "").rstrip("/")
+LOCAL_URL = f"http://127.0.0.1:{env_int('WAKELEDGER_PORT', 8000, minimum=1, maximum=65535)}"
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -31,6 +31,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from ledger import siteurl
+
 logger = logging.getLogger(__name__)
 
 TYPES = ("webhook", "command")
@@ -123,7 +125,7 @@ def _webhook(spec: dict[str, Any], *, goal_id: str, occurrence_id: str, session_
     else:
         payload = {"goal_id": goal_id, "occurrence_id": occurrence_id, "report": report,
                    "resume_packet": packet, "lease": lease, "prompt": text,
-                   "api_url": f"{settings.SITE_URL}/api/v1"}
+                   "api_url": siteurl.api_url()}
     body = json.dumps(payload, sort_keys=True).encode()
     if spec.get("secret"):
         headers["X-Wakeledger-Signature"] = sign(spec["secret"], body)
@@ -157,7 +159,7 @@ def _command(spec: dict[str, Any], *, goal_id: str, occurrence_id: str, session_
     env = {**os.environ, "WAKELEDGER_GOAL_ID": goal_id,
            "WAKELEDGER_LEASE_TOKEN": lease["token"],
            "WAKELEDGER_LEASE_GENERATION": str(lease["generation"]),
-           "WAKELEDGER_URL": f"{settings.SITE_URL}/api/v1",
+           "WAKELEDGER_URL": siteurl.api_url(),
            "WAKELEDGER_OCCURRENCE_ID": occurrence_id}
     try:
         with open(log_path, "ab") as log:
