@@ -85,9 +85,11 @@ class ReadOnlyAdmin(admin.ModelAdmin):
                       orphans: int = 0, allow_empty_first_page: bool = True
                       ) -> BoundedCountPaginator:
         # Count far enough to know that each page linked from the current one
-        # has rows (a deep page costs its OFFSET anyway).
+        # has rows (a deep page costs its OFFSET anyway), and past "show all"'s
+        # ceiling, so a capped list never offers to show all its rows.
         page = max(_int(request.GET.get(PAGE_VAR)) or 1, 1)
-        limit = max(self.count_limit, (page + self.PAGES_AHEAD) * per_page)
+        limit = max(self.count_limit, self.list_max_show_all,
+                    (page + self.PAGES_AHEAD) * per_page)
         return BoundedCountPaginator(queryset, per_page, orphans, allow_empty_first_page,
                                      limit=limit)
 

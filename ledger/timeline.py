@@ -115,9 +115,10 @@ CHART_WIDTH, CHART_HEIGHT = 720, 220
 MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 48, 24, 12, 34
 # Candidate distances between time ticks, the smallest giving at most MAX_TICKS.
 TICK_STEPS = [timedelta(seconds=s) for s in (
-    1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200,
-    86400, 2 * 86400, 7 * 86400, 14 * 86400, 30 * 86400, 90 * 86400, 365 * 86400)]
+    0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800,
+    21600, 43200, 86400, 2 * 86400, 7 * 86400, 14 * 86400, 30 * 86400, 90 * 86400, 365 * 86400)]
 MAX_TICKS = 6
+MIN_SPAN = timedelta(seconds=1)  # a goal started a moment ago still gets an axis
 
 
 def chart(goal: Goal) -> dict[str, Any]:
@@ -133,7 +134,8 @@ def chart(goal: Goal) -> dict[str, Any]:
     start = goal.created_at if whole_life or not recent else recent[0]["recorded_at"]
     end = goal.updated_at if goal.status in TERMINAL_STATUSES else max(clock.now(),
                                                                         goal.updated_at)
-    span = max((end - start).total_seconds(), 1.0)
+    end = max(end, start + MIN_SPAN)
+    span = (end - start).total_seconds()
     left, right = MARGIN_LEFT, CHART_WIDTH - MARGIN_RIGHT
     top, bottom = MARGIN_TOP, CHART_HEIGHT - MARGIN_BOTTOM
 
@@ -177,7 +179,9 @@ def time_ticks(start: datetime, end: datetime, x: Any) -> list[dict[str, Any]]:
     precisely as their spacing needs."""
     span = end - start
     step = next((s for s in TICK_STEPS if span / s <= MAX_TICKS), TICK_STEPS[-1])
-    if step < timedelta(minutes=1):
+    if step < timedelta(seconds=1):
+        fmt = "%H:%M:%S.%f"
+    elif step < timedelta(minutes=1):
         fmt = "%H:%M:%S"
     elif step < timedelta(days=1):
         fmt = "%H:%M" if span < timedelta(days=1) else "%b %d %H:%M"
@@ -187,7 +191,8 @@ def time_ticks(start: datetime, end: datetime, x: Any) -> list[dict[str, Any]]:
     first = epoch + step * -((epoch - start.astimezone(UTC)) // step)
     ticks, moment = [], first
     while moment <= end:
-        ticks.append({"x": x(moment), "label": moment.astimezone(UTC).strftime(fmt)})
+        label = moment.astimezone(UTC).strftime(fmt)
+        ticks.append({"x": x(moment), "label": label[:-5] if fmt.endswith("%f") else label})
         moment += step
     return ticks
 
