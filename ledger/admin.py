@@ -202,8 +202,16 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         context = {**self.admin_site.each_context(request), "title": "Stuck goals",
-                   "opts": self.model._meta, "groups": timeline.stuck_goals()}
+                   "opts": self.model._meta, "sections": self.dashboard_sections()}
         return TemplateResponse(request, "admin/ledger/goal/dashboard.html", context)
+
+    def dashboard_sections(self) -> list[dict[str, Any]]:
+        """The dashboard's sections, in order: each an id, a heading, the
+        template that draws it and what that template needs. A new kind of
+        list (a liveness check, say) is one more entry and one template."""
+        return [{"id": "stuck", "title": "Goals needing attention",
+                 "template": "admin/ledger/goal/dashboard_stuck.html",
+                 "groups": timeline.stuck_goals()}]
 
     # ------------------------------------------------------------------ operator acts
 
