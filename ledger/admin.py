@@ -4,7 +4,10 @@ Read-only for everyone (superusers included): nobody adds, changes or deletes
 a goal or an event here; state changes only through domain commands that
 append events. A goal's page is its timeline; operators (and superusers) get
 actions on it — stop, recover, approve/reject a gate, replay — each through the
-same domain command as the API, with their name and a reason.
+same domain command as the API, with their name and a reason, offered only
+when the domain would accept it. Lists count boundedly and say so. Superusers
+edit accounts (users, groups) and nothing else; django-q2's models are shown
+read-only, since goal schedules belong to goals.
 """
 
 import json
@@ -18,7 +21,7 @@ from django.contrib.auth.admin import GroupAdmin
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db import connection
+from django.db import connections
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -63,6 +66,7 @@ class BoundedCountPaginator(Paginator):
         table's ``pg_class.reltuples``), shown as "about" next to a capped
         count; None when filtered, not PostgreSQL, or never analysed."""
         query = self.object_list.query
+        connection = connections[self.object_list.db]
         if not self.capped or query.where or connection.vendor != "postgresql":
             return None
         with connection.cursor() as cursor:
@@ -176,6 +180,7 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
                  "icon": timeline.icon(e.kind)}
                 for e in page.events]
         operator = is_operator(request)
+        me = request.user.get_username()
         context = {
             **self.admin_site.each_context(request),
             "title": f"{goal.goal_key} — timeline",
@@ -188,9 +193,10 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
             "chart": timeline.chart(goal),
             "full_verification": full,
             "operator": operator,
-            "refusals": refusals(state, request.user.get_username()) if operator else {},
-            "gates": [{**gate, "offered": operator and refusal_of(state, command_for(
-                "approve", request.user.get_username(), "probe", gate["gate"])) is None}
+            "refusals": refusals(state, me) if operator else {},
+            # Approve/reject a gate: offered while the domain would resolve it.
+            "gates": [{**gate, "offered": operator and refusal_of(
+                state, command_for("approve", me, "probe", gate["gate"])) is None}
                 for gate in state.pending_approvals],
             "running_jobs": state.running_jobs(),
         }
