@@ -1,7 +1,10 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from ledger.views import home
+
 urlpatterns = [
+    path("", home, name="home"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("api.urls")),
 ]
