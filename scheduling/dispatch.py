@@ -278,7 +278,12 @@ def _api_url() -> str:
 
 def dispatch(name: str, *, goal_id: str, occurrence_id: str, session_key: str,
              packet: dict[str, Any], report: dict[str, Any], lease: dict[str, Any]) -> Result:
-    spec = configured().get(name)
+    try:
+        spec = configured().get(name)
+    except ImproperlyConfigured:
+        # Checked at start-up; only a bearer_env unset since then gets here.
+        # A certain failure to record, not a crashed task after the claim.
+        return Result(False, "ImproperlyConfigured")
     if spec is None:
         return Result(False, f"unknown dispatcher {name}")
     try:

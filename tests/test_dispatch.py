@@ -530,3 +530,28 @@ def test_host_references_are_stored_as_keyed_digests(agent, clock, settings):
     # Keyed with the server's key: another key gives another digest.
     settings.SECRET_KEY = "another-server-key-" + "x" * 40
     assert host_ref_digest("42") != stored
+
+
+def test_a_configuration_broken_after_start_up_is_a_certain_failure(settings, monkeypatch):
+    monkeypatch.setenv("OPENCLAW_HOOKS_TOKEN", "t")
+    settings.WAKELEDGER_DISPATCHERS = claw("https://gw.example/hooks/agent",
+                                           bearer_env="OPENCLAW_HOOKS_TOKEN")
+    monkeypatch.delenv("OPENCLAW_HOOKS_TOKEN")
+    assert send("claw") == Result(False, "ImproperlyConfigured", uncertain=False)
+
+
+@pytest.mark.django_db
+@pytest.mark.xfail(strict=True, reason=(
+    "the claim still grants the lease to every push dispatcher; it must treat a dispatcher "
+    "whose dispatch.hands_over_lease(name) is False like 'none' (pull) plus a notification"))
+def test_an_openclaw_continuation_takes_its_own_lease(agent, clock, settings):
+    with openclaw_gateway() as url:
+        settings.WAKELEDGER_DISPATCHERS = claw(url, bearer="hooks-token")
+        body = agent.start(policy={"dispatch": "claw", "lease_seconds": 300},
+                           session={"session_key": "hook:shop"}).json()
+        gid = body["goal"]["id"]
+        vanish_and_wake(agent, gid, body, clock)
+    assert len(Gateway.accepted) == 1
+    # What the message tells the resumed agent to do.
+    taken = agent.post(f"goals/{gid}/lease").json()
+    assert taken["acquired"] is True
