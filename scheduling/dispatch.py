@@ -77,6 +77,8 @@ BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ")
 FORBIDDEN_ENV = frozenset({"SECRET_KEY", "DATABASE_URL"})
 FORBIDDEN_ENV_PREFIX = "WAKELEDGER_"
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A header-safe token: visible ASCII, so no value can inject a header line.
+TOKEN = re.compile(r"[\x21-\x7e]+")
 
 # Placeholders and the values they take. A session key is agent-chosen: it
 # may not start with "-" (it could become an option of the command) and
@@ -137,6 +139,8 @@ def _validate_webhook(where: str, spec: dict[str, Any]) -> None:
     parts = urlsplit(url) if isinstance(url, str) else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise ImproperlyConfigured(f"{where}.url must be an http(s) URL with a host")
+    if any(c.isspace() or not c.isprintable() for c in url):
+        raise ImproperlyConfigured(f"{where}.url must not contain spaces or control characters")
     if parts.username or parts.password or parts.fragment:
         raise ImproperlyConfigured(
             f"{where}.url must not carry credentials or a fragment (use bearer or secret)")
@@ -164,14 +168,16 @@ def _validate_webhook(where: str, spec: dict[str, Any]) -> None:
         raise ImproperlyConfigured(f"{where}.secret is required to sign the body")
     if "bearer" in spec and "bearer_env" in spec:
         raise ImproperlyConfigured(f"{where}: give bearer or bearer_env, not both")
-    if "bearer" in spec and (not isinstance(spec["bearer"], str) or not spec["bearer"]):
-        raise ImproperlyConfigured(f"{where}.bearer must be a non-empty string")
+    if "bearer" in spec and (not isinstance(spec["bearer"], str)
+                             or not TOKEN.fullmatch(spec["bearer"])):
+        raise ImproperlyConfigured(f"{where}.bearer must be a non-empty token (no spaces)")
     if "bearer_env" in spec:
         variable = spec["bearer_env"]
         if not isinstance(variable, str) or not ENV_NAME.fullmatch(variable):
             raise ImproperlyConfigured(f"{where}.bearer_env must name an environment variable")
-        if not os.environ.get(variable):
-            raise ImproperlyConfigured(f"{where}.bearer_env: {variable} is not set")
+        if not TOKEN.fullmatch(os.environ.get(variable, "")):
+            raise ImproperlyConfigured(
+                f"{where}.bearer_env: {variable} is not set to a token (no spaces)")
     if preset == OPENCLAW:
         if "bearer" not in spec and "bearer_env" not in spec:
             raise ImproperlyConfigured(
@@ -350,20 +356,28 @@ def _send(url: str, body: bytes, headers: dict[str, str], timeout: float) -> Res
     Authorization header as a GET) and hides where a failure happened."""
     parts = urlsplit(url)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    # The port always explicit: given none, http.client would read "::1" as
+    # host "::" and port 1.
+    https = parts.scheme == "https"
+    port = parts.port or (443 if https else 80)
     connection: http.client.HTTPConnection
-    if parts.scheme == "https":
-        connection = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout,
+    if https:
+        connection = http.client.HTTPSConnection(parts.hostname, port, timeout=timeout,
                                                  context=ssl.create_default_context())
     else:
-        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+        connection = http.client.HTTPConnection(parts.hostname, port, timeout=timeout)
     try:
         try:
             connection.connect()  # DNS, TCP and TLS: nothing was sent yet
-        except OSError as error:
+            # Headers are only buffered: a bad value fails here, unsent.
+            connection.putrequest("POST", target)
+            for name, value in {**headers, "Content-Length": str(len(body))}.items():
+                connection.putheader(name, value)
+        except (OSError, ValueError, http.client.HTTPException) as error:
             # The class only: an error's text may quote the host or the URL.
             return Result(False, type(error).__name__)
         try:
-            connection.request("POST", target, body=body, headers=headers)
+            connection.endheaders(body)  # from here on the receiver may act
             answer = connection.getresponse()
             status = answer.status
         except (OSError, http.client.HTTPException) as error:

@@ -238,6 +238,8 @@ def test_plain_http_elsewhere_needs_an_explicit_allowance():
     ({"url": "https:///x"}, "with a host"),
     ({"url": "https://user:pw@hooks.example/x"}, "credentials"),
     ({"url": "https://hooks.example:99999/x"}, "invalid port"),
+    ({"url": "https://hooks.example/x y"}, "spaces or control"),
+    ({"url": "https://hooks.example/x\r\nHost: evil"}, "spaces or control"),
     ({"allow_htttp": True}, "unknown keys: allow_htttp"),
     ({"timeout": 0}, "timeout"),
     ({"timeout": 600}, "timeout"),
@@ -482,12 +484,15 @@ def test_openclaw_refuses_a_hostile_session_key_before_sending(settings):
     ({"bearer_env": "WAKELEDGER_TEST_UNSET_TOKEN"}, "is not set"),
     ({"bearer_env": "not a name"}, "must name an environment variable"),
     ({"bearer": ""}, "non-empty"),
+    ({"bearer": "tok\r\nX-Injected: 1"}, "no spaces"),
+    ({"bearer_env": "WAKELEDGER_TEST_SPACED_TOKEN"}, "not set to a token"),
     ({"bearer": "t", "openclaw": {"sessionKey": "x"}}, "openclaw.sessionKey is not one of"),
     ({"bearer": "t", "openclaw": {"deliver": "no"}}, "must be a bool"),
     ({"bearer": "t", "openclaw": {"timeoutSeconds": True}}, "must be a int"),
     ({"bearer": "t", "openclaw": ["agentId"]}, "must be an object"),
 ])
-def test_bad_openclaw_settings_stop_start_up(extra, message):
+def test_bad_openclaw_settings_stop_start_up(extra, message, monkeypatch):
+    monkeypatch.setenv("WAKELEDGER_TEST_SPACED_TOKEN", "tok\nX-Injected: 1")
     with pytest.raises(ImproperlyConfigured, match=message):
         dispatch.validate(claw("http://127.0.0.1:18789/hooks/agent", **extra))
 
@@ -555,3 +560,26 @@ def test_an_openclaw_continuation_takes_its_own_lease(agent, clock, settings):
     # What the message tells the resumed agent to do.
     taken = agent.post(f"goals/{gid}/lease").json()
     assert taken["acquired"] is True
+
+
+def test_an_ipv6_loopback_receiver_is_reached(settings):
+    from http.server import ThreadingHTTPServer
+
+    class V6(ThreadingHTTPServer):
+        address_family = socket.AF_INET6
+
+    try:
+        server = V6(("::1", 0), Receiver)
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    Receiver.received, Receiver.status, Receiver.secret = [], 202, SECRET
+    Receiver.headers_out, Receiver.delay = {}, 0.0
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        settings.WAKELEDGER_DISPATCHERS = hook(f"http://[::1]:{server.server_port}/hook")
+        assert send("hook") == Result(True, "HTTP 202")
+    finally:
+        server.shutdown()
+        server.server_close()
+    [(headers, _raw)] = Receiver.received
+    assert headers["Host"] == f"[::1]:{server.server_port}"
