@@ -68,6 +68,7 @@ COMMAND_KEYS = frozenset({"type", "argv", "cwd", "env"})
 OPENCLAW_OPTIONS: dict[str, type | tuple[type, ...]] = {
     "agentId": str, "wakeMode": str, "deliver": bool, "channel": str, "to": str,
     "model": str, "thinking": str, "timeoutSeconds": int}
+OPENCLAW_MAX_IDEMPOTENCY_KEY = 256  # MAX_HOOK_IDEMPOTENCY_KEY_LENGTH in its gateway/hooks.ts
 MAX_TIMEOUT_SECONDS = 60
 
 # The command dispatcher's child sees these of the server's environment and
@@ -323,12 +324,14 @@ def _checked(placeholder: str, value: str) -> str:
 def _openclaw(spec: dict[str, Any], *, goal_id: str, occurrence_id: str, session_key: str,
               packet: dict[str, Any]) -> Result:
     """OpenClaw Gateway ``POST /hooks/agent``: an isolated agent turn."""
+    if len(occurrence_id) > OPENCLAW_MAX_IDEMPOTENCY_KEY:
+        # The Gateway would silently drop a longer key, and with it the
+        # deduplication of a retried wake. Internal ids are under 100.
+        raise InvalidValue("invalid occurrence_id")
     payload: dict[str, Any] = {
         **spec.get("openclaw", {}),
         "message": prompt(packet, goal_id, lease_hint=_lease_to_take(goal_id)),
         "name": "Wake Ledger",
-        # The Gateway keeps at most 256 characters; ours are at most 300 by
-        # pattern but in practice under 100 (internal:<uuid>@<iso time>).
         "idempotencyKey": occurrence_id,
     }
     if session_key:  # without one the Gateway picks its default hook session

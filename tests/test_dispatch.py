@@ -472,10 +472,12 @@ def test_openclaw_refusals_are_certain_failures(settings):
     assert [status for status, _ in Gateway.refused] == [400, 401]
 
 
-def test_openclaw_refuses_a_hostile_session_key_before_sending(settings):
+def test_openclaw_refuses_bad_values_before_sending(settings):
     with openclaw_gateway() as url:
         settings.WAKELEDGER_DISPATCHERS = claw(url, bearer="hooks-token")
         assert send("claw", session_key="-x") == Result(False, "invalid session_key")
+        # The Gateway would silently ignore a key over 256 characters.
+        assert send("claw", occurrence_id="o" * 257) == Result(False, "invalid occurrence_id")
     assert Gateway.accepted == [] and Gateway.refused == []
 
 
