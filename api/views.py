@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 from api import alerts
 from api import serializers as s
 from api.auth import HasRole
+from api.digests import host_ref_digest
 from api.idempotency import idempotent, lease_token
 from api.problems import Problem
 from api.roles import AGENT, AUDITOR, OPERATOR, role_of
@@ -519,7 +520,7 @@ class ReceiptsView(LedgerView):
         command = RecordReceipt(
             proof(data.get("lease")), data["status"],
             # Host task ids are stored as digests only.
-            hashlib.sha256(ref.encode()).hexdigest() if ref else "",
+            host_ref_digest(ref) if ref else "",
             data["due_at"], data["runs_on"], data["verified"], data["attested_by"],
             data["note"])
         state = run(request, goal_id, command).state

@@ -35,16 +35,24 @@ logger = logging.getLogger(__name__)
 
 
 def record(goal_id: str, outcome: store.Outcome) -> None:
-    """Store effect: a granted push wake gets its outbox row in the same transaction."""
+    """Store effect: a wake to dispatch gets its outbox row in the same
+    transaction. A granted push wake hands over its lease (``generation``); a
+    ready wake of a dispatcher that carries no lease (OpenClaw's Gateway) is a
+    notification (generation 0): its agent pulls the lease itself."""
+    name = outcome.state.policy.get("dispatch", "none")
+    if name == "none":
+        return
     for event in outcome.events:
-        if (event.kind == "wake.claimed" and event.data["outcome"] == "recurring_acquired"
-                and event.data["source"] in ("internal", "operator")):
-            name = outcome.state.policy.get("dispatch", "none")
-            if name != "none":
-                Dispatch.objects.create(goal_id=goal_id, occurrence_id=event.data["occurrence_id"],
-                                        dispatcher=name,
-                                        generation=outcome.state.lease["generation"],
-                                        created_at=clock.now())
+        if event.kind != "wake.claimed" or event.data["source"] not in ("internal", "operator"):
+            continue
+        if event.data["outcome"] == "recurring_acquired":
+            generation = outcome.state.lease["generation"]
+        elif event.data["outcome"] == "ready_for_pull":
+            generation = 0
+        else:
+            continue
+        Dispatch.objects.create(goal_id=goal_id, occurrence_id=event.data["occurrence_id"],
+                                dispatcher=name, generation=generation, created_at=clock.now())
 
 
 def send_pending(goal_id: str | None = None) -> int:
@@ -65,14 +73,17 @@ def send(pk: int) -> bool:
     failpoints.reached("outbox.after_sending_mark")
     goal_id = str(row.goal_id)
     state = store.load(goal_id)
-    if state.terminal or state.lease.get("generation") != row.generation:
-        # The continuation's lease is gone (the goal ended, an operator acted):
-        # handing it over now would only be refused. Nothing was sent.
-        _finish(row, Dispatch.FAILED, "superseded: the lease is no longer held")
+    notify = row.generation == 0  # a ready wake: its agent pulls the lease itself
+    if state.terminal or (not notify and state.lease.get("generation") != row.generation) \
+            or (notify and not state.ready):
+        # The continuation's lease is gone, or the ready wake was pulled
+        # already (the goal ended, an operator acted, the agent came back):
+        # sending it now would only be refused. Nothing was sent.
+        _finish(row, Dispatch.FAILED, "superseded: the wake is no longer pending")
         return False
-    token = dispatch_token(goal_id, row.occurrence_id)
-    lease = {"token": token, "generation": row.generation, "holder": state.lease["holder"],
-             "expires_at": state.lease["expires_at"]}
+    lease = {} if notify else {
+        "token": dispatch_token(goal_id, row.occurrence_id), "generation": row.generation,
+        "holder": state.lease["holder"], "expires_at": state.lease["expires_at"]}
     report = {"task_id": goal_id, "status": state.status, "progress_pct": state.progress_pct,
               "current_step": state.current_step,
               "resumed_from_checkpoint": state.last_checkpoint_seq,

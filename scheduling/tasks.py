@@ -11,7 +11,7 @@ from ledger import clock, continuations, store
 from ledger.domain import DomainError
 from ledger.domain.wakes import ExpireLease
 from ledger.models import Goal
-from scheduling import failpoints, outbox
+from scheduling import dispatch, failpoints, outbox
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +26,11 @@ def fire_watchdog(goal_id: str, intended_date: str | None = None,
         f"internal:{goal_id}@{kind}:{intended}"
     try:
         state = store.load(goal_id)
-        push = state.policy.get("dispatch", "none") != "none"
+        # Push: the dispatcher starts the continuation and carries its lease.
+        # A dispatcher that only notifies (none carries no lease) leaves the
+        # wake to be pulled, like "none".
+        name = state.policy.get("dispatch", "none")
+        push = name != "none" and dispatch.hands_over_lease(name)
         result = continuations.claim(goal_id, source="internal", occurrence_id=occurrence,
                                      actor="scheduler", kind=kind, intended_at=intended,
                                      push=push)
@@ -34,7 +38,7 @@ def fire_watchdog(goal_id: str, intended_date: str | None = None,
         logger.warning("a wake fired for unknown goal %s", goal_id)
         return "unknown_goal"
     logger.info("wake %s for goal %s: %s", occurrence, goal_id, result.outcome)
-    if result.outcome == "recurring_acquired":
+    if result.outcome in ("recurring_acquired", "ready_for_pull"):
         # The claim committed first (lease granted, charge and outbox row
         # recorded), so a crash from here on never hands out a continuation
         # the ledger does not know of.

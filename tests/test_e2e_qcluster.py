@@ -21,6 +21,7 @@ from django_q.tasks import async_task
 from api import tokens
 from ledger.models import Event, Goal
 from scheduling import watchdogs
+from scheduling.signatures import verify_signature
 from tests.receivers import Receiver, receiving
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,7 +147,7 @@ def test_a_vanished_agent_is_resumed_by_the_real_scheduler(agent_http, cluster, 
     packet = json.loads(raw)
     assert packet["resume_packet"]["next_actions"] == ["step two"]
     assert packet["resume_packet"]["checkpoint"]["current_step"] == "step one done"
-    assert headers["X-Wakeledger-Signature"].startswith("sha256=")
+    assert verify_signature(SECRET, headers["X-Wakeledger-Signature"], raw)
     resumed = {"token": packet["lease"]["token"], "generation": packet["lease"]["generation"]}
     assert resumed["generation"] == 2
 

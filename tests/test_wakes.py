@@ -13,10 +13,12 @@ from datetime import timedelta
 import pytest
 from django_q.models import Schedule
 
+from api.digests import host_ref_digest
 from ledger import continuations as claims
 from ledger.models import Event, Goal
 from scheduling import tasks, watchdogs
-from tests.receivers import receiving
+from scheduling.signatures import verify_signature
+from tests.receivers import Gateway, openclaw_gateway, receiving
 
 pytestmark = pytest.mark.django_db
 
@@ -138,7 +140,9 @@ def test_wake_outcomes_through_the_claim_endpoint(agent, started, clock):
         "due_at": host["first_due_at"], "runs_on": "local"})
     assert receipt.json()["watchdog"]["status"] == "live"
     stored = Goal.objects.get(pk=gid).state["watchdog"]
-    assert stored["host_ref_sha256"] == hashlib.sha256(b"cron-job-42").hexdigest()
+    # Keyed, not the plain SHA-256 a guess could be checked against.
+    assert stored["host_ref_sha256"] == host_ref_digest("cron-job-42")
+    assert stored["host_ref_sha256"] != hashlib.sha256(b"cron-job-42").hexdigest()
     assert "cron-job-42" not in json.dumps(Goal.objects.get(pk=gid).state)
 
     clock.advance(minutes=10)
@@ -382,8 +386,13 @@ def test_webhook_dispatcher_posts_the_signed_resume_packet(agent, clock, receive
     gid = body["goal"]["id"]
     assert vanish_and_wake(agent, gid, lease_of(body), clock) == "recurring_acquired"
     [(headers, raw)] = received
-    expected = "sha256=" + hmac.new(SECRET.encode(), raw, hashlib.sha256).hexdigest()
-    assert headers["X-Wakeledger-Signature"] == expected
+    # Signed with a timestamp: t=<unix seconds>,v1=<HMAC of "<t>." + body>.
+    signature = headers["X-Wakeledger-Signature"]
+    stamp = int(signature.split(",")[0].removeprefix("t="))
+    mac = hmac.new(SECRET.encode(), f"{stamp}.".encode() + raw, hashlib.sha256).hexdigest()
+    assert signature == f"t={stamp},v1={mac}"
+    assert verify_signature(SECRET, signature, raw)
+    assert abs(time.time() - stamp) < 60
     assert headers["Idempotency-Key"] == f"internal:{gid}@occ-1"
     payload = json.loads(raw)
     assert payload["resume_packet"]["task_id"] == gid
@@ -399,17 +408,21 @@ def test_webhook_dispatcher_posts_the_signed_resume_packet(agent, clock, receive
     assert payload["lease"]["token"] not in json.dumps(dispatched.data)
 
 
-def test_openclaw_preset(agent, clock, receiver, settings):
-    url, received = receiver
-    settings.WAKELEDGER_DISPATCHERS = {"claw": {"type": "webhook", "url": url,
-                                                "preset": "openclaw", "bearer": "gw-token"}}
-    body = agent.start(policy={"dispatch": "claw"}, session={"session_key": "main:shop"}).json()
-    vanish_and_wake(agent, body["goal"]["id"], lease_of(body), clock)
-    [(headers, raw)] = received
-    payload = json.loads(raw)
-    assert set(payload) == {"message", "sessionKey", "idempotencyKey"}
+def test_openclaw_preset(agent, clock, settings):
+    with openclaw_gateway(token="gw-token") as url:
+        settings.WAKELEDGER_DISPATCHERS = {"claw": {"type": "webhook", "url": url,
+                                                    "preset": "openclaw", "bearer": "gw-token"}}
+        body = agent.start(policy={"dispatch": "claw"},
+                           session={"session_key": "main:shop"}).json()
+        vanish_and_wake(agent, body["goal"]["id"], lease_of(body), clock)
+    assert Gateway.refused == []
+    [(headers, payload)] = Gateway.accepted
+    assert set(payload) == {"message", "name", "sessionKey", "idempotencyKey"}
     assert payload["sessionKey"] == "main:shop"
     assert "Resume Wake Ledger goal" in payload["message"]
+    # No lease goes to the Gateway: the message says where to take it.
+    assert "wll_" not in json.dumps(payload) and "WAKELEDGER_LEASE_TOKEN" not in payload["message"]
+    assert f"goals/{body['goal']['id']}/lease" in payload["message"]
     assert headers["Authorization"] == "Bearer gw-token"
 
 
@@ -421,9 +434,10 @@ def test_command_dispatcher_runs_without_a_shell(agent, clock, settings, tmp_pat
     settings.WAKELEDGER_RUNS_DIR = tmp_path / "runs"
     settings.WAKELEDGER_DISPATCHERS = {"cmd": {"type": "command", "argv": [
         sys.executable, "-c", script, str(out), "{session_key}", "{goal_id}"]}}
-    # A hostile session key stays one argv element: no shell ever sees it.
+    # Session keys are checked against a strict pattern (tests/test_dispatch.py
+    # shows hostile ones refused); a valid one is one argv element.
     body = agent.start(policy={"dispatch": "cmd"},
-                       session={"session_key": "x; rm -rf / #"}).json()
+                       session={"session_key": "agent:main/shop@x"}).json()
     gid = body["goal"]["id"]
     assert vanish_and_wake(agent, gid, lease_of(body), clock) == "recurring_acquired"
     deadline = time.monotonic() + 20
@@ -431,7 +445,7 @@ def test_command_dispatcher_runs_without_a_shell(agent, clock, settings, tmp_pat
         time.sleep(0.05)
     time.sleep(0.1)
     result = json.loads(out.read_text())
-    assert result["argv"] == [str(out), "x; rm -rf / #", gid]
+    assert result["argv"] == [str(out), "agent:main/shop@x", gid]
     assert result["generation"] == "2" and result["token"].startswith("wll_")
     assert list((tmp_path / "runs").glob(f"{gid}-*.log"))
 
