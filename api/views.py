@@ -453,7 +453,7 @@ class WorkspaceReleaseView(LedgerView):
 # ----------------------------------------------------------------------- wakes
 
 
-def watchdog_answer(state: GoalState) -> dict[str, Any]:
+def watchdog_answer(state: GoalState, request: Request) -> dict[str, Any]:
     watchdog = state.watchdog
     status = watchdog.get("status", "")
     action = {
@@ -471,7 +471,7 @@ def watchdog_answer(state: GoalState) -> dict[str, Any]:
             "tzid": watchdog["tzid"],
             "first_due_at": watchdog["first_due_at"],
             "destination": {"method": "POST",
-                            "url": f"{settings.SITE_URL}/api/v1/goals/{state.goal_id}/claim",
+                            "url": f"{siteurl.api_url(request)}/goals/{state.goal_id}/claim",
                             "body": {"occurrence_id": "<the host run's id>"}},
         }
     if status == "cancel_requested":
@@ -497,14 +497,14 @@ class WatchdogView(LedgerView):
         state = load_goal(request, goal_id)
         command = PrepareWatchdog(proof(data.get("lease")), 0,
                                   data["tzid"] or state.session.get("timezone") or "UTC")
-        return Response(watchdog_answer(run(request, goal_id, command).state))
+        return Response(watchdog_answer(run(request, goal_id, command).state, request))
 
     @extend_schema(summary="Cancel the watchdog", request=s.FencedSerializer,
                    responses={200: s.WatchdogAnswerSerializer, **FENCED_PROBLEMS})
     def delete(self, request: Request, goal_id: str) -> Response:
         data = validated(s.FencedSerializer, request.data)
         state = run(request, goal_id, CancelWatchdog(proof(data.get("lease")))).state
-        return Response(watchdog_answer(state))
+        return Response(watchdog_answer(state, request))
 
 
 class ReceiptsView(LedgerView):
@@ -524,7 +524,7 @@ class ReceiptsView(LedgerView):
             data["due_at"], data["runs_on"], data["verified"], data["attested_by"],
             data["note"])
         state = run(request, goal_id, command).state
-        return Response({**watchdog_answer(state),
+        return Response({**watchdog_answer(state, request),
                          "completion_state": completion_state(state)})
 
 

@@ -15,6 +15,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from api.digests import host_ref_digest
+from ledger import siteurl
 from ledger.models import Event, Goal
 from scheduling import dispatch, tasks
 from scheduling.dispatch import Result
@@ -448,7 +449,7 @@ def test_openclaw_preset_meets_the_gateway_contract(agent, clock, settings, monk
     assert "Next actions: reproduce; fix" in message
     # No lease to the Gateway (transcripts, chat summaries): the agent takes it.
     assert "wll_" not in json.dumps(payload) and "WAKELEDGER_LEASE" not in message
-    assert f"POST {settings.SITE_URL}/api/v1/goals/{gid}/lease" in message
+    assert f"POST {siteurl.api_url()}/goals/{gid}/lease" in message
     [dispatched] = Event.objects.filter(goal_id=gid, kind="continuation.dispatched")
     assert dispatched.data == {"occurrence_id": occurrence, "dispatcher": "claw", "ok": True,
                                "detail": "HTTP 202"}
