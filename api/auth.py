@@ -25,9 +25,10 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         # keep the throttle an oracle for guessing.
         address = throttle.client_address(request)
         window = throttle.bad_tokens()
-        if window.exceeded(address):
+        wait = window.locked_for(address)
+        if wait:
             raise exceptions.Throttled(
-                wait=window.retry_after(),
+                wait=wait,
                 detail="Too many requests with a bad token from this address; see Retry-After.")
         token = token.strip()
         found = tokens.authenticate(token) if token else None
@@ -35,7 +36,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             failures = window.record(address)
             # Never the token itself: a bad token is often a good one mistyped.
             log = throttle.logger.warning if failures == window.limit else throttle.logger.info
-            log("bad bearer token from %s (%d in this %d s window%s)", address, failures,
+            log("invalid API token from %s (%d in %d s%s)", address, failures,
                 window.seconds, ", now throttled" if failures == window.limit else "")
             if not token:
                 raise exceptions.AuthenticationFailed("The Bearer token is empty.")

@@ -12,6 +12,7 @@ first, and the settings call ``private_files`` before creating anything, so:
 - what an older version left world-readable is narrowed once at start-up.
 """
 
+import contextlib
 import os
 import stat
 from pathlib import Path
@@ -35,7 +36,6 @@ def tighten(var_dir: Path) -> None:
             continue  # a link, or a shared sticky directory such as /tmp
         wanted = 0o700 if stat.S_ISDIR(mode.st_mode) else 0o600
         if stat.S_IMODE(mode.st_mode) & 0o077:
-            try:
+            # Not ours (a shared directory): left to the operator.
+            with contextlib.suppress(PermissionError):
                 path.chmod(stat.S_IMODE(mode.st_mode) & wanted)
-            except PermissionError:
-                pass  # not ours (a shared directory): leave it to the operator

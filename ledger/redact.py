@@ -19,7 +19,7 @@ _SENSITIVE_PARAM = re.compile(
     r"(?i)([?&;](?:[a-z0-9_.-]*(?:token|secret|password|passwd|api[_-]?key|apikey|"
     r"auth|signature|sig|key|lease|session|code))=)[^&;#\s\"]*")
 # Our own tokens and bearer credentials anywhere in a line.
-_TOKENS = re.compile(r"\bwll?_[A-Za-z0-9_-]{6,}|(?i:\bBearer\s+)[A-Za-z0-9._~+/=-]+")
+_TOKENS = re.compile(r"\bwll?_[A-Za-z0-9_-]{6,}|(?i:\bBearer\s+)[A-Za-z0-9._~+/=-]{12,}")
 
 
 def redact(text: str) -> str:
@@ -34,7 +34,7 @@ class RedactSecrets(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             message = record.getMessage()
-        except Exception:  # noqa: BLE001 - a broken record is the handler's to report
+        except Exception:  # a broken record is the handler's to report
             return True
         cleaned = redact(message)
         if cleaned != message:

@@ -7,6 +7,7 @@ in a goal's objective rendered by the admin would not run even if escaping
 ever failed. Django's admin and our templates need nothing else.
 """
 
+import math
 import secrets
 from collections.abc import Callable
 from typing import Any
@@ -71,18 +72,19 @@ class LockoutAuthenticationForm(AdminAuthenticationForm):
         per_user, per_address = throttle.login_failures(), throttle.login_failures_by_address()
         subject = f"{username}\n{address}"
         for window, key in ((per_user, subject), (per_address, address)):
-            if window.exceeded(key):
+            wait = window.locked_for(key)
+            if wait:
                 throttle.logger.warning("admin login refused: locked out (%s from %s)",
                                         username or "-", address)
                 raise forms.ValidationError(
                     self.error_messages["locked_out"], code="locked_out",
-                    params={"minutes": max(1, -(-window.retry_after() // 60))})
+                    params={"minutes": max(1, math.ceil(wait / 60))})
         try:
             cleaned = super().clean()
         except forms.ValidationError:
             failures = per_user.record(subject)
             per_address.record(address)
-            throttle.logger.warning("admin login failed for %s from %s (%d in this window)",
+            throttle.logger.warning("admin login failed for %s from %s (%d in a row)",
                                     username or "-", address, failures)
             raise
         per_user.clear(subject)

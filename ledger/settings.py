@@ -171,9 +171,17 @@ if WAKELEDGER_HTTPS:
     SECURE_SSL_REDIRECT = env_bool("WAKELEDGER_SSL_REDIRECT", True)
     # The load balancer's health checks come over plain HTTP.
     SECURE_REDIRECT_EXEMPT = [r"^api/v1/health$"]
-    SECURE_HSTS_SECONDS = env_int("WAKELEDGER_HSTS_SECONDS", 31536000, minimum=0)
+    SECURE_HSTS_SECONDS = env_int("WAKELEDGER_HSTS_SECONDS", 31536000, minimum=1)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("WAKELEDGER_HSTS_INCLUDE_SUBDOMAINS", True)
-    SECURE_HSTS_PRELOAD = env_bool("WAKELEDGER_HSTS_PRELOAD", False)
+    # Makes the site eligible for browsers' preload lists; it is submitted
+    # only by hand (hstspreload.org).
+    SECURE_HSTS_PRELOAD = env_bool("WAKELEDGER_HSTS_PRELOAD", True)
+    # Turning one of these off is a decision (the proxy redirects; another
+    # site lives on a subdomain), not something `check --deploy` should nag about.
+    SILENCED_SYSTEM_CHECKS = [check for check, on in (
+        ("security.W008", SECURE_SSL_REDIRECT),
+        ("security.W005", SECURE_HSTS_INCLUDE_SUBDOMAINS),
+        ("security.W021", SECURE_HSTS_PRELOAD)) if not on]
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SESSION_COOKIE_NAME = "__Host-sessionid"

@@ -3,16 +3,15 @@ admin logins.
 
 The counts live in Django's cache, configured as the database cache
 (settings.CACHES): every gunicorn worker, every web process and every host of
-a deployment shares it without another service. Windows are fixed and aligned
-on the clock (``now // window``), so a count needs no stored expiry and
-``Retry-After`` is the time left in the current window. The database cache's
-``incr`` is a read and a write, not atomic: concurrent failures may be counted
-once instead of twice, which lets an attacker through a few more attempts per
-window than the limit, never fewer for an honest client.
+a deployment shares it without another service. A count is a read and a
+write, not atomic: concurrent failures may be counted once instead of twice,
+which lets an attacker through a few more attempts than the limit (at most one
+per request in flight), never an honest client fewer.
 """
 
 import hashlib
 import logging
+import math
 import time
 from dataclasses import dataclass
 
@@ -40,39 +39,43 @@ def client_address(request: HttpRequest) -> str:
 
 @dataclass(frozen=True)
 class Window:
-    """A fixed window of ``seconds`` and the most failures it allows."""
+    """At most ``limit`` failures within ``seconds`` of the first; the one
+    that reaches the limit locks the subject out for ``seconds``."""
 
     name: str
     limit: int
     seconds: int
 
-    def _key(self, subject: str) -> str:
+    def _key(self, kind: str, subject: str) -> str:
         # Hashed: usernames and addresses have no business in cache keys'
         # character set (memcached-safe) nor in a table an operator may dump.
         digest = hashlib.sha256(subject.encode()).hexdigest()[:32]
-        return f"wl:{self.name}:{int(time.time()) // self.seconds}:{digest}"
+        return f"wl:{self.name}:{kind}:{digest}"
 
-    def retry_after(self) -> int:
-        return self.seconds - int(time.time()) % self.seconds or self.seconds
-
-    def count(self, subject: str) -> int:
-        return int(cache.get(self._key(subject), 0))
+    def locked_for(self, subject: str) -> int:
+        """Seconds until ``subject`` may try again; 0 when it is not locked out."""
+        until = cache.get(self._key("lock", subject))
+        return max(0, math.ceil(until - time.time())) if until else 0
 
     def exceeded(self, subject: str) -> bool:
-        return self.count(subject) >= self.limit
+        return self.locked_for(subject) > 0
 
     def record(self, subject: str) -> int:
-        key = self._key(subject)
-        if cache.add(key, 1, timeout=self.seconds + 1):
-            return 1
-        try:
-            return cache.incr(key)
-        except ValueError:  # expired between add and incr
-            cache.add(key, 1, timeout=self.seconds + 1)
-            return 1
+        """Count one failure; returns the count in the current window."""
+        key, now = self._key("count", subject), time.time()
+        # (count, window end), set with the window's remaining time: the
+        # cache's incr would reset the expiry to the default timeout.
+        count, ends = cache.get(key) or (0, now + self.seconds)
+        if ends <= now:
+            count, ends = 0, now + self.seconds
+        count += 1
+        cache.set(key, (count, ends), timeout=max(1, math.ceil(ends - now)))
+        if count >= self.limit:
+            cache.set(self._key("lock", subject), now + self.seconds, timeout=self.seconds)
+        return count
 
     def clear(self, subject: str) -> None:
-        cache.delete(self._key(subject))
+        cache.delete_many([self._key("count", subject), self._key("lock", subject)])
 
 
 def bad_tokens() -> Window:

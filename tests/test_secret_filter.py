@@ -22,7 +22,8 @@ SECRETS = [
     ("jwt without signature", "eyJhbGciOiJub25lIn0.eyJzdWIiOiJhZG1pbiJ9."),
     ("aws sts key id", "export AWS_ACCESS_KEY_ID=ASIA" + "Y34FZKBOKMUTVV7A"),
     ("aws long-term key id", "key AKIA" + "ABCDEFGHIJKLMNOP in the env"),
-    ("aws secret access key", "aws_secret_access_key=" + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+    ("aws secret access key",
+     "aws_secret_access_key=" + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
     ("aws secret, spaced", "aws_secret_access_key = " + "wJalrXUtnFEMI/K7MDENG/bPxRfiCY"),
     ("credentials in an https url", "clone https://deploy:" + "s3cretpass@git.example.com/r.git"),
     ("credentials in a postgres url", "DATABASE_URL=postgres://app:" + "hunter22@db:5432/x"),
@@ -37,7 +38,7 @@ SECRETS = [
     ("openai key", "use sk-proj-" + "a" * 30),
     ("zero-width split key", "key sk-proj-" + "abcdefghij" + ZWSP + "klmnopqrstuvwxyz"),
     ("zero-width split aws id", "AKIA" + "ABCDEFGH" + ZWSP + "IJKLMNOP"),
-    ("full-width look-alike", "ｓｋ－ｐｒｏｊ－" + "ａ" * 24),
+    ("full-width look-alike", "".join(chr(ord(c) + 0xFEE0) for c in "sk-proj-" + "a" * 24)),
     ("private key", "-----BEGIN OPENSSH PRIVATE KEY-----"),
     ("our api token", "wl_AbCdEfGh_" + B64),
 ]
