@@ -2,14 +2,17 @@
 
 The SQLite ledger holds admin session keys and every goal's notes, var/runs/
 holds the output of dispatched commands, var/secret_key keys every API token.
-Every process of ours (manage.py, gunicorn, qcluster) loads the settings
-first, and the settings call ``private_files`` before creating anything, so:
+The settings (loaded first by every process of ours: manage.py, gunicorn,
+qcluster) call ``private_var`` before anything is created there:
 
-- the umask is 077: whatever the process creates later is 0600 (files) or
-  0700 (directories), including the files SQLite creates on its own (the
-  database, its -wal and -shm, which copy the database file's mode) and those
-  of libraries that never pass a mode;
+- var/ is created 0700, so nothing under it is reachable by other users
+  whatever its own mode;
+- the SQLite file is created 0600 before SQLite opens it (SQLite creates its
+  -wal and -shm files with the database file's mode, so they follow);
 - what an older version left world-readable is narrowed once at start-up.
+
+No process-wide umask: commands the dispatcher starts inherit ours, and the
+files they write in an agent's workspace are not ours to restrict.
 """
 
 import contextlib
@@ -17,11 +20,14 @@ import os
 import stat
 from pathlib import Path
 
-PRIVATE_UMASK = 0o077
 
-
-def private_files() -> None:
-    os.umask(PRIVATE_UMASK)
+def private_var(var_dir: Path, database: Path | None) -> None:
+    var_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tighten(var_dir)
+    if database is not None:
+        # O_EXCL: never truncate; an existing database keeps its contents.
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 def tighten(var_dir: Path) -> None:

@@ -7,15 +7,13 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from ledger.env import database_from_url, env_bool, env_int, env_json, env_list, env_str
-from ledger.files import private_files, tighten
+from ledger.files import private_var
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("WAKELEDGER_VAR_DIR", str(BASE_DIR / "var")))
 # var/ holds the SQLite ledger (admin sessions included), its WAL, the secret
 # key and the runs' logs: nobody but the service's user reads them.
-private_files()
-VAR_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
-tighten(VAR_DIR)
+private_var(VAR_DIR, None if env_str("DATABASE_URL") else VAR_DIR / "ledger.sqlite3")
 
 
 def _secret_key() -> str:
