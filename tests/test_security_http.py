@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
@@ -185,7 +184,8 @@ def test_the_https_profile_redirects_sets_hsts_and_secure_cookies():
 
         proxied = Client(HTTP_X_FORWARDED_PROTO="https").get("/admin/login/")
         assert proxied.status_code == 200
-        assert proxied["Strict-Transport-Security"] == "max-age=31536000; includeSubDomains; preload"
+        assert proxied["Strict-Transport-Security"] == \
+            "max-age=31536000; includeSubDomains; preload"
         cookie = proxied.cookies["__Host-csrftoken"]
         assert cookie["secure"] and cookie["path"] == "/"
 
@@ -267,4 +267,3 @@ def test_an_unknown_dispatcher_does_not_list_the_configured_ones(settings, agent
     message = refused.json()["errors"]["policy.dispatch"][0]
     assert message == "policy.dispatch 'pager' is not a dispatcher of this server."
     assert "ops-pager-prod" not in refused.content.decode()
-    Group.objects.get_or_create(name="agent")

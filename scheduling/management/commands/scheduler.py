@@ -12,6 +12,7 @@ order. If the cluster has not exited after --grace seconds (a task may still be
 running), its whole group is killed.
 """
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+
 
 class Command(BaseCommand):
     help = "Run the django-q2 cluster (qcluster) and stop it cleanly on SIGTERM/SIGINT."
@@ -61,8 +63,6 @@ class Command(BaseCommand):
             cluster.wait()
         else:
             # Stray children (a worker the sentinel lost) go with the group.
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(cluster.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         sys.exit(0)
