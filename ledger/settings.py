@@ -314,9 +314,11 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     # Tokens never reach a log, whoever logs them (a query string in
     # django.server's request line, a library quoting a header).
-    "filters": {"redact": {"()": "ledger.redact.RedactSecrets"}},
+    "filters": {"redact": {"()": "ledger.redact.RedactSecrets"},
+                "client_errors_are_info": {"()": "ledger.logfilters.ClientErrorsAreInfo"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
                              "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {"django.db.backends": {"level": "INFO"},
+                "django.request": {"filters": ["client_errors_are_info"]}},
 }

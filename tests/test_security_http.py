@@ -267,3 +267,28 @@ def test_an_unknown_dispatcher_does_not_list_the_configured_ones(settings, agent
     message = refused.json()["errors"]["policy.dispatch"][0]
     assert message == "policy.dispatch 'pager' is not a dispatcher of this server."
     assert "ops-pager-prod" not in refused.content.decode()
+
+
+# ------------------------------------------------------------ log levels
+
+
+def test_expected_conflicts_are_logged_at_info_not_as_alarms(agent, clock, caplog):
+    caplog.set_level(logging.INFO)
+    started = agent.start().json()
+    gid = started["goal"]["id"]
+    stale = {"token": "wll_" + "x" * 43, "generation": 1}
+    lost = agent.post(f"goals/{gid}/checkpoints",
+                      {"lease": stale, "current_step": "late", "progress_pct": 5})
+    assert lost.status_code == 409
+    [record] = [r for r in caplog.records if r.name == "django.request"]
+    assert record.levelname == "INFO" and record.status_code == 409
+
+
+def test_server_errors_stay_errors():
+    from ledger.logfilters import ClientErrorsAreInfo
+
+    record = logging.LogRecord("django.request", logging.ERROR, __file__, 1,
+                               "Internal Server Error: %s", ("/api/v1/goals",), None)
+    record.status_code = 500
+    ClientErrorsAreInfo().filter(record)
+    assert record.levelname == "ERROR"
