@@ -237,3 +237,29 @@ def test_make_runs_processes_all_exit_soon_after_a_signal(var, tmp_path, signum)
             os.killpg(honcho.pid, signal.SIGKILL)
         for pid in our_processes(run):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_killed_launcher_does_not_leave_the_cluster_running(var, tmp_path):
+    """SIGKILL cannot be passed on; the kernel's parent-death signal stops the
+    cluster, which runs in its own session that no process manager watches."""
+    run = uuid.uuid4().hex
+    log_path = tmp_path / "scheduler.log"
+    with open(log_path, "wb") as log:
+        launcher = subprocess.Popen([sys.executable, "manage.py", "scheduler"], cwd=ROOT,
+                                    env=environment(var, WAKELEDGER_TEST_RUN=run), stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while "] running." not in log_path.read_text():
+            assert time.monotonic() < deadline, log_path.read_text()[-2000:]
+            time.sleep(0.2)
+        launcher.kill()
+        launcher.wait(timeout=10)
+        deadline = time.monotonic() + 20
+        while our_processes(run) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not our_processes(run)
+        assert "has stopped." in log_path.read_text()
+    finally:
+        for pid in our_processes(run):
+            os.kill(pid, signal.SIGKILL)

@@ -13,6 +13,7 @@ running), its whole group is killed.
 """
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -22,6 +23,18 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+
+PR_SET_PDEATHSIG = 1
+
+
+def _stop_with_parent() -> None:
+    """In the cluster's process, before exec: if this launcher dies without
+    passing a signal on (SIGKILL, a crash), the kernel sends the cluster the
+    SIGTERM instead (Linux's parent-death signal), so it never runs orphaned
+    in a session no process manager watches."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class Command(BaseCommand):
@@ -46,7 +59,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, request_stop)
         cluster = subprocess.Popen(  # noqa: S603 (this interpreter, no shell)
             [sys.executable, "-m", "django", "qcluster", "--settings", settings.SETTINGS_MODULE],
-            start_new_session=True)
+            start_new_session=True, preexec_fn=_stop_with_parent)
         while cluster.poll() is None and not stop_requested:
             time.sleep(0.2)
         if cluster.returncode is not None:
