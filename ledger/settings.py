@@ -205,8 +205,9 @@ CACHES = {
         "OPTIONS": {"MAX_ENTRIES": 100_000},
     }
 }
-# Bad bearer tokens: after LIMIT in a WINDOW from one address, that address
-# gets 429 throttled with Retry-After until the window ends.
+# Bad bearer tokens: after LIMIT within WINDOW seconds of the first from one
+# address, every bearer request from it gets 429 throttled (Retry-After) for
+# WINDOW seconds.
 WAKELEDGER_BAD_TOKEN_LIMIT = env_int("WAKELEDGER_BAD_TOKEN_LIMIT", 20, minimum=1)
 WAKELEDGER_BAD_TOKEN_WINDOW_SECONDS = env_int("WAKELEDGER_BAD_TOKEN_WINDOW_SECONDS", 60,
                                               minimum=1, maximum=86400)
