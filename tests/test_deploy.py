@@ -132,14 +132,28 @@ def test_bad_tokens_are_counted_across_gunicorn_workers(web):
     """The limit is 6 per address, whichever of the two workers answers."""
     url, log_path, _ = web
     headers = {"Authorization": "Bearer wl_QqQqQqQq_" + "not-a-token-at-all-0123456789"}
+    def workers_seen() -> dict[str, set[int]]:
+        seen: dict[str, set[int]] = {}
+        for line in log_path.read_text().splitlines():
+            if "probe=throttle" in line:
+                status, pid = re.search(r'" (\d{3}) .* <(\d+)>', line).groups()
+                seen.setdefault(pid, set()).add(int(status))
+        return seen
+
     codes = [status_of(f"{url}/api/v1/goals?probe=throttle", headers) for _ in range(20)]
-    time.sleep(0.5)
-    lines = [line for line in log_path.read_text().splitlines() if "probe=throttle" in line]
-    workers = {re.search(r"s <(\d+)>", line).group(1) for line in lines}
-    assert len(workers) == 2, "one worker answered everything; the test proves nothing"
+    # Both workers must have answered, or the test proves nothing: the kernel
+    # hands each new connection to whichever worker accepts first.
+    for _ in range(40):
+        time.sleep(0.1)
+        if len(workers_seen()) == 2:
+            break
+        codes.append(status_of(f"{url}/api/v1/goals?probe=throttle", headers))
+    assert len(workers_seen()) == 2, workers_seen()
     # Earlier tests in this module may have used part of the allowance.
     first = codes.index(429)
-    assert first <= 6 and codes[:first] == [401] * first and codes[first:] == [429] * (20 - first)
+    assert first <= 6 and codes[:first] == [401] * first
+    assert set(codes[first:]) == {429}
+    assert all(429 in statuses for statuses in workers_seen().values())
 
 
 def test_var_and_its_files_are_the_service_users_alone(var, web):
