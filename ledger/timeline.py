@@ -234,11 +234,14 @@ def style(kind: str) -> tuple[str, str, str]:
 def icon(kind: str) -> SafeString:
     title, colour, body = style(kind)
     return format_html(
+        # The colour is a rect's fill, not a style attribute: the
+        # Content-Security-Policy refuses inline style attributes.
         '<svg class="wl-icon" viewBox="-4 -4 32 32" width="30" height="30" role="img" '
-        'aria-label="{} event" style="background: {}" data-family="{}"><title>{} event</title>'
+        'aria-label="{} event" data-family="{}"><title>{} event</title>'
+        '<rect x="-4" y="-4" width="32" height="32" rx="6" fill="{}"/>'
         '<g fill="none" stroke="#fff" stroke-width="2" stroke-linecap="round" '
         'stroke-linejoin="round">{}</g></svg>',
-        title, colour, kind.partition(".")[0], title, mark_safe(body))  # noqa: S308 (constants)
+        title, kind.partition(".")[0], title, colour, mark_safe(body))  # noqa: S308 (constants)
 
 
 # ---------------------------------------------------------------- dashboard

@@ -61,11 +61,11 @@ def policy(given: dict[str, Any], dispatchers: frozenset[str] | None = None,
     result["interval_seconds"] = max(60, -(-seconds // 60) * 60)
     result["dispatch"] = v.text(result["dispatch"], "policy.dispatch", limit=64, required=True)
     # Dispatchers are configured by operators, never by agents: a goal only
-    # names one, and an unknown name is refused.
+    # names one, and an unknown name is refused. The message does not list the
+    # configured names: they describe the operator's infrastructure.
     if dispatchers is not None and result["dispatch"] not in dispatchers | {"none"}:
         raise InvalidCommand(f"policy.dispatch {result['dispatch']!r} is not a dispatcher "
-                             f"of this server ({', '.join(sorted(dispatchers | {'none'}))})",
-                             field="policy.dispatch")
+                             "of this server.", field="policy.dispatch")
     return result
 
 
