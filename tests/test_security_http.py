@@ -251,9 +251,9 @@ def test_every_page_sends_a_content_security_policy(agent):
     nonces = {re.search(r"'nonce-([^']+)'", r["Content-Security-Policy"]).group(1)
               for r in pages.values()}
     assert len(nonces) == len(pages)  # a fresh nonce per response
-    # The timeline's icons keep their family colours, now from the nonce'd block.
+    # The timeline's icons keep their family colours, as SVG fills (no style="").
     timeline = pages["timeline"].content.decode()
-    assert f"#seq-{goal.version} .wl-icon {{ background: #1e8e3e; }}" in timeline
+    assert 'fill="#1e8e3e"' in timeline and 'style="' not in timeline
 
 
 # ------------------------------------------------------- what errors reveal
@@ -261,7 +261,7 @@ def test_every_page_sends_a_content_security_policy(agent):
 
 def test_an_unknown_dispatcher_does_not_list_the_configured_ones(settings, agent):
     settings.WAKELEDGER_DISPATCHERS = {
-        "ops-pager-prod": {"type": "webhook", "url": "http://10.1.2.3/hook", "secret": "s"}}
+        "ops-pager-prod": {"type": "webhook", "url": "https://10.1.2.3/hook", "secret": "s"}}
     refused = agent.start(policy={"dispatch": "pager"})
     assert refused.status_code == 400 and refused.json()["code"] == "validation_error"
     message = refused.json()["errors"]["policy.dispatch"][0]
