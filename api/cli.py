@@ -311,6 +311,13 @@ def parser() -> argparse.ArgumentParser:
     finish.add_argument("--summary", default="")
     goal_command("show", "the goal's state", cmd_show)
     goal_command("resume", "the resume packet", cmd_resume)
+
+    def serve_mcp(_args: argparse.Namespace) -> Any:
+        from api import mcp_server  # lazily: only this command needs the `mcp` package
+        sys.exit(mcp_server.main())
+
+    commands.add_parser("mcp", help="serve these calls as MCP tools over stdio "
+                        "(docs/agents.md)").set_defaults(run=serve_mcp)
     return root
 
 
