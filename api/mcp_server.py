@@ -366,10 +366,10 @@ class Tools:
         if spec is None:
             return failed(problem("not_found", f"no tool named {params.name!r}"))
         args = dict(params.arguments or {})
+        goal = goal_key(str(args.get("goal_id", "")))
         try:
             return await self.dispatch(params.name, spec, args)
         except ApiProblem as error:
-            goal = goal_key(str(args.get("goal_id", "")))
             hint = ""
             if error.code in self.LEASE_ENDING_CODES:
                 self.leases.pop(goal, None)

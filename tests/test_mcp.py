@@ -81,7 +81,7 @@ class Session:
 
 
 def events(url: str, token: str, goal_id: str) -> list[dict[str, Any]]:
-    request = urllib.request.Request(f"{url}/goals/{goal_id}/events?limit=1000",
+    request = urllib.request.Request(f"{url}/goals/{goal_id}/events?limit=1000",  # noqa: S310
                                      headers={"Authorization": f"Bearer {token}"})
     with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310
         return json.loads(answer.read())["events"]
@@ -229,17 +229,87 @@ async def drive(client: Client, url: str, seen: dict[str, Any]) -> None:
     seen["claims"] = outcomes
 
 
-def test_start_up_failures_are_clear(live_server, tmp_path):
-    def start(url: str, token: str) -> subprocess.CompletedProcess:
-        env = {**os.environ, "WAKELEDGER_URL": url, "WAKELEDGER_TOKEN": token}
-        return subprocess.run([sys.executable, "-m", "api.cli", "mcp"], env=env, text=True,
-                              capture_output=True, timeout=60, check=False,
-                              stdin=subprocess.DEVNULL)
+def test_the_other_tools_and_a_lost_lease(live_server, agent_token, settings):
+    """Two MCP server processes on one goal: the second takes over the first's
+    stale lease, and the first is fenced off with lease_lost."""
+    settings.WAKELEDGER_STALE_GRACE_SECONDS = 0
+    url = f"{live_server.url}/api/v1"
 
-    no_url = start("", "wl_x")
-    assert no_url.returncode == 2 and "WAKELEDGER_URL" in no_url.stderr
-    bad_token = start(live_server.url, "wl_AAAAAAAA_not-a-real-token-at-all")
-    assert bad_token.returncode == 4 and "unauthenticated" in bad_token.stderr
-    assert bad_token.stdout == ""  # stdout is the protocol's
-    offline = start("http://127.0.0.1:9/api/v1", "wl_x")
-    assert offline.returncode == 9 and "cannot reach" in offline.stderr
+    async def scenario() -> None:
+        with tempfile.TemporaryFile("w+") as errlog:
+            async with (Client(stdio_client(server_params(url, agent_token),
+                                            errlog=errlog)) as first,
+                        Client(stdio_client(server_params(url, agent_token),
+                                            errlog=errlog)) as second):
+                await two_workers(Session(first), Session(second))
+
+    anyio.run(scenario)
+
+
+async def two_workers(one: Session, two: Session) -> None:
+    started = await one.ok("run_goal", goal_key="mcp-2", workspace="/srv/repos/mcp2",
+                           objective="Two workers", next_actions=["build"],
+                           policy={"lease_seconds": 5})
+    goal_id = started["goal"]["id"]
+    # The second worker's run_goal is refused while the lease is live.
+    refused = await two.ok("run_goal", goal_key="mcp-2", workspace="/srv/repos/mcp2",
+                           objective="Two workers")
+    assert refused["acquired"] is False and refused["retry_after_seconds"] > 0
+
+    job = (await one.ok("track_job", goal_id=goal_id, kind="ci_run", ref="gh-run-1"))["job"]
+    updated = await one.ok("update_job", goal_id=goal_id, job_id=job["job_id"],
+                           status="succeeded", conclusion="green")
+    assert updated["job"]["status"] == "succeeded"
+    prepared = await one.ok("prepare_scheduled_continuation", goal_id=goal_id)
+    assert prepared["watchdog"]["backend"] == "internal"
+    cancelled = await one.ok("cancel_scheduled_continuation", goal_id=goal_id)
+    assert cancelled["watchdog"]["status"] == "cancelled"
+
+    # The first worker goes silent; past expiry (and a zero grace) the second
+    # takes over with generation 2 and gets the resume packet.
+    await anyio.sleep(5.5)
+    resumed = await two.ok("resume_goal", goal_id=goal_id)
+    assert resumed["acquired"] is True and resumed["lease"]["generation"] == 2
+    assert resumed["lease"]["token"] == REDACTED
+    assert resumed["resume_packet"]["next_actions"] == ["build"]
+    lost = await one.call("checkpoint_goal", goal_id=goal_id, current_step="late",
+                          progress_pct=10)
+    assert lost.is_error and lost.structured_content["code"] == "lease_lost"
+    assert lost.content[0].text.startswith("lease_lost (409)")
+    # Forgotten: the first worker now holds nothing.
+    again = await one.call("heartbeat", goal_id=goal_id)
+    assert again.structured_content["code"] == "lease_required"
+
+    # The end of a turn releases the lease; resume_goal takes it again.
+    released = await two.ok("checkpoint_goal", goal_id=goal_id, current_step="built",
+                            progress_pct=60, release_lease=True)
+    assert released["lease_released"] is True
+    assert (await two.call("heartbeat", goal_id=goal_id)).structured_content["code"] == \
+        "lease_required"
+    assert (await two.ok("resume_goal", goal_id=goal_id))["lease"]["generation"] == 3
+
+    # An approval gate blocks the goal and ends the lease.
+    blocked = await two.ok("request_approval", goal_id=goal_id, gate="deploy",
+                           summary="ship it?")
+    assert blocked["status"] == "blocked" and blocked["reason"] == "BLOCKED_APPROVAL"
+    finish = await two.call("finish_goal", goal_id=goal_id, status="completed")
+    assert finish.is_error and finish.structured_content["code"] == "lease_required"
+    assert not any("wll_" in text for text in one.texts + two.texts)
+
+
+def test_start_up_failures_are_clear(live_server, caplog):
+    from api import mcp_server
+
+    assert mcp_server.main({"WAKELEDGER_URL": "", "WAKELEDGER_TOKEN": "wl_x"}) == 2
+    assert "WAKELEDGER_URL" in caplog.text
+    assert mcp_server.main({"WAKELEDGER_URL": "http://127.0.0.1:9", "WAKELEDGER_TOKEN": "x"}) == 9
+    assert "cannot reach http://127.0.0.1:9/api/v1" in caplog.text
+
+    # A token the server refuses: the process says so on stderr and exits 4,
+    # before any protocol traffic (stdout stays empty).
+    env = {**os.environ, "WAKELEDGER_URL": live_server.url,
+           "WAKELEDGER_TOKEN": "wl_AAAAAAAA_not-a-real-token-at-all"}
+    bad = subprocess.run([sys.executable, "-m", "api.cli", "mcp"], env=env, text=True,
+                         capture_output=True, timeout=60, check=False, stdin=subprocess.DEVNULL)
+    assert bad.returncode == 4 and "unauthenticated" in bad.stderr
+    assert bad.stdout == ""
