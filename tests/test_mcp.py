@@ -56,8 +56,7 @@ def fast_wakes(settings):
 def server_params(url: str, token: str) -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable, args=["-m", "api.cli", "mcp"],
-        env={"WAKELEDGER_URL": url, "WAKELEDGER_TOKEN": token, "WAKELEDGER_TIMEOUT": "10",
-             "PYTHONPATH": os.getcwd()})
+        env={"WAKELEDGER_URL": url, "WAKELEDGER_TOKEN": token, "WAKELEDGER_TIMEOUT": "10"})
 
 
 class Session:
