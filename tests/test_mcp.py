@@ -19,7 +19,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from api import serializers
-from api.mcp_server import REDACTED, SPECS
+from api.mcp_server import REDACTED, SPECS, json_schema
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -250,6 +250,13 @@ async def two_workers(one: Session, two: Session) -> None:
                            objective="Two workers", next_actions=["build"],
                            policy={"lease_seconds": 5})
     goal_id = started["goal"]["id"]
+    # Starting again in the same process: the API refuses a second lease, and
+    # the server says it still holds the first one.
+    again = await one.call("run_goal", goal_key="mcp-2", workspace="/srv/repos/mcp2",
+                           objective="Two workers")
+    assert not again.is_error and again.structured_content["acquired"] is False
+    assert "still holds generation 1" in again.content[1].text
+    assert (await one.ok("heartbeat", goal_id=goal_id))["generation"] == 1
     # The second worker's run_goal is refused while the lease is live.
     refused = await two.ok("run_goal", goal_key="mcp-2", workspace="/srv/repos/mcp2",
                            objective="Two workers")
@@ -312,3 +319,37 @@ def test_start_up_failures_are_clear(live_server, caplog):
                          capture_output=True, timeout=60, check=False, stdin=subprocess.DEVNULL)
     assert bad.returncode == 4 and "unauthenticated" in bad.stderr
     assert bad.stdout == ""
+
+
+def test_openapi_schemas_become_self_contained_json_schema():
+    components = {
+        "LeaseProofRequest": {"type": "object", "description": "a docstring",
+                              "properties": {"token": {"type": "string"}},
+                              "required": ["token"]},
+        "StatusEnum": {"enum": ["a", "b"], "type": "string", "description": "* `a` - a"},
+    }
+    schema = json_schema({
+        "type": "object", "description": "root docstring",
+        "properties": {
+            "lease": {"allOf": [{"$ref": "#/components/schemas/LeaseProofRequest"}],
+                      "nullable": True, "description": "The lease you hold."},
+            "status": {"allOf": [{"$ref": "#/components/schemas/StatusEnum"}],
+                       "nullable": True},
+            "count": {"type": "integer", "nullable": True, "readOnly": True},
+            "items": {"type": "array", "items": {"$ref": "#/components/schemas/StatusEnum"}},
+            # A field may be called like a keyword: it is a name, not a schema.
+            "description": {"type": "string"},
+        },
+    }, components)
+    Draft202012Validator.check_schema(schema)
+    lease = schema["properties"]["lease"]
+    # The field's help text wins; the component's docstring is dropped.
+    assert lease["description"] == "The lease you hold."
+    assert lease["type"] == ["object", "null"] and lease["additionalProperties"] is False
+    assert schema["properties"]["status"]["enum"] == ["a", "b", None]
+    assert schema["properties"]["count"] == {"type": ["integer", "null"]}
+    assert schema["properties"]["items"]["items"] == {"enum": ["a", "b"], "type": "string"}
+    assert schema["properties"]["description"] == {"type": "string"}
+    validator = Draft202012Validator(schema)
+    assert validator.is_valid({"lease": None, "status": None, "count": 3})
+    assert not validator.is_valid({"lease": {"token": "x"}, "surprise": 1})
