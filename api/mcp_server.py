@@ -476,7 +476,14 @@ def main(environ: dict[str, str] | None = None) -> int:
     if not token:
         logger.error("set WAKELEDGER_TOKEN to your API token")
         return EXIT_USAGE
-    api = Api(base, token, float(env.get("WAKELEDGER_TIMEOUT") or 30))
+    try:
+        timeout = float(env.get("WAKELEDGER_TIMEOUT") or 30)
+    except ValueError:
+        timeout = 0
+    if not 0 < timeout <= 600:
+        logger.error("WAKELEDGER_TIMEOUT must be a number of seconds (0 < t <= 600)")
+        return EXIT_USAGE
+    api = Api(base, token, timeout)
     try:
         server = build_server(api)
     except ApiProblem as error:

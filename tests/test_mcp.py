@@ -95,10 +95,14 @@ def test_a_goal_through_the_mcp_server(live_server, agent_token, fast_wakes):
             async with Client(stdio_client(server_params(url, agent_token),
                                            errlog=errlog)) as client:
                 await drive(client, url, seen)
+            errlog.seek(0)
+            seen["stderr"] = errlog.read()
 
-    started = time.monotonic()
     anyio.run(scenario)
-    seen["seconds"] = time.monotonic() - started
+    print(seen["stderr"])
+    # What the server logs (the host's log) names the API, never a secret.
+    assert f"serving 15 tools for {url}" in seen["stderr"]
+    assert agent_token not in seen["stderr"] and "wll_" not in seen["stderr"]
 
     history = events(url, agent_token, seen["goal_id"])
     # The ledger tells the same story, in order; every claim is recorded with
@@ -308,6 +312,9 @@ def test_start_up_failures_are_clear(live_server, caplog):
 
     assert mcp_server.main({"WAKELEDGER_URL": "", "WAKELEDGER_TOKEN": "wl_x"}) == 2
     assert "WAKELEDGER_URL" in caplog.text
+    assert mcp_server.main({"WAKELEDGER_URL": "http://127.0.0.1:9", "WAKELEDGER_TOKEN": "x",
+                            "WAKELEDGER_TIMEOUT": "soon"}) == 2
+    assert "WAKELEDGER_TIMEOUT" in caplog.text
     assert mcp_server.main({"WAKELEDGER_URL": "http://127.0.0.1:9", "WAKELEDGER_TOKEN": "x"}) == 9
     assert "cannot reach http://127.0.0.1:9/api/v1" in caplog.text
 
