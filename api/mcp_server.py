@@ -396,6 +396,10 @@ class Tools:
         path_args = {k: urllib.parse.quote(v, safe="") for k, v in given.items()}
         path = spec.path.format(**path_args)
         body = None
+        if spec.method == "GET" and args:
+            # The API never sees these: refuse them as it refuses unknown fields.
+            raise problem("validation_error", "Some fields are not valid; see errors.",
+                          status=400, errors={name: ["Unknown field."] for name in sorted(args)})
         if spec.method != "GET":
             body = dict(args)
             held = self.leases.get(goal)

@@ -175,6 +175,10 @@ async def drive(client: Client, url: str, seen: dict[str, Any]) -> None:
     assert copied.is_error and copied.structured_content["code"] == "validation_error"
     missing = await session.call("get_goal", goal_id="00000000-0000-0000-0000-000000000000")
     assert missing.is_error and missing.structured_content["code"] == "not_found"
+    typo = await session.call("get_goal", goal_id=goal_id, goal_key="mcp-1")
+    assert typo.is_error and typo.structured_content["errors"] == {"goal_key": ["Unknown field."]}
+    unknown = await session.call("finish_goal", goal_id=goal_id, status="completed", sumary="x")
+    assert unknown.is_error and "sumary" in unknown.structured_content["errors"]
 
     # The host watchdog: the schedule the host creates, then its receipt.
     prepared = await session.ok("prepare_scheduled_continuation", goal_id=goal_id,
