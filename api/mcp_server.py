@@ -22,6 +22,7 @@ come from the API's OpenAPI document, not from Python signatures, and the API
 import json
 import logging
 import os
+import re
 import sys
 import urllib.error
 import urllib.parse
@@ -39,6 +40,7 @@ from mcp.server.stdio import stdio_server
 logger = logging.getLogger("wakeledger.mcp")
 
 REDACTED = "(kept by the wakeledger MCP server)"
+CHOICE_LIST = re.compile(r"(\n\n)?(\* `[^`]*` - [^\n]*\n?)+$")
 # Exit codes at start-up, the CLI's where they mean the same.
 EXIT_USAGE, EXIT_AUTH, EXIT_NETWORK = 2, 4, 9
 
@@ -230,6 +232,11 @@ def json_schema(node: Any, components: dict[str, Any], seen: tuple[str, ...] = (
             out[key] = value
     if len(out.get("allOf", ())) == 1:  # drf-spectacular's wrapper for a described $ref
         out = {**out.pop("allOf")[0], **out}
+    if "enum" in out and isinstance(out.get("description"), str):
+        # drf-spectacular appends "* `a` - a" per choice: the enum says it already.
+        out["description"] = CHOICE_LIST.sub("", out["description"])
+        if not out["description"]:
+            del out["description"]
     if node.get("nullable"):
         if "enum" in out:
             out["enum"] = [*out["enum"], None]

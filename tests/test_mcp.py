@@ -149,6 +149,10 @@ async def drive(client: Client, url: str, seen: dict[str, Any]) -> None:
         == serializers.CheckpointSerializer().fields["release_lease"].help_text
     assert tools["checkpoint_goal"].description.startswith("Record a checkpoint (fenced).")
     assert tools["get_goal"].annotations.read_only_hint is True
+    policy = tools["run_goal"].input_schema["properties"]["policy"]["properties"]
+    assert policy["scheduler"]["enum"] == ["internal", "host"]
+    assert policy["scheduler"]["description"] == \
+        serializers.PolicySerializer().fields["scheduler"].help_text
 
     started = await session.ok(
         "run_goal", goal_key="mcp-1", workspace="/srv/repos/mcp",
