@@ -591,6 +591,13 @@ def parser() -> argparse.ArgumentParser:
     goals.add_argument("--page-size", type=int)
     goals.set_defaults(run=cmd_goals)
     commands.add_parser("alerts", help="goals that need a human").set_defaults(run=cmd_alerts)
+
+    def serve_mcp(_args: argparse.Namespace) -> Any:
+        from api import mcp_server  # lazily: only this command needs the `mcp` package
+        sys.exit(mcp_server.main())
+
+    commands.add_parser("mcp", help="serve these calls as MCP tools over stdio "
+                        "(docs/agents.md)").set_defaults(run=serve_mcp)
     return root
 
 

@@ -92,12 +92,22 @@ class SessionSerializer(StrictSerializer):
 
 
 class PolicySerializer(StrictSerializer):
-    lease_seconds = whole(min_value=5, max_value=86_400, required=False)
-    cadence_minutes = whole(min_value=1, max_value=1_440, required=False)
-    max_continuations = whole(min_value=0, max_value=100, required=False)
-    max_wake_retries = whole(min_value=0, max_value=100, required=False)
-    scheduler = serializers.ChoiceField(choices=SCHEDULERS, required=False)
-    dispatch = text(64, required=False)
+    lease_seconds = whole(min_value=5, max_value=86_400, required=False,
+                          help_text="Lease length (default 600); heartbeat every half of it.")
+    cadence_minutes = whole(min_value=1, max_value=1_440, required=False,
+                            help_text="The watchdog's interval in minutes (default 60).")
+    max_continuations = whole(min_value=0, max_value=100, required=False,
+                              help_text="Automatic continuations (granted wakes) allowed "
+                                        "(default 3).")
+    max_wake_retries = whole(min_value=0, max_value=100, required=False,
+                             help_text="Consecutive wakes without a checkpoint before the goal "
+                                       "blocks (default 5).")
+    scheduler = serializers.ChoiceField(
+        choices=SCHEDULERS, required=False,
+        help_text="internal (default): the server fires the wakes. host: your host does, "
+                  "from the schedule prepare_scheduled_continuation answers.")
+    dispatch = text(64, required=False,
+                    help_text="An operator-configured dispatcher for internal wakes.")
 
 
 class RunGoalSerializer(StrictSerializer):
@@ -125,10 +135,13 @@ class ArtifactSerializer(StrictSerializer):
 
 
 class CheckpointSerializer(FencedSerializer):
-    current_step = text(limits.MAX_STEP)
-    progress_pct = whole(min_value=0, max_value=100)
-    completed = text_list(required=False, default=list)
-    next_actions = text_list(required=False, default=list)
+    current_step = text(limits.MAX_STEP, help_text="The step you just verified.")
+    progress_pct = whole(min_value=0, max_value=100,
+                         help_text="0-100; lower than the last checkpoint needs a note.")
+    completed = text_list(required=False, default=list,
+                          help_text="What this step finished, verified.")
+    next_actions = text_list(required=False, default=list,
+                             help_text="Exact enough that someone else could continue.")
     artifacts = serializers.ListField(child=ArtifactSerializer(), max_length=limits.MAX_ARTIFACTS,
                                       required=False, default=list)
     errors = text_list(required=False, default=list)
@@ -184,7 +197,8 @@ class JobSerializer(FencedSerializer):
 
 
 class JobStatusSerializer(FencedSerializer):
-    status = serializers.ChoiceField(choices=["running", "succeeded", "failed", "cancelled"])
+    status = serializers.ChoiceField(choices=["running", "succeeded", "failed", "cancelled"],
+                                     help_text="The job's status as its system reports it.")
     conclusion = text(limits.MAX_NOTE, required=False, allow_blank=True, default="")
 
 
@@ -216,7 +230,7 @@ class RunSerializer(FencedSerializer):
 
 
 class ApprovalSerializer(FencedSerializer):
-    gate = text(100)
+    gate = text(100, help_text="The gate's name, e.g. deploy: an operator approves or rejects it.")
     summary = text(limits.MAX_NOTE, required=False, allow_blank=True, default="")
 
 
