@@ -21,10 +21,13 @@ $(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
+# Links printed without a request (bootstrap, dispatchers) name this PORT;
+# served pages use the request's own host unless SITE_URL is set.
+run: export WAKELEDGER_PORT := $(PORT)
 run: $(VENV)/.installed
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
-	SITE_URL="$${SITE_URL:-http://127.0.0.1:$(PORT)}" $(BIN)/python manage.py ledger bootstrap
+	$(BIN)/python manage.py ledger bootstrap
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start --port $(PORT)
 
 test: test-sqlite test-postgres

@@ -7,6 +7,7 @@ from rest_framework.request import Request
 
 from api import tokens
 from api.roles import role_of
+from ledger import throttle
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -18,12 +19,30 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             return None
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer":
-            return None
+            # A bare token (or another scheme) would otherwise be answered
+            # "credentials were not provided", which hides the actual mistake.
+            raise exceptions.AuthenticationFailed(
+                "The Authorization header must be `Authorization: Bearer <token>`.")
+        # An address that sent too many bad tokens is refused before its
+        # token is looked at, valid or not: answering 200 to a good one would
+        # keep the throttle an oracle for guessing.
+        address = throttle.client_address(request)
+        window = throttle.bad_tokens()
+        wait = window.locked_for(address)
+        if wait:
+            raise exceptions.Throttled(
+                wait=wait,
+                detail="Too many requests with a bad token from this address; see Retry-After.")
         token = token.strip()
-        if not token:
-            raise exceptions.AuthenticationFailed("The Bearer token is empty.")
-        found = tokens.authenticate(token)
+        found = tokens.authenticate(token) if token else None
         if found is None:
+            failures = window.record(address)
+            # Never the token itself: a bad token is often a good one mistyped.
+            log = throttle.logger.warning if failures == window.limit else throttle.logger.info
+            log("invalid API token from %s (%d in %d s%s)", address, failures,
+                window.seconds, ", now throttled" if failures == window.limit else "")
+            if not token:
+                raise exceptions.AuthenticationFailed("The Bearer token is empty.")
             raise exceptions.AuthenticationFailed("The token is not valid (or was revoked).")
         return found.user, found
 

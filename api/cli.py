@@ -7,7 +7,11 @@ token in a 0600 file, so consecutive calls need no copy-paste:
 
     wakeledger start --goal-key issue-42 --workspace /srv/shop --objective "Fix it"
     wakeledger checkpoint --step "tests written" --progress 40 --next "fix the race"
+    wakeledger report-run --outcome error --error-text-file - < provider-error.txt
     wakeledger finish --status completed --summary "merged"
+
+WAKELEDGER_URL may be the server's root (http://127.0.0.1:8000): /api/v1 is
+added when the URL's path does not end with it.
 """
 
 import argparse
@@ -17,6 +21,7 @@ import os
 import stat
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
@@ -29,9 +34,12 @@ EXIT_AUTH = 4
 EXIT_NOT_FOUND = 5
 EXIT_LEASE_LOST = 6
 EXIT_TERMINAL = 7
-EXIT_CONFLICT = 8  # another conflict, or the lease was not granted
+EXIT_CONFLICT = 8  # another conflict, or the lease (or a wake's claim) was not granted
 EXIT_NETWORK = 9
 EXIT_SERVER = 10
+EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report it
+
+API_PATH = "/api/v1"
 
 _BY_CODE = {
     "lease_lost": EXIT_LEASE_LOST,
@@ -75,14 +83,20 @@ def save_lease(goal_id: str, lease: dict[str, Any]) -> None:
     _write_private(state_dir() / "current", goal_id)
 
 
-def load_lease(goal_id: str) -> dict[str, Any]:
-    path = state_dir() / "leases" / f"{goal_id}.json"
+def saved_lease(goal_id: str) -> dict[str, Any] | None:
     try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError):
+        record = json.loads((state_dir() / "leases" / f"{goal_id}.json").read_text())
+        return {"token": record["token"], "generation": record["generation"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def load_lease(goal_id: str) -> dict[str, Any]:
+    lease = saved_lease(goal_id)
+    if lease is None:
         raise CliError(EXIT_LEASE_LOST, f"no lease saved for goal {goal_id}; run "
-                       "`wakeledger lease` or `wakeledger start` first") from None
-    return {"token": record["token"], "generation": record["generation"]}
+                       "`wakeledger lease` or `wakeledger start` first")
+    return lease
 
 
 def forget_lease(goal_id: str) -> None:
@@ -102,52 +116,119 @@ def current_goal(given: str | None) -> str:
 # ---------------------------------------------------------------- HTTP
 
 
-def call(method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    base = os.environ.get("WAKELEDGER_URL", "").rstrip("/")
-    token = os.environ.get("WAKELEDGER_TOKEN", "")
-    if not base.startswith(("http://", "https://")):
-        raise CliError(EXIT_USAGE, "set WAKELEDGER_URL to the API's http(s) URL "
+def api_base(url: str) -> str:
+    """The API's base URL from WAKELEDGER_URL: a server root (or any URL whose
+    path does not end with /api/v1, such as a reverse proxy's prefix) gets
+    /api/v1 added, the mistake that otherwise answers every call 404."""
+    base = url.strip().rstrip("/")
+    if not urllib.parse.urlsplit(base).path.endswith(API_PATH):
+        base += API_PATH
+    return base
+
+
+def call(method: str, path: str, body: dict[str, Any] | None = None,
+         query: dict[str, Any] | None = None) -> Any:
+    given = os.environ.get("WAKELEDGER_URL", "")
+    token = os.environ.get("WAKELEDGER_TOKEN", "").strip()
+    if not given.strip().startswith(("http://", "https://")):
+        raise CliError(EXIT_USAGE, "set WAKELEDGER_URL to the server's http(s) URL "
                        "(e.g. http://127.0.0.1:8000/api/v1)")
     if not token:
         raise CliError(EXIT_AUTH, "set WAKELEDGER_TOKEN to your API token")
+    if token.lower().startswith("bearer "):
+        token = token[len("bearer "):].strip()  # the header's prefix is ours to add
+    base = api_base(given)
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
     data = None
-    if method == "POST":
+    if method in ("POST", "DELETE"):
         data = json.dumps(body or {}).encode()
         headers["Content-Type"] = "application/json"
         # One key per logical call: the retry below is then safe, because the
         # server replays the first answer instead of acting twice.
         headers["Idempotency-Key"] = str(uuid.uuid4())
+    url = f"{base}/{path}"
+    if query:
+        url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None},
+                                            doseq=True)
     timeout = float(os.environ.get("WAKELEDGER_TIMEOUT", "30"))
     last_error: Exception | None = None
     for _attempt in range(2):
         # The scheme was checked above: only http(s), never file: or ftp:.
-        request = urllib.request.Request(f"{base}/{path}", data=data,  # noqa: S310
+        request = urllib.request.Request(url, data=data,  # noqa: S310
                                          headers=headers, method=method)
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as error:
-            raise _http_error(error) from None
+            raise _http_error(error, base) from None
         except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
             last_error = error
     raise CliError(EXIT_NETWORK, f"cannot reach {base}: {last_error}")
 
 
-def _http_error(error: urllib.error.HTTPError) -> CliError:
+def _http_error(error: urllib.error.HTTPError, base: str) -> CliError:
     try:
         body = json.loads(error.read() or b"null")
     except ValueError:
         body = None
     code = body.get("code") if isinstance(body, dict) else None
+    if error.code == 404 and code is None:
+        # Not one of our problems: the URL reaches something that is not the API.
+        return CliError(EXIT_NOT_FOUND, f"404 from {error.url}: no Wake Ledger API there; "
+                        f"check WAKELEDGER_URL (the API is at {base}, e.g. "
+                        "http://127.0.0.1:8000/api/v1)")
     exit_code = _BY_CODE.get(code) or _BY_STATUS.get(error.code)
     if exit_code is None:
         exit_code = EXIT_SERVER if error.code >= 500 else EXIT_VALIDATION
     detail = body.get("detail") if isinstance(body, dict) else error.reason
+    errors = body.get("errors") if isinstance(body, dict) else None
+    if isinstance(errors, dict):
+        # "see errors" is on stdout in the JSON; a human reads stderr.
+        detail = f"{detail} " + "; ".join(
+            f"{field}: {' '.join(map(str, problems)) if isinstance(problems, list) else problems}"
+            for field, problems in errors.items())
     return CliError(exit_code, f"{error.code} {code or ''}: {detail}".strip(), body)
 
 
-# ---------------------------------------------------------------- commands
+# ---------------------------------------------------------------- leases
+
+
+def _session(args: argparse.Namespace) -> dict[str, str]:
+    return {k: v for k, v in (("agent_id", args.agent_id), ("session_key", args.session_key),
+                              ("session_id", args.session_id), ("model", args.model),
+                              ("timezone", args.timezone)) if v}
+
+
+_HELD = ("wait_for_holder", "retry_after_stale_grace", "wait_for_job")
+_WHY_REFUSED = {
+    "wait_for_reset": "the goal is paused by a rate limit",
+    "operator_recover": "the goal is blocked; an operator must recover it",
+    "start_a_new_goal": "the goal is finished; start a new goal",
+}
+
+
+def _refused(goal_id: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """A refused acquire, unless the live lease refused is the one in our
+    lease file: then we already hold it and say so (exit 0, already_held)."""
+    action = answer.get("next_required_action")
+    mine = saved_lease(goal_id)
+    if action in _HELD and mine is not None:
+        lease = call("GET", f"goals/{goal_id}").get("lease") or {}
+        # Generations are unique per grant, so an equal generation is our grant.
+        if lease.get("generation") == mine["generation"]:
+            expiry = (f"it expired at {lease.get('expires_at')}; run `wakeledger heartbeat` "
+                      "now to keep it" if action == "retry_after_stale_grace"
+                      else f"expires {lease.get('expires_at')}")
+            print(f"wakeledger: you already hold this goal's lease (generation "
+                  f"{mine['generation']}, {expiry})", file=sys.stderr)
+            return {**answer, "acquired": True, "already_held": True,
+                    "retry_after_seconds": None, "next_required_action": None,
+                    "lease": {**lease, "token": "(saved)"}}
+    why = _WHY_REFUSED.get(action, "the lease is held by another session")
+    wait = answer.get("retry_after_seconds")
+    raise CliError(EXIT_TERMINAL if action == "start_a_new_goal" else EXIT_CONFLICT,
+                   f"{why} ({action}" + (f", retry after {wait} s)" if wait else ")"),
+                   _redact(answer))
 
 
 def cmd_start(args: argparse.Namespace) -> Any:
@@ -155,9 +236,7 @@ def cmd_start(args: argparse.Namespace) -> Any:
         "goal_key": args.goal_key, "workspace": args.workspace, "objective": args.objective,
         "done_criteria": args.done, "next_actions": args.next,
     }
-    session = {k: v for k, v in (("agent_id", args.agent_id), ("session_key", args.session_key),
-                                 ("session_id", args.session_id), ("model", args.model),
-                                 ("timezone", args.timezone)) if v}
+    session = _session(args)
     if session:
         body["session"] = session
     policy = {k: v for k, v in (("lease_seconds", args.lease_seconds),
@@ -172,28 +251,26 @@ def cmd_start(args: argparse.Namespace) -> Any:
     goal_id = answer["goal"]["id"]
     if answer["acquired"]:
         save_lease(goal_id, answer["lease"])
-    else:
-        _write_private(state_dir() / "current", goal_id)
-        raise CliError(EXIT_CONFLICT, "the goal exists but its lease is held "
-                       f"({answer.get('next_required_action')}, retry after "
-                       f"{answer.get('retry_after_seconds')} s)", _redact(answer))
-    return _redact(answer)
+        return _redact(answer)
+    _write_private(state_dir() / "current", goal_id)
+    return _refused(goal_id, answer)
 
 
 def cmd_lease(args: argparse.Namespace) -> Any:
     goal_id = current_goal(args.goal)
     answer = call("POST", f"goals/{goal_id}/lease", {})
     if not answer["acquired"]:
-        raise CliError(EXIT_CONFLICT, "the lease is held "
-                       f"({answer.get('next_required_action')}, retry after "
-                       f"{answer.get('retry_after_seconds')} s)", answer)
+        return _refused(goal_id, answer)
     save_lease(goal_id, answer["lease"])
     return _redact(answer)
 
 
-def _fenced(goal_id: str, path: str, body: dict[str, Any]) -> Any:
+def _fenced(goal_id: str, path: str, body: dict[str, Any], *, method: str = "POST",
+            lease_optional: bool = False) -> Any:
+    lease = saved_lease(goal_id) if lease_optional else load_lease(goal_id)
     try:
-        return call("POST", f"goals/{goal_id}/{path}", {"lease": load_lease(goal_id), **body})
+        return call(method, f"goals/{goal_id}/{path}",
+                    {**({"lease": lease} if lease else {}), **body})
     except CliError as error:
         if error.exit_code in (EXIT_LEASE_LOST, EXIT_TERMINAL):
             forget_lease(goal_id)  # it will never work again
@@ -212,11 +289,14 @@ def cmd_checkpoint(args: argparse.Namespace) -> Any:
         if path in recorded and recorded[path] != artifact["sha256"]:
             artifact["previous_sha256"] = recorded[path]
         artifacts.append(artifact)
-    return _fenced(goal_id, "checkpoints", {
+    answer = _fenced(goal_id, "checkpoints", {
         "current_step": args.step, "progress_pct": args.progress, "completed": args.completed,
         "next_actions": args.next, "artifacts": artifacts, "errors": args.error,
         "note": args.note, "release_lease": args.release,
     })
+    if args.release:
+        forget_lease(goal_id)
+    return answer
 
 
 def _describe(path: str) -> dict[str, Any]:
@@ -247,12 +327,130 @@ def cmd_finish(args: argparse.Namespace) -> Any:
     return answer
 
 
+def cmd_workspace_release(args: argparse.Namespace) -> Any:
+    goal_id = current_goal(args.goal)
+    return _fenced(goal_id, "workspace/release", {"reason": args.reason})
+
+
+# ---------------------------------------------------------------- runs, approvals, jobs
+
+
+def _error_text(args: argparse.Namespace) -> str:
+    if args.error_text_file is None:
+        return args.error_text or ""
+    try:
+        if args.error_text_file == "-":
+            return sys.stdin.read()
+        return Path(args.error_text_file).read_text(errors="replace")
+    except OSError as error:
+        raise CliError(EXIT_USAGE, f"cannot read {args.error_text_file}: {error}") from None
+
+
+def cmd_report_run(args: argparse.Namespace) -> Any:
+    goal_id = current_goal(args.goal)
+    body: dict[str, Any] = {"outcome": args.outcome, "error_text": _error_text(args),
+                            "retry_after": args.retry_after or "",
+                            "timezone": args.timezone or ""}
+    session = _session(args)
+    session.pop("timezone", None)  # the run's zone is the top-level field
+    if session:
+        body["session"] = session
+    answer = _fenced(goal_id, "runs", body)
+    if answer.get("status") != "running":
+        # A reported failure ends the lease (paused, blocked or failed): the
+        # next turn takes a new one, from a wake or `wakeledger lease`.
+        forget_lease(goal_id)
+    return answer
+
+
+def cmd_request_approval(args: argparse.Namespace) -> Any:
+    goal_id = current_goal(args.goal)
+    return _fenced(goal_id, "approvals", {"gate": args.gate, "summary": args.summary})
+
+
+def cmd_job_track(args: argparse.Namespace) -> Any:
+    goal_id = current_goal(args.goal)
+    return _fenced(goal_id, "jobs", {"kind": args.kind, "ref": args.ref})
+
+
+def cmd_job_status(args: argparse.Namespace) -> Any:
+    goal_id = current_goal(args.goal)
+    job_id = urllib.parse.quote(args.job_id, safe="")
+    return _fenced(goal_id, f"jobs/{job_id}/status",
+                   {"status": args.status, "conclusion": args.conclusion})
+
+
+# ---------------------------------------------------------------- the watchdog
+
+
+def cmd_watchdog_prepare(args: argparse.Namespace) -> Any:
+    goal_id = current_goal(args.goal)
+    body = {"tzid": args.tzid} if args.tzid else {}
+    return _fenced(goal_id, "watchdog", body)
+
+
+def cmd_watchdog_cancel(args: argparse.Namespace) -> Any:
+    goal_id = current_goal(args.goal)
+    return _fenced(goal_id, "watchdog", {}, method="DELETE")
+
+
+def cmd_watchdog_receipt(args: argparse.Namespace) -> Any:
+    goal_id = current_goal(args.goal)
+    given = (("host_ref", args.host_ref), ("due_at", args.due_at), ("runs_on", args.runs_on),
+             ("verified", args.verified), ("attested_by", args.attested_by),
+             ("note", args.note))
+    # Only what was given: the server's defaults stand for the rest.
+    body = {"status": args.status, **{k: v for k, v in given if v}}
+    # A finished goal has no lease, yet its leftover host schedule's
+    # cancellation receipt is still needed: the lease goes only when saved.
+    answer = _fenced(goal_id, "watchdog/receipts", body, lease_optional=True)
+    if answer.get("completion_state") == "completed":
+        forget_lease(goal_id)  # the receipt that let a finish complete
+    return answer
+
+
+def cmd_claim(args: argparse.Namespace) -> Any:
+    goal_id = current_goal(args.goal)
+    body = {k: v for k, v in (("occurrence_id", args.occurrence_id),
+                              ("reason", args.reason)) if v}
+    answer = call("POST", f"goals/{goal_id}/claim", body)
+    if answer.get("lease"):
+        save_lease(goal_id, answer["lease"])
+        return _redact(answer)
+    _write_private(state_dir() / "current", goal_id)
+    raise CliError(EXIT_CONFLICT, f"no wake for this turn: {answer.get('outcome')}"
+                   + (f" (retry after {answer['retry_after_seconds']} s)"
+                      if answer.get("retry_after_seconds") else ""), answer)
+
+
+# ---------------------------------------------------------------- reading
+
+
 def cmd_show(args: argparse.Namespace) -> Any:
     return call("GET", f"goals/{current_goal(args.goal)}")
 
 
 def cmd_resume(args: argparse.Namespace) -> Any:
     return call("GET", f"goals/{current_goal(args.goal)}/resume")
+
+
+def cmd_contract(args: argparse.Namespace) -> Any:
+    return call("GET", f"goals/{current_goal(args.goal)}/checkpoint")
+
+
+def cmd_events(args: argparse.Namespace) -> Any:
+    return call("GET", f"goals/{current_goal(args.goal)}/events",
+                query={"after": args.after, "limit": args.limit})
+
+
+def cmd_goals(args: argparse.Namespace) -> Any:
+    return call("GET", "goals", query={"status": args.status, "reason": args.reason,
+                                       "workspace": args.workspace, "agent": args.agent,
+                                       "page_size": args.page_size, "cursor": args.cursor})
+
+
+def cmd_alerts(args: argparse.Namespace) -> Any:
+    return call("GET", "alerts")
 
 
 def _redact(answer: dict[str, Any]) -> dict[str, Any]:
@@ -266,8 +464,16 @@ def _redact(answer: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------- main
 
 
+def _add_session(sub: argparse.ArgumentParser) -> None:
+    for name in ("agent-id", "session-key", "session-id", "model", "timezone"):
+        sub.add_argument(f"--{name}")
+
+
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="wakeledger", description=__doc__.splitlines()[0])
+    root = argparse.ArgumentParser(
+        prog="wakeledger", description=__doc__.splitlines()[0].replace("``", ""),
+        epilog="exit codes: 0 ok, 2 usage, 3 validation, 4 auth, 5 not found, 6 lease lost, "
+               "7 goal terminal, 8 conflict or lease/wake not granted, 9 network, 10 server")
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     start = commands.add_parser("start", help="start or resume a goal and take its lease")
@@ -280,12 +486,12 @@ def parser() -> argparse.ArgumentParser:
     start.add_argument("--estimate", type=int, help="estimated seconds for the whole goal")
     start.add_argument("--lease-seconds", type=int)
     start.add_argument("--scheduler", choices=["internal", "host"])
-    for name in ("agent-id", "session-key", "session-id", "model", "timezone"):
-        start.add_argument(f"--{name}")
+    _add_session(start)
     start.set_defaults(run=cmd_start)
 
-    def goal_command(name: str, help_text: str, run: Any) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help_text)
+    def goal_command(name: str, help_text: str, run: Any,
+                     within: Any = commands) -> argparse.ArgumentParser:
+        sub = within.add_parser(name, help=help_text)
         sub.add_argument("--goal", help="goal id (default: the current goal)")
         sub.set_defaults(run=run)
         return sub
@@ -305,26 +511,116 @@ def parser() -> argparse.ArgumentParser:
                             help="release the lease (the last checkpoint before a turn ends)")
     goal_command("heartbeat", "renew the lease", cmd_heartbeat)
     goal_command("release", "release the lease", cmd_release)
-    goal_command("lease", "acquire the lease (or take over a stale one)", cmd_lease)
+    goal_command("lease", "acquire the lease (or take over a stale one); exit 0 with "
+                 "already_held when the live lease is the one in your lease file", cmd_lease)
     finish = goal_command("finish", "finish the goal", cmd_finish)
     finish.add_argument("--status", required=True, choices=["completed", "failed", "blocked"])
     finish.add_argument("--summary", default="")
+    workspace = goal_command("workspace-release", "release the goal's workspace binding",
+                             cmd_workspace_release)
+    workspace.add_argument("--reason", required=True)
+
+    report = goal_command("report-run", "report how a run ended (a rate limit pauses the "
+                          "goal until its reset and schedules one wake)", cmd_report_run)
+    report.add_argument("--outcome", required=True, choices=["ok", "error"])
+    text = report.add_mutually_exclusive_group()
+    text.add_argument("--error-text", help="the provider's message (classified, then "
+                      "discarded by the server)")
+    text.add_argument("--error-text-file", metavar="PATH",
+                      help="read the provider's message from PATH, or stdin with -")
+    report.add_argument("--retry-after", help="a Retry-After header value: seconds or an "
+                        "HTTP date")
+    _add_session(report)
+
+    approval = goal_command("request-approval", "ask an operator to approve a gate; the goal "
+                            "blocks until decided", cmd_request_approval)
+    approval.add_argument("--gate", required=True, help="what needs approving, e.g. deploy")
+    approval.add_argument("--summary", default="")
+
+    job = commands.add_parser("job", help="blocking jobs: track, status")
+    job_actions = job.add_subparsers(dest="job_action", required=True, metavar="ACTION")
+    track = goal_command("track", "track a blocking job (one exact run)", cmd_job_track,
+                         job_actions)
+    track.add_argument("--kind", required=True, help="e.g. ci_run, deploy, review")
+    track.add_argument("--ref", required=True, help="the exact run id")
+    status = goal_command("status", "record a tracked job's status", cmd_job_status,
+                          job_actions)
+    status.add_argument("job_id", metavar="JOB_ID", help="the job_id `job track` returned")
+    status.add_argument("--status", required=True,
+                        choices=["running", "succeeded", "failed", "cancelled"])
+    status.add_argument("--conclusion", default="")
+
+    watchdog = commands.add_parser("watchdog", help="the goal's one watchdog: prepare, "
+                                   "cancel, receipt")
+    watchdog_actions = watchdog.add_subparsers(dest="watchdog_action", required=True,
+                                               metavar="ACTION")
+    prepare = goal_command("prepare", "ensure the watchdog (idempotent); for a host "
+                           "scheduler, the answer is the schedule to create", cmd_watchdog_prepare,
+                           watchdog_actions)
+    prepare.add_argument("--tzid", help="IANA zone the host schedule runs in")
+    goal_command("cancel", "cancel the watchdog", cmd_watchdog_cancel, watchdog_actions)
+    receipt = goal_command("receipt", "record what the host did with the watchdog",
+                           cmd_watchdog_receipt, watchdog_actions)
+    receipt.add_argument("--status", required=True,
+                         choices=["created", "create_failed", "create_uncertain", "cancelled",
+                                  "disabled", "user_attested_deleted"])
+    receipt.add_argument("--host-ref", help="the host's task id (stored as a digest only)")
+    receipt.add_argument("--due-at", help="the next run, ISO 8601 with offset")
+    receipt.add_argument("--runs-on", choices=["cloud", "local", "unverified"])
+    receipt.add_argument("--verified", action="store_true",
+                         help="the host proved where the task runs")
+    receipt.add_argument("--attested-by")
+    receipt.add_argument("--note")
+
+    claim = goal_command("claim", "claim a wake (what a host-fired task runs first); "
+                         "exit 0 with a saved lease, 8 when there is nothing to do", cmd_claim)
+    claim.add_argument("--occurrence-id", help="the host run's id: the same id twice is "
+                       "one claim")
+    claim.add_argument("--reason", choices=["timeout_recovery", "rate_limit_reset",
+                                            "dependency_ready", "scheduled_progress"])
+
     goal_command("show", "the goal's state", cmd_show)
     goal_command("resume", "the resume packet", cmd_resume)
+    goal_command("contract", "the smart-wake checkpoint contract", cmd_contract)
+    events = goal_command("events", "the goal's events, in order", cmd_events)
+    events.add_argument("--after", type=int, help="only events after this seq")
+    events.add_argument("--limit", type=int)
+    goals = commands.add_parser("goals", help="list the goals you may see")
+    for name in ("status", "reason", "workspace", "agent", "cursor"):
+        goals.add_argument(f"--{name}")
+    goals.add_argument("--page-size", type=int)
+    goals.set_defaults(run=cmd_goals)
+    commands.add_parser("alerts", help="goals that need a human").set_defaults(run=cmd_alerts)
+
+    def serve_mcp(_args: argparse.Namespace) -> Any:
+        from api import mcp_server  # lazily: only this command needs the `mcp` package
+        sys.exit(mcp_server.main())
+
+    commands.add_parser("mcp", help="serve these calls as MCP tools over stdio "
+                        "(docs/agents.md)").set_defaults(run=serve_mcp)
     return root
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    code = EXIT_OK
     try:
-        result = args.run(args)
-    except CliError as error:
-        if error.body is not None:
-            print(json.dumps(error.body, indent=2))
-        print(f"wakeledger: {error}", file=sys.stderr)
-        return error.exit_code
-    print(json.dumps(result, indent=2))
-    return EXIT_OK
+        try:
+            output = args.run(args)
+        except CliError as error:
+            code, output = error.exit_code, error.body
+            print(f"wakeledger: {error}", file=sys.stderr)
+        if output is not None or code == EXIT_OK:
+            print(json.dumps(output, indent=2))
+            sys.stdout.flush()  # here, where a closed pipe can still be caught
+    except BrokenPipeError:
+        # The reader went away (`wakeledger events | head`): leave quietly
+        # with the call's own exit code. Python would hit the closed pipe
+        # again flushing stdout at exit, so point it at /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    return code
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 Same key + same request replays the first status and body; same key with a
 different request is 422 ``idempotency_conflict``; a key whose first request
 is still running is 409 ``idempotency_in_flight``. Keys are per caller and
-kept at least 24 hours (``IDEMPOTENCY_TTL``).
+kept ``WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS`` (48 by default; ``ledger
+prune``, scheduled by ``scheduling.maintenance``, deletes older records).
 
 A replayed lease grant must hand back the same lease token, yet no raw token
 may be stored. So a lease token issued under an Idempotency-Key is derived
@@ -12,10 +13,17 @@ random: the stored response holds a placeholder, and a replay derives the
 token again.
 
 The record is created "in flight" in a transaction of its own, so a
-concurrent retry can see it; the response is stored in the same transaction
-as the events the command appended, so a crash cannot leave events without
-their replayable response (a crashed in-flight record unlocks after
-``LOCK_SECONDS`` and the retry runs again — nothing had been committed).
+concurrent retry can see it. Each attempt owns the record by a random
+attempt id, written when it takes the key; once ``LOCK_SECONDS`` have passed
+without an answer, a retry takes the record over with an attempt id of its
+own (the first attempt is presumed dead). The response is stored by a
+conditional UPDATE (this owner, this key, *my* attempt, still in flight) in
+the same transaction as the events the command appended. If that UPDATE
+finds no row, another attempt owns the key now: the whole transaction rolls
+back, so an attempt that stalled past its lock never commits its events
+beside the retry's, and its caller gets 409 ``idempotency_in_flight``.
+Time only decides when a retry may take over; which attempt commits is
+decided by the database.
 """
 
 import base64
@@ -24,6 +32,7 @@ import hmac
 import json
 import secrets
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import wraps
 from typing import Any
@@ -40,7 +49,6 @@ from ledger import clock
 HEADER = "Idempotency-Key"
 MAX_KEY = 255
 LOCK_SECONDS = 60
-IDEMPOTENCY_TTL = timedelta(hours=48)
 
 
 TOKEN_PLACEHOLDER = "(derived on replay)"  # noqa: S105  (a marker, not a secret)
@@ -91,18 +99,41 @@ def _key(request: Request) -> str | None:
     return key
 
 
-def _begin(owner: str, key: str, digest: str, path: str) -> IdempotencyRecord | Response:
+@dataclass(frozen=True)
+class Attempt:
+    """The record this attempt owns: the key, and the attempt id it wrote."""
+
+    owner: str
+    key: str
+    attempt: str
+
+
+class Superseded(Exception):
+    """Another attempt took the key over while this one ran."""
+
+
+def _superseded() -> Problem:
+    return Problem("idempotency_in_flight",
+                   "This attempt took longer than the Idempotency-Key's lock and another "
+                   "attempt with the same key took over; nothing from this attempt was "
+                   "recorded. Retry to get the other attempt's answer.",
+                   retry_after_seconds=1)
+
+
+def _begin(owner: str, key: str, digest: str, path: str) -> Attempt | Response:
     """Claim the key, or return the stored response to replay."""
     now = clock.now()
+    mine = secrets.token_hex(16)
     with transaction.atomic():
         record = (IdempotencyRecord.objects.select_for_update()
                   .filter(owner=owner, key=key).first())
         if record is None:
             try:
                 with transaction.atomic():
-                    return IdempotencyRecord.objects.create(
+                    IdempotencyRecord.objects.create(
                         owner=owner, key=key, fingerprint=digest, created_at=now,
-                        locked_until=now + timedelta(seconds=LOCK_SECONDS))
+                        locked_until=now + timedelta(seconds=LOCK_SECONDS), attempt=mine)
+                    return Attempt(owner, key, mine)
             except IntegrityError:
                 raise Problem("idempotency_in_flight",
                               "A request with this Idempotency-Key is in flight; retry later.",
@@ -122,16 +153,25 @@ def _begin(owner: str, key: str, digest: str, path: str) -> IdempotencyRecord | 
             raise Problem("idempotency_in_flight",
                           "A request with this Idempotency-Key is in flight; retry later.",
                           retry_after_seconds=wait)
-        # The first attempt died without committing anything: run again.
+        # The first attempt died or stalled past its lock: take the key over.
+        # If it is still alive, its answer can no longer be stored, so its
+        # events roll back (see _complete).
         record.locked_until = now + timedelta(seconds=LOCK_SECONDS)
-        record.save(update_fields=["locked_until"])
-        return record
+        record.attempt = mine
+        record.save(update_fields=["locked_until", "attempt"])
+        return Attempt(owner, key, mine)
 
 
-def _complete(record: IdempotencyRecord, response: Response) -> None:
-    record.status_code = response.status_code
-    record.response = json.dumps(_without_token(response.data))
-    record.save(update_fields=["status_code", "response"])
+def _complete(attempt: Attempt, response: Response) -> None:
+    """Store the answer if this attempt still owns the key; else raise
+    Superseded (inside the command's transaction, which then rolls back)."""
+    stored = IdempotencyRecord.objects.filter(
+        owner=attempt.owner, key=attempt.key, attempt=attempt.attempt,
+        status_code__isnull=True,
+    ).update(status_code=response.status_code,
+             response=json.dumps(_without_token(response.data)))
+    if stored != 1:
+        raise Superseded
 
 
 def idempotent(method: Callable[..., Response]) -> Callable[..., Response]:
@@ -153,20 +193,33 @@ def idempotent(method: Callable[..., Response]) -> Callable[..., Response]:
                 if response.status_code < 500:
                     _complete(begun, response)
                 return response
+        except Superseded:
+            raise _superseded() from None
         except Exception as exc:
             # A refusal is a response too: the same request must get the same
             # refusal again, not a second try.
             response = view.handle_exception(exc)
             if response.status_code < 500:
-                with transaction.atomic():
-                    _complete(begun, response)
+                try:
+                    with transaction.atomic():
+                        _complete(begun, response)
+                except Superseded:
+                    raise _superseded() from None
             return response
 
     return wrapper
 
 
+def retention() -> timedelta:
+    return timedelta(hours=settings.WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS)
+
+
 def prune(now: Any = None) -> int:
-    """Delete records older than the TTL. Returns how many."""
-    cutoff = (now or clock.now()) - IDEMPOTENCY_TTL
+    """Delete records older than the retention. Returns how many.
+
+    What ``ledger prune`` and the scheduled task (scheduling.maintenance) run.
+    A record deleted while its attempt still runs cannot be completed by it
+    (the conditional UPDATE finds no row), so that attempt rolls back."""
+    cutoff = (now or clock.now()) - retention()
     deleted, _ = IdempotencyRecord.objects.filter(created_at__lt=cutoff).delete()
     return deleted

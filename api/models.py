@@ -30,7 +30,8 @@ class IdempotencyRecord(models.Model):
 
     Created as "in flight" in its own transaction before the command runs (so
     a concurrent retry sees it and gets 409), completed in the same
-    transaction as the events the command appended.
+    transaction as the events the command appended, and only by the attempt
+    that owns it (``attempt``, see api.idempotency).
     """
 
     owner = models.CharField(max_length=150)
@@ -43,6 +44,10 @@ class IdempotencyRecord(models.Model):
     response = models.TextField(blank=True, default="")
     created_at = models.DateTimeField()
     locked_until = models.DateTimeField()
+    # A random id of the attempt running the request now: written when an
+    # attempt takes the key (or takes over an expired lock), checked by the
+    # conditional UPDATE that stores the response.
+    attempt = models.CharField(max_length=32, blank=True, default="")
 
     class Meta:
         constraints = [

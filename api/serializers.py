@@ -8,10 +8,12 @@ from typing import Any
 
 from rest_framework import serializers
 
+from ledger import clock
 from ledger.domain import validation as limits
 from ledger.domain.commands import FINISH_STATUSES
 from ledger.domain.policy import SCHEDULERS
 from ledger.domain.state import REASONS, STATUSES
+from scheduling import failures
 
 
 class StrictSerializer(serializers.Serializer):
@@ -90,12 +92,22 @@ class SessionSerializer(StrictSerializer):
 
 
 class PolicySerializer(StrictSerializer):
-    lease_seconds = whole(min_value=5, max_value=86_400, required=False)
-    cadence_minutes = whole(min_value=1, max_value=1_440, required=False)
-    max_continuations = whole(min_value=0, max_value=100, required=False)
-    max_wake_retries = whole(min_value=0, max_value=100, required=False)
-    scheduler = serializers.ChoiceField(choices=SCHEDULERS, required=False)
-    dispatch = text(64, required=False)
+    lease_seconds = whole(min_value=5, max_value=86_400, required=False,
+                          help_text="Lease length (default 600); heartbeat every half of it.")
+    cadence_minutes = whole(min_value=1, max_value=1_440, required=False,
+                            help_text="The watchdog's interval in minutes (default 60).")
+    max_continuations = whole(min_value=0, max_value=100, required=False,
+                              help_text="Automatic continuations (granted wakes) allowed "
+                                        "(default 3).")
+    max_wake_retries = whole(min_value=0, max_value=100, required=False,
+                             help_text="Consecutive wakes without a checkpoint before the goal "
+                                       "blocks (default 5).")
+    scheduler = serializers.ChoiceField(
+        choices=SCHEDULERS, required=False,
+        help_text="internal (default): the server fires the wakes. host: your host does, "
+                  "from the schedule prepare_scheduled_continuation answers.")
+    dispatch = text(64, required=False,
+                    help_text="An operator-configured dispatcher for internal wakes.")
 
 
 class RunGoalSerializer(StrictSerializer):
@@ -123,10 +135,13 @@ class ArtifactSerializer(StrictSerializer):
 
 
 class CheckpointSerializer(FencedSerializer):
-    current_step = text(limits.MAX_STEP)
-    progress_pct = whole(min_value=0, max_value=100)
-    completed = text_list(required=False, default=list)
-    next_actions = text_list(required=False, default=list)
+    current_step = text(limits.MAX_STEP, help_text="The step you just verified.")
+    progress_pct = whole(min_value=0, max_value=100,
+                         help_text="0-100; lower than the last checkpoint needs a note.")
+    completed = text_list(required=False, default=list,
+                          help_text="What this step finished, verified.")
+    next_actions = text_list(required=False, default=list,
+                             help_text="Exact enough that someone else could continue.")
     artifacts = serializers.ListField(child=ArtifactSerializer(), max_length=limits.MAX_ARTIFACTS,
                                       required=False, default=list)
     errors = text_list(required=False, default=list)
@@ -182,7 +197,8 @@ class JobSerializer(FencedSerializer):
 
 
 class JobStatusSerializer(FencedSerializer):
-    status = serializers.ChoiceField(choices=["running", "succeeded", "failed", "cancelled"])
+    status = serializers.ChoiceField(choices=["running", "succeeded", "failed", "cancelled"],
+                                     help_text="The job's status as its system reports it.")
     conclusion = text(limits.MAX_NOTE, required=False, allow_blank=True, default="")
 
 
@@ -192,15 +208,29 @@ class RunSerializer(FencedSerializer):
                                  max_length=64 * 1024, trim_whitespace=False,
                                  help_text="The provider's message. Classified, then "
                                            "discarded: it is stored nowhere.")
-    retry_after = text(128, required=False, allow_blank=True, default="",
-                       help_text="A Retry-After header value: seconds or an HTTP date.")
+    retry_after = text(64, required=False, allow_blank=True, default="",
+                       help_text="The provider's Retry-After header value: delta-seconds "
+                                 "(\"120\"), an HTTP-date (\"Wed, 21 Oct 2026 07:28:00 "
+                                 "GMT\") or an ISO 8601 timestamp with an offset. A reset "
+                                 "more than 7 days away is read as 7 days.")
     session = SessionSerializer(required=False)
     timezone = text(64, required=False, allow_blank=True, default="",
                     help_text="The agent's IANA zone, for resets printed without one.")
 
+    def validate_retry_after(self, value: str) -> str:
+        """Refuse what is no Retry-After value at all; an absurd but well-formed one (the
+        year 9999) passes, and the parser clamps it to its horizon."""
+        value = value.strip()
+        if value and failures.parse_retry_after(value, clock.now()) is None:
+            raise serializers.ValidationError(
+                "Not a Retry-After value: expected delta-seconds (\"120\"), an HTTP-date "
+                "(\"Wed, 21 Oct 2026 07:28:00 GMT\") or an ISO 8601 timestamp with an "
+                "offset (\"2026-10-21T07:28:00Z\").")
+        return value
+
 
 class ApprovalSerializer(FencedSerializer):
-    gate = text(100)
+    gate = text(100, help_text="The gate's name, e.g. deploy: an operator approves or rejects it.")
     summary = text(limits.MAX_NOTE, required=False, allow_blank=True, default="")
 
 
@@ -274,6 +304,14 @@ class GoalSerializer(serializers.Serializer):
     workspace_bound = serializers.BooleanField()
     lease = LeaseSerializer(allow_null=True)
     lease_generation = serializers.IntegerField()
+    ready = serializers.DictField(help_text="A due wake waiting for this goal's agent to pull "
+                                            "it by taking the lease ({} when none).")
+    next_wake_at = serializers.CharField(
+        allow_null=True, help_text="When the next wake will fire (a watchdog slot or a "
+                                   "one-off wake); the scheduler looks every 30 s.")
+    liveness = serializers.ChoiceField(
+        choices=["working", "scheduled", "ready", "needs_human", "terminal"], allow_null=True,
+        help_text="Why the goal is not stuck; null means nothing will move it (a bug).")
     version = serializers.IntegerField()
     created_at = serializers.CharField()
     updated_at = serializers.CharField()
@@ -296,6 +334,13 @@ class LeaseAnswerSerializer(serializers.Serializer):
     next_required_action = serializers.CharField(allow_null=True)
     holder = serializers.CharField(required=False)
     expires_at = serializers.CharField(required=False)
+    resumed = serializers.DictField(
+        allow_null=True, required=False,
+        help_text="When this lease pulled a due wake: its occurrence_id, reason and whether "
+                  "a recovery continuation was charged.")
+    resume_packet = serializers.DictField(
+        allow_null=True, required=False,
+        help_text="When this lease pulled a due wake: where to pick up, exactly.")
 
 
 class RunGoalAnswerSerializer(LeaseAnswerSerializer):
@@ -381,8 +426,11 @@ class WatchdogAnswerSerializer(serializers.Serializer):
 
 class ClaimAnswerSerializer(serializers.Serializer):
     outcome = serializers.ChoiceField(choices=[
-        "recurring_acquired", "worker_busy_noop", "already_claimed", "not_due",
-        "terminal_cleanup_required", "terminal_noop", "receipt_required"])
+        "recurring_acquired", "ready_for_pull", "worker_busy_noop", "already_claimed",
+        "not_due", "terminal_cleanup_required", "terminal_noop", "receipt_required"])
+    occurrence_id = serializers.CharField(
+        allow_blank=True, help_text="The occurrence this claim was decided as (a host fire "
+                                    "without an id is named after its watchdog slot).")
     report = serializers.DictField()
     retry_after_seconds = serializers.IntegerField(allow_null=True)
     resume_packet = ResumePacketSerializer(allow_null=True)

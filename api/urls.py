@@ -1,5 +1,5 @@
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from api import views
 
@@ -11,7 +11,9 @@ urlpatterns = [
     path("health", views.health, name="health"),
     path("skill.md", views.SkillView.as_view(), name="skill"),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
-    path("docs", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    # The split view serves Swagger UI's start-up script as a file, not inline
+    # (the Content-Security-Policy allows no inline script).
+    path("docs", SpectacularSwaggerSplitView.as_view(url_name="api:schema"), name="docs"),
     path("goals", views.GoalsView.as_view(), name="goals"),
     path(goal, views.GoalView.as_view(), name="goal"),
     path(f"{goal}/checkpoint", views.CheckpointContractView.as_view(), name="checkpoint"),
@@ -35,5 +37,6 @@ urlpatterns = [
          name="approval-resolve"),
     path(f"{goal}/stop", views.StopView.as_view(), name="stop"),
     path(f"{goal}/recover", views.RecoverView.as_view(), name="recover"),
+    path(f"{goal}/wake", views.WakeView.as_view(), name="wake"),
     path("alerts", views.AlertsView.as_view(), name="alerts"),
 ]

@@ -20,10 +20,11 @@ from rest_framework.views import APIView
 from api import alerts
 from api import serializers as s
 from api.auth import HasRole
+from api.digests import host_ref_digest
 from api.idempotency import idempotent, lease_token
 from api.problems import Problem
 from api.roles import AGENT, AUDITOR, OPERATOR, role_of
-from ledger import clock, store
+from ledger import clock, continuations, siteurl, store
 from ledger.domain import (
     AcquireLease,
     Artifact,
@@ -42,6 +43,7 @@ from ledger.domain import (
 from ledger.domain.events import iso
 from ledger.domain.runs import Recover, ReportRun, RequestApproval, ResolveApproval, Stop
 from ledger.domain.smartwake import preflight, resume_packet
+from ledger.domain.timing import liveness, next_wake_at
 from ledger.domain.validation import canonical_workspace
 from ledger.domain.wakes import (
     HOST,
@@ -52,10 +54,9 @@ from ledger.domain.wakes import (
     UpdateJob,
     completion_state,
     watchdog_health,
-    watchdog_live,
 )
 from ledger.models import Event, Goal
-from scheduling import claims, dispatch, failures, watchdogs
+from scheduling import dispatch, failures, watchdogs
 
 READERS = (AGENT, AUDITOR, OPERATOR)
 
@@ -82,6 +83,8 @@ def goal_body(state: GoalState) -> dict[str, Any]:
     body["lease"] = ({k: v for k, v in lease.items() if k != "token_sha256"}
                      if lease else None)
     body["watchdog"] = watchdog_body(state)
+    body["next_wake_at"] = next_wake_at(state) or None
+    body["liveness"] = liveness(state, clock.now())
     body.pop("claimed")  # bookkeeping for already_claimed
     return body
 
@@ -112,12 +115,21 @@ def load_goal(request: Request, goal_id: str) -> GoalState:
     return GoalState.from_dict(row)
 
 
-def lease_answer(state: GoalState, granted: bool, raw_token: str) -> dict[str, Any]:
+def lease_answer(state: GoalState, granted: bool, raw_token: str,
+                 events: list[Any] = ()) -> dict[str, Any]:
     if granted:
         lease = state.lease
-        return {"acquired": True, "retry_after_seconds": None, "next_required_action": None,
-                "lease": {"token": raw_token, "generation": lease["generation"],
-                          "holder": lease["holder"], "expires_at": lease["expires_at"]}}
+        answer = {"acquired": True, "retry_after_seconds": None, "next_required_action": None,
+                  "lease": {"token": raw_token, "generation": lease["generation"],
+                            "holder": lease["holder"], "expires_at": lease["expires_at"]}}
+        pulled = next((e.data["pulled"] for e in events
+                       if e.kind.startswith("lease.") and "pulled" in e.data), None)
+        if pulled is not None:
+            # The lease resumed a due wake: say which, and hand the resume packet.
+            charged = any(e.kind == "continuation.charged" for e in events)
+            answer["resumed"] = {**pulled, "charged": charged}
+            answer["resume_packet"] = resume_packet(state)
+        return answer
     refusal = lease_refusal(state, clock.now()) or {}
     refusal.pop("why", None)
     return {"acquired": False, "lease": None, "retry_after_seconds": None,
@@ -129,11 +141,11 @@ def actor(request: Request) -> str:
 
 
 def run(request: Request, goal_id: str, command: Any) -> store.Outcome:
-    load_goal(request, goal_id)  # visibility first: 404 before any rule
-    # Through scheduling: a command that creates or cancels an internal
-    # watchdog changes its django-q2 schedule in the same transaction.
-    return watchdogs.execute(goal_id, command, actor=actor(request),
-                             idempotency_key=getattr(request, "idempotency_key", None))
+    # Visibility first (404 before any rule), and the goal's canonical id from
+    # then on: the URL may spell it in any form uuid accepts.
+    state = load_goal(request, goal_id)
+    return store.execute(state.goal_id, command, actor=actor(request),
+                         idempotency_key=getattr(request, "idempotency_key", None))
 
 
 def validated(serializer_class: type, data: Any) -> dict[str, Any]:
@@ -254,6 +266,7 @@ class GoalsView(LedgerView):
             policy={**data.get("policy", {}),
                     "stale_grace_seconds": settings.WAKELEDGER_STALE_GRACE_SECONDS},
             dispatchers=dispatch.names(),
+            cadence_unit_seconds=settings.WAKELEDGER_CADENCE_UNIT_SECONDS,
             session=dict(data.get("session", {})),
             timeout_seconds=data.get("timeout_seconds"),
             estimated_duration_seconds=data.get("estimated_duration_seconds"),
@@ -263,7 +276,8 @@ class GoalsView(LedgerView):
         granted = any(e.kind.startswith("lease.") and e.data.get("token_sha256") == digest
                       for e in outcome.events)
         body = {"goal": goal_body(state), "created": outcome.created,
-                **lease_answer(state, granted, raw), "preflight": preflight(state, clock.now())}
+                **lease_answer(state, granted, raw, outcome.events),
+                "preflight": preflight(state, clock.now())}
         return Response(body, status=201 if outcome.created else 200)
 
 
@@ -332,7 +346,8 @@ class LeaseView(LedgerView):
             if refused.code != "lease_held":
                 raise
             return Response(lease_answer(load_goal(request, goal_id), False, raw))
-        return Response(lease_answer(outcome.state, True, raw))
+        granted = bool(outcome.state.lease) and outcome.state.lease["token_sha256"] == digest
+        return Response(lease_answer(outcome.state, granted, raw, outcome.events))
 
 
 class HeartbeatView(LedgerView):
@@ -438,7 +453,7 @@ class WorkspaceReleaseView(LedgerView):
 # ----------------------------------------------------------------------- wakes
 
 
-def watchdog_answer(state: GoalState) -> dict[str, Any]:
+def watchdog_answer(state: GoalState, request: Request) -> dict[str, Any]:
     watchdog = state.watchdog
     status = watchdog.get("status", "")
     action = {
@@ -456,7 +471,7 @@ def watchdog_answer(state: GoalState) -> dict[str, Any]:
             "tzid": watchdog["tzid"],
             "first_due_at": watchdog["first_due_at"],
             "destination": {"method": "POST",
-                            "url": f"{settings.SITE_URL}/api/v1/goals/{state.goal_id}/claim",
+                            "url": f"{siteurl.api_url(request)}/goals/{state.goal_id}/claim",
                             "body": {"occurrence_id": "<the host run's id>"}},
         }
     if status == "cancel_requested":
@@ -480,19 +495,16 @@ class WatchdogView(LedgerView):
     def post(self, request: Request, goal_id: str) -> Response:
         data = validated(s.WatchdogSerializer, request.data)
         state = load_goal(request, goal_id)
-        command = PrepareWatchdog(
-            proof(data.get("lease")),
-            watchdogs.interval_seconds(state.policy.get("cadence_minutes", 60)),
-            data["tzid"] or state.session.get("timezone") or "UTC",
-            watchdogs.schedule_name(state.goal_id))
-        return Response(watchdog_answer(run(request, goal_id, command).state))
+        command = PrepareWatchdog(proof(data.get("lease")), 0,
+                                  data["tzid"] or state.session.get("timezone") or "UTC")
+        return Response(watchdog_answer(run(request, goal_id, command).state, request))
 
     @extend_schema(summary="Cancel the watchdog", request=s.FencedSerializer,
                    responses={200: s.WatchdogAnswerSerializer, **FENCED_PROBLEMS})
     def delete(self, request: Request, goal_id: str) -> Response:
         data = validated(s.FencedSerializer, request.data)
         state = run(request, goal_id, CancelWatchdog(proof(data.get("lease")))).state
-        return Response(watchdog_answer(state))
+        return Response(watchdog_answer(state, request))
 
 
 class ReceiptsView(LedgerView):
@@ -508,11 +520,11 @@ class ReceiptsView(LedgerView):
         command = RecordReceipt(
             proof(data.get("lease")), data["status"],
             # Host task ids are stored as digests only.
-            hashlib.sha256(ref.encode()).hexdigest() if ref else "",
+            host_ref_digest(ref) if ref else "",
             data["due_at"], data["runs_on"], data["verified"], data["attested_by"],
             data["note"])
         state = run(request, goal_id, command).state
-        return Response({**watchdog_answer(state),
+        return Response({**watchdog_answer(state, request),
                          "completion_state": completion_state(state)})
 
 
@@ -529,22 +541,21 @@ class ClaimView(LedgerView):
     def post(self, request: Request, goal_id: str) -> Response:
         data = validated(s.ClaimSerializer, request.data)
         state = load_goal(request, goal_id)
-        occurrence = data.get("occurrence_id") or _host_slot(state)
+        # Without an occurrence id, the domain names the claim after the
+        # watchdog's slot it belongs to, so two fires for one slot are one claim.
+        occurrence = f"host:{data['occurrence_id']}" if data.get("occurrence_id") else ""
         raw, _digest = new_lease_token(request)
-        result = claims.claim(state.goal_id, source=HOST, occurrence_id=f"host:{occurrence}",
-                              reason=data.get("reason", ""), holder=actor(request),
-                              actor=actor(request), idempotency_key=request.idempotency_key,
-                              token=raw)
-        return Response({"outcome": result.outcome, "report": result.report,
-                         "retry_after_seconds": result.retry_after_seconds,
-                         "resume_packet": result.packet, "lease": result.lease})
+        result = continuations.claim(state.goal_id, source=HOST, occurrence_id=occurrence,
+                                     reason=data.get("reason", ""), holder=actor(request),
+                                     actor=actor(request),
+                                     idempotency_key=request.idempotency_key, token=raw)
+        return Response(claim_answer(result))
 
 
-def _host_slot(state: GoalState) -> str:
-    """Without an occurrence id, the host's interval slot stands for it, so two
-    fires in the same interval are one claim."""
-    interval = max(1, state.watchdog.get("interval_seconds", 3600))
-    return f"slot-{int(clock.now().timestamp()) // interval}"
+def claim_answer(result: continuations.Claim) -> dict[str, Any]:
+    return {"outcome": result.outcome, "occurrence_id": result.occurrence_id,
+            "report": result.report, "retry_after_seconds": result.retry_after_seconds,
+            "resume_packet": result.packet, "lease": result.lease}
 
 
 class JobsView(LedgerView):
@@ -620,8 +631,7 @@ class RunsView(LedgerView):
             "reset_at": iso(reset_at) if reset_at else None,
             "status": after.status, "reason": after.reason,
             "paused_until": after.paused_until or None,
-            "next_wake_at": after.reset_wake.get("due_at") if after.paused_until else
-            after.watchdog.get("next_due_at") if watchdog_live(after) else None,
+            "next_wake_at": next_wake_at(after) or None,
             "continuations": {"used": after.continuations_used,
                               "max": after.policy.get("max_continuations", 3)},
         })
@@ -679,6 +689,23 @@ class RecoverView(LedgerView):
                                                                  data["reason"])).state))
 
 
+class WakeView(LedgerView):
+    roles = {"POST": (OPERATOR,)}
+
+    @extend_schema(summary="Wake a goal now (operator): ends a pause early and resumes it "
+                           "as its own wake would", request=s.OperatorActSerializer,
+                   parameters=[IDEMPOTENCY],
+                   responses={200: s.ClaimAnswerSerializer, **FENCED_PROBLEMS})
+    @idempotent
+    def post(self, request: Request, goal_id: str) -> Response:
+        data = validated(s.OperatorActSerializer, request.data)
+        state = load_goal(request, goal_id)
+        result = continuations.wake_now(state.goal_id, operator=actor(request),
+                                        reason=data["reason"],
+                                        idempotency_key=request.idempotency_key)
+        return Response(claim_answer(result))
+
+
 class AlertsView(LedgerView):
     @extend_schema(summary="Goals that need a human, newest first",
                    responses={200: s.AlertSerializer(many=True), **PROBLEMS})
@@ -697,8 +724,7 @@ class SkillView(APIView):
     authentication_classes: list = []
 
     def get(self, request: Request) -> HttpResponse:
-        base = settings.SITE_URL or request.build_absolute_uri("/").rstrip("/")
-        text = render_to_string("skill.md", {"base_url": f"{base}/api/v1"})
+        text = render_to_string("skill.md", {"base_url": siteurl.api_url(request)})
         return HttpResponse(text, content_type="text/markdown; charset=utf-8")
 
 

@@ -4,7 +4,10 @@ Read-only for everyone (superusers included): nobody adds, changes or deletes
 a goal or an event here; state changes only through domain commands that
 append events. A goal's page is its timeline; operators (and superusers) get
 actions on it — stop, recover, approve/reject a gate, replay — each through the
-same domain command as the API, with their name and a reason.
+same domain command as the API, with their name and a reason, offered only
+when the domain would accept it. Lists count boundedly and say so. Superusers
+edit accounts (users, groups) and nothing else; django-q2's models are shown
+read-only, since goal schedules belong to goals.
 """
 
 import json
@@ -13,38 +16,86 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.views.main import PAGE_VAR
+from django.contrib.auth.admin import GroupAdmin
+from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
+from django.db import connections
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
-from django.urls import path, reverse
+from django.urls import path, reverse, reverse_lazy
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 
-from api.roles import OPERATOR, role_of
-from ledger import projection, timeline
-from ledger.domain import DomainError, GoalState
+from api.roles import OPERATOR, ROLES, role_of
+from ledger import clock, projection, store, timeline
+from ledger.domain import DomainError, GoalState, decide
 from ledger.domain.runs import Recover, ResolveApproval, Stop
 from ledger.domain.wakes import watchdog_health
 from ledger.models import Event, Goal
 from ledger.terminal import summary
 
 
-class NoCountPaginator(Paginator):
-    """The changelist never runs COUNT(*) over the whole table: on a ledger of
-    millions of events that count alone takes seconds."""
+class BoundedCountPaginator(Paginator):
+    """Counts at most ``limit`` + 1 rows (``SELECT COUNT(*)`` over a
+    ``LIMIT``ed subquery), so a changelist over millions of events costs a
+    bounded count, and every number it shows is true: the exact count when
+    there are at most ``limit`` rows, otherwise "more than ``limit``" — with
+    pages offered only as far as rows are known to exist."""
+
+    def __init__(self, object_list: QuerySet, per_page: int, orphans: int = 0,
+                 allow_empty_first_page: bool = True, *, limit: int) -> None:
+        super().__init__(object_list, per_page, orphans, allow_empty_first_page)
+        self.limit = limit
 
     @cached_property
     def count(self) -> int:
-        return 10_000_000
+        return self.object_list[: self.limit + 1].count()
+
+    @property
+    def capped(self) -> bool:
+        """True when there are more than ``limit`` rows (how many more is not known)."""
+        return self.count > self.limit
+
+    @cached_property
+    def estimate(self) -> int | None:
+        """PostgreSQL's planner estimate of an unfiltered list's rows (its
+        table's ``pg_class.reltuples``), shown as "about" next to a capped
+        count; None when filtered, not PostgreSQL, or never analysed."""
+        query = self.object_list.query
+        connection = connections[self.object_list.db]
+        if not self.capped or query.where or connection.vendor != "postgresql":
+            return None
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%s)",
+                           [connection.ops.quote_name(self.object_list.model._meta.db_table)])
+            row = cursor.fetchone()
+        return row[0] if row and row[0] > self.limit else None
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
-    show_full_result_count = False
-    paginator = NoCountPaginator
+    show_full_result_count = False  # its COUNT(*) is unbounded
+    show_facets = admin.ShowFacets.NEVER  # so are the facets' counts
     list_per_page = 50
+    count_limit = 10_000  # rows a changelist counts exactly, at the least
+    # Page links the changelist shows after the current page (Django's
+    # get_elided_page_range: 3 on each side, then the last 2).
+    PAGES_AHEAD = 3
+
+    def get_paginator(self, request: HttpRequest, queryset: QuerySet, per_page: int,
+                      orphans: int = 0, allow_empty_first_page: bool = True
+                      ) -> BoundedCountPaginator:
+        # Count far enough to know that each page linked from the current one
+        # has rows (a deep page costs its OFFSET anyway), and past "show all"'s
+        # ceiling, so a capped list never offers to show all its rows.
+        page = max(_int(request.GET.get(PAGE_VAR)) or 1, 1)
+        limit = max(self.count_limit, self.list_max_show_all,
+                    (page + self.PAGES_AHEAD) * per_page)
+        return BoundedCountPaginator(queryset, per_page, orphans, allow_empty_first_page,
+                                     limit=limit)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -126,8 +177,10 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
             [full] = projection.verify([str(goal.pk)])
         rows = [{"event": e, "summary": summary(e.kind, e.data),
                  "raw": json.dumps(e.data, indent=2, sort_keys=True, ensure_ascii=False),
-                 "icon": timeline.style(e.kind)[0], "colour": timeline.style(e.kind)[1]}
+                 "icon": timeline.icon(e.kind)}
                 for e in page.events]
+        operator = is_operator(request)
+        me = request.user.get_username()
         context = {
             **self.admin_site.each_context(request),
             "title": f"{goal.goal_key} — timeline",
@@ -139,7 +192,12 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
             "rows": rows,
             "chart": timeline.chart(goal),
             "full_verification": full,
-            "operator": is_operator(request),
+            "operator": operator,
+            "refusals": refusals(state, me) if operator else {},
+            # Approve/reject a gate: offered while the domain would resolve it.
+            "gates": [{**gate, "offered": operator and refusal_of(
+                state, command_for("approve", me, "probe", gate["gate"])) is None}
+                for gate in state.pending_approvals],
             "running_jobs": state.running_jobs(),
         }
         return TemplateResponse(request, "admin/ledger/goal/timeline.html", context)
@@ -150,8 +208,16 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         context = {**self.admin_site.each_context(request), "title": "Stuck goals",
-                   "opts": self.model._meta, "groups": timeline.stuck_goals()}
+                   "opts": self.model._meta, "sections": self.dashboard_sections()}
         return TemplateResponse(request, "admin/ledger/goal/dashboard.html", context)
+
+    def dashboard_sections(self) -> list[dict[str, Any]]:
+        """The dashboard's sections, in order: each an id, a heading, the
+        template that draws it and what that template needs. A new kind of
+        list (a liveness check, say) is one more entry and one template."""
+        return [{"id": "stuck", "title": "Goals needing attention",
+                 "template": "admin/ledger/goal/dashboard_stuck.html",
+                 "groups": timeline.stuck_goals()}]
 
     # ------------------------------------------------------------------ operator acts
 
@@ -163,6 +229,7 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
         goal = get_object_or_404(Goal, pk=goal_id)
         gate = request.GET.get("gate") or request.POST.get("gate") or ""
         back = reverse("admin:ledger_goal_timeline", args=[goal.pk])
+        refusal = None
         if action == "replay":
             [report] = list(projection.replay([str(goal.pk)])) or [None]
             if request.method == "POST":
@@ -175,24 +242,25 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
             form = ReasonForm(request.POST or None)
             if request.method == "POST" and form.is_valid():
                 return self._act(request, goal, action, gate, form.cleaned_data["reason"], back)
+            # No form for what the domain would refuse now (a stale page, a
+            # typed URL); a POST still goes through the domain, which decides.
+            state = GoalState.from_dict(goal.state)
+            refusal = refusal_of(state, command_for(action, request.user.get_username(),
+                                                    "probe", gate))
+            if refusal and request.method != "POST":
+                form = None
         context = {**self.admin_site.each_context(request), "opts": self.model._meta,
                    "title": f"{action.title()} {goal.goal_key}", "goal": goal,
-                   "action": action, "gate": gate, "form": form, "report": report}
+                   "action": action, "gate": gate, "form": form, "report": report,
+                   "refusal": refusal}
         return TemplateResponse(request, "admin/ledger/goal/act.html", context)
 
     def _act(self, request: HttpRequest, goal: Goal, action: str, gate: str, reason: str,
              back: str) -> HttpResponse:
-        from scheduling import watchdogs  # the same shell the API uses
-
         operator = request.user.get_username()
-        command = {
-            "stop": lambda: Stop(operator, reason),
-            "recover": lambda: Recover(operator, reason),
-            "approve": lambda: ResolveApproval(gate, "approve", operator, reason),
-            "reject": lambda: ResolveApproval(gate, "reject", operator, reason),
-        }[action]()
+        command = command_for(action, operator, reason, gate)
         try:
-            state = watchdogs.execute(goal.pk, command, actor=operator).state
+            state = store.execute(goal.pk, command, actor=operator).state
         except DomainError as error:
             self.message_user(request, f"Refused ({error.code}): {error.detail}",
                               messages.ERROR)
@@ -200,6 +268,33 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
             self.message_user(request, f"{action}: the goal is now {state.status}"
                               + (f"/{state.reason}" if state.reason else ""))
         return HttpResponseRedirect(back)
+
+
+def command_for(action: str, operator: str, reason: str, gate: str = "") -> Any:
+    """The domain command behind an operator action."""
+    return {
+        "stop": lambda: Stop(operator, reason),
+        "recover": lambda: Recover(operator, reason),
+        "approve": lambda: ResolveApproval(gate, "approve", operator, reason),
+        "reject": lambda: ResolveApproval(gate, "reject", operator, reason),
+    }[action]()
+
+
+def refusal_of(state: GoalState, command: Any) -> DomainError | None:
+    """What the domain would say to the command now: None if it would accept
+    it. ``decide`` is pure, so asking writes nothing, and the admin offers an
+    action exactly when the rules (wherever they move) allow it."""
+    try:
+        decide(state, command, clock.now())
+    except DomainError as error:
+        return error
+    return None
+
+
+def refusals(state: GoalState, operator: str) -> dict[str, DomainError | None]:
+    """Stop and recover, each with the domain's refusal or None (offered)."""
+    return {action: refusal_of(state, command_for(action, operator, "probe"))
+            for action in ("recover", "stop")}
 
 
 def _int(value: str | None) -> int | None:
@@ -239,3 +334,80 @@ class EventAdmin(UUIDSearchMixin, ReadOnlyAdmin):
     def goal_link(self, event: Event) -> str:
         url = reverse("admin:ledger_goal_timeline", args=[event.goal_id])
         return format_html('<a href="{}#seq-{}">{}</a>', url, event.seq, event.goal.goal_key)
+
+
+# ---------------------------------------------------------------- the site
+
+admin.site.site_header = "Wake Ledger"
+admin.site.site_title = "Wake Ledger admin"
+admin.site.index_title = "Goals, events and who may see them"
+# "View site": the one public page a person reads, the API's documentation.
+admin.site.site_url = reverse_lazy("api:docs")
+
+
+# ---------------------------------------------------------------- django-q2, read-only
+#
+# Goal schedules belong to goals: a wake is scheduled, moved and cancelled by
+# the goal's own commands, which record why in its history. Editing a
+# Schedule row here would change when a goal wakes behind its ledger's back,
+# and resubmitting a task would replay a wake outside its claim. So django-q2's
+# own admin is shown read-only: no add, change, delete or resubmit action.
+
+
+def _read_only(base: type[admin.ModelAdmin]) -> type[admin.ModelAdmin]:
+    class ReadOnly(base):  # type: ignore[valid-type, misc]
+        actions = ()
+
+        def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+            return False
+
+        def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+            return False
+
+        def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+            return False
+
+    ReadOnly.__name__ = ReadOnly.__qualname__ = f"ReadOnly{base.__name__}"
+    return ReadOnly
+
+
+def _register_django_q_read_only() -> None:
+    from django_q import admin as q_admin
+    from django_q.models import Failure, OrmQ, Schedule, Success
+
+    for model, base in ((Schedule, q_admin.ScheduleAdmin), (Success, q_admin.TaskAdmin),
+                        (Failure, q_admin.FailAdmin), (OrmQ, q_admin.QueueAdmin)):
+        if admin.site.is_registered(model):
+            admin.site.unregister(model)
+            admin.site.register(model, _read_only(base))
+
+
+_register_django_q_read_only()
+
+
+# ---------------------------------------------------------------- users and groups
+#
+# Accounts are the one thing superusers edit here (Django's own user and group
+# admin, which only superusers may use): who may log in, with which role. The
+# three role groups are named in code (api.roles), so they cannot be renamed
+# or deleted here; a deleted one would silently strip every member's role.
+
+
+class RoleGroupAdmin(GroupAdmin):
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple:
+        fields = tuple(super().get_readonly_fields(request, obj))
+        return (*fields, "name") if obj is not None and obj.name in ROLES else fields
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is not None and obj.name in ROLES:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        # The bulk action too: role groups are kept.
+        super().delete_queryset(request, queryset.exclude(name__in=ROLES))
+
+
+if admin.site.is_registered(Group):
+    admin.site.unregister(Group)
+admin.site.register(Group, RoleGroupAdmin)

@@ -49,10 +49,17 @@ class Break:
     why: str
 
 
-def first_break(goal_id: str, links: Iterable[StoredLink]) -> tuple[Break | None, int, str]:
+def first_break(goal_id: str, links: Iterable[StoredLink], *, version: int | None = None,
+                last_hash: str | None = None) -> tuple[Break | None, int, str]:
     """Walk a goal's events in seq order; return the first broken link (or None),
-    how many links were checked, and the head hash."""
+    how many links were checked, and the head hash.
+
+    With ``version`` and ``last_hash`` (the goal row's record of its chain), the
+    chain must also end exactly there: a chain whose every link is sound can
+    still have lost its last events, or have had its last event rewritten with
+    a recomputed hash, and only the goal row remembers where it ended."""
     expected_prev, expected_seq, checked = GENESIS, 1, 0
+    hash_at_version = None
     for link in links:
         checked += 1
         if link.seq != expected_seq:
@@ -65,5 +72,26 @@ def first_break(goal_id: str, links: Iterable[StoredLink]) -> tuple[Break | None
                                 link.actor, link.recorded_at)
         if recomputed != link.hash:
             return Break(link.seq, "hash does not match the event's content"), checked, ""
+        if link.seq == version:
+            hash_at_version = link.hash
         expected_prev, expected_seq = link.hash, link.seq + 1
-    return None, checked, expected_prev
+    if version is None:
+        return None, checked, expected_prev
+    return head_break(version, last_hash or "", expected_seq - 1, hash_at_version), \
+        checked, expected_prev
+
+
+def head_break(version: int, last_hash: str, last_seq: int,
+               hash_at_version: str | None) -> Break | None:
+    """Compare the goal row's record of its chain (``version``, ``last_hash``)
+    with the chain as read: it ends at ``last_seq``, and its event at seq
+    ``version`` (if it has one) has the hash ``hash_at_version``."""
+    if last_seq < version:
+        return Break(last_seq + 1, f"the goal row records version {version} / head "
+                                   f"{last_hash} but the chain ends at seq {last_seq}")
+    if hash_at_version != last_hash:
+        return Break(version, f"the event's hash is not the goal row's head {last_hash}")
+    if last_seq > version:
+        return Break(version + 1, f"the chain goes on to seq {last_seq} past the goal row's "
+                                  f"version {version}")
+    return None

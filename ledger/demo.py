@@ -2,8 +2,8 @@
 `make run` finds a populated admin.
 
 Every goal is told through the commands the API and the scheduler run
-(``store.start``, ``scheduling.watchdogs.execute``, ``scheduling.claims.claim``,
-the sweeper's ``ExpireLease``), under a frozen clock moved forward step by
+(``store.start``, ``store.execute``, ``continuations.claim``, the sweeper's
+``ExpireLease``), under a frozen clock moved forward step by
 step. Nothing writes a Goal or Event row itself, so the histories are real:
 ``ledger replay --check`` and ``ledger verify`` pass, and internal watchdogs
 get their django-q2 schedules exactly as in production.
@@ -24,8 +24,9 @@ from django.conf import settings
 from django.db import transaction
 from django_q.models import Schedule
 
-from ledger import clock, store
+from ledger import clock, continuations, store
 from ledger.domain import (
+    AcquireLease,
     Artifact,
     Finish,
     GoalState,
@@ -37,9 +38,15 @@ from ledger.domain import (
     lease_stale_at,
 )
 from ledger.domain.runs import ReportRun, RequestApproval
-from ledger.domain.wakes import ExpireLease, PrepareWatchdog, TrackJob, UpdateJob
+from ledger.domain.wakes import (
+    ExpireLease,
+    PrepareWatchdog,
+    TrackJob,
+    UpdateJob,
+    reset_schedule_name,
+    schedule_name,
+)
 from ledger.models import Goal
-from scheduling import claims, dispatch, failures, watchdogs
 
 ROOT = "/srv/demo"
 AGENT = "demo-agent"
@@ -105,7 +112,8 @@ class Story:
             # As the API does: the stale grace is the server's, frozen into the goal.
             policy={**(policy or {}),
                     "stale_grace_seconds": settings.WAKELEDGER_STALE_GRACE_SECONDS},
-            session=session or {}, dispatchers=dispatch.names())
+            session=session or {}, dispatchers=frozenset(),
+            cadence_unit_seconds=settings.WAKELEDGER_CADENCE_UNIT_SECONDS)
         return self.new_worker()
 
     def new_worker(self) -> "Story":
@@ -120,7 +128,7 @@ class Story:
         return self
 
     def do(self, command: object, *, actor: str = AGENT) -> "Story":
-        self.state = watchdogs.execute(self.state.goal_id, command, actor=actor).state
+        self.state = store.execute(self.state.goal_id, command, actor=actor).state
         return self
 
     def proof(self) -> LeaseProof:
@@ -137,18 +145,14 @@ class Story:
         return self.do(Heartbeat(self.proof()))
 
     def watchdog(self) -> "Story":
-        cadence = self.state.policy.get("cadence_minutes", 60)
-        return self.do(PrepareWatchdog(self.proof(), watchdogs.interval_seconds(cadence), "UTC",
-                                       watchdogs.schedule_name(self.state.goal_id)))
+        return self.do(PrepareWatchdog(self.proof(), 0, "UTC"))
 
-    def rate_limited(self, error_text: str) -> "Story":
-        """What POST /runs does with a provider's error: classify it, parse the
-        reset, keep only those (the text itself is dropped)."""
-        now = clock.now()
-        reset_at = failures.parse_reset(error_text, now=now, tz="UTC")
-        return self.do(ReportRun(self.proof(), "error", failures.classify(error_text), reset_at,
-                                 reset_schedule_name=watchdogs.reset_schedule_name(
-                                     self.state.goal_id),
+    def rate_limited(self, error_text: str, *, resets_in: timedelta) -> "Story":
+        """What POST /runs does with a provider's error: it classifies the text
+        and parses its reset, keeps only those and drops the text. The story
+        states the reset its text says (``resets_in``)."""
+        return self.do(ReportRun(self.proof(), "error", "rate_limit", clock.now() + resets_in,
+                                 reset_schedule_name=reset_schedule_name(self.state.goal_id),
                                  margin_seconds=settings.WAKELEDGER_RESET_MARGIN_SECONDS))
 
     def finish(self, summary: str) -> "Story":
@@ -165,8 +169,8 @@ class Story:
         and a real cluster does not fire these past occurrences again."""
         goal_id = self.state.goal_id
         reset = bool(self.state.paused_until and self.state.reset_wake)
-        schedule = Schedule.objects.get(name=watchdogs.reset_schedule_name(goal_id) if reset
-                                        else watchdogs.schedule_name(goal_id))
+        schedule = Schedule.objects.get(name=reset_schedule_name(goal_id) if reset
+                                        else schedule_name(goal_id))
         intended = schedule.next_run
         self._move(intended + PICKUP_DELAY)
         if schedule.schedule_type == Schedule.ONCE:
@@ -175,11 +179,18 @@ class Story:
             while schedule.next_run <= clock.now():  # django-q2 without catch_up
                 schedule.next_run = schedule.calculate_next_run(schedule.next_run)
             schedule.save(update_fields=["next_run"])
-        result = claims.claim(goal_id, source="internal", actor=SCHEDULER,
-                              occurrence_id=f"internal:{goal_id}@{intended.isoformat()}")
+        kind = "reset" if reset else "recurring"
+        occurrence = (f"internal:{goal_id}@{intended.isoformat()}" if not reset
+                      else f"internal:{goal_id}@reset:{intended.isoformat()}")
+        result = continuations.claim(goal_id, source="internal", actor=SCHEDULER,
+                                     occurrence_id=occurrence, kind=kind,
+                                     intended_at=intended.isoformat())
         self.state = result.state
-        if result.lease:  # a granted continuation: its worker now holds the lease
-            self.token = result.lease["token"]
+        if result.outcome == "ready_for_pull":
+            # Dispatcher "none": the wake made the goal ready; its agent, polling
+            # as the skill document says, pulls it by taking the lease.
+            self.token = f"wll_{secrets.token_urlsafe(32)}"
+            self.do(AcquireLease(AGENT, self._digest()))
         return self
 
     def sweep(self) -> "Story":
@@ -236,8 +247,9 @@ def _rate_limited(s: Story) -> str:
                     session={"agent_id": "claude-code"})
     s.at(288).checkpoint("reproduced: fails 3 times in 50 runs", 25,
                          next_=("find the race",), files=("notes/flake.md",))
-    s.at(281).rate_limited("Claude usage limit reached. Your limit will reset in 35 minutes.")
-    s.wake()  # the one-off wake at the reset: a continuation, charged before its lease
+    s.at(281).rate_limited("Claude usage limit reached. Your limit will reset in 35 minutes.",
+                           resets_in=timedelta(minutes=35))
+    s.wake()  # the one-off wake at the reset; the agent pulls it, charged with its lease
     s.at(242).heartbeat()
     s.at(236).checkpoint("found the race: the coupon cache is shared between tests", 60,
                          next_=("give each test its own cache",))
@@ -296,9 +308,8 @@ def _interrupted(s: Story) -> str:
     s.at(122).checkpoint("extracted 120 articles", 10, next_=("translate 120 articles",))
     s.at(116).checkpoint("translated 30 of 120 articles", 35, files=("help/de/part-1.po",),
                          next_=("translate articles 31-120",), release=True)
-    s.wake()  # a continuation is granted... and never heard from again
+    s.wake()  # a continuation takes the lease... and is never heard from again
     s.after_stale().sweep()  # no sign of life by expiry + grace: INTERRUPTED_UNKNOWN
-    s.wake()  # the watchdog's next firing finds the goal blocked and cancels itself
     return "a continuation went silent: blocked INTERRUPTED_UNKNOWN (try `ledger recover`)"
 
 
@@ -333,7 +344,7 @@ def _paused(s: Story) -> str:
                         files=("CHANGELOG.draft.md",))
     s.at(26).heartbeat()
     s.at(21).rate_limited("Error code: 429 - Rate limit reached for gpt-5-codex on tokens "
-                          "per min. Please try again in 48m0s.")
+                          "per min. Please try again in 48m0s.", resets_in=timedelta(minutes=48))
     return "paused by a rate limit; its one-off wake fires after the reset"
 
 

@@ -1,7 +1,8 @@
 """A dependency-free progress bar for long operator commands (replay, verify).
 
-On a terminal it redraws one line; elsewhere (CI logs, pipes) it prints a line
-at every tenth of the work so logs stay short.
+On a terminal it redraws one line; elsewhere (CI logs, pipes, cron mail) it
+prints nothing: the commands end with a summary line of their own, and a log
+has no use for a bar.
 """
 
 import sys
@@ -19,25 +20,21 @@ class Progress:
         self.done = 0
         self.started = time.monotonic()
         self._tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self._last_decile = -1
+        self._drawn = -1  # the last percentage drawn
 
     def advance(self, n: int = 1) -> None:
         self.done += n
-        if self.total == 0:
+        if self.total == 0 or not self._tty:
             return
         fraction = min(self.done / self.total, 1.0)
-        if self._tty:
-            filled = int(fraction * self.width)
-            bar = "█" * filled + "·" * (self.width - filled)
-            self.stream.write(f"\r{self.label} [{bar}] {self.done}/{self.total} "
-                              f"{self._rate()}")
-            self.stream.flush()
-        else:
-            decile = int(fraction * 10)
-            if decile != self._last_decile and self.total >= 100:
-                self._last_decile = decile
-                self.stream.write(f"{self.label}: {self.done}/{self.total} "
-                                  f"({decile * 10}%) {self._rate()}\n")
+        percent = int(fraction * 100)
+        if percent == self._drawn:
+            return  # a redraw per percent, not per goal: 100k goals, 100 writes
+        self._drawn = percent
+        filled = int(fraction * self.width)
+        bar = "█" * filled + "·" * (self.width - filled)
+        self.stream.write(f"\r{self.label} [{bar}] {self.done}/{self.total} {self._rate()}")
+        self.stream.flush()
 
     def close(self) -> None:
         if self._tty and self.total:

@@ -2,7 +2,9 @@
 
 ``replay`` folds every goal's events from seq 1 and diffs the result against
 the stored projection (``--fix`` rewrites the projection, never the events).
-``verify`` recomputes every goal's hash chain and names the first broken link.
+``verify`` recomputes every goal's hash chain, checks that it ends where the
+goal row says it does (``version``, ``last_hash``) and names the first broken
+link.
 Both stream events in (goal, seq) order through the unique index, a batch of
 goals at a time, so memory stays flat however long the history is.
 """
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 
 from ledger.chain import Break, StoredLink, first_break
 from ledger.domain import Event, fold
@@ -95,19 +97,23 @@ def diff_goal(goal: Goal, events: Iterable[tuple]) -> tuple[list[Difference], di
 
 def replay(ids: list[str], *, fix: bool = False,
            progress: Callable[[int], None] | None = None) -> Iterator[GoalReport]:
-    """Yield a report for every goal whose projection differs from its events."""
+    """Yield a report for every goal whose projection differs from its events.
+
+    The first pass reads without locks. A goal row and its events are two
+    reads, so a command committing between them makes a difference that is not
+    there; every difference is therefore confirmed (and with ``fix`` repaired)
+    under the goal's row lock, from events read again under that lock."""
     for batch in _batches(ids):
         # in_bulk keys are UUIDs; the grouped rows' ids went through str().
         goals = {str(pk): goal for pk, goal in Goal.objects.in_bulk(batch).items()}
         seen = set()
         for goal_id, rows in _grouped(batch, "kind", "data", "recorded_at", "hash"):
             seen.add(goal_id)
-            goal = goals[goal_id]
-            differences, values = diff_goal(goal, (row[1:] for row in rows))
-            if differences and fix:
-                _rewrite(goal.pk, values)
+            differences, _ = diff_goal(goals[goal_id], (row[1:] for row in rows))
             if differences:
-                yield GoalReport(goal_id, differences, fixed=fix)
+                report = _confirm(goal_id, fix=fix)
+                if report is not None:
+                    yield report
             if progress:
                 progress(1)
         for goal_id in set(batch) - seen:
@@ -118,24 +124,50 @@ def replay(ids: list[str], *, fix: bool = False,
                 progress(1)
 
 
-def _rewrite(goal_pk: Any, values: dict[str, Any]) -> None:
+def _confirm(goal_id: str, *, fix: bool) -> GoalReport | None:
+    """Fold the goal's events again while holding its row lock (no command can
+    append meanwhile) and, with ``fix``, rewrite the projection from that fold.
+    The write is also conditional on the locked version: a projection is never
+    overwritten with one folded from fewer events than the goal has."""
     with transaction.atomic():
-        # Lock first so a command running meanwhile cannot be overwritten with
-        # a projection folded from fewer events than it just appended.
-        Goal.objects.select_for_update().filter(pk=goal_pk).values_list("pk").first()
-        Goal.objects.filter(pk=goal_pk).update(**values)
+        goal = Goal.objects.select_for_update().filter(pk=goal_id).first()
+        if goal is None:
+            return None
+        rows = (EventRow.objects.filter(goal_id=goal_id).order_by("seq")
+                .values_list("kind", "data", "recorded_at", "hash").iterator(chunk_size=CHUNK))
+        differences, values = diff_goal(goal, rows)
+        if not differences:
+            return None
+        if fix:
+            written = Goal.objects.filter(pk=goal_id, version=goal.version).update(**values)
+            if written != 1:
+                raise DatabaseError(f"goal {goal_id} changed under its row lock")
+        return GoalReport(goal_id, differences, fixed=fix)
 
 
 def verify(ids: list[str], *,
            progress: Callable[[int], None] | None = None) -> Iterator[ChainReport]:
-    """Yield one report per goal, broken or not."""
+    """Yield one report per goal, broken or not.
+
+    Each chain is checked link by link and then against the goal row's record
+    of where it ends (``version``, ``last_hash``), so events removed from the
+    end of a chain are found too. The goal rows are read before their events:
+    a command committing in between can only add events past the recorded
+    version, never remove any, so only that case is read again under the
+    goal's row lock before it is reported."""
+    fields = ("seq", "kind", "data", "actor", "recorded_at", "prev_hash", "hash")
     for batch in _batches(ids):
+        heads = {str(pk): (version, last_hash) for pk, version, last_hash in
+                 Goal.objects.filter(pk__in=batch).values_list("id", "version", "last_hash")}
         seen = set()
-        fields = ("seq", "kind", "data", "actor", "recorded_at", "prev_hash", "hash")
         for goal_id, rows in _grouped(batch, *fields):
             seen.add(goal_id)
+            version, last_hash = heads[goal_id]
             links = (StoredLink(*row[1:]) for row in rows)
-            broken, checked, _head = first_break(goal_id, links)
+            broken, checked, _head = first_break(goal_id, links, version=version,
+                                                 last_hash=last_hash)
+            if broken and broken.seq == version + 1 and checked > version:
+                broken, checked = _verify_locked(goal_id)
             yield ChainReport(goal_id, checked, broken)
             if progress:
                 progress(1)
@@ -144,3 +176,15 @@ def verify(ids: list[str], *,
             if progress:
                 progress(1)
 
+
+def _verify_locked(goal_id: str) -> tuple[Break | None, int]:
+    """The whole chain and its head again, with the goal row locked."""
+    with transaction.atomic():
+        version, last_hash = Goal.objects.select_for_update().filter(pk=goal_id).values_list(
+            "version", "last_hash").get()
+        rows = (EventRow.objects.filter(goal_id=goal_id).order_by("seq")
+                .values_list("seq", "kind", "data", "actor", "recorded_at", "prev_hash", "hash")
+                .iterator(chunk_size=CHUNK))
+        broken, checked, _head = first_break(goal_id, (StoredLink(*row) for row in rows),
+                                             version=version, last_hash=last_hash)
+    return broken, checked

@@ -7,10 +7,13 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from ledger.env import database_from_url, env_bool, env_int, env_json, env_list, env_str
+from ledger.files import private_var
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("WAKELEDGER_VAR_DIR", str(BASE_DIR / "var")))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+# var/ holds the SQLite ledger (admin sessions included), its WAL, the secret
+# key and the runs' logs: nobody but the service's user reads them.
+private_var(VAR_DIR, None if env_str("DATABASE_URL") else VAR_DIR / "ledger.sqlite3")
 
 
 def _secret_key() -> str:
@@ -22,6 +25,13 @@ def _secret_key() -> str:
     from_env = env_str("SECRET_KEY")
     if from_env:
         return from_env
+    if env_str("DATABASE_URL"):
+        # Several processes on several hosts share one PostgreSQL database; API
+        # tokens are keyed with SECRET_KEY, so one generated per var/ would make
+        # the same token valid on one process and 401 on the next.
+        raise ImproperlyConfigured(
+            "SECRET_KEY must be set when DATABASE_URL is: every web and qcluster process of a "
+            "PostgreSQL deployment shares one key (see docs/deploy.md).")
     path = VAR_DIR / "secret_key"
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -40,7 +50,11 @@ SECRET_KEY = _secret_key()
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
-SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+# The public base URL in links. Empty (the default): each request's own scheme
+# and host; where there is no request (dispatchers, `ledger bootstrap`/`demo`),
+# the local address on WAKELEDGER_PORT, which `make run` sets to its PORT.
+SITE_URL = env_str("SITE_URL", "").rstrip("/")
+LOCAL_URL = f"http://127.0.0.1:{env_int('WAKELEDGER_PORT', 8000, minimum=1, maximum=65535)}"
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -61,6 +75,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "ledger.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -83,6 +98,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "ledger.security.csp_nonce",
             ],
         },
     },
@@ -142,10 +158,79 @@ STORAGES = {
 
 LOGIN_URL = "admin:login"
 
+# ---------------------------------------------------------------- security
+# The production profile (docs/deploy.md): WAKELEDGER_HTTPS=1 when the site is
+# served over HTTPS only; WAKELEDGER_BEHIND_PROXY=1 when a reverse proxy (or
+# load balancer) terminates TLS and sets X-Forwarded-Proto / X-Forwarded-For.
+# Under both, `manage.py check --deploy` is clean.
+WAKELEDGER_HTTPS = env_bool("WAKELEDGER_HTTPS", False)
+WAKELEDGER_BEHIND_PROXY = env_bool("WAKELEDGER_BEHIND_PROXY", False)
+if WAKELEDGER_BEHIND_PROXY:
+    # Only safe when the proxy overwrites this header on every request.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    USE_X_FORWARDED_HOST = env_bool("WAKELEDGER_USE_X_FORWARDED_HOST", False)
+if WAKELEDGER_HTTPS:
+    SECURE_SSL_REDIRECT = env_bool("WAKELEDGER_SSL_REDIRECT", True)
+    # The load balancer's health checks come over plain HTTP.
+    SECURE_REDIRECT_EXEMPT = [r"^api/v1/health$"]
+    SECURE_HSTS_SECONDS = env_int("WAKELEDGER_HSTS_SECONDS", 31536000, minimum=1)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("WAKELEDGER_HSTS_INCLUDE_SUBDOMAINS", True)
+    # Makes the site eligible for browsers' preload lists; it is submitted
+    # only by hand (hstspreload.org).
+    SECURE_HSTS_PRELOAD = env_bool("WAKELEDGER_HSTS_PRELOAD", True)
+    # Turning one of these off is a decision (the proxy redirects; another
+    # site lives on a subdomain), not something `check --deploy` should nag about.
+    SILENCED_SYSTEM_CHECKS = [check for check, on in (
+        ("security.W008", SECURE_SSL_REDIRECT),
+        ("security.W005", SECURE_HSTS_INCLUDE_SUBDOMAINS),
+        ("security.W021", SECURE_HSTS_PRELOAD)) if not on]
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SESSION_COOKIE_NAME = "__Host-sessionid"
+    CSRF_COOKIE_NAME = "__Host-csrftoken"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# Admin sessions end after 8 hours, not Django's two weeks.
+SESSION_COOKIE_AGE = env_int("WAKELEDGER_SESSION_SECONDS", 8 * 3600, minimum=300)
+
+# Counters for the throttles below live here: the database cache, because every
+# gunicorn worker, web process and host must see the same counts and the
+# database is the one thing they all share (a file cache under var/ is per
+# host; the local-memory cache is per worker). The table is created by
+# `migrate` (api/apps.py) and by the test runner.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+        "LOCATION": "wakeledger_cache",
+        "OPTIONS": {"MAX_ENTRIES": 100_000},
+    }
+}
+# Bad bearer tokens: after LIMIT within WINDOW seconds of the first from one
+# address, every bearer request from it gets 429 throttled (Retry-After) for
+# WINDOW seconds.
+WAKELEDGER_BAD_TOKEN_LIMIT = env_int("WAKELEDGER_BAD_TOKEN_LIMIT", 20, minimum=1)
+WAKELEDGER_BAD_TOKEN_WINDOW_SECONDS = env_int("WAKELEDGER_BAD_TOKEN_WINDOW_SECONDS", 60,
+                                              minimum=1, maximum=86400)
+# Admin logins: after LIMIT failures for one username from one address (or
+# 5 x LIMIT for any usernames from one address) in LOCKOUT seconds, the login
+# form refuses that username from that address until the window ends.
+WAKELEDGER_LOGIN_FAILURE_LIMIT = env_int("WAKELEDGER_LOGIN_FAILURE_LIMIT", 10, minimum=1)
+WAKELEDGER_LOGIN_LOCKOUT_SECONDS = env_int("WAKELEDGER_LOGIN_LOCKOUT_SECONDS", 15 * 60,
+                                           minimum=1, maximum=86400)
+
 # ---------------------------------------------------------------- REST API
 # Request bodies above this are refused with 413 (agents send small JSON).
 WAKELEDGER_MAX_BODY_BYTES = env_int("WAKELEDGER_MAX_BODY_BYTES", 256 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = WAKELEDGER_MAX_BODY_BYTES
+# How long an Idempotency-Key's record (and so its replayable answer) is kept;
+# `ledger prune` and its hourly schedule delete older ones. At least an hour:
+# a client's retries must find the record of the attempt they repeat.
+WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS = env_int("WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS", 48,
+                                                 minimum=1, maximum=24 * 366)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -224,6 +309,12 @@ WAKELEDGER_STALE_GRACE_SECONDS = env_int("WAKELEDGER_STALE_GRACE_SECONDS", 60, m
 WAKELEDGER_RESET_MARGIN_SECONDS = env_int("WAKELEDGER_RESET_MARGIN_SECONDS", 120, minimum=0,
                                           maximum=3600)
 WAKELEDGER_SWEEP_MINUTES = env_int("WAKELEDGER_SWEEP_MINUTES", 1, minimum=1, maximum=60)
+# An outbox row still "sending" this long after its dispatcher's timeout
+# belongs to a sender that died mid-call: recorded as uncertain (rule 6).
+WAKELEDGER_OUTBOX_GRACE_SECONDS = env_int("WAKELEDGER_OUTBOX_GRACE_SECONDS", 60, minimum=0,
+                                          maximum=3600)
+# Fail points (scheduling/failpoints.py) for the crash tests; never in production.
+WAKELEDGER_FAILPOINTS_ENABLED = env_bool("WAKELEDGER_FAILPOINTS_ENABLED", False)
 # Dispatchers (what a granted internal wake does), configured by operators,
 # never by agents. JSON: {"name": {"type": "webhook" | "command", ...}}; see
 # scheduling/dispatch.py and the README.
@@ -237,7 +328,13 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # Tokens never reach a log, whoever logs them (a query string in
+    # django.server's request line, a library quoting a header).
+    "filters": {"redact": {"()": "ledger.redact.RedactSecrets"},
+                "client_errors_are_info": {"()": "ledger.logfilters.ClientErrorsAreInfo"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
+                             "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {"django.db.backends": {"level": "INFO"},
+                "django.request": {"filters": ["client_errors_are_info"]}},
 }

@@ -13,7 +13,7 @@ row carries the chain head (``last_hash``) and the last seq (``version``).
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -36,6 +36,7 @@ from ledger.domain import (
     evolve,
 )
 from ledger.domain.state import TERMINAL_STATUSES
+from ledger.domain.timing import next_wake_at
 from ledger.domain.validation import canonical_workspace
 from ledger.models import Event as EventRow
 from ledger.models import Goal
@@ -71,6 +72,7 @@ class Outcome:
     state: GoalState
     events: list[StoredEvent] = field(default_factory=list)
     created: bool = False
+    before: GoalState = field(default_factory=GoalState)  # the state the command was decided on
 
 
 def projected_columns(state: GoalState) -> dict[str, Any]:
@@ -85,26 +87,53 @@ def projected_columns(state: GoalState) -> dict[str, Any]:
         "status": state.status,
         "reason": state.reason,
         "lease_expires_at": _parse(state.lease.get("expires_at", "")),
-        "next_wake_at": _next_wake(state),
+        "next_wake_at": _parse(next_wake_at(state)),
         "paused_until": _parse(state.paused_until),
         "created_at": _parse(state.created_at),
         "updated_at": _parse(state.updated_at),
     }
 
 
-def _next_wake(state: GoalState) -> datetime | None:
-    """When a wake is next expected: the reset wake, else the live watchdog's."""
-    if state.terminal:
-        return None
-    candidates = [state.reset_wake.get("due_at", "") if state.paused_until else ""]
-    if state.watchdog.get("status") in ("requested", "live"):
-        candidates.append(state.watchdog.get("next_due_at", ""))
-    moments = [_parse(c) for c in candidates if c]
-    return min(moments) if moments else None
-
-
 def _parse(value: str) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
+
+
+# --------------------------------------------------------------------------- effects
+
+Effect = Callable[[str, "Outcome"], None]
+_effects: list[Effect] = []
+
+
+def register_effect(effect: Effect) -> None:
+    """Run ``effect(goal_id, outcome)`` inside the transaction of every command
+    that appended events, after they are written.
+
+    This is how the world outside the ledger is kept in step with it without
+    the ledger knowing that world: ``scheduling`` registers the effect that
+    creates and deletes django-q2 schedule rows and writes outbox rows, so a
+    schedule or a dispatch exists exactly when the committed events say so,
+    whichever shell (API, admin, command, task) ran the command. An effect
+    that raises rolls the whole command back.
+    """
+    if effect not in _effects:
+        _effects.append(effect)
+
+
+def _apply_effects(outcome: "Outcome") -> None:
+    if outcome.events:
+        for effect in _effects:
+            effect(outcome.state.goal_id, outcome)
+
+
+def canonical_id(goal_id: uuid.UUID | str) -> str:
+    """A goal id in its one hashed form (lower-case, hyphenated). Every spelling
+    ``uuid.UUID`` accepts (upper case, no hyphens, braces, ``urn:uuid:``) names
+    the same goal, but only this one may enter the chain: a hash computed over
+    another spelling would make ``verify`` report a false break forever."""
+    try:
+        return str(goal_id if isinstance(goal_id, uuid.UUID) else uuid.UUID(str(goal_id)))
+    except ValueError:
+        raise GoalNotFound(f"no goal {goal_id}") from None
 
 
 # --------------------------------------------------------------------------- commands
@@ -144,8 +173,11 @@ def start(command: StartGoal | RunGoal, *, actor: str,
                 )
                 full = replace(command, start=facts) if isinstance(command, RunGoal) else facts
                 if existing is not None:
-                    return _execute_locked(existing, full, actor, idempotency_key)
-                return _create(full, actor, idempotency_key)
+                    outcome = _execute_locked(existing, full, actor, idempotency_key)
+                else:
+                    outcome = _create(full, actor, idempotency_key)
+                _apply_effects(outcome)
+                return outcome
         except IntegrityError:
             # A concurrent start created the goal (or took the binding) between
             # our read and insert (PostgreSQL; SQLite's IMMEDIATE transactions
@@ -157,10 +189,16 @@ def start(command: StartGoal | RunGoal, *, actor: str,
 
 def execute(goal_id: uuid.UUID | str, command: Command, *, actor: str,
             idempotency_key: str | None = None) -> Outcome:
-    """Run one command against an existing goal, in one transaction."""
+    """Run one command against an existing goal, in one transaction, with the
+    effects its events call for (``register_effect``). The one entry point for
+    every command: API views, admin actions, management commands and
+    scheduler tasks all come here."""
+    goal_id = canonical_id(goal_id)
     try:
         with transaction.atomic():
-            return _execute_locked(goal_id, command, actor, idempotency_key)
+            outcome = _execute_locked(goal_id, command, actor, idempotency_key)
+            _apply_effects(outcome)
+            return outcome
     except IntegrityError as exc:
         # The (goal, seq) constraint: only reachable if something wrote the
         # goal without taking its row lock. Nothing was recorded.
@@ -168,7 +206,7 @@ def execute(goal_id: uuid.UUID | str, command: Command, *, actor: str,
 
 
 def load(goal_id: uuid.UUID | str) -> GoalState:
-    row = Goal.objects.filter(pk=goal_id).values_list("state", flat=True).first()
+    row = Goal.objects.filter(pk=canonical_id(goal_id)).values_list("state", flat=True).first()
     if row is None:
         raise GoalNotFound(f"no goal {goal_id}")
     return GoalState.from_dict(row)
@@ -180,7 +218,8 @@ def load(goal_id: uuid.UUID | str) -> GoalState:
 def _create(command: StartGoal | RunGoal, actor: str, idempotency_key: str | None) -> Outcome:
     now = clock.now()
     events = decide(GoalState(), command, now)
-    goal_id = command.start.goal_id if isinstance(command, RunGoal) else command.goal_id
+    goal_id = canonical_id(command.start.goal_id if isinstance(command, RunGoal)
+                           else command.goal_id)
     state, stored, head = _fold(goal_id, GoalState(), GENESIS, events, actor, idempotency_key)
     Goal.objects.create(id=goal_id, version=state.version, last_hash=head,
                         state=state.to_dict(), **projected_columns(state))
@@ -208,11 +247,14 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
         before = GoalState.from_dict(json.loads(raw_state) if isinstance(raw_state, str)
                                      else raw_state)
         # Read the clock only once the row is locked, so a goal's events are
-        # recorded in the order they were decided.
-        events = decide(before, command, clock.now())
+        # recorded in the order they were decided; and never earlier than the
+        # goal's last event: with several web and scheduler hosts, a clock a
+        # little behind another must not record time running backwards.
+        events = decide(before, command, monotonic_now(before))
         if not events:
-            return Outcome(before)
-        state, stored, head = _fold(str(goal_id), before, head, events, actor, idempotency_key)
+            return Outcome(before, before=before)
+        state, stored, head = _fold(canonical_id(goal_id), before, head, events, actor,
+                                    idempotency_key)
         cursor.execute(*_insert_sql(conn, sql, pk, stored))
         # Only the columns that changed: fewer values to adapt, and SQLite
         # leaves the indexes of untouched columns alone.
@@ -228,7 +270,17 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
         ))
         if cursor.rowcount != 1:
             raise IntegrityError("goal version moved under its row lock")
-    return Outcome(state, stored)
+    return Outcome(state, stored, before=before)
+
+
+def monotonic_now(state: GoalState) -> datetime:
+    """The clock, but never before the goal's last recorded event."""
+    now = clock.now()
+    if state.updated_at:
+        last = datetime.fromisoformat(state.updated_at)
+        if last > now:
+            return last
+    return now
 
 
 def _fold(goal_id: str, state: GoalState, head: str, events: Sequence[Event], actor: str,

@@ -4,35 +4,73 @@ from the projection and bounded slices of the history.
 Every query here is bounded by an index and a LIMIT, whatever the length of a
 goal's history: a page is a keyset slice of (goal, seq); the chart reads at
 most CHART_POINTS recent events; the chain badge checks the page it shows
-(a full verification is an explicit request).
+and, on the newest page, that the chain ends at the goal row's version and
+head hash, as ``ledger verify`` does (a full verification is an explicit
+request).
 """
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
+from django.db import transaction
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
+
 from ledger import clock
-from ledger.chain import event_hash
+from ledger.chain import event_hash, head_break
+from ledger.domain import TERMINAL_STATUSES
 from ledger.models import Event, Goal
 
 PAGE = 50
 CHART_POINTS = 300
-FAMILY_STYLE = {
-    # family: (icon, colour)
-    "goal": ("◆", "#2f6fde"),
-    "checkpoint": ("✔", "#1e8e3e"),
-    "lease": ("🔑", "#8a6d00"),
-    "wake": ("⏰", "#7b3fe4"),
-    "continuation": ("↻", "#7b3fe4"),
-    "receipt": ("🧾", "#5f6368"),
-    "run": ("⚠", "#d93025"),
-    "job": ("⚙", "#5f6368"),
-    "approval": ("✋", "#e37400"),
-    "workspace": ("📁", "#5f6368"),
+
+# Each event family's icon (inline SVG drawn in white on the family's colour:
+# no emoji, which Debian's Chromium shows as empty boxes without an emoji
+# font) and its colour. Shapes after Feather icons (MIT), 24x24 strokes.
+FAMILY_STYLE: dict[str, tuple[str, str, str]] = {
+    # family: (title, colour, SVG body)
+    "goal": ("goal", "#2f6fde",
+             '<path d="M4 15s1-1 4-1 5 2 8 2 4-1 4-1V3s-1 1-4 1-5-2-8-2-4 1-4 1z"/>'
+             '<line x1="4" y1="22" x2="4" y2="15"/>'),
+    "checkpoint": ("checkpoint", "#1e8e3e", '<polyline points="20 6 9 17 4 12"/>'),
+    "lease": ("lease", "#8a6d00",
+              '<circle cx="7.5" cy="15.5" r="4.5"/><path d="M10.7 12.3 21 2"/>'
+              '<path d="m16 7 3 3"/><path d="m18.5 4.5 2.5 2.5"/>'),
+    "wake": ("wake", "#7b3fe4",
+             '<circle cx="12" cy="13" r="8"/><polyline points="12 9 12 13 15 15"/>'
+             '<path d="M5 3 2 6"/><path d="m22 6-3-3"/>'),
+    "continuation": ("continuation", "#7b3fe4",
+                     '<polyline points="23 4 23 10 17 10"/>'
+                     '<path d="M20.49 15a9 9 0 1 1-2.13-9.36L23 10"/>'),
+    "receipt": ("receipt", "#5f6368",
+                '<path d="M14 2H6a2 2 0 0 0-2 2v16a2 2 0 0 0 2 2h12a2 2 0 0 0 2-2V8z"/>'
+                '<polyline points="14 2 14 8 20 8"/><line x1="8" y1="13" x2="16" y2="13"/>'
+                '<line x1="8" y1="17" x2="16" y2="17"/>'),
+    "run": ("run report", "#d93025", '<polyline points="22 12 18 12 15 21 9 3 6 12 2 12"/>'),
+    "job": ("job", "#5f6368",
+            '<rect x="4" y="4" width="16" height="16" rx="2"/><rect x="9" y="9" width="6" '
+            'height="6"/><path d="M9 1v3M15 1v3M9 20v3M15 20v3M20 9h3M20 14h3M1 9h3M1 14h3"/>'),
+    "approval": ("approval", "#e37400",
+                 '<path d="M12 22s8-4 8-10V5l-8-3-8 3v7c0 6 8 10 8 10z"/>'
+                 '<polyline points="9 12 11 14 15 10"/>'),
+    "workspace": ("workspace", "#5f6368",
+                  '<path d="M22 19a2 2 0 0 1-2 2H4a2 2 0 0 1-2-2V5a2 2 0 0 1 2-2h5l2 3h9a2 2 0 0 '
+                  '1 2 2z"/>'),
 }
-FAILURE_KINDS = ("run.reported", "goal.paused", "goal.blocked", "goal.failed")
-MARKER_KINDS = ("wake.claimed", *FAILURE_KINDS)
+OTHER_STYLE = ("event", "#5f6368", '<circle cx="12" cy="12" r="4"/>')
+
+# Chart markers: (kind, colour, legend label); a run report is a marker only
+# when it reports an error.
+MARKERS = {
+    "wake.claimed": ("#7b3fe4", "wake claimed"),
+    "goal.paused": ("#e37400", "paused (rate limit)"),
+    "run.reported": ("#d93025", "run error, blocked or failed"),
+    "goal.blocked": ("#d93025", "run error, blocked or failed"),
+    "goal.failed": ("#d93025", "run error, blocked or failed"),
+}
+MARKER_KINDS = tuple(MARKERS)
 
 
 @dataclass
@@ -55,12 +93,14 @@ def page(goal: Goal, *, before: int | None = None, after: int | None = None) -> 
     newer = rows[0].seq if rows and rows[0].seq < goal.version else None
     older = rows[-1].seq if rows and rows[-1].seq > 1 else None
     broken = _first_break_on_page(goal, rows)
+    if broken is None and (newer is None or (before is None and after is None)):
+        # The page that should end at the head: where truncation shows.
+        broken = _head_break(goal, rows)
     return TimelinePage(rows, newer, older, broken is None, broken)
 
 
 def _first_break_on_page(goal: Goal, rows: list[Event]) -> int | None:
-    """Recompute the hashes of the events shown and their links to each other
-    (and, on the newest page, to the projection's chain head)."""
+    """Recompute the hashes of the events shown and their links to each other."""
     ordered = sorted(rows, key=lambda e: e.seq)
     for event in ordered:
         digest = event_hash(event.prev_hash, str(goal.pk), event.seq, event.kind, event.data,
@@ -70,43 +110,138 @@ def _first_break_on_page(goal: Goal, rows: list[Event]) -> int | None:
     for previous, current in pairwise(ordered):
         if current.prev_hash != previous.hash:
             return current.seq
-    if ordered and ordered[-1].seq == goal.version and ordered[-1].hash != goal.last_hash:
-        return ordered[-1].seq
     return None
 
 
-def chart(goal: Goal, width: int = 640, height: int = 120) -> dict[str, Any]:
-    """An inline SVG's points: progress over time, wake and failure markers."""
+def _head_break(goal: Goal, rows: list[Event]) -> int | None:
+    """On the newest page, the same check as ``ledger verify``'s: the chain
+    ends at the goal row's version with the goal row's head hash.
+
+    ``goal`` was read before its events, so a command committing meanwhile
+    can only add events past ``goal.version``; those are looked at again
+    under the goal's row lock (two indexed lookups) before a break is shown."""
+    newest = max(rows, key=lambda e: e.seq, default=None)
+    last_seq = newest.seq if newest else 0
+    at_version = newest.hash if newest and newest.seq == goal.version else None
+    beyond = (Event.objects.filter(goal=goal, seq__gt=goal.version).order_by("-seq")
+              .values_list("seq", flat=True).first())
+    if beyond is None:
+        broken = head_break(goal.version, goal.last_hash, last_seq, at_version)
+        return broken.seq if broken else None
+    with transaction.atomic():
+        version, last_hash = Goal.objects.select_for_update().filter(pk=goal.pk).values_list(
+            "version", "last_hash").get()
+        last = (Event.objects.filter(goal=goal).order_by("-seq")
+                .values_list("seq", "hash").first()) or (0, None)
+        at = (Event.objects.filter(goal=goal, seq=version).values_list("hash", flat=True)
+              .first())
+    broken = head_break(version, last_hash, last[0], at)
+    return broken.seq if broken else None
+
+
+# The chart's geometry: a plot area inside margins for the axes' labels.
+CHART_WIDTH, CHART_HEIGHT = 720, 220
+MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 48, 24, 12, 34
+# Candidate distances between time ticks, the smallest giving at most MAX_TICKS.
+TICK_STEPS = [timedelta(seconds=s) for s in (
+    0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800,
+    21600, 43200, 86400, 2 * 86400, 7 * 86400, 14 * 86400, 30 * 86400, 90 * 86400, 365 * 86400)]
+MAX_TICKS = 6
+MIN_SPAN = timedelta(seconds=1)  # a goal started a moment ago still gets an axis
+
+
+def chart(goal: Goal) -> dict[str, Any]:
+    """An inline SVG's geometry: progress (a step line: it holds between
+    checkpoints) over the goal's own life, from its start (or from the oldest
+    of the CHART_POINTS events read, on a long history) to now, or to its end
+    once terminal; wake and failure markers; time and percent axes."""
     recent = list(
         Event.objects.filter(goal=goal, kind__in=("checkpoint.recorded", *MARKER_KINDS))
         .order_by("-seq").values("seq", "kind", "data", "recorded_at")[:CHART_POINTS]
     )[::-1]
-    if not recent:
-        return {"points": "", "markers": [], "width": width, "height": height}
-    start, end = recent[0]["recorded_at"], recent[-1]["recorded_at"]
-    span = max((end - start).total_seconds(), 1.0)
+    whole_life = len(recent) < CHART_POINTS
+    start = goal.created_at if whole_life or not recent else recent[0]["recorded_at"]
+    end = goal.updated_at if goal.status in TERMINAL_STATUSES else max(clock.now(),
+                                                                        goal.updated_at)
+    end = max(end, start + MIN_SPAN)
+    span = (end - start).total_seconds()
+    left, right = MARGIN_LEFT, CHART_WIDTH - MARGIN_RIGHT
+    top, bottom = MARGIN_TOP, CHART_HEIGHT - MARGIN_BOTTOM
 
     def x(moment: datetime) -> float:
-        return round(10 + (width - 20) * (moment - start).total_seconds() / span, 1)
+        return round(left + (right - left) * (moment - start).total_seconds() / span, 1)
 
-    def y(pct: int) -> float:
-        return round(height - 10 - (height - 20) * pct / 100, 1)
+    def y(pct: int | float) -> float:
+        return round(bottom - (bottom - top) * pct / 100, 1)
 
-    points, markers, pct = [], [], 0
+    pct = 0 if whole_life else None
+    points = [f"{left},{y(0)}"] if whole_life else []
+    markers = []
     for row in recent:
+        at = x(row["recorded_at"])
         if row["kind"] == "checkpoint.recorded":
-            pct = row["data"].get("progress_pct", pct)
-            points.append(f"{x(row['recorded_at'])},{y(pct)}")
-        else:
-            failure = row["kind"] in FAILURE_KINDS
-            markers.append({"x": x(row["recorded_at"]), "y": y(pct), "seq": row["seq"],
-                            "kind": row["kind"],
-                            "colour": "#d93025" if failure else "#7b3fe4"})
-    return {"points": " ".join(points), "markers": markers, "width": width, "height": height}
+            if pct is not None:
+                points.append(f"{at},{y(pct)}")
+            pct = row["data"].get("progress_pct", pct or 0)
+            points.append(f"{at},{y(pct)}")
+        elif row["kind"] != "run.reported" or row["data"].get("outcome") == "error":
+            colour, label = MARKERS[row["kind"]]
+            markers.append({"x": at, "y": y(pct or 0), "seq": row["seq"], "kind": row["kind"],
+                            "colour": colour, "label": label})
+    if pct is not None:
+        points.append(f"{right},{y(pct)}")
+    legend = [{"colour": colour, "label": label}
+              for colour, label in dict.fromkeys(MARKERS.values())]
+    return {
+        "width": CHART_WIDTH, "height": CHART_HEIGHT,
+        "left": left, "right": right, "top": top, "bottom": bottom,
+        "points": " ".join(points), "markers": markers,
+        "x_ticks": time_ticks(start, end, x),
+        "y_ticks": [{"y": y(p), "label": f"{p} %"} for p in (0, 25, 50, 75, 100)],
+        "start": start, "end": end, "ends_now": goal.status not in TERMINAL_STATUSES,
+        "legend": legend,
+    }
 
 
-def style(kind: str) -> tuple[str, str]:
-    return FAMILY_STYLE.get(kind.partition(".")[0], ("•", "#5f6368"))
+def time_ticks(start: datetime, end: datetime, x: Any) -> list[dict[str, Any]]:
+    """Ticks at round times (UTC) between start and end, labelled as
+    precisely as their spacing needs."""
+    span = end - start
+    step = next((s for s in TICK_STEPS if span / s <= MAX_TICKS), TICK_STEPS[-1])
+    if step < timedelta(seconds=1):
+        fmt = "%H:%M:%S.%f"
+    elif step < timedelta(minutes=1):
+        fmt = "%H:%M:%S"
+    elif step < timedelta(days=1):
+        fmt = "%H:%M" if span < timedelta(days=1) else "%b %d %H:%M"
+    else:
+        fmt = "%b %d"
+    epoch = datetime(2000, 1, 1, tzinfo=UTC)  # a Saturday midnight: days and hours round
+    first = epoch + step * -((epoch - start.astimezone(UTC)) // step)
+    ticks, moment = [], first
+    while moment <= end:
+        label = moment.astimezone(UTC).strftime(fmt)
+        ticks.append({"x": x(moment), "label": label[:-5] if fmt.endswith("%f") else label})
+        moment += step
+    return ticks
+
+
+def style(kind: str) -> tuple[str, str, str]:
+    """(title, colour, SVG body) of the kind's family."""
+    return FAMILY_STYLE.get(kind.partition(".")[0], OTHER_STYLE)
+
+
+def icon(kind: str) -> SafeString:
+    title, colour, body = style(kind)
+    return format_html(
+        # The colour is a rect's fill, not a style attribute: the
+        # Content-Security-Policy refuses inline style attributes.
+        '<svg class="wl-icon" viewBox="-4 -4 32 32" width="30" height="30" role="img" '
+        'aria-label="{} event" data-family="{}"><title>{} event</title>'
+        '<rect x="-4" y="-4" width="32" height="32" rx="6" fill="{}"/>'
+        '<g fill="none" stroke="#fff" stroke-width="2" stroke-linecap="round" '
+        'stroke-linejoin="round">{}</g></svg>',
+        title, kind.partition(".")[0], title, colour, mark_safe(body))  # noqa: S308 (constants)
 
 
 # ---------------------------------------------------------------- dashboard

@@ -7,9 +7,16 @@ class SchedulingConfig(AppConfig):
     verbose_name = "Scheduling"
 
     def ready(self) -> None:
-        from scheduling import dispatch, watchdogs
+        from ledger import store
+        from scheduling import dispatch, maintenance, outbox, watchdogs
 
         # A bad dispatcher configuration stops start-up, not the first wake.
         dispatch.configured()
+        # Schedule rows and outbox rows are written in the transaction of the
+        # events that call for them, whichever shell ran the command.
+        store.register_effect(watchdogs.apply)
+        store.register_effect(outbox.record)
         post_migrate.connect(watchdogs.ensure_sweeper, sender=self,
                              dispatch_uid="scheduling.ensure_sweeper")
+        post_migrate.connect(maintenance.ensure_prune_schedule, sender=self,
+                             dispatch_uid="scheduling.ensure_prune_schedule")

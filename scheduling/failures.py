@@ -9,6 +9,10 @@ what providers really print: Claude Code and claude.ai usage-limit notices, the 
 API, OpenAI's API and Codex CLI, Gemini's RESOURCE_EXHAUSTED bodies, rate-limit headers
 pasted into logs. tests/test_failures.py names the source of every message it checks.
 
+Both ``parse_reset`` and ``parse_retry_after`` answer an instant within ``[now, now +
+RESET_HORIZON]``: a reset already past is ``now`` (the limit has lifted), and one further
+than a week away is the horizon (see ``RESET_HORIZON``).
+
 Pure functions: no Django, no clock, no network. The caller passes ``now``; both functions
 run in time linear in the text, so a many-kilobyte log is fine.
 """
@@ -29,6 +33,15 @@ AUTH = "auth"
 OWNER_VERIFICATION = "owner_verification"
 UNCLASSIFIED = "unclassified"
 CLASSES = (RATE_LIMIT, AUTH, OWNER_VERIFICATION, UNCLASSIFIED)
+
+# The furthest a parsed reset may lie from `now`. The usage windows providers print are
+# per-minute, per-day, 5-hour and weekly ones, so a week covers every window that resets by
+# itself. A stated reset further away is either a misread, a typo or a monthly/billing cap
+# (Codex "resets on Jul 3", Copilot "wait 587 hours", a spend limit "until 2026-04-01"), and
+# an instant near the year 9999 overflows any arithmetic done on it later. It is read as
+# the horizon: the goal wakes then, finds the limit still there, and pauses again (with its
+# backoff and its continuation budget), so a goal is never paused forever by one message.
+RESET_HORIZON = timedelta(days=7)
 
 # Long texts are scanned lowercased instead of with re.IGNORECASE, which makes Python's re
 # several times slower. ASCII only, so the copy has the same length and the same positions
@@ -52,25 +65,34 @@ _OWNER = re.compile(
 
 # An HTTP status the text states as a status, not any number that happens to be 401:
 # "API Error: 401 {...}", "Error: 429 {", "Error code: 429 - {...}", "API Error (529 {",
-# "got status: 429 Too Many Requests", '"code": 429', "HTTP/1.1 429", "429 Rate limit
+# "got status: 429 Too Many Requests", '"code": 429', "status_code: 429" (Python SDKs),
+# '429 "Your team …' (xAI), "HTTP/1.1 429", "429 Rate limit
 # reached for gpt-4o", "401 Incorrect API key provided". A bare "Limit 10000, Used 401"
 # is no status. \W{0,6} lets escaped JSON through (\"code\\\": 429).
 _STATUS = re.compile(
-    r"(?:\berror|\bstatus(?:\s+code)?|\bcode|\bhttp(?:/[0-9](?:\.[0-9])?)?)\W{0,6}"
+    r"(?:\berror|\bstatus(?:[\s_]?code)?|\bcode|\bhttp(?:/[0-9](?:\.[0-9])?)?)\W{0,6}"
     r"(401|429|529)\b"
-    r"|\b(401|429|529)\s+(?:\{|too\s+many\s+requests|unauthori[sz]ed|overloaded|rate\s+limit"
+    r"|\b(401|429|529)\s+(?:\{|\"|too\s+many\s+requests|unauthori[sz]ed|overloaded|rate\s+limit"
     r"|resource|incorrect\s+api\s+key|invalid)",
 )
 
-# Rate limits, quotas, usage windows and capacity. Not a bare "limit reached": Claude
-# Code's "Context limit reached · /compact" is about the context window, not a quota.
+# Rate limits, quotas, usage windows (paid extra usage included), capacity and overload
+# notices (a 503 "Service Unavailable" is waited out like a 529), prepaid balances. Not a
+# bare "limit reached": Claude Code's "Context limit reached · /compact" is about the
+# context window, not a quota.
 _RATE = re.compile(
-    r"rate[\s_-]?limit|too\s+many\s+requests|quota|usage[\s_-]+limit|usage\s+window"
+    r"rate[\s_-]?limit|too[\s_-]+many[\s_-]+(?:requests|tokens|connections)|quota"
+    r"|usage[\s_-]+limit|usage\s+window|out\s+of\s+(?:extra\s+)?usage"
     r"|(?:weekly|daily|monthly|hourly|session|opus|sonnet|5[\s-]?hour|five[\s-]hour)\s+limit"
     r"|hit\s+your\s+(?:(?:usage|session|weekly|daily|monthly|opus|sonnet|5-hour|rate)\s+)?limit"
     r"|overloaded|resource[\s_]+(?:has\s+been\s+)?exhausted|exhausted\s+your\s+capacity"
-    r"|(?:over|at|out\s+of|insufficient|no)\s+capacity|capacity\s+constraints?"
-    r"|throttl|(?:tokens|requests)\s+per\s+(?:min|minute|day)\b",
+    r"|(?:over|at|out\s+of|insufficient|no)\s+capacity|capacity[\s_]+(?:constraints?|exceeded"
+    r"|exhausted)|high\s+demand|peak\s+load|service[\s_]?unavailable"
+    r"|throttl|(?:tokens|requests)\s+per\s+(?:min|minute|day)\b"
+    # Prepaid balance and spend caps: billing, but like OpenAI's insufficient_quota they
+    # lift without a new login, so the goal waits (with backoff) instead of failing.
+    r"|insufficient[\s_]+(?:balance|credits?|funds)|credit\s+balance\s+is\s+too\s+low"
+    r"|spending\s+limit|used\s+all\s+(?:(?:of\s+)?(?:your|the)\s+)?(?:available\s+)?credits",
 )
 
 # Expired, revoked or invalid credentials, and "log in again" prompts. "api key" alone is
@@ -333,10 +355,24 @@ def _clock(match: re.Match[str]) -> time | None:
     return time(hour, minute, second, microsecond)
 
 
+_LATEST = datetime.max.replace(tzinfo=UTC)
+_EARLIEST = datetime.min.replace(tzinfo=UTC)
+
+
+def _utc(moment: datetime) -> datetime:
+    """``moment`` in UTC, saturating at the ends of the calendar instead of overflowing:
+    "9999-12-31T23:59:59-05:00" is later than any instant Python can hold, which still
+    makes it a reset beyond the horizon, not an unreadable one."""
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        return _LATEST if moment.year > 1 else _EARLIEST
+
+
 def _in_zone(day: date, clock: time, zone: tzinfo) -> datetime:
     # fold=0: an ambiguous wall time (the repeated hour of a DST fall-back) is read as the
     # first one; a wall time inside a spring-forward gap comes out shifted by the gap.
-    return datetime.combine(day, clock, tzinfo=zone).astimezone(UTC)
+    return _utc(datetime.combine(day, clock, tzinfo=zone))
 
 
 def _next_date(month: int, day: int, today: date) -> date | None:
@@ -446,7 +482,7 @@ def _http_date(raw: str) -> datetime | None:
         return None
     if parsed is None:
         return None
-    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC)
+    return _utc(parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC))
 
 
 def _header_value(key: str, raw: str, now: datetime, zone: tzinfo) -> tuple[int, datetime] | None:
@@ -491,28 +527,91 @@ def _prose(verb: str, raw: str, now: datetime, zone: tzinfo) -> tuple[int, datet
     return (_ABSOLUTE, instant) if instant is not None else None
 
 
+def _horizon(now: datetime) -> datetime:
+    try:
+        return now + RESET_HORIZON
+    except OverflowError:  # `now` within a week of the year 10000
+        return _LATEST
+
+
+def _within_horizon(instant: datetime, now: datetime) -> datetime:
+    """Clamp to ``[now, now + RESET_HORIZON]``: a past reset means "now", a later one than
+    the horizon means "the horizon" (see ``RESET_HORIZON`` for why)."""
+    return min(max(instant, now), _horizon(now))
+
+
+_DELTA_SECONDS = re.compile(r"[0-9]{1,40}(?:\.[0-9]{1,9})?")
+
+
+def _stated_retry_after(text: str, now: datetime) -> datetime | None:
+    """The instant a Retry-After value names, unclamped (saturating at the end of the
+    calendar); None when it is no Retry-After value."""
+    if _DELTA_SECONDS.fullmatch(text):
+        seconds = Decimal(text)
+        if seconds > RESET_HORIZON.total_seconds():
+            return _horizon(now)  # absurd but well formed: the horizon is all it can mean
+        return now + timedelta(microseconds=math.ceil(seconds * 1_000_000))
+    if (instant := _http_date(text)) is not None:
+        return instant
+    # ISO 8601 / RFC 3339 with a time and an offset ("Z", "+02:00", "UTC"): a timestamp
+    # without one names no instant (the agent's local time? the server's?).
+    match = _ISO.fullmatch(text)
+    if match and match["hour"] is not None and (match["off"] or match["utc"]):
+        return _when(text, now, UTC)
+    return None
+
+
 def parse_retry_after(value: object, now: datetime) -> datetime | None:
-    """An HTTP Retry-After value: delta-seconds ("120", tolerated "1.5") or an HTTP-date
-    ("Wed, 21 Oct 2026 07:28:00 GMT"). None when it is neither (or negative, or absurd)."""
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
+    """An HTTP Retry-After value: delta-seconds ("120", tolerated "1.5"), an HTTP-date
+    ("Wed, 21 Oct 2026 07:28:00 GMT") or an ISO 8601 timestamp with an offset
+    ("2026-12-03T10:00:00Z"). None when it is none of these (negative, "soon", a date that
+    does not exist, a timestamp without an offset); otherwise an instant within
+    ``[now, now + RESET_HORIZON]``. Never raises; a naive ``now`` is taken as UTC."""
+    try:
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            return None
+        if not isinstance(now, datetime):
+            return None
+        now = _utc(now if now.tzinfo else now.replace(tzinfo=UTC))
+        instant = _stated_retry_after(str(value).strip(), now)
+        return None if instant is None else _within_horizon(instant, now)
+    except (ValueError, OverflowError, ArithmeticError):
         return None
-    text = str(value).strip()
-    if re.fullmatch(r"[0-9]{1,12}(?:\.[0-9]{1,9})?", text):
-        delta = _seconds(text)
-        return now + delta if delta is not None else None
-    return _http_date(text) or (_when(text, now, UTC) if _ISO.fullmatch(text) else None)
 
 
 def parse_reset(
     text: str, *, now: datetime, tz: str = "UTC", retry_after: str | None = None
 ) -> datetime | None:
-    """The instant (aware, UTC) at which the provider says the limit resets, with no safety
-    margin added; None when the text names none. Never raises.
+    """The instant (aware, UTC) at which to expect the limit lifted, with no safety margin
+    added: the reset the provider states (``stated_reset``), clamped to ``[now, now +
+    RESET_HORIZON]``. None when nothing names a reset. Never raises.
+
+    A reset already past answers ``now``: the limit has lifted (or the text is stale), and
+    either way the goal may try again at once. A reset beyond the horizon answers the
+    horizon; see ``RESET_HORIZON``.
+    """
+    try:
+        if not isinstance(now, datetime):
+            return None
+        now = _utc(now if now.tzinfo else now.replace(tzinfo=UTC))
+        stated = stated_reset(text, now=now, tz=tz, retry_after=retry_after)
+        return None if stated is None else _within_horizon(stated, now)
+    except Exception:  # the contract: any input, no exception
+        return None
+
+
+def stated_reset(
+    text: str, *, now: datetime, tz: str = "UTC", retry_after: str | None = None
+) -> datetime | None:
+    """The instant (aware, UTC) at which the provider says the limit resets, as stated:
+    not clamped, so it may be past or years away. Schedulers want ``parse_reset``; this is
+    what it clamps, kept separate so that tests and diagnostics can check the reading
+    itself. None when the text names none. Never raises.
 
     Precedence:
 
-    * A valid ``retry_after`` (the HTTP header: delta-seconds, fractions tolerated, or an
-      HTTP-date) wins over the text. An invalid one is ignored, not fatal.
+    * A valid ``retry_after`` (see ``parse_retry_after``) wins over the text. An invalid
+      one is ignored here, not fatal (the API refuses it before it gets here).
     * Then an instant the failure names (a date, a wall time, an epoch, an ISO timestamp),
       then a delay it names ("try again in 9.8s", "retryDelay": "37s", "retry-after: 30"),
       then window headers printed with every response (x-ratelimit-reset-*,
@@ -535,18 +634,16 @@ def parse_reset(
     * Relative phrases that are a client's own backoff ("Retrying in 4 seconds…") and
       timestamps outside a reset phrase (a log line's "timestamp") are not resets.
 
-    An instant in the past is returned as it is: it means the limit has already reset, and
-    the caller decides what to do (wake now, or treat the text as stale). A naive ``now``
-    is taken as UTC.
+    A naive ``now`` is taken as UTC.
     """
     try:
         if not isinstance(now, datetime):
             return None
-        now = (now if now.tzinfo else now.replace(tzinfo=UTC)).astimezone(UTC)
-        if retry_after is not None:
+        now = _utc(now if now.tzinfo else now.replace(tzinfo=UTC))
+        if isinstance(retry_after, str | int | float) and not isinstance(retry_after, bool):
             try:
-                from_header = parse_retry_after(retry_after, now)
-            except (ValueError, OverflowError):
+                from_header = _stated_retry_after(str(retry_after).strip(), now)
+            except (ValueError, OverflowError, ArithmeticError):
                 from_header = None
             if from_header is not None:
                 return from_header

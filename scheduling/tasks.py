@@ -1,58 +1,57 @@
-"""What django-q2 runs: the internal watchdog's wake and the lease sweeper.
+"""What django-q2 runs: a wake firing, and the minutely sweeper.
 
-Thin: each calls the same claim and store commands as the API.
+Thin: each calls the same store commands as the API.
 """
 
 import logging
 
 from django.db import DatabaseError
 
-from ledger import clock, store
+from ledger import clock, continuations, store
 from ledger.domain import DomainError
-from ledger.domain.wakes import ExpireLease, RecordDispatch
+from ledger.domain.wakes import ExpireLease
 from ledger.models import Goal
-from scheduling import claims, dispatch
+from scheduling import dispatch, failpoints, outbox
 
 logger = logging.getLogger(__name__)
 
 
-def fire_watchdog(goal_id: str, intended_date: str | None = None) -> str:
-    """A watchdog occurrence fired. Its id is the schedule's intended run time,
-    so the same occurrence fired twice (two clusters, a retry) is one claim."""
-    occurrence = f"internal:{goal_id}@{intended_date or clock.now().isoformat()}"
+def fire_watchdog(goal_id: str, intended_date: str | None = None,
+                  kind: str = "recurring") -> str:
+    """A wake fired: the recurring watchdog's slot, or a one-off wake (``kind``).
+    Its id is the schedule's intended run time, so the same occurrence fired
+    twice (two clusters, a retry) is one claim."""
+    intended = intended_date or clock.now().isoformat()
+    occurrence = f"internal:{goal_id}@{intended}" if kind == "recurring" else \
+        f"internal:{goal_id}@{kind}:{intended}"
     try:
-        result = claims.claim(goal_id, source="internal", occurrence_id=occurrence,
-                              actor="scheduler")
+        state = store.load(goal_id)
+        # Push: the dispatcher starts the continuation and carries its lease.
+        # A dispatcher that only notifies (none carries no lease) leaves the
+        # wake to be pulled, like "none".
+        name = state.policy.get("dispatch", "none")
+        push = name != "none" and dispatch.hands_over_lease(name)
+        result = continuations.claim(goal_id, source="internal", occurrence_id=occurrence,
+                                     actor="scheduler", kind=kind, intended_at=intended,
+                                     push=push)
     except store.GoalNotFound:
-        logger.warning("watchdog fired for unknown goal %s", goal_id)
+        logger.warning("a wake fired for unknown goal %s", goal_id)
         return "unknown_goal"
     logger.info("wake %s for goal %s: %s", occurrence, goal_id, result.outcome)
-    if result.outcome == "recurring_acquired":
-        _dispatch(goal_id, occurrence, result)
+    if result.outcome in ("recurring_acquired", "ready_for_pull"):
+        # The claim committed first (lease granted, charge and outbox row
+        # recorded), so a crash from here on never hands out a continuation
+        # the ledger does not know of.
+        failpoints.reached("claim.after_commit")
+        outbox.send_pending(store.canonical_id(goal_id))
     return result.outcome
 
 
-def _dispatch(goal_id: str, occurrence: str, result: claims.Claim) -> None:
-    """After the claim committed (the lease is granted and recorded first, so a
-    crash here never hands out a continuation the ledger does not know)."""
-    name = result.state.policy.get("dispatch", "none")
-    if name == "none":
-        return  # the agent or its host polls and claims
-    outcome = dispatch.dispatch(
-        name, goal_id=goal_id, occurrence_id=occurrence,
-        session_key=result.state.session_key, packet=result.packet or {},
-        report=result.report, lease=result.lease or {})
-    try:
-        store.execute(goal_id, RecordDispatch(occurrence, name, outcome.ok, outcome.detail),
-                      actor="scheduler")
-    except DomainError as error:  # the goal ended meanwhile: nothing to record on it
-        logger.info("dispatch of %s not recorded: %s", occurrence, error.detail)
-
-
 def sweep_leases() -> int:
-    """Record lease.expired for every lease past its expiry and stale grace.
+    """Record lease.expired for every lease past its expiry and stale grace,
+    and finish the outbox: rows a crashed sender left pending or sending.
     Candidates come from the indexed lease_expires_at column; the domain
-    decides (grace, running jobs)."""
+    decides (grace, running jobs, rule 6)."""
     now = clock.now()
     expired = 0
     candidates = Goal.objects.filter(lease_expires_at__lt=now).values_list("id", flat=True)
@@ -63,6 +62,9 @@ def sweep_leases() -> int:
             logger.warning("sweeper could not expire goal %s: %s", goal_id, error)
             continue
         expired += bool(outcome.events)
+        failpoints.reached("sweeper.after_expire")
     if expired:
         logger.info("lease sweeper expired %d lease(s)", expired)
+    outbox.resolve_stuck()
+    outbox.send_pending()
     return expired

@@ -1,87 +1,79 @@
-"""The server's side of internal watchdogs: django-q2 schedules.
+"""The server's side of wakes: django-q2 schedule rows kept in step with the events.
 
-A command whose events say "an internal watchdog was created" or "…was
-cancelled" gets its django-q2 Schedule created or deleted in the same
-transaction as those events, so the ledger and the scheduler never disagree.
+``apply`` is registered with the store (``store.register_effect``) and runs
+inside the transaction of every command that appended events, so the ledger
+and the scheduler never disagree, whichever shell ran the command. It
+creates and deletes:
+
+- the goal's one recurring watchdog (``wakeledger-watchdog-<goal>``), on its
+  internal ``created`` / ``cancelled`` receipts;
+- the one-off wake at a rate-limit reset (``wakeledger-reset-<goal>``) and the
+  one-off wake the agent asked for (``wakeledger-wake-<goal>``), created by
+  their ``wake.scheduled`` events and deleted once the state no longer has them
+  pending (a wake or a lease used them up, the goal ended).
+
 django-q2 does not enforce unique schedule names; the ledger does: the domain
 creates a watchdog only when the goal has none live, under the goal's row lock.
 """
 
-import uuid
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django_q.models import Schedule
 
 from ledger import store
-from ledger.domain import Command
 from ledger.domain.events import RECEIPT_RECORDED, WAKE_SCHEDULED
+from ledger.domain.wakes import (
+    requested_schedule_name,
+    reset_schedule_name,
+    schedule_name,
+)
 
 FIRE = "scheduling.tasks.fire_watchdog"
 SWEEP = "scheduling.tasks.sweep_leases"
 SWEEPER_NAME = "wakeledger-lease-sweeper"
 
 
-def schedule_name(goal_id: str | uuid.UUID) -> str:
-    return f"wakeledger-watchdog-{goal_id}"
-
-
-def interval_seconds(cadence_minutes: int) -> int:
-    return cadence_minutes * settings.WAKELEDGER_CADENCE_UNIT_SECONDS
-
-
-def execute(goal_id: str | uuid.UUID, command: Command, *, actor: str,
-            idempotency_key: str | None = None) -> store.Outcome:
-    """store.execute plus the schedule changes its events call for, atomically."""
-    with transaction.atomic():
-        outcome = store.execute(goal_id, command, actor=actor, idempotency_key=idempotency_key)
-        apply(str(goal_id), outcome)
-    return outcome
-
-
-def reset_schedule_name(goal_id: str | uuid.UUID) -> str:
-    return f"wakeledger-reset-{goal_id}"
-
-
-_ENDINGS = frozenset({"goal.completed", "goal.failed", "goal.blocked", "goal.stopped"})
+__all__ = ["apply", "ensure_sweeper", "requested_schedule_name", "reset_schedule_name",
+           "schedule_name"]
 
 
 def apply(goal_id: str, outcome: store.Outcome) -> None:
+    """The store effect: schedule rows follow the events (see the module doc)."""
+    before, after = outcome.before, outcome.state
     for event in outcome.events:
-        if event.kind == WAKE_SCHEDULED and event.data.get("kind") == "reset":
-            # The one-off wake at a rate-limit reset (rule 9 allows it beside
-            # the watchdog). django-q2 deletes a ONCE schedule after it ran.
-            Schedule.objects.filter(name=event.data["schedule_name"]).delete()
-            Schedule.objects.create(
-                name=event.data["schedule_name"], func=FIRE, args=repr(goal_id),
-                schedule_type=Schedule.ONCE, repeats=-1,
-                next_run=datetime.fromisoformat(event.data["due_at"]),
-                intended_date_kwarg="intended_date")
-            continue
-        if event.kind in _ENDINGS:
-            Schedule.objects.filter(name=reset_schedule_name(goal_id)).delete()
-            continue
-        if event.kind != RECEIPT_RECORDED or event.data.get("backend") != "internal":
-            continue
-        name = event.data["schedule_name"]
-        # Any stray schedule of that name goes first: exactly one watchdog.
-        Schedule.objects.filter(name=name).delete()
-        if event.data["status"] == "created":
-            watchdog = outcome.state.watchdog
-            Schedule.objects.create(
-                name=name,
-                func=FIRE,
-                args=repr(goal_id),
-                schedule_type=Schedule.MINUTES,
-                # django-q2 counts whole minutes (and looks every 30 s).
-                minutes=max(1, round(watchdog["interval_seconds"] / 60)),
-                repeats=-1,
-                next_run=datetime.fromisoformat(event.data["due_at"]),
-                # The task learns which occurrence fired it: that is its claim id.
-                intended_date_kwarg="intended_date",
-            )
+        if event.kind == WAKE_SCHEDULED and event.data.get("kind") in ("reset", "requested"):
+            _one_off(goal_id, event.data["schedule_name"], event.data["kind"],
+                     datetime.fromisoformat(event.data["due_at"]))
+        elif event.kind == RECEIPT_RECORDED and event.data.get("backend") == "internal":
+            name = event.data["schedule_name"]
+            # Any stray schedule of that name goes first: exactly one watchdog.
+            Schedule.objects.filter(name=name).delete()
+            if event.data["status"] == "created":
+                Schedule.objects.create(
+                    name=name, func=FIRE, args=repr(goal_id),
+                    schedule_type=Schedule.MINUTES,
+                    # Whole minutes: the domain froze a whole-minute interval.
+                    minutes=max(1, after.watchdog["interval_seconds"] // 60),
+                    repeats=-1, next_run=datetime.fromisoformat(event.data["due_at"]),
+                    # The task learns which slot fired it: that is its claim id.
+                    intended_date_kwarg="intended_date")
+    # One-off wakes used up or dropped by this command.
+    for pending in ("reset_wake", "requested_wake"):
+        was, now = getattr(before, pending), getattr(after, pending)
+        if was.get("schedule_name") and was != now and (
+                not now or now.get("schedule_name") != was["schedule_name"]):
+            Schedule.objects.filter(name=was["schedule_name"]).delete()
+
+
+def _one_off(goal_id: str, name: str, kind: str, when: datetime) -> None:
+    # A later request replaces the pending one (one row per kind and goal).
+    # django-q2 deletes a ONCE schedule after it ran.
+    Schedule.objects.filter(name=name).delete()
+    Schedule.objects.create(name=name, func=FIRE, args=repr(goal_id),
+                            kwargs=repr({"kind": kind}), schedule_type=Schedule.ONCE,
+                            repeats=-1, next_run=when, intended_date_kwarg="intended_date")
 
 
 def ensure_sweeper(**_: Any) -> None:

@@ -16,6 +16,7 @@ import contextlib
 import glob
 import os
 import pwd
+import secrets
 import shutil
 import socket
 import subprocess
@@ -92,7 +93,10 @@ def main(argv: list[str]) -> int:
         return 0
     with server(bindir) as url:
         print(f"PostgreSQL {bindir.parent.name} started for the tests ({url})", flush=True)
-        return subprocess.call(argv, env={**os.environ, "DATABASE_URL": url})
+        # A PostgreSQL deployment must set SECRET_KEY (ledger/settings.py):
+        # one for the run, shared by every process the tests start.
+        key = os.environ.get("SECRET_KEY") or secrets.token_urlsafe(50)
+        return subprocess.call(argv, env={**os.environ, "DATABASE_URL": url, "SECRET_KEY": key})
 
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
 """The admin: read-only for everyone, a timeline per goal, a stuck-goals
 dashboard, operator actions through the domain commands."""
 
+import re
 import time
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -10,11 +13,11 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from ledger import chain, clock, store
+from ledger import chain, clock, store, timeline
+from ledger.admin import EventAdmin
 from ledger.domain import GoalState, RecordCheckpoint, evolve
 from ledger.domain.runs import ReportRun, RequestApproval
 from ledger.models import Event, Goal
-from scheduling import watchdogs
 from tests.factories import GoalFactory, proof_of
 
 pytestmark = pytest.mark.django_db
@@ -35,7 +38,7 @@ def staff(username: str, role: str | None = None, superuser: bool = False) -> Cl
 def blocked_goal(reason_class: str = "unclassified") -> Goal:
     goal = GoalFactory(checkpoints=2)
     state = GoalState.from_dict(goal.state)
-    watchdogs.execute(goal.pk, ReportRun(proof_of(state), "error", reason_class),
+    store.execute(goal.pk, ReportRun(proof_of(state), "error", reason_class),
                       actor="agent-1")
     return Goal.objects.get(pk=goal.pk)
 
@@ -175,6 +178,14 @@ def test_a_100k_event_timeline_opens_with_bounded_queries():
     assert counts[big.version] == counts[small.version] <= 12
     print(f"timeline server time: {seconds}")  # measured, reported; not a timed assertion
 
+    # The event list over 100k events: a bounded count, an honest label.
+    started = time.perf_counter()
+    listing = client.get("/admin/ledger/event/").content.decode()
+    print(f"event changelist over {Event.objects.count()} events: "
+          f"{time.perf_counter() - started:.3f} s")
+    assert 'data-testid="result-count">more than 10,000 events' in listing
+    assert ">201</a>" in listing and ">202</a>" not in listing  # 10,001 rows known
+
 
 # ------------------------------------------------------------------ dashboard
 
@@ -187,6 +198,7 @@ def test_dashboard_groups_goals_needing_attention():
     page = client.get("/admin/ledger/goal/dashboard/").content.decode()
     assert "Blocked: UNCLASSIFIED" in page and "Blocked: BLOCKED_APPROVAL" in page
     assert page.count('data-testid="group"') == 2
+    assert page.count('data-testid="section-') == 1  # sections: one today, more to come
     assert "Stuck goals dashboard" in client.get("/admin/").content.decode()
 
 
@@ -242,3 +254,205 @@ def test_replay_shows_the_diff_first_then_fixes():
     assert Goal.objects.get(pk=goal.pk).status == "running"
     clean = client.get(f"/admin/ledger/goal/{goal.pk}/act/replay/").content.decode()
     assert 'data-testid="no-diff"' in clean
+
+
+# ------------------------------------------------------------------ honest counts
+
+
+def test_a_short_list_says_its_real_count_from_a_bounded_count():
+    client = staff("audrey", "auditor")
+    for _ in range(3):
+        GoalFactory()
+    with CaptureQueriesContext(connection) as queries:
+        page = client.get("/admin/ledger/goal/").content.decode()
+    assert 'data-testid="result-count">3 goals<' in page
+    assert "10000000" not in page and 'class="paginator"' in page and "?p=" not in page
+    counts = [q["sql"] for q in queries if "COUNT(" in q["sql"].upper()]
+    assert counts and all("LIMIT" in sql.upper() for sql in counts), counts
+
+
+def test_a_long_list_says_more_than_and_links_only_to_pages_with_rows(monkeypatch):
+    client = staff("audrey", "auditor")
+    goal = GoalFactory(checkpoints=44)  # and its start: over 45 events
+    monkeypatch.setattr(EventAdmin, "count_limit", 12)
+    monkeypatch.setattr(EventAdmin, "list_per_page", 5)
+    monkeypatch.setattr(EventAdmin, "list_max_show_all", 10)
+    first = client.get("/admin/ledger/event/").content.decode()
+    assert 'data-testid="result-count">more than 20 events<' in first  # (1 + 3 pages) * 5
+    assert "showall" not in first
+    linked = sorted({int(n) for n in re.findall(r'href="\?p=(\d+)"', first)})
+    assert linked == [2, 3, 4, 5]  # 21 rows known: page 5 holds row 21
+    for number in linked:
+        listing = client.get("/admin/ledger/event/", {"p": number}).content.decode()
+        assert listing.count('<tr class="') > 0, number
+    # Further pages count further; the last page knows the real total.
+    pages = -(-goal.version // 5)
+    last = client.get("/admin/ledger/event/", {"p": pages}).content.decode()
+    assert f'data-testid="result-count">{goal.version} events<' in last
+    assert client.get("/admin/ledger/event/", {"p": pages + 1}).url.endswith("?e=1")
+    searched = client.get("/admin/ledger/event/", {"q": str(goal.pk)}).content.decode()
+    assert 'data-testid="search-count">more than 20 results' in searched
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_postgres_shows_the_planners_estimate_for_an_unfiltered_list(monkeypatch):
+    client = staff("audrey", "auditor")
+    GoalFactory(checkpoints=30)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE ledger_event")
+    monkeypatch.setattr(EventAdmin, "count_limit", 10)
+    monkeypatch.setattr(EventAdmin, "list_per_page", 2)
+    monkeypatch.setattr(EventAdmin, "list_max_show_all", 2)
+    page = client.get("/admin/ledger/event/").content.decode()
+    assert re.search(r"more than 10 events \(about \d+, the database's estimate\)", page)
+    filtered = client.get("/admin/ledger/event/", {"kind": "checkpoint.recorded"})
+    assert "estimate" not in filtered.content.decode()
+
+
+# ------------------------------------------------------------------ icons and chart
+
+
+def test_every_event_has_an_svg_icon_with_a_title_and_no_emoji():
+    client = staff("audrey", "auditor")
+    goal = blocked_goal()
+    page = client.get(f"/admin/ledger/goal/{goal.pk}/timeline/").content.decode()
+    rows = page.split('data-testid="event"')[1:]
+    assert len(rows) == goal.version
+    for row in rows:
+        assert re.search(r'<svg class="wl-icon"[^>]*role="img"[^>]*><title>[a-z ]+ event</title>',
+                         row)
+    assert not re.search("[\u2600-\u27bf\U0001f000-\U0001faff]", page)
+
+
+def test_the_chart_spans_a_finished_goals_life_with_axes_and_legend():
+    goal = GoalFactory(checkpoints=4, finish="completed")
+    chart = timeline.chart(goal)
+    assert (chart["start"], chart["end"]) == (
+        goal.created_at, max(goal.updated_at, goal.created_at + timeline.MIN_SPAN))
+    points = [tuple(map(float, p.split(","))) for p in chart["points"].split()]
+    assert points[0] == (chart["left"], chart["bottom"])  # 0 % at the start
+    assert points[-1][0] == chart["right"]  # held to the goal's end
+    assert [tick["label"] for tick in chart["y_ticks"]] == ["0 %", "25 %", "50 %", "75 %",
+                                                          "100 %"]
+    assert len(chart["x_ticks"]) >= 2
+    assert {entry["label"] for entry in chart["legend"]} == {
+        "wake claimed", "paused (rate limit)", "run error, blocked or failed"}
+
+
+@pytest.mark.parametrize(("span", "pattern", "step"), [
+    (timedelta(seconds=0.4), r"\d\d:\d\d:\d\d\.\d", timedelta(seconds=0.1)),
+    (timedelta(seconds=90), r"\d\d:\d\d:\d\d", timedelta(seconds=15)),
+    (timedelta(hours=3), r"\d\d:\d\d", timedelta(minutes=30)),
+    (timedelta(days=2), r"[A-Z][a-z]{2} \d\d \d\d:\d\d", timedelta(hours=12)),
+    (timedelta(days=20), r"[A-Z][a-z]{2} \d\d", timedelta(days=7)),
+])
+def test_time_ticks_fall_on_round_times_inside_the_range(span, pattern, step):
+    start = datetime(2026, 3, 4, 5, 6, 7, 890_000, tzinfo=UTC)
+    ticks = timeline.time_ticks(start, start + span, lambda moment: moment)
+    assert 1 <= len(ticks) <= timeline.MAX_TICKS
+    assert all(start <= tick["x"] <= start + span for tick in ticks)
+    assert all(re.fullmatch(pattern, tick["label"]) for tick in ticks), ticks
+    assert all(b["x"] - a["x"] == step for a, b in pairwise(ticks))
+
+
+# ------------------------------------------------------------------ offered actions
+
+
+def offered(client, goal) -> set[str]:
+    page = client.get(f"/admin/ledger/goal/{goal.pk}/timeline/").content.decode()
+    return set(re.findall(r'data-testid="action-(\w+)"', page))
+
+
+def test_actions_are_offered_exactly_when_the_domain_accepts_them(monkeypatch):
+    client = staff("olga", "operator")
+    running, blocked = GoalFactory(), blocked_goal()
+    assert offered(client, running) == {"stop", "replay"}
+    assert offered(client, blocked) == {"recover", "stop", "replay"}
+    # The admin asks the domain; it holds no copy of the rule.
+    from ledger.domain import runs
+
+    monkeypatch.setattr(runs, "RECOVERABLE", runs.RECOVERABLE - {"UNCLASSIFIED"})
+    assert offered(client, blocked) == {"stop", "replay"}
+    monkeypatch.undo()
+    act(client, blocked, "stop", reason="abandoned")
+    assert offered(client, Goal.objects.get(pk=blocked.pk)) == {"replay"}
+    page = client.get(f"/admin/ledger/goal/{blocked.pk}/timeline/").content.decode()
+    assert 'data-testid="not-offered-stop"' in page and "accepts no more work" in page
+
+
+def test_an_action_the_domain_refuses_has_no_form():
+    client = staff("olga", "operator")
+    goal = GoalFactory()
+    page = client.get(f"/admin/ledger/goal/{goal.pk}/act/recover/").content.decode()
+    assert 'data-testid="refusal"' in page and "not_recoverable" in page
+    assert "<textarea" not in page
+    assert "<textarea" in client.get(f"/admin/ledger/goal/{goal.pk}/act/stop/") \
+        .content.decode()
+
+
+def test_gate_buttons_only_while_the_gate_can_be_resolved():
+    client = staff("olga", "operator")
+    goal = gated_goal()
+    page = client.get(f"/admin/ledger/goal/{goal.pk}/timeline/").content.decode()
+    assert "/act/approve/?gate=deploy" in page
+    act(client, goal, "stop", reason="not needed")
+    page = client.get(f"/admin/ledger/goal/{goal.pk}/timeline/").content.decode()
+    assert "/act/approve/" not in page and "/act/reject/" not in page
+
+
+# ------------------------------------------------------------------ the rest of the site
+
+
+def test_django_q_admin_is_read_only_even_for_superusers():
+    from django_q.models import Failure, Schedule
+
+    client = staff("root", superuser=True)
+    schedule = Schedule.objects.create(func="scheduling.tasks.sweep", name="probe",
+                                       schedule_type=Schedule.MINUTES, minutes=5)
+    failure = Failure.objects.create(id="f" * 32, name="probe", func="x", started=clock.now(),
+                                     stopped=clock.now(), success=False)
+    assert client.get("/admin/django_q/schedule/add/").status_code == 403
+    assert client.post(f"/admin/django_q/schedule/{schedule.pk}/change/",
+                       {"func": "os.system", "name": "x"}).status_code == 403
+    assert client.post(f"/admin/django_q/schedule/{schedule.pk}/delete/",
+                       {"post": "yes"}).status_code == 403
+    view = client.get(f"/admin/django_q/schedule/{schedule.pk}/change/").content.decode()
+    assert 'name="_save"' not in view and "scheduling.tasks.sweep" in view
+    for model in ("schedule", "success", "failure"):
+        listing = client.get(f"/admin/django_q/{model}/").content.decode()
+        assert 'name="action"' not in listing, model
+    resubmit = client.post("/admin/django_q/failure/", {"action": "resubmit_task",
+                                                        "_selected_action": [failure.pk]})
+    assert resubmit.status_code in (200, 302)
+    assert Failure.objects.filter(pk=failure.pk).exists()
+    assert Schedule.objects.get(pk=schedule.pk).func == "scheduling.tasks.sweep"
+
+
+def test_superusers_edit_accounts_but_not_the_role_groups():
+    client = staff("root", superuser=True)
+    auditor = Group.objects.get(name="auditor")
+    assert client.get("/admin/auth/user/add/").status_code == 200
+    assert client.post(f"/admin/auth/group/{auditor.pk}/delete/", {"post": "yes"}) \
+        .status_code == 403
+    form = client.get(f"/admin/auth/group/{auditor.pk}/change/").content.decode()
+    assert 'name="name"' not in form  # the role's name is read-only
+    client.post("/admin/auth/group/", {"action": "delete_selected", "post": "yes",
+                                       "_selected_action": [auditor.pk]})
+    assert Group.objects.filter(name="auditor").exists()
+    other = Group.objects.create(name="release-managers")
+    assert client.post(f"/admin/auth/group/{other.pk}/delete/", {"post": "yes"}) \
+        .status_code == 302
+    assert not Group.objects.filter(pk=other.pk).exists()
+
+
+def test_the_root_and_view_site_lead_somewhere(client):
+    browser = client.get("/", HTTP_ACCEPT="text/html,application/xhtml+xml,*/*;q=0.8")
+    assert (browser.status_code, browser.url) == (302, "/admin/")
+    program = client.get("/", HTTP_ACCEPT="*/*")
+    assert program.status_code == 200
+    assert program.json()["docs"] == "http://testserver/api/v1/docs"
+    assert program.json()["api"] == "http://testserver/api/v1/"
+    assert client.get(program.json()["docs"]).status_code == 200
+    assert client.post("/").status_code == 405
+    index = staff("audrey", "auditor").get("/admin/").content.decode()
+    assert '<a href="/api/v1/docs">View site</a>' in index

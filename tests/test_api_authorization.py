@@ -70,6 +70,8 @@ ENDPOINTS = {
     "POST stop": ("POST", "goals/{gid}/stop", lambda lease: {"reason": "wrong repo"}),
     # A running goal is not recoverable: the operator reaches the domain's refusal.
     "POST recover": ("POST", "goals/{gid}/recover", lambda lease: {"reason": "retry"}),
+    # The agent holds a live lease: the operator's wake is recorded as worker_busy_noop.
+    "POST wake": ("POST", "goals/{gid}/wake", lambda lease: {"reason": "reset came early"}),
     "GET alerts": ("GET", "alerts", None),
 }
 GOAL_SCOPED = [name for name, (_, path, _) in ENDPOINTS.items() if "{gid}" in path]
@@ -100,6 +102,7 @@ MATRIX = [
     ("POST resolve",            403,   403,         403,     404),
     ("POST stop",               403,   403,         403,     200),
     ("POST recover",            403,   403,         403,     409),
+    ("POST wake",               403,   403,         403,     200),
     ("GET alerts",              200,   200,         200,     200),
 ]
 ROLES = ("agent", "other_agent", "auditor", "operator")
@@ -255,7 +258,7 @@ def test_another_agent_cannot_tell_a_foreign_goal_from_a_missing_one(goal, other
     assert answers[0][0].status_code == (403 if endpoint in OPERATOR_ONLY else 404)
 
 
-OPERATOR_ONLY = {"POST resolve", "POST stop", "POST recover"}
+OPERATOR_ONLY = {"POST resolve", "POST stop", "POST recover", "POST wake"}
 
 
 @pytest.mark.parametrize(("role", "status"), [

@@ -320,8 +320,10 @@ def test_the_key_is_stored_on_every_event_the_request_appended(agent, clock):
                key="cp-last")
     tail = list(Event.objects.filter(goal_id=gid, seq__gt=3).order_by("seq")
                 .values_list("kind", "idempotency_key"))
+    # The release left the goal with no watchdog: the same command arms it.
     assert tail == [("checkpoint.recorded", None), ("checkpoint.recorded", "cp-last"),
-                    ("lease.released", "cp-last")]
+                    ("lease.released", "cp-last"), ("wake.scheduled", "cp-last"),
+                    ("receipt.recorded", "cp-last")]
 
 
 # ----------------------------------------------------------------- invalid keys

@@ -108,5 +108,7 @@ def test_agent_lifecycle_through_the_cli(live_server, agent_token, tmp_path):
 
     kinds = list(Event.objects.filter(goal_id=goal_id).order_by("seq")
                  .values_list("kind", flat=True))
+    # The release arms the goal's watchdog (liveness); finishing cancels it.
     assert kinds == ["goal.started", "workspace.bound", "lease.acquired", "checkpoint.recorded",
-                     "lease.renewed", "lease.released", "lease.acquired", "goal.completed"]
+                     "lease.renewed", "lease.released", "wake.scheduled", "receipt.recorded",
+                     "lease.acquired", "receipt.recorded", "goal.completed"]

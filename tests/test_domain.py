@@ -94,10 +94,12 @@ def test_start_records_the_plan_as_the_first_checkpoint_and_binds_the_workspace(
     assert state.next_actions == ["reproduce", "fix"]
     assert state.checkpoints == 1
     assert state.workspace_bound
-    assert state.version == 2  # goal.started, workspace.bound
+    # goal.started, workspace.bound, and (no lease: liveness) its watchdog
+    assert state.version == 4
+    assert state.watchdog["status"] == "live"
     assert state.policy == {"lease_seconds": 600, "cadence_minutes": 60, "max_continuations": 3,
                             "max_wake_retries": 5, "scheduler": "internal", "dispatch": "none",
-                            "stale_grace_seconds": 60}
+                            "stale_grace_seconds": 60, "interval_seconds": 3600}
     assert state.created_at == state.updated_at == "2026-12-02T09:00:00.000000Z"
 
 

@@ -42,7 +42,8 @@ from ledger.domain.runs import (
     ResolveApproval,
     Stop,
 )
-from ledger.domain.wakes import ClaimWake, ExpireLease, PrepareWatchdog
+from ledger.domain.timing import liveness, slot_of
+from ledger.domain.wakes import CONSUMING, ClaimWake, ExpireLease, PrepareWatchdog, WakeNow
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SHAS = ["0" * 64, "1" * 64, "2" * 64]
@@ -80,14 +81,18 @@ runs = st.builds(ReportRun, proof=st.none(), outcome=st.sampled_from(["ok", "err
                  error_class=st.sampled_from(CLASSES),
                  reset_at=st.none() | st.just(T0 + timedelta(hours=3)),
                  reset_schedule_name=st.just("reset-g"))
-wakes_ = st.builds(ClaimWake, occurrence_id=st.sampled_from(["o1", "o2", "o3", "o4"]),
+wakes_ = st.builds(ClaimWake, occurrence_id=st.sampled_from(["o1", "o2", "o3", "o4", ""]),
                    source=st.sampled_from(["internal", "host"]), holder=st.just(""),
-                   token_sha256=st.sampled_from(TOKENS))
+                   token_sha256=st.sampled_from(TOKENS), push=st.booleans(),
+                   kind=st.sampled_from(["recurring", "recurring", "reset"]))
 operator = st.one_of(
     st.builds(ResolveApproval, gate=st.just("deploy"),
               decision=st.sampled_from(["approve", "reject"]), operator=st.just("op")),
     st.builds(Recover, operator=st.just("op"), reason=st.just("because")),
     st.builds(Stop, operator=st.just("op"), reason=st.just("enough")),
+    st.builds(WakeNow, operator=st.just("op"), reason=st.just("now"),
+              occurrence_id=st.sampled_from(["op-1", "op-2"]), token_sha256=st.just(TOKENS[2]),
+              push=st.booleans()),
 )
 templates = st.one_of(checkpoint, checkpoint, checkpoint, finish, acquire, acquire,
                       st.just(Heartbeat(None)), st.just(ReleaseLease(None)),
@@ -172,7 +177,11 @@ def test_a_terminal_goal_only_gets_the_events_design_allows(prefix, probes):
             events = decide(state, with_proof(probe, state), T0 + timedelta(days=31))
         except DomainError:
             continue
-        assert {e.kind for e in events} <= TERMINAL_ALLOWED_KINDS
+        # A recovery ends the terminal state; what it sets up after (its
+        # re-armed watchdog) belongs to a goal that is active again.
+        kinds = [e.kind for e in events]
+        upto = kinds.index("goal.recovered") + 1 if "goal.recovered" in kinds else len(kinds)
+        assert set(kinds[:upto]) <= TERMINAL_ALLOWED_KINDS
 
 
 @settings(max_examples=300)
@@ -284,3 +293,62 @@ def test_every_granted_wake_is_charged_first(history):
             if any(k.startswith("lease.acquired") or k == "lease.taken_over" for k in kinds):
                 assert "continuation.charged" in kinds
                 assert kinds.index("continuation.charged") < len(kinds) - 1
+
+
+# ------------------------------------------------------------------ liveness and wake timing
+
+
+@settings(max_examples=300)
+@given(histories)
+def test_no_goal_is_ever_silently_stuck(history):
+    """DESIGN section 6: after every command, an active goal is working,
+    scheduled, ready or needs a human (with the internal scheduler, which the
+    server can always re-arm)."""
+    _state, _events, trace = run(history)
+    for _command, _before, now, result in trace:
+        if isinstance(result, DomainError):
+            continue
+        after = fold(result, _before)
+        assert liveness(after, now) is not None, (after.status, after.reason, after.watchdog)
+
+
+@settings(max_examples=300)
+@given(histories)
+def test_claims_that_are_not_granted_consume_nothing_and_never_move_the_anchor(history):
+    _state, _events, trace = run(history)
+    for command, before, _now, result in trace:
+        if not isinstance(command, ClaimWake) or isinstance(result, DomainError):
+            continue
+        after = fold(result, before)
+        outcomes = [e.data["outcome"] for e in result if e.kind == "wake.claimed"]
+        if outcomes and outcomes[0] not in CONSUMING:
+            assert after.claimed == before.claimed
+        if before.watchdog.get("anchor") and after.watchdog.get("anchor"):
+            assert after.watchdog["anchor"] == before.watchdog["anchor"]
+
+
+@settings(max_examples=300)
+@given(histories)
+def test_only_recovery_continuations_are_charged(history):
+    """Rule 5: a charge follows an unclean end (an expired or stale lease, a
+    rate limit), never a clean release followed by the next slot."""
+    _state, _events, trace = run(history)
+    for command, before, _now, result in trace:
+        if isinstance(result, DomainError) or not any(
+                e.kind == "continuation.charged" for e in result):
+            continue
+        assert (before.lease or before.lease_end == "expired" or before.paused_until
+                or before.ready.get("charge")), (type(command).__name__, before.lease_end)
+
+
+@settings(max_examples=500)
+@given(anchor_minute=st.integers(0, 59), interval=st.sampled_from([60, 600, 3600, 86400]),
+       k=st.integers(0, 1000), delay=st.floats(-0.49, 0.49))
+def test_a_fire_belongs_to_its_nearest_slot(anchor_minute, interval, k, delay):
+    """No drift: a fire up to half an interval late or early belongs to the
+    slot it was meant for, so later slots never shift."""
+    anchor = T0 + timedelta(minutes=anchor_minute)
+    watchdog = {"anchor": anchor.isoformat(), "interval_seconds": interval}
+    slot = anchor + timedelta(seconds=k * interval)
+    fired = slot + timedelta(seconds=delay * interval)
+    assert slot_of(watchdog, fired) == slot

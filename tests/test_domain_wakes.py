@@ -62,8 +62,11 @@ def live_host(**policy) -> GoalState:
     return apply(state, RecordReceipt(proof_of(state), "created", REF, "2026-12-02T10:00:00Z"))
 
 
-def wake(occurrence: str = "occ-1", source: str = "internal", token: str = TOKEN_2):
-    return ClaimWake(occurrence, source, "agent-1", token)
+def wake(occurrence: str = "occ-1", source: str = "internal", token: str = TOKEN_2,
+         push: bool = True):
+    """An internal wake with a push dispatcher by default: it grants the lease
+    itself (pull wakes are tested on their own)."""
+    return ClaimWake(occurrence, source, "agent-1", token, push=push and source == "internal")
 
 
 def vanished(state: GoalState) -> GoalState:
@@ -285,8 +288,11 @@ def test_the_sweeper_expires_only_after_the_grace():
     state = goal()
     assert decide(state, ExpireLease(), at(minutes=10, seconds=59)) == []
     events = decide(state, ExpireLease(), at(minutes=11))
-    assert [e.kind for e in events] == ["lease.expired"]
-    assert fold(events, state).status == "waiting"
+    # Liveness: a goal left with no lease and no watchdog gets its watchdog.
+    assert [e.kind for e in events] == ["lease.expired", "wake.scheduled", "receipt.recorded"]
+    after = fold(events, state)
+    assert after.status == "waiting" and after.watchdog["status"] == "live"
+    assert after.watchdog["next_due_at"] == "2026-12-02T10:11:00.000000Z"
 
 
 # ------------------------------------------------------------------ jobs

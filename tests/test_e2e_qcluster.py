@@ -21,6 +21,7 @@ from django_q.tasks import async_task
 from api import tokens
 from ledger.models import Event, Goal
 from scheduling import watchdogs
+from scheduling.signatures import verify_signature
 from tests.receivers import Receiver, receiving
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,7 +147,7 @@ def test_a_vanished_agent_is_resumed_by_the_real_scheduler(agent_http, cluster, 
     packet = json.loads(raw)
     assert packet["resume_packet"]["next_actions"] == ["step two"]
     assert packet["resume_packet"]["checkpoint"]["current_step"] == "step one done"
-    assert headers["X-Wakeledger-Signature"].startswith("sha256=")
+    assert verify_signature(SECRET, headers["X-Wakeledger-Signature"], raw)
     resumed = {"token": packet["lease"]["token"], "generation": packet["lease"]["generation"]}
     assert resumed["generation"] == 2
 
@@ -190,11 +191,12 @@ def test_one_occurrence_fired_twice_is_claimed_once(agent_http, cluster):
         lambda: (lambda rows: rows if len(rows) == 2 else None)(
             [task.result for task in Task.objects.filter(func="scheduling.tasks.fire_watchdog")]),
         60, "both tasks")
-    assert sorted(results) == ["already_claimed", "recurring_acquired"]
+    # Dispatcher "none": the one claim makes the goal ready for its agent.
+    assert sorted(results) == ["already_claimed", "ready_for_pull"]
     goal = Goal.objects.get(pk=gid)
-    assert goal.state["lease"]["generation"] == 2
+    assert goal.state["ready"] and goal.state["lease"] == {}
     assert Event.objects.filter(goal_id=gid, kind="wake.claimed").count() == 1
-    assert Event.objects.filter(goal_id=gid, kind__startswith="lease.acquired").count() == 2
+    assert Event.objects.filter(goal_id=gid, kind__startswith="lease.acquired").count() == 1
 
 
 def test_a_rate_limited_goal_wakes_after_the_reset(agent_http, cluster):
@@ -234,3 +236,58 @@ def test_a_rate_limited_goal_wakes_after_the_reset(agent_http, cluster):
     done = agent_http("POST", f"goals/{gid}/finish", {"lease": resumed, "status": "completed"})
     assert done["completion_state"] == "completed"
     assert not Schedule.objects.filter(name=watchdogs.reset_schedule_name(gid)).exists()
+
+
+def pull(agent_http, gid: str, timeout: float) -> dict:
+    """The agent polls as the skill document says: take the lease; when it is
+    refused, wait what the answer says (at most a few seconds) and try again."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        answer = agent_http("POST", f"goals/{gid}/lease")
+        if answer.get("acquired"):
+            return answer
+        time.sleep(min(5, answer.get("retry_after_seconds") or 1))
+    pytest.fail(f"the agent could not pull goal {gid} within {timeout} s")
+
+
+@pytest.mark.parametrize("agent_first", [False, True], ids=["wake-first", "agent-first"])
+def test_default_settings_a_rate_limited_goal_is_pulled_after_its_reset(agent_http, cluster,
+                                                                         agent_first):
+    """Issue 9's first problem, end to end with the defaults (dispatcher none):
+    no operator, the agent resumes from its checkpoint, charged once."""
+    started = agent_http("POST", "goals", {
+        "goal_key": "e2e-pull", "workspace": "/srv/e2e-pull", "objective": "Outlast a limit",
+        "next_actions": ["call the model again"], "policy": {"lease_seconds": 60}})
+    gid = started["goal"]["id"]
+    lease = {"token": started["lease"]["token"], "generation": 1}
+    agent_http("POST", f"goals/{gid}/checkpoints", {
+        "lease": lease, "current_step": "half way", "progress_pct": 50,
+        "next_actions": ["call the model again"]})
+    if not agent_first:
+        cluster(WAKELEDGER_Q_GUARD_CYCLE="30")  # looks now and every 30 s
+        time.sleep(2)
+    answer = agent_http("POST", f"goals/{gid}/runs", {
+        "lease": lease, "outcome": "error", "retry_after": "10",
+        "error_text": "HTTP 429 Too Many Requests: rate limit exceeded"})
+    assert answer["status"] == "paused"
+    if agent_first:
+        pulled = pull(agent_http, gid, 30)  # the reset passes; no scheduler runs yet
+        cluster(WAKELEDGER_Q_GUARD_CYCLE="30")
+        time.sleep(5)  # the cluster's first look: the pulled wake's row is gone
+    else:
+        wait_for(lambda: Event.objects.filter(goal_id=gid, kind="wake.claimed").exists(), 75,
+                 "the scheduler's wake at the reset")
+        claimed = Event.objects.get(goal_id=gid, kind="wake.claimed")
+        assert (claimed.actor, claimed.data["outcome"]) == ("scheduler", "ready_for_pull")
+        pulled = pull(agent_http, gid, 30)
+    assert pulled["resumed"]["reason"] == "rate_limit_reset" and pulled["resumed"]["charged"]
+    assert pulled["resume_packet"]["checkpoint"]["current_step"] == "half way"
+    resumed = {"token": pulled["lease"]["token"], "generation": pulled["lease"]["generation"]}
+    agent_http("POST", f"goals/{gid}/checkpoints", {
+        "lease": resumed, "current_step": "called again", "progress_pct": 100})
+    done = agent_http("POST", f"goals/{gid}/finish", {"lease": resumed, "status": "completed",
+                                                     "summary": "outlasted it"})
+    assert done["completion_state"] == "completed"
+    assert Event.objects.filter(goal_id=gid, kind="continuation.charged").count() == 1
+    assert not Event.objects.filter(goal_id=gid, kind="goal.blocked").exists()
+    assert not Schedule.objects.filter(name__endswith=gid).exists()

@@ -3,11 +3,14 @@
 Every row names where its text comes from: the product that prints it and the public page
 (mostly GitHub issues quoting the message verbatim) where it was found. Expected instants
 are worked out by hand and written as literals; they never come from the code under test.
+A row's instant is the reset as stated (``stated_reset``); what a scheduler gets
+(``parse_reset``) is that instant clamped to ``[now, now + RESET_HORIZON]``.
 Where an issue's title carries Claude Code's raw epoch ("…|1749924000"), the row's
 expectation is checked against that epoch too. No database: plain pytest.
 """
 
 from datetime import UTC, datetime, timedelta, timezone
+from email.utils import format_datetime
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -19,9 +22,12 @@ from scheduling.failures import (
     CLASSES,
     OWNER_VERIFICATION,
     RATE_LIMIT,
+    RESET_HORIZON,
     UNCLASSIFIED,
     classify,
     parse_reset,
+    parse_retry_after,
+    stated_reset,
 )
 
 NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)  # 04:00 in New York, 10:00 in Paris
@@ -70,7 +76,7 @@ RESETS = [
         at(2025, 8, 19, 15, 0),  # == 1755615600
     ),
     # Claude Code's raw form, anthropics/claude-code#9046 title: epoch seconds after a
-    # pipe. It is in the past at NOW: returned as it is (the limit already reset).
+    # pipe. It is in the past at NOW: stated as it is; parse_reset answers NOW.
     ("Claude AI usage limit reached|1760000400", None, "UTC", NOW, at(2025, 10, 9, 9, 0)),
     # Claude Code 2.1.30, anthropics/claude-code#22946 title.
     (
@@ -355,7 +361,7 @@ RESETS = [
         at(2026, 5, 4, 10, 0),
         at(2026, 5, 11, 11, 36),
     ),
-    # Codex app, openai/codex#39603: a date already past at NOW is returned as it is.
+    # Codex app, openai/codex#39603: a date already past at NOW (parse_reset: NOW).
     (
         "You've hit your usage limit... or try again at Aug 20, 2026, 7:38 AM",
         None,
@@ -486,7 +492,7 @@ RESETS = [
     # --- HTTP headers and other services -------------------------------------------------
     # Retry-After delta-seconds, MDN's example "Retry-After: 120".
     ("", "120", "UTC", NOW, at(2026, 12, 2, 9, 2)),
-    # Retry-After HTTP-date, MDN's example verbatim (2015): past, returned as it is.
+    # Retry-After HTTP-date, MDN's example verbatim (2015): past (parse_reset: NOW).
     ("", "Wed, 21 Oct 2015 07:28:00 GMT", "UTC", NOW, at(2015, 10, 21, 7, 28)),
     # Retry-After with a fraction: not RFC 9110, tolerated.
     ("", "1.5", "UTC", NOW, datetime(2026, 12, 2, 9, 0, 1, 500000, tzinfo=UTC)),
@@ -511,7 +517,7 @@ RESETS = [
         at(2026, 12, 2, 13, 0),
     ),
     # GitLab's rate-limit headers (docs, user_and_ip_rate_limits.md): epoch and HTTP-date
-    # forms of one window; past at NOW, returned as they are.
+    # forms of one window; past at NOW (parse_reset: NOW).
     (
         "RateLimit-Remaining: 0\nRateLimit-Reset: 1609844400\n"
         "RateLimit-ResetTime: Tue, 05 Jan 2021 11:00:00 GMT",
@@ -560,15 +566,239 @@ RESETS = [
     ("Retry after 2026-12-03 00:00 UTC", None, "UTC", NOW, at(2026, 12, 3, 0, 0)),
     ("try again at Oct 19 at 8:39 AM GMT+3", None, "UTC", NOW, at(2027, 10, 19, 5, 39)),
     ("resets in 2h 30m", None, "UTC", NOW, at(2026, 12, 2, 11, 30)),
+    # --- Added in the usage-limit review (issue 9): paid extra usage, session and weekly
+    # windows, overload and capacity notices, more providers --------------------------
+    # Claude Code 2.1.23, anthropics/claude-code#22603 title (paid extra usage, a dated
+    # reset); `now` is the issue's log timestamp, Budapest is UTC+1 in February.
+    (
+        "You're out of extra usage · resets Feb 4, 8pm (Europe/Budapest)",
+        None,
+        "UTC",
+        at(2026, 2, 2, 19, 49, 25),
+        at(2026, 2, 4, 19, 0),
+    ),
+    # Claude Code, anthropics/claude-code#29741: the refusal, and the /usage panel's extra
+    # usage line; at NOW (01:00 in Los Angeles) 10pm is today's, 12am tomorrow's.
+    (
+        "You're out of extra usage · resets 10pm (America/Los_Angeles)",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 3, 6, 0),
+    ),
+    (
+        "Extra usage\n  77% used\n  $15.40 / $20.00 spent · Resets 12am (America/Los_Angeles)",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 3, 8, 0),
+    ),
+    # Claude Code 2.1.114, anthropics/claude-code#55876 title ("May 5 at 9pm", EDT); `now`
+    # is the issue's log timestamp.
+    (
+        "You've hit your limit · resets May 5 at 9pm (America/New_York)",
+        None,
+        "UTC",
+        at(2026, 5, 3, 20, 54, 34),
+        at(2026, 5, 6, 1, 0),
+    ),
+    # Codex CLI, openai/codex#3124 (a weekly window: days, hours, minutes).
+    (
+        "You've hit your usage limit. Upgrade to Pro (https://openai.com/chatgpt/pricing) or "
+        "try again in 2 days 17 hours 14 minutes.",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 5, 2, 14),
+    ),
+    # Codex CLI, openai/codex#3257 title.
+    (
+        "You've hit your usage limit. Try again in 4 days 20 hours 9 minutes.",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 7, 5, 9),
+    ),
+    # Codex app, openai/codex#26668 (a Plus trial's monthly window): stated a month ahead,
+    # so parse_reset answers the horizon (2026-06-12 00:00Z).
+    (
+        "You've hit your usage limit. Upgrade to Plus to continue using Codex "
+        "(https://chatgpt.com/explore/plus), or try again at Jul 5th, 2026 8:19 PM.",
+        None,
+        "UTC",
+        at(2026, 6, 5, 0, 0),
+        at(2026, 7, 5, 20, 19),
+    ),
+    # Azure OpenAI, microsoft/action-python#12: "exceeded call rate limit … retry after".
+    (
+        "error_code=429 error_message='Requests to the Creates a completion for the chat "
+        "message Operation under Azure OpenAI API version 2023-03-15-preview have exceeded "
+        "call rate limit of your current OpenAI S0 pricing tier. Please retry after 3 "
+        "seconds. Please go here: https://aka.ms/oai/quotaincrease if you would like to "
+        "further increase the default rate limit.'",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 2, 9, 0, 3),
+    ),
+    # Azure OpenAI token rate limit, jasonacox/TinyLLM#17: a day.
+    (
+        "Requests to the ChatCompletions_Create Operation under Azure OpenAI API version "
+        "2023-05-15 have exceeded token rate limit of your current AIServices S0 pricing "
+        "tier. Please retry after 86400 seconds.",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 3, 9, 0),
+    ),
+    # Azure OpenAI at peak load (a capacity notice, not the caller's quota), via
+    # pollinations/pollinations#6260.
+    (
+        "azure-openai error: The system is currently experiencing high demand and cannot "
+        "process your request. Your request exceeds the maximum usage size allowed during "
+        "peak load. Please retry after 20 seconds.",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 2, 9, 0, 20),
+    ),
+    # Azure OpenAI through Teams AI, microsoft/copilot-camp#551.
+    (
+        'Server responded with status 429. Error message: {"error":{"code":"429","message": '
+        '"Rate limit is exceeded. Try again in 2 seconds."}}',
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 2, 9, 0, 2),
+    ),
+    # Groq, tokens per day, continuedev/continue#10920: a Go duration with minutes.
+    (
+        "429 Rate limit reached for model `llama-3.3-70b-versatile` in organization "
+        "`org_01kjh7p9n8f1qs6nz2bz77vy6b` service tier `on_demand` on tokens per day (TPD): "
+        "Limit 100000, Used 97050, Requested 3619. Please try again in 9m38.016s.",
+        None,
+        "UTC",
+        NOW,
+        datetime(2026, 12, 2, 9, 9, 38, 16000, tzinfo=UTC),
+    ),
+    # Groq, bklieger-groq/stockbot-on-groq#46: four decimals of seconds.
+    (
+        "Last error: Rate limit reached for model `llama3-70b-8192` in organization "
+        "`org_01hqm053avffh8w60ayqm1kr4a` on : Limit 500000, Used 500370, Requested 252. "
+        "Please try again in 1m47.5854s.",
+        None,
+        "UTC",
+        NOW,
+        datetime(2026, 12, 2, 9, 1, 47, 585400, tzinfo=UTC),
+    ),
+    # Gemini API free tier, diegosouzapw/OmniRoute#9504: a per-day quota whose message and
+    # RetryInfo both name a delay; the message's precise one is later.
+    (
+        '"message": "You exceeded your current quota, please check your plan and billing '
+        "details. \\n* Quota exceeded for metric: generativelanguage.googleapis.com/"
+        "generate_content_free_tier_requests, limit: 20, model: gemini-3.6-flash\\nPlease "
+        'retry in 36.429760048s.", "status": "RESOURCE_EXHAUSTED", "details": [{ "@type": '
+        '"type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "36s" }]',
+        None,
+        "UTC",
+        NOW,
+        datetime(2026, 12, 2, 9, 0, 36, 429761, tzinfo=UTC),
+    ),
+    # GitHub Copilot CLI 1.0.25, github/copilot-cli#2696.
+    (
+        "✗ Sorry, you've hit a rate limit that restricts the number of Copilot model requests "
+        "you can make within a specific time \n  period. Please try again in 58 hours.",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 4, 19, 0),
+    ),
+    # GitHub Copilot in VS Code, microsoft/vscode#311788.
+    (
+        "You've hit your global rate limit. Please upgrade your plan or wait 3 hours 43 "
+        "minutes for your limit to reset. Learn More",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 2, 12, 43),
+    ),
+    # GitHub Copilot Chat, microsoft/vscode-copilot-release#3210 title.
+    (
+        "Sorry, your request is rate-limited. Please wait 8 hours 24 minutes and try again",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 2, 17, 24),
+    ),
+    # GitHub Copilot Chat, microsoft/vscode-copilot-release#6479: 24 days as stated;
+    # parse_reset answers the horizon (2026-12-09 09:00Z).
+    (
+        "Sorry, your request was rate-limited. Please wait 587 hours 33 minutes before "
+        "trying again.",
+        None,
+        "UTC",
+        NOW,
+        at(2026, 12, 26, 20, 33),
+    ),
+    # Retry-After far in the future (issue 10.6): stated as is, the horizon for scheduling.
+    ("", "9999-12-31T23:59:59Z", "UTC", NOW, datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)),
+    ("", "Wed, 21 Oct 9999 07:28:00 GMT", "UTC", NOW, at(9999, 10, 21, 7, 28)),
 ]
+
+
+def clamped(instant: datetime | None, now: datetime) -> datetime | None:
+    """What the scheduler gets for a stated instant: never before now, never past the
+    week-long horizon."""
+    if instant is None:
+        return None
+    return min(max(instant, now), now + timedelta(days=7))
 
 
 @pytest.mark.parametrize(("text", "retry_after", "tz", "now", "expected"), RESETS)
 def test_parse_reset_reads_real_messages(text, retry_after, tz, now, expected):
+    stated = stated_reset(text, now=now, tz=tz, retry_after=retry_after)
+    assert stated == expected
     got = parse_reset(text, now=now, tz=tz, retry_after=retry_after)
-    assert got == expected
+    assert got == clamped(expected, now)
     if got is not None:
-        assert got.tzinfo is UTC
+        assert got.tzinfo is UTC and stated.tzinfo is UTC
+
+
+def test_a_reset_in_the_past_is_now_and_one_beyond_the_horizon_is_the_horizon():
+    # Claude Code's raw form (anthropics/claude-code#9046): October 2025, past at NOW.
+    assert parse_reset("Claude AI usage limit reached|1760000400", now=NOW) == NOW
+    # Claude Code (anthropics/claude-code#65802): next June 7th, half a year ahead.
+    weekly = "You've hit your weekly limit · resets Jun 7, 4pm (Europe/Rome)"
+    assert stated_reset(weekly, now=NOW) == at(2027, 6, 7, 14, 0)
+    assert parse_reset(weekly, now=NOW) == at(2026, 12, 9, 9, 0)
+    # Exactly at the horizon, and one second short of it: both as stated.
+    assert parse_reset("try again in 7 days", now=NOW) == at(2026, 12, 9, 9, 0)
+    assert parse_reset("try again in 6 days 23 hours 59 minutes 59 seconds", now=NOW) == \
+        at(2026, 12, 9, 8, 59, 59)
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("120", at(2026, 12, 2, 9, 2)),  # MDN's delta-seconds example
+    ("Wed, 21 Oct 2015 07:28:00 GMT", NOW),  # MDN's HTTP-date example: past, so now
+    ("2026-12-02T10:00:00+01:00", NOW),  # RFC 3339 with an offset: exactly now
+    ("2026-12-02T12:00:00Z", at(2026, 12, 2, 12, 0)),
+    ("9999-12-31T23:59:59Z", at(2026, 12, 9, 9, 0)),  # issue 10.6: was an overflow later
+    ("Wed, 21 Oct 9999 07:28:00 GMT", at(2026, 12, 9, 9, 0)),  # was a pause until 9999
+    ("9999-12-31T23:59:59-05:00", at(2026, 12, 9, 9, 0)),  # past datetime.max in UTC
+    ("99999999999999999999", at(2026, 12, 9, 9, 0)),
+    ("604800", at(2026, 12, 9, 9, 0)),
+    ("604801", at(2026, 12, 9, 9, 0)),
+    ("soon", None),
+    ("-5", None),
+    ("1e3", None),
+    ("", None),
+    ("2026-12-03T10:00:00", None),  # no offset: whose ten o'clock?
+    ("2026-12-03", None),  # a day is no instant
+    ("Wed, 32 Oct 2026 07:28:00 GMT", None),
+    ("0000-01-01T00:00:00Z", None),
+])
+def test_parse_retry_after_reads_a_header_value_within_the_horizon(value, expected):
+    assert parse_retry_after(value, NOW) == expected
 
 
 def test_the_table_is_big_and_distinct():
@@ -610,13 +840,15 @@ def test_epochs_in_seconds_and_milliseconds_agree():
 def test_a_month_day_past_this_year_is_next_years():
     new_year = at(2026, 12, 31, 12, 0)
     assert parse_reset("resets Jan 2, 9am (UTC)", now=new_year) == at(2027, 1, 2, 9, 0)
-    assert parse_reset("resets Feb 29, 9am (UTC)", now=NOW) == at(2028, 2, 29, 9, 0)
+    assert stated_reset("resets Feb 29, 9am (UTC)", now=NOW) == at(2028, 2, 29, 9, 0)
     assert parse_reset("resets Feb 30, 9am (UTC)", now=NOW) is None
 
 
 def test_a_time_earlier_today_on_a_dated_reset_is_the_past_not_next_year():
-    # "Dec 2, 8am" in Moscow is 05:00Z, four hours before NOW: already reset.
-    assert parse_reset("resets Dec 2, 8am (Europe/Moscow)", now=NOW) == at(2026, 12, 2, 5, 0)
+    # "Dec 2, 8am" in Moscow is 05:00Z, four hours before NOW: already reset, so the goal
+    # may go on now (read as next year it would wait a whole horizon).
+    assert stated_reset("resets Dec 2, 8am (Europe/Moscow)", now=NOW) == at(2026, 12, 2, 5, 0)
+    assert parse_reset("resets Dec 2, 8am (Europe/Moscow)", now=NOW) == NOW
 
 
 def test_naive_now_is_taken_as_utc_and_an_aware_one_in_any_zone_works():
@@ -787,6 +1019,157 @@ CLASSIFICATIONS = [
     ),
     # The task's wording for identity checks (no verbatim provider sample found).
     ("Identity verification required before you can continue.", OWNER_VERIFICATION),
+    # --- Added in the usage-limit review (issue 9) ------------------------------------
+    # Claude Code 2.1.90, anthropics/claude-code#42654 title: paid extra usage spent.
+    ("You're out of extra usage · resets 9am (America/Cordoba)", RATE_LIMIT),
+    # Claude Code 2.1.114, anthropics/claude-code#55876 title.
+    ("You've hit your limit · resets May 5 at 9pm (America/New_York)", RATE_LIMIT),
+    # Anthropic API 500 "Overloaded" (not 529), anthropics/claude-code#8104.
+    (
+        'API Error: 500 {"type":"error","error":{"type":"api_error","message":"Overloaded"},'
+        '"request_id":null}',
+        RATE_LIMIT,
+    ),
+    # Anthropic API prepaid credits, anthropics/claude-code#4684 (a 400): billing, waited
+    # out with backoff like OpenAI's insufficient_quota (docs/decisions.md).
+    (
+        'Error: 400 {"type":"error","error":{"type":"invalid_request_error","message":"Your '
+        "credit balance is too low to access the Anthropic API. Please go to Plans & Billing "
+        'to upgrade or purchase credits."}}',
+        RATE_LIMIT,
+    ),
+    # OpenAI API insufficient_quota, Pythagora-io/gpt-pilot#340.
+    (
+        "API responded with status code: 429. Response text: {\n    \"error\": {\n        "
+        '"message": "You exceeded your current quota, please check your plan and billing '
+        'details.",\n        "type": "insufficient_quota",\n        "param": null,\n        '
+        '"code": "insufficient_quota"\n    }\n}',
+        RATE_LIMIT,
+    ),
+    # Azure OpenAI at peak load, pollinations/pollinations#6260: capacity, no status.
+    (
+        "azure-openai error: The system is currently experiencing high demand and cannot "
+        "process your request. Your request exceeds the maximum usage size allowed during "
+        "peak load. Please retry after 20 seconds.",
+        RATE_LIMIT,
+    ),
+    # Azure OpenAI, microsoft/action-python#12.
+    (
+        "Requests to the Creates a completion for the chat message Operation under Azure "
+        "OpenAI API version 2023-03-15-preview have exceeded call rate limit of your current "
+        "OpenAI S0 pricing tier. Please retry after 3 seconds.",
+        RATE_LIMIT,
+    ),
+    # AWS Bedrock ThrottlingException, i-dot-ai/caddy-chatbot#97.
+    (
+        "botocore.errorfactory.ThrottlingException: An error occurred (ThrottlingException) "
+        "when calling the InvokeModel operation (reached max retries: 4): Too many requests, "
+        "please wait before trying again. You have sent too many requests. Wait before trying "
+        "again.",
+        RATE_LIMIT,
+    ),
+    # AWS Bedrock ServiceUnavailableException, langchain-ai/langchain-aws#968.
+    (
+        "botocore.errorfactory.ServiceUnavailableException: An error occurred "
+        "(ServiceUnavailableException) when calling the Converse operation (reached max "
+        "retries: 4): Too many connections, please wait before trying again.",
+        RATE_LIMIT,
+    ),
+    # AWS Bedrock through LiteLLM, aws-samples/foundation-model-benchmarking-tool#247: the
+    # exception type only in a header, a 400 status that decides nothing.
+    (
+        "litellm.APIConnectionError: Bad response code, expected 200: {'status_code': 400, "
+        "'headers': {':exception-type': 'serviceUnavailableException', ':content-type': "
+        "'application/json', ':message-type': 'exception'}, 'body': b'{\"message\":\"Bedrock "
+        "is unable to process your request.\"}'}",
+        RATE_LIMIT,
+    ),
+    # Mistral, cline/cline#9085.
+    (
+        'API error occurred: Status 429 Content-Type application/json Body \n{"object":'
+        '"error","message":"Rate limit exceeded","type":"rate_limited","param":null,"code":'
+        '"1300"}',
+        RATE_LIMIT,
+    ),
+    # Mistral, pydantic/pydantic-ai#1885.
+    (
+        "pydantic_ai.exceptions.ModelHTTPError: status_code: 429, model_name: "
+        'mistral-medium-latest, body: {"message":"Requests rate limit exceeded"}',
+        RATE_LIMIT,
+    ),
+    # Mistral capacity (a 503 per BerriAI/litellm#25078), continuedev/continue#6185.
+    (
+        '{"object":"error","message":"Service tier capacity exceeded for this model.","type":'
+        '"invalid_request_error","param":null,"code":null}',
+        RATE_LIMIT,
+    ),
+    # Groq, continuedev/continue#10920.
+    (
+        "429 Rate limit reached for model `llama-3.3-70b-versatile` in organization "
+        "`org_01kjh7p9n8f1qs6nz2bz77vy6b` service tier `on_demand` on tokens per day (TPD): "
+        "Limit 100000, Used 97050, Requested 3619. Please try again in 9m38.016s.",
+        RATE_LIMIT,
+    ),
+    # xAI API, continuedev/continue#10373: a 429 whose body is a quoted string.
+    (
+        '429 "Your team 16f2151a-40f4-4a80-8ad0-cae00c27e8dd has either used all available '
+        "credits or reached its monthly spending limit. To continue making API requests, "
+        'please purchase more credits or raise your spending limit."',
+        RATE_LIMIT,
+    ),
+    # xAI Grok CLI, Anantys-oss/koan#2412: the same cap as a 403.
+    (
+        '"message": "API error (status 403 Forbidden): permission-denied: Your team '
+        "deadb-a58d-46ca-80a1-beefbeef has either used all available credits or reached its "
+        'monthly spending limit."',
+        RATE_LIMIT,
+    ),
+    # DeepSeek, continuedev/continue#11787 (prepaid balance, billing like the above).
+    ("402 Insufficient Balance", RATE_LIMIT),
+    # Cohere Python SDK, e-p-armstrong/verustoolkit#1 title: snake_case status and class.
+    ("cohere.errors.too_many_requests_error.TooManyRequestsError: status_code: 429", RATE_LIMIT),
+    # OpenRouter free tier, n8n-io/n8n#19117.
+    (
+        "Rate limit exceeded: free-models-per-day. Add 10 credits to unlock 1000 free model "
+        "requests per day",
+        RATE_LIMIT,
+    ),
+    # Gemini CLI daily window, google-gemini/gemini-cli#7709.
+    (
+        "You've hit your daily limit of requests with Gemini 2.5 Pro. Switching to Gemini "
+        "2.5 Flash.",
+        RATE_LIMIT,
+    ),
+    # Gemini capacity 503, google-gemini/gemini-cli#23520.
+    (
+        '{"error": {"code": 503, "details": [{"@type": "type.googleapis.com/google.rpc.'
+        'ErrorInfo", "domain": "cloudcode-pa.googleapis.com", "reason": '
+        '"MODEL_CAPACITY_EXHAUSTED"}], "message": "No capacity available for model on the '
+        'server", "status": "UNAVAILABLE"}}',
+        RATE_LIMIT,
+    ),
+    # Gemini CLI, google-gemini/gemini-cli#12932 title.
+    ("503. The model is overloaded.", RATE_LIMIT),
+    # Together AI through Cline, cline/cline#440.
+    ("503 server is overloaded.", RATE_LIMIT),
+    # Ollama Cloud, ollama/ollama#15934.
+    (
+        'Ollama error 503 Service Unavailable: {"error":"Server overloaded, please retry '
+        'shortly (ref: aaa65c70-cfa0-446b-86f1-4ab0e2deb9e4)"}',
+        RATE_LIMIT,
+    ),
+    # GitHub Copilot CLI, github/copilot-cli#2696.
+    (
+        "✗ Sorry, you've hit a rate limit that restricts the number of Copilot model requests "
+        "you can make within a specific time period. Please try again in 58 hours.",
+        RATE_LIMIT,
+    ),
+    # GitHub Copilot in VS Code, microsoft/vscode#311788.
+    (
+        "You've hit your global rate limit. Please upgrade your plan or wait 3 hours 43 "
+        "minutes for your limit to reset.",
+        RATE_LIMIT,
+    ),
     # Claude Code, anthropics/claude-code#19018: the context window, not a quota.
     ("Context limit reached · /compact or /clear to continue", UNCLASSIFIED),
     # Claude Code, anthropics/claude-code#6559: "try again" after a context overflow.
@@ -890,6 +1273,10 @@ FRAGMENTS = [
     "İ",
     "\u2212",
     '\\"',
+    "9999-12-31T23:59:59Z",
+    "Wed, 21 Oct 9999 07:28:00 GMT",
+    "wait ",
+    "587 hours 33 minutes",
 ]
 texts = st.one_of(
     st.text(),
@@ -909,6 +1296,44 @@ zones = st.one_of(
 def test_parse_reset_never_raises_and_answers_in_utc(text, now, tz, retry_after):
     got = parse_reset(text, now=now, tz=tz, retry_after=retry_after)
     assert got is None or (got.tzinfo is UTC and got.utcoffset() == timedelta(0))
+
+
+# Retry-After values of every shape, well formed or not, near and absurdly far.
+retry_after_values = st.one_of(
+    st.none(),
+    st.text(max_size=40),
+    st.integers(min_value=0, max_value=10**30).map(str),
+    st.decimals(min_value=0, max_value=10**9, places=3).map(str),
+    st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(9999, 12, 31)).map(
+        lambda moment: format_datetime(moment.replace(tzinfo=UTC), usegmt=True)
+    ),
+    st.datetimes(
+        min_value=datetime(1, 1, 2),
+        max_value=datetime(9999, 12, 30),
+        timezones=st.sampled_from(
+            [UTC, timezone(timedelta(hours=14)), timezone(timedelta(hours=-12))]
+        ),
+    ).map(datetime.isoformat),
+)
+# Room for the horizon after `now` (a `now` in the last week of 9999 cannot have one).
+nows_with_room = st.datetimes(
+    min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 24), timezones=st.just(UTC)
+)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(text=texts, now=nows_with_room, tz=zones, retry_after=retry_after_values)
+def test_parse_reset_answers_none_or_an_instant_within_the_horizon(text, now, tz, retry_after):
+    got = parse_reset(text, now=now, tz=tz, retry_after=retry_after)
+    assert got is None or (got.tzinfo is UTC and now <= got <= now + RESET_HORIZON)
+    assert got == clamped(stated_reset(text, now=now, tz=tz, retry_after=retry_after), now)
+
+
+@settings(max_examples=300)
+@given(value=retry_after_values, now=nows_with_room)
+def test_parse_retry_after_answers_none_or_an_instant_within_the_horizon(value, now):
+    got = parse_retry_after(value, now)
+    assert got is None or (got.tzinfo is UTC and now <= got <= now + RESET_HORIZON)
 
 
 @settings(max_examples=8, deadline=None)

@@ -10,9 +10,10 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django_q.models import Schedule
 
+from ledger import continuations as claims
 from ledger.domain.runs import backoff
 from ledger.models import Event, Goal
-from scheduling import claims, tasks, watchdogs
+from scheduling import tasks, watchdogs
 
 pytestmark = pytest.mark.django_db
 
@@ -34,8 +35,10 @@ def started(agent, clock):
 
 
 def resume(gid: str, occurrence: str) -> dict:
-    """The reset wake fires; the continuation's lease, as a dispatcher would hand it."""
-    result = claims.claim(gid, source="internal", occurrence_id=occurrence, actor="scheduler")
+    """The reset wake fires; the continuation's lease, as a push dispatcher would
+    hand it (pull wakes: tests/test_liveness.py)."""
+    result = claims.claim(gid, source="internal", occurrence_id=occurrence, actor="scheduler",
+                          kind="reset", push=True)
     assert result.outcome == "recurring_acquired", result.report
     return {"token": result.lease["token"], "generation": result.lease["generation"]}
 
@@ -128,15 +131,18 @@ def test_a_crash_after_the_charge_gets_no_free_retry(agent, started, clock):
     clock.advance(minutes=10)
     # The claim commits (charged, lease granted) and the process dies before
     # dispatching: nobody ever uses the lease.
-    claims.claim(gid, source="internal", occurrence_id="o-1", actor="scheduler")
+    claims.claim(gid, source="internal", occurrence_id="o-1", actor="scheduler", kind="reset",
+                 push=True)
     assert Goal.objects.get(pk=gid).state["continuations_used"] == 1
     clock.advance(minutes=10)
     tasks.sweep_leases()
     goal = Goal.objects.get(pk=gid)
     assert (goal.status, goal.reason) == ("blocked", "INTERRUPTED_UNKNOWN")
     assert goal.state["continuations_used"] == 1  # not refunded
+    # Blocking removed its watchdog: nothing fires at a goal that needs a human.
+    assert not Schedule.objects.filter(name=watchdogs.schedule_name(gid)).exists()
     clock.advance(hours=1)
-    assert tasks.fire_watchdog(gid, intended_date="o-2") == "terminal_cleanup_required"
+    assert tasks.fire_watchdog(gid, intended_date="o-2") == "terminal_noop"
 
 
 def test_no_automatic_path_crosses_an_approval_gate(agent, operator, started, clock):
@@ -150,13 +156,17 @@ def test_no_automatic_path_crosses_an_approval_gate(agent, operator, started, cl
     assert tasks.sweep_leases() == 0
     assert agent.post(f"goals/{gid}/lease").json()["code"] == "goal_blocked"
     assert agent.start().json()["acquired"] is False
-    assert tasks.fire_watchdog(gid, intended_date="x") == "terminal_cleanup_required"
+    assert tasks.fire_watchdog(gid, intended_date="x") == "terminal_noop"
     assert Goal.objects.get(pk=gid).reason == "BLOCKED_APPROVAL"
+    assert not Schedule.objects.filter(name=watchdogs.schedule_name(gid)).exists()
     refused = operator.post(f"goals/{gid}/recover", {"reason": "try"})
     assert refused.status_code == 409 and refused.json()["code"] == "not_recoverable"
     approved = operator.post(f"goals/{gid}/approvals/deploy-prod/resolve",
                              {"decision": "approve", "note": "go"}).json()
     assert approved["status"] == "waiting" and approved["pending_approvals"] == []
+    # Liveness: the approval re-arms its watchdog, due at once.
+    [schedule] = Schedule.objects.filter(name=watchdogs.schedule_name(gid))
+    assert schedule.next_run == clock() and approved["next_wake_at"]
     resolved = Event.objects.get(goal_id=gid, kind="approval.resolved")
     assert resolved.actor == "operator-1" and resolved.data["operator"] == "operator-1"
     assert agent.post(f"goals/{gid}/lease").json()["acquired"] is True
@@ -225,3 +235,80 @@ def test_no_error_text_reaches_the_database(agent, started, clock):
     run = Event.objects.get(goal_id=gid, kind="run.reported")
     assert run.data == {"outcome": "error", "class": "rate_limit",
                         "reset_at": "2026-12-02T09:00:09.800000Z", "retry_after": ""}
+
+
+# --- resets far in the future, and Retry-After values that are no Retry-After (issue 10.6) --
+
+HORIZON = timedelta(days=7)  # scheduling.failures.RESET_HORIZON, written out: the contract
+
+
+def at_iso(moment) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@pytest.mark.parametrize("retry_after", [
+    "9999-12-31T23:59:59Z",  # was a 500: an overflow adding the margin in the domain
+    "Wed, 21 Oct 9999 07:28:00 GMT",  # was a pause until the year 9999
+    "9999-12-31T23:59:59-05:00",  # beyond datetime.max once in UTC
+    "99999999999999999999",  # delta-seconds, valid syntax, absurd value
+    "Fri, 21 Oct 2033 07:28:00 GMT",  # plausible syntax, seven years away
+])
+def test_a_reset_beyond_the_horizon_pauses_until_the_horizon(agent, started, clock,
+                                                              retry_after):
+    gid, lease = started()
+    answer = report(agent, gid, lease, outcome="error", error_text="HTTP 429 Too Many Requests",
+                    retry_after=retry_after)
+    assert answer["status"] == "paused"
+    assert answer["reset_at"] == at_iso(clock() + HORIZON)
+    assert answer["paused_until"] == at_iso(clock() + HORIZON + timedelta(minutes=2))
+    assert answer["next_wake_at"] == answer["paused_until"]
+    assert Goal.objects.get(pk=gid).paused_until == clock() + HORIZON + timedelta(minutes=2)
+    # The goal wakes at the horizon, finds the limit still there, and pauses again.
+    clock.advance(days=7, minutes=3)
+    lease = resume(gid, "horizon-1")
+    again = report(agent, gid, lease, outcome="error", error_text="HTTP 429 Too Many Requests",
+                   retry_after=retry_after)
+    assert again["paused_until"] == at_iso(clock() + HORIZON + timedelta(minutes=2))
+
+
+@pytest.mark.parametrize("error_text", [
+    # Claude Code 2.1.163, anthropics/claude-code#65802: next June 7th, half a year away.
+    "You've hit your weekly limit · resets Jun 7, 4pm (Europe/Rome)",
+    # VS Code Copilot, microsoft/vscode-copilot-release#6479: 24 days.
+    "Sorry, your request was rate-limited. Please wait 587 hours 33 minutes before trying "
+    "again.",
+])
+def test_a_reset_the_text_states_beyond_the_horizon_is_the_horizon(agent, started, clock,
+                                                                   error_text):
+    gid, lease = started()
+    answer = report(agent, gid, lease, outcome="error", error_text=error_text)
+    assert answer["classification"] == "rate_limit"
+    assert answer["reset_at"] == at_iso(clock() + HORIZON)
+
+
+@pytest.mark.parametrize("retry_after", [
+    "soon",
+    "-5",  # delta-seconds are never negative
+    "1e3",
+    "2026-12-03T10:00:00",  # ISO 8601 without an offset: whose 10:00?
+    "Wed, 32 Oct 2026 07:28:00 GMT",
+    "120 seconds",  # a unit is no part of delta-seconds
+])
+def test_a_retry_after_that_is_no_retry_after_value_is_a_400(agent, started, retry_after):
+    gid, lease = started()
+    response = agent.post(f"goals/{gid}/runs", {"lease": lease, "outcome": "error",
+                                                "error_text": "429 Too Many Requests",
+                                                "retry_after": retry_after})
+    assert response.status_code == 400, response.json()
+    body = response.json()
+    assert body["code"] == "validation_error"
+    assert "Retry-After" in body["errors"]["retry_after"][0]
+    assert Goal.objects.get(pk=gid).status == "running"  # nothing was recorded
+
+
+def test_a_blank_retry_after_is_no_retry_after(agent, started, clock):
+    gid, lease = started()
+    answer = report(agent, gid, lease, outcome="error", error_text="429 Too Many Requests",
+                    retry_after="   ")
+    # No reset named anywhere: the first backoff step, 30 minutes.
+    assert answer["paused_until"] == at_iso(clock() + timedelta(minutes=30))

@@ -10,17 +10,13 @@ class FakeTTY(io.StringIO):
         return True
 
 
-def test_progress_prints_tenths_off_a_terminal():
-    out = io.StringIO()
+def test_progress_prints_nothing_off_a_terminal():
+    out = io.StringIO()  # a pipe, a CI log, cron mail
     bar = Progress(1000, "replay", out)
     for _ in range(1000):
         bar.advance()
     bar.close()
-    lines = out.getvalue().splitlines()
-    assert len(lines) == 11  # a line when it starts, then one per tenth
-    assert lines[0].startswith("replay: 1/1000 (0%)")
-    assert lines[1].startswith("replay: 100/1000 (10%)")
-    assert lines[-1].startswith("replay: 1000/1000 (100%)")
+    assert out.getvalue() == ""
 
 
 def test_progress_redraws_one_line_on_a_terminal():

@@ -27,16 +27,17 @@ def test_start_creates_goal_with_initial_checkpoint_and_projection(clock):
     assert outcome.created
     goal = Goal.objects.get(pk=outcome.state.goal_id)
     assert (goal.status, goal.version, goal.workspace, goal.goal_key, goal.workspace_bound) == \
-        ("waiting", 2, "/srv/repo", "issue-1", True)
+        ("waiting", 4, "/srv/repo", "issue-1", True)  # + its watchdog (liveness)
     assert goal.created_at == goal.updated_at == clock()
     assert GoalState.from_dict(goal.state) == outcome.state
-    first, bound = Event.objects.filter(goal=goal).order_by("seq")
+    first, bound, scheduled, receipt = Event.objects.filter(goal=goal).order_by("seq")
+    assert (scheduled.kind, receipt.kind) == ("wake.scheduled", "receipt.recorded")
     assert (first.seq, first.kind, first.actor, first.prev_hash) == \
         (1, "goal.started", "agent-1", GENESIS)
     assert first.data["checkpoint"] == {"current_step": "plan", "progress_pct": 0,
                                         "next_actions": ["look"]}
     assert (bound.kind, bound.prev_hash) == ("workspace.bound", first.hash)
-    assert goal.last_hash == bound.hash
+    assert goal.last_hash == receipt.hash
 
 
 @pytest.mark.django_db
@@ -63,7 +64,7 @@ def test_starting_the_same_key_again_returns_the_active_goal(clock):
     again = store.start(start_command(objective="Other words"), actor="agent-1")
     assert not again.created and again.events == []
     assert again.state.goal_id == first.state.goal_id
-    assert Goal.objects.count() == 1 and Event.objects.count() == 2
+    assert Goal.objects.count() == 1 and Event.objects.count() == 4
 
 
 @pytest.mark.django_db

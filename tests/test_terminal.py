@@ -16,7 +16,7 @@ from ledger import store, terminal
 from ledger.domain import Heartbeat, RecordCheckpoint
 from ledger.domain import events as kinds
 from ledger.models import Event, Goal
-from scheduling import watchdogs
+from scheduling import maintenance, watchdogs
 from tests.factories import GoalFactory, proof_of
 
 pytestmark = pytest.mark.django_db
@@ -289,7 +289,9 @@ def test_demo_tells_real_histories_that_replay_and_verify(clock):
     assert rate_limited.index("goal.paused") < rate_limited.index("continuation.charged") \
         < rate_limited.index("goal.completed")
     assert "lease.taken_over" in kinds_of("django-5.2-upgrade")
-    assert kinds_of("help-centre-de")[-2:] == ["wake.claimed", "receipt.recorded"]
+    # The silent continuation blocks the goal, and its watchdog goes with it.
+    assert kinds_of("help-centre-de")[-3:] == ["lease.expired", "goal.blocked",
+                                               "receipt.recorded"]
 
     # Spread over the last hours, nothing in the future.
     times = Event.objects.filter(goal__agent="demo-agent").values_list("recorded_at", flat=True)
@@ -302,7 +304,8 @@ def test_demo_tells_real_histories_that_replay_and_verify(clock):
     # The scheduler agrees with the ledger: only the live watchdog and the
     # pending reset wake remain, due after now.
     schedules = dict(Schedule.objects.filter(name__startswith="wakeledger-")
-                     .exclude(name=watchdogs.SWEEPER_NAME).values_list("name", "next_run"))
+                     .exclude(name__in=(watchdogs.SWEEPER_NAME, maintenance.PRUNE_NAME))
+                     .values_list("name", "next_run"))
     assert schedules.keys() == {watchdogs.schedule_name(goals["search-reindex"].pk),
                                 watchdogs.reset_schedule_name(goals["changelog-0.9"].pk)}
     assert all(due > clock() for due in schedules.values())
@@ -332,7 +335,7 @@ def test_demo_goals_keep_working_with_the_real_commands(clock):
     ledger("demo")
     goal = Goal.objects.get(goal_key="search-reindex")
     state = store.load(goal.pk)
-    after = watchdogs.execute(goal.pk, RecordCheckpoint(
+    after = store.execute(goal.pk, RecordCheckpoint(
         "compared hit counts", 90, proof=proof_of(state)), actor="demo-agent").state
     assert after.progress_pct == 90
     assert "compared hit counts" in ledger("show", terminal.short_id(goal.pk), "--limit", "1")

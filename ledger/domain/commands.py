@@ -38,6 +38,9 @@ class StartGoal:
     session_bound_by: str | None = None
     # The dispatcher names the server's operators configured (None: unchecked).
     dispatchers: frozenset[str] | None = None
+    # Seconds in one minute of cadence_minutes (60; the end-to-end tests
+    # shrink it). The watchdog interval is frozen into the goal at start.
+    cadence_unit_seconds: int = 60
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,7 +79,7 @@ def decide(state: GoalState, command: Command, now: datetime) -> list[Event]:
     if now.tzinfo is None:
         raise ValueError("decide needs an aware 'now'")
     if isinstance(command, StartGoal):
-        return _start(state, command, now)
+        return _settled(state, _start(state, command, now), now)
     if isinstance(command, RunGoal):
         return _run(state, command, now)
     if not state.started:
@@ -89,7 +89,12 @@ def decide(state: GoalState, command: Command, now: datetime) -> list[Event]:
     handler = _DECIDERS.get(type(command))
     if handler is None:
         raise TypeError(f"unknown command {type(command).__name__}")
-    return handler(state, command, now)
+    return _settled(state, handler(state, command, now), now)
+
+
+def _settled(state: GoalState, events: list[Event], now: datetime) -> list[Event]:
+    """The command's events plus what keeps the goal alive (wakes.settle)."""
+    return events + wakes.settle(state, events, now) if events else events
 
 
 def _start(state: GoalState, cmd: StartGoal, now: datetime) -> list[Event]:
@@ -116,7 +121,7 @@ def _start(state: GoalState, cmd: StartGoal, now: datetime) -> list[Event]:
         "objective": v.text(cmd.objective, "objective", limit=v.MAX_OBJECTIVE, required=True),
         "done_criteria": v.text_list(list(cmd.done_criteria), "done_criteria"),
         "agent": v.text(cmd.agent, "agent", limit=v.MAX_KEY),
-        "policy": p.policy(dict(cmd.policy), cmd.dispatchers),
+        "policy": p.policy(dict(cmd.policy), cmd.dispatchers, cmd.cadence_unit_seconds),
         "session": p.session(dict(cmd.session)),
         "timeout_seconds": _optional_seconds(cmd.timeout_seconds, "timeout_seconds"),
         "estimated_duration_seconds": _optional_seconds(cmd.estimated_duration_seconds,
@@ -132,8 +137,16 @@ def _run(state: GoalState, cmd: RunGoal, now: datetime) -> list[Event]:
     events = _start(state, cmd.start, now)
     started = fold(events, state)
     if leases.lease_refusal(started, now) is not None:
-        return events  # the goal is returned without a lease; the shell says why
-    return events + leases.acquire(started, AcquireLease(cmd.holder, cmd.token_sha256), now)
+        return _settled(state, events, now)  # returned without a lease; the shell says why
+    return _settled(state, events + _acquire(started, AcquireLease(cmd.holder,
+                                                                    cmd.token_sha256), now), now)
+
+
+def _acquire(state: GoalState, cmd: AcquireLease, now: datetime) -> list[Event]:
+    """Take the lease; on a goal with a due wake, this is the pull that resumes it."""
+    if leases.lease_refusal(state, now) is None and wakes.due_for_pull(state, now):
+        return wakes.pull_events(state, cmd.holder, cmd.token_sha256, now)
+    return leases.acquire(state, cmd, now)
 
 
 def _optional_seconds(value: int | None, field: str) -> int | None:
@@ -216,7 +229,7 @@ def _release_workspace(state: GoalState, cmd: ReleaseWorkspace, now: datetime) -
 
 
 _DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
-    AcquireLease: leases.acquire,
+    AcquireLease: _acquire,
     Heartbeat: leases.heartbeat,
     ReleaseLease: leases.release,
     RecordCheckpoint: _checkpoint,
@@ -228,6 +241,7 @@ _DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
     wakes.ClaimWake: wakes.claim,
     wakes.ExpireLease: wakes.expire,
     wakes.RecordDispatch: wakes.dispatched,
+    wakes.WakeNow: wakes.operator_wake,
     runs.ReportRun: runs.report,
     runs.RequestApproval: runs.request_approval,
     runs.ResolveApproval: runs.resolve_approval,
@@ -299,9 +313,11 @@ def _checkpointed(state: GoalState, data: dict[str, Any], at: str) -> Changes:
 
 def _ended(status: str) -> Evolver:
     def apply(state: GoalState, data: dict[str, Any], at: str) -> Changes:
+        # Nothing pending survives an ending: no due wake, no one-off wake.
         return {"status": status, "reason": data.get("reason", ""), "summary": data["summary"],
                 "lease": {}, "lease_end": "finished" if state.lease else state.lease_end,
-                "finish_requested": {}, "paused_until": ""}
+                "finish_requested": {}, "paused_until": "", "ready": {}, "reset_wake": {},
+                "requested_wake": {}}
 
     return apply
 

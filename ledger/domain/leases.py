@@ -159,6 +159,12 @@ def leased(state: GoalState, data: dict[str, Any], at: str) -> Changes:
         },
         "lease_generation": data["generation"],
         "lease_end": "",
+        # Whoever takes the lease resumes the goal: a due wake is pulled, and
+        # a pause (past its reset) and a requested wake are over.
+        "ready": {},
+        "paused_until": "",
+        "reset_wake": {},
+        "requested_wake": {},
     }
 
 

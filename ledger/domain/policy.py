@@ -42,7 +42,8 @@ def whole(value: object, field: str, low: int, high: int) -> int:
     return value
 
 
-def policy(given: dict[str, Any], dispatchers: frozenset[str] | None = None) -> dict[str, Any]:
+def policy(given: dict[str, Any], dispatchers: frozenset[str] | None = None,
+           cadence_unit_seconds: int = 60) -> dict[str, Any]:
     unknown = set(given) - set(DEFAULT_POLICY)
     if unknown:
         name = sorted(unknown)[0]
@@ -53,13 +54,18 @@ def policy(given: dict[str, Any], dispatchers: frozenset[str] | None = None) -> 
     if result["scheduler"] not in SCHEDULERS:
         raise InvalidCommand(f"policy.scheduler must be one of {', '.join(SCHEDULERS)}.",
                              field="policy.scheduler")
+    # The watchdog's interval, frozen into the goal: whole minutes, because
+    # django-q2 schedules have minute resolution (and look every 30 s), so a
+    # shorter or fractional interval would be promised and never kept.
+    seconds = result["cadence_minutes"] * cadence_unit_seconds
+    result["interval_seconds"] = max(60, -(-seconds // 60) * 60)
     result["dispatch"] = v.text(result["dispatch"], "policy.dispatch", limit=64, required=True)
     # Dispatchers are configured by operators, never by agents: a goal only
-    # names one, and an unknown name is refused.
+    # names one, and an unknown name is refused. The message does not list the
+    # configured names: they describe the operator's infrastructure.
     if dispatchers is not None and result["dispatch"] not in dispatchers | {"none"}:
         raise InvalidCommand(f"policy.dispatch {result['dispatch']!r} is not a dispatcher "
-                             f"of this server ({', '.join(sorted(dispatchers | {'none'}))})",
-                             field="policy.dispatch")
+                             "of this server.", field="policy.dispatch")
     return result
 
 

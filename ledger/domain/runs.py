@@ -36,7 +36,13 @@ BACKOFF_FIRST = timedelta(minutes=30)
 BACKOFF_MAX = timedelta(hours=24)
 RECOVERABLE = frozenset({"SESSION_CHANGED", "SESSION_ACTIVITY", "UNCLASSIFIED",
                          "RATE_LIMIT_STOPPED", "CONTINUATION_STOPPED", "AUTH_FAILED",
-                         "INTERRUPTED_UNKNOWN", "WAKE_RETRIES_EXHAUSTED"})
+                         "INTERRUPTED_UNKNOWN", "WAKE_RETRIES_EXHAUSTED",
+                         # The agent said it cannot go on; a human who fixed the
+                         # cause must be able to send it back to work.
+                         "AGENT_BLOCKED"})
+# No provider window is longer than a week: a reset said to be later is
+# treated as this far away, so the goal wakes, finds out, and pauses again.
+RESET_HORIZON = timedelta(days=7)
 SESSION_IDENTITY = ("session_id", "session_key", "model")
 
 
@@ -130,7 +136,7 @@ def report(state: GoalState, cmd: ReportRun, now: datetime) -> list[Event]:
         return [*events, _block("RATE_LIMIT_STOPPED", why, now)]
     if cmd.reset_at is not None:
         margin = timedelta(seconds=cmd.margin_seconds)
-        until = max(cmd.reset_at, now) + margin
+        until = min(max(cmd.reset_at, now), now + RESET_HORIZON) + margin
         hint = f"provider reset + {cmd.margin_seconds} s"
     else:
         wait = backoff(state.rate_limits)

@@ -99,6 +99,12 @@ class GoalState:
     rate_limits: int = 0  # consecutive rate limits: the backoff's exponent
     pending_approvals: list[dict[str, Any]] = field(default_factory=list)
     reset_wake: dict[str, Any] = field(default_factory=dict)  # the one-off wake at a reset
+    # The one-off wake the agent asked for at its turn boundary (due_at, reason,
+    # schedule_name); a later request replaces it.
+    requested_wake: dict[str, Any] = field(default_factory=dict)
+    # A due wake waiting for its agent to pull it (dispatcher "none"):
+    # occurrence_id, reason, at, charge (a recovery continuation, rule 5).
+    ready: dict[str, Any] = field(default_factory=dict)
     summary: str = ""
     created_at: str = ""
     updated_at: str = ""

@@ -7,6 +7,7 @@ scheduler) is checked again.
 
 import posixpath
 import re
+import unicodedata
 
 from ledger.domain.errors import InvalidCommand
 
@@ -24,22 +25,52 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 # Obvious credentials. Agents paste them into objectives and notes by
 # accident; once in an event they are there forever (append-only), so refuse.
-# One alternation, so each text is scanned once.
+# One alternation, so each text is scanned once. Patterns are anchored on a
+# vendor's fixed prefix or on an assignment to a credential's name, so prose
+# about keys and tokens still passes (tests/test_secret_filter.py).
 _SECRET = re.compile("|".join((
     r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}",  # OpenAI / Anthropic keys
+    r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}",  # Stripe secret / restricted keys
+    r"\bwhsec_[A-Za-z0-9+/=]{20,}",  # Stripe webhook secrets
     r"\bgh[pousr]_[A-Za-z0-9]{30,}",  # GitHub tokens
     r"\bgithub_pat_[A-Za-z0-9_]{30,}",
-    r"\bAKIA[0-9A-Z]{16}\b",  # AWS access key id
+    r"\bglpat-[A-Za-z0-9_-]{20,}",  # GitLab personal access tokens
+    r"\bnpm_[A-Za-z0-9]{30,}",  # npm tokens
+    r"\bpypi-[A-Za-z0-9_-]{50,}",  # PyPI upload tokens
+    r"\bhf_[A-Za-z0-9]{30,}",  # Hugging Face tokens
+    r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b",  # AWS access key ids (long-term, STS)
     r"\bxox[abposr]-[A-Za-z0-9-]{10,}",  # Slack
     r"\bAIza[0-9A-Za-z_-]{35}\b",  # Google API key
+    r"\bya29\.[0-9A-Za-z_-]{20,}",  # Google OAuth access token
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
     r"\bBearer\s+[A-Za-z0-9._~+/=-]{20,}",
+    # A JWT: base64url header and payload of a JSON object ("eyJ" is "{\"").
+    r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*",
+    # user:password@ inside a URL (postgres://u:p@db, https://u:p@host).
+    r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:[^\s/@]+@",
+    # NAME=value where NAME says it holds a credential (PGPASSWORD=…,
+    # aws_secret_access_key = …, DB_PASSWORD="…"); "$VAR", "<…>" and "{…}"
+    # are references to one, not one.
+    r"(?i:\b[A-Z0-9_]*(?:PASSWORD|PASSWD|SECRET_ACCESS_KEY|SESSION_TOKEN|SECRET_KEY"
+    r"|API_KEY|APIKEY|ACCESS_TOKEN|AUTH_TOKEN|CLIENT_SECRET|PRIVATE_KEY)"
+    r"\s*[=:]\s*[\"']?[^\s\"'$<{][^\s\"']{7,})",
     r"\bwl_[A-Za-z0-9]{8}_[A-Za-z0-9_-]{20,}",  # our own API tokens
+    r"\bwll_[A-Za-z0-9_-]{20,}",  # our own lease tokens
 )))
+
+# Format characters (zero-width space and joiners, word joiner, BOM, soft
+# hyphen) are invisible: a key split by one still works when pasted, so they
+# are dropped before scanning; NFKC folds full-width look-alikes to ASCII.
+_INVISIBLE = {ord(c): None for c in ("\u00ad", "\u180e", "\u200b", "\u200c", "\u200d",
+                                      "\u200e", "\u200f", "\u2060", "\u2061", "\u2062",
+                                      "\u2063", "\u2064", "\ufeff")}
 
 
 def looks_like_secret(text: str) -> bool:
-    return _SECRET.search(text) is not None
+    if _SECRET.search(text) is not None:
+        return True
+    folded = unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
+    return folded != text and _SECRET.search(folded) is not None
 
 
 def text(value: object, field: str, *, limit: int, required: bool = False) -> str:

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from math import ceil
 from typing import Any
 
+from ledger.domain import timing
 from ledger.domain import validation as v
 from ledger.domain.commands import LeaseProof
 from ledger.domain.errors import DomainError, InvalidCommand
@@ -25,6 +26,7 @@ from ledger.domain.events import (
     JOB_TRACKED,
     JOB_UPDATED,
     LEASE_EXPIRED,
+    LEASE_RELEASED,
     RECEIPT_RECORDED,
     WAKE_CANCEL_REQUESTED,
     WAKE_CLAIMED,
@@ -34,9 +36,10 @@ from ledger.domain.events import (
 )
 from ledger.domain.leases import acquire_events, fence, lease_refusal, lease_stale_at
 from ledger.domain.policy import timezone
-from ledger.domain.state import BLOCKED, PAUSED, GoalState
+from ledger.domain.state import BLOCKED, PAUSED, WAITING, GoalState
 
-INTERNAL, HOST = "internal", "host"
+INTERNAL, HOST, OPERATOR = "internal", "host", "operator"
+WAKE_KINDS = ("recurring", "reset", "requested", "operator")
 RECEIPT_STATUSES = ("created", "create_failed", "create_uncertain", "cancelled", "disabled",
                     "user_attested_deleted")
 RUNS_ON = ("cloud", "local", "unverified")
@@ -56,7 +59,7 @@ DEGRADED = frozenset({"create_failed", "uncertain", "disabled", "failed"})
 @dataclass(frozen=True, slots=True)
 class PrepareWatchdog:
     proof: LeaseProof | None
-    interval_seconds: int  # cadence_minutes x the server's minute, frozen into the event
+    interval_seconds: int = 0  # 0: the goal's own (policy.interval_seconds)
     tzid: str = "UTC"
     schedule_name: str = ""  # internal: the django-q2 schedule's name
 
@@ -82,11 +85,27 @@ class RecordReceipt:
 
 @dataclass(frozen=True, slots=True)
 class ClaimWake:
-    occurrence_id: str
-    source: str  # internal (django-q2 fired) | host (the agent's host fired)
-    holder: str
+    occurrence_id: str  # "" from a host: its slot stands for it
+    source: str  # internal (django-q2 fired) | host (the agent's host fired) | operator
+    holder: str  # the lease holder; for an operator, the operator's name
     token_sha256: str
     reason: str = ""  # host may say why; otherwise derived
+    kind: str = "recurring"  # recurring (the watchdog) | reset | requested | operator
+    intended_at: str = ""  # internal: the slot django-q2 meant to run (ISO)
+    push: bool = False  # internal: a push dispatcher will start the continuation
+    note: str = ""  # an operator's why
+    operator: str = ""  # an operator's name (source operator)
+
+
+@dataclass(frozen=True, slots=True)
+class WakeNow:
+    """An operator's "wake now" (recorded with who and why)."""
+
+    operator: str
+    reason: str
+    occurrence_id: str
+    token_sha256: str
+    push: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +116,10 @@ class RecordDispatch:
     dispatcher: str
     ok: bool
     detail: str = ""  # a sanitized outcome: HTTP status, exit of the spawn, error class
+    # When not ok: True if the continuation may have started anyway (a
+    # timeout after the request was sent); False if it certainly did not.
+    uncertain: bool = False
+    generation: int = 0  # the lease generation the dispatch carried
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +167,7 @@ def _due(moment: datetime, seconds: int) -> str:
 def prepare(state: GoalState, cmd: PrepareWatchdog, now: datetime) -> list[Event]:
     fence(state, cmd.proof)
     backend = state.policy.get("scheduler", INTERNAL)
-    seconds = cmd.interval_seconds
+    seconds = cmd.interval_seconds or interval_of(state)
     if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 1:
         raise InvalidCommand("interval_seconds must be a positive whole number")
     tzid = timezone(cmd.tzid or "UTC", "tzid")
@@ -166,7 +189,8 @@ def prepare(state: GoalState, cmd: PrepareWatchdog, now: datetime) -> list[Event
         "attempt": 2 if retry else 1,
     }
     if backend == INTERNAL:
-        name = v.text(cmd.schedule_name, "schedule_name", limit=200, required=True)
+        name = v.text(cmd.schedule_name or schedule_name(state.goal_id), "schedule_name",
+                      limit=200, required=True)
         data["schedule_name"] = name
         return [Event(WAKE_SCHEDULED, data, now),
                 Event(RECEIPT_RECORDED, {"backend": INTERNAL, "status": "created",
@@ -282,64 +306,160 @@ def completion_state(state: GoalState) -> str:
 
 # ---------------------------------------------------------------- claims (section 6)
 
+# Outcomes that use up their occurrence: a later fire of the same one is
+# already_claimed. worker_busy_noop and not_due consume nothing, so the same
+# occurrence may be claimed again after retry_after_seconds.
+CONSUMING = frozenset({"recurring_acquired", "ready_for_pull", "terminal_cleanup_required"})
+RECOVERY_REASONS = frozenset({"timeout_recovery", "rate_limit_reset"})
+
+
+def interval_of(state: GoalState) -> int:
+    """The watchdog's interval in seconds, frozen into the goal's policy at start."""
+    policy = state.policy
+    return policy.get("interval_seconds") or policy.get("cadence_minutes", 60) * 60
+
+
+# The django-q2 schedule rows of a goal's wakes, named after it: one of each.
+def schedule_name(goal_id: str) -> str:
+    return f"wakeledger-watchdog-{goal_id}"
+
+
+def reset_schedule_name(goal_id: str) -> str:
+    return f"wakeledger-reset-{goal_id}"
+
+
+def requested_schedule_name(goal_id: str) -> str:
+    return f"wakeledger-wake-{goal_id}"
+
+
+def recovery(state: GoalState) -> bool:
+    """Rule 5: would resuming now be a recovery continuation (charged)? Yes
+    when the goal's last attempt did not end cleanly: its lease is still there
+    (it went stale) or expired, or a rate limit paused it."""
+    return bool(state.lease) or state.lease_end == "expired" or bool(state.paused_until)
+
+
+def interrupted(state: GoalState, now: datetime) -> bool:
+    """Rule 6, decided here for every path (claim, sweeper): a continuation
+    that was handed over (dispatched, or its lease taken by a claimant or a
+    pull) went silent past its lease and stale grace, with no heartbeat,
+    checkpoint or outcome and no blocking job it waits for."""
+    stale_at = lease_stale_at(state)
+    return (stale_at is not None and now >= stale_at
+            and state.lease.get("via") in ("wake", "pull")
+            and not state.lease.get("active") and not state.running_jobs())
+
+
+def interrupted_events(state: GoalState, now: datetime) -> list[Event]:
+    why = ("the last continuation's lease expired without a heartbeat, checkpoint or "
+           "outcome: INTERRUPTED_UNKNOWN")
+    return [_lease_expired(state, now),
+            Event(GOAL_BLOCKED, {"summary": why, "generation": 0,
+                                 "reason": "INTERRUPTED_UNKNOWN"}, now)]
+
+
+def _lease_expired(state: GoalState, now: datetime) -> Event:
+    return Event(LEASE_EXPIRED, {"generation": state.lease["generation"],
+                                 "holder": state.lease["holder"],
+                                 "expired_at": state.lease["expires_at"]}, now)
+
+
+def _slot(state: GoalState, cmd: ClaimWake, now: datetime) -> datetime | None:
+    """The recurring slot a fire belongs to (None for one-off wakes)."""
+    if cmd.kind != "recurring" or not state.watchdog:
+        return None
+    return timing.slot_of(state.watchdog, _intended(cmd, now))
+
+
+def _intended(cmd: ClaimWake, now: datetime) -> datetime:
+    """When the fire was meant to happen: django-q2's intended run time, or now."""
+    try:
+        fired = datetime.fromisoformat(cmd.intended_at) if cmd.intended_at else now
+    except ValueError:
+        return now  # not a time: the occurrence id still names the fire
+    return fired if fired.tzinfo is not None else now
+
+
+def occurrence_of(state: GoalState, cmd: ClaimWake, now: datetime) -> str:
+    """A claim's identity. A host fire without an id of its own is its slot."""
+    if cmd.occurrence_id:
+        return v.text(cmd.occurrence_id, "occurrence_id", limit=300, required=True)
+    slot = _slot(state, cmd, now)
+    if slot is None:
+        raise InvalidCommand("occurrence_id is required when the goal has no watchdog",
+                             field="occurrence_id")
+    return f"{cmd.source}:slot:{iso(slot)}"
+
 
 def claim_outcome(state: GoalState, cmd: ClaimWake, now: datetime) -> dict[str, Any]:
     """Which of the outcomes a claim gets, and why. Pure; ``claim`` turns it
     into events and the shell reports it."""
-    if cmd.occurrence_id in state.claimed:
+    if occurrence_of(state, cmd, now) in state.claimed:
         return {"outcome": "already_claimed", "notes": "this occurrence was handled already"}
     live = watchdog_live(state)
     # A goal that finished (or waits only for its watchdog's cleanup) or that
     # needs a human is never resumed by a wake.
-    if state.terminal or state.status == BLOCKED or state.finish_requested:
-        what = (state.status if state.terminal else f"blocked ({state.reason})"
-                if state.status == BLOCKED else "finished, pending native cleanup")
+    if state.terminal or state.finish_requested:
+        what = state.status if state.terminal else "finished, pending native cleanup"
         if live:
             return {"outcome": "terminal_cleanup_required",
                     "notes": f"the goal is {what}; cancel its watchdog, resume nothing"}
         return {"outcome": "terminal_noop", "notes": f"the goal is {what}"}
+    if state.status == BLOCKED:
+        if live and state.watchdog.get("backend") == INTERNAL:
+            # A blocked goal keeps no internal schedule (settle cancels it);
+            # one that survived from an older release goes now.
+            return {"outcome": "terminal_cleanup_required",
+                    "notes": f"the goal is blocked ({state.reason}); cancel its watchdog, "
+                             "resume nothing"}
+        # Not terminal: an operator may recover it, and its host watchdog is
+        # then needed again. Nothing is consumed or cancelled.
+        return {"outcome": "terminal_noop",
+                "notes": f"the goal is blocked ({state.reason}); resume nothing until an "
+                         "operator acts"}
     if (cmd.source == HOST and state.watchdog.get("backend") == HOST
             and state.watchdog.get("status") in ("requested", "uncertain")):
         return {"outcome": "receipt_required",
                 "notes": "the host watchdog's creation is not confirmed; record a receipt "
                          "(created, create_failed or user_attested_deleted) first"}
-    if state.status == PAUSED and state.paused_until:
+    operator = cmd.source == OPERATOR
+    if state.status == PAUSED and state.paused_until and not operator:
         until = datetime.fromisoformat(state.paused_until)
         if now < until:
             return {"outcome": "not_due", "notes": f"paused until {state.paused_until}",
                     "retry_after_seconds": ceil((until - now).total_seconds())}
-    next_due = state.watchdog.get("next_due_at")
-    interval = state.watchdog.get("interval_seconds", 0)
-    pause_over = state.status == PAUSED and bool(state.paused_until)
-    if next_due and not pause_over:  # the one-off wake at a reset is due whenever it fires
-        # Early by more than half an interval (at most a minute): not this one.
-        tolerance = timedelta(seconds=min(60, interval / 2))
-        due = datetime.fromisoformat(next_due)
-        if now < due - tolerance:
-            return {"outcome": "not_due", "notes": f"the next wake is due at {next_due}",
-                    "retry_after_seconds": ceil((due - now).total_seconds())}
-    stale_at = lease_stale_at(state)
-    if (stale_at is not None and now >= stale_at and state.lease.get("via") == "wake"
-            and not state.lease.get("active") and not state.running_jobs()):
-        # Rule 6: a dispatched continuation went silent; it may have done
-        # something. Never replay it.
-        return {"outcome": "terminal_cleanup_required", "block": "INTERRUPTED_UNKNOWN",
+    slot = _slot(state, cmd, now)
+    if slot is not None and not operator:
+        early = timing.early_by(state.watchdog, slot, now)
+        if early > 0:
+            return {"outcome": "not_due", "notes": f"the next wake is due at {iso(slot)}",
+                    "retry_after_seconds": ceil((slot - now).total_seconds())}
+    if interrupted(state, now):
+        return {"outcome": "terminal_cleanup_required", "interrupted": True,
                 "notes": "the last continuation's lease expired without a heartbeat, "
                          "checkpoint or outcome: INTERRUPTED_UNKNOWN"}
-    refusal = lease_refusal(state, now)
+    # An operator's wake ends a pause early; a live worker still comes first.
+    refusal = lease_refusal(state.but(paused_until="") if operator else state, now)
     if refusal is not None:
         return {"outcome": "worker_busy_noop", "notes": refusal["why"],
                 "retry_after_seconds": refusal["retry_after_seconds"]}
-    if state.retry_count + 1 > state.policy.get("max_wake_retries", 5):
+    if state.retry_count + 1 > state.policy.get("max_wake_retries", 5) and not operator:
         return {"outcome": "terminal_cleanup_required", "block": "WAKE_RETRIES_EXHAUSTED",
                 "notes": f"{state.retry_count} consecutive wakes without a new checkpoint: "
                          "WAKE_RETRIES_EXHAUSTED"}
+    charge = recovery(state) and not operator
     budget = state.policy.get("max_continuations", 3)
-    if state.continuations_used >= budget:
-        return {"outcome": "terminal_cleanup_required", "block": "CONTINUATION_STOPPED",
-                "notes": f"the continuation budget is spent ({budget} of {budget}): "
-                         "CONTINUATION_STOPPED"}
-    return {"outcome": "recurring_acquired", "notes": "resume from the latest checkpoint"}
+    if charge and state.continuations_used >= budget:
+        block = "RATE_LIMIT_STOPPED" if state.paused_until else "CONTINUATION_STOPPED"
+        return {"outcome": "terminal_cleanup_required", "block": block,
+                "notes": f"the continuation budget is spent ({budget} of {budget}): {block}"}
+    if cmd.source != HOST and not cmd.push:
+        # Dispatcher "none" is pull: a due wake hands a lease to nobody. The
+        # goal is ready; its agent's own claim, run_goal or lease call takes it.
+        return {"outcome": "ready_for_pull", "charge": charge,
+                "notes": "ready: the goal's agent resumes it by taking its lease"}
+    return {"outcome": "recurring_acquired", "charge": charge,
+            "notes": "resume from the latest checkpoint"}
 
 
 def _reason(state: GoalState, cmd: ClaimWake) -> str:
@@ -352,6 +472,8 @@ def _reason(state: GoalState, cmd: ClaimWake) -> str:
         return "timeout_recovery"
     if state.paused_until:
         return "rate_limit_reset"
+    if cmd.kind == "requested" and state.requested_wake.get("reason"):
+        return state.requested_wake["reason"]
     since = state.last_wake.get("at", "")
     if any(job["status"] != "running" and job["updated_at"] > since for job in state.jobs):
         return "dependency_ready"
@@ -359,60 +481,126 @@ def _reason(state: GoalState, cmd: ClaimWake) -> str:
 
 
 def claim(state: GoalState, cmd: ClaimWake, now: datetime) -> list[Event]:
-    if cmd.source not in (INTERNAL, HOST):
-        raise InvalidCommand("source must be internal or host", field="source")
-    occurrence = v.text(cmd.occurrence_id, "occurrence_id", limit=300, required=True)
+    if cmd.source not in (INTERNAL, HOST, OPERATOR):
+        raise InvalidCommand("source must be internal, host or operator", field="source")
+    if cmd.kind not in WAKE_KINDS:
+        raise InvalidCommand(f"kind must be one of {', '.join(WAKE_KINDS)}", field="kind")
+    occurrence = occurrence_of(state, cmd, now)
     answer = claim_outcome(state, cmd, now)
     outcome = answer["outcome"]
     if outcome in ("already_claimed", "receipt_required"):
         return []  # nothing changes, not even the record of a claim
-    reason = _reason(state, cmd)
-    interval = state.watchdog.get("interval_seconds", 0)
     data: dict[str, Any] = {
         "occurrence_id": occurrence,
         "source": cmd.source,
+        "kind": cmd.kind,
         "outcome": outcome,
-        "reason": reason,
+        "reason": _reason(state, cmd),
         "notes": answer["notes"],
-        "next_due_at": _due(now, interval) if interval and outcome != "not_due" else
-        state.watchdog.get("next_due_at", ""),
     }
-    if outcome == "recurring_acquired":
+    slot = _slot(state, cmd, now)
+    if slot is not None:
+        data["slot"] = iso(slot)
+        # The next slot after the one that fired: claims never move the anchor.
+        following = slot + timedelta(seconds=state.watchdog["interval_seconds"])
+        current = state.watchdog.get("next_due_at", "")
+        if not current or following > datetime.fromisoformat(current):
+            data["next_due_at"] = iso(following)
+    if cmd.source == OPERATOR:
+        data["operator"] = v.text(cmd.operator, "operator", limit=v.MAX_KEY, required=True)
+        data["why"] = v.text(cmd.note, "reason", limit=v.MAX_NOTE, required=True)
+    if outcome in ("recurring_acquired", "ready_for_pull"):
+        # Rule 7: a wake without progress until a checkpoint says otherwise.
+        # A ready goal that nobody pulls counts each further due wake too, so
+        # it ends visibly blocked instead of waiting forever.
         data["retry_count"] = state.retry_count + 1
     if answer.get("retry_after_seconds") is not None:
         data["retry_after_seconds"] = answer["retry_after_seconds"]
+    if outcome == "ready_for_pull":
+        data["charge"] = answer["charge"] or bool(state.ready.get("charge"))
     events = [Event(WAKE_CLAIMED, data, now)]
     if outcome == "terminal_cleanup_required":
-        if answer.get("block"):
+        if answer.get("interrupted"):
+            events += interrupted_events(state, now)
+        elif answer.get("block"):
             if state.lease:
-                events.append(Event(LEASE_EXPIRED, {"generation": state.lease["generation"],
-                                                    "holder": state.lease["holder"],
-                                                    "expired_at": state.lease["expires_at"]},
-                                    now))
+                events.append(_lease_expired(state, now))
             events.append(Event(GOAL_BLOCKED, {"summary": answer["notes"], "generation": 0,
                                                "reason": answer["block"]}, now))
-        events += _cancel_events(state, now, why=answer["notes"])
+        else:
+            events += _cancel_events(state, now, why=answer["notes"])
     if outcome == "recurring_acquired":
-        # Rule 5: the continuation is charged in the transaction that grants
-        # its lease, before anything is dispatched: a crash after this commit
-        # never yields a free retry (rule 6 then stops the silent attempt).
-        events.append(Event(CONTINUATION_CHARGED, {
-            "attempt": state.continuations_used + 1,
-            "max": state.policy.get("max_continuations", 3),
-            "occurrence_id": occurrence}, now))
-        # An internal wake's continuation works as the goal's own agent.
+        if answer["charge"]:
+            # Rule 5: a recovery continuation is charged in the transaction
+            # that grants its lease, before anything is dispatched: a crash
+            # after this commit never yields a free retry (rule 6 then stops
+            # the silent attempt).
+            events.append(_charge(state, occurrence, now))
         events += acquire_events(state, cmd.holder or state.agent, cmd.token_sha256, now,
                                  via="wake")
     return events
 
 
+def _charge(state: GoalState, occurrence: str, now: datetime) -> Event:
+    return Event(CONTINUATION_CHARGED, {
+        "attempt": state.continuations_used + 1,
+        "max": state.policy.get("max_continuations", 3),
+        "occurrence_id": occurrence}, now)
+
+
+def pull_events(state: GoalState, holder: str, token_sha256: str, now: datetime) -> list[Event]:
+    """The agent's own lease call on a goal with a due wake (ready, or paused
+    past its reset before the reset wake fired): it takes the lease, and a
+    recovery continuation is charged (rule 5) — once, whichever came first."""
+    if state.ready:
+        pulled = {"occurrence_id": state.ready["occurrence_id"],
+                  "reason": state.ready["reason"]}
+        charge = bool(state.ready.get("charge"))
+    else:
+        pulled = {"occurrence_id": f"pull:reset:{state.paused_until}",
+                  "reason": "rate_limit_reset"}
+        charge = True
+    events = []
+    if charge:
+        budget = state.policy.get("max_continuations", 3)
+        if state.continuations_used >= budget:
+            block = "RATE_LIMIT_STOPPED" if state.paused_until else "CONTINUATION_STOPPED"
+            return [Event(GOAL_BLOCKED, {
+                "summary": f"the continuation budget is spent ({budget} of {budget}): {block}",
+                "generation": 0, "reason": block}, now)]
+        events.append(_charge(state, pulled["occurrence_id"], now))
+    grant = acquire_events(state, holder, token_sha256, now, via="pull")
+    grant[-1] = Event(grant[-1].kind, {**grant[-1].data, "pulled": pulled}, now)
+    return events + grant
+
+
+def due_for_pull(state: GoalState, now: datetime) -> bool:
+    """A lease call now resumes a due wake: the goal is ready, or paused past
+    its reset with the reset wake not fired yet."""
+    if state.ready:
+        return True
+    return (state.status == PAUSED and bool(state.paused_until)
+            and now >= datetime.fromisoformat(state.paused_until))
+
+
 def dispatched(state: GoalState, cmd: RecordDispatch, now: datetime) -> list[Event]:
-    return [Event(CONTINUATION_DISPATCHED, {
+    data = {
         "occurrence_id": v.text(cmd.occurrence_id, "occurrence_id", limit=300, required=True),
         "dispatcher": v.text(cmd.dispatcher, "dispatcher", limit=64, required=True),
         "ok": bool(cmd.ok),
         "detail": v.text(cmd.detail, "detail", limit=500),
-    }, now)]
+    }
+    if not cmd.ok:
+        data["uncertain"] = bool(cmd.uncertain)
+    events = [Event(CONTINUATION_DISPATCHED, data, now)]
+    if (not cmd.ok and not cmd.uncertain and state.lease
+            and state.lease["generation"] == cmd.generation):
+        # Rule 6: a dispatch that certainly started nothing is not uncertain.
+        # Its lease goes at once and the goal waits for the next wake (the
+        # charge is not refunded: the budget bounds attempts, not successes).
+        events.append(Event(LEASE_RELEASED, {"generation": cmd.generation,
+                                             "why": f"dispatch failed: {data['detail']}"}, now))
+    return events
 
 
 # ---------------------------------------------------------------- sweeper
@@ -422,16 +610,77 @@ def expire(state: GoalState, cmd: ExpireLease, now: datetime) -> list[Event]:
     stale_at = lease_stale_at(state)
     if stale_at is None or now < stale_at or state.running_jobs():
         return []
-    events = [Event(LEASE_EXPIRED, {"generation": state.lease["generation"],
-                                    "holder": state.lease["holder"],
-                                    "expired_at": state.lease["expires_at"]}, now)]
-    if state.lease.get("via") == "wake" and not state.lease.get("active"):
-        # Rule 6: uncertain attempts are terminal for automation.
-        events.append(Event(GOAL_BLOCKED, {
-            "summary": "the dispatched continuation's lease expired with no heartbeat, "
-                       "checkpoint or outcome", "generation": 0,
-            "reason": "INTERRUPTED_UNKNOWN"}, now))
-    return events
+    if interrupted(state, now):
+        return interrupted_events(state, now)
+    return [_lease_expired(state, now)]
+
+
+# ---------------------------------------------------------------- keeping goals alive
+
+
+def operator_wake(state: GoalState, cmd: WakeNow, now: datetime) -> list[Event]:
+    """An operator's "wake now": ends a pause early and resumes the goal as a
+    wake would (pull or push), recorded with who and why."""
+    if state.terminal or state.status == BLOCKED:
+        raise DomainError(f"a {state.status} goal cannot be woken; "
+                          + ("recover it first" if state.status == BLOCKED else
+                             "start a new one"), code="not_wakeable")
+    claim_cmd = ClaimWake(cmd.occurrence_id, OPERATOR, "", cmd.token_sha256, kind="operator",
+                          push=cmd.push, note=cmd.reason, operator=cmd.operator)
+    # A goal whose worker holds a live lease answers worker_busy_noop: the act
+    # is recorded, and nothing else changes.
+    return claim(state, claim_cmd, now)
+
+
+def settle(before: GoalState, events: list[Event], now: datetime) -> list[Event]:
+    """What a command's events leave to do so that no goal is ever silently
+    stuck (DESIGN section 6, "Liveness"). Decided once, for every command:
+
+    - a goal that becomes blocked keeps no internal schedule firing at it
+      (an operator's recover or approval re-arms it);
+    - an internal goal that would be stuck (no lease, no pending wake) or that
+      is ready gets its watchdog (re)armed: due at once after an operator
+      unblocked it, at the next interval otherwise. A ready goal needs it too:
+      each further slot nobody pulls counts against rule 7, so it ends visibly
+      blocked instead of waiting forever;
+    - a host goal an operator unblocked is made ready for its agent to pull,
+      since only its host can re-create its schedule.
+    """
+    from ledger.domain.decider import fold  # the decider imports this module
+
+    after = fold(events, before)
+    if after.terminal or after.finish_requested:
+        return []
+    if after.status == BLOCKED:
+        if after.watchdog.get("backend") == INTERNAL and watchdog_live(after):
+            return _cancel_events(after, now, why=f"blocked ({after.reason})")
+        return []
+    unblocked = before.status == BLOCKED
+    state_now = timing.liveness(after, now)
+    if state_now not in (None, timing.READY):
+        return []
+    backend = after.policy.get("scheduler", INTERNAL)
+    if backend == INTERNAL and after.watchdog.get("status") not in timing.FIRING:
+        interval = interval_of(after)
+        first = now if unblocked else now + timedelta(seconds=interval)
+        return _arm(after, interval, iso(first), now)
+    if backend == HOST and unblocked and state_now is None:
+        return [Event(WAKE_CLAIMED, {
+            "occurrence_id": f"operator:unblocked:{after.version}", "source": OPERATOR,
+            "kind": "operator", "outcome": "ready_for_pull", "reason": "scheduled_progress",
+            "notes": "unblocked by an operator: ready for its agent to pull",
+            "charge": False, "retry_count": 0}, now)]
+    return []
+
+
+def _arm(state: GoalState, interval: int, first_due_at: str, now: datetime) -> list[Event]:
+    name = schedule_name(state.goal_id)
+    data = {"backend": INTERNAL, "interval_seconds": interval,
+            "tzid": state.watchdog.get("tzid") or state.session.get("timezone") or "UTC",
+            "first_due_at": first_due_at, "attempt": 1, "schedule_name": name}
+    return [Event(WAKE_SCHEDULED, data, now),
+            Event(RECEIPT_RECORDED, {"backend": INTERNAL, "status": "created",
+                                     "schedule_name": name, "due_at": first_due_at}, now)]
 
 
 def cancel_on_stop(state: GoalState, now: datetime) -> list[Event]:
@@ -482,6 +731,9 @@ def scheduled(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]
     if data.get("kind") == "reset":  # the one-off wake at a rate-limit reset
         return {"reset_wake": {"due_at": data["due_at"],
                                "schedule_name": data["schedule_name"]}}
+    if data.get("kind") == "requested":  # the one-off wake the agent asked for
+        return {"requested_wake": {"due_at": data["due_at"], "reason": data["reason"],
+                                   "schedule_name": data.get("schedule_name", "")}}
     watchdog = {
         "backend": data["backend"],
         "interval_seconds": data["interval_seconds"],
@@ -489,6 +741,8 @@ def scheduled(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]
         "status": "requested",
         "attempt": data["attempt"],
         "first_due_at": data["first_due_at"],
+        # Slots are anchor + k x interval; no claim ever moves the anchor.
+        "anchor": data["first_due_at"],
         "next_due_at": data["first_due_at"],
         "retry_allowed": False,
     }
@@ -507,6 +761,8 @@ def receipted(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]
                 "last_receipt": data["status"], "last_receipt_at": at}
     if data["status"] == "created":
         watchdog["next_due_at"] = data["due_at"]
+        if data.get("backend") == HOST:
+            watchdog["anchor"] = data["due_at"]  # the host's schedule is what fires
         if "host_ref_sha256" in data:
             watchdog["host_ref_sha256"] = data["host_ref_sha256"]
             watchdog["runs_on"] = data["runs_on"]
@@ -522,15 +778,26 @@ def cancel_requested(state: GoalState, data: dict[str, Any], at: str) -> dict[st
 
 
 def claimed(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+    outcome = data["outcome"]
     changes: dict[str, Any] = {
-        "claimed": [*state.claimed, data["occurrence_id"]][-CLAIM_MEMORY:],
-        "last_wake": {"occurrence_id": data["occurrence_id"], "outcome": data["outcome"],
+        "last_wake": {"occurrence_id": data["occurrence_id"], "outcome": outcome,
                       "reason": data["reason"], "at": at},
     }
+    if outcome in CONSUMING:
+        changes["claimed"] = [*state.claimed, data["occurrence_id"]][-CLAIM_MEMORY:]
     if state.watchdog and data.get("next_due_at"):
         changes["watchdog"] = {**state.watchdog, "next_due_at": data["next_due_at"]}
     if "retry_count" in data:
         changes["retry_count"] = data["retry_count"]
+    if outcome in ("recurring_acquired", "ready_for_pull"):
+        # The wake is what the pause waited for; a requested or reset wake is
+        # used up by whichever wake resumed the goal.
+        changes.update(paused_until="", reset_wake={}, requested_wake={})
+        if state.status == PAUSED:
+            changes["status"] = WAITING
+    if outcome == "ready_for_pull":
+        changes["ready"] = {"occurrence_id": data["occurrence_id"], "reason": data["reason"],
+                            "at": at, "charge": data.get("charge", False)}
     return changes
 
 

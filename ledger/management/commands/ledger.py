@@ -6,6 +6,7 @@ projection module, and prints. No rule lives here.
 
 import argparse
 import getpass
+import itertools
 import os
 import re
 import secrets
@@ -19,20 +20,21 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import Group
+from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 from django.urls import reverse
 
 from api import alerts, tokens
 from api.models import ApiToken
-from api.roles import AGENT, ROLES, role_of
-from ledger import clock, demo, projection, terminal
+from api.roles import AGENT, AUDITOR, OPERATOR, ROLES, role_of
+from ledger import clock, continuations, demo, doctor, projection, siteurl, store, terminal
 from ledger.domain import STATUSES, DomainError, GoalState
 from ledger.domain.runs import Recover, ResolveApproval, Stop
 from ledger.domain.state import REASONS
 from ledger.models import Event, Goal
 from ledger.progress import Progress
-from scheduling import watchdogs
 
 SHOW_LIMIT = 50  # events `ledger show` prints unless told otherwise
 GOALS_LIMIT = 50
@@ -65,8 +67,9 @@ def _positive(value: str) -> int:
 
 
 class Command(BaseCommand):
-    help = ("Wake Ledger operator commands: goals, show, replay, verify, agent, prune, stop, "
-            "recover, approve, alerts, demo, bootstrap.")
+    help = ("Wake Ledger operator commands: goals, show, replay, verify, agent, user, prune, "
+            "stop, recover, approve, alerts, demo, bootstrap. GOAL_ID is a full id or its "
+            "first 4+ hex digits (the 8 `goals` prints).")
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -100,22 +103,36 @@ class Command(BaseCommand):
                           help="Rewrite differing projections from the events (never the events).")
 
         verify = actions.add_parser(
-            "verify", help="Recompute every goal's hash chain; name the first broken link.")
+            "verify", help="Recompute every goal's hash chain, check that it ends at the goal "
+                           "row's version and head hash; name the first broken link.")
         verify.add_argument("goal_ids", nargs="*", metavar="GOAL_ID")
 
         agent = actions.add_parser("agent", help="API tokens: create, list, revoke.")
         agent_actions = agent.add_subparsers(dest="agent_action", required=True,
                                              metavar="AGENT_ACTION")
         create = agent_actions.add_parser(
-            "create", help="Create a user with a role and print a new API token once.")
-        create.add_argument("name")
+            "create", help="Create users with a role and print a new API token for each, once.")
+        create.add_argument("names", nargs="+", metavar="NAME")
         create.add_argument("--role", choices=ROLES, default=AGENT)
         agent_actions.add_parser("list", help="List tokens (prefixes only) and roles.")
         revoke = agent_actions.add_parser("revoke", help="Revoke a token by its prefix.")
         revoke.add_argument("prefix")
 
+        user = actions.add_parser("user", help="Admin users for people: create.")
+        user_actions = user.add_subparsers(dest="user_action", required=True,
+                                           metavar="USER_ACTION")
+        user_create = user_actions.add_parser(
+            "create", help="Create a staff user (admin login) in the auditor or operator group.")
+        user_create.add_argument("name")
+        user_create.add_argument("--role", required=True, choices=(AUDITOR, OPERATOR))
+        user_create.add_argument("--email", default="")
+        user_create.add_argument("--generate", action="store_true",
+                                 help="generate a password and print it once (default: ask "
+                                      "for one, twice)")
+
         actions.add_parser(
-            "prune", help="Delete idempotency records older than their 48 h retention.")
+            "prune", help="Delete idempotency records older than their retention "
+                          "(WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS).")
 
         for name, text in (("stop", "Stop a goal for good."),
                            ("recover", "Recover a blocked goal (new continuation budget).")):
@@ -124,6 +141,16 @@ class Command(BaseCommand):
             act.add_argument("--reason", required=True)
             act.add_argument("--operator", default=getpass.getuser(),
                              help="who acts (default: the OS user)")
+        wake = actions.add_parser(
+            "wake", help="Wake a goal now: end a pause early and resume it as its wake would.")
+        wake.add_argument("goal_id", metavar="GOAL_ID")
+        wake.add_argument("--reason", required=True)
+        wake.add_argument("--operator", default=getpass.getuser(),
+                          help="who acts (default: the OS user)")
+        doctor_parser = actions.add_parser(
+            "doctor", help="Goals nothing will ever move (in none of the liveness states), "
+                           "and watchdogs whose scheduler rows are missing or orphaned.")
+        doctor_parser.add_argument("goal_ids", nargs="*", metavar="GOAL_ID")
         approve = actions.add_parser("approve", help="Approve (or --reject) an approval gate.")
         approve.add_argument("goal_id", metavar="GOAL_ID")
         approve.add_argument("gate")
@@ -188,11 +215,54 @@ class Command(BaseCommand):
     def handle_agent(self, agent_action: str, **options: Any) -> None:
         getattr(self, f"handle_agent_{agent_action}")(**options)
 
-    def handle_agent_create(self, name: str, role: str, **_: Any) -> None:
-        user = ensure_user(name, role)
-        token = tokens.issue(user)
-        # Printed once; only its prefix and an HMAC digest are stored.
-        self.stdout.write(f"{role} {name}: API token (shown once, keep it secret):\n{token}")
+    def handle_agent_create(self, names: list[str], role: str, **_: Any) -> None:
+        # All or none: a bad name in the list leaves no half-made set behind.
+        with transaction.atomic():
+            issued = [(name, tokens.issue(ensure_user(name, role)))
+                      for name in dict.fromkeys(names)]
+        for name, token in issued:
+            # Printed once; only its prefix and an HMAC digest are stored.
+            self.stdout.write(f"{role} {name}: API token (shown once, keep it secret):\n{token}")
+
+    # ------------------------------------------------------------------ user
+
+    def handle_user(self, user_action: str, **options: Any) -> None:
+        getattr(self, f"handle_user_{user_action}")(**options)
+
+    def handle_user_create(self, name: str, role: str, email: str, generate: bool,
+                           **_: Any) -> None:
+        users = get_user_model()
+        if users.objects.filter(username=name).exists():
+            raise CommandError(f"a user named {name} exists already; choose another name")
+        password = secrets.token_urlsafe(18) if generate else self._ask_password(name)
+        with transaction.atomic():
+            user = ensure_user(name, role)
+            user.is_staff = True  # the admin is where auditors and operators work
+            user.email = email
+            user.set_password(password)
+            user.save()
+        url = f"{siteurl.base_url()}{reverse('admin:index')}"
+        self.stdout.write(f"created {role} {name} (staff); log in at {url}")
+        if generate:
+            # Printed once, never stored: only Django's salted hash is kept.
+            self.stdout.write(f"password (shown once, keep it secret): {password}")
+
+    def _ask_password(self, name: str) -> str:
+        if not sys.stdin.isatty():
+            raise CommandError("no terminal to ask for a password on: run it in a terminal "
+                               "or pass --generate")
+        for _attempt in range(3):
+            password = getpass.getpass(f"Password for {name}: ")
+            if password != getpass.getpass("Password (again): "):
+                self.stderr.write("The passwords differ; try again.")
+                continue
+            try:
+                validate_password(password, get_user_model()(username=name))
+            except ValidationError as error:
+                self.stderr.write(" ".join(error.messages))
+                continue
+            return password
+        raise CommandError("no password set after three tries")
 
     def handle_agent_list(self, **_: Any) -> None:
         for token in ApiToken.objects.select_related("user").order_by("user__username", "id"):
@@ -213,7 +283,8 @@ class Command(BaseCommand):
     def handle_prune(self, **_: Any) -> None:
         from api.idempotency import prune
 
-        self.stdout.write(f"deleted {prune()} idempotency record(s) older than 48 h")
+        hours = settings.WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS
+        self.stdout.write(f"deleted {prune()} idempotency record(s) older than {hours} h")
 
     # ------------------------------------------------------------------ operator acts
 
@@ -228,10 +299,27 @@ class Command(BaseCommand):
         decision = "reject" if reject else "approve"
         self._act(goal_id, ResolveApproval(gate, decision, operator, note), operator)
 
+    def handle_wake(self, goal_id: str, reason: str, operator: str, **_: Any) -> None:
+        [goal_id] = self._valid([goal_id])
+        try:
+            result = continuations.wake_now(goal_id, operator=operator, reason=reason)
+        except DomainError as error:
+            raise CommandError(f"{error.code}: {error.detail}") from None
+        self.stdout.write(f"goal {goal_id}: {result.outcome} ({result.report['notes']})")
+
+    def handle_doctor(self, goal_ids: list[str], **_: Any) -> None:
+        found = list(doctor.findings(self._valid(goal_ids) if goal_ids else None))
+        for finding in found:
+            self.stdout.write(f"goal {finding.goal_id}: {finding.problem}: {finding.detail}")
+        if found:
+            raise CommandError(f"{len(found)} problem(s) found")
+        self.stdout.write("no problems: every active goal is working, scheduled, ready or "
+                          "waiting for a human")
+
     def _act(self, goal_id: str, command: Any, operator: str) -> None:
         [goal_id] = self._valid([goal_id])
         try:
-            state = watchdogs.execute(goal_id, command, actor=operator).state
+            state = store.execute(goal_id, command, actor=operator).state
         except DomainError as error:
             raise CommandError(f"{error.code}: {error.detail}") from None
         reason = f"/{state.reason}" if state.reason else ""
@@ -306,13 +394,13 @@ class Command(BaseCommand):
             *(f"  {terminal.short_id(g.goal_id)}  {g.goal_key:24} "
               f"{g.status + ('/' + g.reason if g.reason else ''):30} {g.story}" for g in made),
             "see them with `ledger goals` and `ledger show ID`, or in the admin at "
-            f"{settings.SITE_URL}{reverse('admin:index')}",
+            f"{siteurl.base_url()}{reverse('admin:index')}",
         ])
 
     # ------------------------------------------------------------------ bootstrap
 
     def handle_bootstrap(self, **_: Any) -> None:
-        url = f"{settings.SITE_URL}{reverse('admin:index')}"
+        url = f"{siteurl.base_url()}{reverse('admin:index')}"
         users = get_user_model()
         if users.objects.filter(is_superuser=True).exists():
             self.stdout.write(f"Wake Ledger admin: {url}")
@@ -370,8 +458,13 @@ class Command(BaseCommand):
         if not _HEX_PREFIX.fullmatch(prefix):
             raise CommandError(f"{value!r} is not a goal id (a UUID, or the first 4 or more "
                                "of its hex digits)")
+        # Hyphenated as a UUID prints: PostgreSQL compares the uuid's text
+        # form (with hyphens); Django strips them again for SQLite's char(32).
+        cuts = (0, 8, 12, 16, 20, 32)
+        hyphenated = "-".join(prefix[a:b] for a, b in itertools.pairwise(cuts)
+                              if prefix[a:b])
         matches = [str(pk) for pk in Goal.objects.filter(
-            id__startswith=prefix).values_list("id", flat=True)[:2]]
+            id__startswith=hyphenated).values_list("id", flat=True)[:2]]
         if len(matches) > 1:
             raise CommandError(f"{value!r} matches several goals; give more digits")
         if not matches:
@@ -388,10 +481,5 @@ class Command(BaseCommand):
 
     @staticmethod
     def _valid(selected: list[str]) -> list[str]:
-        out = []
-        for value in selected:
-            try:
-                out.append(str(uuid.UUID(value)))
-            except ValueError:
-                raise CommandError(f"{value!r} is not a goal id (a UUID)") from None
-        return out
+        """Full ids for what was typed: full ids or unique short prefixes."""
+        return [Command._goal_pk(value) for value in selected]

@@ -1,0 +1,38 @@
+"""Housekeeping that django-q2 runs on a schedule: pruning idempotency records.
+
+The schedule is created (or brought in step) after every ``migrate``, like the
+lease sweeper's, so a deployment that migrates has it without a manual step.
+The task runs the very function ``manage.py ledger prune`` runs.
+"""
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django_q.models import Schedule
+
+from api.idempotency import prune
+
+logger = logging.getLogger(__name__)
+
+PRUNE = "scheduling.maintenance.prune_idempotency_records"
+PRUNE_NAME = "wakeledger-idempotency-prune"
+
+
+def prune_idempotency_records() -> int:
+    """Delete idempotency records older than their retention. Returns how many."""
+    deleted = prune()
+    if deleted:
+        logger.info("pruned %d idempotency record(s) older than %d h", deleted,
+                    settings.WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS)
+    return deleted
+
+
+def ensure_prune_schedule(**_: Any) -> None:
+    """The prune's hourly schedule, exactly one of it (post_migrate). Hourly:
+    a record then outlives its retention by at most an hour, and each run
+    deletes about an hour's worth of records, in one indexed statement."""
+    Schedule.objects.update_or_create(
+        name=PRUNE_NAME,
+        defaults={"func": PRUNE, "schedule_type": Schedule.HOURLY, "repeats": -1},
+    )

@@ -1,0 +1,132 @@
+"""Sending the dispatch outbox (DESIGN section 6; rule 6's crash cases).
+
+A granted push wake's transaction wrote a ``pending`` row next to its events
+(``record``, a store effect). ``send`` then:
+
+1. marks the row ``sending`` and commits — before any network call;
+2. sends it through the dispatcher;
+3. records the result as ``continuation.dispatched`` and marks the row
+   ``sent`` / ``failed`` / ``uncertain``, in one transaction.
+
+A crash before 1 leaves the row ``pending``: it is sent later, safely (the
+continuation never started). A crash between 1 and 3 leaves it ``sending``:
+the request may or may not have gone out, so it is never sent again; the
+sweeper records it as uncertain, and rule 6 blocks the goal if the
+continuation stays silent. A dispatch that certainly started nothing releases
+its lease at once (the domain decides that, from the recorded result).
+"""
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+
+from ledger import clock, store
+from ledger.continuations import dispatch_token
+from ledger.domain import DomainError
+from ledger.domain.smartwake import resume_packet
+from ledger.domain.timing import next_wake_at
+from ledger.domain.wakes import RecordDispatch
+from scheduling import dispatch, failpoints
+from scheduling.models import Dispatch
+
+logger = logging.getLogger(__name__)
+
+
+def record(goal_id: str, outcome: store.Outcome) -> None:
+    """Store effect: a wake to dispatch gets its outbox row in the same
+    transaction. A granted push wake hands over its lease (``generation``); a
+    ready wake of a dispatcher that carries no lease (OpenClaw's Gateway) is a
+    notification (generation 0): its agent pulls the lease itself."""
+    name = outcome.state.policy.get("dispatch", "none")
+    if name == "none":
+        return
+    for event in outcome.events:
+        if event.kind != "wake.claimed" or event.data["source"] not in ("internal", "operator"):
+            continue
+        if event.data["outcome"] == "recurring_acquired":
+            generation = outcome.state.lease["generation"]
+        elif event.data["outcome"] == "ready_for_pull":
+            generation = 0
+        else:
+            continue
+        Dispatch.objects.create(goal_id=goal_id, occurrence_id=event.data["occurrence_id"],
+                                dispatcher=name, generation=generation, created_at=clock.now())
+
+
+def send_pending(goal_id: str | None = None) -> int:
+    """Send every pending row (of one goal, or all); returns how many were sent."""
+    rows = Dispatch.objects.filter(status=Dispatch.PENDING)
+    if goal_id is not None:
+        rows = rows.filter(goal_id=goal_id)
+    return sum(send(pk) for pk in rows.order_by("created_at").values_list("pk", flat=True))
+
+
+def send(pk: int) -> bool:
+    with transaction.atomic():
+        row = Dispatch.objects.select_for_update().filter(pk=pk, status=Dispatch.PENDING).first()
+        if row is None:
+            return False  # another sender has it, or it is done
+        row.status, row.sending_at = Dispatch.SENDING, clock.now()
+        row.save(update_fields=["status", "sending_at"])
+    failpoints.reached("outbox.after_sending_mark")
+    goal_id = str(row.goal_id)
+    state = store.load(goal_id)
+    notify = row.generation == 0  # a ready wake: its agent pulls the lease itself
+    if state.terminal or (not notify and state.lease.get("generation") != row.generation) \
+            or (notify and not state.ready):
+        # The continuation's lease is gone, or the ready wake was pulled
+        # already (the goal ended, an operator acted, the agent came back):
+        # sending it now would only be refused. Nothing was sent.
+        _finish(row, Dispatch.FAILED, "superseded: the wake is no longer pending")
+        return False
+    lease = {} if notify else {
+        "token": dispatch_token(goal_id, row.occurrence_id), "generation": row.generation,
+        "holder": state.lease["holder"], "expires_at": state.lease["expires_at"]}
+    report = {"task_id": goal_id, "status": state.status, "progress_pct": state.progress_pct,
+              "current_step": state.current_step,
+              "resumed_from_checkpoint": state.last_checkpoint_seq,
+              "next_wake_scheduled": bool(next_wake_at(state)),
+              "next_wake_at": next_wake_at(state) or None, "notes": "dispatched"}
+    result = dispatch.dispatch(row.dispatcher, goal_id=goal_id, occurrence_id=row.occurrence_id,
+                               session_key=state.session_key, packet=resume_packet(state),
+                               report=report, lease=lease)
+    failpoints.reached("outbox.after_send")
+    status = (Dispatch.SENT if result.ok else
+              Dispatch.UNCERTAIN if getattr(result, "uncertain", False) else Dispatch.FAILED)
+    with transaction.atomic():
+        _record(row, result.ok, result.detail, getattr(result, "uncertain", False))
+        _finish(row, status, result.detail)
+    logger.info("dispatch %s of goal %s via %s: %s (%s)", row.occurrence_id, goal_id,
+                row.dispatcher, status, result.detail)
+    return result.ok
+
+
+def resolve_stuck() -> int:
+    """Rows left ``sending`` by a sender that died mid-call: uncertain, never resent."""
+    timeout = max((float(spec.get("timeout", 10)) for spec in dispatch.configured().values()),
+                  default=10.0)
+    cutoff = clock.now() - timedelta(seconds=timeout + settings.WAKELEDGER_OUTBOX_GRACE_SECONDS)
+    stuck = Dispatch.objects.filter(status=Dispatch.SENDING, sending_at__lt=cutoff)
+    count = 0
+    for row in stuck:
+        with transaction.atomic():
+            _record(row, False, "the sender stopped mid-dispatch", True)
+            _finish(row, Dispatch.UNCERTAIN, "the sender stopped mid-dispatch")
+        count += 1
+    return count
+
+
+def _record(row: Dispatch, ok: bool, detail: str, uncertain: bool) -> None:
+    command = RecordDispatch(row.occurrence_id, row.dispatcher, ok, detail, uncertain=uncertain,
+                             generation=row.generation)
+    try:
+        store.execute(row.goal_id, command, actor="scheduler")
+    except DomainError as error:  # the goal ended meanwhile: nothing to record on it
+        logger.info("dispatch of %s not recorded: %s", row.occurrence_id, error.detail)
+
+
+def _finish(row: Dispatch, status: str, detail: str) -> None:
+    Dispatch.objects.filter(pk=row.pk).update(status=status, detail=detail[:500],
+                                              done_at=clock.now())

@@ -1,0 +1,122 @@
+"""The credential filter: every kind of secret agents paste by accident is
+refused with a 400 validation_error before it can enter the append-only
+ledger, and prose about keys and tokens is not."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ledger.domain.validation import looks_like_secret
+from ledger.models import Event
+
+PROBLEM = "application/problem+json"
+ZWSP = "\u200b"
+
+# Built at run time so that no secret scanner flags this file.
+B64 = "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9." + "eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ."
+       + "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")
+
+SECRETS = [
+    ("jwt", f"token {JWT} for the staging API"),
+    ("jwt without signature", "eyJhbGciOiJub25lIn0.eyJzdWIiOiJhZG1pbiJ9."),
+    ("aws sts key id", "export AWS_ACCESS_KEY_ID=ASIA" + "Y34FZKBOKMUTVV7A"),
+    ("aws long-term key id", "key AKIA" + "ABCDEFGHIJKLMNOP in the env"),
+    ("aws secret access key",
+     "aws_secret_access_key=" + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+    ("aws secret, spaced", "aws_secret_access_key = " + "wJalrXUtnFEMI/K7MDENG/bPxRfiCY"),
+    ("credentials in an https url", "clone https://deploy:" + "s3cretpass@git.example.com/r.git"),
+    ("credentials in a postgres url", "DATABASE_URL=postgres://app:" + "hunter22@db:5432/x"),
+    ("pgpassword", "ran PGPASSWORD=" + "correct-horse-battery psql -h db"),
+    ("quoted password assignment", 'DB_PASSWORD="' + 'Tr0ub4dor&3xyz"'),
+    ("stripe live key", "charge with sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"),
+    ("stripe test key", "sk_test_" + "4eC39HqLyjWDarjtT1zdp7dc"),
+    ("npm token", "//registry.npmjs.org/:_authToken=npm_" + B64),
+    ("hugging face token", "HF token hf_" + B64[:34]),
+    ("gitlab token", "glpat-" + "xxxxXXXXxxxx1234abcd"),
+    ("github token", "push with ghp_" + B64),
+    ("openai key", "use sk-proj-" + "a" * 30),
+    ("zero-width split key", "key sk-proj-" + "abcdefghij" + ZWSP + "klmnopqrstuvwxyz"),
+    ("zero-width split aws id", "AKIA" + "ABCDEFGH" + ZWSP + "IJKLMNOP"),
+    ("full-width look-alike", "".join(chr(ord(c) + 0xFEE0) for c in "sk-proj-" + "a" * 24)),
+    ("private key", "-----BEGIN OPENSSH PRIVATE KEY-----"),
+    ("our api token", "wl_AbCdEfGh_" + B64),
+]
+
+
+@pytest.fixture
+def goal(agent, clock):
+    body = agent.start().json()
+    lease = {"token": body["lease"]["token"], "generation": body["lease"]["generation"]}
+    return body["goal"]["id"], lease
+
+
+def assert_refused(response, field: str) -> None:
+    assert response.status_code == 400, response.content[:300]
+    assert response["Content-Type"] == PROBLEM
+    body = response.json()
+    assert body["code"] == "validation_error"
+    assert field in body["errors"], body["errors"]
+    assert "credential" in " ".join(body["errors"][field])
+
+
+@pytest.mark.parametrize("text", [pytest.param(t, id=i) for i, t in SECRETS])
+def test_a_credential_in_a_checkpoint_note_is_refused(agent, goal, text):
+    gid, lease = goal
+    before = Event.objects.count()
+    response = agent.post(f"goals/{gid}/checkpoints", {
+        "lease": lease, "current_step": "step", "progress_pct": 10, "note": text})
+    assert_refused(response, "note")
+    assert Event.objects.count() == before
+
+
+@pytest.mark.parametrize("text", [pytest.param(t, id=i) for i, t in SECRETS[:6]])
+def test_a_credential_in_an_objective_is_refused(agent, db, text):
+    response = agent.start(objective=f"Deploy; {text}")
+    assert_refused(response, "objective")
+
+
+def test_the_goals_own_lease_token_in_a_note_is_refused(agent, goal, auditor):
+    """An auditor reads notes; the lease token is the agent's fencing secret."""
+    gid, lease = goal
+    response = agent.post(f"goals/{gid}/checkpoints", {
+        "lease": lease, "current_step": "step", "progress_pct": 10,
+        "note": f"resume with lease {lease['token']} generation 1"})
+    assert_refused(response, "note")
+    events = auditor.get(f"goals/{gid}/events").content.decode()
+    assert lease["token"] not in events
+
+
+# Prose an agent writes: words, numbers, paths, plain URLs, hashes, UUIDs and
+# talk *about* secrets, none of which is one.
+_WORD = st.from_regex(r"[A-Za-z]{1,12}", fullmatch=True)
+_PIECE = st.one_of(
+    _WORD, _WORD, _WORD,
+    st.integers(0, 10**9).map(str),
+    st.sampled_from([".", ",", ";", ":", "(", ")", "-", "—", "'", '"', "!", "?", "=", "@"]),
+    st.from_regex(r"/srv/[a-z]{1,8}/[a-z_]{1,10}\.py", fullmatch=True),
+    st.from_regex(r"https://[a-z]{1,10}\.example\.com/[a-z/]{0,12}", fullmatch=True),
+    st.from_regex(r"[0-9a-f]{40}", fullmatch=True),
+    st.uuids().map(str),
+    st.sampled_from(["password", "token", "API key", "secret", "AWS", "JWT", "the key rotation",
+                     "PGPASSWORD", "password=$DB_PASS", "token: <redacted>", "sk-", "hf_",
+                     "npm_", "glpat-", "wll_", "eyJ", "user@example.com", "ssh://git@host",
+                     "HTTP 401", "set API_KEY from the vault"]),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_PIECE, min_size=1, max_size=60).map(" ".join))
+def test_prose_without_secrets_is_accepted(text):
+    assert not looks_like_secret(text), text
+
+
+@pytest.mark.parametrize("text", [
+    "Rotated the API key and the password in the vault; PGPASSWORD comes from $PGPASSFILE.",
+    "password=$DB_PASSWORD and api_key=<from the vault>",
+    "See https://docs.example.com:8443/a/b?x=1 and git@github.com:org/repo.git",
+    "sha 3f786850e387550fdab836ed7e6dc881de23001b, uuid 4b0e7a4e-2d4c-4d0a-9c7e-1f6f8f0e5a11",
+    "jwt header eyJhbGciOiJIUzI1NiJ9 decoded (no payload)",
+])
+def test_talk_about_secrets_is_not_a_secret(text):
+    assert not looks_like_secret(text)
