@@ -108,7 +108,9 @@ class GoalMonitor:
     granted: set[str] = field(default_factory=set)
     charged: int = 0
     # Whether the last attempt ended cleanly (checkpoint + release_lease): a
-    # wake after that is scheduled progress, which rule 5 does not charge.
+    # wake after that is scheduled progress, which rule 5 does not charge. An
+    # attempt still holding its lease has not ended cleanly (a wake that takes
+    # it over is a recovery); None: not judged (an approval ended it).
     clean: bool | None = None
     last_kind: str = ""
     granted_wakes: int = 0
@@ -156,17 +158,13 @@ class GoalMonitor:
             self.lease = {"generation": data["generation"], "expires_at": data["expires_at"]}
             self.new_leases.append((data["generation"], data.get("via", "agent")))
             self.status = "running"
+            self.clean = False
         elif kind == "lease.renewed":
             if self.lease:
                 self.lease["expires_at"] = data["expires_at"]
         elif kind in ("lease.released", "lease.expired"):
-            self.clean = kind == "lease.released" and self.last_kind == "checkpoint.recorded" \
-                and self.clean is not False
-            if kind == "lease.expired":
-                self.clean = False
+            self.clean = kind == "lease.released" and self.last_kind == "checkpoint.recorded"
             self.lease = {}
-        elif kind == "checkpoint.recorded":
-            self.clean = True
         elif kind == "run.reported":
             if data.get("outcome") == "error":
                 self.clean = False

@@ -25,7 +25,8 @@ from django.conf import settings
 from django.db import connection
 from django_q.models import Schedule
 
-from ledger import clock, projection, store
+from api.digests import host_ref_digest
+from ledger import clock, continuations, projection, store
 from ledger.domain import (
     AcquireLease,
     DomainError,
@@ -48,7 +49,7 @@ from ledger.domain.wakes import (
     completion_state,
 )
 from ledger.models import Event, Goal
-from scheduling import claims, dispatch, failures, tasks, watchdogs
+from scheduling import dispatch, failures, tasks, watchdogs
 
 FIRE = watchdogs.FIRE  # the django-q2 func of watchdog and reset schedules
 
@@ -100,9 +101,10 @@ def _digest(token: str) -> str:
 
 
 def _run(goal_id: str, command: Any, actor: str) -> store.Outcome:
-    """What the views' ``run`` does: the command plus its schedule changes, atomically."""
+    """What the views' ``run`` does: the one store entry point, which applies the
+    command's schedule changes (and outbox rows) in the same transaction."""
     try:
-        return watchdogs.execute(goal_id, command, actor=actor)
+        return store.execute(goal_id, command, actor=actor)
     except DomainError as error:
         raise Refused(error.code, error.detail, **error.extra) from None
 
@@ -128,6 +130,7 @@ def run_goal(*, goal_id: str, agent: str, workspace: str, goal_key: str, objecti
         done_criteria=("all steps verified",), next_actions=tuple(steps), agent=agent,
         policy={**policy, "stale_grace_seconds": settings.WAKELEDGER_STALE_GRACE_SECONDS},
         dispatchers=dispatch.names(), session={"session_key": session_key},
+        cadence_unit_seconds=settings.WAKELEDGER_CADENCE_UNIT_SECONDS,
         timeout_seconds=3600, estimated_duration_seconds=4 * 3600,
     ), holder=agent, token_sha256=digest)
     try:
@@ -142,12 +145,13 @@ def run_goal(*, goal_id: str, agent: str, workspace: str, goal_key: str, objecti
 def pull(goal_id: str, agent: str, token: str) -> LeaseAnswer:
     """The agent's own call that takes a due wake's lease (POST /goals/{id}/lease)."""
     try:
-        outcome = watchdogs.execute(goal_id, AcquireLease(agent, _digest(token)), actor=agent)
+        outcome = store.execute(goal_id, AcquireLease(agent, _digest(token)), actor=agent)
     except DomainError as error:
         if error.code != "lease_held":
             raise Refused(error.code, error.detail, **error.extra) from None
         return _lease_answer(store.load(goal_id), None)
-    return _lease_answer(outcome.state, token)
+    granted = bool(outcome.state.lease) and outcome.state.lease["token_sha256"] == _digest(token)
+    return _lease_answer(outcome.state, token if granted else None)
 
 
 def wake_waiting(state: GoalState, since: str) -> bool:
@@ -215,17 +219,14 @@ def update_job(goal_id: str, agent: str, lease: Lease, *, job_id: str, status: s
 
 def prepare_watchdog(goal_id: str, agent: str, lease: Lease) -> dict[str, Any]:
     """POST /goals/{id}/watchdog; for a host watchdog, the schedule the host must create."""
-    state = store.load(goal_id)
-    command = PrepareWatchdog(
-        _proof(lease), watchdogs.interval_seconds(state.policy.get("cadence_minutes", 60)),
-        "UTC", watchdogs.schedule_name(state.goal_id))
+    command = PrepareWatchdog(_proof(lease), 0, "UTC")
     return dict(_run(goal_id, command, agent).state.watchdog)
 
 
 def host_receipt(goal_id: str, agent: str, lease: Lease | None, *, status: str,
                  host_ref: str = "", due_at: str = "") -> str:
     """POST /goals/{id}/watchdog/receipts; answers the completion state."""
-    command = RecordReceipt(_proof(lease), status, _digest(host_ref) if host_ref else "",
+    command = RecordReceipt(_proof(lease), status, host_ref_digest(host_ref) if host_ref else "",
                             due_at, "local" if status == "created" else "unverified")
     return completion_state(_run(goal_id, command, agent).state)
 
@@ -237,14 +238,12 @@ def finish(goal_id: str, agent: str, lease: Lease, status: str = "completed") ->
 
 def host_claim(goal_id: str, agent: str, token: str,
                occurrence_id: str | None) -> ClaimAnswer:
-    """POST /goals/{id}/claim as a host-fired task sends it (what ClaimView does)."""
-    from api.views import _host_slot  # the view's own rule for a claim without an id
-
-    state = store.load(goal_id)
-    occurrence = occurrence_id or _host_slot(state)
+    """POST /goals/{id}/claim as a host-fired task sends it (what ClaimView does:
+    without an occurrence id, the domain names the claim after its slot)."""
+    occurrence = f"host:{occurrence_id}" if occurrence_id else ""
     try:
-        result = claims.claim(state.goal_id, source=HOST, occurrence_id=f"host:{occurrence}",
-                              holder=agent, actor=agent, token=token)
+        result = continuations.claim(goal_id, source=HOST, occurrence_id=occurrence,
+                                     holder=agent, actor=agent, token=token)
     except DomainError as error:
         raise Refused(error.code, error.detail, **error.extra) from None
     lease = Lease(token, result.lease["generation"]) if result.lease else None
@@ -266,9 +265,12 @@ def stop(goal_id: str, operator: str, reason: str) -> None:
     _run(goal_id, Stop(operator, reason), operator)
 
 
-def wake_now(goal_id: str, operator: str, reason: str) -> None:
-    """An operator ends a pause early (issue 9, item 7). Not in today's code."""
-    raise Unsupported("no operator wake command yet")
+def wake_now(goal_id: str, operator: str, reason: str) -> str:
+    """POST /goals/{id}/wake: an operator ends a pause early (issue 9, item 7)."""
+    try:
+        return continuations.wake_now(goal_id, operator=operator, reason=reason).outcome
+    except DomainError as error:
+        raise Refused(error.code, error.detail, **error.extra) from None
 
 
 # --------------------------------------------------------------------------- scheduler
@@ -321,7 +323,7 @@ SCHEDULE_KINDS = frozenset({"wake.scheduled", "receipt.recorded", "goal.complete
                             "goal.failed", "goal.blocked", "goal.stopped"})
 
 
-def pick_up(pk: int, now: datetime) -> tuple[tuple[Any, ...], str] | None:
+def pick_up(pk: int, now: datetime) -> tuple[tuple[Any, ...], dict[str, Any], str] | None:
     """What django-q2's scheduler loop does with one due schedule at ``now``
     (django_q/scheduler.py): note the intended date (the row's next_run), move
     next_run on (catch_up as configured) or delete a ONCE schedule, and answer
@@ -332,6 +334,7 @@ def pick_up(pk: int, now: datetime) -> tuple[tuple[Any, ...], str] | None:
     args = ast.literal_eval(s.args) if s.args else ()
     if not isinstance(args, tuple):
         args = (args,)
+    kwargs = ast.literal_eval(s.kwargs) if s.kwargs else {}
     intended = s.next_run.isoformat()
     if s.schedule_type == Schedule.ONCE:
         if s.repeats < 0:
@@ -339,7 +342,7 @@ def pick_up(pk: int, now: datetime) -> tuple[tuple[Any, ...], str] | None:
         else:
             s.repeats = 0
             s.save()
-        return args, intended
+        return args, kwargs, intended
     catch_up = settings.Q_CLUSTER.get("catch_up", True)
     next_run = s.next_run
     while True:
@@ -350,12 +353,12 @@ def pick_up(pk: int, now: datetime) -> tuple[tuple[Any, ...], str] | None:
     if s.repeats > 0:
         s.repeats -= 1
     s.save()
-    return args, intended
+    return args, kwargs, intended
 
 
-def fire_internal(args: tuple[Any, ...], intended_date: str) -> str:
-    """The django-q2 task of a watchdog or reset schedule; answers the claim outcome."""
-    return tasks.fire_watchdog(*args, intended_date=intended_date)
+def fire_internal(args: tuple[Any, ...], kwargs: dict[str, Any], intended_date: str) -> str:
+    """The django-q2 task of a watchdog or one-off schedule; answers the claim outcome."""
+    return tasks.fire_watchdog(*args, **kwargs, intended_date=intended_date)
 
 
 def sweep_leases() -> int:

@@ -431,6 +431,11 @@ class World:
             return
         goal.mode = "working"
         self.note(goal, f"CI {job_id} {status}")
+        # Heartbeat now: the next chunk may start up to 8 min later (skill: at
+        # least every lease_seconds / 2).
+        self.call(goal, product.heartbeat, goal.goal_id, goal.agent, goal.lease)
+        if goal.turn != turn:
+            return
         if status == "failed":
             goal.turns_needed += 1  # the fix is more work
         self.chunk_done(goal, turn, left)
@@ -506,9 +511,11 @@ class World:
         if goal.scheduler == "internal" and product.wake_waiting(state, goal.last_turn_end):
             self.pull(goal, goal.turn)
             return
-        # Nothing for it yet: come back later, less often the longer nothing happens.
+        # Nothing for it yet: come back later, less often the longer nothing
+        # happens, but at least once a slot: a ready wake nobody pulls counts as
+        # a wake without progress (rule 7), and max_wake_retries of them block.
         goal.idle_polls += 1
-        back = min(120.0, 5.0 * 2 ** min(goal.idle_polls, 5))
+        back = min(float(goal.cadence), 120.0, 5.0 * 2 ** min(goal.idle_polls, 5))
         self.after(self.minutes(back / 3, back), self.agent_poll, goal, goal.turn)
 
     def pull(self, goal: GoalSim, turn: int) -> None:
@@ -584,7 +591,11 @@ class World:
         self.report.claims[answer.outcome] = self.report.claims.get(answer.outcome, 0) + 1
         self.note(goal, f"host fires slot {k}{' again' if duplicate else ''} "
                         f"(occurrence {occurrence or 'none'}) -> {answer.outcome}")
-        self.record_slot_grant(goal, f"host:{host.ref}:{k}", answer.outcome)
+        # The slot this fire stands for: the host's own run when it names it;
+        # without an id, the nearest slot (DESIGN: a fire up to half an interval
+        # early belongs to the coming slot, a later one to the slot it was meant for).
+        slot = k if occurrence else round((self.now - host.anchor) / host.interval)
+        self.record_slot_grant(goal, f"host:{host.ref}:{slot}", answer.outcome)
         self.count("host_claim")
         if answer.outcome == "recurring_acquired" and answer.lease is not None:
             goal.handed.add(answer.lease.generation)
@@ -672,24 +683,25 @@ class World:
         self._schedules = None
         if picked is None:
             return
-        args, intended = picked
+        args, kwargs, intended = picked
         if datetime.fromisoformat(intended) != expected:
             return  # recreated meanwhile; its new run is planned on its own
-        self.fire(args, intended, duplicate=False)
+        self.fire(args, kwargs, intended, duplicate=False)
         roll = self.rng.random()
         if roll < 0.06:
             self.count("duplicate_fire")
         if roll < 0.04:  # a second cluster picked the same row
-            self.after(timedelta(seconds=self.rng.uniform(0, 20)), self.fire, args, intended,
-                       True)
+            self.after(timedelta(seconds=self.rng.uniform(0, 20)), self.fire, args, kwargs,
+                       intended, True)
         elif roll < 0.06:  # the task ran past its timeout and was handed to another worker
-            self.after(timedelta(seconds=120), self.fire, args, intended, True)
+            self.after(timedelta(seconds=120), self.fire, args, kwargs, intended, True)
 
-    def fire(self, args: tuple[Any, ...], intended: str, duplicate: bool) -> None:
+    def fire(self, args: tuple[Any, ...], kwargs: dict[str, Any], intended: str,
+             duplicate: bool) -> None:
         goal_id = str(args[0]) if args else ""
         goal = self.goals.get(goal_id)
         before = product.load(goal_id) if goal else None
-        outcome = product.fire_internal(args, intended)
+        outcome = product.fire_internal(args, kwargs, intended)
         self.report.fires += 1
         self.report.claims[outcome] = self.report.claims.get(outcome, 0) + 1
         if goal is None or before is None:
@@ -698,9 +710,7 @@ class World:
         intended_at = datetime.fromisoformat(intended)
         delay = (self.now - intended_at).total_seconds()
         paused = bool(before.paused_until) and before.status == "paused"
-        kind = "reset" if before.reset_wake.get("due_at") and \
-            abs((datetime.fromisoformat(before.reset_wake["due_at"]) - intended_at)
-                .total_seconds()) < 1 else "watchdog"
+        kind = str(kwargs.get("kind", "watchdog"))
         self.fires.append(Fire(goal_id, kind, intended_at, self.now, outcome, duplicate, paused))
         self.note(goal, f"django-q2 fires {kind} intended {intended_at:%H:%M:%S} "
                         f"(+{delay:.0f} s{', duplicate' if duplicate else ''}) -> {outcome}")
