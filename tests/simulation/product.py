@@ -1,13 +1,14 @@
 """Every call the simulation makes into the product, and nothing else.
 
 The simulation drives the real store and scheduling code on SQLite; this module
-is the only place that knows their names and shapes. The coordinator is
-changing the domain, the store entry point and the wake semantics (pull wakes,
-slot-aligned claims, outbox dispatch): adapt the simulation to that here, in one
+is the only place that knows their names and shapes, so a change of the
+domain, the store entry point or the wake semantics is adapted here, in one
 place. Each function does what the corresponding API view does (api/views.py):
-build the domain command, run it through ``scheduling.watchdogs.execute`` (or
-``ledger.store.start``, ``scheduling.claims.claim``, ``scheduling.tasks``), and
-answer a plain value the simulated actors understand.
+build the domain command, run it through the one store entry point
+(``ledger.store.execute`` / ``store.start``, which applies schedule changes and
+outbox rows in the same transaction), ``ledger.continuations`` (claims, wake
+now) or ``scheduling.tasks``, and answer a plain value the simulated actors
+understand.
 
 A refused command raises :class:`Refused` with the problem code the API would
 answer.
@@ -155,11 +156,9 @@ def pull(goal_id: str, agent: str, token: str) -> LeaseAnswer:
 
 
 def wake_waiting(state: GoalState, since: str) -> bool:
-    """Whether the goal tells its polling agent that a wake is due for it.
-
-    Today's code has no "ready" state: a due wake grants a lease "via wake"
-    (to nobody, with dispatcher none) and records the claim. The agent sees
-    that a wake happened after ``since`` (when its own last turn ended)."""
+    """Whether the goal tells its polling agent that a wake is due for it: it is
+    ready (pull wakes), or — the pre-issue-9 shape — a wake granted a lease
+    "via wake" after ``since`` (when the agent's own last turn ended)."""
     if is_ready(state):
         return True
     wake = state.last_wake
@@ -167,10 +166,10 @@ def wake_waiting(state: GoalState, since: str) -> bool:
 
 
 def is_ready(state: GoalState | dict[str, Any]) -> bool:
-    """DESIGN's "ready": a due wake waiting for its agent to pull it. Today's
-    projection has no such field; the new one is expected to say so."""
+    """DESIGN's "ready": a due wake waiting for its agent to pull it
+    (``GoalState.ready``, set by a ``ready_for_pull`` claim)."""
     data = state if isinstance(state, dict) else state.to_dict()
-    return bool(data.get("ready")) or data.get("status") == "ready"
+    return bool(data.get("ready"))
 
 
 def heartbeat(goal_id: str, agent: str, lease: Lease) -> None:
@@ -317,7 +316,8 @@ def schedules(*, goal_id: str | None = None,
     return rows
 
 
-# Event kinds whose commands change django-q2 rows (scheduling.watchdogs.apply):
+# Event kinds whose commands change django-q2 rows (scheduling.watchdogs.apply,
+# run by the store):
 # the simulation re-reads the schedules after one of them.
 SCHEDULE_KINDS = frozenset({"wake.scheduled", "receipt.recorded", "goal.completed",
                             "goal.failed", "goal.blocked", "goal.stopped"})

@@ -103,6 +103,7 @@ class GoalSim:
     crashed: set[int] = field(default_factory=set)  # generations whose holder went silent
     handed: set[int] = field(default_factory=set)  # generations a simulated actor received
     blocked_seen: set[tuple[str, int]] = field(default_factory=set)
+    schedule_facts: tuple[object, ...] = ()  # what the goal's schedule rows follow
     orphan_since: datetime | None = None  # when an operator's dashboard first showed it stuck
     jobs: int = 0
     notes: list[tuple[datetime, str]] = field(default_factory=list)
@@ -862,6 +863,13 @@ class World:
         state = state or product.load(goal_id)
         news = product.events(goal_id, after=goal.monitor.seen) \
             if state.version > goal.monitor.seen else []
+        # The schedules change with some events, and with the one-off wakes and
+        # watchdog a command uses up or drops: re-read them when either moved.
+        schedule_facts = (str(state.reset_wake), str(getattr(state, "requested_wake", None)),
+                          state.watchdog.get("status"), state.status)
+        if schedule_facts != goal.schedule_facts:
+            goal.schedule_facts = schedule_facts
+            self._schedules = None
         for event in news:
             if event["kind"] in product.SCHEDULE_KINDS:
                 self._schedules = None
