@@ -174,18 +174,20 @@ def test_a_vanished_agent_is_resumed_by_the_real_scheduler(agent_http, cluster, 
 
 def test_one_occurrence_fired_twice_is_claimed_once(agent_http, cluster):
     started = agent_http("POST", "goals", {
-        "goal_key": "e2e-2", "workspace": "/srv/e2e-2", "objective": "Race the scheduler",
-        "policy": {"cadence_minutes": 1}})
+        "goal_key": "e2e-2", "workspace": "/srv/e2e-2", "objective": "Race the scheduler"})
     gid = started["goal"]["id"]
     lease = {"token": started["lease"]["token"], "generation": 1}
-    agent_http("POST", f"goals/{gid}/watchdog", {"lease": lease})
-    agent_http("POST", f"goals/{gid}/lease/release", {"lease": lease})
-    time.sleep(1.1)  # the 1 s interval is due
+    agent_http("POST", f"goals/{gid}/runs", {"lease": lease, "outcome": "error",
+                                            "retry_after": "1",
+                                            "error_text": "429 rate limit exceeded"})
+    reset = Schedule.objects.get(name=watchdogs.reset_schedule_name(gid))
+    time.sleep(max(0.0, (reset.next_run - datetime.now(reset.next_run.tzinfo))
+                   .total_seconds()) + 0.5)  # the reset wake is due
     # The same occurrence, twice, as two clusters or a retry would deliver it;
     # two workers take them at once.
     for _ in range(2):
-        async_task("scheduling.tasks.fire_watchdog", gid, intended_date="2026-12-02T10:00:00",
-                   task_name=None)
+        async_task("scheduling.tasks.fire_watchdog", gid,
+                   intended_date=reset.next_run.isoformat(), kind="reset", task_name=None)
     cluster()
     results = wait_for(
         lambda: (lambda rows: rows if len(rows) == 2 else None)(
