@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from ledger.domain import GoalState
 from ledger.domain.runs import budget_left
-from ledger.domain.wakes import watchdog_health, watchdog_live
+from ledger.domain.timing import next_wake_at
+from ledger.domain.wakes import watchdog_health
 
 if TYPE_CHECKING:  # only for annotations: this module never queries
     from ledger.models import Goal
@@ -422,12 +423,11 @@ def _watchdog_line(state: GoalState, now: datetime) -> str:
         minutes = round(watchdog.get("interval_seconds", 0) / 60, 1)
         line = (f"{watchdog.get('backend', '?')} {watchdog.get('status', '?')} "
                 f"({watchdog_health(state)}), every {minutes:g} min")
-        if watchdog_live(state) and watchdog.get("next_due_at"):
-            due = watchdog["next_due_at"]
-            line += f", next due {when(due)} ({relative(due, now)})"
-    if state.paused_until and state.reset_wake.get("due_at"):
-        due = state.reset_wake["due_at"]
-        line += f"; reset wake {when(due)} ({relative(due, now)})"
+    due = next_wake_at(state)
+    if due:
+        line += f"; next wake {when(due)} ({relative(due, now)})"
+    if state.ready:
+        line += f"; ready for its agent to pull ({state.ready.get('reason', '?')})"
     if state.last_wake:
         wake = state.last_wake
         line += (f"; last wake {wake.get('outcome', '?')} ({wake.get('reason') or '?'}) "

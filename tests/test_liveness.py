@@ -298,3 +298,13 @@ def test_doctor_lists_stuck_goals_and_schedule_mismatches(agent, started, clock)
                             func=watchdogs.FIRE, schedule_type=Schedule.MINUTES, minutes=60)
     with pytest.raises(CommandError, match="2 problem"):
         doctor()
+
+
+def test_the_dashboard_lists_what_doctor_finds(agent, started, clock, admin_client):
+    gid, lease = started(cadence_minutes=60)
+    agent.post(f"goals/{gid}/lease/release", {"lease": lease})
+    page = admin_client.get("/admin/ledger/goal/dashboard/").content.decode()
+    assert "Silently stuck" not in page
+    Schedule.objects.filter(name=watchdogs.schedule_name(gid)).delete()
+    page = admin_client.get("/admin/ledger/goal/dashboard/").content.decode()
+    assert "Silently stuck" in page and gid in page
