@@ -109,5 +109,9 @@ class ReleaseWorkspace:
     reason: str = ""
 
 
-Command = (StartGoal | RunGoal | AcquireLease | Heartbeat | ReleaseLease | RecordCheckpoint | Finish
-           | ReleaseWorkspace)
+# The commands defined here. The whole catalogue (these, plus the wake, run,
+# approval and operator commands of wakes.py and runs.py) is
+# ``ledger.domain.decider.COMMANDS``: one place lists every command and the
+# rule that decides it.
+CoreCommand = (StartGoal | RunGoal | AcquireLease | Heartbeat | ReleaseLease | RecordCheckpoint
+               | Finish | ReleaseWorkspace)

@@ -18,7 +18,7 @@ from ledger.domain import validation as v
 from ledger.domain.commands import (
     FINISH_STATUSES,
     AcquireLease,
-    Command,
+    CoreCommand,
     Finish,
     Heartbeat,
     RecordCheckpoint,
@@ -75,7 +75,7 @@ INITIAL_STEP = "plan"
 # --------------------------------------------------------------------------- decide
 
 
-def decide(state: GoalState, command: Command, now: datetime) -> list[Event]:
+def decide(state: GoalState, command: "Command", now: datetime) -> list[Event]:
     if now.tzinfo is None:
         raise ValueError("decide needs an aware 'now'")
     if isinstance(command, StartGoal):
@@ -228,6 +228,8 @@ def _release_workspace(state: GoalState, cmd: ReleaseWorkspace, now: datetime) -
                                        "by_operator": cmd.by_operator, "reason": reason}, now)]
 
 
+# The catalogue: every command type and the function that decides it (StartGoal
+# and RunGoal, which may meet a goal not started yet, are decided above).
 _DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
     AcquireLease: _acquire,
     Heartbeat: leases.heartbeat,
@@ -255,6 +257,12 @@ _DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
 # A terminal goal still answers a late wake and takes the cancellation
 # receipt of a leftover watchdog (TERMINAL_ALLOWED_KINDS); nothing else.
 _ALLOWED_WHEN_TERMINAL = (wakes.ClaimWake, wakes.RecordReceipt, runs.Recover)
+
+COMMANDS: tuple[type, ...] = (StartGoal, RunGoal, *_DECIDERS)
+Command = (CoreCommand | wakes.PrepareWatchdog | wakes.CancelWatchdog | wakes.RecordReceipt
+           | wakes.ClaimWake | wakes.ExpireLease | wakes.RecordDispatch | wakes.WakeNow
+           | wakes.TrackJob | wakes.UpdateJob | runs.ReportRun | runs.RequestApproval
+           | runs.ResolveApproval | runs.Stop | runs.Recover)
 
 # --------------------------------------------------------------------------- evolve
 
