@@ -114,7 +114,9 @@ def test_the_matrix_names_every_api_v1_endpoint():
     """A new endpoint must be added to the matrix, not silently skipped."""
     from api import urls
 
-    documentation = {"health", "skill", "schema", "docs"}
+    # job-notify takes a job's own notify token, never a role's API token
+    # (tests/test_requested_wakes.py checks every role is refused there).
+    documentation = {"health", "skill", "schema", "docs", "job-notify"}
     assert [name for name, *_ in MATRIX] == list(ENDPOINTS)
     paths = {path for _, path, _ in ENDPOINTS.values()}
     assert {str(p.pattern).replace("<str:goal_id>", "{gid}").replace("<str:job_id>", "job-1")

@@ -65,8 +65,19 @@ class Heartbeat:
 
 
 @dataclass(frozen=True, slots=True)
+class WakeRequest:
+    """A one-off wake the agent asks for at its turn boundary ("wake me in N
+    minutes"): in ``in_seconds`` or ``at`` (ISO 8601 with an offset), with why."""
+
+    in_seconds: int | None = None
+    at: str = ""
+    reason: str = "timeout_recovery"
+
+
+@dataclass(frozen=True, slots=True)
 class ReleaseLease:
     proof: LeaseProof | None
+    wake: WakeRequest | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +99,7 @@ class RecordCheckpoint:
     note: str = ""
     release_lease: bool = False
     proof: LeaseProof | None = None
+    wake: WakeRequest | None = None  # only with release_lease
 
 
 FINISH_STATUSES = ("completed", "failed", "blocked")
