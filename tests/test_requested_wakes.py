@@ -164,3 +164,18 @@ def test_a_notify_token_touches_only_its_own_job(agent, other_agent, auditor, op
     assert notify(agent.client, first["job"]["job_id"], first["notify_token"],
                   status="failed").status_code == 200
     assert not Schedule.objects.filter(name=watchdogs.requested_schedule_name(gid)).exists()
+
+
+def test_the_timeline_shows_a_requested_wake_and_who_reported_a_job(agent, running, clock,
+                                                                    admin_client):
+    gid, lease = running()
+    tracked = agent.post(f"goals/{gid}/jobs", {"lease": lease, "kind": "ci", "ref": "r-1",
+                                               "notify": True}).json()
+    agent.post(f"goals/{gid}/lease/release", {"lease": lease,
+                                              "wake": {"in_seconds": 600}})
+    notify(None, tracked["job"]["job_id"], tracked["notify_token"], status="succeeded")
+    page = admin_client.get(f"/admin/ledger/goal/{gid}/timeline/").content.decode()
+    assert "one-off wake asked for (timeout_recovery)" in page
+    assert "one-off wake asked for (dependency_ready)" in page and "replaces" in page
+    assert "reported by its notify token" in page
+    assert tracked["notify_token"] not in page
