@@ -642,8 +642,10 @@ def operator_wake(state: GoalState, cmd: WakeNow, now: datetime) -> list[Event]:
                              "start a new one"), code="not_wakeable")
     claim_cmd = ClaimWake(cmd.occurrence_id, OPERATOR, "", cmd.token_sha256, kind="operator",
                           push=cmd.push, note=cmd.reason, operator=cmd.operator)
-    # A goal whose worker holds a live lease answers worker_busy_noop: the act
-    # is recorded, and nothing else changes.
+    answer = claim_outcome(state, claim_cmd, now)
+    if answer["outcome"] == "worker_busy_noop":
+        raise DomainError(f"there is nothing to wake: {answer['notes']}", code="not_wakeable",
+                          retry_after_seconds=answer.get("retry_after_seconds"))
     return claim(state, claim_cmd, now)
 
 
