@@ -292,11 +292,20 @@ def cmd_checkpoint(args: argparse.Namespace) -> Any:
     answer = _fenced(goal_id, "checkpoints", {
         "current_step": args.step, "progress_pct": args.progress, "completed": args.completed,
         "next_actions": args.next, "artifacts": artifacts, "errors": args.error,
-        "note": args.note, "release_lease": args.release,
+        "note": args.note, "release_lease": args.release, **_wake(args),
     })
     if args.release:
         forget_lease(goal_id)
     return answer
+
+
+def _wake(args: argparse.Namespace) -> dict[str, Any]:
+    """`--wake-in SECONDS [--wake-reason R]`: a one-off wake at this turn boundary."""
+    if args.wake_in is None:
+        return {}
+    if getattr(args, "release", True) is False:
+        raise CliError(EXIT_USAGE, "--wake-in goes with --release (a wake at a turn boundary)")
+    return {"wake": {"in_seconds": args.wake_in, "reason": args.wake_reason}}
 
 
 def _describe(path: str) -> dict[str, Any]:
@@ -314,7 +323,7 @@ def cmd_heartbeat(args: argparse.Namespace) -> Any:
 
 def cmd_release(args: argparse.Namespace) -> Any:
     goal_id = current_goal(args.goal)
-    answer = _fenced(goal_id, "lease/release", {})
+    answer = _fenced(goal_id, "lease/release", _wake(args))
     forget_lease(goal_id)
     return answer
 
@@ -370,7 +379,8 @@ def cmd_request_approval(args: argparse.Namespace) -> Any:
 
 def cmd_job_track(args: argparse.Namespace) -> Any:
     goal_id = current_goal(args.goal)
-    return _fenced(goal_id, "jobs", {"kind": args.kind, "ref": args.ref})
+    return _fenced(goal_id, "jobs", {"kind": args.kind, "ref": args.ref, "link": args.link,
+                                     "notify": args.notify})
 
 
 def cmd_job_status(args: argparse.Namespace) -> Any:
@@ -510,7 +520,14 @@ def parser() -> argparse.ArgumentParser:
     checkpoint.add_argument("--release", action="store_true",
                             help="release the lease (the last checkpoint before a turn ends)")
     goal_command("heartbeat", "renew the lease", cmd_heartbeat)
-    goal_command("release", "release the lease", cmd_release)
+    release = goal_command("release", "release the lease", cmd_release)
+    for ends_a_turn in (checkpoint, release):
+        ends_a_turn.add_argument("--wake-in", type=int, metavar="SECONDS",
+                                 help="with the release: wake me this many seconds later "
+                                      "(60 to the watchdog's interval)")
+        ends_a_turn.add_argument("--wake-reason", default="timeout_recovery",
+                                 choices=["timeout_recovery", "dependency_ready",
+                                          "scheduled_progress", "rate_limit_reset"])
     goal_command("lease", "acquire the lease (or take over a stale one); exit 0 with "
                  "already_held when the live lease is the one in your lease file", cmd_lease)
     finish = goal_command("finish", "finish the goal", cmd_finish)
@@ -543,6 +560,10 @@ def parser() -> argparse.ArgumentParser:
                          job_actions)
     track.add_argument("--kind", required=True, help="e.g. ci_run, deploy, review")
     track.add_argument("--ref", required=True, help="the exact run id")
+    track.add_argument("--link", default="", help="where a human sees the run")
+    track.add_argument("--notify", action="store_true",
+                       help="give the job a notify token (shown once) for the CI system to "
+                            "report its end: a waiting goal is woken at once")
     status = goal_command("status", "record a tracked job's status", cmd_job_status,
                           job_actions)
     status.add_argument("job_id", metavar="JOB_ID", help="the job_id `job track` returned")

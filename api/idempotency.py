@@ -73,6 +73,9 @@ def _without_token(data: Any) -> Any:
     if isinstance(data, dict) and isinstance(data.get("lease"), dict) \
             and "token" in data["lease"]:
         return {**data, "lease": {**data["lease"], "token": TOKEN_PLACEHOLDER}}
+    if isinstance(data, dict) and data.get("notify_token"):
+        # A job's notify token is derived from its goal and job (api.jobtokens).
+        return {**data, "notify_token": TOKEN_PLACEHOLDER}
     return data
 
 
@@ -80,6 +83,10 @@ def _with_token(data: Any, owner: str, key: str, path: str) -> Any:
     if isinstance(data, dict) and isinstance(data.get("lease"), dict) \
             and data["lease"].get("token") == TOKEN_PLACEHOLDER:
         return {**data, "lease": {**data["lease"], "token": _derive(owner, key, path)}}
+    if isinstance(data, dict) and data.get("notify_token") == TOKEN_PLACEHOLDER:
+        from api.jobtokens import notify_token
+
+        return {**data, "notify_token": notify_token(data["goal_id"], data["job"]["job_id"])}
     return data
 
 

@@ -134,6 +134,24 @@ class ArtifactSerializer(StrictSerializer):
         help_text="Required to overwrite a path recorded before with another checksum.")
 
 
+class WakeRequestSerializer(StrictSerializer):
+    in_seconds = whole(required=False, min_value=60, max_value=86_400,
+                       help_text="Wake me this many seconds from now (at least 60; at most "
+                                 "the goal's watchdog interval).")
+    at = text(64, required=False, help_text="Or wake me at this instant (ISO 8601 with an "
+                                            "offset).")
+    reason = serializers.ChoiceField(
+        choices=["timeout_recovery", "rate_limit_reset", "dependency_ready",
+                 "scheduled_progress"], required=False, default="timeout_recovery",
+        help_text="Why: recorded with the wake and told to the resumed agent.")
+
+
+class ReleaseSerializer(FencedSerializer):
+    wake = WakeRequestSerializer(
+        required=False, help_text="A one-off wake at this turn boundary: 'wake me in N "
+                                  "minutes'. Replaces a pending one; never the watchdog.")
+
+
 class CheckpointSerializer(FencedSerializer):
     current_step = text(limits.MAX_STEP, help_text="The step you just verified.")
     progress_pct = whole(min_value=0, max_value=100,
@@ -146,6 +164,8 @@ class CheckpointSerializer(FencedSerializer):
                                       required=False, default=list)
     errors = text_list(required=False, default=list)
     note = text(limits.MAX_NOTE, required=False, allow_blank=True, default="")
+    wake = WakeRequestSerializer(required=False, help_text="With release_lease: a one-off "
+                                 "wake at this turn boundary ('wake me in N minutes').")
     release_lease = StrictBooleanField(
         required=False, default=False,
         help_text="Only on the final checkpoint before a turn boundary.")
@@ -194,6 +214,21 @@ class ClaimSerializer(StrictSerializer):
 class JobSerializer(FencedSerializer):
     kind = text(64, help_text="e.g. ci_run, deploy, review")
     ref = text(500, help_text="The exact run id, e.g. a GitHub Actions run id.")
+    link = text(500, required=False, allow_blank=True, default="",
+                help_text="Where a human sees the job (its run's page).")
+    notify = StrictBooleanField(
+        required=False, default=False,
+        help_text="Give the job a notify token of its own (shown once): whoever holds it may "
+                  "report the job's end at POST /api/v1/jobs/{job_id}/status, and a waiting "
+                  "goal is woken at once when its last running job ends.")
+
+
+class JobNotifySerializer(StrictSerializer):
+    status = serializers.ChoiceField(choices=["succeeded", "failed", "cancelled"],
+                                     help_text="How the job ended.")
+    conclusion = text(limits.MAX_NOTE, required=False, allow_blank=True, default="")
+    link = text(500, required=False, allow_blank=True, default="",
+                help_text="Where a human sees the job's result.")
 
 
 class JobStatusSerializer(FencedSerializer):
@@ -367,6 +402,7 @@ class CheckpointAnswerSerializer(serializers.Serializer):
     checkpoint = CheckpointContractSerializer()
     version = serializers.IntegerField()
     lease_released = serializers.BooleanField()
+    requested_wake = serializers.DictField(allow_null=True, required=False)
 
 
 class HeartbeatAnswerSerializer(serializers.Serializer):
@@ -378,6 +414,10 @@ class HeartbeatAnswerSerializer(serializers.Serializer):
 class ReleaseAnswerSerializer(serializers.Serializer):
     released = serializers.BooleanField()
     status = serializers.CharField()
+    requested_wake = serializers.DictField(
+        allow_null=True, required=False,
+        help_text="The one-off wake asked for (due_at, reason); for a host goal, the one-off "
+                  "task its host must create.")
 
 
 class FinishAnswerSerializer(serializers.Serializer):
@@ -439,6 +479,10 @@ class ClaimAnswerSerializer(serializers.Serializer):
 
 class JobAnswerSerializer(serializers.Serializer):
     job = serializers.DictField()
+    goal_id = serializers.CharField(required=False)
+    notify_token = serializers.CharField(
+        required=False, help_text="Shown once: the job's own token for "
+                                  "POST /api/v1/jobs/{job_id}/status.")
 
 
 class RunAnswerSerializer(serializers.Serializer):

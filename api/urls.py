@@ -39,4 +39,5 @@ urlpatterns = [
     path(f"{goal}/recover", views.RecoverView.as_view(), name="recover"),
     path(f"{goal}/wake", views.WakeView.as_view(), name="wake"),
     path("alerts", views.AlertsView.as_view(), name="alerts"),
+    path("jobs/<str:job_id>/status", views.JobNotifyView.as_view(), name="job-notify"),
 ]

@@ -10,21 +10,21 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, Throttled
 from rest_framework.pagination import CursorPagination
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from api import alerts
+from api import alerts, jobtokens
 from api import serializers as s
 from api.auth import HasRole
 from api.digests import host_ref_digest
 from api.idempotency import idempotent, lease_token
 from api.problems import Problem
 from api.roles import AGENT, AUDITOR, OPERATOR, role_of
-from ledger import clock, continuations, siteurl, store
+from ledger import clock, continuations, siteurl, store, throttle
 from ledger.domain import (
     AcquireLease,
     Artifact,
@@ -40,6 +40,7 @@ from ledger.domain import (
     StartGoal,
     lease_refusal,
 )
+from ledger.domain.commands import WakeRequest
 from ledger.domain.events import iso
 from ledger.domain.runs import Recover, ReportRun, RequestApproval, ResolveApproval, Stop
 from ledger.domain.smartwake import preflight, resume_packet
@@ -48,6 +49,7 @@ from ledger.domain.validation import canonical_workspace
 from ledger.domain.wakes import (
     HOST,
     CancelWatchdog,
+    NotifyJob,
     PrepareWatchdog,
     RecordReceipt,
     TrackJob,
@@ -86,6 +88,7 @@ def goal_body(state: GoalState) -> dict[str, Any]:
     body["next_wake_at"] = next_wake_at(state) or None
     body["liveness"] = liveness(state, clock.now())
     body.pop("claimed")  # bookkeeping for already_claimed
+    body["jobs"] = [job_body(job) for job in state.jobs]
     return body
 
 
@@ -370,14 +373,39 @@ class HeartbeatView(LedgerView):
 class ReleaseView(LedgerView):
     roles = {"POST": (AGENT,)}
 
-    @extend_schema(summary="Release the lease", request=s.FencedSerializer,
-                   parameters=[IDEMPOTENCY],
+    @extend_schema(summary="Release the lease (optionally: wake me in N minutes)",
+                   request=s.ReleaseSerializer, parameters=[IDEMPOTENCY],
                    responses={200: s.ReleaseAnswerSerializer, **FENCED_PROBLEMS})
     @idempotent
     def post(self, request: Request, goal_id: str) -> Response:
-        data = validated(s.FencedSerializer, request.data)
-        state = run(request, goal_id, ReleaseLease(proof(data.get("lease")))).state
-        return Response({"released": True, "status": state.status})
+        data = validated(s.ReleaseSerializer, request.data)
+        state = run(request, goal_id, ReleaseLease(proof(data.get("lease")),
+                                                   wake_request(data))).state
+        return Response({"released": True, "status": state.status,
+                         "requested_wake": requested_wake_answer(state, request)})
+
+
+def wake_request(data: dict[str, Any]) -> WakeRequest | None:
+    wake = data.get("wake")
+    if wake is None:
+        return None
+    return WakeRequest(wake.get("in_seconds"), wake.get("at", ""), wake["reason"])
+
+
+def requested_wake_answer(state: GoalState, request: Request) -> dict[str, Any] | None:
+    """The pending one-off wake; a host goal's host must create it itself."""
+    wake = state.requested_wake
+    if not wake:
+        return None
+    answer = {k: wake[k] for k in ("due_at", "reason") if k in wake}
+    if state.policy.get("scheduler") == HOST:
+        answer["host_one_off"] = {
+            "occurrence": "once", "run_at": wake["due_at"],
+            "destination": {"method": "POST",
+                            "url": f"{siteurl.api_url(request)}/goals/{state.goal_id}/claim",
+                            "body": {"occurrence_id": "<the host run's id>",
+                                     "reason": wake.get("reason", "")}}}
+    return answer
 
 
 # ----------------------------------------------------------------------- work
@@ -411,10 +439,12 @@ class CheckpointsView(LedgerView):
             note=data["note"],
             release_lease=data["release_lease"],
             proof=proof(data.get("lease")),
+            wake=wake_request(data),
         )
         state = run(request, goal_id, command).state
         return Response({"checkpoint": state.checkpoint_contract(), "version": state.version,
-                         "lease_released": data["release_lease"]}, status=201)
+                         "lease_released": data["release_lease"],
+                         "requested_wake": requested_wake_answer(state, request)}, status=201)
 
 
 class FinishView(LedgerView):
@@ -567,11 +597,62 @@ class JobsView(LedgerView):
     @idempotent
     def post(self, request: Request, goal_id: str) -> Response:
         data = validated(s.JobSerializer, request.data)
-        command = TrackJob(proof(data.get("lease")), str(uuid.uuid4()), data["kind"], data["ref"])
+        goal = load_goal(request, goal_id)
+        job_id = str(uuid.uuid4())
+        token = jobtokens.notify_token(goal.goal_id, job_id) if data["notify"] else ""
+        command = TrackJob(proof(data.get("lease")), job_id, data["kind"], data["ref"],
+                           jobtokens.digest(token) if token else "", data["link"])
         state = run(request, goal_id, command).state
         job = next(j for j in reversed(state.jobs)
                    if j["kind"] == data["kind"] and j["ref"] == data["ref"])
-        return Response({"job": job}, status=201)
+        answer: dict[str, Any] = {"job": job_body(job), "goal_id": state.goal_id}
+        if token and job["job_id"] == job_id:  # shown once, when the job is new
+            answer["notify_token"] = token
+        return Response(answer, status=201)
+
+
+def job_body(job: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in job.items() if k != "notify_sha256"}
+
+
+@extend_schema(
+    summary="Report a blocking job's end with its notify token (a CI system, a watcher)",
+    description="Authorization: Bearer <the job's notify token>, shown once when the job was "
+                "tracked with notify: true. Scoped to that one job; idempotent (the same "
+                "status again changes nothing). When the last running job of a waiting goal "
+                "ends, the goal is woken at once with reason dependency_ready.",
+    request=s.JobNotifySerializer,
+    responses={200: s.JobAnswerSerializer, **PROBLEMS})
+class JobNotifyView(APIView):
+    # Not an API token: the job's own, checked by the domain against its digest.
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+
+    def post(self, request: Request, job_id: str) -> Response:
+        header = request.META.get("HTTP_AUTHORIZATION", "")
+        scheme, _, token = header.partition(" ")
+        address = throttle.client_address(request)
+        window = throttle.bad_tokens()
+        wait = window.locked_for(address)
+        if wait:
+            raise Throttled(wait=wait, detail="Too many bad tokens from this address; "
+                                              "see Retry-After.")
+        goal_id = jobtokens.goal_of(token.strip()) if scheme.lower() == "bearer" else None
+        if goal_id is None:
+            window.record(address)
+            raise Problem("unauthenticated", "Send the job's notify token: "
+                          "`Authorization: Bearer wlj_…`.")
+        data = validated(s.JobNotifySerializer, request.data)
+        command = NotifyJob(job_id, jobtokens.digest(token.strip()), data["status"],
+                            data["conclusion"], data["link"])
+        try:
+            state = store.execute(goal_id, command, actor=f"job:{job_id}"[:200]).state
+        except DomainError as error:
+            if error.code == "not_found":
+                window.record(address)
+            raise
+        job = next(j for j in state.jobs if j["job_id"] == job_id)
+        return Response({"job": job_body(job), "goal_id": state.goal_id})
 
 
 class JobStatusView(LedgerView):
@@ -585,7 +666,7 @@ class JobStatusView(LedgerView):
         data = validated(s.JobStatusSerializer, request.data)
         command = UpdateJob(proof(data.get("lease")), job_id, data["status"], data["conclusion"])
         state = run(request, goal_id, command).state
-        return Response({"job": next(j for j in state.jobs if j["job_id"] == job_id)})
+        return Response({"job": job_body(next(j for j in state.jobs if j["job_id"] == job_id))})
 
 
 # ----------------------------------------------------------------------- failures

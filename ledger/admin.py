@@ -31,10 +31,10 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html
 
 from api.roles import OPERATOR, ROLES, role_of
-from ledger import clock, projection, store, timeline
+from ledger import clock, continuations, projection, store, timeline
 from ledger.domain import DomainError, GoalState, decide
 from ledger.domain.runs import Recover, ResolveApproval, Stop
-from ledger.domain.wakes import watchdog_health
+from ledger.domain.wakes import WakeNow, watchdog_health
 from ledger.models import Event, Goal
 from ledger.terminal import summary
 
@@ -221,7 +221,7 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
 
     # ------------------------------------------------------------------ operator acts
 
-    ACTIONS = ("stop", "recover", "approve", "reject", "replay")
+    ACTIONS = ("stop", "recover", "wake", "approve", "reject", "replay")
 
     def act_view(self, request: HttpRequest, goal_id: uuid.UUID, action: str) -> HttpResponse:
         if not is_operator(request) or action not in self.ACTIONS:
@@ -260,7 +260,10 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
         operator = request.user.get_username()
         command = command_for(action, operator, reason, gate)
         try:
-            state = store.execute(goal.pk, command, actor=operator).state
+            if action == "wake":  # the same shell as the API's and `ledger wake`
+                state = continuations.wake_now(goal.pk, operator=operator, reason=reason).state
+            else:
+                state = store.execute(goal.pk, command, actor=operator).state
         except DomainError as error:
             self.message_user(request, f"Refused ({error.code}): {error.detail}",
                               messages.ERROR)
@@ -275,6 +278,8 @@ def command_for(action: str, operator: str, reason: str, gate: str = "") -> Any:
     return {
         "stop": lambda: Stop(operator, reason),
         "recover": lambda: Recover(operator, reason),
+        # A probe of the same decision continuations.wake_now makes.
+        "wake": lambda: WakeNow(operator, reason, "operator:probe", "0" * 64),
         "approve": lambda: ResolveApproval(gate, "approve", operator, reason),
         "reject": lambda: ResolveApproval(gate, "reject", operator, reason),
     }[action]()
@@ -292,9 +297,9 @@ def refusal_of(state: GoalState, command: Any) -> DomainError | None:
 
 
 def refusals(state: GoalState, operator: str) -> dict[str, DomainError | None]:
-    """Stop and recover, each with the domain's refusal or None (offered)."""
+    """Recover, wake and stop, each with the domain's refusal or None (offered)."""
     return {action: refusal_of(state, command_for(action, operator, "probe"))
-            for action in ("recover", "stop")}
+            for action in ("recover", "wake", "stop")}
 
 
 def _int(value: str | None) -> int | None:

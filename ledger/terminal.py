@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from ledger.domain import GoalState
 from ledger.domain.runs import budget_left
-from ledger.domain.wakes import watchdog_health, watchdog_live
+from ledger.domain.timing import next_wake_at
+from ledger.domain.wakes import watchdog_health
 
 if TYPE_CHECKING:  # only for annotations: this module never queries
     from ledger.models import Goal
@@ -174,6 +175,10 @@ def _lease(d: Mapping[str, Any]) -> str:
 def _scheduled(d: Mapping[str, Any]) -> str:
     if d.get("kind") == "reset":
         return f"one-off wake at the reset, {_short(d.get('due_at'))}"
+    if d.get("kind") == "requested":
+        replaces = f" (replaces {_short(d['replaces'])})" if d.get("replaces") else ""
+        return (f"one-off wake asked for ({d.get('reason', '?')}), "
+                f"{_short(d.get('due_at'))}{replaces}")
     minutes = round(d.get("interval_seconds", 0) / 60, 1)
     every = f"{minutes:g} min" if minutes >= 1 else f"{d.get('interval_seconds')} s"
     retry = " (retry)" if d.get("attempt", 1) > 1 else ""
@@ -193,8 +198,10 @@ def _claimed(d: Mapping[str, Any]) -> str:
     text = f"{d.get('outcome', '?')} ({d.get('reason') or '?'}), {d.get('source', '?')}"
     if d.get("retry_after_seconds") is not None:
         text += f", retry in {d['retry_after_seconds']} s"
-    if d.get("outcome") == "recurring_acquired" and "retry_count" in d:
+    if d.get("outcome") in ("recurring_acquired", "ready_for_pull") and "retry_count" in d:
         text += f", wake {d['retry_count']} since the last checkpoint"
+    if d.get("operator"):
+        text += f", by {clean(d['operator'])} ({clean(d.get('why', ''), 60)})"
     return text + (f": {clean(d['notes'], 90)}" if d.get("notes") else "")
 
 
@@ -207,7 +214,7 @@ def _run(d: Mapping[str, Any]) -> str:
 
 
 def _dispatched(d: Mapping[str, Any]) -> str:
-    result = "ok" if d.get("ok") else "failed"
+    result = "ok" if d.get("ok") else "uncertain" if d.get("uncertain") else "failed"
     detail = f" ({clean(d['detail'], 60)})" if d.get("detail") else ""
     return f"via {clean(d.get('dispatcher', '?'))}: {result}{detail}"
 
@@ -264,12 +271,14 @@ _SUMMARIES: dict[str, Summary] = {
     "job.tracked": lambda d: (f"{clean(d.get('kind', '?'))} {clean(d.get('ref', '?'), 60)} "
                               f"(job {clean(d.get('job_id', '?'))})"),
     "job.updated": lambda d: (f"job {clean(d.get('job_id', '?'))} {d.get('status', '?')}"
+                              + (" (reported by its notify token)"
+                                 if d.get("reported_by") == "notify_token" else "")
                               + (f": {clean(d['conclusion'], 80)}"
                                  if d.get("conclusion") else "")),
 }
 
 # Never worth a line: digests, and the data a summary already says elsewhere.
-_GENERIC_SKIP = frozenset({"token_sha256", "host_ref_sha256"})
+_GENERIC_SKIP = frozenset({"token_sha256", "host_ref_sha256", "notify_sha256"})
 
 
 def summary(kind: str, data: Mapping[str, Any]) -> str:
@@ -422,12 +431,11 @@ def _watchdog_line(state: GoalState, now: datetime) -> str:
         minutes = round(watchdog.get("interval_seconds", 0) / 60, 1)
         line = (f"{watchdog.get('backend', '?')} {watchdog.get('status', '?')} "
                 f"({watchdog_health(state)}), every {minutes:g} min")
-        if watchdog_live(state) and watchdog.get("next_due_at"):
-            due = watchdog["next_due_at"]
-            line += f", next due {when(due)} ({relative(due, now)})"
-    if state.paused_until and state.reset_wake.get("due_at"):
-        due = state.reset_wake["due_at"]
-        line += f"; reset wake {when(due)} ({relative(due, now)})"
+    due = next_wake_at(state)
+    if due:
+        line += f"; next wake {when(due)} ({relative(due, now)})"
+    if state.ready:
+        line += f"; ready for its agent to pull ({state.ready.get('reason', '?')})"
     if state.last_wake:
         wake = state.last_wake
         line += (f"; last wake {wake.get('outcome', '?')} ({wake.get('reason') or '?'}) "

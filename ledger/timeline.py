@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from ledger import clock
+from ledger import clock, doctor
 from ledger.chain import event_hash, head_break
 from ledger.domain import TERMINAL_STATUSES
 from ledger.models import Event, Goal
@@ -270,6 +270,11 @@ def stuck_goals() -> list[dict[str, Any]]:
     for reason in reasons:
         groups.append((f"Blocked: {reason or 'no reason'}",
                        active.filter(status="blocked", reason=reason), "updated_at"))
+    # Liveness (DESIGN section 6): goals nothing will ever move, and wakes
+    # whose scheduler rows are missing; the same list as `ledger doctor`.
+    found = {finding.goal_id for finding in doctor.findings() if finding.goal_id}
+    groups.insert(0, ("Silently stuck: in no liveness state, or a wake with no scheduler row "
+                      "(ledger doctor)", active.filter(pk__in=found), "updated_at"))
     result = []
     for title, query, since_field in groups:
         count = query.count()

@@ -43,7 +43,8 @@ def apply(goal_id: str, outcome: store.Outcome) -> None:
     """The store effect: schedule rows follow the events (see the module doc)."""
     before, after = outcome.before, outcome.state
     for event in outcome.events:
-        if event.kind == WAKE_SCHEDULED and event.data.get("kind") in ("reset", "requested"):
+        if (event.kind == WAKE_SCHEDULED and event.data.get("kind") in ("reset", "requested")
+                and event.data.get("schedule_name")):  # none: a host goal's host schedules it
             _one_off(goal_id, event.data["schedule_name"], event.data["kind"],
                      datetime.fromisoformat(event.data["due_at"]))
         elif event.kind == RECEIPT_RECORDED and event.data.get("backend") == "internal":

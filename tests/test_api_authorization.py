@@ -70,7 +70,7 @@ ENDPOINTS = {
     "POST stop": ("POST", "goals/{gid}/stop", lambda lease: {"reason": "wrong repo"}),
     # A running goal is not recoverable: the operator reaches the domain's refusal.
     "POST recover": ("POST", "goals/{gid}/recover", lambda lease: {"reason": "retry"}),
-    # The agent holds a live lease: the operator's wake is recorded as worker_busy_noop.
+    # The agent holds a live lease: there is nothing to wake (not_wakeable).
     "POST wake": ("POST", "goals/{gid}/wake", lambda lease: {"reason": "reset came early"}),
     "GET alerts": ("GET", "alerts", None),
 }
@@ -102,7 +102,7 @@ MATRIX = [
     ("POST resolve",            403,   403,         403,     404),
     ("POST stop",               403,   403,         403,     200),
     ("POST recover",            403,   403,         403,     409),
-    ("POST wake",               403,   403,         403,     200),
+    ("POST wake",               403,   403,         403,     409),
     ("GET alerts",              200,   200,         200,     200),
 ]
 ROLES = ("agent", "other_agent", "auditor", "operator")
@@ -114,7 +114,9 @@ def test_the_matrix_names_every_api_v1_endpoint():
     """A new endpoint must be added to the matrix, not silently skipped."""
     from api import urls
 
-    documentation = {"health", "skill", "schema", "docs"}
+    # job-notify takes a job's own notify token, never a role's API token
+    # (tests/test_requested_wakes.py checks every role is refused there).
+    documentation = {"health", "skill", "schema", "docs", "job-notify"}
     assert [name for name, *_ in MATRIX] == list(ENDPOINTS)
     paths = {path for _, path, _ in ENDPOINTS.values()}
     assert {str(p.pattern).replace("<str:goal_id>", "{gid}").replace("<str:job_id>", "job-1")
@@ -167,7 +169,8 @@ def test_role_matrix(request, goal, endpoint, role, expected):
     response = call(caller.client, endpoint, gid, own_lease)
 
     if expected >= 400:
-        assert_problem(response, expected, CODES[expected])
+        code = "not_wakeable" if endpoint == "POST wake" and expected == 409 else CODES[expected]
+        assert_problem(response, expected, code)
         assert snapshot() == before, "a refused call recorded something"
         return
     assert response.status_code == expected, response.content

@@ -287,3 +287,18 @@ def test_the_api_base_is_found_from_what_was_given(given, base):
     from api.cli import api_base
 
     assert api_base(given) == base
+
+
+def test_release_with_a_wake_and_a_job_with_a_notify_token(shell):
+    goal_id = start(shell, "wake-in")
+    code, tracked = shell("job", "track", "--kind", "ci_run", "--ref", "gh-run-8", "--notify",
+                          "--link", "https://ci.example/runs/8")
+    assert code == 0, shell.stderr
+    assert tracked["notify_token"].startswith("wlj_") and tracked["job"]["link"]
+    code, released = shell("checkpoint", "--step", "pushed", "--progress", "50", "--release",
+                           "--wake-in", "120", "--wake-reason", "dependency_ready")
+    assert code == 0, shell.stderr
+    assert released["requested_wake"]["reason"] == "dependency_ready"
+    assert "wake.scheduled" in kinds(goal_id)
+    code, _ = shell("release", "--wake-in", "5")  # no lease left, and too soon anyway
+    assert code != 0

@@ -174,18 +174,20 @@ def test_a_vanished_agent_is_resumed_by_the_real_scheduler(agent_http, cluster, 
 
 def test_one_occurrence_fired_twice_is_claimed_once(agent_http, cluster):
     started = agent_http("POST", "goals", {
-        "goal_key": "e2e-2", "workspace": "/srv/e2e-2", "objective": "Race the scheduler",
-        "policy": {"cadence_minutes": 1}})
+        "goal_key": "e2e-2", "workspace": "/srv/e2e-2", "objective": "Race the scheduler"})
     gid = started["goal"]["id"]
     lease = {"token": started["lease"]["token"], "generation": 1}
-    agent_http("POST", f"goals/{gid}/watchdog", {"lease": lease})
-    agent_http("POST", f"goals/{gid}/lease/release", {"lease": lease})
-    time.sleep(1.1)  # the 1 s interval is due
+    agent_http("POST", f"goals/{gid}/runs", {"lease": lease, "outcome": "error",
+                                            "retry_after": "1",
+                                            "error_text": "429 rate limit exceeded"})
+    reset = Schedule.objects.get(name=watchdogs.reset_schedule_name(gid))
+    time.sleep(max(0.0, (reset.next_run - datetime.now(reset.next_run.tzinfo))
+                   .total_seconds()) + 0.5)  # the reset wake is due
     # The same occurrence, twice, as two clusters or a retry would deliver it;
     # two workers take them at once.
     for _ in range(2):
-        async_task("scheduling.tasks.fire_watchdog", gid, intended_date="2026-12-02T10:00:00",
-                   task_name=None)
+        async_task("scheduling.tasks.fire_watchdog", gid,
+                   intended_date=reset.next_run.isoformat(), kind="reset", task_name=None)
     cluster()
     results = wait_for(
         lambda: (lambda rows: rows if len(rows) == 2 else None)(
@@ -291,3 +293,59 @@ def test_default_settings_a_rate_limited_goal_is_pulled_after_its_reset(agent_ht
     assert Event.objects.filter(goal_id=gid, kind="continuation.charged").count() == 1
     assert not Event.objects.filter(goal_id=gid, kind="goal.blocked").exists()
     assert not Schedule.objects.filter(name__endswith=gid).exists()
+
+
+def test_requested_wake_and_dependency_ready_on_a_real_cluster(agent_http, cluster,
+                                                               live_server):
+    """Issue 14, end to end: a release with wake {in_seconds: 60} is resumed
+    about a minute later (timeout_recovery); a job reported by its notify
+    token wakes its waiting goal at once (dependency_ready)."""
+    first = agent_http("POST", "goals", {
+        "goal_key": "e2e-wake", "workspace": "/srv/e2e-wake", "objective": "Wake me later",
+        "next_actions": ["continue"]})
+    gid = first["goal"]["id"]
+    lease = {"token": first["lease"]["token"], "generation": 1}
+    released = agent_http("POST", f"goals/{gid}/checkpoints", {
+        "lease": lease, "current_step": "flushed", "progress_pct": 30, "release_lease": True,
+        "wake": {"in_seconds": 60}})
+    asked = time.monotonic()
+    assert released["requested_wake"]["reason"] == "timeout_recovery"
+
+    second = agent_http("POST", "goals", {
+        "goal_key": "e2e-ci", "workspace": "/srv/e2e-ci", "objective": "Wait for CI"})
+    gid2 = second["goal"]["id"]
+    lease2 = {"token": second["lease"]["token"], "generation": 1}
+    tracked = agent_http("POST", f"goals/{gid2}/jobs", {
+        "lease": lease2, "kind": "ci_run", "ref": "run-9", "notify": True})
+    agent_http("POST", f"goals/{gid2}/lease/release", {"lease": lease2})
+    cluster(WAKELEDGER_Q_GUARD_CYCLE="30")
+    time.sleep(3)
+    # The CI system's last step: curl with the job's own token.
+    request = urllib.request.Request(  # noqa: S310 (the live server)
+        f"{live_server.url}/api/v1/jobs/{tracked['job']['job_id']}/status", method="POST",
+        data=json.dumps({"status": "succeeded", "conclusion": "green"}).encode(),
+        headers={"Authorization": f"Bearer {tracked['notify_token']}",
+                 "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310
+        assert answer.status == 200
+    reported = time.monotonic()
+
+    def woken(goal_id: str):
+        return Event.objects.filter(goal_id=goal_id, kind="wake.claimed",
+                                    data__outcome="ready_for_pull").first()
+
+    dependency = wait_for(lambda: woken(gid2), 45, "the dependency_ready wake")
+    assert dependency.data["reason"] == "dependency_ready"
+    assert time.monotonic() - reported < 45
+    pulled = pull(agent_http, gid2, 20)
+    assert pulled["resumed"]["reason"] == "dependency_ready"
+    assert pulled["resume_packet"]["jobs"][0]["status"] == "succeeded"
+
+    requested = wait_for(lambda: woken(gid), 100, "the requested wake")
+    assert requested.data["reason"] == "timeout_recovery"
+    assert 55 <= time.monotonic() - asked <= 100  # about a minute later
+    pulled = pull(agent_http, gid, 20)
+    assert pulled["resumed"]["reason"] == "timeout_recovery"
+    # Never a second recurring watchdog for either goal.
+    for goal_id in (gid, gid2):
+        assert Schedule.objects.filter(name=watchdogs.schedule_name(goal_id)).count() <= 1

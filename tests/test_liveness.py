@@ -298,3 +298,31 @@ def test_doctor_lists_stuck_goals_and_schedule_mismatches(agent, started, clock)
                             func=watchdogs.FIRE, schedule_type=Schedule.MINUTES, minutes=60)
     with pytest.raises(CommandError, match="2 problem"):
         doctor()
+
+
+def test_the_dashboard_lists_what_doctor_finds(agent, started, clock, admin_client):
+    gid, lease = started(cadence_minutes=60)
+    agent.post(f"goals/{gid}/lease/release", {"lease": lease})
+    page = admin_client.get("/admin/ledger/goal/dashboard/").content.decode()
+    assert "Silently stuck" not in page
+    Schedule.objects.filter(name=watchdogs.schedule_name(gid)).delete()
+    page = admin_client.get("/admin/ledger/goal/dashboard/").content.decode()
+    assert "Silently stuck" in page and gid in page
+
+
+def test_an_operator_wakes_a_paused_goal_from_the_admin(agent, started, clock, client):
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    gid, lease = started()
+    agent.post(f"goals/{gid}/runs", {"lease": lease, "outcome": "error",
+                                     "error_text": CLAUDE_LIMIT})
+    olga = get_user_model().objects.create_user("olga", password="pw-olga-1", is_staff=True)
+    olga.groups.add(Group.objects.get_or_create(name="operator")[0])
+    client.force_login(olga)
+    timeline = client.get(f"/admin/ledger/goal/{gid}/timeline/").content.decode()
+    assert "action-wake" in timeline and "action-recover" not in timeline
+    client.post(f"/admin/ledger/goal/{gid}/act/wake/", {"reason": "the limit was lifted"})
+    woken = Event.objects.filter(goal_id=gid, kind="wake.claimed").last()
+    assert (woken.actor, woken.data["outcome"], woken.data["why"]) == (
+        "olga", "ready_for_pull", "the limit was lifted")

@@ -35,3 +35,18 @@ def test_health_endpoint(client):
     response = client.get("/api/v1/health")
     assert response.status_code == 200
     assert response.json()["status"] == "ok"
+
+
+def test_every_command_of_the_domain_is_in_the_one_catalogue():
+    """decider.COMMANDS lists every command and nothing else decides one."""
+    import dataclasses
+    import inspect
+
+    from ledger.domain import COMMANDS, commands, runs, wakes
+
+    defined = {obj for module in (commands, runs, wakes)
+               for _, obj in inspect.getmembers(module, inspect.isclass)
+               if dataclasses.is_dataclass(obj) and obj.__module__ == module.__name__
+               and obj.__name__ not in ("LeaseProof", "Artifact", "WakeRequest")}
+    assert defined == set(COMMANDS)
+    assert len(COMMANDS) == len(set(COMMANDS)) == 23

@@ -7,7 +7,6 @@ scheduler are shells around it.
 from ledger.domain.commands import (
     AcquireLease,
     Artifact,
-    Command,
     Finish,
     Heartbeat,
     LeaseProof,
@@ -17,7 +16,7 @@ from ledger.domain.commands import (
     RunGoal,
     StartGoal,
 )
-from ledger.domain.decider import decide, evolve, fold
+from ledger.domain.decider import COMMANDS, Command, decide, evolve, fold
 from ledger.domain.errors import DomainError, GoalTerminal, InvalidCommand
 from ledger.domain.events import TERMINAL_ALLOWED_KINDS, Event, iso
 from ledger.domain.leases import lease_refusal, lease_stale_at
@@ -25,6 +24,7 @@ from ledger.domain.state import ACTIVE_STATUSES, STATUSES, TERMINAL_STATUSES, Go
 
 __all__ = [
     "ACTIVE_STATUSES",
+    "COMMANDS",
     "STATUSES",
     "TERMINAL_ALLOWED_KINDS",
     "TERMINAL_STATUSES",

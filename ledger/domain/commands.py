@@ -65,8 +65,19 @@ class Heartbeat:
 
 
 @dataclass(frozen=True, slots=True)
+class WakeRequest:
+    """A one-off wake the agent asks for at its turn boundary ("wake me in N
+    minutes"): in ``in_seconds`` or ``at`` (ISO 8601 with an offset), with why."""
+
+    in_seconds: int | None = None
+    at: str = ""
+    reason: str = "timeout_recovery"
+
+
+@dataclass(frozen=True, slots=True)
 class ReleaseLease:
     proof: LeaseProof | None
+    wake: WakeRequest | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +99,7 @@ class RecordCheckpoint:
     note: str = ""
     release_lease: bool = False
     proof: LeaseProof | None = None
+    wake: WakeRequest | None = None  # only with release_lease
 
 
 FINISH_STATUSES = ("completed", "failed", "blocked")
@@ -109,5 +121,9 @@ class ReleaseWorkspace:
     reason: str = ""
 
 
-Command = (StartGoal | RunGoal | AcquireLease | Heartbeat | ReleaseLease | RecordCheckpoint | Finish
-           | ReleaseWorkspace)
+# The commands defined here. The whole catalogue (these, plus the wake, run,
+# approval and operator commands of wakes.py and runs.py) is
+# ``ledger.domain.decider.COMMANDS``: one place lists every command and the
+# rule that decides it.
+CoreCommand = (StartGoal | RunGoal | AcquireLease | Heartbeat | ReleaseLease | RecordCheckpoint
+               | Finish | ReleaseWorkspace)

@@ -18,7 +18,7 @@ from ledger.domain import validation as v
 from ledger.domain.commands import (
     FINISH_STATUSES,
     AcquireLease,
-    Command,
+    CoreCommand,
     Finish,
     Heartbeat,
     RecordCheckpoint,
@@ -75,7 +75,7 @@ INITIAL_STEP = "plan"
 # --------------------------------------------------------------------------- decide
 
 
-def decide(state: GoalState, command: Command, now: datetime) -> list[Event]:
+def decide(state: GoalState, command: "Command", now: datetime) -> list[Event]:
     if now.tzinfo is None:
         raise ValueError("decide needs an aware 'now'")
     if isinstance(command, StartGoal):
@@ -200,8 +200,20 @@ def _checkpoint(state: GoalState, cmd: RecordCheckpoint, now: datetime) -> list[
         "generation": lease["generation"],
     }
     events = [Event(CHECKPOINT_RECORDED, data, now)]
+    if cmd.wake is not None and not cmd.release_lease:
+        raise InvalidCommand("wake is asked for at a turn boundary: with release_lease",
+                             field="wake")
     if cmd.release_lease:
         events.append(Event(LEASE_RELEASED, {"generation": lease["generation"]}, now))
+        if cmd.wake is not None:
+            events += wakes.requested_wake_events(state, cmd.wake, now)
+    return events
+
+
+def _release(state: GoalState, cmd: ReleaseLease, now: datetime) -> list[Event]:
+    events = leases.release(state, cmd, now)
+    if cmd.wake is not None:
+        events += wakes.requested_wake_events(state, cmd.wake, now)
     return events
 
 
@@ -228,10 +240,12 @@ def _release_workspace(state: GoalState, cmd: ReleaseWorkspace, now: datetime) -
                                        "by_operator": cmd.by_operator, "reason": reason}, now)]
 
 
+# The catalogue: every command type and the function that decides it (StartGoal
+# and RunGoal, which may meet a goal not started yet, are decided above).
 _DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
     AcquireLease: _acquire,
     Heartbeat: leases.heartbeat,
-    ReleaseLease: leases.release,
+    ReleaseLease: _release,
     RecordCheckpoint: _checkpoint,
     Finish: _finish,
     ReleaseWorkspace: _release_workspace,
@@ -250,11 +264,18 @@ _DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
     runs.Recover: runs.recover,
     wakes.TrackJob: wakes.track_job,
     wakes.UpdateJob: wakes.update_job,
+    wakes.NotifyJob: wakes.notify_job,
 }
 
 # A terminal goal still answers a late wake and takes the cancellation
 # receipt of a leftover watchdog (TERMINAL_ALLOWED_KINDS); nothing else.
 _ALLOWED_WHEN_TERMINAL = (wakes.ClaimWake, wakes.RecordReceipt, runs.Recover)
+
+COMMANDS: tuple[type, ...] = (StartGoal, RunGoal, *_DECIDERS)
+Command = (CoreCommand | wakes.PrepareWatchdog | wakes.CancelWatchdog | wakes.RecordReceipt
+           | wakes.ClaimWake | wakes.ExpireLease | wakes.RecordDispatch | wakes.WakeNow
+           | wakes.TrackJob | wakes.UpdateJob | wakes.NotifyJob | runs.ReportRun
+           | runs.RequestApproval | runs.ResolveApproval | runs.Stop | runs.Recover)
 
 # --------------------------------------------------------------------------- evolve
 

@@ -64,4 +64,10 @@ def resume_packet(state: GoalState) -> dict[str, Any]:
         },
         "next_actions": list(state.next_actions),
         "artifacts_to_verify": [dict(a) for a in state.artifacts],
+        # The blocking jobs, newest last, with how they ended: a goal woken
+        # because a dependency is ready learns which one, and where to look.
+        "jobs": [{k: job[k] for k in ("job_id", "kind", "ref", "status", "conclusion",
+                                      "link", "updated_at") if k in job}
+                 for job in state.jobs[-10:]],
+        "wake_reason": state.ready.get("reason") or state.last_wake.get("reason", ""),
     }

@@ -7,6 +7,7 @@ outcome. Blocking jobs keep a waiting holder from being taken over and keep a
 goal from finishing.
 """
 
+import hmac
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from math import ceil
@@ -14,7 +15,7 @@ from typing import Any
 
 from ledger.domain import timing
 from ledger.domain import validation as v
-from ledger.domain.commands import LeaseProof
+from ledger.domain.commands import LeaseProof, WakeRequest
 from ledger.domain.errors import DomainError, InvalidCommand
 from ledger.domain.events import (
     CONTINUATION_CHARGED,
@@ -133,6 +134,8 @@ class TrackJob:
     job_id: str
     kind: str
     ref: str
+    notify_sha256: str = ""  # the digest of the job's own notify token, if it has one
+    link: str = ""  # where a human sees the job (its CI run's page)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +144,18 @@ class UpdateJob:
     job_id: str
     status: str
     conclusion: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NotifyJob:
+    """A job's terminal status reported by its own notify token (a CI system,
+    a watcher process): no lease, scoped to that one job."""
+
+    job_id: str
+    token_sha256: str
+    status: str
+    conclusion: str = ""
+    link: str = ""
 
 
 # ---------------------------------------------------------------- helpers
@@ -627,8 +642,10 @@ def operator_wake(state: GoalState, cmd: WakeNow, now: datetime) -> list[Event]:
                              "start a new one"), code="not_wakeable")
     claim_cmd = ClaimWake(cmd.occurrence_id, OPERATOR, "", cmd.token_sha256, kind="operator",
                           push=cmd.push, note=cmd.reason, operator=cmd.operator)
-    # A goal whose worker holds a live lease answers worker_busy_noop: the act
-    # is recorded, and nothing else changes.
+    answer = claim_outcome(state, claim_cmd, now)
+    if answer["outcome"] == "worker_busy_noop":
+        raise DomainError(f"there is nothing to wake: {answer['notes']}", code="not_wakeable",
+                          retry_after_seconds=answer.get("retry_after_seconds"))
     return claim(state, claim_cmd, now)
 
 
@@ -701,7 +718,12 @@ def track_job(state: GoalState, cmd: TrackJob, now: datetime) -> list[Event]:
     if len(state.jobs) >= 100:
         raise InvalidCommand("a goal tracks at most 100 blocking jobs", field="ref")
     job_id = v.text(cmd.job_id, "job_id", limit=64, required=True)
-    return [Event(JOB_TRACKED, {"job_id": job_id, "kind": kind, "ref": ref}, now)]
+    data = {"job_id": job_id, "kind": kind, "ref": ref}
+    if cmd.notify_sha256:
+        data["notify_sha256"] = v.sha256(cmd.notify_sha256, "notify")
+    if cmd.link:
+        data["link"] = v.text(cmd.link, "link", limit=500)
+    return [Event(JOB_TRACKED, data, now)]
 
 
 def update_job(state: GoalState, cmd: UpdateJob, now: datetime) -> list[Event]:
@@ -722,6 +744,78 @@ def update_job(state: GoalState, cmd: UpdateJob, now: datetime) -> list[Event]:
     return [Event(JOB_UPDATED, {"job_id": cmd.job_id, "status": cmd.status,
                                 "conclusion": v.text(cmd.conclusion, "conclusion",
                                                      limit=v.MAX_NOTE)}, now)]
+
+
+def notify_job(state: GoalState, cmd: NotifyJob, now: datetime) -> list[Event]:
+    job = next((j for j in state.jobs if j["job_id"] == cmd.job_id), None)
+    # The same answer for an unknown job and a wrong token: a token tells
+    # nothing about other jobs.
+    if job is None or not job.get("notify_sha256") or not hmac.compare_digest(
+            job["notify_sha256"], str(cmd.token_sha256)):
+        raise DomainError("no such job for this notify token", code="not_found",
+                          field="job_id")
+    if cmd.status not in JOB_STATUSES or cmd.status == "running":
+        raise InvalidCommand("status must be succeeded, failed or cancelled", field="status")
+    if job["status"] != "running":
+        if job["status"] == cmd.status:
+            return []  # idempotent: reported already
+        raise DomainError(f"job {cmd.job_id} already ended as {job['status']}",
+                          code="job_terminal", field="status")
+    data = {"job_id": cmd.job_id, "status": cmd.status,
+            "conclusion": v.text(cmd.conclusion, "conclusion", limit=v.MAX_NOTE),
+            "reported_by": "notify_token"}
+    if cmd.link:
+        data["link"] = v.text(cmd.link, "link", limit=500)
+    events = [Event(JOB_UPDATED, data, now)]
+    if state.terminal or state.status == BLOCKED or state.lease or state.finish_requested:
+        return events  # a worker holds it (it learns itself), or it needs a human
+    if any(j["status"] == "running" for j in state.jobs if j["job_id"] != cmd.job_id):
+        return events  # still waiting on another job
+    # The last running job of a waiting goal ended: wake it at once.
+    return events + _one_off_wake(state, now, "dependency_ready", now)
+
+
+def requested_wake_events(state: GoalState, request: WakeRequest, now: datetime) -> list[Event]:
+    """The one-off wake an agent asks for as it releases its lease: at least a
+    minute away, at most one watchdog interval (rule 9: it never retimes or
+    replaces the recurring watchdog; a later request replaces this one)."""
+    if request.reason not in WAKE_REASONS:
+        raise InvalidCommand(f"wake.reason must be one of {', '.join(WAKE_REASONS)}",
+                             field="wake.reason")
+    if (request.in_seconds is None) == (not request.at):
+        raise InvalidCommand("wake needs exactly one of in_seconds and at", field="wake")
+    if request.in_seconds is not None:
+        if isinstance(request.in_seconds, bool) or not isinstance(request.in_seconds, int):
+            raise InvalidCommand("wake.in_seconds must be a whole number",
+                                 field="wake.in_seconds")
+        due = now + timedelta(seconds=request.in_seconds)
+    else:
+        due = datetime.fromisoformat(_iso_field(request.at, "wake.at"))
+    limit = interval_of(state)
+    seconds = (due - now).total_seconds()
+    if not 60 <= seconds <= limit:
+        raise InvalidCommand(f"a requested wake must be between 60 s and the watchdog's "
+                             f"interval ({limit} s) away", field="wake")
+    return _one_off_wake(state, due, request.reason, now)
+
+
+def _one_off_wake(state: GoalState, due: datetime, reason: str, now: datetime) -> list[Event]:
+    data: dict[str, Any] = {"kind": "requested", "due_at": iso(due), "reason": reason}
+    if state.requested_wake:
+        data["replaces"] = state.requested_wake["due_at"]
+    if state.policy.get("scheduler", INTERNAL) == INTERNAL:
+        data["schedule_name"] = requested_schedule_name(state.goal_id)
+        return [Event(WAKE_SCHEDULED, data, now)]
+    # A host goal: only its host can schedule it. The wake is due now, so
+    # the goal is ready for its agent to pull; a later one is the host's to
+    # create, from the answer (recorded here for the audit).
+    if due <= now:
+        return [Event(WAKE_CLAIMED, {
+            "occurrence_id": f"dependency:{iso(now)}", "source": HOST,
+            "kind": "requested", "outcome": "ready_for_pull", "reason": reason,
+            "notes": "ready: a job it waited for ended", "charge": False,
+            "retry_count": state.retry_count + 1}, now)]
+    return [Event(WAKE_SCHEDULED, data, now)]
 
 
 # ---------------------------------------------------------------- evolve
@@ -808,10 +902,14 @@ def finish_requested(state: GoalState, data: dict[str, Any], at: str) -> dict[st
 def job_tracked(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
     job = {"job_id": data["job_id"], "kind": data["kind"], "ref": data["ref"],
            "status": "running", "conclusion": "", "tracked_at": at, "updated_at": at}
+    for optional in ("notify_sha256", "link"):
+        if optional in data:
+            job[optional] = data[optional]
     return {"jobs": [*state.jobs, job]}
 
 
 def job_updated(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+    extra = {k: data[k] for k in ("link", "reported_by") if k in data}
     return {"jobs": [{**job, "status": data["status"], "conclusion": data["conclusion"],
-                      "updated_at": at} if job["job_id"] == data["job_id"] else job
+                      "updated_at": at, **extra} if job["job_id"] == data["job_id"] else job
                      for job in state.jobs]}
