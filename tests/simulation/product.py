@@ -40,6 +40,7 @@ from ledger.domain import (
     StartGoal,
     lease_refusal,
 )
+from ledger.domain.commands import WakeRequest
 from ledger.domain.runs import Recover, ReportRun, RequestApproval, ResolveApproval, Stop
 from ledger.domain.wakes import (
     HOST,
@@ -178,11 +179,13 @@ def heartbeat(goal_id: str, agent: str, lease: Lease) -> None:
 
 def checkpoint(goal_id: str, agent: str, lease: Lease, *, step: str, pct: int,
                next_actions: list[str], release: bool = False, errors: tuple[str, ...] = (),
-               note: str = "") -> None:
+               note: str = "", wake_in: int | None = None) -> None:
+    """POST /goals/{id}/checkpoints; ``wake_in``: "wake me in N seconds" with the release."""
+    wake = WakeRequest(wake_in, "", "timeout_recovery") if wake_in else None
     _run(goal_id, RecordCheckpoint(current_step=step, progress_pct=pct,
                                    completed=(step,), next_actions=tuple(next_actions),
                                    errors=errors, note=note, release_lease=release,
-                                   proof=_proof(lease)), agent)
+                                   proof=_proof(lease), wake=wake), agent)
 
 
 def report_run(goal_id: str, agent: str, lease: Lease, *, error_text: str = "",

@@ -167,7 +167,7 @@ def test_the_world_exercised_what_it_claims(reports: list[Report]) -> None:
     for act in ("crash", "rate_limit", "auth_failure", "approval_request", "ci_job",
                 "ci_succeeded", "ci_failed", "zombie_write", "host_claim", "host_early_fire",
                 "host_double_fire", "host_missed_slot", "duplicate_fire", "fire_after_outage",
-                "operator_approve", "operator_recover", "finish_completed"):
+                "operator_approve", "operator_recover", "finish_completed", "requested_wake"):
         assert acts.get(act, 0) > 0, f"no {act} in {sorted(acts)}"
     for outcome in ("recurring_acquired", "already_claimed", "worker_busy_noop",
                     "terminal_cleanup_required"):
@@ -198,6 +198,8 @@ def test_regression_seed(seed: int, goals: int, days: float, overrides: dict[str
 def _stable(value: object) -> object:
     if isinstance(value, str) and value.startswith("operator:"):
         return "operator:<uuid>"
+    if isinstance(value, dict):  # e.g. a pulled wake's occurrence, inside lease.acquired
+        return {k: _stable(v) for k, v in value.items()}
     return value
 
 

@@ -38,6 +38,7 @@ class Config:
     unclassified: float = 0.004
     approval: float = 0.015
     ci_job: float = 0.05
+    requested_wake: float = 0.3  # an end of turn asks "wake me in 1-10 minutes" (issue 14)
     agent_blocked: float = 0.1  # a finish as blocked (AGENT_BLOCKED), per finish
     healthy_share: float = 0.35  # goals whose agent always succeeds (PROGRESS checks them)
     host_share: float = 0.3  # goals whose watchdog the agent's host owns
@@ -398,9 +399,16 @@ class World:
         finishing = last and goal.turns_done + 1 >= goal.turns_needed
         pct = min(99, int(100 * (goal.turns_done + (0.5 if not last else 1)) / goal.turns_needed))
         pct = max(pct, goal.progress)
+        release = last and not finishing
+        # Issue 14: some turns end asking for a wake a few minutes later
+        # (bounded by the product to 60 s - one watchdog interval).
+        wake_in = (self.rng.randint(60, min(600, goal.cadence * 60))
+                   if release and self.rng.random() < self.config.requested_wake else None)
+        if wake_in:
+            self.count("requested_wake")
         ok = self.call(goal, product.checkpoint, goal.goal_id, goal.agent, lease,
                        step=f"turn {goal.turns_done + 1} chunk {left}", pct=pct,
-                       next_actions=["continue"], release=last and not finishing)
+                       next_actions=["continue"], release=release, wake_in=wake_in)
         if goal.turn != turn:
             return
         if ok is None and goal.mode == "idle":
