@@ -179,3 +179,16 @@ def test_the_timeline_shows_a_requested_wake_and_who_reported_a_job(agent, runni
     assert "one-off wake asked for (dependency_ready)" in page and "replaces" in page
     assert "reported by its notify token" in page
     assert tracked["notify_token"] not in page
+
+
+def test_a_notify_job_does_not_keep_a_silent_holder_alive(agent, running, clock):
+    """Found by the simulation: a job that reports its own end needs no holder,
+    so a holder that goes silent while it runs is swept like any other."""
+    from scheduling import tasks
+
+    gid, lease = running()
+    agent.post(f"goals/{gid}/jobs", {"lease": lease, "kind": "ci", "ref": "r-9",
+                                     "notify": True})
+    clock.advance(minutes=7)  # the 300 s lease and its 60 s grace are over
+    assert tasks.sweep_leases() == 1
+    assert Goal.objects.get(pk=gid).state["lease"] == {}

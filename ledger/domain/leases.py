@@ -54,7 +54,7 @@ def lease_refusal(state: GoalState, now: datetime) -> dict[str, Any] | None:
     if stale_at is None:
         return None
     if now >= stale_at:
-        running = state.running_jobs()
+        running = state.awaited_jobs()
         if not running:
             return None
         # A holder waiting on a CI run is not stale: it is waiting.

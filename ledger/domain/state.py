@@ -123,9 +123,15 @@ class GoalState:
         return self.session.get("session_key", "")
 
     def running_jobs(self) -> list[dict[str, Any]]:
-        """Blocking jobs still running: they keep a waiting holder from being
-        taken over and a goal from finishing."""
+        """Blocking jobs still running: they keep a goal from finishing."""
         return [job for job in self.jobs if job["status"] == "running"]
+
+    def awaited_jobs(self) -> list[dict[str, Any]]:
+        """Running jobs a lease holder waits on: they keep it from being taken
+        over or expired. Not a job with a notify token: that job reports its
+        own end (and wakes the goal), so nobody has to stay alive for it — a
+        holder that went silent meanwhile is silent, not waiting."""
+        return [job for job in self.running_jobs() if not job.get("notify_sha256")]
 
     def artifact(self, path: str) -> dict[str, Any] | None:
         for artifact in self.artifacts:

@@ -362,7 +362,7 @@ def interrupted(state: GoalState, now: datetime) -> bool:
     stale_at = lease_stale_at(state)
     return (stale_at is not None and now >= stale_at
             and state.lease.get("via") in ("wake", "pull")
-            and not state.lease.get("active") and not state.running_jobs())
+            and not state.lease.get("active") and not state.awaited_jobs())
 
 
 def interrupted_events(state: GoalState, now: datetime) -> list[Event]:
@@ -623,7 +623,7 @@ def dispatched(state: GoalState, cmd: RecordDispatch, now: datetime) -> list[Eve
 
 def expire(state: GoalState, cmd: ExpireLease, now: datetime) -> list[Event]:
     stale_at = lease_stale_at(state)
-    if stale_at is None or now < stale_at or state.running_jobs():
+    if stale_at is None or now < stale_at or state.awaited_jobs():
         return []
     if interrupted(state, now):
         return interrupted_events(state, now)

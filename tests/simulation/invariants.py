@@ -104,6 +104,8 @@ class GoalMonitor:
     generation: int = 0
     gates: set[str] = field(default_factory=set)
     running_jobs: set[str] = field(default_factory=set)
+    # Running jobs without a notify token: their holder waits on them.
+    awaited_jobs: set[str] = field(default_factory=set)
     watchdog: str = ""
     granted: set[str] = field(default_factory=set)
     charged: int = 0
@@ -149,8 +151,9 @@ class GoalMonitor:
                     found.append((ONE_LIVE_LEASE, f"lease taken over at {at:%H:%M:%S}, before "
                                                   f"the previous one went stale at "
                                                   f"{stale:%H:%M:%S}"))
-                if self.running_jobs:
-                    found.append((ONE_LIVE_LEASE, "lease taken over while a blocking job runs"))
+                if self.awaited_jobs:
+                    found.append((ONE_LIVE_LEASE, "lease taken over while a blocking job its "
+                                                  "holder waits on runs"))
             if data["generation"] <= self.generation:
                 found.append((FENCING, f"generation {data['generation']} handed out again "
                                        f"(last was {self.generation})"))
@@ -178,8 +181,11 @@ class GoalMonitor:
             self.gates.discard(data["gate"])
         elif kind == "job.tracked":
             self.running_jobs.add(data["job_id"])
+            if not data.get("notify_sha256"):
+                self.awaited_jobs.add(data["job_id"])
         elif kind == "job.updated":
             self.running_jobs.discard(data["job_id"])
+            self.awaited_jobs.discard(data["job_id"])
         elif kind == "wake.scheduled" and data.get("kind") != "reset":
             self.watchdog = "requested"
         elif kind == "receipt.recorded":

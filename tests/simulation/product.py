@@ -26,6 +26,7 @@ from django.conf import settings
 from django.db import connection
 from django_q.models import Schedule
 
+from api import jobtokens
 from api.digests import host_ref_digest
 from ledger import clock, continuations, projection, store
 from ledger.domain import (
@@ -36,6 +37,7 @@ from ledger.domain import (
     Heartbeat,
     LeaseProof,
     RecordCheckpoint,
+    ReleaseLease,
     RunGoal,
     StartGoal,
     lease_refusal,
@@ -44,6 +46,7 @@ from ledger.domain.commands import WakeRequest
 from ledger.domain.runs import Recover, ReportRun, RequestApproval, ResolveApproval, Stop
 from ledger.domain.wakes import (
     HOST,
+    NotifyJob,
     PrepareWatchdog,
     RecordReceipt,
     TrackJob,
@@ -211,8 +214,22 @@ def request_approval(goal_id: str, agent: str, lease: Lease, gate: str) -> None:
     _run(goal_id, RequestApproval(_proof(lease), gate, "needs a human's yes"), agent)
 
 
-def track_job(goal_id: str, agent: str, lease: Lease, *, job_id: str, ref: str) -> None:
-    _run(goal_id, TrackJob(_proof(lease), job_id, "ci", ref), agent)
+def track_job(goal_id: str, agent: str, lease: Lease, *, job_id: str, ref: str,
+              notify: bool = False) -> str:
+    """POST /goals/{id}/jobs; with ``notify``, the job's notify token (shown once)."""
+    token = jobtokens.notify_token(goal_id, job_id) if notify else ""
+    _run(goal_id, TrackJob(_proof(lease), job_id, "ci", ref,
+                           jobtokens.digest(token) if token else ""), agent)
+    return token or "tracked"
+
+
+def notify_job(goal_id: str, job_id: str, token: str, status: str) -> None:
+    """What CI's last step does: POST /jobs/{job_id}/status with the job's token."""
+    _run(goal_id, NotifyJob(job_id, jobtokens.digest(token), status, status), f"job:{job_id}")
+
+
+def release(goal_id: str, agent: str, lease: Lease) -> None:
+    _run(goal_id, ReleaseLease(_proof(lease)), agent)
 
 
 def update_job(goal_id: str, agent: str, lease: Lease, *, job_id: str, status: str) -> None:
@@ -431,5 +448,6 @@ def stale_at(state: GoalState) -> datetime | None:
     return lease_stale_at(state)
 
 
-def running_jobs(state: GoalState) -> list[dict[str, Any]]:
-    return state.running_jobs()
+def awaited_jobs(state: GoalState) -> list[dict[str, Any]]:
+    """Running jobs a holder waits on (a notify-token job reports itself)."""
+    return state.awaited_jobs()

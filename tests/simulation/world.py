@@ -39,6 +39,7 @@ class Config:
     approval: float = 0.015
     ci_job: float = 0.05
     requested_wake: float = 0.3  # an end of turn asks "wake me in 1-10 minutes" (issue 14)
+    ci_notify: float = 0.5  # a CI job reports its end with its notify token (issue 14)
     agent_blocked: float = 0.1  # a finish as blocked (AGENT_BLOCKED), per finish
     healthy_share: float = 0.35  # goals whose agent always succeeds (PROGRESS checks them)
     host_share: float = 0.3  # goals whose watchdog the agent's host owns
@@ -380,12 +381,23 @@ class World:
             goal.jobs += 1
             self.count("ci_job")
             job_id = f"job-{goal.jobs}"
-            if self.call(goal, product.track_job, goal.goal_id, goal.agent, lease,
-                         job_id=job_id, ref=f"ci-run-{rng.getrandbits(32)}") is None \
-                    and goal.turn != turn:
+            notify = rng.random() < config.ci_notify
+            tracked = self.call(goal, product.track_job, goal.goal_id, goal.agent, lease,
+                                job_id=job_id, ref=f"ci-run-{rng.getrandbits(32)}",
+                                notify=notify)
+            if tracked is None and goal.turn != turn:
+                return
+            done_in = self.minutes(5, 45)
+            if notify and tracked is not None:
+                # Issue 14: end the turn; CI reports the end with the job's own
+                # token, and the waiting goal is woken (dependency_ready).
+                self.count("ci_notify")
+                self.call(goal, product.release, goal.goal_id, goal.agent, lease)
+                if goal.turn == turn:
+                    self.end_turn(goal, f"waits for CI {job_id} (notify token)")
+                self.after(done_in, self.ci_reports, goal, job_id, tracked)
                 return
             goal.mode = "waiting_ci"
-            done_in = self.minutes(5, 45)
             self.note(goal, f"tracks CI {job_id}, done in {done_in.total_seconds() / 60:.0f} min")
             self.after(timedelta(minutes=4), self.ci_wait, goal, turn, job_id,
                        self.now + done_in, left)
@@ -448,6 +460,22 @@ class World:
         if status == "failed":
             goal.turns_needed += 1  # the fix is more work
         self.chunk_done(goal, turn, left)
+
+    def ci_reports(self, goal: GoalSim, job_id: str, token: str) -> None:
+        """CI's last step: the job's status with its notify token (no lease)."""
+        if goal.ended:
+            return
+        status = "succeeded" if self.rng.random() < 0.7 else "failed"
+        self.count(f"ci_{status}")
+        self.touched.add(goal.goal_id)
+        try:
+            product.notify_job(goal.goal_id, job_id, token, status)
+        except Refused as refused:
+            self.note(goal, f"CI's notify refused: {refused.code}")
+            return
+        self.note(goal, f"CI reports {job_id} {status} with its notify token")
+        if status == "failed":
+            goal.turns_needed += 1
 
     def finish(self, goal: GoalSim) -> None:
         lease = goal.lease
@@ -938,7 +966,7 @@ class World:
                                f"{watchdog.get('status')}")
         stale = product.stale_at(state)
         if (stale is not None and self.now > stale + timedelta(minutes=3)
-                and not product.running_jobs(state) and not self.in_outage(self.now)
+                and not product.awaited_jobs(state) and not self.in_outage(self.now)
                 and not any(s <= self.now < e + timedelta(minutes=3) for s, e in self.outages)):
             self.violation(inv.SWEPT, goal.goal_id, f"a lease stale since {stale:%H:%M:%S} "
                                                     "was not swept")
