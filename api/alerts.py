@@ -5,10 +5,13 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from ledger.domain import GoalState
+from ledger.domain.state import BLOCKED, FAILED
+from ledger.domain.timing import FAILURES_FOR_A_HUMAN, PENDING_CLEANUP
 from ledger.models import Goal
 
-NEEDS_A_HUMAN = Q(status="blocked") | Q(status="failed", reason__in=[
-    "AUTH_FAILED", "OWNER_VERIFICATION"]) | Q(reason="PENDING_NATIVE_CLEANUP")
+# The database side of ledger.domain.timing.needs_human (the same three cases).
+NEEDS_A_HUMAN = Q(status=BLOCKED) | Q(status=FAILED, reason__in=sorted(
+    FAILURES_FOR_A_HUMAN)) | Q(reason=PENDING_CLEANUP)
 
 WHY = {
     "BLOCKED_APPROVAL": "waits for an approval decision",

@@ -398,7 +398,7 @@ def requested_wake_answer(state: GoalState, request: Request) -> dict[str, Any] 
     if not wake:
         return None
     answer = {k: wake[k] for k in ("due_at", "reason") if k in wake}
-    if state.policy.get("scheduler") == HOST:
+    if state.setting("scheduler") == HOST:
         answer["host_one_off"] = {
             "occurrence": "once", "run_at": wake["due_at"],
             "destination": {"method": "POST",
@@ -714,7 +714,7 @@ class RunsView(LedgerView):
             "paused_until": after.paused_until or None,
             "next_wake_at": next_wake_at(after) or None,
             "continuations": {"used": after.continuations_used,
-                              "max": after.policy.get("max_continuations", 3)},
+                              "max": after.setting("max_continuations")},
         })
 
 

@@ -67,7 +67,7 @@ def wake_now(goal_id: str | uuid.UUID, *, operator: str, reason: str,
     goal_id = store.canonical_id(goal_id)
     state = store.load(goal_id)
     occurrence = f"operator:{uuid.uuid4()}"
-    push = state.policy.get("dispatch", "none") != "none"
+    push = state.setting("dispatch") != "none"
     command = WakeNow(operator, reason, occurrence, digest(dispatch_token(goal_id, occurrence)),
                       push=push)
     outcome = store.execute(goal_id, command, actor=operator, idempotency_key=idempotency_key)

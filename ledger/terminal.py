@@ -388,7 +388,7 @@ def state_lines(state: GoalState, now: datetime, *, colour: bool = False) -> lis
         ("lease", _lease_line(state, now)),
         ("watchdog", _watchdog_line(state, now)),
         ("continuations", f"{state.continuations_used} of "
-                          f"{state.policy.get('max_continuations', 3)} used "
+                          f"{state.setting('max_continuations')} used "
                           f"({budget_left(state)} left), {state.retry_count} wake(s) since "
                           "the last checkpoint"),
         ("jobs", _jobs_line(state)),

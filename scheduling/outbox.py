@@ -39,7 +39,7 @@ def record(goal_id: str, outcome: store.Outcome) -> None:
     transaction. A granted push wake hands over its lease (``generation``); a
     ready wake of a dispatcher that carries no lease (OpenClaw's Gateway) is a
     notification (generation 0): its agent pulls the lease itself."""
-    name = outcome.state.policy.get("dispatch", "none")
+    name = outcome.state.setting("dispatch")
     if name == "none":
         return
     for event in outcome.events:

@@ -29,7 +29,7 @@ def fire_watchdog(goal_id: str, intended_date: str | None = None,
         # Push: the dispatcher starts the continuation and carries its lease.
         # A dispatcher that only notifies (none carries no lease) leaves the
         # wake to be pulled, like "none".
-        name = state.policy.get("dispatch", "none")
+        name = state.setting("dispatch")
         push = name != "none" and dispatch.hands_over_lease(name)
         result = continuations.claim(goal_id, source="internal", occurrence_id=occurrence,
                                      actor="scheduler", kind=kind, intended_at=intended,

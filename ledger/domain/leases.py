@@ -10,7 +10,6 @@ from datetime import datetime, timedelta
 from math import ceil
 from typing import Any
 
-from ledger.domain import policy as p
 from ledger.domain import validation as v
 from ledger.domain.commands import AcquireLease, Heartbeat, LeaseProof, ReleaseLease
 from ledger.domain.errors import DomainError, GoalBlocked, LeaseHeld, LeaseLost, LeaseRequired
@@ -32,7 +31,7 @@ def lease_stale_at(state: GoalState) -> datetime | None:
     if not state.lease:
         return None
     expires = datetime.fromisoformat(state.lease["expires_at"])
-    grace = state.policy.get("stale_grace_seconds", p.LEASE_STALE_GRACE_SECONDS)
+    grace = state.setting("stale_grace_seconds")
     return expires + timedelta(seconds=grace)
 
 
@@ -92,7 +91,7 @@ def acquire_events(state: GoalState, holder: str, token_sha256: str, now: dateti
         raise DomainError(f"only {state.agent}'s workers may hold this goal's lease",
                           code="forbidden")
     digest = v.sha256(token_sha256, "token_sha256")
-    seconds = state.policy.get("lease_seconds", p.DEFAULT_POLICY["lease_seconds"])
+    seconds = state.setting("lease_seconds")
     data = {
         "holder": holder,
         "generation": state.lease_generation + 1,

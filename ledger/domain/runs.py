@@ -129,7 +129,7 @@ def report(state: GoalState, cmd: ReportRun, now: datetime) -> list[Event]:
         why = "the run failed for a reason a human must look at"
         return [*events, _block("UNCLASSIFIED", why, now)]
     # Rule 5: once the budget is spent, the next rate limit stops the goal.
-    budget = state.policy.get("max_continuations", 3)
+    budget = state.setting("max_continuations")
     if state.continuations_used >= budget:
         why = (f"rate limited with the continuation budget spent "
                f"({state.continuations_used} of {budget})")
@@ -145,7 +145,7 @@ def report(state: GoalState, cmd: ReportRun, now: datetime) -> list[Event]:
     events.append(Event(GOAL_PAUSED, {"until": iso(until), "basis": hint,
                                       "generation": generation}, now))
     events.append(Event(LEASE_RELEASED, {"generation": generation}, now))
-    if state.policy.get("scheduler") == "internal" and cmd.reset_schedule_name:
+    if state.setting("scheduler") == "internal" and cmd.reset_schedule_name:
         # Rule 9: a one-off wake at the reset, besides the one watchdog.
         events.append(Event(WAKE_SCHEDULED, {"kind": "reset", "due_at": iso(until),
                                              "schedule_name": cmd.reset_schedule_name}, now))
@@ -168,7 +168,7 @@ def _block(reason: str, summary: str, now: datetime) -> Event:
 
 
 def budget_left(state: GoalState) -> int:
-    return max(0, state.policy.get("max_continuations", 3) - state.continuations_used)
+    return max(0, state.setting("max_continuations") - state.continuations_used)
 
 
 # ---------------------------------------------------------------- approvals (rule 8)

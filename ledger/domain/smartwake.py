@@ -17,7 +17,7 @@ CHUNK_MIN, CHUNK_MAX = 300, 900  # 5 to 15 minutes
 
 
 def preflight(state: GoalState, now: datetime) -> dict[str, Any]:
-    lease_seconds = state.policy.get("lease_seconds", 600)
+    lease_seconds = state.setting("lease_seconds")
     timeout = state.timeout_seconds
     estimate = state.estimated_duration_seconds
     window = timeout or lease_seconds

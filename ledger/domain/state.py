@@ -122,6 +122,13 @@ class GoalState:
     def session_key(self) -> str:
         return self.session.get("session_key", "")
 
+    def setting(self, name: str) -> Any:
+        """A policy setting, or its default (for goals started before it existed):
+        the one place a default is read."""
+        from ledger.domain.policy import DEFAULT_POLICY  # policy imports this module's users
+
+        return self.policy.get(name, DEFAULT_POLICY[name])
+
     def running_jobs(self) -> list[dict[str, Any]]:
         """Blocking jobs still running: they keep a goal from finishing."""
         return [job for job in self.jobs if job["status"] == "running"]

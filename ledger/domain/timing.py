@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from math import floor
 
 from ledger.domain.events import iso
-from ledger.domain.state import BLOCKED, GoalState
+from ledger.domain.state import BLOCKED, FAILED, GoalState
 
 # Watchdog statuses under which the scheduler will fire it.
 FIRING = frozenset({"requested", "live"})
@@ -76,12 +76,18 @@ def one_off_wakes(state: GoalState) -> list[dict]:
     return [wake for wake in (state.reset_wake, state.requested_wake) if wake.get("due_at")]
 
 
+# Ended goals an operator should still look at (recover takes AUTH_FAILED).
+FAILURES_FOR_A_HUMAN = frozenset({"AUTH_FAILED", "OWNER_VERIFICATION"})
+PENDING_CLEANUP = "PENDING_NATIVE_CLEANUP"
+
+
 def needs_human(state: GoalState) -> bool:
-    """Listed in /alerts and on the dashboard: blocked with a reason, or
-    finishing but waiting for a host watchdog's cancellation receipt."""
+    """Listed in /alerts and on the dashboard: blocked, finishing but waiting
+    for a host watchdog's cancellation receipt, or failed in a way a human
+    must fix. ``api.alerts`` queries the same three with these constants."""
     if state.terminal:
-        return False
-    return (state.status == BLOCKED and bool(state.reason)) or bool(state.finish_requested)
+        return state.status == FAILED and state.reason in FAILURES_FOR_A_HUMAN
+    return state.status == BLOCKED or bool(state.finish_requested)
 
 
 def liveness(state: GoalState, now: datetime) -> str | None:

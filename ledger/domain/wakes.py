@@ -181,7 +181,7 @@ def _due(moment: datetime, seconds: int) -> str:
 
 def prepare(state: GoalState, cmd: PrepareWatchdog, now: datetime) -> list[Event]:
     fence(state, cmd.proof)
-    backend = state.policy.get("scheduler", INTERNAL)
+    backend = state.setting("scheduler")
     seconds = cmd.interval_seconds or interval_of(state)
     if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 1:
         raise InvalidCommand("interval_seconds must be a positive whole number")
@@ -325,13 +325,12 @@ def completion_state(state: GoalState) -> str:
 # already_claimed. worker_busy_noop and not_due consume nothing, so the same
 # occurrence may be claimed again after retry_after_seconds.
 CONSUMING = frozenset({"recurring_acquired", "ready_for_pull", "terminal_cleanup_required"})
-RECOVERY_REASONS = frozenset({"timeout_recovery", "rate_limit_reset"})
 
 
 def interval_of(state: GoalState) -> int:
     """The watchdog's interval in seconds, frozen into the goal's policy at start."""
     policy = state.policy
-    return policy.get("interval_seconds") or policy.get("cadence_minutes", 60) * 60
+    return policy.get("interval_seconds") or state.setting("cadence_minutes") * 60
 
 
 # The django-q2 schedule rows of a goal's wakes, named after it: one of each.
@@ -458,12 +457,12 @@ def claim_outcome(state: GoalState, cmd: ClaimWake, now: datetime) -> dict[str, 
     if refusal is not None:
         return {"outcome": "worker_busy_noop", "notes": refusal["why"],
                 "retry_after_seconds": refusal["retry_after_seconds"]}
-    if state.retry_count + 1 > state.policy.get("max_wake_retries", 5) and not operator:
+    if state.retry_count + 1 > state.setting("max_wake_retries") and not operator:
         return {"outcome": "terminal_cleanup_required", "block": "WAKE_RETRIES_EXHAUSTED",
                 "notes": f"{state.retry_count} consecutive wakes without a new checkpoint: "
                          "WAKE_RETRIES_EXHAUSTED"}
     charge = recovery(state) and not operator
-    budget = state.policy.get("max_continuations", 3)
+    budget = state.setting("max_continuations")
     if charge and state.continuations_used >= budget:
         block = "RATE_LIMIT_STOPPED" if state.paused_until else "CONTINUATION_STOPPED"
         return {"outcome": "terminal_cleanup_required", "block": block,
@@ -559,7 +558,7 @@ def claim(state: GoalState, cmd: ClaimWake, now: datetime) -> list[Event]:
 def _charge(state: GoalState, occurrence: str, now: datetime) -> Event:
     return Event(CONTINUATION_CHARGED, {
         "attempt": state.continuations_used + 1,
-        "max": state.policy.get("max_continuations", 3),
+        "max": state.setting("max_continuations"),
         "occurrence_id": occurrence}, now)
 
 
@@ -577,7 +576,7 @@ def pull_events(state: GoalState, holder: str, token_sha256: str, now: datetime)
         charge = True
     events = []
     if charge:
-        budget = state.policy.get("max_continuations", 3)
+        budget = state.setting("max_continuations")
         if state.continuations_used >= budget:
             block = "RATE_LIMIT_STOPPED" if state.paused_until else "CONTINUATION_STOPPED"
             return [Event(GOAL_BLOCKED, {
@@ -676,7 +675,7 @@ def settle(before: GoalState, events: list[Event], now: datetime) -> list[Event]
     state_now = timing.liveness(after, now)
     if state_now not in (None, timing.READY):
         return []
-    backend = after.policy.get("scheduler", INTERNAL)
+    backend = after.setting("scheduler")
     if backend == INTERNAL and after.watchdog.get("status") not in timing.FIRING:
         interval = interval_of(after)
         first = now if unblocked else now + timedelta(seconds=interval)
@@ -803,7 +802,7 @@ def _one_off_wake(state: GoalState, due: datetime, reason: str, now: datetime) -
     data: dict[str, Any] = {"kind": "requested", "due_at": iso(due), "reason": reason}
     if state.requested_wake:
         data["replaces"] = state.requested_wake["due_at"]
-    if state.policy.get("scheduler", INTERNAL) == INTERNAL:
+    if state.setting("scheduler") == INTERNAL:
         data["schedule_name"] = requested_schedule_name(state.goal_id)
         return [Event(WAKE_SCHEDULED, data, now)]
     # A host goal: only its host can schedule it. The wake is due now, so
