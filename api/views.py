@@ -698,8 +698,11 @@ class RunsView(LedgerView):
         if data["outcome"] == "error":
             text = data["error_text"]
             tz = data["timezone"] or state.session.get("timezone") or "UTC"
-            error_class = failures.classify(text)
-            if error_class == "rate_limit":
+            # A Retry-After alone (the serializer refuses neither) is the provider
+            # saying when to come back: a rate limit, not an unreadable failure.
+            error_class = (failures.classify(text) if text.strip()
+                           else failures.RATE_LIMIT)
+            if error_class == failures.RATE_LIMIT:
                 reset_at = failures.parse_reset(text, now=clock.now(), tz=tz,
                                                 retry_after=data["retry_after"] or None)
             # Only a value that parses is kept as a hint; the rest is dropped.
