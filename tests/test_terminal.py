@@ -137,8 +137,10 @@ def test_show_prints_a_completed_goals_evidence_and_the_timeline_line(clock):
     goal = GoalFactory(done_criteria=("tests pass", "PR opened"), finish="completed")
     out = ledger("show", str(goal.pk))
     head, timeline = out.split("\ntimeline: ")
-    assert "evidence:      “tests pass” ⇒ checked: tests pass\n" in head
-    assert "               “PR opened” ⇒ checked: PR opened" in head
+    assert ("summary:       finished\n"
+            "evidence:      “tests pass” ⇒ checked: tests pass\n"
+            "               “PR opened” ⇒ checked: PR opened\n"
+            "updated:       ") in head
     assert timeline.splitlines()[-1].endswith(
         "completed: finished · evidence: “tests pass” ⇒ checked: tests pass; “PR opened” ⇒ "
         "checked: PR opened")

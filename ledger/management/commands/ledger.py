@@ -358,11 +358,12 @@ class Command(BaseCommand):
     @staticmethod
     def _show_lines(pk: str, state: GoalState, limit: int | None,
                     colour: bool) -> Iterator[str]:
-        yield from terminal.state_lines(state, clock.now(), colour=colour)
-        if state.status == DONE:  # what showed each done criterion holds
+        lines = terminal.state_lines(state, clock.now(), colour=colour)
+        if state.status == DONE:  # what showed each done criterion holds, before "updated"
             completion = (Event.objects.filter(goal_id=pk, kind="goal.completed")
                           .order_by("-seq").values_list("data", flat=True).first())
-            yield from terminal.evidence_lines(completion or {})
+            lines[-1:-1] = terminal.evidence_lines(completion or {})
+        yield from lines
         events = Event.objects.filter(goal_id=pk).values_list(
             "seq", "recorded_at", "kind", "actor", "data")
         if limit is None:
