@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test test-sqlite test-postgres browser lint bench clean
+.PHONY: run test test-sqlite test-postgres browser lint bench simulate clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,15 @@ lint: $(VENV)/.installed-dev
 bench: $(VENV)/.installed-dev
 	env -u DATABASE_URL $(BIN)/python bench/append.py
 	env -u DATABASE_URL $(BIN)/python bench/replay.py
+
+# One longer world of the deterministic simulation (tests/simulation), with the
+# trace of the first goal that broke each invariant. `make test` runs a short one.
+SEED ?= 1
+DAYS ?= 30
+GOALS ?= 30
+simulate: $(VENV)/.installed-dev
+	env -u DATABASE_URL $(BIN)/python -m tests.simulation --seed $(SEED) --days $(DAYS) \
+	  --goals $(GOALS)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .hypothesis

@@ -1,0 +1,232 @@
+"""What must hold after every step of the simulation (DESIGN sections 5 and 6).
+
+Two kinds of check live here, both independent of how the product decides:
+
+* ``GoalMonitor`` reads one goal's events as they are appended and checks the
+  safety rules against the history itself: one live lease, fencing, exactly-once
+  occurrences, the continuation budget (and that only recovery continuations
+  are charged), no crossed approval gate, verified completion.
+* ``liveness_state`` says which of DESIGN's four liveness states a goal is in,
+  from its projected state and the django-q2 schedules behind it.
+"""
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+TERMINAL = frozenset({"done", "failed", "stopped"})
+WATCHDOG_LIVE = frozenset({"requested", "live", "uncertain", "disabled", "cancel_requested"})
+
+# Invariant names, as the tests and the report use them.
+ONE_LIVE_LEASE = "one_live_lease"
+FENCING = "fencing"
+EXACTLY_ONCE = "exactly_once_occurrences"
+BUDGET = "budget_never_exceeded"
+CHARGED_ONLY_RECOVERY = "only_recovery_is_charged"
+NO_CROSSED_GATE = "no_crossed_gate"
+VERIFIED_COMPLETION = "verified_completion"
+INTERRUPTED_ONLY_AFTER_SILENCE = "interrupted_only_after_silence"
+PULL_WAKES = "no_lease_to_nobody"
+LIVENESS = "liveness"
+DOCTOR = "doctor_consistency"
+SWEPT = "expired_leases_swept"
+NO_DRIFT = "no_drift"
+PROGRESS = "progress"
+REPLAY = "replay_equals_projection"
+CHAIN = "chain_verifies"
+OPERATOR_CAN_RECOVER = "operator_can_recover"
+
+ALL = (ONE_LIVE_LEASE, FENCING, EXACTLY_ONCE, BUDGET, CHARGED_ONLY_RECOVERY, NO_CROSSED_GATE,
+       VERIFIED_COMPLETION, INTERRUPTED_ONLY_AFTER_SILENCE, PULL_WAKES, LIVENESS, DOCTOR, SWEPT,
+       NO_DRIFT, PROGRESS, REPLAY, CHAIN, OPERATOR_CAN_RECOVER)
+
+
+def liveness_state(goal_state: dict[str, Any], schedules: list[Any], now: datetime) -> str | None:
+    """DESIGN "Liveness": which state a goal is in — ``terminal``, ``needs_human``,
+    ``working``, ``ready`` or ``scheduled`` — or None when it is in none of them
+    (an orphan: nothing will ever move it again without someone noticing).
+
+    ``schedules`` are the django-q2 rows (``name`` attribute) that may fire a
+    wake for this goal. A schedule whose next run has passed still counts:
+    django-q2 fires an overdue schedule as soon as it runs again. A lease past
+    its expiry still counts as working: ending it is the sweeper's job, which
+    the simulation checks on its own (``SWEPT``, outages excepted). ``now`` is
+    part of the contract for the product's own version of this check (doctor),
+    where "a future slot" may need it; nothing here depends on it yet.
+    """
+    from tests.simulation import product
+
+    status = goal_state.get("status", "")
+    if status in TERMINAL:
+        return "terminal"
+    if status == "blocked":
+        return "needs_human" if goal_state.get("reason") else None
+    if goal_state.get("lease"):
+        return "working"  # whether the sweeper ends it in time is SWEPT's business
+    if product.is_ready(goal_state):
+        return "ready"
+    names = {s.name for s in schedules}
+    watchdog = goal_state.get("watchdog") or {}
+    if watchdog.get("status") == "live":
+        if watchdog.get("backend") == "host":
+            return "scheduled"  # the host owns the schedule, confirmed by its receipt
+        if watchdog.get("schedule_name") in names:
+            return "scheduled"
+    reset = goal_state.get("reset_wake") or {}
+    if goal_state.get("paused_until") and reset.get("schedule_name") in names:
+        return "scheduled"
+    return None
+
+
+@dataclass
+class Violation:
+    invariant: str
+    goal_id: str
+    at: datetime
+    message: str
+    trace: str = ""
+
+    def headline(self) -> str:
+        return f"{self.invariant}: goal {self.goal_id[:8]} at {self.at:%Y-%m-%d %H:%M:%S}: " \
+               f"{self.message}"
+
+
+@dataclass
+class GoalMonitor:
+    """Folds one goal's appended events, independently of the product's evolve,
+    and reports what breaks a safety rule."""
+
+    goal_id: str
+    seen: int = 0  # last seq checked
+    grace: int = 60
+    max_continuations: int = 3
+    lease: dict[str, Any] = field(default_factory=dict)
+    generation: int = 0
+    gates: set[str] = field(default_factory=set)
+    running_jobs: set[str] = field(default_factory=set)
+    watchdog: str = ""
+    granted: set[str] = field(default_factory=set)
+    charged: int = 0
+    # Whether the last attempt ended cleanly (checkpoint + release_lease): a
+    # wake after that is scheduled progress, which rule 5 does not charge. An
+    # attempt still holding its lease has not ended cleanly (a wake that takes
+    # it over is a recovery); None: not judged (an approval ended it).
+    clean: bool | None = None
+    last_kind: str = ""
+    granted_wakes: int = 0
+    status: str = ""
+    reason: str = ""
+    # (generation of the lease that was current) for each INTERRUPTED_UNKNOWN block
+    interrupted: list[int] = field(default_factory=list)
+    new_leases: list[tuple[int, str]] = field(default_factory=list)  # (generation, via)
+
+    def feed(self, event: dict[str, Any]) -> list[tuple[str, str]]:
+        """Check one event; answer (invariant, message) for each broken rule."""
+        found: list[tuple[str, str]] = []
+        kind, data, at = event["kind"], event["data"], event["recorded_at"]
+        self.seen = event["seq"]
+        generation = data.get("generation")
+        fenced = kind in ("checkpoint.recorded", "lease.renewed", "lease.released")
+        if fenced and (not self.lease or generation != self.lease["generation"]):
+            found.append((FENCING, f"{kind} with generation {generation} accepted while the "
+                                   f"current lease is {self.lease.get('generation')}"))
+        if self.gates and kind in ("lease.acquired", "lease.taken_over", "checkpoint.recorded"):
+            found.append((NO_CROSSED_GATE, f"{kind} while approval gate(s) "
+                                           f"{sorted(self.gates)} are pending"))
+        if kind == "goal.started":
+            policy = data["policy"]
+            self.grace = policy.get("stale_grace_seconds", 60)
+            self.max_continuations = policy.get("max_continuations", 3)
+            self.status = "waiting"
+        elif kind in ("lease.acquired", "lease.taken_over"):
+            if kind == "lease.acquired" and self.lease:
+                found.append((ONE_LIVE_LEASE, f"lease.acquired (generation "
+                                              f"{data['generation']}) while generation "
+                                              f"{self.lease['generation']} is still recorded"))
+            if kind == "lease.taken_over":
+                stale = _at(data["previous_expires_at"]) + timedelta(seconds=self.grace)
+                if at < stale:
+                    found.append((ONE_LIVE_LEASE, f"lease taken over at {at:%H:%M:%S}, before "
+                                                  f"the previous one went stale at "
+                                                  f"{stale:%H:%M:%S}"))
+                if self.running_jobs:
+                    found.append((ONE_LIVE_LEASE, "lease taken over while a blocking job runs"))
+            if data["generation"] <= self.generation:
+                found.append((FENCING, f"generation {data['generation']} handed out again "
+                                       f"(last was {self.generation})"))
+            self.generation = data["generation"]
+            self.lease = {"generation": data["generation"], "expires_at": data["expires_at"]}
+            self.new_leases.append((data["generation"], data.get("via", "agent")))
+            self.status = "running"
+            self.clean = False
+        elif kind == "lease.renewed":
+            if self.lease:
+                self.lease["expires_at"] = data["expires_at"]
+        elif kind in ("lease.released", "lease.expired"):
+            self.clean = kind == "lease.released" and self.last_kind == "checkpoint.recorded"
+            self.lease = {}
+        elif kind == "run.reported":
+            if data.get("outcome") == "error":
+                self.clean = False
+        elif kind == "goal.paused":
+            self.clean = False
+        elif kind == "approval.requested":
+            self.gates.add(data["gate"])
+            self.lease = {}
+            self.clean = None
+        elif kind == "approval.resolved":
+            self.gates.discard(data["gate"])
+        elif kind == "job.tracked":
+            self.running_jobs.add(data["job_id"])
+        elif kind == "job.updated":
+            self.running_jobs.discard(data["job_id"])
+        elif kind == "wake.scheduled" and data.get("kind") != "reset":
+            self.watchdog = "requested"
+        elif kind == "receipt.recorded":
+            self.watchdog = {"created": "live", "create_failed": "create_failed",
+                             "create_uncertain": "uncertain", "cancelled": "cancelled",
+                             "disabled": "disabled",
+                             "user_attested_deleted": "cancelled"}[data["status"]]
+        elif kind == "wake.cancel_requested":
+            self.watchdog = "cancel_requested"
+        elif kind == "wake.claimed":
+            if data["outcome"] == "recurring_acquired":
+                occurrence = data["occurrence_id"]
+                if occurrence in self.granted:
+                    found.append((EXACTLY_ONCE, f"occurrence {occurrence} granted twice"))
+                self.granted.add(occurrence)
+                self.granted_wakes += 1
+        elif kind == "continuation.charged":
+            self.charged = data["attempt"]
+            if self.charged > self.max_continuations:
+                found.append((BUDGET, f"continuation {self.charged} charged with a budget of "
+                                      f"{self.max_continuations}"))
+            if self.clean:
+                found.append((CHARGED_ONLY_RECOVERY,
+                              f"continuation {data['attempt']}/{data['max']} charged for a "
+                              "wake after a clean release (scheduled progress; rule 5)"))
+        elif kind == "goal.recovered":
+            self.charged = 0
+            self.clean = False
+            self.status = "waiting"
+            self.lease = {}
+        elif kind == "goal.completed":
+            if self.running_jobs:
+                found.append((VERIFIED_COMPLETION, f"completed with {len(self.running_jobs)} "
+                                                   "blocking job(s) running"))
+            if self.watchdog in WATCHDOG_LIVE:
+                found.append((VERIFIED_COMPLETION, f"completed with its watchdog "
+                                                   f"{self.watchdog}"))
+        if kind in ("goal.completed", "goal.failed", "goal.blocked", "goal.stopped"):
+            if kind == "goal.blocked" and data.get("reason") == "INTERRUPTED_UNKNOWN":
+                self.interrupted.append(self.generation)
+            self.status = {"goal.completed": "done", "goal.failed": "failed",
+                           "goal.blocked": "blocked", "goal.stopped": "stopped"}[kind]
+            self.reason = data.get("reason", "")
+            self.lease = {}
+        self.last_kind = kind
+        return found
+
+
+def _at(value: str) -> datetime:
+    return datetime.fromisoformat(value)

@@ -1,0 +1,435 @@
+"""Every call the simulation makes into the product, and nothing else.
+
+The simulation drives the real store and scheduling code on SQLite; this module
+is the only place that knows their names and shapes, so a change of the
+domain, the store entry point or the wake semantics is adapted here, in one
+place. Each function does what the corresponding API view does (api/views.py):
+build the domain command, run it through the one store entry point
+(``ledger.store.execute`` / ``store.start``, which applies schedule changes and
+outbox rows in the same transaction), ``ledger.continuations`` (claims, wake
+now) or ``scheduling.tasks``, and answer a plain value the simulated actors
+understand.
+
+A refused command raises :class:`Refused` with the problem code the API would
+answer.
+"""
+
+import ast
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django_q.models import Schedule
+
+from api.digests import host_ref_digest
+from ledger import clock, continuations, projection, store
+from ledger.domain import (
+    AcquireLease,
+    DomainError,
+    Finish,
+    GoalState,
+    Heartbeat,
+    LeaseProof,
+    RecordCheckpoint,
+    RunGoal,
+    StartGoal,
+    lease_refusal,
+)
+from ledger.domain.commands import WakeRequest
+from ledger.domain.runs import Recover, ReportRun, RequestApproval, ResolveApproval, Stop
+from ledger.domain.wakes import (
+    HOST,
+    PrepareWatchdog,
+    RecordReceipt,
+    TrackJob,
+    UpdateJob,
+    completion_state,
+)
+from ledger.models import Event, Goal
+from scheduling import dispatch, failures, tasks, watchdogs
+
+FIRE = watchdogs.FIRE  # the django-q2 func of watchdog and reset schedules
+
+
+class Refused(Exception):
+    """The product refused a call (what the API answers as a problem)."""
+
+    def __init__(self, code: str, detail: str = "", **extra: Any):
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail
+        self.extra = extra
+
+
+class Unsupported(Exception):
+    """The product has no such operation (yet)."""
+
+
+@dataclass
+class Lease:
+    token: str
+    generation: int
+
+
+@dataclass
+class LeaseAnswer:
+    acquired: bool
+    lease: Lease | None = None
+    retry_after_seconds: int | None = None
+    next_required_action: str | None = None
+
+
+@dataclass
+class ClaimAnswer:
+    outcome: str
+    lease: Lease | None = None
+    retry_after_seconds: int | None = None
+    packet: dict[str, Any] | None = None
+
+
+def _proof(lease: Lease | None) -> LeaseProof | None:
+    if lease is None:
+        return None
+    return LeaseProof(hashlib.sha256(lease.token.encode()).hexdigest(), lease.generation)
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _run(goal_id: str, command: Any, actor: str) -> store.Outcome:
+    """What the views' ``run`` does: the one store entry point, which applies the
+    command's schedule changes (and outbox rows) in the same transaction."""
+    try:
+        return store.execute(goal_id, command, actor=actor)
+    except DomainError as error:
+        raise Refused(error.code, error.detail, **error.extra) from None
+
+
+def _lease_answer(state: GoalState, granted_token: str | None) -> LeaseAnswer:
+    if granted_token is not None:
+        return LeaseAnswer(True, Lease(granted_token, state.lease["generation"]))
+    refusal = lease_refusal(state, clock.now()) or {}
+    return LeaseAnswer(False, None, refusal.get("retry_after_seconds"),
+                       refusal.get("next_required_action"))
+
+
+# --------------------------------------------------------------------------- agents
+
+
+def run_goal(*, goal_id: str, agent: str, workspace: str, goal_key: str, objective: str,
+             steps: list[str], policy: dict[str, Any], session_key: str,
+             token: str) -> tuple[str, LeaseAnswer]:
+    """POST /goals: start (or find) the goal and try to take its lease."""
+    digest = _digest(token)
+    command = RunGoal(StartGoal(
+        goal_id=goal_id, workspace=workspace, goal_key=goal_key, objective=objective,
+        done_criteria=("all steps verified",), next_actions=tuple(steps), agent=agent,
+        policy={**policy, "stale_grace_seconds": settings.WAKELEDGER_STALE_GRACE_SECONDS},
+        dispatchers=dispatch.names(), session={"session_key": session_key},
+        cadence_unit_seconds=settings.WAKELEDGER_CADENCE_UNIT_SECONDS,
+        timeout_seconds=3600, estimated_duration_seconds=4 * 3600,
+    ), holder=agent, token_sha256=digest)
+    try:
+        outcome = store.start(command, actor=agent)
+    except DomainError as error:
+        raise Refused(error.code, error.detail, **error.extra) from None
+    granted = any(e.kind.startswith("lease.") and e.data.get("token_sha256") == digest
+                  for e in outcome.events)
+    return outcome.state.goal_id, _lease_answer(outcome.state, token if granted else None)
+
+
+def pull(goal_id: str, agent: str, token: str) -> LeaseAnswer:
+    """The agent's own call that takes a due wake's lease (POST /goals/{id}/lease)."""
+    try:
+        outcome = store.execute(goal_id, AcquireLease(agent, _digest(token)), actor=agent)
+    except DomainError as error:
+        if error.code != "lease_held":
+            raise Refused(error.code, error.detail, **error.extra) from None
+        return _lease_answer(store.load(goal_id), None)
+    granted = bool(outcome.state.lease) and outcome.state.lease["token_sha256"] == _digest(token)
+    return _lease_answer(outcome.state, token if granted else None)
+
+
+def wake_waiting(state: GoalState, since: str) -> bool:
+    """Whether the goal tells its polling agent that a wake is due for it: it is
+    ready (pull wakes), or — the pre-issue-9 shape — a wake granted a lease
+    "via wake" after ``since`` (when the agent's own last turn ended)."""
+    if is_ready(state):
+        return True
+    wake = state.last_wake
+    return bool(wake) and wake.get("outcome") == "recurring_acquired" and wake["at"] > since
+
+
+def is_ready(state: GoalState | dict[str, Any]) -> bool:
+    """DESIGN's "ready": a due wake waiting for its agent to pull it
+    (``GoalState.ready``, set by a ``ready_for_pull`` claim)."""
+    data = state if isinstance(state, dict) else state.to_dict()
+    return bool(data.get("ready"))
+
+
+def heartbeat(goal_id: str, agent: str, lease: Lease) -> None:
+    _run(goal_id, Heartbeat(_proof(lease)), agent)
+
+
+def checkpoint(goal_id: str, agent: str, lease: Lease, *, step: str, pct: int,
+               next_actions: list[str], release: bool = False, errors: tuple[str, ...] = (),
+               note: str = "", wake_in: int | None = None) -> None:
+    """POST /goals/{id}/checkpoints; ``wake_in``: "wake me in N seconds" with the release."""
+    wake = WakeRequest(wake_in, "", "timeout_recovery") if wake_in else None
+    _run(goal_id, RecordCheckpoint(current_step=step, progress_pct=pct,
+                                   completed=(step,), next_actions=tuple(next_actions),
+                                   errors=errors, note=note, release_lease=release,
+                                   proof=_proof(lease), wake=wake), agent)
+
+
+def report_run(goal_id: str, agent: str, lease: Lease, *, error_text: str = "",
+               retry_after: str = "", tz: str = "UTC") -> dict[str, Any]:
+    """POST /goals/{id}/runs with outcome error: classify, parse the reset, drop the text."""
+    state = store.load(goal_id)
+    now = clock.now()
+    error_class = failures.classify(error_text)
+    reset_at = None
+    if error_class == failures.RATE_LIMIT:
+        reset_at = failures.parse_reset(error_text, now=now, tz=tz,
+                                        retry_after=retry_after or None)
+    hint = retry_after if retry_after and failures.parse_retry_after(retry_after, now) else ""
+    command = ReportRun(_proof(lease), "error", error_class, reset_at, hint, {},
+                        watchdogs.reset_schedule_name(state.goal_id),
+                        settings.WAKELEDGER_RESET_MARGIN_SECONDS)
+    after = _run(goal_id, command, agent).state
+    return {"classification": error_class, "status": after.status, "reason": after.reason,
+            "paused_until": after.paused_until}
+
+
+def request_approval(goal_id: str, agent: str, lease: Lease, gate: str) -> None:
+    _run(goal_id, RequestApproval(_proof(lease), gate, "needs a human's yes"), agent)
+
+
+def track_job(goal_id: str, agent: str, lease: Lease, *, job_id: str, ref: str) -> None:
+    _run(goal_id, TrackJob(_proof(lease), job_id, "ci", ref), agent)
+
+
+def update_job(goal_id: str, agent: str, lease: Lease, *, job_id: str, status: str) -> None:
+    _run(goal_id, UpdateJob(_proof(lease), job_id, status, status), agent)
+
+
+def prepare_watchdog(goal_id: str, agent: str, lease: Lease) -> dict[str, Any]:
+    """POST /goals/{id}/watchdog; for a host watchdog, the schedule the host must create."""
+    command = PrepareWatchdog(_proof(lease), 0, "UTC")
+    return dict(_run(goal_id, command, agent).state.watchdog)
+
+
+def host_receipt(goal_id: str, agent: str, lease: Lease | None, *, status: str,
+                 host_ref: str = "", due_at: str = "") -> str:
+    """POST /goals/{id}/watchdog/receipts; answers the completion state."""
+    command = RecordReceipt(_proof(lease), status, host_ref_digest(host_ref) if host_ref else "",
+                            due_at, "local" if status == "created" else "unverified")
+    return completion_state(_run(goal_id, command, agent).state)
+
+
+def finish(goal_id: str, agent: str, lease: Lease, status: str = "completed") -> str:
+    """POST /goals/{id}/finish; answers completed, pending_native_cleanup, …"""
+    return completion_state(_run(goal_id, Finish(status, "done", _proof(lease)), agent).state)
+
+
+def host_claim(goal_id: str, agent: str, token: str,
+               occurrence_id: str | None) -> ClaimAnswer:
+    """POST /goals/{id}/claim as a host-fired task sends it (what ClaimView does:
+    without an occurrence id, the domain names the claim after its slot)."""
+    occurrence = f"host:{occurrence_id}" if occurrence_id else ""
+    try:
+        result = continuations.claim(goal_id, source=HOST, occurrence_id=occurrence,
+                                     holder=agent, actor=agent, token=token)
+    except DomainError as error:
+        raise Refused(error.code, error.detail, **error.extra) from None
+    lease = Lease(token, result.lease["generation"]) if result.lease else None
+    return ClaimAnswer(result.outcome, lease, result.retry_after_seconds, result.packet)
+
+
+# --------------------------------------------------------------------------- operators
+
+
+def resolve_approval(goal_id: str, operator: str, gate: str, decision: str) -> None:
+    _run(goal_id, ResolveApproval(gate, decision, operator, "looked at it"), operator)
+
+
+def recover(goal_id: str, operator: str, reason: str) -> None:
+    _run(goal_id, Recover(operator, reason), operator)
+
+
+def stop(goal_id: str, operator: str, reason: str) -> None:
+    _run(goal_id, Stop(operator, reason), operator)
+
+
+def wake_now(goal_id: str, operator: str, reason: str) -> str:
+    """POST /goals/{id}/wake: an operator ends a pause early (issue 9, item 7)."""
+    try:
+        return continuations.wake_now(goal_id, operator=operator, reason=reason).outcome
+    except DomainError as error:
+        raise Refused(error.code, error.detail, **error.extra) from None
+
+
+# --------------------------------------------------------------------------- scheduler
+
+
+@dataclass(frozen=True)
+class ScheduleRow:
+    """A django-q2 Schedule row of ours, as the scheduler sees it."""
+
+    pk: int
+    name: str
+    args: tuple[Any, ...]
+    schedule_type: str
+    minutes: int | None
+    next_run: datetime
+    repeats: int
+
+    @property
+    def goal_id(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+    @property
+    def once(self) -> bool:
+        return self.schedule_type == Schedule.ONCE
+
+
+def schedules(*, goal_id: str | None = None,
+              due_before: datetime | None = None) -> list[ScheduleRow]:
+    """The watchdog and reset schedules the code wrote (not the sweeper's): all,
+    one goal's, or those django-q2 would pick up now (next_run before ``due_before``)."""
+    query = Schedule.objects.filter(func=FIRE).exclude(repeats=0)
+    if goal_id is not None:
+        query = query.filter(args=repr(str(goal_id)))
+    if due_before is not None:
+        query = query.filter(next_run__lt=due_before)
+    rows = []
+    for pk, name, raw, kind, minutes, next_run, repeats in query.order_by(
+            "next_run", "pk").values_list("pk", "name", "args", "schedule_type", "minutes",
+                                          "next_run", "repeats"):
+        args = ast.literal_eval(raw) if raw else ()
+        if not isinstance(args, tuple):  # django-q2: a single value is one argument
+            args = (args,)
+        rows.append(ScheduleRow(pk, name or "", args, kind, minutes, next_run, repeats))
+    return rows
+
+
+# Event kinds whose commands change django-q2 rows (scheduling.watchdogs.apply,
+# run by the store):
+# the simulation re-reads the schedules after one of them.
+SCHEDULE_KINDS = frozenset({"wake.scheduled", "receipt.recorded", "goal.completed",
+                            "goal.failed", "goal.blocked", "goal.stopped"})
+
+
+def pick_up(pk: int, now: datetime) -> tuple[tuple[Any, ...], dict[str, Any], str] | None:
+    """What django-q2's scheduler loop does with one due schedule at ``now``
+    (django_q/scheduler.py): note the intended date (the row's next_run), move
+    next_run on (catch_up as configured) or delete a ONCE schedule, and answer
+    the task's args and intended_date. None when the row is gone or not due."""
+    s = Schedule.objects.filter(pk=pk).first()
+    if s is None or s.repeats == 0 or not s.next_run < now:
+        return None
+    args = ast.literal_eval(s.args) if s.args else ()
+    if not isinstance(args, tuple):
+        args = (args,)
+    kwargs = ast.literal_eval(s.kwargs) if s.kwargs else {}
+    intended = s.next_run.isoformat()
+    if s.schedule_type == Schedule.ONCE:
+        if s.repeats < 0:
+            s.delete()
+        else:
+            s.repeats = 0
+            s.save()
+        return args, kwargs, intended
+    catch_up = settings.Q_CLUSTER.get("catch_up", True)
+    next_run = s.next_run
+    while True:
+        next_run = s.calculate_next_run(next_run)
+        if catch_up or next_run > now:
+            break
+    s.next_run = next_run
+    if s.repeats > 0:
+        s.repeats -= 1
+    s.save()
+    return args, kwargs, intended
+
+
+def fire_internal(args: tuple[Any, ...], kwargs: dict[str, Any], intended_date: str) -> str:
+    """The django-q2 task of a watchdog or one-off schedule; answers the claim outcome."""
+    return tasks.fire_watchdog(*args, **kwargs, intended_date=intended_date)
+
+
+def sweep_leases() -> int:
+    return tasks.sweep_leases()
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def load(goal_id: str) -> GoalState:
+    """The projected state (what GET /goals/{id} reads). Plain SQL: the simulation
+    reads after every step, and the ORM's query building would cost more than
+    the product's own work."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT state FROM {Goal._meta.db_table} WHERE id = %s",
+                       [_pk(goal_id)])
+        row = cursor.fetchone()
+    if row is None:
+        raise Refused("not_found", f"no goal {goal_id}")
+    return GoalState.from_dict(_json(row[0]))
+
+
+def _pk(goal_id: str) -> Any:
+    return Goal._meta.pk.get_db_prep_value(uuid.UUID(str(goal_id)), connection)
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def load_many(goal_ids: list[str]) -> dict[str, GoalState]:
+    return {str(pk): GoalState.from_dict(state)
+            for pk, state in Goal.objects.filter(pk__in=goal_ids).values_list("id", "state")}
+
+
+def events(goal_id: str, after: int = 0) -> list[dict[str, Any]]:
+    """A goal's events after ``after`` in seq order (GET /goals/{id}/events)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT seq, kind, data, actor, recorded_at FROM "
+                       f"{Event._meta.db_table} WHERE goal_id = %s AND seq > %s ORDER BY seq",
+                       [_pk(goal_id), after])
+        rows = cursor.fetchall()
+    return [{"seq": seq, "kind": kind, "data": _json(data), "actor": actor,
+             "recorded_at": _moment(at)} for seq, kind, data, actor, at in rows]
+
+
+def _moment(value: Any) -> datetime:
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def replay_differences(goal_ids: list[str]) -> dict[str, list[str]]:
+    """ledger/projection.py replay: goal -> fields whose replay differs from the projection."""
+    return {report.goal_id: [d.field for d in report.differences]
+            for report in projection.replay(goal_ids)}
+
+
+def broken_chains(goal_ids: list[str]) -> dict[str, str]:
+    """ledger/projection.py verify: goal -> the first broken link."""
+    return {report.goal_id: str(report.broken) for report in projection.verify(goal_ids)
+            if report.broken is not None}
+
+
+def stale_at(state: GoalState) -> datetime | None:
+    from ledger.domain import lease_stale_at
+
+    return lease_stale_at(state)
+
+
+def running_jobs(state: GoalState) -> list[dict[str, Any]]:
+    return state.running_jobs()

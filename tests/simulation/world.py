@@ -1,0 +1,1041 @@
+"""The simulated world: goals with their agents, django-q2's scheduler, the
+agents' hosts, operators — one seeded ``random.Random`` and one virtual clock
+(``ledger.clock``) drive all of them, through the real product (``product``).
+
+Everything happens in an event queue ordered by virtual time; ties break in the
+order things were queued, so a seed always replays the same history. After
+every step the goals it touched are checked (``invariants``); every half hour
+of virtual time, after every lease sweep that expired something, and at the
+end, every goal is.
+"""
+
+import heapq
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ledger import clock as ledger_clock
+from tests.simulation import invariants as inv
+from tests.simulation import product
+from tests.simulation.product import Lease, Refused, Unsupported
+
+START = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
+CHECK_EVERY = timedelta(minutes=30)
+REPLAY_EVERY = timedelta(hours=6)
+
+
+@dataclass
+class Config:
+    seed: int
+    days: float = 7.0
+    goals: int = 30
+    # Probabilities per chunk of work, for goals that are not "healthy".
+    crash: float = 0.03
+    rate_limit: float = 0.03
+    auth: float = 0.004
+    unclassified: float = 0.004
+    approval: float = 0.015
+    ci_job: float = 0.05
+    requested_wake: float = 0.3  # an end of turn asks "wake me in 1-10 minutes" (issue 14)
+    agent_blocked: float = 0.1  # a finish as blocked (AGENT_BLOCKED), per finish
+    healthy_share: float = 0.35  # goals whose agent always succeeds (PROGRESS checks them)
+    host_share: float = 0.3  # goals whose watchdog the agent's host owns
+    outages_per_day: float = 0.4  # django-q2 scheduler outages of 1-6 hours
+    host_early: float = 0.1  # a host fire up to 30 s early (else late by up to 5 min)
+    host_double: float = 0.07  # a host fires the same slot twice
+
+
+# ------------------------------------------------------------------ failure texts
+
+
+def _texts() -> tuple[list[tuple[str, str, str]], list[str], list[str]]:
+    """Real provider texts from tests/test_failures.py: rate limits (with their
+    Retry-After and zone), authentication failures, unclassified failures."""
+    from scheduling.failures import AUTH, RATE_LIMIT, UNCLASSIFIED, classify
+    from tests.test_failures import CLASSIFICATIONS, RESETS
+
+    limits = [(text, retry_after or "", tz) for text, retry_after, tz, _now, _ in RESETS
+              if classify(text) == RATE_LIMIT]
+    limits += [(text, "", "UTC") for text, cls in CLASSIFICATIONS if cls == RATE_LIMIT]
+    # A bare 429 with the Retry-After values providers send.
+    limits += [("HTTP/1.1 429 Too Many Requests", value, "UTC")
+               for value in ("30", "120", "900", "3600")]
+    auth = [text for text, cls in CLASSIFICATIONS if cls == AUTH]
+    other = [text for text, cls in CLASSIFICATIONS if cls == UNCLASSIFIED and text]
+    return limits, auth, other
+
+
+# ------------------------------------------------------------------ actors
+
+
+@dataclass
+class HostSchedule:
+    """A host's own recurring task for a goal (an OpenClaw cron job, a ChatGPT task)."""
+
+    ref: str
+    anchor: datetime
+    interval: timedelta
+    passes_ids: bool  # the host sends its run's id as occurrence_id
+    active: bool = True
+
+
+@dataclass
+class GoalSim:
+    """One goal and its agent."""
+
+    slot: int
+    goal_id: str
+    agent: str
+    scheduler: str
+    cadence: int  # minutes
+    turns_needed: int
+    healthy: bool
+    started_at: datetime
+    turns_done: int = 0
+    progress: int = 0
+    lease: Lease | None = None
+    turn: int = 0  # bumped when a turn ends: queued actions of an older turn are void
+    mode: str = "idle"  # idle | working | waiting_ci | done
+    idle_polls: int = 0  # fruitless looks since the last turn: the agent backs off
+    last_turn_end: str = ""
+    host: HostSchedule | None = None
+    crashed: set[int] = field(default_factory=set)  # generations whose holder went silent
+    handed: set[int] = field(default_factory=set)  # generations a simulated actor received
+    blocked_seen: set[tuple[str, int]] = field(default_factory=set)
+    schedule_facts: tuple[object, ...] = ()  # what the goal's schedule rows follow
+    orphan_since: datetime | None = None  # when an operator's dashboard first showed it stuck
+    jobs: int = 0
+    notes: list[tuple[datetime, str]] = field(default_factory=list)
+    monitor: inv.GoalMonitor | None = None
+    ended: bool = False
+
+    @property
+    def interval(self) -> timedelta:
+        return timedelta(minutes=self.cadence)
+
+
+@dataclass
+class Fire:
+    goal_id: str
+    name: str
+    intended: datetime
+    at: datetime
+    outcome: str
+    duplicate: bool
+    paused: bool
+
+
+@dataclass
+class Report:
+    seed: int
+    days: float
+    goals: int
+    goals_started: int = 0
+    goal_days: float = 0.0  # virtual time goals spent non-terminal
+    steps: int = 0
+    checks: int = 0
+    fires: int = 0
+    claims: dict[str, int] = field(default_factory=dict)
+    endings: dict[str, int] = field(default_factory=dict)
+    acts: dict[str, int] = field(default_factory=dict)  # what the actors did, by kind
+    violations: list[inv.Violation] = field(default_factory=list)
+
+    def by_invariant(self, name: str) -> list[inv.Violation]:
+        return [v for v in self.violations if v.invariant == name]
+
+    def summary(self) -> str:
+        lines = [f"seed {self.seed}: {self.goals} goal slots x {self.days:g} days, "
+                 f"{self.goals_started} goals, {self.goal_days:.0f} active goal-days, "
+                 f"{self.steps} steps, {self.checks} invariant checks, {self.fires} fires",
+                 f"  claims: {dict(sorted(self.claims.items()))}",
+                 f"  endings: {dict(sorted(self.endings.items()))}",
+                 f"  acts: {dict(sorted(self.acts.items()))}"]
+        counts: dict[str, int] = {}
+        for v in self.violations:
+            counts[v.invariant] = counts.get(v.invariant, 0) + 1
+        for name, count in sorted(counts.items()):
+            first = self.by_invariant(name)[0]
+            lines.append(f"  VIOLATED {name} ({count} goal(s)); first: {first.headline()}")
+        return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ the world
+
+
+class World:
+    def __init__(self, config: Config):
+        self.config = config
+        self.rng = random.Random(config.seed)  # noqa: S311 (a seeded world, not secrets)
+        self.clock = ledger_clock.FrozenClock(START)
+        self.end = START + timedelta(days=config.days)
+        self.queue: list[tuple[datetime, int, Callable[..., None], tuple[Any, ...]]] = []
+        self.seq = 0
+        self.goals: dict[str, GoalSim] = {}
+        self.report = Report(config.seed, config.days, config.goals)
+        self.fires: list[Fire] = []
+        self.planned: set[tuple[int, datetime]] = set()
+        self.outages = self._outages()
+        self.limits, self.auth_texts, self.other_texts = _texts()
+        self.violated: set[tuple[str, str]] = set()  # (invariant, goal) reported once
+        self.touched: set[str] = set()
+        self.replayed: dict[str, int] = {}  # goal -> version at its last replay
+        self._schedules: list[Any] | None = None  # every FIRE row, while unchanged
+
+    def active(self) -> list[str]:
+        return sorted(goal_id for goal_id, goal in self.goals.items() if not goal.ended)
+
+    def schedules(self, goal_id: str | None = None) -> list[Any]:
+        """django-q2's rows, re-read only after something changed them."""
+        if self._schedules is None:
+            self._schedules = product.schedules()
+        if goal_id is None:
+            return self._schedules
+        return [row for row in self._schedules if row.goal_id == goal_id]
+
+    # -------------------------------------------------------------- queue
+
+    def at(self, when: datetime, action: Callable[..., None], *args: Any) -> None:
+        self.seq += 1
+        heapq.heappush(self.queue, (when, self.seq, action, args))
+
+    def after(self, delay: timedelta, action: Callable[..., None], *args: Any) -> None:
+        self.at(self.now + delay, action, *args)
+
+    @property
+    def now(self) -> datetime:
+        return self.clock.current
+
+    def minutes(self, low: float, high: float) -> timedelta:
+        return timedelta(seconds=self.rng.uniform(low * 60, high * 60))
+
+    def count(self, act: str) -> None:
+        self.report.acts[act] = self.report.acts.get(act, 0) + 1
+
+    def note(self, goal: GoalSim, text: str) -> None:
+        goal.notes.append((self.now, text))
+
+    def token(self) -> str:
+        return f"wll_sim_{self.rng.getrandbits(128):032x}"
+
+    # -------------------------------------------------------------- run
+
+    def run(self) -> Report:
+        with ledger_clock.use(self.clock):
+            for slot in range(self.config.goals):
+                self.at(START + self.minutes(0, 12 * 60), self.start_goal, slot)
+            self.at(START + timedelta(seconds=30), self.scheduler_tick)
+            self.at(START + timedelta(seconds=60), self.sweeper_tick)
+            self.at(START + CHECK_EVERY, self.periodic_check)
+            self.at(START + timedelta(minutes=20), self.operator_tick)
+            while self.queue and self.queue[0][0] <= self.end:
+                when, _seq, action, args = heapq.heappop(self.queue)
+                self.clock.current = max(self.clock.current, when)
+                self.touched = set()
+                action(*args)
+                self.report.steps += 1
+                for goal_id in sorted(self.touched):
+                    self.check_goal(goal_id)
+            self.clock.current = self.end
+            self.final_check()
+        return self.report
+
+    # -------------------------------------------------------------- goals and agents
+
+    def start_goal(self, slot: int) -> None:
+        rng = self.rng
+        goal_id = str(_uuid(rng))
+        healthy = rng.random() < self.config.healthy_share
+        goal = GoalSim(
+            slot=slot, goal_id=goal_id, agent=f"agent-{slot:02d}",
+            scheduler="host" if rng.random() < self.config.host_share else "internal",
+            cadence=rng.choice([15, 30, 60, 60, 60, 120]),
+            turns_needed=rng.randint(3, 30), healthy=healthy, started_at=self.now)
+        token = self.token()
+        try:
+            gid, answer = product.run_goal(
+                goal_id=goal_id, agent=goal.agent, workspace=f"/srv/sim/slot-{slot:02d}",
+                goal_key=f"task-{self.report.goals_started}", objective="simulated work",
+                steps=["plan", "work", "verify"], session_key=f"sim-{goal_id}",
+                policy={"scheduler": goal.scheduler, "cadence_minutes": goal.cadence,
+                        "lease_seconds": 600}, token=token)
+        except Refused as refused:
+            self.violation(inv.PROGRESS, goal_id, f"run_goal refused: {refused}")
+            return
+        goal.goal_id = gid
+        goal.monitor = inv.GoalMonitor(gid)
+        self.goals[gid] = goal
+        self.report.goals_started += 1
+        self.touched.add(gid)
+        self.note(goal, f"agent starts ({'healthy' if healthy else 'eventful'}, "
+                        f"{goal.turns_needed} turns, {goal.scheduler} every {goal.cadence} min)")
+        if not answer.acquired or answer.lease is None:
+            self.violation(inv.PROGRESS, gid, "a new goal's run_goal did not grant its lease")
+            return
+        goal.handed.add(answer.lease.generation)
+        goal.lease = answer.lease
+        # The watchdog first (the skill: wakes are needed when work outlives a turn).
+        watchdog = self.call(goal, product.prepare_watchdog, goal.goal_id, goal.agent, goal.lease)
+        if watchdog and goal.scheduler == "host":
+            self.host_creates(goal, watchdog)
+        self.begin_turn(goal, goal.lease)
+
+    def host_creates(self, goal: GoalSim, watchdog: dict[str, Any]) -> None:
+        """The agent's host creates the schedule it was given and reports the receipt."""
+        ref = f"host-task-{self.rng.getrandbits(48):012x}"
+        due = datetime.fromisoformat(watchdog["first_due_at"])
+        goal.host = HostSchedule(ref, due, goal.interval, passes_ids=self.rng.random() < 0.5)
+        self.call(goal, product.host_receipt, goal.goal_id, goal.agent, goal.lease,
+                  status="created", host_ref=ref, due_at=watchdog["first_due_at"])
+        self.at(due, self.host_slot, goal, goal.host, 0)
+
+    def begin_turn(self, goal: GoalSim, lease: Lease) -> None:
+        goal.turn += 1
+        goal.lease = lease
+        goal.mode = "working"
+        goal.idle_polls = 0
+        chunks = self.rng.randint(1, 3)
+        self.note(goal, f"turn {goal.turns_done + 1}/{goal.turns_needed} begins "
+                        f"(generation {lease.generation}, {chunks} chunk(s))")
+        self.after(self.minutes(2, 8), self.work_chunk, goal, goal.turn, chunks)
+
+    def end_turn(self, goal: GoalSim, why: str) -> None:
+        goal.turn += 1
+        goal.lease = None
+        goal.mode = "idle"
+        goal.last_turn_end = self.now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        self.note(goal, f"turn ends: {why}")
+        self.after(self.minutes(3, 15), self.agent_poll, goal, goal.turn)
+
+    def call(self, goal: GoalSim, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """A product call by ``goal``'s agent: None when refused (the agent stops its
+        turn, as the skill says for lease_lost and goal_terminal)."""
+        self.touched.add(goal.goal_id)
+        try:
+            return fn(*args, **kwargs)
+        except Refused as refused:
+            self.note(goal, f"{fn.__name__} refused: {refused.code}")
+            if goal.mode in ("working", "waiting_ci"):
+                self.end_turn(goal, f"refused with {refused.code}")
+            return None
+
+    def work_chunk(self, goal: GoalSim, turn: int, left: int) -> None:
+        if turn != goal.turn or goal.lease is None:
+            return
+        lease, rng, config = goal.lease, self.rng, self.config
+        if self.call(goal, product.heartbeat, goal.goal_id, goal.agent, lease) is None \
+                and goal.turn != turn:
+            return
+        eventful = not goal.healthy
+        if eventful and rng.random() < config.crash:
+            goal.crashed.add(lease.generation)
+            self.count("crash")
+            self.note(goal, f"agent crashes silently holding generation {lease.generation}")
+            zombie = lease
+            goal.turn += 1
+            goal.lease = None
+            goal.mode = "idle"
+            goal.last_turn_end = self.now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            if rng.random() < 0.4:
+                self.after(self.minutes(2, 90), self.zombie_write, goal, zombie)
+            self.after(self.minutes(10, 40), self.agent_poll, goal, goal.turn)
+            return
+        if eventful and rng.random() < config.rate_limit:
+            text, retry_after, tz = rng.choice(self.limits)
+            self.count("rate_limit")
+            answer = self.call(goal, product.report_run, goal.goal_id, goal.agent, lease,
+                               error_text=text, retry_after=retry_after, tz=tz)
+            if answer is not None:
+                self.note(goal, f"rate limited: {text[:60]!r} retry_after={retry_after!r} -> "
+                                f"{answer['status']} until {answer['paused_until']}")
+                self.end_turn(goal, "rate limited")
+            return
+        if eventful and rng.random() < config.auth:
+            self.count("auth_failure")
+            self.call(goal, product.report_run, goal.goal_id, goal.agent, lease,
+                      error_text=rng.choice(self.auth_texts))
+            if goal.turn == turn:
+                self.end_turn(goal, "authentication failed")
+            return
+        if eventful and rng.random() < config.unclassified:
+            self.count("unclassified_failure")
+            self.call(goal, product.report_run, goal.goal_id, goal.agent, lease,
+                      error_text=rng.choice(self.other_texts))
+            if goal.turn == turn:
+                self.end_turn(goal, "unclassified failure reported")
+            return
+        if eventful and rng.random() < config.approval:
+            gate = f"gate-{goal.turns_done}-{rng.randint(0, 999)}"
+            self.count("approval_request")
+            self.call(goal, product.checkpoint, goal.goal_id, goal.agent, lease,
+                      step=f"before {gate}", pct=goal.progress, next_actions=["wait for gate"])
+            if goal.turn != turn:
+                return
+            self.call(goal, product.request_approval, goal.goal_id, goal.agent, lease, gate)
+            if goal.turn == turn:
+                self.end_turn(goal, f"asked for approval {gate}")
+            return
+        if eventful and rng.random() < config.ci_job:
+            goal.jobs += 1
+            self.count("ci_job")
+            job_id = f"job-{goal.jobs}"
+            if self.call(goal, product.track_job, goal.goal_id, goal.agent, lease,
+                         job_id=job_id, ref=f"ci-run-{rng.getrandbits(32)}") is None \
+                    and goal.turn != turn:
+                return
+            goal.mode = "waiting_ci"
+            done_in = self.minutes(5, 45)
+            self.note(goal, f"tracks CI {job_id}, done in {done_in.total_seconds() / 60:.0f} min")
+            self.after(timedelta(minutes=4), self.ci_wait, goal, turn, job_id,
+                       self.now + done_in, left)
+            return
+        self.chunk_done(goal, turn, left)
+
+    def chunk_done(self, goal: GoalSim, turn: int, left: int) -> None:
+        lease = goal.lease
+        assert lease is not None
+        last = left <= 1
+        finishing = last and goal.turns_done + 1 >= goal.turns_needed
+        pct = min(99, int(100 * (goal.turns_done + (0.5 if not last else 1)) / goal.turns_needed))
+        pct = max(pct, goal.progress)
+        release = last and not finishing
+        # Issue 14: some turns end asking for a wake a few minutes later
+        # (bounded by the product to 60 s - one watchdog interval).
+        wake_in = (self.rng.randint(60, min(600, goal.cadence * 60))
+                   if release and self.rng.random() < self.config.requested_wake else None)
+        if wake_in:
+            self.count("requested_wake")
+        ok = self.call(goal, product.checkpoint, goal.goal_id, goal.agent, lease,
+                       step=f"turn {goal.turns_done + 1} chunk {left}", pct=pct,
+                       next_actions=["continue"], release=release, wake_in=wake_in)
+        if goal.turn != turn:
+            return
+        if ok is None and goal.mode == "idle":
+            return
+        goal.progress = pct
+        if not last:
+            self.after(self.minutes(2, 8), self.work_chunk, goal, turn, left - 1)
+            return
+        goal.turns_done += 1
+        if finishing:
+            self.finish(goal)
+        else:
+            self.end_turn(goal, "checkpoint with release_lease")
+
+    def ci_wait(self, goal: GoalSim, turn: int, job_id: str, done_at: datetime,
+                left: int) -> None:
+        if turn != goal.turn or goal.lease is None:
+            return
+        if self.now < done_at:
+            self.call(goal, product.heartbeat, goal.goal_id, goal.agent, goal.lease)
+            if goal.turn == turn:
+                self.after(timedelta(minutes=4), self.ci_wait, goal, turn, job_id, done_at, left)
+            return
+        status = "succeeded" if self.rng.random() < 0.7 else "failed"
+        self.count(f"ci_{status}")
+        self.call(goal, product.update_job, goal.goal_id, goal.agent, goal.lease,
+                  job_id=job_id, status=status)
+        if goal.turn != turn:
+            return
+        goal.mode = "working"
+        self.note(goal, f"CI {job_id} {status}")
+        # Heartbeat now: the next chunk may start up to 8 min later (skill: at
+        # least every lease_seconds / 2).
+        self.call(goal, product.heartbeat, goal.goal_id, goal.agent, goal.lease)
+        if goal.turn != turn:
+            return
+        if status == "failed":
+            goal.turns_needed += 1  # the fix is more work
+        self.chunk_done(goal, turn, left)
+
+    def finish(self, goal: GoalSim) -> None:
+        lease = goal.lease
+        assert lease is not None
+        status = ("blocked" if not goal.healthy and self.rng.random() < self.config.agent_blocked
+                  else "completed")
+        state = self.call(goal, product.finish, goal.goal_id, goal.agent, lease, status)
+        if state == "pending_native_cleanup" and goal.host is not None:
+            goal.host.active = False  # the host deletes its task, then says so
+            state = self.call(goal, product.host_receipt, goal.goal_id, goal.agent, lease,
+                              status="cancelled")
+        self.note(goal, f"finish {status} -> {state}")
+        self.count(f"finish_{status}")
+        goal.turn += 1
+        goal.lease = None
+        goal.mode = "idle" if status == "blocked" else "done"
+        if state in ("completed",):
+            self.goal_over(goal)
+        else:
+            self.after(self.minutes(5, 20), self.agent_poll, goal, goal.turn)
+
+    def goal_over(self, goal: GoalSim) -> None:
+        if goal.ended:
+            return
+        goal.ended = True
+        goal.mode = "done"
+        if goal.host is not None:
+            goal.host.active = False
+        self.after(self.minutes(5, 120), self.start_goal, goal.slot)
+
+    def zombie_write(self, goal: GoalSim, lease: Lease) -> None:
+        """A crashed turn comes back (a paused VM, a stuck process) and writes with
+        its old lease: fencing must refuse it unless that lease is still the goal's."""
+        before = product.load(goal.goal_id)
+        current = before.lease.get("generation") if before.lease else None
+        self.touched.add(goal.goal_id)
+        self.count("zombie_write")
+        try:
+            product.checkpoint(goal.goal_id, goal.agent, lease, step="zombie write",
+                               pct=before.progress_pct, next_actions=["?"])
+        except Refused as refused:
+            self.note(goal, f"zombie write with generation {lease.generation} refused "
+                            f"({refused.code})")
+            return
+        if current != lease.generation:
+            self.violation(inv.FENCING, goal.goal_id,
+                           f"a write with stale generation {lease.generation} was accepted "
+                           f"(current {current})")
+            return
+        # Its lease is still the goal's: the agent was not dead after all.
+        goal.crashed.discard(lease.generation)
+        self.note(goal, f"zombie with generation {lease.generation} was still the holder; "
+                        "it carries on")
+        if goal.mode == "idle":
+            self.begin_turn(goal, lease)
+            self.call(goal, product.heartbeat, goal.goal_id, goal.agent, lease)
+
+    def agent_poll(self, goal: GoalSim, turn: int) -> None:
+        """The agent comes back on its own and looks at its goal (skill: pull a due wake)."""
+        if turn != goal.turn or goal.mode != "idle" or goal.ended:
+            return
+        state = product.load(goal.goal_id)
+        if state.terminal:
+            self.note(goal, f"agent sees the goal {state.status} ({state.reason})")
+            self.goal_over(goal)
+            return
+        if state.status == "blocked":
+            self.after(self.minutes(30, 60), self.agent_poll, goal, goal.turn)
+            return
+        if goal.scheduler == "internal" and product.wake_waiting(state, goal.last_turn_end):
+            self.pull(goal, goal.turn)
+            return
+        # Nothing for it yet: come back later, less often the longer nothing
+        # happens, but at least once a slot: a ready wake nobody pulls counts as
+        # a wake without progress (rule 7), and max_wake_retries of them block.
+        goal.idle_polls += 1
+        back = min(float(goal.cadence), 120.0, 5.0 * 2 ** min(goal.idle_polls, 5))
+        self.after(self.minutes(back / 3, back), self.agent_poll, goal, goal.turn)
+
+    def pull(self, goal: GoalSim, turn: int) -> None:
+        if turn != goal.turn or goal.mode != "idle":
+            return
+        token = self.token()
+        self.touched.add(goal.goal_id)
+        try:
+            answer = product.pull(goal.goal_id, goal.agent, token)
+        except Refused as refused:
+            self.note(goal, f"pull refused: {refused.code}")
+            self.after(self.minutes(15, 45), self.agent_poll, goal, goal.turn)
+            return
+        if answer.acquired and answer.lease is not None:
+            goal.handed.add(answer.lease.generation)
+            self.note(goal, f"agent pulls the wake: lease generation {answer.lease.generation}")
+            self.begin_turn(goal, answer.lease)
+            return
+        wait = answer.retry_after_seconds or 600
+        self.note(goal, f"pull answered acquired=false {answer.next_required_action} "
+                        f"retry_after={answer.retry_after_seconds}")
+        if answer.next_required_action in ("operator_recover", "start_a_new_goal"):
+            self.after(self.minutes(30, 60), self.agent_poll, goal, goal.turn)
+            return
+        self.after(timedelta(seconds=wait) + self.minutes(0, 3), self.pull, goal, goal.turn)
+
+    # -------------------------------------------------------------- hosts
+
+    def host_slot(self, goal: GoalSim, host: HostSchedule, k: int) -> None:
+        """Slot k of a host schedule: fire late, up to 30 s early, twice, or not at all."""
+        if not host.active or goal.host is not host:
+            return
+        slot_at = host.anchor + k * host.interval
+        self.at(slot_at + host.interval, self.host_slot, goal, host, k + 1)
+        roll = self.rng.random()
+        if roll < 0.05:
+            self.count("host_missed_slot")
+            self.note(goal, f"host misses slot {k}")
+            return
+        early = roll < 0.05 + self.config.host_early
+        offset = -self.rng.uniform(0, 30) if early else self.rng.uniform(0, 300)
+        occurrence = f"{host.ref}-run-{k}" if host.passes_ids else None
+        first = slot_at + timedelta(seconds=offset)
+        self.at(max(first, self.now), self.host_fire, goal, host, occurrence, k, False,
+                slot_at)
+        if early:
+            self.count("host_early_fire")
+        if self.rng.random() < self.config.host_double:
+            self.count("host_double_fire")
+            again = first + self.minutes(0.1, 10)
+            self.at(max(again, self.now), self.host_fire, goal, host, occurrence, k, True,
+                    slot_at)
+
+    def host_fire(self, goal: GoalSim, host: HostSchedule, occurrence: str | None, k: int,
+                  duplicate: bool, slot_at: datetime, retries: int = 0) -> None:
+        if not host.active:
+            return
+        token = self.token()
+        self.touched.add(goal.goal_id)
+        before = product.load(goal.goal_id)
+        try:
+            answer = product.host_claim(goal.goal_id, goal.agent, token, occurrence)
+        except Refused as refused:
+            self.note(goal, f"host claim for slot {k} refused: {refused.code}")
+            return
+        late = (self.now - slot_at).total_seconds()
+        if (answer.outcome == "not_due" and not duplicate and not retries
+                and before.status != "paused" and -30 <= late < host.interval.total_seconds() / 2):
+            self.violation(inv.NO_DRIFT, goal.goal_id,
+                           f"the host's slot {k} ({slot_at:%H:%M:%S}) fired {late:.0f} s from "
+                           f"its time and was answered not_due; next due was "
+                           f"{before.watchdog.get('next_due_at')}")
+        self.report.claims[answer.outcome] = self.report.claims.get(answer.outcome, 0) + 1
+        self.note(goal, f"host fires slot {k}{' again' if duplicate else ''} "
+                        f"(occurrence {occurrence or 'none'}) -> {answer.outcome}")
+        # The slot this fire stands for: the host's own run when it names it;
+        # without an id, the nearest slot (DESIGN: a fire up to half an interval
+        # early belongs to the coming slot, a later one to the slot it was meant for).
+        slot = k if occurrence else round((self.now - host.anchor) / host.interval)
+        self.record_slot_grant(goal, f"host:{host.ref}:{slot}", answer.outcome)
+        self.count("host_claim")
+        if answer.outcome == "recurring_acquired" and answer.lease is not None:
+            goal.handed.add(answer.lease.generation)
+            goal.turn += 1  # whatever the agent still thought it held is gone
+            self.begin_turn(goal, answer.lease)
+        elif answer.outcome == "worker_busy_noop" and (answer.retry_after_seconds or 999) <= 60 \
+                and retries < 3:
+            # Skill: only the stale grace remains; wait that long, claim again.
+            self.after(timedelta(seconds=answer.retry_after_seconds or 1), self.host_fire,
+                       goal, host, occurrence, k, duplicate, slot_at, retries + 1)
+        elif answer.outcome == "terminal_cleanup_required":
+            host.active = False  # delete the host task, then record it
+            state = product.load(goal.goal_id)
+            try:
+                product.host_receipt(goal.goal_id, goal.agent, goal.lease,
+                                     status="cancelled")
+                self.note(goal, "host deleted its task and recorded the cancellation")
+            except Refused as refused:
+                self.note(goal, f"host deleted its task; the receipt was refused "
+                                f"({refused.code}, goal {state.status})")
+        elif answer.outcome == "terminal_noop":
+            host.active = False
+
+    def record_slot_grant(self, goal: GoalSim, slot: str, outcome: str) -> None:
+        if outcome != "recurring_acquired":
+            return
+        seen = getattr(goal, "_slots", set())
+        if slot in seen:
+            self.violation(inv.EXACTLY_ONCE, goal.goal_id,
+                           f"the slot {slot} was granted twice (two occurrence ids for one "
+                           "scheduled slot)")
+        seen.add(slot)
+        goal._slots = seen  # type: ignore[attr-defined]
+
+    # -------------------------------------------------------------- django-q2
+
+    def in_outage(self, moment: datetime) -> datetime | None:
+        for start, end in self.outages:
+            if start <= moment < end:
+                return end
+        return None
+
+    def _outages(self) -> list[tuple[datetime, datetime]]:
+        # Its own stream, so the outage plan does not depend on what else happened.
+        rng = random.Random(self.config.seed * 7919 + 1)  # noqa: S311
+        outages, day = [], 0
+        while day < self.config.days:
+            if rng.random() < self.config.outages_per_day:
+                start = START + timedelta(days=day, hours=rng.uniform(0, 24))
+                outages.append((start, start + timedelta(hours=rng.uniform(1, 6))))
+            day += 1
+        return outages
+
+    def scheduler_tick(self) -> None:
+        """django-q2's scheduler looks at due schedules every 30 s; each due one is
+        picked up after a delay (queue, busy workers), sometimes twice."""
+        self.at(self.now + timedelta(seconds=30), self.scheduler_tick)
+        if self.in_outage(self.now):
+            return
+        for row in self.schedules():
+            if not row.next_run < self.now:
+                break  # ordered by next_run
+            key = (row.pk, row.next_run)
+            if key in self.planned:
+                continue
+            self.planned.add(key)
+            if row.next_run < self.now - timedelta(minutes=15):
+                self.count("fire_after_outage")  # django-q2 was down when it was due
+            roll = self.rng.random()
+            delay = (self.rng.uniform(0, 30) if roll < 0.6 else
+                     self.rng.uniform(30, 120) if roll < 0.85 else self.rng.uniform(120, 600))
+            pick = max(self.now, row.next_run + timedelta(seconds=delay))
+            end = self.in_outage(pick)
+            if end is not None:
+                pick = end + timedelta(seconds=self.rng.uniform(0, 60))
+                self.count("fire_after_outage")  # picked up once django-q2 is back
+            self.at(pick, self.pick_up, row.pk, row.next_run)
+
+    def pick_up(self, pk: int, expected: datetime) -> None:
+        end = self.in_outage(self.now)
+        if end is not None:
+            self.at(end + timedelta(seconds=self.rng.uniform(0, 60)), self.pick_up, pk, expected)
+            return
+        picked = product.pick_up(pk, self.now)
+        self._schedules = None
+        if picked is None:
+            return
+        args, kwargs, intended = picked
+        if datetime.fromisoformat(intended) != expected:
+            return  # recreated meanwhile; its new run is planned on its own
+        self.fire(args, kwargs, intended, duplicate=False)
+        roll = self.rng.random()
+        if roll < 0.06:
+            self.count("duplicate_fire")
+        if roll < 0.04:  # a second cluster picked the same row
+            self.after(timedelta(seconds=self.rng.uniform(0, 20)), self.fire, args, kwargs,
+                       intended, True)
+        elif roll < 0.06:  # the task ran past its timeout and was handed to another worker
+            self.after(timedelta(seconds=120), self.fire, args, kwargs, intended, True)
+
+    def fire(self, args: tuple[Any, ...], kwargs: dict[str, Any], intended: str,
+             duplicate: bool) -> None:
+        goal_id = str(args[0]) if args else ""
+        goal = self.goals.get(goal_id)
+        before = product.load(goal_id) if goal else None
+        outcome = product.fire_internal(args, kwargs, intended)
+        self.report.fires += 1
+        self.report.claims[outcome] = self.report.claims.get(outcome, 0) + 1
+        if goal is None or before is None:
+            return
+        self.touched.add(goal_id)
+        intended_at = datetime.fromisoformat(intended)
+        delay = (self.now - intended_at).total_seconds()
+        paused = bool(before.paused_until) and before.status == "paused"
+        kind = str(kwargs.get("kind", "watchdog"))
+        self.fires.append(Fire(goal_id, kind, intended_at, self.now, outcome, duplicate, paused))
+        self.note(goal, f"django-q2 fires {kind} intended {intended_at:%H:%M:%S} "
+                        f"(+{delay:.0f} s{', duplicate' if duplicate else ''}) -> {outcome}")
+        if outcome == "recurring_acquired":
+            self.record_slot_grant(goal, f"internal:{intended}", outcome)
+        # No drift: an on-time fire (picked up within half an interval) of a goal
+        # that is not paused is never not_due.
+        if (outcome == "not_due" and kind == "watchdog" and not duplicate and not paused
+                and delay < goal.interval.total_seconds() / 2):
+            self.violation(inv.NO_DRIFT, goal_id,
+                           f"the watchdog slot intended {intended_at:%H:%M:%S} fired "
+                           f"{delay:.0f} s late (under half the {goal.cadence}-min interval) "
+                           f"and was answered not_due; next due was "
+                           f"{before.watchdog.get('next_due_at')}")
+
+    def sweeper_tick(self) -> None:
+        self.at(self.now + timedelta(seconds=60), self.sweeper_tick)
+        if self.in_outage(self.now):
+            return
+        # The sweeper's candidates are leases past their expiry; the monitors
+        # know every goal's lease, so a sweep that would find none is skipped.
+        now = self.now
+        if not any(sim.monitor and sim.monitor.lease and
+                   datetime.fromisoformat(sim.monitor.lease["expires_at"]) < now
+                   for sim in self.goals.values()):
+            return
+        if product.sweep_leases():
+            self.touched.update(g for g, sim in self.goals.items() if not sim.ended)
+
+    # -------------------------------------------------------------- operators
+
+    def operator_tick(self) -> None:
+        """Operators look at the goals that need a human and act after a while."""
+        self.after(timedelta(minutes=20), self.operator_tick)
+        for goal_id, state in product.load_many(self.active()).items():
+            goal = self.goals[goal_id]
+            if inv.liveness_state(state.to_dict(), self.schedules(goal_id), self.now) is None:
+                # A goal nothing will move (what `ledger doctor` lists): after a few
+                # hours an operator wakes it, or stops it when there is no such act.
+                goal.orphan_since = goal.orphan_since or self.now
+                if self.now - goal.orphan_since > timedelta(hours=3):
+                    goal.orphan_since = None
+                    self.operator_unstick(goal)
+                continue
+            goal.orphan_since = None
+            needs = state.status == "blocked" or (state.status == "failed"
+                                                  and state.reason == "AUTH_FAILED")
+            if needs:
+                key = (state.reason, state.version)
+                if key in goal.blocked_seen:
+                    continue
+                goal.blocked_seen.add(key)
+                self.after(self.minutes(10, 6 * 60), self.operator_act, goal, state.version)
+            elif (state.status == "paused" and state.paused_until and
+                  datetime.fromisoformat(state.paused_until) - self.now > timedelta(hours=6)
+                  and ("pause", state.version) not in goal.blocked_seen):
+                goal.blocked_seen.add(("pause", state.version))
+                if self.rng.random() < 0.3:
+                    self.after(self.minutes(5, 60), self.operator_wake, goal)
+
+    def operator_act(self, goal: GoalSim, version: int) -> None:
+        state = product.load(goal.goal_id)
+        if state.version != version or goal.ended:
+            return  # something happened meanwhile; the next look decides again
+        self.touched.add(goal.goal_id)
+        operator = f"operator-{self.rng.randint(1, 3)}"
+        roll = self.rng.random()
+        try:
+            if state.reason == "BLOCKED_APPROVAL":
+                gate = state.pending_approvals[0]["gate"]
+                decision = "approve" if roll < 0.85 else "reject"
+                product.resolve_approval(goal.goal_id, operator, gate, decision)
+                self.count(f"operator_{decision}")
+                self.note(goal, f"{operator} {decision}s {gate}")
+            elif state.status == "failed" and roll > 0.6:
+                self.note(goal, f"{operator} leaves the {state.reason} goal failed")
+                self.goal_over(goal)
+            elif roll < 0.85 or state.status == "failed":
+                self.count("operator_recover")
+                product.recover(goal.goal_id, operator, "looked at it; carry on")
+                self.note(goal, f"{operator} recovers the goal from {state.reason}")
+            else:
+                product.stop(goal.goal_id, operator, "not worth it")
+                self.count("operator_stop")
+                self.note(goal, f"{operator} stops the goal")
+        except Refused as refused:
+            self.note(goal, f"{operator}'s act refused: {refused.code}: {refused.detail[:80]}")
+            from ledger.domain import lease_refusal
+
+            told = (lease_refusal(state, self.now) or {}).get("next_required_action")
+            if refused.code == "not_recoverable" and told == "operator_recover":
+                self.violation(inv.OPERATOR_CAN_RECOVER, goal.goal_id,
+                               f"the API tells the agent to ask for operator_recover on a "
+                               f"{state.status}/{state.reason} goal, and recover refuses it")
+            product.stop(goal.goal_id, operator, "could not recover it")
+            self.note(goal, f"{operator} stops the goal instead")
+        after = product.load(goal.goal_id)
+        if after.terminal:
+            self.goal_over(goal)
+        elif goal.mode == "idle":
+            self.after(self.minutes(1, 10), self.agent_poll, goal, goal.turn)
+
+    def operator_unstick(self, goal: GoalSim) -> None:
+        self.touched.add(goal.goal_id)
+        self.count("operator_unstick")
+        try:
+            product.wake_now(goal.goal_id, "operator-2", "stuck: nothing would wake it")
+            self.note(goal, "operator-2 wakes the stuck goal")
+            return
+        except Unsupported:
+            pass
+        except Refused as refused:
+            self.note(goal, f"operator wake refused: {refused.code}")
+        try:
+            product.stop(goal.goal_id, "operator-2", "stuck: nothing would wake it")
+        except Refused as refused:
+            self.note(goal, f"operator stop refused: {refused.code}")
+            return
+        self.note(goal, "operator-2 stops the stuck goal (no way to wake it)")
+        self.goal_over(goal)
+
+    def operator_wake(self, goal: GoalSim) -> None:
+        self.count("operator_wake")
+        try:
+            product.wake_now(goal.goal_id, "operator-1", "the reset already passed")
+        except Unsupported:
+            return
+        except Refused as refused:
+            self.note(goal, f"operator wake refused: {refused.code}")
+            return
+        self.touched.add(goal.goal_id)
+        self.note(goal, "operator-1 wakes the goal now")
+
+    # -------------------------------------------------------------- invariants
+
+    def violation(self, name: str, goal_id: str, message: str) -> None:
+        if (name, goal_id) in self.violated:
+            return
+        self.violated.add((name, goal_id))
+        self.report.violations.append(inv.Violation(name, goal_id, self.now, message,
+                                                    self.trace(goal_id)))
+
+    def check_goal(self, goal_id: str, schedules: list[Any] | None = None,
+                   state: Any = None) -> None:
+        goal = self.goals.get(goal_id)
+        if goal is None or goal.monitor is None:
+            return
+        self.report.checks += 1
+        state = state or product.load(goal_id)
+        news = product.events(goal_id, after=goal.monitor.seen) \
+            if state.version > goal.monitor.seen else []
+        # The schedules change with some events, and with the one-off wakes and
+        # watchdog a command uses up or drops: re-read them when either moved.
+        schedule_facts = (str(state.reset_wake), str(getattr(state, "requested_wake", None)),
+                          state.watchdog.get("status"), state.status)
+        if schedule_facts != goal.schedule_facts:
+            goal.schedule_facts = schedule_facts
+            self._schedules = None
+        for event in news:
+            if event["kind"] in product.SCHEDULE_KINDS:
+                self._schedules = None
+            for name, message in goal.monitor.feed(event):
+                self.violation(name, goal_id, message)
+            if event["kind"] in ("lease.acquired", "lease.taken_over"):
+                generation = event["data"]["generation"]
+                if generation not in goal.handed:
+                    self.violation(inv.PULL_WAKES, goal_id,
+                                   f"lease generation {generation} granted "
+                                   f"via {event['data'].get('via')} to no one who got its "
+                                   "token (dispatcher none: the agent must pull)")
+            if event["kind"] == "goal.blocked" and \
+                    event["data"].get("reason") == "INTERRUPTED_UNKNOWN":
+                generation = goal.monitor.interrupted[-1]
+                if generation not in goal.crashed:
+                    who = "a live agent" if generation in goal.handed else "no one"
+                    self.violation(inv.INTERRUPTED_ONLY_AFTER_SILENCE, goal_id,
+                                   f"INTERRUPTED_UNKNOWN for generation {generation}, held by "
+                                   f"{who}: nothing went silent")
+            if event["kind"] in ("goal.completed", "goal.failed", "goal.blocked",
+                                 "goal.stopped") and goal.healthy:
+                if event["kind"] != "goal.completed":
+                    self.violation(inv.PROGRESS, goal_id,
+                                   f"a goal whose agent always succeeds ended "
+                                   f"{event['kind']} ({event['data'].get('reason', '')}) "
+                                   f"after {goal.turns_done}/{goal.turns_needed} turns")
+                elif goal.monitor.granted_wakes > goal.turns_needed:
+                    self.violation(inv.PROGRESS, goal_id,
+                                   f"done after {goal.monitor.granted_wakes} wakes for "
+                                   f"{goal.turns_needed} turns of work")
+        if schedules is None:
+            schedules = self.schedules(goal_id)
+        where = inv.liveness_state(state.to_dict(), schedules, self.now)
+        if where is None:
+            self.violation(inv.LIVENESS, goal_id,
+                           f"{state.status} goal in none of working/scheduled/ready/"
+                           f"needs_human (watchdog {state.watchdog.get('status', 'none')}, "
+                           f"reset wake {state.reset_wake.get('due_at', 'none')}, "
+                           f"paused until {state.paused_until or '-'})")
+        self.doctor(goal, state, schedules)
+
+    def doctor(self, goal: GoalSim, state: Any, schedules: list[Any]) -> None:
+        """The cheap consistency checks `ledger doctor` is to make."""
+        names = {s.name for s in schedules}
+        watchdog = state.watchdog
+        if watchdog.get("backend") == "internal":
+            # A terminal goal's live watchdog is cleaned up by its next wake
+            # (terminal_cleanup_required): consistent while its row exists.
+            live = watchdog.get("status") in inv.WATCHDOG_LIVE
+            has_row = watchdog.get("schedule_name") in names
+            if live and not has_row:
+                self.violation(inv.DOCTOR, goal.goal_id, "the projection's internal watchdog "
+                               "is live with no django-q2 schedule behind it")
+            if has_row and not live:
+                self.violation(inv.DOCTOR, goal.goal_id, f"a django-q2 watchdog schedule "
+                               f"remains for a {state.status} goal whose watchdog is "
+                               f"{watchdog.get('status')}")
+        stale = product.stale_at(state)
+        if (stale is not None and self.now > stale + timedelta(minutes=3)
+                and not product.running_jobs(state) and not self.in_outage(self.now)
+                and not any(s <= self.now < e + timedelta(minutes=3) for s, e in self.outages)):
+            self.violation(inv.SWEPT, goal.goal_id, f"a lease stale since {stale:%H:%M:%S} "
+                                                    "was not swept")
+
+    def periodic_check(self) -> None:
+        self.after(CHECK_EVERY, self.periodic_check)
+        states = product.load_many(self.active())
+        by_goal: dict[str, list[Any]] = {}
+        self._schedules = None  # a safety net: re-read them every half hour
+        for row in self.schedules():
+            by_goal.setdefault(row.goal_id, []).append(row)
+        for goal_id, state in sorted(states.items()):
+            self.check_goal(goal_id, by_goal.get(goal_id, []), state)
+        if (self.now - START) % REPLAY_EVERY < CHECK_EVERY:
+            self.replay_check()
+
+    def replay_check(self) -> None:
+        """Replay and verify every goal that changed since its last replay."""
+        ids = sorted(goal_id for goal_id, goal in self.goals.items() if goal.monitor
+                     and self.replayed.get(goal_id) != goal.monitor.seen)
+        for goal_id in ids:
+            self.replayed[goal_id] = self.goals[goal_id].monitor.seen  # type: ignore[union-attr]
+        if not ids:
+            return
+        self.report.checks += len(ids)
+        for goal_id, fields in product.replay_differences(ids).items():
+            self.violation(inv.REPLAY, goal_id, f"replay differs from the projection in "
+                                                f"{', '.join(fields[:6])}")
+        for goal_id, broken in product.broken_chains(ids).items():
+            self.violation(inv.CHAIN, goal_id, f"the hash chain is broken: {broken}")
+
+    def final_check(self) -> None:
+        self.periodic_check()
+        for goal_id in self.active():
+            self.check_goal(goal_id)
+        self.replay_check()
+        states = product.load_many(sorted(self.goals))
+        slack = timedelta(minutes=20)
+        for goal_id, goal in sorted(self.goals.items()):
+            state = states[goal_id]
+            outage = sum(((min(e, self.end) - max(s, goal.started_at))
+                          for s, e in self.outages if e > goal.started_at and s < self.end),
+                         timedelta())
+            deadline = goal.started_at + goal.turns_needed * (goal.interval + slack) + outage
+            if goal.healthy and not state.terminal and self.end > deadline:
+                self.violation(inv.PROGRESS, goal_id,
+                               f"a goal whose agent always succeeds is still {state.status} "
+                               f"after {goal.turns_done}/{goal.turns_needed} turns, past its "
+                               f"deadline {deadline:%Y-%m-%d %H:%M}")
+            until = state.updated_at if state.terminal else self.end.isoformat()
+            lived = datetime.fromisoformat(until) - goal.started_at
+            self.report.goal_days += max(0.0, lived.total_seconds() / 86400)
+            ending = (f"{state.status}/{state.reason}" if state.reason else state.status)
+            self.report.endings[ending] = self.report.endings.get(ending, 0) + 1
+
+    # -------------------------------------------------------------- traces
+
+    def trace(self, goal_id: str, limit: int = 80) -> str:
+        """The goal's events and what the simulation did to it, in time order."""
+        goal = self.goals.get(goal_id)
+        lines: list[tuple[datetime, int, str]] = []
+        for event in product.events(goal_id) if goal else []:
+            lines.append((event["recorded_at"], 0,
+                          f"#{event['seq']:<4} {event['kind']:<22} {event['actor']:<10} "
+                          f"{_key_data(event['kind'], event['data'])}"))
+        for moment, text in goal.notes if goal else []:
+            lines.append((moment, 1, f"      ~ {text}"))
+        lines.sort(key=lambda line: (line[0], line[1]))
+        shown = lines[-limit:]
+        head = [] if len(shown) == len(lines) else [f"  … {len(lines) - limit} earlier lines"]
+        return "\n".join(head + [f"  {_clock(moment)}  {text}" for moment, _, text in shown])
+
+
+_KEYS = ("generation", "outcome", "occurrence_id", "reason", "status", "until", "attempt",
+         "next_due_at", "due_at", "progress_pct", "gate", "decision", "via", "job_id", "class",
+         "retry_after_seconds")
+
+
+def _key_data(kind: str, data: dict[str, Any]) -> str:
+    shown = {k: data[k] for k in _KEYS if data.get(k) not in (None, "")}
+    for name in ("occurrence_id",):
+        if name in shown and len(str(shown[name])) > 48:
+            shown[name] = "…" + str(shown[name])[-44:]
+    return " ".join(f"{k}={v}" for k, v in shown.items())
+
+
+def _clock(moment: datetime) -> str:
+    """Virtual time as "d2 14:05:09" (day 1 is the first simulated day)."""
+    return f"d{(moment - START).days + 1} {moment:%H:%M:%S}"
+
+
+def _uuid(rng: random.Random) -> Any:
+    import uuid
+
+    return uuid.UUID(int=rng.getrandbits(128), version=4)
+
+
+def simulate(seed: int, days: float = 7.0, goals: int = 30, **overrides: Any) -> Report:
+    """Run one world on the current database (which must hold no goals yet)."""
+    return World(Config(seed=seed, days=days, goals=goals, **overrides)).run()
