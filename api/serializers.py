@@ -261,7 +261,8 @@ class RunSerializer(FencedSerializer):
     error_text = StrictCharField(required=False, allow_blank=True, default="",
                                  max_length=64 * 1024, trim_whitespace=False,
                                  help_text="The provider's message. Classified, then "
-                                           "discarded: it is stored nowhere.")
+                                           "discarded: it is stored nowhere. An error "
+                                           "needs this or retry_after.")
     retry_after = text(64, required=False, allow_blank=True, default="",
                        help_text="The provider's Retry-After header value: delta-seconds "
                                  "(\"120\"), an HTTP-date (\"Wed, 21 Oct 2026 07:28:00 "
