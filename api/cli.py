@@ -8,7 +8,8 @@ token in a 0600 file, so consecutive calls need no copy-paste:
     wakeledger start --goal-key issue-42 --workspace /srv/shop --objective "Fix it"
     wakeledger checkpoint --step "tests written" --progress 40 --next "fix the race"
     wakeledger report-run --outcome error --error-text-file - < provider-error.txt
-    wakeledger finish --status completed --summary "merged"
+    wakeledger finish --status completed --summary "merged" \
+        --evidence "tests pass=make test: 212 passed"
 
 WAKELEDGER_URL may be the server's root (http://127.0.0.1:8000): /api/v1 is
 added when the URL's path does not end with it.
@@ -330,10 +331,27 @@ def cmd_release(args: argparse.Namespace) -> Any:
 
 def cmd_finish(args: argparse.Namespace) -> Any:
     goal_id = current_goal(args.goal)
-    answer = _fenced(goal_id, "finish", {"status": args.status, "summary": args.summary})
+    body: dict[str, Any] = {"status": args.status, "summary": args.summary}
+    if args.evidence:
+        criteria = call("GET", f"goals/{goal_id}").get("done_criteria", [])
+        body["evidence"] = [_evidence_item(text, criteria) for text in args.evidence]
+    answer = _fenced(goal_id, "finish", body)
     if answer.get("completion_state") != "pending_native_cleanup":
         forget_lease(goal_id)
     return answer
+
+
+def _evidence_item(text: str, criteria: list[str]) -> dict[str, str]:
+    """``CRITERION=EVIDENCE``. A criterion may hold "=" itself ("p95 <= 200 ms"),
+    so the goal's own criteria are tried first, longest first; otherwise the
+    text splits at its first "="."""
+    for criterion in sorted(criteria, key=len, reverse=True):
+        if text.startswith(criterion + "="):
+            return {"criterion": criterion, "evidence": text[len(criterion) + 1:]}
+    criterion, equals, evidence = text.partition("=")
+    if not equals:
+        raise CliError(EXIT_USAGE, f"--evidence {text!r}: expected CRITERION=EVIDENCE")
+    return {"criterion": criterion, "evidence": evidence}
 
 
 def cmd_workspace_release(args: argparse.Namespace) -> Any:
@@ -532,7 +550,12 @@ def parser() -> argparse.ArgumentParser:
                  "already_held when the live lease is the one in your lease file", cmd_lease)
     finish = goal_command("finish", "finish the goal", cmd_finish)
     finish.add_argument("--status", required=True, choices=["completed", "failed", "blocked"])
-    finish.add_argument("--summary", default="")
+    finish.add_argument("--summary", default="", help="what was done (required with "
+                        "completed)")
+    finish.add_argument("--evidence", action="append", default=[],
+                        metavar="CRITERION=EVIDENCE",
+                        help="with completed: what shows a done criterion holds (a link, a "
+                             "command and its result); one per done criterion (repeat)")
     workspace = goal_command("workspace-release", "release the goal's workspace binding",
                              cmd_workspace_release)
     workspace.add_argument("--reason", required=True)

@@ -171,9 +171,28 @@ class CheckpointSerializer(FencedSerializer):
         help_text="Only on the final checkpoint before a turn boundary.")
 
 
+class EvidenceSerializer(StrictSerializer):
+    criterion = text(limits.MAX_ITEM, help_text="The exact text of one of the goal's "
+                                                "done_criteria.")
+    evidence = text(limits.MAX_NOTE, help_text="What shows it holds: a link, a command and "
+                                               "its result.")
+
+
 class FinishSerializer(FencedSerializer):
     status = serializers.ChoiceField(choices=FINISH_STATUSES)
-    summary = text(limits.MAX_NOTE, required=False, allow_blank=True, default="")
+    summary = text(limits.MAX_NOTE, required=False, allow_blank=True, default="",
+                   help_text="What was done. Required (non-empty) with completed.")
+    evidence = serializers.ListField(
+        child=EvidenceSerializer(), max_length=limits.MAX_ITEMS, required=False, default=list,
+        help_text="With completed: one item per done criterion of the goal (none unknown, "
+                  "none twice). Not with failed or blocked.")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        # The done criteria live in the goal; the domain checks the items against them.
+        if attrs["status"] == "completed" and not attrs["summary"].strip():
+            raise serializers.ValidationError(
+                {"summary": "A completed finish needs a summary of what was done."})
+        return attrs
 
 
 class WorkspaceReleaseSerializer(StrictSerializer):
@@ -242,7 +261,8 @@ class RunSerializer(FencedSerializer):
     error_text = StrictCharField(required=False, allow_blank=True, default="",
                                  max_length=64 * 1024, trim_whitespace=False,
                                  help_text="The provider's message. Classified, then "
-                                           "discarded: it is stored nowhere.")
+                                           "discarded: it is stored nowhere. An error "
+                                           "needs this or retry_after.")
     retry_after = text(64, required=False, allow_blank=True, default="",
                        help_text="The provider's Retry-After header value: delta-seconds "
                                  "(\"120\"), an HTTP-date (\"Wed, 21 Oct 2026 07:28:00 "
@@ -251,6 +271,16 @@ class RunSerializer(FencedSerializer):
     session = SessionSerializer(required=False)
     timezone = text(64, required=False, allow_blank=True, default="",
                     help_text="The agent's IANA zone, for resets printed without one.")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        # Without either there is nothing to classify: the goal would block as
+        # UNCLASSIFIED for no reason anyone could read.
+        if (attrs["outcome"] == "error" and not attrs["error_text"].strip()
+                and not attrs["retry_after"]):
+            raise serializers.ValidationError(
+                {"error_text": "An error outcome needs the provider's error_text or its "
+                               "retry_after (or both)."})
+        return attrs
 
     def validate_retry_after(self, value: str) -> str:
         """Refuse what is no Retry-After value at all; an absurd but well-formed one (the

@@ -40,7 +40,7 @@ from ledger.domain import (
     StartGoal,
     lease_refusal,
 )
-from ledger.domain.commands import WakeRequest
+from ledger.domain.commands import Evidence, WakeRequest
 from ledger.domain.events import iso
 from ledger.domain.runs import Recover, ReportRun, RequestApproval, ResolveApproval, Stop
 from ledger.domain.smartwake import preflight, resume_packet
@@ -455,12 +455,16 @@ class FinishView(LedgerView):
                    responses={200: s.FinishAnswerSerializer, **FENCED_PROBLEMS},
                    examples=[OpenApiExample("finish", request_only=True, value={
                        "lease": LEASE_EXAMPLE, "status": "completed",
-                       "summary": "PR #12 merged, CI green"}), LEASE_LOST_EXAMPLE])
+                       "summary": "PR #12 merged, CI green",
+                       "evidence": [{"criterion": "CI green on main",
+                                     "evidence": "https://ci.example/run/981: 212 passed"}]}),
+                       LEASE_LOST_EXAMPLE])
     @idempotent
     def post(self, request: Request, goal_id: str) -> Response:
         data = validated(s.FinishSerializer, request.data)
+        evidence = tuple(Evidence(i["criterion"], i["evidence"]) for i in data["evidence"])
         state = run(request, goal_id, Finish(data["status"], data["summary"],
-                                             proof(data.get("lease")))).state
+                                             proof(data.get("lease")), evidence)).state
         return Response({"completion_state": completion_state(state), "goal": goal_body(state)})
 
 
@@ -694,8 +698,11 @@ class RunsView(LedgerView):
         if data["outcome"] == "error":
             text = data["error_text"]
             tz = data["timezone"] or state.session.get("timezone") or "UTC"
-            error_class = failures.classify(text)
-            if error_class == "rate_limit":
+            # A Retry-After alone (the serializer refuses neither) is the provider
+            # saying when to come back: a rate limit, not an unreadable failure.
+            error_class = (failures.classify(text) if text.strip()
+                           else failures.RATE_LIMIT)
+            if error_class == failures.RATE_LIMIT:
                 reset_at = failures.parse_reset(text, now=clock.now(), tz=tz,
                                                 retry_after=data["retry_after"] or None)
             # Only a value that parses is kept as a hint; the rest is dropped.

@@ -151,6 +151,30 @@ def _ended(verb: str) -> Summary:
     return text
 
 
+def _evidence(items: object, limit: int = 5) -> str:
+    """The acceptance evidence of a completion, one ``criterion ⇒ evidence`` per
+    done criterion. A completion recorded before evidence existed has none."""
+    items = [i for i in items if isinstance(i, Mapping)] if isinstance(items, list) else []
+    if not items:
+        return ""
+    more = f" (+{len(items) - limit})" if len(items) > limit else ""
+    return " · evidence: " + "; ".join(
+        f"“{clean(i.get('criterion', '?'), 60)}” ⇒ {clean(i.get('evidence', ''), 100)}"
+        for i in items[:limit]) + more
+
+
+def evidence_lines(data: Mapping[str, Any]) -> list[str]:
+    """`ledger show`'s block for a completed goal: each criterion and its evidence
+    in full (still one safe line each)."""
+    items = data.get("evidence") if isinstance(data, Mapping) else None
+    items = [i for i in items if isinstance(i, Mapping)] if isinstance(items, list) else []
+    if not items:
+        return [f"{'evidence:':<15}none recorded (no done criteria, or completed before "
+                "evidence was required)"]
+    return [f"{'evidence:' if n == 0 else '':<15}“{clean(i.get('criterion', '?'))}” ⇒ "
+            f"{clean(i.get('evidence', ''))}" for n, i in enumerate(items)]
+
+
 def _checkpoint(d: Mapping[str, Any]) -> str:
     text = f"step “{clean(d.get('current_step', ''), 60)}” ({d.get('progress_pct', '?')} %)"
     nxt = _items(d.get("next_actions", []), 2)
@@ -233,7 +257,7 @@ def _workspace_released(d: Mapping[str, Any]) -> str:
 
 _SUMMARIES: dict[str, Summary] = {
     "goal.started": _started,
-    "goal.completed": _ended("completed"),
+    "goal.completed": lambda d: _ended("completed")(d) + _evidence(d.get("evidence")),
     "goal.failed": _ended("failed"),
     "goal.blocked": _ended("blocked"),
     "goal.finish_requested": lambda d: (f"finish as {d.get('status', '?')} requested; waits "

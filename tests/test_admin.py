@@ -121,6 +121,14 @@ def test_timeline_shows_state_events_chart_and_chain():
     assert f"whole chain verified: {goal.version} events" in full.content.decode()
 
 
+def test_timeline_shows_a_completions_evidence():
+    client = staff("audrey", "auditor")
+    goal = GoalFactory(done_criteria=("tests pass", "PR <opened>"), finish="completed")
+    page = client.get(f"/admin/ledger/goal/{goal.pk}/timeline/").content.decode()
+    assert ("completed: finished · evidence: “tests pass” ⇒ checked: tests pass; "
+            "“PR &lt;opened&gt;” ⇒ checked: PR &lt;opened&gt;") in page
+
+
 def test_timeline_names_a_broken_link():
     from ledger import triggers
 

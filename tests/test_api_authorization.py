@@ -16,6 +16,7 @@ from api import tokens
 from api.models import ApiToken
 from ledger import clock as ledger_clock
 from ledger.models import Event, Goal
+from tests.factories import COMPLETED
 
 pytestmark = pytest.mark.django_db
 
@@ -52,7 +53,7 @@ ENDPOINTS = {
     "POST release": ("POST", "goals/{gid}/lease/release", fenced()),
     "POST checkpoints": ("POST", "goals/{gid}/checkpoints",
                          fenced(current_step="tests written", progress_pct=40)),
-    "POST finish": ("POST", "goals/{gid}/finish", fenced(status="completed", summary="merged")),
+    "POST finish": ("POST", "goals/{gid}/finish", fenced(**COMPLETED)),
     "POST workspace/release": ("POST", "goals/{gid}/workspace/release", workspace_release),
     "POST watchdog": ("POST", "goals/{gid}/watchdog", fenced(tzid="UTC")),
     "DELETE watchdog": ("DELETE", "goals/{gid}/watchdog", fenced()),

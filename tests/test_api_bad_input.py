@@ -20,6 +20,9 @@ GOAL = "goals/{gid}"
 START = {"goal_key": "issue-9", "workspace": "/srv/repos/other", "objective": "Ship it",
          "next_actions": ["plan"]}
 CHECKPOINT = {"current_step": "tests written", "progress_pct": 40}
+# A valid completion of the fixture's goal (its one done criterion is "CI green").
+FINISH = {"status": "completed", "summary": "merged",
+          "evidence": [{"criterion": "CI green", "evidence": "ci run 7 green"}]}
 
 
 def _merge(base: dict, changes: dict, lease: dict | None = None) -> dict:
@@ -151,7 +154,7 @@ CASES = [
          "lease_required", "lease"),
     case("release without lease", "POST", f"{GOAL}/lease/release", {}, 400, "lease_required",
          "lease"),
-    case("finish without lease", "POST", f"{GOAL}/finish", {"status": "completed"}, 400,
+    case("finish without lease", "POST", f"{GOAL}/finish", FINISH, 400,
          "lease_required", "lease"),
     case("workspace/release without lease", "POST", f"{GOAL}/workspace/release", {}, 400,
          "lease_required", "lease"),
@@ -177,6 +180,23 @@ CASES = [
          V, "session.timezone"),
     case("unknown finish status", "POST", f"{GOAL}/finish", fenced(status="done"), 400, V,
          "status"),
+    case("completed without summary", "POST", f"{GOAL}/finish",
+         fenced(FINISH, summary=DROP), 400, V, "summary"),
+    case("completed without evidence", "POST", f"{GOAL}/finish",
+         fenced(FINISH, evidence=DROP), 400, V, "evidence"),
+    case("evidence for an unknown criterion", "POST", f"{GOAL}/finish",
+         fenced(FINISH, evidence=[*FINISH["evidence"], {"criterion": "docs", "evidence": "x"}]),
+         400, V, "evidence[1].criterion"),
+    case("101 evidence items", "POST", f"{GOAL}/finish",
+         fenced(FINISH, evidence=FINISH["evidence"] * 101), 400, V, "evidence"),
+    case("credential in evidence", "POST", f"{GOAL}/finish",
+         fenced(FINISH, evidence=[{"criterion": "CI green",
+                                   "evidence": "curl -H 'Bearer " + "x" * 30 + "'"}]),
+         400, V, "evidence[0].evidence"),
+    case("error run without error_text or retry_after", "POST", f"{GOAL}/runs",
+         fenced(outcome="error"), 400, V, "error_text"),
+    case("error run with a blank error_text", "POST", f"{GOAL}/runs",
+         fenced(outcome="error", error_text="  \n"), 400, V, "error_text"),
     # --- bodies that are not a JSON object
     case("not JSON", *POST_GOALS, b"goal_key=issue-9", 400, J),
     case("truncated JSON", *POST_GOALS, b'{"goal_key": "issue-9", ', 400, J),
@@ -293,6 +313,8 @@ def test_the_valid_bodies_the_cases_start_from_are_accepted(agent, goal):
     gid, lease = goal
     assert agent.post(f"goals/{gid}/checkpoints", checkpoint()(lease)).status_code == 201
     assert agent.post("goals", start()).status_code == 201
+    assert agent.post(f"goals/{gid}/runs", fenced(outcome="ok")(lease)).status_code == 200
+    assert agent.post(f"goals/{gid}/finish", fenced(FINISH)(lease)).status_code == 200
 
 
 def test_the_limits_themselves_are_accepted(agent, goal):

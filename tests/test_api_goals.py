@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 
 from ledger.models import Event, Goal
+from tests.factories import COMPLETED
 
 pytestmark = pytest.mark.django_db
 
@@ -102,14 +103,82 @@ def test_checkpoint_heartbeat_and_finish(agent, clock):
     assert resume["next_actions"] == ["fix the race"]
     assert resume["artifacts_to_verify"][0]["path"] == "tests/test_checkout.py"
 
-    done = agent.post(f"goals/{gid}/finish", {"lease": lease, "status": "completed",
-                                               "summary": "merged"})
+    done = agent.post(f"goals/{gid}/finish", {"lease": lease, **COMPLETED})
     assert done.status_code == 200
     assert done.json()["completion_state"] == "completed"
     assert done.json()["goal"]["status"] == "done"
     late = agent.post(f"goals/{gid}/checkpoints", {"lease": lease, "current_step": "x",
                                                     "progress_pct": 50})
     assert late.status_code == 409 and late.json()["code"] == "goal_terminal"
+
+
+def test_completion_records_its_evidence_and_the_timeline_shows_it(agent, clock):
+    body = agent.start(done_criteria=["CI green", "p95 <= 200 ms"]).json()
+    gid, lease = body["goal"]["id"], lease_of_body(body)
+    done = agent.post(f"goals/{gid}/finish", {
+        "lease": lease, "status": "completed", "summary": "shipped",
+        "evidence": [{"criterion": "p95 <= 200 ms", "evidence": "k6 run 12: p95 181 ms"},
+                     {"criterion": "CI green", "evidence": "https://ci.example/run/7"}]})
+    assert done.status_code == 200, done.json()
+    completion = Event.objects.get(goal_id=gid, kind="goal.completed")
+    assert completion.data["evidence"] == [
+        {"criterion": "CI green", "evidence": "https://ci.example/run/7"},
+        {"criterion": "p95 <= 200 ms", "evidence": "k6 run 12: p95 181 ms"}]
+    from ledger.terminal import summary
+
+    line = summary("goal.completed", completion.data)
+    assert line.startswith("completed: shipped · evidence: “CI green” ⇒ https://ci.example")
+    assert "“p95 <= 200 ms” ⇒ k6 run 12: p95 181 ms" in line
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"status": "completed"}, "summary"),
+    ({"status": "completed", "summary": "  "}, "summary"),
+    ({"status": "completed", "summary": "merged"}, "evidence"),
+    ({"status": "completed", "summary": "merged",
+      "evidence": [{"criterion": "CI is green", "evidence": "run 7"}]}, "evidence[0].criterion"),
+    ({"status": "completed", "summary": "merged",
+      "evidence": [{"criterion": "CI green", "evidence": "run 7"},
+                   {"criterion": "CI green", "evidence": "run 8"}]}, "evidence[1].criterion"),
+    ({"status": "completed", "summary": "merged",
+      "evidence": [{"criterion": "CI green", "evidence": ""}]}, "evidence[0].evidence"),
+    ({"status": "completed", "summary": "merged",
+      "evidence": [{"criterion": "CI green"}]}, "evidence[0].evidence"),
+    ({"status": "completed", "summary": "merged",
+      "evidence": [{"criterion": "CI green", "evidence": "ok", "proof": "x"}]},
+     "evidence[0].proof"),
+    ({"status": "completed", "summary": "merged", "evidence": "CI green"}, "evidence"),
+    ({"status": "failed", "summary": "gave up", "evidence": COMPLETED["evidence"]},
+     "evidence"),
+])
+def test_a_completion_without_summary_or_evidence_is_a_validation_error(agent, clock, body,
+                                                                         field):
+    started = agent.start().json()
+    gid, lease = started["goal"]["id"], lease_of_body(started)
+    before = Event.objects.filter(goal_id=gid).count()
+    refused = agent.post(f"goals/{gid}/finish", {"lease": lease, **body})
+    assert refused.status_code == 400, refused.json()
+    assert refused.json()["code"] == "validation_error"
+    assert field in refused.json()["errors"], refused.json()
+    assert Event.objects.filter(goal_id=gid).count() == before
+    assert Goal.objects.get(pk=gid).status == "running"
+
+
+@pytest.mark.parametrize("status", ["failed", "blocked"])
+def test_failed_and_blocked_need_no_evidence(agent, clock, status):
+    started = agent.start().json()
+    gid, lease = started["goal"]["id"], lease_of_body(started)
+    ended = agent.post(f"goals/{gid}/finish", {"lease": lease, "status": status})
+    assert ended.status_code == 200 and ended.json()["goal"]["status"] == status
+
+
+def test_a_goal_without_done_criteria_completes_with_its_summary(agent, clock):
+    started = agent.start(done_criteria=[]).json()
+    gid, lease = started["goal"]["id"], lease_of_body(started)
+    done = agent.post(f"goals/{gid}/finish", {"lease": lease, "status": "completed",
+                                               "summary": "nothing to prove"})
+    assert done.status_code == 200 and done.json()["goal"]["status"] == "done"
+    assert Event.objects.get(goal_id=gid, kind="goal.completed").data["evidence"] == []
 
 
 def test_release_lease_on_the_final_checkpoint(agent, clock):
@@ -144,7 +213,7 @@ def test_takeover_timing_and_fencing(agent, clock):
 
     for path, extra in (("checkpoints", {"current_step": "late", "progress_pct": 5}),
                         ("lease/heartbeat", {}), ("lease/release", {}),
-                        ("finish", {"status": "completed"})):
+                        ("finish", COMPLETED)):
         stale = agent.post(f"goals/{gid}/{path}", {"lease": old, **extra})
         assert stale.status_code == 409, path
         assert stale.json()["code"] == "lease_lost"

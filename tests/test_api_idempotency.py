@@ -17,6 +17,7 @@ from api import idempotency
 from api.models import IdempotencyRecord
 from api.parsers import StrictJSONParser
 from ledger.models import Event, Goal
+from tests.factories import COMPLETED
 
 pytestmark = pytest.mark.django_db
 
@@ -99,7 +100,7 @@ POSTS = {
                     lambda lease: {"lease": lease, "current_step": "tests written",
                                    "progress_pct": 40, "release_lease": True}, 201, None),
     "finish": ("goals/{gid}/finish",
-               lambda lease: {"lease": lease, "status": "completed", "summary": "merged"},
+               lambda lease: {"lease": lease, **COMPLETED},
                200, None),
     "workspace/release": ("goals/{gid}/workspace/release", lambda lease: {"lease": lease},
                           200, None),

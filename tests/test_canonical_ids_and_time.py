@@ -14,7 +14,7 @@ from ledger import store
 from ledger.domain import Heartbeat
 from ledger.models import Event, Goal
 from scheduling import watchdogs
-from tests.factories import proof_of
+from tests.factories import COMPLETED, proof_of
 
 pytestmark = pytest.mark.django_db
 
@@ -42,7 +42,7 @@ def test_any_spelling_of_a_goal_id_records_the_canonical_one(agent, clock):
     call_command("ledger", "verify", stdout=out)  # exits non-zero on any break
     assert "0 broken" in out.getvalue() and "chain broken" not in out.getvalue()
     finished = agent.post(f"goals/urn:uuid:{gid}/finish", {"lease": lease,
-                                                           "status": "completed"})
+                                                           **COMPLETED})
     assert finished.json()["completion_state"] == "completed"
     assert not Schedule.objects.filter(name__endswith=gid).exists()
 

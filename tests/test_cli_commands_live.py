@@ -251,7 +251,8 @@ def test_host_watchdog_receipt_claim_and_cleanup(shell, clock):
     assert code == 8 and again["outcome"] == "already_claimed"
 
     # Finishing waits for the host schedule's deletion; the receipt completes it.
-    code, finishing = shell("finish", "--status", "completed", "--summary", "done")
+    code, finishing = shell("finish", "--status", "completed", "--summary", "done",
+                            "--evidence", "done=every command ran")
     assert code == 0 and finishing["completion_state"] == "pending_native_cleanup"
     code, done = shell("watchdog", "receipt", "--status", "cancelled")
     assert code == 0 and done["completion_state"] == "completed"

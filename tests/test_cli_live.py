@@ -92,7 +92,12 @@ def test_agent_lifecycle_through_the_cli(live_server, agent_token, tmp_path):
     assert code == 6 and lost["code"] == "lease_lost"
     assert not lease_file.exists()  # a lost lease is forgotten
 
-    code, done = two("finish", "--status", "completed", "--summary", "done")
+    # Completing needs evidence for each done criterion: without it, exit 3.
+    code, refused = two("finish", "--status", "completed", "--summary", "done")
+    assert code == 3 and refused["code"] == "validation_error"
+    assert "evidence" in refused["errors"]
+    code, done = two("finish", "--status", "completed", "--summary", "done",
+                     "--evidence", "finished=report.txt written, sha256 recorded")
     assert code == 0 and done["completion_state"] == "completed"
     # A terminal goal: exit 7.
     shutil.copy(tmp_path / "kept.json", two.state / "leases" / f"{goal_id}.json")
@@ -112,3 +117,19 @@ def test_agent_lifecycle_through_the_cli(live_server, agent_token, tmp_path):
     assert kinds == ["goal.started", "workspace.bound", "lease.acquired", "checkpoint.recorded",
                      "lease.renewed", "lease.released", "wake.scheduled", "receipt.recorded",
                      "lease.acquired", "receipt.recorded", "goal.completed"]
+
+
+def test_evidence_splits_at_the_goals_own_criterion_first():
+    """`--evidence CRITERION=EVIDENCE`: a criterion may itself hold "="."""
+    from api.cli import CliError, _evidence_item
+
+    criteria = ["p95 <= 200 ms", "CI green"]
+    assert _evidence_item("p95 <= 200 ms=k6: p95 = 181 ms", criteria) == {
+        "criterion": "p95 <= 200 ms", "evidence": "k6: p95 = 181 ms"}
+    assert _evidence_item("CI green=run 7 a=b", criteria) == {
+        "criterion": "CI green", "evidence": "run 7 a=b"}
+    # Not one of the goal's: split at the first "=" and let the server say which is unknown.
+    assert _evidence_item("docs=built", criteria) == {"criterion": "docs", "evidence": "built"}
+    with pytest.raises(CliError) as usage:
+        _evidence_item("CI green", criteria)
+    assert usage.value.exit_code == 2

@@ -24,6 +24,7 @@ from ledger.domain import (
     fold,
     lease_refusal,
 )
+from ledger.domain.commands import Evidence
 from ledger.domain.errors import (
     ArtifactConflict,
     GoalBlocked,
@@ -40,7 +41,7 @@ from ledger.domain.errors import (
 from ledger.domain.smartwake import preflight, resume_packet
 from ledger.domain.state import CHECKPOINT_CONTRACT_FIELDS
 from ledger.domain.validation import canonical_workspace
-from tests.factories import proof_of
+from tests.factories import completed, evidence_for, proof_of
 
 T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 SHA_A, SHA_B, TOKEN_1, TOKEN_2 = "a" * 64, "b" * 64, "1" * 64, "2" * 64
@@ -212,7 +213,7 @@ def test_after_a_takeover_the_old_generation_is_fenced_off():
     old = started()
     new = apply(old, AcquireLease("agent-1", TOKEN_2), T0 + timedelta(minutes=12))
     for command in (checkpoint(old, current_step="late"), Heartbeat(proof_of(old)),
-                    ReleaseLease(proof_of(old)), Finish("completed", proof=proof_of(old))):
+                    ReleaseLease(proof_of(old)), completed(old)):
         with pytest.raises(LeaseLost) as lost:
             decide(new, command, T0 + timedelta(minutes=13))
         assert lost.value.extra["current_generation"] == 2
@@ -351,9 +352,79 @@ def test_a_checkpoint_resets_the_wake_retry_count():
 ])
 def test_finish(status, expected, reason):
     state = started()
-    after = apply(state, Finish(status=status, summary="ok", proof=proof_of(state)))
+    evidence = evidence_for(state) if status == "completed" else ()
+    after = apply(state, Finish(status=status, summary="ok", proof=proof_of(state),
+                                evidence=evidence))
     assert (after.status, after.reason, after.summary) == (expected, reason, "ok")
     assert after.lease == {}
+
+
+def test_completion_records_the_evidence_for_each_done_criterion_in_their_order():
+    state = started(done_criteria=("tests pass", "PR opened"))
+    events = decide(state, Finish("completed", "merged", proof_of(state), (
+        Evidence("PR opened", "https://git.example/pr/12"),
+        Evidence("tests pass", "make test: 212 passed"))), T0)
+    completion = next(e for e in events if e.kind == "goal.completed")
+    assert completion.data["summary"] == "merged"
+    assert completion.data["evidence"] == [
+        {"criterion": "tests pass", "evidence": "make test: 212 passed"},
+        {"criterion": "PR opened", "evidence": "https://git.example/pr/12"}]
+
+
+def test_a_goal_without_done_criteria_completes_with_a_summary_alone():
+    state = started(done_criteria=())
+    after = apply(state, Finish("completed", "nothing to prove", proof_of(state)))
+    assert after.status == "done"
+    with pytest.raises(InvalidCommand) as unknown:
+        decide(state, Finish("completed", "x", proof_of(state), (Evidence("CI green", "ok"),)),
+               T0)
+    assert unknown.value.field == "evidence[0].criterion"
+
+
+@pytest.mark.parametrize("summary, evidence, field", [
+    ("", (Evidence("CI green", "run 4 green"),), "summary"),
+    ("   ", (Evidence("CI green", "run 4 green"),), "summary"),
+    ("merged", (), "evidence"),
+    ("merged", (Evidence("CI green", "run 4 green"), Evidence("CI green", "again")),
+     "evidence[1].criterion"),
+    ("merged", (Evidence("CI green", "run 4 green"), Evidence("ci green", "x")),
+     "evidence[1].criterion"),
+    ("merged", (Evidence("CI green", ""),), "evidence[0].evidence"),
+    ("merged", (Evidence("CI green", "  "),), "evidence[0].evidence"),
+    ("merged", (Evidence("", "x"),), "evidence[0].criterion"),
+    ("merged", (Evidence("CI green", "token ghp_" + "a" * 36),), "evidence[0].evidence"),
+])
+def test_completed_without_a_summary_or_full_evidence_is_refused(summary, evidence, field):
+    state = started()
+    with pytest.raises(InvalidCommand) as refused:
+        decide(state, Finish("completed", summary, proof_of(state), evidence), T0)
+    assert refused.value.field == field
+
+
+def test_a_missing_criterion_is_named():
+    state = started(done_criteria=("tests pass", "PR opened", "docs updated"))
+    with pytest.raises(InvalidCommand) as refused:
+        decide(state, Finish("completed", "merged", proof_of(state),
+                             (Evidence("PR opened", "pr/12"),)), T0)
+    assert refused.value.field == "evidence"
+    assert "'tests pass'" in refused.value.detail and "'docs updated'" in refused.value.detail
+
+
+@pytest.mark.parametrize("status", ["failed", "blocked"])
+def test_failed_and_blocked_need_no_evidence_and_take_none(status):
+    state = started()
+    assert apply(state, Finish(status, "", proof_of(state))).status == status
+    with pytest.raises(InvalidCommand) as refused:
+        decide(state, Finish(status, "gave up", proof_of(state), evidence_for(state)), T0)
+    assert refused.value.field == "evidence"
+
+
+def test_an_old_completion_without_evidence_still_replays():
+    """goal.completed (and goal.finish_requested) stored before evidence existed
+    have no evidence key: folding them must still end the goal."""
+    state = started()
+    old = fold([Event("goal.completed", {"summary": "merged", "generation": 1}, T0)], state)
+    assert (old.status, old.summary, old.lease) == ("done", "merged", {})
 
 
 def test_finish_rejects_unknown_status_and_needs_the_lease():
@@ -367,8 +438,9 @@ def test_finish_rejects_unknown_status_and_needs_the_lease():
 @pytest.mark.parametrize("finish", ["completed", "failed"])
 def test_a_terminal_goal_refuses_work(finish):
     state = started()
-    ended = apply(state, Finish(status=finish, proof=proof_of(state)))
-    for command in (checkpoint(state), Finish("completed", proof=proof_of(state)),
+    ended = apply(state, Finish(status=finish, summary="ended", proof=proof_of(state),
+                                evidence=evidence_for(state) if finish == "completed" else ()))
+    for command in (checkpoint(state), completed(state),
                     AcquireLease("agent-1", TOKEN_2), start_command()):
         with pytest.raises(GoalTerminal):
             decide(ended, command, T0)

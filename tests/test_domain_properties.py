@@ -32,6 +32,7 @@ from ledger.domain import (
     evolve,
     fold,
 )
+from ledger.domain.commands import Evidence
 from ledger.domain.errors import LeaseLost
 from ledger.domain.policy import LEASE_STALE_GRACE_SECONDS
 from ledger.domain.runs import (
@@ -48,7 +49,10 @@ from ledger.domain.wakes import CONSUMING, ClaimWake, ExpireLease, PrepareWatchd
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SHAS = ["0" * 64, "1" * 64, "2" * 64]
 TOKENS = ["a" * 64, "b" * 64, "c" * 64]
-START = StartGoal(goal_id="g", workspace="/w", goal_key="k", objective="o")
+CRITERIA = ("tests pass", "PR opened")
+START = StartGoal(goal_id="g", workspace="/w", goal_key="k", objective="o",
+                  done_criteria=CRITERIA)
+FULL_EVIDENCE = tuple(Evidence(c, f"shown: {c}") for c in CRITERIA)
 
 
 @dataclass(frozen=True)
@@ -73,8 +77,14 @@ checkpoint = st.builds(
     note=text,
     release_lease=st.booleans(),
 )
+# Evidence: mostly the full set (so goals do complete), else any mix of known,
+# unknown, repeated and blank items, which a completion must refuse.
+evidence_item = st.builds(Evidence, criterion=st.sampled_from([*CRITERIA, "unknown", ""]),
+                          evidence=st.sampled_from(["ci run 7 green", "", " "]) | text)
+evidence = st.one_of(st.just(FULL_EVIDENCE), st.just(FULL_EVIDENCE[::-1]),
+                     st.lists(evidence_item, max_size=4).map(tuple))
 finish = st.builds(Finish, status=st.sampled_from(["completed", "failed", "blocked", "bogus"]),
-                   summary=text)
+                   summary=st.just("merged") | text, evidence=evidence)
 acquire = st.builds(AcquireLease, holder=st.sampled_from(["agent-1", "agent-2"]),
                     token_sha256=st.sampled_from(TOKENS))
 runs = st.builds(ReportRun, proof=st.none(), outcome=st.sampled_from(["ok", "error"]),
@@ -169,7 +179,8 @@ def test_a_terminal_goal_only_gets_the_events_design_allows(prefix, probes):
             state = fold(decide(state, AcquireLease("agent-9", TOKENS[2]), T0 + timedelta(
                 days=30)), state)
         token, generation = state.lease["token_sha256"], state.lease["generation"]
-        state = fold(decide(state, Finish("completed", proof=LeaseProof(token, generation)),
+        state = fold(decide(state, Finish("completed", "merged", LeaseProof(token, generation),
+                                          FULL_EVIDENCE),
                             T0 + timedelta(days=30)), state)
     assert state.terminal
     for probe in probes:
@@ -352,3 +363,34 @@ def test_a_fire_belongs_to_its_nearest_slot(anchor_minute, interval, k, delay):
     slot = anchor + timedelta(seconds=k * interval)
     fired = slot + timedelta(seconds=delay * interval)
     assert slot_of(watchdog, fired) == slot
+
+
+@settings(max_examples=300)
+@given(histories)
+def test_a_goal_completes_only_with_a_summary_and_evidence_for_each_done_criterion(history):
+    """Item 7: every goal.completed a finish produced carries a non-blank summary
+    and exactly one non-blank evidence item per done criterion, in their order;
+    every finish that is not completed records none."""
+    _state, _events, trace = run(history)
+    for command, _before, _now, result in trace:
+        if not isinstance(command, Finish) or isinstance(result, DomainError):
+            continue
+        for event in result:
+            if event.kind in ("goal.completed", "goal.finish_requested") \
+                    and event.data.get("status", "completed") == "completed":
+                assert event.data["summary"].strip()
+                assert [i["criterion"] for i in event.data["evidence"]] == list(CRITERIA)
+                assert all(i["evidence"].strip() for i in event.data["evidence"])
+        if command.status != "completed":
+            assert not command.evidence
+
+
+
+def test_the_generated_histories_still_complete_goals():
+    """The finishes generated above do complete goals, so the property before
+    this one is not vacuous: hypothesis finds a history that ends done."""
+    from hypothesis import find
+
+    found = find(histories, lambda h: run(h)[0].status == "done",
+                 settings=settings(max_examples=2000, database=None))
+    assert run(found)[0].status == "done"

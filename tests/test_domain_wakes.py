@@ -7,6 +7,7 @@ import pytest
 from ledger.domain import (
     TERMINAL_ALLOWED_KINDS,
     DomainError,
+    Event,
     Finish,
     GoalState,
     RecordCheckpoint,
@@ -27,7 +28,7 @@ from ledger.domain.wakes import (
     completion_state,
     watchdog_health,
 )
-from tests.factories import proof_of
+from tests.factories import completed, proof_of
 
 T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 TOKEN, TOKEN_2, TOKEN_3, REF = "1" * 64, "2" * 64, "3" * 64, "f" * 64
@@ -228,9 +229,17 @@ def test_in_the_stale_grace_only_seconds_remain():
 
 def test_terminal_goal_with_a_live_watchdog_needs_cleanup():
     host = live_host()
-    finished = apply(host, Finish("completed", proof=proof_of(host)))
+    events = decide(host, completed(host, "merged"), T0)
+    # The request carries the evidence; the completion the receipt lets through records it.
+    requested = next(e for e in events if e.kind == "goal.finish_requested")
+    assert requested.data["evidence"] == [{"criterion": c, "evidence": f"checked: {c}"}
+                                          for c in host.done_criteria]
+    finished = fold(events, host)
     assert completion_state(finished) == "pending_native_cleanup"
-    ended = apply(finished, RecordReceipt(proof_of(host), "cancelled"))
+    cleanup = decide(finished, RecordReceipt(proof_of(host), "cancelled"), T0)
+    assert cleanup[-1].kind == "goal.completed"
+    assert cleanup[-1].data["evidence"] == requested.data["evidence"]
+    ended = fold(cleanup, finished)
     assert ended.status == "done"
     noop = decide(ended, wake(source="host"), at(hours=2))
     assert [e.data["outcome"] for e in noop] == ["terminal_noop"]
@@ -305,19 +314,19 @@ def test_a_running_job_blocks_takeover_expiry_and_finish():
     assert decide(state, ExpireLease(), at(hours=1)) == []
     assert claim_outcome(state, wake(), at(hours=1))["outcome"] == "worker_busy_noop"
     with pytest.raises(DomainError) as error:
-        decide(state, Finish("completed", proof=proof_of(state)), T0)
+        decide(state, completed(state), T0)
     assert error.value.code == "jobs_running"
     done = apply(state, UpdateJob(proof_of(state), "job-1", "succeeded", "green"))
     assert done.jobs[0]["status"] == "succeeded"
     with pytest.raises(DomainError) as error:
         decide(done, UpdateJob(proof_of(state), "job-1", "failed"), T0)
     assert error.value.code == "job_terminal"
-    assert kinds(done, Finish("completed", proof=proof_of(state))) == ["goal.completed"]
+    assert kinds(done, completed(state)) == ["goal.completed"]
 
 
 def test_finish_cancels_an_internal_watchdog_in_the_same_command():
     state = prepared()
-    events = decide(state, Finish("completed", proof=proof_of(state)), T0)
+    events = decide(state, completed(state), T0)
     assert [e.kind for e in events] == ["receipt.recorded", "goal.completed"]
     assert completion_state(fold(events, state)) == "completed"
 
@@ -333,3 +342,16 @@ def test_finish_with_a_live_host_watchdog_is_pending_until_the_receipt():
     assert decide(pending, Finish("failed", "gave up", proof_of(state)), T0) == []
     ended = apply(pending, RecordReceipt(proof_of(state), "cancelled"))
     assert (ended.status, completion_state(ended)) == ("failed", "failed")
+
+
+def test_a_finish_requested_before_evidence_existed_still_completes():
+    """A stored goal.finish_requested without evidence (an older release), then
+    the receipt: the completion records evidence [] rather than failing."""
+    state = live_host()
+    requested, *cancel = decide(state, completed(state, "merged"), T0)
+    assert requested.kind == "goal.finish_requested"
+    old = {k: v for k, v in requested.data.items() if k != "evidence"}
+    pending = fold([Event(requested.kind, old, requested.at), *cancel], state)
+    events = decide(pending, RecordReceipt(proof_of(state), "cancelled"), T0)
+    assert events[-1].kind == "goal.completed" and events[-1].data["evidence"] == []
+    assert fold(events, pending).status == "done"

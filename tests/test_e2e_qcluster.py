@@ -235,7 +235,8 @@ def test_a_rate_limited_goal_wakes_after_the_reset(agent_http, cluster):
 
     agent_http("POST", f"goals/{gid}/checkpoints", {
         "lease": resumed, "current_step": "called again", "progress_pct": 100})
-    done = agent_http("POST", f"goals/{gid}/finish", {"lease": resumed, "status": "completed"})
+    done = agent_http("POST", f"goals/{gid}/finish", {"lease": resumed, "status": "completed",
+                                                     "summary": "called again, answered"})
     assert done["completion_state"] == "completed"
     assert not Schedule.objects.filter(name=watchdogs.reset_schedule_name(gid)).exists()
 

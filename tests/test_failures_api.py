@@ -306,6 +306,29 @@ def test_a_retry_after_that_is_no_retry_after_value_is_a_400(agent, started, ret
     assert Goal.objects.get(pk=gid).status == "running"  # nothing was recorded
 
 
+def test_a_retry_after_alone_is_a_rate_limit_until_then(agent, started, clock):
+    gid, lease = started()
+    answer = report(agent, gid, lease, outcome="error", retry_after="600")
+    assert answer["classification"] == "rate_limit"
+    assert answer["reset_at"] == at_iso(clock() + timedelta(minutes=10))
+    assert answer["status"] == "paused"
+    assert answer["paused_until"] == at_iso(clock() + timedelta(minutes=12))
+
+
+@pytest.mark.parametrize("text", [None, "", " \n "])
+def test_an_error_with_neither_text_nor_retry_after_is_a_400(agent, started, clock, text):
+    """Was a silent block as UNCLASSIFIED: nothing to classify is a bad report."""
+    gid, lease = started()
+    body = {"lease": lease, "outcome": "error",
+            **({"error_text": text} if text is not None else {})}
+    response = agent.post(f"goals/{gid}/runs", body)
+    assert response.status_code == 400, response.json()
+    assert response.json()["code"] == "validation_error"
+    assert "error_text" in response.json()["errors"]
+    assert Goal.objects.get(pk=gid).status == "running"
+    assert not Event.objects.filter(goal_id=gid, kind="run.reported").exists()
+
+
 def test_a_blank_retry_after_is_no_retry_after(agent, started, clock):
     gid, lease = started()
     answer = report(agent, gid, lease, outcome="error", error_text="429 Too Many Requests",

@@ -17,6 +17,7 @@ from django_q.models import Schedule
 from ledger.models import Event, Goal
 from scheduling import tasks, watchdogs
 from scheduling.models import Dispatch
+from tests.factories import COMPLETED
 
 pytestmark = pytest.mark.django_db
 
@@ -86,8 +87,7 @@ def test_a_rate_limited_goal_resumes_by_pull_with_default_settings(agent, starte
     assert pulled["resumed"]["reason"] == "rate_limit_reset" and pulled["resumed"]["charged"]
     assert pulled["resume_packet"]["checkpoint"]["current_step"] == "plan"
     lease = lease_of(pulled)
-    done = agent.post(f"goals/{gid}/finish", {"lease": lease, "status": "completed",
-                                              "summary": "done"}).json()
+    done = agent.post(f"goals/{gid}/finish", {"lease": lease, **COMPLETED}).json()
     assert done["completion_state"] == "completed"
     assert kinds(gid).count("continuation.charged") == 1  # charged once, either way
     assert not Schedule.objects.filter(name__endswith=gid).exists()

@@ -149,6 +149,10 @@ async def drive(client: Client, url: str, seen: dict[str, Any]) -> None:
         == serializers.CheckpointSerializer().fields["release_lease"].help_text
     assert tools["checkpoint_goal"].description.startswith("Record a checkpoint (fenced).")
     assert tools["get_goal"].annotations.read_only_hint is True
+    # finish_goal asks for evidence, one {criterion, evidence} item per done criterion.
+    evidence = tools["finish_goal"].input_schema["properties"]["evidence"]
+    assert evidence["description"] == serializers.FinishSerializer().fields["evidence"].help_text
+    assert evidence["items"]["required"] == ["criterion", "evidence"]
     policy = tools["run_goal"].input_schema["properties"]["policy"]["properties"]
     assert policy["scheduler"]["enum"] == ["internal", "host"]
     assert policy["scheduler"]["description"] == \
@@ -227,7 +231,8 @@ async def drive(client: Client, url: str, seen: dict[str, Any]) -> None:
                             progress_pct=100, completed=["finish"])
     assert done["checkpoint"]["progress_pct"] == 100
     finished = await session.ok("finish_goal", goal_id=goal_id, status="completed",
-                                summary="all done")
+                                summary="all done", evidence=[
+                                    {"criterion": "finished", "evidence": "checkpoint at 100 %"}])
     assert finished["completion_state"] == "pending_native_cleanup"
     wake = await session.ok("get_scheduled_continuation", goal_id=goal_id)
     assert wake["watchdog"]["status"] == "cancel_requested"
@@ -310,7 +315,8 @@ async def two_workers(one: Session, two: Session) -> None:
     blocked = await two.ok("request_approval", goal_id=goal_id, gate="deploy",
                            summary="ship it?")
     assert blocked["status"] == "blocked" and blocked["reason"] == "BLOCKED_APPROVAL"
-    finish = await two.call("finish_goal", goal_id=goal_id, status="completed")
+    finish = await two.call("finish_goal", goal_id=goal_id, status="completed",
+                            summary="shipped")
     assert finish.is_error and finish.structured_content["code"] == "lease_required"
     assert not any("wll_" in text for text in one.texts + two.texts)
 

@@ -12,7 +12,7 @@ from ledger.chain import GENESIS, event_hash
 from ledger.domain import Finish, GoalState, RecordCheckpoint, RunGoal, StartGoal
 from ledger.domain.errors import GoalTerminal, ProgressRegressed, WorkspaceBound
 from ledger.models import Event, Goal
-from tests.factories import GoalFactory, new_token, proof_of
+from tests.factories import GoalFactory, completed, new_token, proof_of
 
 
 def start_command(**overrides) -> StartGoal:
@@ -70,8 +70,7 @@ def test_starting_the_same_key_again_returns_the_active_goal(clock):
 @pytest.mark.django_db
 def test_a_finished_goal_key_can_start_anew(clock):
     first = store.start(RunGoal(start_command(), "agent-1", new_token()[1]), actor="agent-1")
-    store.execute(first.state.goal_id, Finish("completed", proof=proof_of(first.state)),
-                  actor="agent-1")
+    store.execute(first.state.goal_id, completed(first.state), actor="agent-1")
     second = store.start(start_command(), actor="agent-1")
     assert second.created and second.state.goal_id != first.state.goal_id
     assert Goal.objects.filter(goal_key="issue-1").count() == 2

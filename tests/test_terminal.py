@@ -12,7 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django_q.models import Schedule
 
-from ledger import store, terminal
+from ledger import demo, store, terminal
 from ledger.domain import Heartbeat, RecordCheckpoint
 from ledger.domain import events as kinds
 from ledger.models import Event, Goal
@@ -133,6 +133,29 @@ def test_show_prints_the_state_then_the_events_in_order_with_summaries(clock):
     assert not ANSI.search(out)  # a StringIO is not a terminal
 
 
+def test_show_prints_a_completed_goals_evidence_and_the_timeline_line(clock):
+    goal = GoalFactory(done_criteria=("tests pass", "PR opened"), finish="completed")
+    out = ledger("show", str(goal.pk))
+    head, timeline = out.split("\ntimeline: ")
+    assert ("summary:       finished\n"
+            "evidence:      “tests pass” ⇒ checked: tests pass\n"
+            "               “PR opened” ⇒ checked: PR opened\n"
+            "updated:       ") in head
+    assert timeline.splitlines()[-1].endswith(
+        "completed: finished · evidence: “tests pass” ⇒ checked: tests pass; “PR opened” ⇒ "
+        "checked: PR opened")
+
+
+def test_show_of_a_completion_without_evidence_says_so():
+    # As an older release wrote goal.completed (events are append-only, so the
+    # block is checked on the data itself), and a goal with no done criteria.
+    for data in ({"summary": "finished", "generation": 1},
+                 {"summary": "finished", "generation": 1, "evidence": []}):
+        assert terminal.evidence_lines(data) == [
+            "evidence:      none recorded (no done criteria, or completed before evidence "
+            "was required)"]
+
+
 def test_show_accepts_the_short_id_the_table_prints(clock):
     goal = GoalFactory()
     assert str(goal.pk) in ledger("show", terminal.short_id(goal.pk))
@@ -240,6 +263,11 @@ def test_every_event_kind_has_its_own_summary():
     ("goal.blocked", {"reason": "INTERRUPTED_UNKNOWN", "summary": "went silent"},
      "blocked (INTERRUPTED_UNKNOWN): went silent"),
     ("continuation.charged", {"attempt": 1, "max": 3}, "continuation 1 of 3 charged"),
+    # A completion written before evidence was required reads as it always did.
+    ("goal.completed", {"summary": "merged", "generation": 1}, "completed: merged"),
+    ("goal.completed", {"summary": "merged", "generation": 1, "evidence": [
+        {"criterion": "CI green", "evidence": "run 7"}]},
+     "completed: merged · evidence: “CI green” ⇒ run 7"),
 ])
 def test_summaries_read_like_sentences(kind, data, text):
     assert terminal.summary(kind, data) == text
@@ -285,6 +313,10 @@ def test_demo_tells_real_histories_that_replay_and_verify(clock):
         return list(Event.objects.filter(goal=goals[key]).order_by("seq")
                     .values_list("kind", flat=True))
 
+    # The demo's completions carry their evidence, one item per done criterion.
+    completion = Event.objects.get(goal=goals[demo.FIRST_KEY], kind="goal.completed")
+    assert [i["criterion"] for i in completion.data["evidence"]] == [
+        "every endpoint documented", "link checker clean", "CI green"]
     rate_limited = kinds_of("checkout-flaky-test")
     assert rate_limited.index("goal.paused") < rate_limited.index("continuation.charged") \
         < rate_limited.index("goal.completed")

@@ -18,6 +18,7 @@ from ledger import continuations as claims
 from ledger.models import Event, Goal
 from scheduling import tasks, watchdogs
 from scheduling.signatures import verify_signature
+from tests.factories import COMPLETED
 from tests.receivers import Gateway, openclaw_gateway, receiving
 
 pytestmark = pytest.mark.django_db
@@ -222,7 +223,7 @@ def test_cloud_needs_proof(agent, started, clock):
 def test_finish_cancels_the_internal_watchdog_in_the_same_call(agent, started, clock):
     gid, lease = started()
     agent.post(f"goals/{gid}/watchdog", {"lease": lease})
-    done = agent.post(f"goals/{gid}/finish", {"lease": lease, "status": "completed"}).json()
+    done = agent.post(f"goals/{gid}/finish", {"lease": lease, **COMPLETED}).json()
     assert done["completion_state"] == "completed"
     assert not Schedule.objects.filter(name=watchdogs.schedule_name(gid)).exists()
     assert kinds(gid)[-2:] == ["receipt.recorded", "goal.completed"]
@@ -234,12 +235,11 @@ def test_finish_with_a_live_host_watchdog_waits_for_the_cancel_receipt(agent, st
     agent.post(f"goals/{gid}/watchdog/receipts", {"lease": lease, "status": "created",
                                                   "host_ref": "t-9", "due_at":
                                                       spec["first_due_at"]})
-    pending = agent.post(f"goals/{gid}/finish", {"lease": lease, "status": "completed",
-                                                 "summary": "merged"}).json()
+    pending = agent.post(f"goals/{gid}/finish", {"lease": lease, **COMPLETED}).json()
     assert pending["completion_state"] == "pending_native_cleanup"
     assert pending["goal"]["status"] == "running"
     assert pending["goal"]["reason"] == "PENDING_NATIVE_CLEANUP"
-    second = agent.post(f"goals/{gid}/finish", {"lease": lease, "status": "completed"}).json()
+    second = agent.post(f"goals/{gid}/finish", {"lease": lease, **COMPLETED}).json()
     assert second["completion_state"] == "pending_native_cleanup"
     receipt = agent.post(f"goals/{gid}/watchdog/receipts",
                          {"lease": lease, "status": "cancelled"}).json()
@@ -247,6 +247,10 @@ def test_finish_with_a_live_host_watchdog_waits_for_the_cancel_receipt(agent, st
     assert Goal.objects.get(pk=gid).status == "done"
     assert kinds(gid)[-4:] == ["goal.finish_requested", "wake.cancel_requested",
                                "receipt.recorded", "goal.completed"]
+    # The evidence given with the finish is what the completion records.
+    completion = Event.objects.filter(goal_id=gid, kind="goal.completed").get()
+    assert completion.data["evidence"] == COMPLETED["evidence"]
+    assert completion.data["summary"] == COMPLETED["summary"]
 
 
 def test_a_finished_goal_whose_watchdog_still_fires(agent, started, clock):
@@ -255,7 +259,7 @@ def test_a_finished_goal_whose_watchdog_still_fires(agent, started, clock):
     agent.post(f"goals/{gid}/watchdog/receipts", {"lease": lease, "status": "created",
                                                   "host_ref": "t-9",
                                                   "due_at": spec["first_due_at"]})
-    agent.post(f"goals/{gid}/finish", {"lease": lease, "status": "completed"})
+    agent.post(f"goals/{gid}/finish", {"lease": lease, **COMPLETED})
     clock.advance(hours=2)
     # Finished but the host task still fires: cancel it, resume nothing.
     cleanup = agent.post(f"goals/{gid}/claim", {"occurrence_id": "late-1"}).json()
@@ -352,14 +356,14 @@ def test_a_running_blocking_job_keeps_the_holder_and_the_goal(agent, started, cl
     assert tasks.sweep_leases() == 0
     refused = agent.post(f"goals/{gid}/lease").json()
     assert refused["acquired"] is False and refused["next_required_action"] == "wait_for_job"
-    blocked = agent.post(f"goals/{gid}/finish", {"lease": lease, "status": "completed"})
+    blocked = agent.post(f"goals/{gid}/finish", {"lease": lease, **COMPLETED})
     assert blocked.status_code == 409 and blocked.json()["code"] == "jobs_running"
     agent.post(f"goals/{gid}/jobs/{job_id}/status", {"lease": lease, "status": "succeeded",
                                                      "conclusion": "all green"})
     again = agent.post(f"goals/{gid}/jobs/{job_id}/status", {"lease": lease,
                                                              "status": "failed"})
     assert again.status_code == 409 and again.json()["code"] == "job_terminal"
-    assert agent.post(f"goals/{gid}/finish", {"lease": lease, "status": "completed"}) \
+    assert agent.post(f"goals/{gid}/finish", {"lease": lease, **COMPLETED}) \
         .json()["completion_state"] == "completed"
 
 

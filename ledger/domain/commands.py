@@ -106,10 +106,21 @@ FINISH_STATUSES = ("completed", "failed", "blocked")
 
 
 @dataclass(frozen=True, slots=True)
+class Evidence:
+    """What shows one done criterion holds: a link, a command and its result."""
+
+    criterion: str  # the exact text of one of the goal's done criteria
+    evidence: str
+
+
+@dataclass(frozen=True, slots=True)
 class Finish:
     status: str  # one of FINISH_STATUSES
     summary: str = ""
     proof: LeaseProof | None = None
+    # With completed: one item per done criterion, and a summary (the seeds
+    # never mark completion without acceptance evidence).
+    evidence: tuple[Evidence, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

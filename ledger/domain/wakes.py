@@ -286,14 +286,15 @@ def _iso_field(value: str, field: str) -> str:
 
 
 def finish_events(state: GoalState, status: str, summary: str, generation: int,
-                  now: datetime) -> list[Event]:
+                  now: datetime, *, evidence: list[dict[str, str]] | None = None) -> list[Event]:
     """The events of a finish, once the decider has fenced and validated it."""
     running = state.running_jobs()
     if running:
         raise DomainError(
             f"{len(running)} blocking job(s) still running (first: {running[0]['kind']} "
             f"{running[0]['ref']}); record their status first", code="jobs_running")
-    request = {"status": status, "summary": summary, "generation": generation}
+    request = {"status": status, "summary": summary, "generation": generation,
+               **({"evidence": evidence} if status == "completed" else {})}
     backend = state.watchdog.get("backend")
     if watchdog_live(state) and backend == HOST:
         events = [] if state.finish_requested else [
@@ -306,7 +307,9 @@ def finish_events(state: GoalState, status: str, summary: str, generation: int,
 def _complete(state: GoalState, request: dict[str, Any], now: datetime) -> list[Event]:
     data = {"summary": request["summary"], "generation": request["generation"]}
     if request["status"] == "completed":
-        return [Event(GOAL_COMPLETED, data, now)]
+        # A finish requested before evidence existed has none: read it as [].
+        return [Event(GOAL_COMPLETED, {**data, "evidence": list(request.get("evidence", []))},
+                      now)]
     if request["status"] == "failed":
         return [Event(GOAL_FAILED, {**data, "reason": ""}, now)]
     return [Event(GOAL_BLOCKED, {**data, "reason": "AGENT_BLOCKED"}, now)]

@@ -121,6 +121,7 @@ class GoalMonitor:
     # (generation of the lease that was current) for each INTERRUPTED_UNKNOWN block
     interrupted: list[int] = field(default_factory=list)
     new_leases: list[tuple[int, str]] = field(default_factory=list)  # (generation, via)
+    done_criteria: list[str] = field(default_factory=list)
 
     def feed(self, event: dict[str, Any]) -> list[tuple[str, str]]:
         """Check one event; answer (invariant, message) for each broken rule."""
@@ -139,6 +140,7 @@ class GoalMonitor:
             policy = data["policy"]
             self.grace = policy.get("stale_grace_seconds", 60)
             self.max_continuations = policy.get("max_continuations", 3)
+            self.done_criteria = list(dict.fromkeys(data.get("done_criteria", [])))
             self.status = "waiting"
         elif kind in ("lease.acquired", "lease.taken_over"):
             if kind == "lease.acquired" and self.lease:
@@ -223,6 +225,11 @@ class GoalMonitor:
             if self.watchdog in WATCHDOG_LIVE:
                 found.append((VERIFIED_COMPLETION, f"completed with its watchdog "
                                                    f"{self.watchdog}"))
+            # Issue 12.7: a summary, and evidence for each done criterion.
+            shown = [item.get("criterion") for item in data.get("evidence", [])]
+            if not data.get("summary", "").strip() or shown != self.done_criteria:
+                found.append((VERIFIED_COMPLETION, f"completed with evidence for {shown}, "
+                                                   f"not for the criteria {self.done_criteria}"))
         if kind in ("goal.completed", "goal.failed", "goal.blocked", "goal.stopped"):
             if kind == "goal.blocked" and data.get("reason") == "INTERRUPTED_UNKNOWN":
                 self.interrupted.append(self.generation)

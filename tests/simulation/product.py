@@ -42,7 +42,7 @@ from ledger.domain import (
     StartGoal,
     lease_refusal,
 )
-from ledger.domain.commands import WakeRequest
+from ledger.domain.commands import Evidence, WakeRequest
 from ledger.domain.runs import Recover, ReportRun, RequestApproval, ResolveApproval, Stop
 from ledger.domain.wakes import (
     HOST,
@@ -57,6 +57,7 @@ from ledger.models import Event, Goal
 from scheduling import dispatch, failures, tasks, watchdogs
 
 FIRE = watchdogs.FIRE  # the django-q2 func of watchdog and reset schedules
+DONE_CRITERIA = ("all steps verified",)  # every simulated goal's; a completion shows evidence
 
 
 class Refused(Exception):
@@ -132,7 +133,7 @@ def run_goal(*, goal_id: str, agent: str, workspace: str, goal_key: str, objecti
     digest = _digest(token)
     command = RunGoal(StartGoal(
         goal_id=goal_id, workspace=workspace, goal_key=goal_key, objective=objective,
-        done_criteria=("all steps verified",), next_actions=tuple(steps), agent=agent,
+        done_criteria=DONE_CRITERIA, next_actions=tuple(steps), agent=agent,
         policy={**policy, "stale_grace_seconds": settings.WAKELEDGER_STALE_GRACE_SECONDS},
         dispatchers=dispatch.names(), session={"session_key": session_key},
         cadence_unit_seconds=settings.WAKELEDGER_CADENCE_UNIT_SECONDS,
@@ -196,7 +197,8 @@ def report_run(goal_id: str, agent: str, lease: Lease, *, error_text: str = "",
     """POST /goals/{id}/runs with outcome error: classify, parse the reset, drop the text."""
     state = store.load(goal_id)
     now = clock.now()
-    error_class = failures.classify(error_text)
+    # As the view: a Retry-After alone is a rate limit (neither is a 400 there).
+    error_class = failures.classify(error_text) if error_text.strip() else failures.RATE_LIMIT
     reset_at = None
     if error_class == failures.RATE_LIMIT:
         reset_at = failures.parse_reset(error_text, now=now, tz=tz,
@@ -251,8 +253,12 @@ def host_receipt(goal_id: str, agent: str, lease: Lease | None, *, status: str,
 
 
 def finish(goal_id: str, agent: str, lease: Lease, status: str = "completed") -> str:
-    """POST /goals/{id}/finish; answers completed, pending_native_cleanup, …"""
-    return completion_state(_run(goal_id, Finish(status, "done", _proof(lease)), agent).state)
+    """POST /goals/{id}/finish; answers completed, pending_native_cleanup, …
+    A completion shows evidence for the goal's one done criterion."""
+    evidence = (tuple(Evidence(c, "every step checkpointed and verified")
+                      for c in DONE_CRITERIA) if status == "completed" else ())
+    command = Finish(status, "done", _proof(lease), evidence)
+    return completion_state(_run(goal_id, command, agent).state)
 
 
 def host_claim(goal_id: str, agent: str, token: str,

@@ -294,7 +294,8 @@ def _lease(generation: int, minutes: float = 0, via: str = "agent",
 def _feed(*events: dict[str, object]) -> list[str]:
     monitor = inv.GoalMonitor("g")
     monitor.feed(_event(1, "goal.started", policy={"max_continuations": 2,
-                                                   "stale_grace_seconds": 60}))
+                                                   "stale_grace_seconds": 60},
+                        done_criteria=["tests pass"]))
     return [name for event in events for name, _ in monitor.feed(event)]
 
 
@@ -318,9 +319,14 @@ def test_the_monitor_catches_each_safety_break() -> None:
     # A checkpoint without release_lease, then a wake takes the stale lease over: recovery.
     assert _feed(_lease(1), _event(3, "checkpoint.recorded", generation=1), charge) == []
     assert _feed(*expired, {**charge, "data": {"attempt": 3, "max": 2}}) == [inv.BUDGET]
-    assert _feed(_event(2, "job.tracked", job_id="j"), _event(3, "goal.completed",
-                                                              summary="")) == \
+    evidence = [{"criterion": "tests pass", "evidence": "make test: 12 passed"}]
+    assert _feed(_event(2, "job.tracked", job_id="j"), _event(
+        3, "goal.completed", summary="done", evidence=evidence)) == [inv.VERIFIED_COMPLETION]
+    # Issue 12.7: a completion without a summary or evidence for each criterion.
+    assert _feed(_event(3, "goal.completed", summary="done", evidence=evidence)) == []
+    assert _feed(_event(3, "goal.completed", summary="", evidence=evidence)) == \
         [inv.VERIFIED_COMPLETION]
+    assert _feed(_event(3, "goal.completed", summary="done")) == [inv.VERIFIED_COMPLETION]
 
 
 def test_the_world_catches_a_tampered_projection_and_a_lost_schedule() -> None:

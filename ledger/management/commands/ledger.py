@@ -32,7 +32,7 @@ from api.roles import AGENT, AUDITOR, OPERATOR, ROLES, role_of
 from ledger import clock, continuations, demo, doctor, projection, siteurl, store, terminal
 from ledger.domain import STATUSES, DomainError, GoalState
 from ledger.domain.runs import Recover, ResolveApproval, Stop
-from ledger.domain.state import REASONS
+from ledger.domain.state import DONE, REASONS
 from ledger.models import Event, Goal
 from ledger.progress import Progress
 
@@ -358,7 +358,12 @@ class Command(BaseCommand):
     @staticmethod
     def _show_lines(pk: str, state: GoalState, limit: int | None,
                     colour: bool) -> Iterator[str]:
-        yield from terminal.state_lines(state, clock.now(), colour=colour)
+        lines = terminal.state_lines(state, clock.now(), colour=colour)
+        if state.status == DONE:  # what showed each done criterion holds, before "updated"
+            completion = (Event.objects.filter(goal_id=pk, kind="goal.completed")
+                          .order_by("-seq").values_list("data", flat=True).first())
+            lines[-1:-1] = terminal.evidence_lines(completion or {})
+        yield from lines
         events = Event.objects.filter(goal_id=pk).values_list(
             "seq", "recorded_at", "kind", "actor", "data")
         if limit is None:
