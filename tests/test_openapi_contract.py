@@ -36,7 +36,7 @@ MAX_EXAMPLES = 10
 WORKERS = 1
 
 
-def schemathesis(base_url: str, token: str) -> subprocess.CompletedProcess:
+def schemathesis(base_url: str, token: str, workdir: Path) -> subprocess.CompletedProcess:
     command = [
         str(Path(sys.executable).with_name("schemathesis")), "run",
         f"{base_url}/api/v1/schema", "--url", base_url,
@@ -52,8 +52,9 @@ def schemathesis(base_url: str, token: str) -> subprocess.CompletedProcess:
     ]
     env = {**os.environ, "NO_COLOR": "1", "SCHEMATHESIS_TELEMETRY": "false",
            "COLUMNS": "120"}
+    # In a directory of its own: schemathesis may leave a .schemathesis/ cache.
     return subprocess.run(command, capture_output=True, text=True, timeout=300, check=False,
-                          env=env)
+                          env=env, cwd=workdir)
 
 
 @pytest.fixture
@@ -75,7 +76,7 @@ def fuzzed_server(live_server, settings):
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("role", ["agent", "auditor", "operator"])
-def test_the_served_schema_holds_under_fuzzing(fuzzed_server, role, capsys):
+def test_the_served_schema_holds_under_fuzzing(fuzzed_server, role, capsys, tmp_path):
     from tests.conftest import Api
 
     # A goal to find: schemathesis feeds ids from GET /goals and POST /goals
@@ -86,7 +87,7 @@ def test_the_served_schema_holds_under_fuzzing(fuzzed_server, role, capsys):
     assert started.status_code == 201, started.content
 
     began = time.monotonic()
-    result = schemathesis(fuzzed_server.url, caller.token)
+    result = schemathesis(fuzzed_server.url, caller.token, tmp_path)
     took = time.monotonic() - began
     summary = result.stdout[result.stdout.rfind("SUMMARY") - 40:]
     with capsys.disabled():  # the numbers, in `pytest -s` and in CI's log
