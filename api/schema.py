@@ -10,7 +10,7 @@ that status can carry.
 from collections import defaultdict
 from typing import Any
 
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerExtension
 from drf_spectacular.utils import OpenApiResponse
 
 from api.problems import PROBLEM_CONTENT_TYPE, STATUS_BY_CODE
@@ -27,6 +27,18 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
             "scheme": "bearer",
             "description": "An API token from `manage.py ledger agent create NAME`.",
         }
+
+
+class StrictRequestScheme(OpenApiSerializerExtension):
+    """A request serializer that refuses unknown fields (400): the schema says
+    so, or a client generated from it (and the fuzzer) would send extras."""
+
+    target_class = "api.serializers.StrictSerializer"
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        return {**schema, "additionalProperties": False}
 
 
 # What any authenticated operation may answer, whatever it does: a missing or

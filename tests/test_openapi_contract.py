@@ -127,6 +127,10 @@ def test_every_error_is_declared_as_a_problem_document():
                 assert "404" in statuses, where
             if "requestBody" in operation:
                 assert {"400", "413", "415"} <= statuses, where
+                # The serializers refuse unknown fields: the schema says so.
+                ref = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+                body = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
+                assert body["additionalProperties"] is False, where
             if any(p["name"] == "Idempotency-Key" for p in operation.get("parameters", [])):
                 assert {"409", "422"} <= statuses, where
             checked += 1
