@@ -163,6 +163,7 @@ WRITE = (*GOAL, *BODY, *IDEMPOTENT, "goal_terminal", "version_conflict")
 FENCED_BODY = (*GOAL, *BODY, "lease_required", "lease_lost", "not_started", "goal_terminal",
                "goal_blocked", "version_conflict")
 FENCED = (*FENCED_BODY, *IDEMPOTENT)
+
 LEASE_LOST_EXAMPLE = OpenApiExample(
     "lease_lost", response_only=True, status_codes=["409"], media_type=PROBLEM_CONTENT_TYPE,
     value={

@@ -135,6 +135,9 @@ def test_every_error_is_declared_as_a_problem_document():
                 assert {"409", "422"} <= statuses, where
             checked += 1
     assert checked >= 26
+    # The problem examples are shown where the problems are: under their media type.
+    heartbeat = schema["paths"]["/api/v1/goals/{goal_id}/lease/heartbeat"]["post"]
+    assert heartbeat["responses"]["409"]["content"][PROBLEM_CONTENT_TYPE]["examples"]
     listing = schema["paths"]["/api/v1/goals"]["get"]
     assert listing["operationId"] == "goals_list"
     assert listing["responses"]["200"]["content"]["application/json"]["schema"] == {
