@@ -382,6 +382,14 @@ class GoalSerializer(serializers.Serializer):
     updated_at = serializers.CharField()
 
 
+class GoalPageSerializer(serializers.Serializer):
+    """One page of GET /goals: a cursor page, newest first."""
+
+    next = serializers.URLField(allow_null=True, help_text="The next page; null on the last.")
+    previous = serializers.URLField(allow_null=True)
+    results = GoalSerializer(many=True)
+
+
 class PreflightSerializer(serializers.Serializer):
     wakes_needed = serializers.BooleanField(allow_null=True)
     wakes_threshold_pct = serializers.IntegerField()

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework.exceptions import NotFound, Throttled
 from rest_framework.pagination import CursorPagination
 from rest_framework.permissions import AllowAny
@@ -22,8 +22,9 @@ from api import serializers as s
 from api.auth import HasRole
 from api.digests import host_ref_digest
 from api.idempotency import idempotent, lease_token
-from api.problems import Problem
+from api.problems import PROBLEM_CONTENT_TYPE, Problem
 from api.roles import AGENT, AUDITOR, OPERATOR, role_of
+from api.schema import BODY, CALLER, GOAL, IDEMPOTENT, QUERY, responses
 from ledger import clock, continuations, siteurl, store, throttle
 from ledger.domain import (
     AcquireLease,
@@ -157,35 +158,31 @@ def validated(serializer_class: type, data: Any) -> dict[str, Any]:
     return serializer.validated_data
 
 
-PROBLEMS = {
-    400: OpenApiResponse(s.ProblemSerializer, description="validation_error, malformed_json, "
-                         "lease_required"),
-    401: OpenApiResponse(s.ProblemSerializer, description="unauthenticated"),
-    403: OpenApiResponse(s.ProblemSerializer, description="forbidden (your role may not)"),
-    404: OpenApiResponse(s.ProblemSerializer, description="not_found (or another agent's goal)"),
-}
+# The problems each kind of operation declares beside its own (api.schema.responses).
+WRITE = (*GOAL, *BODY, *IDEMPOTENT, "goal_terminal", "version_conflict")
+FENCED_BODY = (*GOAL, *BODY, "lease_required", "lease_lost", "not_started", "goal_terminal",
+               "goal_blocked", "version_conflict")
+FENCED = (*FENCED_BODY, *IDEMPOTENT)
+
 LEASE_LOST_EXAMPLE = OpenApiExample(
-    "lease_lost", response_only=True, status_codes=["409"], value={
+    "lease_lost", response_only=True, status_codes=["409"], media_type=PROBLEM_CONTENT_TYPE,
+    value={
         "type": "urn:wakeledger:problem:lease_lost", "title": "The lease is no longer yours.",
         "status": 409, "detail": "lease generation 1 is stale; the current one is 2",
         "code": "lease_lost", "errors": {"lease.generation": ["lease generation 1 is stale; "
                                                                "the current one is 2"]},
         "current_generation": 2})
 VALIDATION_EXAMPLE = OpenApiExample(
-    "validation_error", response_only=True, status_codes=["400"], value={
+    "validation_error", response_only=True, status_codes=["400"],
+    media_type=PROBLEM_CONTENT_TYPE, value={
         "type": "urn:wakeledger:problem:validation_error",
         "title": "The request is not valid.", "status": 400,
         "detail": "Some fields are not valid; see errors.", "code": "validation_error",
         "errors": {"progress_pct": ["Ensure this value is less than or equal to 100."]}})
-FENCED_PROBLEMS = {
-    **PROBLEMS,
-    409: OpenApiResponse(s.ProblemSerializer, description="lease_lost, goal_terminal, "
-                         "progress_regressed, artifact_conflict, idempotency_in_flight"),
-    413: OpenApiResponse(s.ProblemSerializer, description="payload_too_large"),
-    422: OpenApiResponse(s.ProblemSerializer, description="idempotency_conflict"),
-}
 IDEMPOTENCY = OpenApiParameter(
-    "Idempotency-Key", str, OpenApiParameter.HEADER, required=False,
+    "Idempotency-Key", {"type": "string", "minLength": 1, "maxLength": 255,
+                        "pattern": "^[!-~]([ -~]*[!-~])?$"},
+    OpenApiParameter.HEADER, required=False,
     description="Same key and body replays the first response; another body is 422.")
 LEASE_EXAMPLE = {"token": "wll_…", "generation": 1}
 
@@ -218,8 +215,9 @@ class GoalsView(LedgerView):
 
     @extend_schema(
         summary="List goals",
+        operation_id="goals_list",  # a page object, which drf-spectacular would call a retrieve
         parameters=[s.GoalFilterSerializer],
-        responses={200: s.GoalSerializer(many=True), **PROBLEMS},
+        responses=responses({200: s.GoalPageSerializer}, *QUERY),
     )
     def get(self, request: Request) -> Response:
         filters = validated(s.GoalFilterSerializer, request.query_params.dict())
@@ -239,10 +237,9 @@ class GoalsView(LedgerView):
         summary="Start or resume a goal (run_goal) and try to take its lease",
         request=s.RunGoalSerializer,
         parameters=[IDEMPOTENCY],
-        responses={201: s.RunGoalAnswerSerializer, 200: s.RunGoalAnswerSerializer,
-                   409: OpenApiResponse(s.ProblemSerializer,
-                                        description="workspace_bound, session_bound"),
-                   **{k: v for k, v in FENCED_PROBLEMS.items() if k != 409}},
+        responses=responses({201: s.RunGoalAnswerSerializer, 200: s.RunGoalAnswerSerializer},
+                            *BODY, *IDEMPOTENT, "workspace_bound", "session_bound",
+                            "goal_terminal", "goal_blocked", "version_conflict"),
         examples=[OpenApiExample("start", request_only=True, value={
             "goal_key": "issue-42", "workspace": "/srv/repos/shop",
             "objective": "Fix the flaky checkout test", "done_criteria": ["CI green"],
@@ -286,21 +283,21 @@ class GoalsView(LedgerView):
 
 class GoalView(LedgerView):
     @extend_schema(summary="A goal's projected state",
-                   responses={200: s.GoalSerializer, **PROBLEMS})
+                   responses=responses({200: s.GoalSerializer}, *GOAL))
     def get(self, request: Request, goal_id: str) -> Response:
         return Response(goal_body(load_goal(request, goal_id)))
 
 
 class CheckpointContractView(LedgerView):
     @extend_schema(summary="The smart-wake checkpoint contract",
-                   responses={200: s.CheckpointContractSerializer, **PROBLEMS})
+                   responses=responses({200: s.CheckpointContractSerializer}, *GOAL))
     def get(self, request: Request, goal_id: str) -> Response:
         return Response(load_goal(request, goal_id).checkpoint_contract())
 
 
 class ResumeView(LedgerView):
     @extend_schema(summary="The resume packet: where to pick up, exactly",
-                   responses={200: s.ResumePacketSerializer, **PROBLEMS})
+                   responses=responses({200: s.ResumePacketSerializer}, *GOAL))
     def get(self, request: Request, goal_id: str) -> Response:
         return Response(resume_packet(load_goal(request, goal_id)))
 
@@ -308,7 +305,7 @@ class ResumeView(LedgerView):
 class EventsView(LedgerView):
     @extend_schema(summary="A goal's history, in seq order",
                    parameters=[s.EventsQuerySerializer],
-                   responses={200: s.EventPageSerializer, **PROBLEMS})
+                   responses=responses({200: s.EventPageSerializer}, *GOAL, *QUERY))
     def get(self, request: Request, goal_id: str) -> Response:
         query = validated(s.EventsQuerySerializer, request.query_params.dict())
         state = load_goal(request, goal_id)
@@ -337,7 +334,8 @@ class LeaseView(LedgerView):
                     "(and with no running blocking job) it is taken over with generation + 1. "
                     "A refused acquire answers acquired: false with retry_after_seconds.",
         request=s.EmptySerializer, parameters=[IDEMPOTENCY],
-        responses={200: s.LeaseAnswerSerializer, **FENCED_PROBLEMS},
+        responses=responses({200: s.LeaseAnswerSerializer}, *WRITE, "goal_blocked",
+                            "not_started"),
     )
     @idempotent
     def post(self, request: Request, goal_id: str) -> Response:
@@ -360,7 +358,7 @@ class HeartbeatView(LedgerView):
                    parameters=[IDEMPOTENCY],
                    examples=[OpenApiExample("heartbeat", request_only=True,
                                             value={"lease": LEASE_EXAMPLE}), LEASE_LOST_EXAMPLE],
-                   responses={200: s.HeartbeatAnswerSerializer, **FENCED_PROBLEMS})
+                   responses=responses({200: s.HeartbeatAnswerSerializer}, *FENCED))
     @idempotent
     def post(self, request: Request, goal_id: str) -> Response:
         data = validated(s.FencedSerializer, request.data)
@@ -375,7 +373,7 @@ class ReleaseView(LedgerView):
 
     @extend_schema(summary="Release the lease (optionally: wake me in N minutes)",
                    request=s.ReleaseSerializer, parameters=[IDEMPOTENCY],
-                   responses={200: s.ReleaseAnswerSerializer, **FENCED_PROBLEMS})
+                   responses=responses({200: s.ReleaseAnswerSerializer}, *FENCED))
     @idempotent
     def post(self, request: Request, goal_id: str) -> Response:
         data = validated(s.ReleaseSerializer, request.data)
@@ -417,7 +415,8 @@ class CheckpointsView(LedgerView):
     @extend_schema(
         summary="Record a checkpoint (fenced)",
         request=s.CheckpointSerializer, parameters=[IDEMPOTENCY],
-        responses={201: s.CheckpointAnswerSerializer, **FENCED_PROBLEMS},
+        responses=responses({201: s.CheckpointAnswerSerializer}, *FENCED,
+                            "progress_regressed", "artifact_conflict"),
         examples=[OpenApiExample("checkpoint", request_only=True, value={
             "lease": LEASE_EXAMPLE, "current_step": "tests written", "progress_pct": 40,
             "completed": ["reproduced the failure"], "next_actions": ["fix the race"],
@@ -452,7 +451,8 @@ class FinishView(LedgerView):
 
     @extend_schema(summary="Finish the goal (fenced)", request=s.FinishSerializer,
                    parameters=[IDEMPOTENCY],
-                   responses={200: s.FinishAnswerSerializer, **FENCED_PROBLEMS},
+                   responses=responses({200: s.FinishAnswerSerializer}, *FENCED,
+                                       "jobs_running"),
                    examples=[OpenApiExample("finish", request_only=True, value={
                        "lease": LEASE_EXAMPLE, "status": "completed",
                        "summary": "PR #12 merged, CI green",
@@ -473,7 +473,7 @@ class WorkspaceReleaseView(LedgerView):
 
     @extend_schema(summary="Release the workspace binding (holder or operator)",
                    request=s.WorkspaceReleaseSerializer, parameters=[IDEMPOTENCY],
-                   responses={200: s.WorkspaceAnswerSerializer, **FENCED_PROBLEMS})
+                   responses=responses({200: s.WorkspaceAnswerSerializer}, *FENCED))
     @idempotent
     def post(self, request: Request, goal_id: str) -> Response:
         data = validated(s.WorkspaceReleaseSerializer, request.data)
@@ -524,7 +524,7 @@ class WatchdogView(LedgerView):
                     "the schedule the agent's host must create, then report with a receipt. "
                     "Calling again never creates a second watchdog or retimes it.",
         request=s.WatchdogSerializer, parameters=[IDEMPOTENCY],
-        responses={200: s.WatchdogAnswerSerializer, **FENCED_PROBLEMS})
+        responses=responses({200: s.WatchdogAnswerSerializer}, *FENCED))
     @idempotent
     def post(self, request: Request, goal_id: str) -> Response:
         data = validated(s.WatchdogSerializer, request.data)
@@ -534,7 +534,7 @@ class WatchdogView(LedgerView):
         return Response(watchdog_answer(run(request, goal_id, command).state, request))
 
     @extend_schema(summary="Cancel the watchdog", request=s.FencedSerializer,
-                   responses={200: s.WatchdogAnswerSerializer, **FENCED_PROBLEMS})
+                   responses=responses({200: s.WatchdogAnswerSerializer}, *FENCED_BODY))
     def delete(self, request: Request, goal_id: str) -> Response:
         data = validated(s.FencedSerializer, request.data)
         state = run(request, goal_id, CancelWatchdog(proof(data.get("lease")))).state
@@ -546,7 +546,7 @@ class ReceiptsView(LedgerView):
 
     @extend_schema(summary="Record what the host did with the watchdog",
                    request=s.ReceiptSerializer, parameters=[IDEMPOTENCY],
-                   responses={200: s.WatchdogAnswerSerializer, **FENCED_PROBLEMS})
+                   responses=responses({200: s.WatchdogAnswerSerializer}, *FENCED))
     @idempotent
     def post(self, request: Request, goal_id: str) -> Response:
         data = validated(s.ReceiptSerializer, request.data)
@@ -570,7 +570,7 @@ class ClaimView(LedgerView):
         description="Decided in one transaction; exactly one outcome. A granted claim "
                     "(recurring_acquired) returns the resume packet and a new lease.",
         request=s.ClaimSerializer, parameters=[IDEMPOTENCY],
-        responses={200: s.ClaimAnswerSerializer, **FENCED_PROBLEMS})
+        responses=responses({200: s.ClaimAnswerSerializer}, *WRITE))
     @idempotent
     def post(self, request: Request, goal_id: str) -> Response:
         data = validated(s.ClaimSerializer, request.data)
@@ -597,7 +597,7 @@ class JobsView(LedgerView):
 
     @extend_schema(summary="Track a blocking job (one exact run)", request=s.JobSerializer,
                    parameters=[IDEMPOTENCY],
-                   responses={201: s.JobAnswerSerializer, **FENCED_PROBLEMS})
+                   responses=responses({201: s.JobAnswerSerializer}, *FENCED))
     @idempotent
     def post(self, request: Request, goal_id: str) -> Response:
         data = validated(s.JobSerializer, request.data)
@@ -626,7 +626,9 @@ def job_body(job: dict[str, Any]) -> dict[str, Any]:
                 "status again changes nothing). When the last running job of a waiting goal "
                 "ends, the goal is woken at once with reason dependency_ready.",
     request=s.JobNotifySerializer,
-    responses={200: s.JobAnswerSerializer, **PROBLEMS})
+    responses=responses({200: s.JobAnswerSerializer}, *BODY, "not_found", "job_terminal",
+                        "goal_terminal", "version_conflict",
+                        caller=tuple(c for c in CALLER if c != "forbidden")))
 class JobNotifyView(APIView):
     # Not an API token: the job's own, checked by the domain against its digest.
     authentication_classes: list = []
@@ -664,7 +666,7 @@ class JobStatusView(LedgerView):
 
     @extend_schema(summary="Record a blocking job's status", request=s.JobStatusSerializer,
                    parameters=[IDEMPOTENCY],
-                   responses={200: s.JobAnswerSerializer, **FENCED_PROBLEMS})
+                   responses=responses({200: s.JobAnswerSerializer}, *FENCED, "job_terminal"))
     @idempotent
     def post(self, request: Request, goal_id: str, job_id: str) -> Response:
         data = validated(s.JobStatusSerializer, request.data)
@@ -685,7 +687,7 @@ class RunsView(LedgerView):
                     "discarded. A rate limit pauses the goal until the reset + 2 min (no "
                     "reset found: 30 min, doubling, at most 24 h) and schedules one wake.",
         request=s.RunSerializer, parameters=[IDEMPOTENCY],
-        responses={200: s.RunAnswerSerializer, **FENCED_PROBLEMS},
+        responses=responses({200: s.RunAnswerSerializer}, *FENCED),
         examples=[OpenApiExample("rate limit", request_only=True, value={
             "lease": LEASE_EXAMPLE, "outcome": "error",
             "error_text": "Claude usage limit reached. Your limit will reset at 8am "
@@ -730,7 +732,7 @@ class ApprovalsView(LedgerView):
 
     @extend_schema(summary="Ask for an approval: the goal blocks until an operator decides",
                    request=s.ApprovalSerializer, parameters=[IDEMPOTENCY],
-                   responses={200: s.GoalSerializer, **FENCED_PROBLEMS})
+                   responses=responses({200: s.GoalSerializer}, *FENCED))
     @idempotent
     def post(self, request: Request, goal_id: str) -> Response:
         data = validated(s.ApprovalSerializer, request.data)
@@ -743,7 +745,7 @@ class ResolveApprovalView(LedgerView):
 
     @extend_schema(summary="Approve or reject a gate (operator)", request=s.ResolveSerializer,
                    parameters=[IDEMPOTENCY],
-                   responses={200: s.GoalSerializer, **FENCED_PROBLEMS})
+                   responses=responses({200: s.GoalSerializer}, *WRITE))
     @idempotent
     def post(self, request: Request, goal_id: str, gate: str) -> Response:
         data = validated(s.ResolveSerializer, request.data)
@@ -756,7 +758,7 @@ class StopView(LedgerView):
 
     @extend_schema(summary="Stop a goal for good (operator)", request=s.OperatorActSerializer,
                    parameters=[IDEMPOTENCY],
-                   responses={200: s.GoalSerializer, **FENCED_PROBLEMS})
+                   responses=responses({200: s.GoalSerializer}, *WRITE))
     @idempotent
     def post(self, request: Request, goal_id: str) -> Response:
         data = validated(s.OperatorActSerializer, request.data)
@@ -769,7 +771,8 @@ class RecoverView(LedgerView):
 
     @extend_schema(summary="Recover a blocked goal (operator); a new continuation budget",
                    request=s.OperatorActSerializer, parameters=[IDEMPOTENCY],
-                   responses={200: s.GoalSerializer, **FENCED_PROBLEMS})
+                   responses=responses({200: s.GoalSerializer}, *WRITE,
+                                       "not_recoverable"))
     @idempotent
     def post(self, request: Request, goal_id: str) -> Response:
         data = validated(s.OperatorActSerializer, request.data)
@@ -783,7 +786,8 @@ class WakeView(LedgerView):
     @extend_schema(summary="Wake a goal now (operator): ends a pause early and resumes it "
                            "as its own wake would", request=s.OperatorActSerializer,
                    parameters=[IDEMPOTENCY],
-                   responses={200: s.ClaimAnswerSerializer, **FENCED_PROBLEMS})
+                   responses=responses({200: s.ClaimAnswerSerializer}, *WRITE,
+                                       "not_wakeable"))
     @idempotent
     def post(self, request: Request, goal_id: str) -> Response:
         data = validated(s.OperatorActSerializer, request.data)
@@ -796,7 +800,7 @@ class WakeView(LedgerView):
 
 class AlertsView(LedgerView):
     @extend_schema(summary="Goals that need a human, newest first",
-                   responses={200: s.AlertSerializer(many=True), **PROBLEMS})
+                   responses=responses({200: s.AlertSerializer(many=True)}))
     def get(self, request: Request) -> Response:
         return Response(alerts.alerts(visible_goals(request)))
 

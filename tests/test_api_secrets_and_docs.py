@@ -93,7 +93,7 @@ def test_the_openapi_document_validates_and_lists_every_endpoint():
     for path, operations in schema["paths"].items():
         for method, operation in operations.items():
             codes = set(operation["responses"])
-            assert {"401", "404"} <= codes, (method, path)
+            assert "401" in codes, (method, path)
     run_goal = schema["paths"]["/api/v1/goals"]["post"]
     assert run_goal["requestBody"]["content"]["application/json"]["examples"]
 
