@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import (  # noqa: E402
+from bench.common import (
     Row,
     django_setup,
     emit,
@@ -146,14 +146,14 @@ def sqlite_bytes_per_row(path: Path, table: str) -> float:
         (table,))]
     size = db.execute(f"SELECT SUM(pgsize) FROM dbstat WHERE name IN "
                       f"({','.join('?' * len(names))})", names).fetchone()[0]
-    rows = db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]  # noqa: S608
+    rows = db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
     db.close()
     return size / rows
 
 
 def postgres_bytes_per_row(cursor_execute: Callable[[str], tuple], table: str) -> float:
     size, = cursor_execute(f"SELECT pg_total_relation_size('{table}')")
-    rows, = cursor_execute(f"SELECT COUNT(*) FROM {table}")  # noqa: S608
+    rows, = cursor_execute(f"SELECT COUNT(*) FROM {table}")
     return size / rows
 
 

@@ -30,7 +30,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 QUICK_REPS = 5
-FULL_REPS = 7
+FULL_REPS = 5
 
 
 @dataclass
@@ -124,7 +124,7 @@ def markdown(rows: Sequence[Row]) -> str:
         out.append(f"| {r.name} | {fmt(r.value, 0 if r.value >= 100 else 2)} | {r.unit} | "
                    f"{r.baseline} | "
                    f"{fmt(r.baseline_value, 0 if (r.baseline_value or 0) >= 100 else 2)} | "
-                   f"{fmt(r.ratio, 2)}{'×' if r.ratio is not None else ''} | "
+                   f"{fmt(r.ratio, 2)}{'x' if r.ratio is not None else ''} | "
                    f"{fmt(r.p50_ms, 2)} | {fmt(r.p99_ms, 2)} | {r.n:,} | {r.reps} |")
     return "\n".join(out)
 
