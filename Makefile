@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test test-sqlite test-postgres browser lint bench clean
+.PHONY: run test test-sqlite test-postgres browser lint bench bench-quick clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,9 +50,13 @@ test-postgres: $(VENV)/.installed-dev
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 
+# Not part of `make test`: the suite under bench/ (README, Performance) prints
+# a table and writes var/bench/latest.json. bench-quick: fewer rounds, smaller sizes.
 bench: $(VENV)/.installed-dev
-	env -u DATABASE_URL $(BIN)/python bench/append.py
-	env -u DATABASE_URL $(BIN)/python bench/replay.py
+	env -u DATABASE_URL $(BIN)/python bench/run.py
+
+bench-quick: $(VENV)/.installed-dev
+	env -u DATABASE_URL $(BIN)/python bench/run.py --quick
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .hypothesis
