@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import ROOT, Row, markdown, parser, table  # noqa: E402
+from bench.common import ROOT, Row, markdown, parser, table
 
 SUITE = ("append.py", "http_checkpoint.py", "replay.py", "history.py", "scheduler.py")
 
