@@ -10,8 +10,9 @@ with ``json.loads`` of each payload, in interleaved rounds.
 
 Peak memory is Python's (tracemalloc) during an untimed replay, at two
 history sizes: the row's value is the peak at the larger, its baseline the
-peak at one tenth of it, so a ratio near 1.0x means memory stays flat as the
-history grows.
+peak at a tenth of it, but at least one batch of goals (projection.BATCH) or
+two chunks of events (projection.CHUNK), below which memory grows by design;
+a ratio near 1.0x means memory stays flat as the history grows.
 """
 
 import gc
@@ -34,7 +35,7 @@ def main() -> None:
     p.add_argument("--long", type=int, default=None, help="events of the long goal")
     args = p.parse_args()
     reps = reps_of(args)
-    goals = args.goals or (200 if args.quick else 5_000)
+    goals = args.goals or (200 if args.quick else 10_000)
     long_events = args.long or (10_000 if args.quick else 200_000)
     with tempfile.TemporaryDirectory(prefix="wakeledger-bench-") as tmp:
         django_setup(tmp)
@@ -47,8 +48,12 @@ def main() -> None:
         source = seed.template(100)
         many = [source, *seed.clone_goals(source, goals - 1)]
         long_id = seed.long_goal(source, long_events, fix=True)
-        short_id = seed.long_goal(source, long_events // 10, fix=True)
-        print(f"seeded {goals} x 100 + {long_events} + {long_events // 10} events in "
+        # Memory baselines: a tenth of the history, but at least one batch of
+        # goals / two chunks of events (below that, memory grows by design).
+        short_events = min(long_events // 2, max(long_events // 10, 2 * projection.CHUNK))
+        few_goals = min(goals // 2, max(goals // 10, projection.BATCH))
+        short_id = seed.long_goal(source, short_events, fix=True)
+        print(f"seeded {goals} x 100 + {long_events} + {short_events} events in "
               f"{time.perf_counter() - started:.0f}s", file=sys.stderr, flush=True)
         connection.close()
 
@@ -99,14 +104,14 @@ def main() -> None:
             tracemalloc.stop()
             return top / 1e6
 
-        tenth = many[:max(1, len(many) // 10)]
-        for label, big, small, events in (
-                (f"replay peak memory, {goals:,} goals", many, tenth, goals * 100),
+        for label, big, small, events, smaller in (
+                (f"replay peak memory, {goals:,} goals", many, many[:few_goals], goals * 100,
+                 f"{few_goals:,} goals"),
                 (f"replay peak memory, one goal of {long_events:,} events", [long_id],
-                 [short_id], long_events)):
+                 [short_id], long_events, f"one goal of {short_events:,} events")):
             large, little = peak(big), peak(small)
             rows.append(Row(name=label, value=large, unit="MB (tracemalloc peak)",
-                            baseline="same at 1/10 of the history", baseline_value=little,
+                            baseline=f"same, {smaller}", baseline_value=little,
                             ratio=large / little, p50_ms=None, p99_ms=None, n=events, reps=1))
         raw.close()
     emit(rows, args.out)
