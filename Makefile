@@ -52,10 +52,14 @@ lint: $(VENV)/.installed-dev
 
 # Not part of `make test`: the suite under bench/ (README, Performance) prints
 # a table and writes var/bench/latest.json. bench-quick: fewer rounds, smaller sizes.
-bench: $(VENV)/.installed-dev
+$(VENV)/.installed-bench: pyproject.toml | $(VENV)/.installed-dev
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	touch $@
+
+bench: $(VENV)/.installed-bench
 	env -u DATABASE_URL $(BIN)/python bench/run.py
 
-bench-quick: $(VENV)/.installed-dev
+bench-quick: $(VENV)/.installed-bench
 	env -u DATABASE_URL $(BIN)/python bench/run.py --quick
 
 clean:

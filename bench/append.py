@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -32,7 +33,7 @@ from bench.common import (
     Row,
     django_setup,
     emit,
-    interleaved,
+    median,
     parser,
     percentile_ms,
     reps_of,
@@ -138,6 +139,49 @@ class RawPostgres:
         return n / (time.perf_counter() - started)
 
 
+class EventSourcing:
+    """The `eventsourcing` library (9.5, a bench-only extra: pip install
+    '.[bench]'): one aggregate, one event with the same payload per
+    ``save()``, each save its own transaction. Its SQLite recorder uses WAL
+    and leaves synchronous at SQLite's default, FULL; its PostgreSQL recorder
+    commits with the server's (durable) defaults."""
+
+    def __init__(self, env: dict[str, str], data: str):
+        from eventsourcing.application import Application
+        from eventsourcing.domain import Aggregate, event
+
+        class Goal(Aggregate):
+            @event("Started")
+            def __init__(self) -> None:
+                pass
+
+            @event("CheckpointRecorded")
+            def checkpoint(self, data: dict) -> None:
+                pass
+
+        self.app = Application(env=env)
+        self.goal = Goal()
+        self.app.save(self.goal)
+        self.data = json.loads(data)
+
+    def run(self, n: int) -> float:
+        started = time.perf_counter()
+        for _ in range(n):
+            self.goal.checkpoint(self.data)
+            self.app.save(self.goal)
+        return n / (time.perf_counter() - started)
+
+
+def eventsourcing_available() -> bool:
+    try:
+        import eventsourcing  # noqa: F401
+    except ImportError:
+        print("eventsourcing is not installed (pip install '.[bench]'): its baseline is "
+              "skipped", file=sys.stderr)
+        return False
+    return True
+
+
 def sqlite_bytes_per_row(path: Path, table: str) -> float:
     """Pages of ``table`` and its indexes (SQLite's dbstat), per row."""
     db = sqlite3.connect(path)
@@ -157,17 +201,36 @@ def postgres_bytes_per_row(cursor_execute: Callable[[str], tuple], table: str) -
     return size / rows
 
 
-def measure(database: str, ours: Ours, raw: RawSQLite | RawPostgres, events: int,
-            reps: int) -> Row:
-    raw.run(min(100, events)), ours.run(min(100, events))  # warm up
+def measure(database: str, ours: Ours, raw: RawSQLite | RawPostgres,
+            library: EventSourcing | None, events: int, reps: int) -> list[Row]:
+    """Rounds of every side in turn (the order rotating), so each round's
+    ratios compare sides measured within seconds of each other."""
+    sides = [ours.run, raw.run] + ([library.run] if library else [])
+    for side in sides:
+        side(min(100, events))  # warm up
     ours.latencies.clear()
-    value, base, ratio = interleaved(reps, lambda: ours.run(events), lambda: raw.run(events))
-    return Row(name=f"append {database}: store.execute, 1 checkpoint per transaction",
-               value=value, unit="events/s",
-               baseline=f"raw {'sqlite3' if database == 'sqlite' else 'psycopg'} INSERT+COMMIT",
-               baseline_value=base, ratio=ratio,
-               p50_ms=percentile_ms(ours.latencies, 50), p99_ms=percentile_ms(ours.latencies, 99),
-               n=events, reps=reps)
+    rates: list[list[float]] = [[] for _ in sides]
+    for rep in range(reps):
+        for k in range(len(sides)):
+            i = (k + rep) % len(sides)
+            rates[i].append(sides[i](events))
+    mine = median(rates[0])
+    p50, p99 = percentile_ms(ours.latencies, 50), percentile_ms(ours.latencies, 99)
+    driver = "sqlite3" if database == "sqlite" else "psycopg"
+    rows = [Row(name=f"append {database}: store.execute, 1 checkpoint per transaction",
+                value=mine, unit="events/s", baseline=f"raw {driver} INSERT+COMMIT",
+                baseline_value=median(rates[1]),
+                ratio=median([o / b for o, b in zip(rates[0], rates[1], strict=True)]),
+                p50_ms=p50, p99_ms=p99, n=events, reps=reps)]
+    if library:
+        rows.append(Row(
+            name=f"append {database}: store.execute vs the eventsourcing library",
+            value=mine, unit="events/s",
+            baseline=f"eventsourcing 9.5 {database} recorder, 1 event per save()",
+            baseline_value=median(rates[2]),
+            ratio=median([o / b for o, b in zip(rates[0], rates[2], strict=True)]),
+            p50_ms=p50, p99_ms=p99, n=events, reps=reps))
+    return rows
 
 
 def bench_sqlite(events: int, reps: int) -> list[Row]:
@@ -178,7 +241,10 @@ def bench_sqlite(events: int, reps: int) -> list[Row]:
         ours = Ours()
         ours.run(1)
         raw = RawSQLite(Path(tmp) / "raw.sqlite3", ours.payload())
-        row = measure("sqlite", ours, raw, events, reps)
+        library = EventSourcing({"PERSISTENCE_MODULE": "eventsourcing.sqlite",
+                                 "SQLITE_DBNAME": str(Path(tmp) / "es.sqlite3")},
+                                ours.payload()) if eventsourcing_available() else None
+        rows = measure("sqlite", ours, raw, library, events, reps)
         connection.close()
         raw.db.close()
         mine = sqlite_bytes_per_row(Path(tmp) / "ledger.sqlite3", "ledger_event")
@@ -187,7 +253,7 @@ def bench_sqlite(events: int, reps: int) -> list[Row]:
                    unit="bytes/event", baseline="raw event table, same payload",
                    baseline_value=theirs, ratio=mine / theirs, p50_ms=None, p99_ms=None,
                    n=raw.seq, reps=1)
-        return [row, size]
+        return [*rows, size]
 
 
 def bench_postgres(events: int, reps: int) -> list[Row]:
@@ -205,7 +271,14 @@ def bench_postgres(events: int, reps: int) -> list[Row]:
         ours = Ours()
         ours.run(1)
         raw = RawPostgres(url, ours.payload())
-        row = measure("postgres", ours, raw, events, reps)
+        parts = urlsplit(url)
+        library = EventSourcing({
+            "PERSISTENCE_MODULE": "eventsourcing.postgres", "POSTGRES_DBNAME": "wakeledger",
+            "POSTGRES_HOST": parts.hostname or "", "POSTGRES_PORT": str(parts.port),
+            "POSTGRES_USER": parts.username or "", "POSTGRES_PASSWORD": "trust"},
+            ours.payload()) \
+            if eventsourcing_available() else None
+        rows = measure("postgres", ours, raw, library, events, reps)
 
         def one(sql: str) -> tuple:
             with connection.cursor() as cursor:
@@ -220,7 +293,7 @@ def bench_postgres(events: int, reps: int) -> list[Row]:
                    n=raw.seq, reps=1)
         connection.close()
         raw.db.close()
-        return [row, size]
+        return [*rows, size]
 
 
 def main() -> None:
