@@ -10,9 +10,10 @@ with ``json.loads`` of each payload, in interleaved rounds.
 
 Peak memory is Python's (tracemalloc) during an untimed replay, at two
 history sizes: the row's value is the peak at the larger, its baseline the
-peak at a tenth of it, but at least one batch of goals (projection.BATCH) or
-two chunks of events (projection.CHUNK), below which memory grows by design;
-a ratio near 1.0x means memory stays flat as the history grows.
+peak at a smaller one: for many goals, five batches (projection.BATCH goals
+each) against one; for one goal, a tenth of its events but at least two
+chunks (projection.CHUNK), below which memory grows by design. A ratio near
+1.0x means memory stays flat as the history grows.
 """
 
 import gc
@@ -51,10 +52,10 @@ def main() -> None:
         # Memory baselines: a tenth of the history, but at least one batch of
         # goals / two chunks of events (below that, memory grows by design).
         short_events = min(long_events // 2, max(long_events // 10, 2 * projection.CHUNK))
-        few_goals = min(goals // 2, max(goals // 10, projection.BATCH))
         # tracemalloc triples replay's time: the many-goals peak is taken over
-        # at most ten batches, which already shows whether it grows.
-        most_goals = min(goals, 10 * few_goals)
+        # five batches against one, which already shows whether it grows.
+        few_goals = min(goals // 2, projection.BATCH)
+        most_goals = min(goals, 5 * few_goals)
         short_id = seed.long_goal(source, short_events, fix=True)
         print(f"seeded {goals} x 100 + {long_events} + {short_events} events in "
               f"{time.perf_counter() - started:.0f}s", file=sys.stderr, flush=True)
