@@ -36,7 +36,7 @@ def main() -> None:
     p.add_argument("--long", type=int, default=None, help="events of the long goal")
     args = p.parse_args()
     reps = reps_of(args)
-    goals = args.goals or (200 if args.quick else 10_000)
+    goals = args.goals or (200 if args.quick else 2_000)
     long_events = args.long or (10_000 if args.quick else 200_000)
     with tempfile.TemporaryDirectory(prefix="wakeledger-bench-") as tmp:
         django_setup(tmp)
