@@ -18,6 +18,7 @@ Each bench script takes ``--quick`` (fewer rounds, smaller sizes) and
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -56,7 +57,7 @@ def percentile_ms(seconds: Sequence[float], pct: float) -> float | None:
     if not seconds:
         return None
     ordered = sorted(seconds)
-    index = min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered) + 0.5) - 1))
+    index = min(len(ordered) - 1, max(0, math.ceil(pct / 100 * len(ordered)) - 1))
     return ordered[index] * 1000
 
 
