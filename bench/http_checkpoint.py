@@ -142,7 +142,7 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=None, help="seconds per run")
     args = p.parse_args()
     reps = reps_of(args)
-    seconds = args.seconds or (1.0 if args.quick else 3.0)
+    seconds = args.seconds or (0.75 if args.quick else 3.0)
     counts = (1, 8)
     with tempfile.TemporaryDirectory(prefix="wakeledger-bench-") as tmp:
         tokens = setup(tmp, max(counts))
