@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test test-sqlite test-postgres browser lint bench simulate clean
+.PHONY: run test test-sqlite test-postgres browser lint bench bench-quick simulate clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,9 +50,17 @@ test-postgres: $(VENV)/.installed-dev
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 
-bench: $(VENV)/.installed-dev
-	env -u DATABASE_URL $(BIN)/python bench/append.py
-	env -u DATABASE_URL $(BIN)/python bench/replay.py
+# Not part of `make test`: the suite under bench/ (README, Performance) prints
+# a table and writes var/bench/latest.json. bench-quick: fewer rounds, smaller sizes.
+$(VENV)/.installed-bench: pyproject.toml | $(VENV)/.installed-dev
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	touch $@
+
+bench: $(VENV)/.installed-bench
+	env -u DATABASE_URL $(BIN)/python bench/run.py
+
+bench-quick: $(VENV)/.installed-bench
+	env -u DATABASE_URL $(BIN)/python bench/run.py --quick
 
 # One longer world of the deterministic simulation (tests/simulation), with the
 # trace of the first goal that broke each invariant. `make test` runs a short one.

@@ -1,48 +1,101 @@
-"""Append throughput: our store against a raw SQLite INSERT + COMMIT per event.
+"""Append throughput on SQLite and PostgreSQL, against raw INSERT + COMMIT; storage per event.
 
-    make bench            (or: python bench/append.py [--events N])
+    make bench            (or: python bench/append.py [--quick] [--events N])
 
-Both sides run on a file database in WAL mode with synchronous=FULL, one
-committed transaction per event, so they pay the same durability. The raw
-side inserts a row shaped like an event into a table with the same unique
-(goal, seq) index; ours runs the whole command: lock the goal row, decide,
-hash, insert the event, fold and update the projection. A plain Django ORM
-version of the same transaction is printed for reference.
+Both sides pay the same durability and commit once per event. SQLite: a file
+database in WAL mode with synchronous=FULL. PostgreSQL: a throwaway server
+started from the machine's binaries with its default durability (fsync and
+synchronous_commit on, bench/pg.py). The raw side inserts a row shaped like
+our event, with the same ~300-byte JSON payload, into a table with the same
+unique (goal, seq) index; ours runs the whole command through
+``store.execute``: lock the goal row, decide, hash, insert the event, fold and
+update the projection.
 
-Disk flush times wander a lot on a shared machine, so the sides run in
-alternating rounds and the report gives medians and the median per-round ratio.
+The storage rows divide the event table's bytes (with its indexes) by its rows,
+ours against the raw table, after both sides' appends.
 """
 
-import argparse
 import json
 import os
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import (
+    Row,
+    django_setup,
+    emit,
+    median,
+    parser,
+    percentile_ms,
+    reps_of,
+)
+
+RAW_TABLE = """CREATE TABLE bench_raw_event (id {pk}, goal_id TEXT NOT NULL,
+    seq INTEGER NOT NULL, kind TEXT NOT NULL, data {json} NOT NULL, actor TEXT NOT NULL,
+    recorded_at {ts} NOT NULL, idempotency_key TEXT, prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL, UNIQUE (goal_id, seq))"""
+
+
+class Ours:
+    """store.execute of one ~300-byte checkpoint per transaction."""
+
+    def __init__(self) -> None:
+        from ledger import store
+        from ledger.domain import LeaseProof, RecordCheckpoint, RunGoal, StartGoal
+
+        self.store = store
+        self.goal_id = str(uuid.uuid4())
+        token = "0" * 64  # a lease token's digest; the benchmark holds the lease
+        store.start(RunGoal(StartGoal(goal_id=self.goal_id, workspace="/bench", goal_key="bench",
+                                      objective="benchmark", agent="agent-1"), "agent-1", token),
+                    actor="agent-1")
+        self.command = RecordCheckpoint(
+            current_step="running the integration tests against the staging database",
+            progress_pct=40,
+            completed=("reproduced the failure locally", "wrote a failing test"),
+            next_actions=("fix the race in the checkout handler", "open the pull request"),
+            note="the flake shows up about once in twenty runs",
+            proof=LeaseProof(token, 1))
+        self.latencies: list[float] = []
+
+    def run(self, n: int) -> float:
+        execute, goal_id, command = self.store.execute, self.goal_id, self.command
+        times = []
+        started = time.perf_counter()
+        for _ in range(n):
+            t0 = time.perf_counter()
+            execute(goal_id, command, actor="agent-1")
+            times.append(time.perf_counter() - t0)
+        rate = n / (time.perf_counter() - started)
+        self.latencies.extend(times)
+        return rate
+
+    def payload(self) -> str:
+        """The JSON our last event stored, for the raw side to insert."""
+        from ledger.models import Event
+
+        data = Event.objects.filter(goal_id=self.goal_id).order_by("-seq").first().data
+        return json.dumps(data)
 
 
 class RawSQLite:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, data: str):
         self.db = sqlite3.connect(path, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
-        self.db.execute("""CREATE TABLE event (id INTEGER PRIMARY KEY, goal_id TEXT,
-                           seq INTEGER, kind TEXT, data TEXT, actor TEXT, recorded_at TEXT,
-                           idempotency_key TEXT, prev_hash TEXT, hash TEXT,
-                           UNIQUE (goal_id, seq))""")
+        self.db.execute(RAW_TABLE.format(pk="INTEGER PRIMARY KEY", json="TEXT", ts="TEXT"))
         self.goal = uuid.uuid4().hex
         self.seq = 0
-        self.data = json.dumps({"current_step": "step", "progress_pct": 10, "completed": [],
-                                "next_actions": ["next"], "artifacts": [], "errors": [],
-                                "note": ""})
+        self.data = data
 
     def run(self, n: int) -> float:
         started = time.perf_counter()
@@ -50,7 +103,7 @@ class RawSQLite:
             self.seq += 1
             self.db.execute("BEGIN IMMEDIATE")
             self.db.execute(
-                "INSERT INTO event (goal_id, seq, kind, data, actor, recorded_at, "
+                "INSERT INTO bench_raw_event (goal_id, seq, kind, data, actor, recorded_at, "
                 "idempotency_key, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (self.goal, self.seq, "checkpoint.recorded", self.data, "agent-1",
                  datetime.now(UTC).isoformat(), None, "0" * 64, "f" * 64))
@@ -58,76 +111,216 @@ class RawSQLite:
         return n / (time.perf_counter() - started)
 
 
-class Ours:
-    def __init__(self) -> None:
-        import django
+class RawPostgres:
+    def __init__(self, url: str, data: str):
+        import psycopg
 
-        django.setup()
-        from django.core.management import call_command
+        self.db = psycopg.connect(url)
+        with self.db.cursor() as cur:
+            cur.execute(RAW_TABLE.format(pk="BIGSERIAL PRIMARY KEY", json="JSONB",
+                                         ts="TIMESTAMPTZ"))
+        self.db.commit()
+        self.goal = uuid.uuid4().hex
+        self.seq = 0
+        self.data = data
 
-        from ledger import store
-        from ledger.domain import LeaseProof, RecordCheckpoint, RunGoal, StartGoal
+    def run(self, n: int) -> float:
+        started = time.perf_counter()
+        cur = self.db.cursor()
+        for _ in range(n):
+            self.seq += 1
+            cur.execute(
+                "INSERT INTO bench_raw_event (goal_id, seq, kind, data, actor, recorded_at, "
+                "idempotency_key, prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (self.goal, self.seq, "checkpoint.recorded", self.data, "agent-1",
+                 datetime.now(UTC), None, "0" * 64, "f" * 64))
+            self.db.commit()
+        cur.close()
+        return n / (time.perf_counter() - started)
 
-        call_command("migrate", verbosity=0)
-        self.store = store
-        self.goal_id = str(uuid.uuid4())
-        token = "0" * 64  # a lease token's digest; the benchmark holds the lease
-        store.start(RunGoal(StartGoal(goal_id=self.goal_id, workspace="/bench", goal_key="bench",
-                                      objective="benchmark", agent="agent-1"), "agent-1", token),
-                    actor="agent-1")
-        self.command = RecordCheckpoint(current_step="step", progress_pct=10,
-                                        next_actions=("next",), proof=LeaseProof(token, 1))
+
+class EventSourcing:
+    """The `eventsourcing` library (9.5, a bench-only extra: pip install
+    '.[bench]'): one aggregate, one event with the same payload per
+    ``save()``, each save its own transaction. Its SQLite recorder uses WAL
+    and leaves synchronous at SQLite's default, FULL; its PostgreSQL recorder
+    commits with the server's (durable) defaults."""
+
+    def __init__(self, env: dict[str, str], data: str):
+        from eventsourcing.application import Application
+        from eventsourcing.domain import Aggregate, event
+
+        class Goal(Aggregate):
+            @event("Started")
+            def __init__(self) -> None:
+                pass
+
+            @event("CheckpointRecorded")
+            def checkpoint(self, data: dict) -> None:
+                pass
+
+        self.app = Application(env=env)
+        self.goal = Goal()
+        self.app.save(self.goal)
+        self.data = json.loads(data)
 
     def run(self, n: int) -> float:
         started = time.perf_counter()
         for _ in range(n):
-            self.store.execute(self.goal_id, self.command, actor="agent-1")
+            self.goal.checkpoint(self.data)
+            self.app.save(self.goal)
         return n / (time.perf_counter() - started)
 
-    def run_orm(self, n: int) -> float:
-        """The same transaction written the plain ORM way, for reference."""
-        from django.db import transaction
 
-        from ledger import clock
-        from ledger.models import Event, Goal
+def eventsourcing_available() -> bool:
+    try:
+        import eventsourcing  # noqa: F401
+    except ImportError:
+        print("eventsourcing is not installed (pip install '.[bench]'): its baseline is "
+              "skipped", file=sys.stderr)
+        return False
+    return True
 
-        started = time.perf_counter()
-        for _ in range(n):
-            with transaction.atomic():
-                goal = Goal.objects.select_for_update().get(pk=self.goal_id)
-                goal.version += 1
-                Event.objects.create(goal=goal, seq=goal.version, kind="checkpoint.recorded",
-                                     data={"current_step": "step"}, actor="agent-1",
-                                     recorded_at=clock.now(), prev_hash=goal.last_hash,
-                                     hash="f" * 64)
-                goal.save(update_fields=["version", "updated_at"])
-        return n / (time.perf_counter() - started)
+
+def sqlite_bytes_per_row(path: Path, table: str) -> float:
+    """Pages of ``table`` and its indexes (SQLite's dbstat), per row."""
+    db = sqlite3.connect(path)
+    names = [r[0] for r in db.execute(
+        "SELECT name FROM sqlite_master WHERE tbl_name = ? AND type IN ('table', 'index')",
+        (table,))]
+    size = db.execute(f"SELECT SUM(pgsize) FROM dbstat WHERE name IN "
+                      f"({','.join('?' * len(names))})", names).fetchone()[0]
+    rows = db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+    db.close()
+    return size / rows
+
+
+def postgres_bytes_per_row(cursor_execute: Callable[[str], tuple], table: str) -> float:
+    size, = cursor_execute(f"SELECT pg_total_relation_size('{table}')")
+    rows, = cursor_execute(f"SELECT COUNT(*) FROM {table}")
+    return size / rows
+
+
+def measure(database: str, ours: Ours, raw: RawSQLite | RawPostgres,
+            library: EventSourcing | None, events: int, reps: int) -> list[Row]:
+    """Rounds of every side in turn (the order rotating), so each round's
+    ratios compare sides measured within seconds of each other."""
+    sides = [ours.run, raw.run] + ([library.run] if library else [])
+    for side in sides:
+        side(min(100, events))  # warm up
+    ours.latencies.clear()
+    rates: list[list[float]] = [[] for _ in sides]
+    for rep in range(reps):
+        for k in range(len(sides)):
+            i = (k + rep) % len(sides)
+            rates[i].append(sides[i](events))
+    mine = median(rates[0])
+    p50, p99 = percentile_ms(ours.latencies, 50), percentile_ms(ours.latencies, 99)
+    driver = "sqlite3" if database == "sqlite" else "psycopg"
+    rows = [Row(name=f"append {database}: store.execute, 1 checkpoint per transaction",
+                value=mine, unit="events/s", baseline=f"raw {driver} INSERT+COMMIT",
+                baseline_value=median(rates[1]),
+                ratio=median([o / b for o, b in zip(rates[0], rates[1], strict=True)]),
+                p50_ms=p50, p99_ms=p99, n=events, reps=reps)]
+    if library:
+        rows.append(Row(
+            name=f"append {database}: store.execute vs the eventsourcing library",
+            value=mine, unit="events/s",
+            baseline=f"eventsourcing 9.5 {database} recorder, 1 event per save()",
+            baseline_value=median(rates[2]),
+            ratio=median([o / b for o, b in zip(rates[0], rates[2], strict=True)]),
+            p50_ms=p50, p99_ms=p99, n=events, reps=reps))
+    return rows
+
+
+def bench_sqlite(events: int, reps: int) -> list[Row]:
+    with tempfile.TemporaryDirectory(prefix="wakeledger-bench-") as tmp:
+        django_setup(tmp)
+        from django.db import connection
+
+        ours = Ours()
+        ours.run(1)
+        raw = RawSQLite(Path(tmp) / "raw.sqlite3", ours.payload())
+        library = EventSourcing({"PERSISTENCE_MODULE": "eventsourcing.sqlite",
+                                 "SQLITE_DBNAME": str(Path(tmp) / "es.sqlite3")},
+                                ours.payload()) if eventsourcing_available() else None
+        rows = measure("sqlite", ours, raw, library, events, reps)
+        connection.close()
+        raw.db.close()
+        mine = sqlite_bytes_per_row(Path(tmp) / "ledger.sqlite3", "ledger_event")
+        theirs = sqlite_bytes_per_row(Path(tmp) / "raw.sqlite3", "bench_raw_event")
+        size = Row(name="storage sqlite: event table + indexes per event", value=mine,
+                   unit="bytes/event", baseline="raw event table, same payload",
+                   baseline_value=theirs, ratio=mine / theirs, p50_ms=None, p99_ms=None,
+                   n=raw.seq, reps=1)
+        return [*rows, size]
+
+
+def bench_postgres(events: int, reps: int) -> list[Row]:
+    from bench.pg import durable_server
+
+    with tempfile.TemporaryDirectory(prefix="wakeledger-bench-") as tmp, \
+            durable_server() as url:
+        if url is None:
+            print("no PostgreSQL binaries (/usr/lib/postgresql/*/bin): postgres rows skipped",
+                  file=sys.stderr)
+            return []
+        django_setup(tmp, url)
+        from django.db import connection
+
+        ours = Ours()
+        ours.run(1)
+        raw = RawPostgres(url, ours.payload())
+        parts = urlsplit(url)
+        library = EventSourcing({
+            "PERSISTENCE_MODULE": "eventsourcing.postgres", "POSTGRES_DBNAME": "wakeledger",
+            "POSTGRES_HOST": parts.hostname or "", "POSTGRES_PORT": str(parts.port),
+            "POSTGRES_USER": parts.username or "", "POSTGRES_PASSWORD": "trust"},
+            ours.payload()) \
+            if eventsourcing_available() else None
+        rows = measure("postgres", ours, raw, library, events, reps)
+
+        def one(sql: str) -> tuple:
+            with connection.cursor() as cursor:
+                cursor.execute(sql)
+                return cursor.fetchone()
+
+        mine = postgres_bytes_per_row(one, "ledger_event")
+        theirs = postgres_bytes_per_row(one, "bench_raw_event")
+        size = Row(name="storage postgres: event table + indexes + TOAST per event",
+                   value=mine, unit="bytes/event", baseline="raw event table, same payload",
+                   baseline_value=theirs, ratio=mine / theirs, p50_ms=None, p99_ms=None,
+                   n=raw.seq, reps=1)
+        connection.close()
+        raw.db.close()
+        return [*rows, size]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=1000, help="events per round")
-    parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="wakeledger-bench-") as tmp:
-        os.environ["WAKELEDGER_VAR_DIR"] = tmp
-        os.environ["DJANGO_SETTINGS_MODULE"] = "ledger.settings"
-        os.environ.pop("DATABASE_URL", None)
-        raw, ours = RawSQLite(Path(tmp) / "raw.sqlite3"), Ours()
-        raw.run(100), ours.run(100)  # warm up
-        rounds = []
-        for _ in range(args.rounds):
-            rounds.append((raw.run(args.events), ours.run(args.events)))
-        orm = ours.run_orm(args.events)
-    raw_rate = statistics.median(r for r, _ in rounds)
-    store_rate = statistics.median(o for _, o in rounds)
-    ratio = statistics.median(o / r for r, o in rounds)
-    print(f"{args.rounds} rounds of {args.events} events, SQLite WAL, synchronous=FULL")
-    print(f"raw SQLite INSERT+COMMIT:  {raw_rate:8.0f} events/s (median)")
-    print(f"ledger store.execute:      {store_rate:8.0f} events/s (median), "
-          f"{ratio:.2f}x raw (median of per-round ratios)")
-    print(f"plain ORM transaction:     {orm:8.0f} events/s (one round, reference)")
+    p = parser(__doc__)
+    p.add_argument("--events", type=int, default=None, help="events per round")
+    p.add_argument("--database", choices=("sqlite", "postgres", "both"), default="both")
+    args = p.parse_args()
+    reps = reps_of(args)
+    events = args.events or (200 if args.quick else 1000)
+    if args.database == "both":
+        # Django is set up once per process, for one database: one child each.
+        import subprocess
+
+        rows: list[Row] = []
+        for database in ("sqlite", "postgres"):
+            with tempfile.NamedTemporaryFile(suffix=".json") as out:
+                command = [sys.executable, __file__, "--database", database,
+                           "--events", str(events), "--reps", str(reps), "--out", out.name]
+                subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+                text = Path(out.name).read_text()
+                rows += [Row(**r) for r in json.loads(text)] if text else []
+        emit(rows, args.out)
+        return
+    rows = (bench_sqlite if args.database == "sqlite" else bench_postgres)(events, reps)
+    emit(rows, args.out)
 
 
 if __name__ == "__main__":
+    os.environ.pop("DATABASE_URL", None)
     main()

@@ -1,0 +1,9 @@
+"""The product's URLs plus the bare baseline view (bench-only, see bench/settings.py)."""
+
+from django.urls import path
+
+from bench.bare import BareInsertView
+from ledger.urls import handler404, handler500  # noqa: F401
+from ledger.urls import urlpatterns as product
+
+urlpatterns = [path("bench/bare", BareInsertView.as_view()), *product]
