@@ -30,7 +30,7 @@ from django.urls import path, reverse, reverse_lazy
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 
-from api.roles import OPERATOR, ROLES, role_of
+from api.accounts import OPERATOR, ROLES, role_of
 from ledger import clock, continuations, projection, store, timeline
 from ledger.domain import DomainError, GoalState, decide
 from ledger.domain.runs import Recover, ResolveApproval, Stop

@@ -26,9 +26,17 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.urls import reverse
 
-from api import alerts, tokens
-from api.models import ApiToken
-from api.roles import AGENT, AUDITOR, OPERATOR, ROLES, role_of
+from api.accounts import (
+    AGENT,
+    AUDITOR,
+    OPERATOR,
+    ROLES,
+    ApiToken,
+    alerts,
+    issue_token,
+    prune_idempotency_records,
+    role_of,
+)
 from ledger import clock, continuations, demo, doctor, projection, siteurl, store, terminal
 from ledger.domain import STATUSES, DomainError, GoalState
 from ledger.domain.runs import Recover, ResolveApproval, Stop
@@ -218,7 +226,7 @@ class Command(BaseCommand):
     def handle_agent_create(self, names: list[str], role: str, **_: Any) -> None:
         # All or none: a bad name in the list leaves no half-made set behind.
         with transaction.atomic():
-            issued = [(name, tokens.issue(ensure_user(name, role)))
+            issued = [(name, issue_token(ensure_user(name, role)))
                       for name in dict.fromkeys(names)]
         for name, token in issued:
             # Printed once; only its prefix and an HMAC digest are stored.
@@ -281,10 +289,9 @@ class Command(BaseCommand):
     # ------------------------------------------------------------------ prune
 
     def handle_prune(self, **_: Any) -> None:
-        from api.idempotency import prune
-
         hours = settings.WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS
-        self.stdout.write(f"deleted {prune()} idempotency record(s) older than {hours} h")
+        deleted = prune_idempotency_records()
+        self.stdout.write(f"deleted {deleted} idempotency record(s) older than {hours} h")
 
     # ------------------------------------------------------------------ operator acts
 
@@ -326,7 +333,7 @@ class Command(BaseCommand):
         self.stdout.write(f"goal {goal_id}: {state.status}{reason}")
 
     def handle_alerts(self, **_: Any) -> None:
-        rows = alerts.alerts(Goal.objects.all())
+        rows = alerts(Goal.objects.all())
         for row in rows:
             self.stdout.write(f"{row['since'][:19]}  {row['id']}  {row['status']:8} "
                               f"{row['reason'] or '-':24} {row['goal_key']} @ "
