@@ -44,7 +44,7 @@ from rest_framework.response import Response
 
 from api.models import IdempotencyRecord
 from api.problems import Problem
-from ledger import clock
+from ledger import clock, failpoints
 
 HEADER = "Idempotency-Key"
 MAX_KEY = 255
@@ -199,7 +199,10 @@ def idempotent(method: Callable[..., Response]) -> Callable[..., Response]:
                 response = method(view, request, *args, **kwargs)
                 if response.status_code < 500:
                     _complete(begun, response)
-                return response
+            # Committed, the answer not yet written: a crash here is what the
+            # client's retry with the same key must survive.
+            failpoints.reached("api.after_commit")
+            return response
         except Superseded:
             raise _superseded() from None
         except Exception as exc:

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.db import DatabaseError, transaction
 
+from ledger import failpoints
 from ledger.chain import Break, StoredLink, first_break
 from ledger.domain import Event, fold
 from ledger.models import Event as EventRow
@@ -142,6 +143,7 @@ def _confirm(goal_id: str, *, fix: bool) -> GoalReport | None:
             written = Goal.objects.filter(pk=goal_id, version=goal.version).update(**values)
             if written != 1:
                 raise DatabaseError(f"goal {goal_id} changed under its row lock")
+            failpoints.reached("replay.before_commit")
         return GoalReport(goal_id, differences, fixed=fix)
 
 

@@ -22,13 +22,13 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 
-from ledger import clock, store
+from ledger import clock, failpoints, store
 from ledger.continuations import dispatch_token
 from ledger.domain import DomainError
 from ledger.domain.smartwake import resume_packet
 from ledger.domain.timing import next_wake_at
 from ledger.domain.wakes import RecordDispatch
-from scheduling import dispatch, failpoints
+from scheduling import dispatch
 from scheduling.models import Dispatch
 
 logger = logging.getLogger(__name__)

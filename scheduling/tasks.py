@@ -7,11 +7,11 @@ import logging
 
 from django.db import DatabaseError
 
-from ledger import clock, continuations, store
+from ledger import clock, continuations, failpoints, store
 from ledger.domain import DomainError
 from ledger.domain.wakes import ExpireLease
 from ledger.models import Goal
-from scheduling import dispatch, failpoints, outbox
+from scheduling import dispatch, outbox
 
 logger = logging.getLogger(__name__)
 

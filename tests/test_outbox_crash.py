@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import connection
 from django_q.models import Schedule
 
@@ -51,6 +52,7 @@ def child(settings, *args: str, failpoint: str = "") -> int:
                                f"{db['NAME']}")
     done = subprocess.run([sys.executable, "-m", "tests.crash_child", *args], cwd=ROOT, env=env,
                           capture_output=True, timeout=120)
+    child.output = done.stdout.decode() + done.stderr.decode()  # for a failing assertion
     return done.returncode
 
 
@@ -122,4 +124,33 @@ def test_a_sweeper_killed_after_an_expiry_leaves_a_whole_command(agent, hook, se
                  .values_list("kind", flat=True))
     assert goal.version == len(kinds)  # the projection and the events agree
     assert goal.status == "waiting" and goal.state["lease"] == {}
+    clean(gid)
+
+
+def test_killed_after_a_checkpoint_commits_the_retry_with_its_key_records_it_once(agent,
+                                                                                  settings):
+    body = agent.start().json()
+    gid = body["goal"]["id"]
+    lease = {"token": body["lease"]["token"], "generation": body["lease"]["generation"]}
+    step = {"lease": lease, "current_step": "migrated", "progress_pct": 40}
+    code = child(settings, "post", f"/api/v1/goals/{gid}/checkpoints", json.dumps(step),
+                 agent.token, "cp-1", failpoint="api.after_commit")
+    assert code == -signal.SIGKILL, child.output  # the worker died before it could answer
+    assert Event.objects.filter(goal_id=gid, kind="checkpoint.recorded").count() == 1
+    retried = agent.post(f"goals/{gid}/checkpoints", step, key="cp-1")
+    assert retried.status_code == 201 and retried["Idempotent-Replayed"] == "true"
+    assert Event.objects.filter(goal_id=gid, kind="checkpoint.recorded").count() == 1
+    clean(gid)
+
+
+def test_killed_inside_replay_fix_leaves_the_projection_to_the_next_fix(agent, settings):
+    body = agent.start().json()
+    gid = body["goal"]["id"]
+    Goal.objects.filter(pk=gid).update(status="blocked", reason="UNCLASSIFIED")  # drifted
+    assert child(settings, "replay-fix", failpoint="replay.before_commit") == -signal.SIGKILL
+    assert Goal.objects.get(pk=gid).status == "blocked"  # the killed fix wrote nothing
+    with pytest.raises(CommandError, match="differ"):
+        call_command("ledger", "replay", "--check", stdout=io.StringIO())
+    call_command("ledger", "replay", "--fix", stdout=io.StringIO())
+    assert Goal.objects.get(pk=gid).status == "running"
     clean(gid)
