@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test test-sqlite test-postgres browser lint bench clean
+.PHONY: run test test-sqlite test-postgres browser lint bench soak clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,11 @@ lint: $(VENV)/.installed-dev
 bench: $(VENV)/.installed-dev
 	env -u DATABASE_URL $(BIN)/python bench/append.py
 	env -u DATABASE_URL $(BIN)/python bench/replay.py
+
+# Not part of `make test`: PostgreSQL, two web instances, two schedulers,
+# 50 simulated agents for SOAK_SECONDS (default 300); see bench/soak.py.
+soak: $(VENV)/.installed-dev
+	$(BIN)/python bench/soak.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .hypothesis

@@ -369,6 +369,7 @@ class Agent(threading.Thread):
         if self.late():
             return None
         self.stats.note(f"no wake within 150 s after {why}: took the lease")
+        self.stats.anomaly(f"goal {gid}: no wake within 150 s after {why}")
         return self.take(gid, why, wait=60)
 
     def take(self, gid: str, why: str, wait: float = 0) -> dict | None:
@@ -573,6 +574,7 @@ def check(env: dict[str, str], stats: Stats, pushes: Pushes, failures: list[str]
 
     # 4. The figures.
     print("\n== figures ==")
+    scan_postgres_log()
     goals = Goal.objects.count()
     by_status = Counter(Goal.objects.values_list("status", flat=True))
     print(f"goals: {goals} ({', '.join(f'{k} {v}' for k, v in sorted(by_status.items()))})")
@@ -596,6 +598,10 @@ def check(env: dict[str, str], stats: Stats, pushes: Pushes, failures: list[str]
           f"{dispatched.get(False, 0)} failed; pushes received: "
           f"{sum(pushes.occurrences.values())}; charged: "
           f"{Event.objects.filter(kind='continuation.charged').count()}")
+    from scheduling.models import Dispatch
+
+    rows = Counter(Dispatch.objects.values_list("status", flat=True))
+    print("outbox rows: " + ", ".join(f"{k} {v}" for k, v in sorted(rows.items())))
     late = []
     for goal_id, occurrence, slot, recorded in claims.values_list(
             "goal_id", "data__occurrence_id", "data__slot", "recorded_at"):
@@ -626,6 +632,14 @@ def check(env: dict[str, str], stats: Stats, pushes: Pushes, failures: list[str]
     verdict(failures, not stats.anomalies,
             f"{len(stats.anomalies)} client anomalies"
             + "".join(f"\n    {a}" for a in stats.anomalies[:10]))
+    for goal_id in sorted({m.group(0) for a in stats.anomalies[:5] if (m := UUID.search(a))}):
+        print(f"  timeline of goal {goal_id}:")
+        for seq, kind, at, data in Event.objects.filter(goal_id=goal_id).order_by("seq") \
+                .values_list("seq", "kind", "recorded_at", "data"):
+            shown = {k: data[k] for k in ("outcome", "reason", "generation", "due_at",
+                                          "first_due_at", "until", "expires_at", "slot",
+                                          "occurrence_id", "retry_after_seconds") if k in data}
+            print(f"    {seq:3} {at:%H:%M:%S.%f} {kind} {shown}")
 
 
 def _next_due(state: dict) -> datetime | None:
@@ -643,13 +657,34 @@ def verdict(failures: list[str], ok: bool, text: str) -> None:
 
 
 def scan_logs(processes: list[Process], failures: list[str]) -> None:
-    bad = []
+    bad, warnings = [], Counter()
     for process in processes:
         for line in process.log.read_text(errors="replace").splitlines():
             if "Traceback" in line or " ERROR " in line or " CRITICAL " in line:
                 bad.append(f"{process.name}: {line[:300]}")
+            elif " WARNING " in line:
+                warnings[UUID.sub("{id}", line.split(" WARNING ", 1)[1])[:160]] += 1
     verdict(failures, not bad, f"no traceback or ERROR in the processes' logs ({len(bad)} lines)"
             + "".join(f"\n    {line}" for line in bad[:15]))
+    print(f"WARNING lines in the processes' logs: {sum(warnings.values())}"
+          + "".join(f"\n    {n} x {text}" for text, n in warnings.most_common(8)))
+
+
+def scan_postgres_log() -> None:
+    """The server's own log (next to its data directory): an expected race
+    logged at ERROR reads as an alarm to an operator."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW data_directory")
+        log = Path(cursor.fetchone()[0]).parent / "server.log"
+    errors: Counter = Counter()
+    with contextlib.suppress(OSError):
+        for line in log.read_text(errors="replace").splitlines():
+            if "ERROR:" in line:
+                errors[re.sub(r"\(.*", "", line.split("ERROR:", 1)[1]).strip()[:160]] += 1
+    print(f"ERROR lines in PostgreSQL's log: {sum(errors.values())}"
+          + "".join(f"\n    {n} x {text}" for text, n in errors.most_common(8)))
 
 
 # ------------------------------------------------------------------ main
