@@ -91,10 +91,20 @@ WRITES = {
     "POST /goals/{id}/finish": {"goal.completed", "goal.failed", "goal.finish_requested"},
 }
 GRANTED = ("recurring_acquired", "ready_for_pull")
+# The share of POSTs sent a second time with the same Idempotency-Key.
+REPLAY_SHARE = 0.05
 
 
 def ok(status: int) -> bool:
     return 200 <= status < 300
+
+
+def _stable(answer: Any) -> Any:
+    """An answer without what may differ on a replay: the derived-at-read
+    fields of a goal (liveness, which depends on the clock)."""
+    if isinstance(answer, dict):
+        return {k: _stable(v) for k, v in answer.items() if k not in ("liveness",)}
+    return answer
 
 
 def now() -> float:
@@ -137,6 +147,7 @@ class Web:
     def __init__(self, ports: list[int], stats: Stats) -> None:
         self.ports = itertools.cycle(ports)
         self.lock = threading.Lock()
+        self.rng = random.Random(1)  # noqa: S311  (a simulation, not a secret)
         self.stats = stats
 
     def _port(self) -> int:
@@ -185,8 +196,36 @@ class Web:
                         endpoint.endswith("/lease") and not answer.get("acquired"))
                     self.stats.acked.append(Acked(key or "", endpoint,
                                                   goal.group(0) if goal else None, expects))
+            if method == "POST" and self.replay_now():
+                self.replay(endpoint, path, payload, headers, status, answer)
             return status, answer
         raise AssertionError("unreachable")
+
+    def replay_now(self) -> bool:
+        with self.lock:
+            return self.rng.random() < REPLAY_SHARE
+
+    def replay(self, endpoint: str, path: str, payload: bytes | None, headers: dict,
+               status: int, answer: dict) -> None:
+        """A client that never saw its answer sends the request again, with
+        the same key, to the other instance: it must get the first answer
+        back (and the ledger no second event, which the checks count)."""
+        connection = http.client.HTTPConnection("127.0.0.1", self._port(), timeout=60)
+        try:
+            connection.request("POST", f"/api/v1/{path}", body=payload, headers=headers)
+            response = connection.getresponse()
+            again_status, raw = response.status, response.read()
+        finally:
+            connection.close()
+        again = json.loads(raw) if raw else {}
+        same = again_status == status and _stable(again) == _stable(answer)
+        with self.stats.lock:
+            self.stats.story[f"replayed with the same key: {'same' if same else 'DIFFERENT'} "
+                             "answer"] += 1
+            if not same:
+                self.stats.anomalies.append(
+                    f"{endpoint} replayed: {status} then {again_status} "
+                    f"({answer.get('code', '')} / {again.get('code', '')})")
 
 
 class Pushes:
@@ -527,12 +566,18 @@ def check(env: dict[str, str], stats: Stats, pushes: Pushes, failures: list[str]
     print("\n== checks ==")
     # 1. Every acknowledged write is an event of its kind.
     kinds_by_key: dict[str, set[str]] = defaultdict(set)
+    per_key: Counter = Counter()
     keys = [a.key for a in stats.acked if a.expects_event]
     for start_at in range(0, len(keys), 1000):
         for key, kind in Event.objects.filter(
                 idempotency_key__in=keys[start_at:start_at + 1000]).values_list(
                     "idempotency_key", "kind"):
             kinds_by_key[key].add(kind)
+            per_key[key, kind] += 1
+    twice = [pair for pair, n in per_key.items() if n > 1 and pair[1] in
+             {"checkpoint.recorded", "lease.renewed", "run.reported", "goal.started",
+              "approval.requested", "approval.resolved", "goal.completed"}]
+    verdict(failures, not twice, f"no write recorded twice under one key ({twice[:3]})")
     missing = [a for a in stats.acked if a.expects_event
                and not (kinds_by_key.get(a.key, set()) & WRITES[a.endpoint])]
     acknowledged = sum(a.expects_event for a in stats.acked)
