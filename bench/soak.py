@@ -336,13 +336,22 @@ class Agent(threading.Thread):
                 "lease": lease, "current_step": f"step {step} verified",
                 "progress_pct": min(99, step * 100 // steps), "completed": [f"step {step}"],
                 "next_actions": [f"step {step + 1}"]}
+            # An end of turn: a checkpoint that releases, or (half the time)
+            # a checkpoint and then the release call.
+            release: dict[str, Any] | None = None
             if incident in ("end_of_turn", "wake_in_60"):
-                body["release_lease"] = True
-                if incident == "wake_in_60":
-                    body["wake"] = {"in_seconds": 60}
+                release = {"wake": {"in_seconds": 60}} if incident == "wake_in_60" else {}
+                if self.rng.random() < 0.5:
+                    body.update(release_lease=True, **release)
+                    release = None
             status, answer = self.call("POST", f"goals/{gid}/checkpoints", body)
             if not ok(status):
                 return self.lost(gid, "checkpoint", status, answer)
+            if release is not None:
+                status, answer = self.call("POST", f"goals/{gid}/lease/release",
+                                           {"lease": lease, **release})
+                if not ok(status):
+                    return self.lost(gid, "release", status, answer)
             self.stats.note(f"incident {incident}")
             if incident in ("end_of_turn", "wake_in_60"):
                 lease = self.resume(gid, pushed, why=incident)
