@@ -91,6 +91,14 @@ WRITES = {
     "POST /goals/{id}/finish": {"goal.completed", "goal.failed", "goal.finish_requested"},
 }
 GRANTED = ("recurring_acquired", "ready_for_pull")
+# How long a wake may take at most, with these timings. After an end of turn
+# or a reset: one watchdog interval (60 s) or the reset, plus the scheduler's
+# look (every 30 s), plus the agent's poll. After a crash, first the lease
+# and its grace run out and the sweeper (every 60 s) records the expiry; the
+# watchdog is armed then, due one interval later (ledger/domain/wakes.py
+# settle), and the scheduler looks within 30 s.
+WAKE_WITHIN = 60 + 30 + 15
+CRASH_WAKE_WITHIN = 1 + 60 + 60 + 30 + 15
 # The share of POSTs sent a second time with the same Idempotency-Key.
 REPLAY_SHARE = 0.05
 
@@ -354,15 +362,18 @@ class Agent(threading.Thread):
                     return self.lost(gid, "release", status, answer)
             self.stats.note(f"incident {incident}")
             if incident in ("end_of_turn", "wake_in_60"):
-                lease = self.resume(gid, pushed, why=incident)
+                lease = self.resume(gid, pushed, why=incident, within=WAKE_WITHIN)
             elif incident == "rate_limit":
                 status, answer = self.call("POST", f"goals/{gid}/runs", {
                     "lease": lease, "outcome": "error", "retry_after": "3",
                     "error_text": RATE_LIMIT_TEXT})
+                if ok(status) and answer.get("status") == "blocked":
+                    # Rule 5: the budget is spent; the limit stops the goal.
+                    return self.stats.note(f"rate limit stopped the goal ({answer['reason']})")
                 if not ok(status) or answer.get("status") != "paused":
                     return self.lost(gid, "rate limit report", status, answer)
                 self.pause(3, 5)
-                lease = self.resume(gid, pushed, why=incident)
+                lease = self.resume(gid, pushed, why=incident, within=WAKE_WITHIN)
             elif incident == "approval":
                 status, answer = self.call("POST", f"goals/{gid}/approvals", {
                     "lease": lease, "gate": f"deploy-{step}", "summary": "ship it?"})
@@ -372,7 +383,8 @@ class Agent(threading.Thread):
             elif incident == "crash":
                 # Gone without a word: the lease runs out, the sweeper expires
                 # it, the watchdog's next slot wakes the goal.
-                lease = self.resume(gid, pushed, why=incident)
+                lease = self.resume(gid, pushed, why=incident,
+                                    within=policy["lease_seconds"] + CRASH_WAKE_WITHIN)
         if lease is None or self.late():
             return
         status, answer = self.call("POST", f"goals/{gid}/finish", {
@@ -385,29 +397,29 @@ class Agent(threading.Thread):
         code = (answer or {}).get("code", "")
         self.stats.note(f"gave up a goal: {what} answered {status} {code}".strip())
 
-    def resume(self, gid: str, pushed: bool, *, why: str) -> dict | None:
+    def resume(self, gid: str, pushed: bool, *, why: str, within: float) -> dict | None:
         """Wait for the goal's wake: its push (the webhook hands the lease
-        over) or, pulled, its `ready` and then the lease call. After 150 s
-        without one the agent takes the lease itself."""
-        give_up = now() + 150
+        over) or, pulled, its `ready` and then the lease call. A wake that has
+        not come ``within`` seconds is an anomaly; the agent then takes the
+        lease itself."""
+        give_up = now() + within
         inbox = self.pushes.inbox(gid) if pushed else None
         while not self.late() and now() < give_up:
             if inbox is not None:
-                try:
-                    packet = inbox.get(timeout=3)
-                except queue.Empty:
-                    continue
-                if packet.get("lease"):
-                    self.stats.note(f"resumed by a push after {why}")
-                    return {"token": packet["lease"]["token"],
-                            "generation": packet["lease"]["generation"]}
-                continue
+                with contextlib.suppress(queue.Empty):
+                    packet = inbox.get(timeout=4)
+                    if packet.get("lease"):
+                        self.stats.note(f"resumed by a push after {why}")
+                        return {"token": packet["lease"]["token"],
+                                "generation": packet["lease"]["generation"]}
             status, goal = self.call("GET", f"goals/{gid}")
             if not ok(status):
                 return None
             if goal["liveness"] == "needs_human" or goal["liveness"] == "terminal":
                 self.stats.note(f"goal ended as {goal['status']}/{goal['reason']} after {why}")
                 return None
+            if inbox is not None:
+                continue  # the push brings the lease
             if goal["ready"] or (goal["status"] == "paused" and goal["paused_until"]
                                  and goal["paused_until"] <= _utcnow()):
                 lease = self.take(gid, why)
@@ -416,8 +428,8 @@ class Agent(threading.Thread):
             self.pause(2, 4)
         if self.late():
             return None
-        self.stats.note(f"no wake within 150 s after {why}: took the lease")
-        self.stats.anomaly(f"goal {gid}: no wake within 150 s after {why}")
+        self.stats.note(f"no wake within {within} s after {why}: took the lease")
+        self.stats.anomaly(f"goal {gid}: no wake within {within} s after {why}")
         return self.take(gid, why, wait=60)
 
     def take(self, gid: str, why: str, wait: float = 0) -> dict | None:
