@@ -15,8 +15,9 @@ few seconds, crashes that leave their lease to expire, approval gates that a
 simulated operator resolves, finishes. About a third of the goals name the
 webhook dispatcher (pushed wakes: the receiver hands the pushed lease to the
 goal's agent); the rest use the default `none` (the agent pulls the wake
-with POST /goals/{id}/lease). Timings are the end-to-end tests' (a cadence
-"minute" of 1 s, so the default 60-minute watchdog is a 60 s one).
+with POST /goals/{id}/lease). 5 % of the POSTs are sent again with the same
+Idempotency-Key to the other instance. Timings are the end-to-end tests' (a
+cadence "minute" of 1 s, so the default 60-minute watchdog is a 60 s one).
 
 Afterwards, with every process stopped, it checks and prints:
 
@@ -27,7 +28,8 @@ Afterwards, with every process stopped, it checks and prints:
 - `ledger doctor` (every goal in a liveness state), `ledger replay --check`
   and `ledger verify` exit 0;
 - no 5xx, no network error, no traceback or ERROR line in the processes' logs,
-  every process gone within seconds of SIGTERM;
+  every process gone within seconds of SIGTERM, every replay answered as the
+  first time, every wake in within its bound (WAKE_WITHIN, CRASH_WAKE_WITHIN);
 
 and reports requests served, errors by class, p50/p99 latency per endpoint,
 wakes fired / claimed / dispatched, and the longest time a wake waited past
