@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test test-sqlite test-postgres browser lint bench bench-quick simulate clean
+.PHONY: run test test-sqlite test-postgres browser lint bench bench-quick soak simulate clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -70,6 +70,11 @@ GOALS ?= 30
 simulate: $(VENV)/.installed-dev
 	env -u DATABASE_URL $(BIN)/python -m tests.simulation --seed $(SEED) --days $(DAYS) \
 	  --goals $(GOALS)
+
+# Not part of `make test`: PostgreSQL, two web instances, two schedulers,
+# 50 simulated agents for SOAK_SECONDS (default 300); see bench/soak.py.
+soak: $(VENV)/.installed-dev
+	$(BIN)/python bench/soak.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .hypothesis
