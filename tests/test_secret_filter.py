@@ -93,12 +93,15 @@ _WORD = st.from_regex(r"[A-Za-z]{1,12}", fullmatch=True)
 _PIECE = st.one_of(
     _WORD, _WORD, _WORD,
     st.integers(0, 10**9).map(str),
-    st.sampled_from([".", ",", ";", ":", "(", ")", "-", "—", "'", '"', "!", "?", "=", "@"]),
+    st.sampled_from([".", ",", ";", "(", ")", "-", "—", "'", '"', "!", "?", "@"]),
     st.from_regex(r"/srv/[a-z]{1,8}/[a-z_]{1,10}\.py", fullmatch=True),
     st.from_regex(r"https://[a-z]{1,10}\.example\.com/[a-z/]{0,12}", fullmatch=True),
     st.from_regex(r"[0-9a-f]{40}", fullmatch=True),
     st.uuids().map(str),
-    st.sampled_from(["password", "token", "API key", "secret", "AWS", "JWT", "the key rotation",
+    # Words about secrets, never followed by "=" or ":" and a value here
+    # ("password = <uuid>" is an assignment of a secret, rightly refused).
+    st.sampled_from(["the password", "a token", "API key", "secret", "AWS", "JWT",
+                     "the key rotation",
                      "PGPASSWORD", "password=$DB_PASS", "token: <redacted>", "sk-", "hf_",
                      "npm_", "glpat-", "wll_", "eyJ", "user@example.com", "ssh://git@host",
                      "HTTP 401", "set API_KEY from the vault"]),

@@ -302,7 +302,8 @@ _DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
 
 # A terminal goal still answers a late wake and takes the cancellation
 # receipt of a leftover watchdog (TERMINAL_ALLOWED_KINDS); nothing else.
-_ALLOWED_WHEN_TERMINAL = (wakes.ClaimWake, wakes.RecordReceipt, runs.Recover)
+_ALLOWED_WHEN_TERMINAL = (wakes.ClaimWake, wakes.RecordReceipt, runs.Recover,
+                          wakes.RecordDispatch)
 
 COMMANDS: tuple[type, ...] = (StartGoal, RunGoal, *_DECIDERS)
 Command = (CoreCommand | wakes.PrepareWatchdog | wakes.CancelWatchdog | wakes.RecordReceipt
