@@ -47,7 +47,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def server(bindir: Path) -> Iterator[str]:
+def server(bindir: Path, *, durable: bool = False) -> Iterator[str]:
+    """A throwaway PostgreSQL on a free loopback port; yields its URL. The test
+    runs' server has durability off (it lives for one run); the benchmarks'
+    (``durable=True``) keeps PostgreSQL's defaults, so commits cost what they
+    cost in production."""
     root = Path(tempfile.mkdtemp(prefix="wakeledger-pg-"))
     data = root / "data"
     as_user: list[str] = []
@@ -62,11 +66,11 @@ def server(bindir: Path) -> Iterator[str]:
 
     try:
         run(str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
-            "--encoding=UTF8", "--no-sync")
-        # Durability off: this server lives for one test run.
+            "--encoding=UTF8", *(() if durable else ("--no-sync",)))
         options = (f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories={root} "
-                   "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-                   "-c max_connections=200")
+                   + ("-c max_connections=100" if durable else
+                      "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+                      "-c max_connections=200"))
         run(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"),
             "-o", options, "-w", "-t", "60", "start")
         try:
@@ -74,7 +78,8 @@ def server(bindir: Path) -> Iterator[str]:
                 "wakeledger")
             yield f"postgres://postgres@127.0.0.1:{port}/wakeledger"
         finally:
-            run(str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop")
+            run(str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast" if durable else "immediate",
+                "-w", "stop")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
