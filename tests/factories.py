@@ -81,3 +81,8 @@ class GoalFactory(factory.Factory):
                                                 proof=proof_of(state), evidence=evidence),
                           actor=actor)
         return Goal.objects.get(pk=state.goal_id)
+
+
+def lease_of(body: dict) -> dict:
+    """The lease proof a fenced call carries, from an API answer that granted one."""
+    return {"token": body["lease"]["token"], "generation": body["lease"]["generation"]}

@@ -17,7 +17,7 @@ from api import idempotency
 from api.models import IdempotencyRecord
 from api.parsers import StrictJSONParser
 from ledger.models import Event, Goal
-from tests.factories import COMPLETED
+from tests.factories import COMPLETED, lease_of
 
 pytestmark = pytest.mark.django_db
 
@@ -35,9 +35,6 @@ ON_POSTGRES = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
 NEW_GOAL = {"goal_key": "issue-77", "workspace": "/srv/repos/new", "objective": "Ship it",
             "next_actions": ["plan"]}
 
-
-def lease_of(body: dict) -> dict:
-    return {"token": body["lease"]["token"], "generation": body["lease"]["generation"]}
 
 
 @pytest.fixture

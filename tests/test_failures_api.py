@@ -14,14 +14,12 @@ from ledger import continuations as claims
 from ledger.domain.runs import backoff
 from ledger.models import Event, Goal
 from scheduling import tasks, watchdogs
+from tests.factories import lease_of
 
 pytestmark = pytest.mark.django_db
 
 CLAUDE_LIMIT = "Claude usage limit reached. Your limit will reset at 8am (Europe/Istanbul)."
 
-
-def lease_of(body: dict) -> dict:
-    return {"token": body["lease"]["token"], "generation": body["lease"]["generation"]}
 
 
 @pytest.fixture

@@ -17,15 +17,12 @@ from django_q.models import Schedule
 from ledger.models import Event, Goal
 from scheduling import tasks, watchdogs
 from scheduling.models import Dispatch
-from tests.factories import COMPLETED
+from tests.factories import COMPLETED, lease_of
 
 pytestmark = pytest.mark.django_db
 
 CLAUDE_LIMIT = "Claude usage limit reached. Your limit will reset in 10 minutes."
 
-
-def lease_of(body: dict) -> dict:
-    return {"token": body["lease"]["token"], "generation": body["lease"]["generation"]}
 
 
 @pytest.fixture

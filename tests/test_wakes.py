@@ -18,16 +18,13 @@ from ledger import continuations as claims
 from ledger.models import Event, Goal
 from scheduling import tasks, watchdogs
 from scheduling.signatures import verify_signature
-from tests.factories import COMPLETED
+from tests.factories import COMPLETED, lease_of
 from tests.receivers import Gateway, openclaw_gateway, receiving
 
 pytestmark = pytest.mark.django_db
 
 SECRET = "test-webhook-secret"
 
-
-def lease_of(body: dict) -> dict:
-    return {"token": body["lease"]["token"], "generation": body["lease"]["generation"]}
 
 
 @pytest.fixture
