@@ -94,9 +94,9 @@ def send(pk: int) -> bool:
                                report=report, lease=lease)
     failpoints.reached("outbox.after_send")
     status = (Dispatch.SENT if result.ok else
-              Dispatch.UNCERTAIN if getattr(result, "uncertain", False) else Dispatch.FAILED)
+              Dispatch.UNCERTAIN if result.uncertain else Dispatch.FAILED)
     with transaction.atomic():
-        _record(row, result.ok, result.detail, getattr(result, "uncertain", False))
+        _record(row, result.ok, result.detail, result.uncertain)
         _finish(row, status, result.detail)
     logger.info("dispatch %s of goal %s via %s: %s (%s)", row.occurrence_id, goal_id,
                 row.dispatcher, status, result.detail)
