@@ -244,8 +244,8 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
         if row is None:
             raise GoalNotFound(f"no goal {goal_id}")
         version, head, raw_state = row
-        before = GoalState.from_dict(json.loads(raw_state) if isinstance(raw_state, str)
-                                     else raw_state)
+        gid = canonical_id(goal_id)
+        before = _decoded(gid, raw_state)
         # Read the clock only once the row is locked, so a goal's events are
         # recorded in the order they were decided; and never earlier than the
         # goal's last event: with several web and scheduler hosts, a clock a
@@ -253,24 +253,56 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
         events = decide(before, command, monotonic_now(before))
         if not events:
             return Outcome(before, before=before)
-        state, stored, head = _fold(canonical_id(goal_id), before, head, events, actor,
-                                    idempotency_key)
+        state, stored, head = _fold(gid, before, head, events, actor, idempotency_key)
         cursor.execute(*_insert_sql(conn, sql, pk, stored))
         # Only the columns that changed: fewer values to adapt, and SQLite
         # leaves the indexes of untouched columns alone.
         old, new = projected_columns(before), projected_columns(state)
         changed = tuple(name for name in _MUTABLE if new[name] != old[name])
+        stored_state = conn.ops.adapt_json_value(state.to_dict(), None)
         cursor.execute(sql.update(changed), (
             state.version,
             head,
-            conn.ops.adapt_json_value(state.to_dict(), None),
+            stored_state,
             *(_adapt(conn, new[name]) for name in changed),
             pk,
             version,
         ))
         if cursor.rowcount != 1:
             raise IntegrityError("goal version moved under its row lock")
+        if isinstance(stored_state, str):  # SQLite keeps the very text it was given
+            _remember(gid, stored_state, state)
     return Outcome(state, stored, before=before)
+
+
+# The states this process decoded or wrote last, by goal, with the exact JSON
+# text they were read from or written as. Decoding the stored state is a
+# quarter of an append's own work; the next command on the same goal usually
+# runs in the same process (an agent's worker, the sweeper), and finds the
+# text it wrote. Keyed on the whole text, not the version: a rolled-back
+# command, another process's write or ``replay --fix`` rewriting a projection
+# all leave a different text (or the same text, meaning the same state), so
+# the cache can never hand back a state the database does not hold. On
+# PostgreSQL jsonb comes back in its own spelling, so only reads are reused.
+_CACHE_SIZE = 512
+_states: dict[str, tuple[str, GoalState]] = {}
+
+
+def _decoded(goal_id: str, raw: Any) -> GoalState:
+    if not isinstance(raw, str):
+        return GoalState.from_dict(raw)
+    cached = _states.get(goal_id)
+    if cached is not None and cached[0] == raw:
+        return cached[1]
+    state = GoalState.from_dict(json.loads(raw))
+    _remember(goal_id, raw, state)
+    return state
+
+
+def _remember(goal_id: str, text: str, state: GoalState) -> None:
+    if len(_states) >= _CACHE_SIZE and goal_id not in _states:
+        _states.clear()  # simple and bounded; the working set refills it at once
+    _states[goal_id] = (text, state)
 
 
 def monotonic_now(state: GoalState) -> datetime:
