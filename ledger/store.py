@@ -188,15 +188,20 @@ def start(command: StartGoal | RunGoal, *, actor: str,
 
 
 def execute(goal_id: uuid.UUID | str, command: Command, *, actor: str,
-            idempotency_key: str | None = None) -> Outcome:
+            idempotency_key: str | None = None, owner: str | None = None) -> Outcome:
     """Run one command against an existing goal, in one transaction, with the
     effects its events call for (``register_effect``). The one entry point for
     every command: API views, admin actions, management commands and
-    scheduler tasks all come here."""
+    scheduler tasks all come here.
+
+    With ``owner``, a goal of another agent is not found (GoalNotFound), as
+    an agent's API sees it: checked on the row the command locks, so no
+    separate read is needed and none can see another state than the one the
+    command is decided on."""
     goal_id = canonical_id(goal_id)
     try:
         with transaction.atomic():
-            outcome = _execute_locked(goal_id, command, actor, idempotency_key)
+            outcome = _execute_locked(goal_id, command, actor, idempotency_key, owner)
             _apply_effects(outcome)
             return outcome
     except IntegrityError as exc:
@@ -230,7 +235,7 @@ def _create(command: StartGoal | RunGoal, actor: str, idempotency_key: str | Non
 
 
 def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
-                    idempotency_key: str | None) -> Outcome:
+                    idempotency_key: str | None, owner: str | None = None) -> Outcome:
     # The caller's atomic() has opened the transaction (BEGIN IMMEDIATE on
     # SQLite). From here on the driver's own cursor is used, in the driver's
     # own parameter style: Django's cursor wrapper rewrites every query with
@@ -246,6 +251,8 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
         version, head, raw_state = row
         gid = canonical_id(goal_id)
         before = _decoded(gid, raw_state)
+        if owner is not None and before.agent != owner:
+            raise GoalNotFound(f"no goal {goal_id}")
         # Read the clock only once the row is locked, so a goal's events are
         # recorded in the order they were decided; and never earlier than the
         # goal's last event: with several web and scheduler hosts, a clock a
