@@ -3,14 +3,19 @@
 import hmac
 import secrets
 import string
+from functools import cache
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection
 from django.utils.crypto import salted_hmac
 
 from api.models import ApiToken
+from api.roles import OPERATOR, PRIORITY
 
 _ALPHABET = string.ascii_letters + string.digits
+_NO_DIGEST = "0" * 64
 
 
 def digest(token: str) -> str:
@@ -28,17 +33,86 @@ def issue(user: AbstractBaseUser) -> str:
     return token
 
 
+# The user's fields the lookup reads; every other field of the user it
+# returns is deferred (loaded from the database if something asks for it).
+_BOOLEANS = {"is_active", "is_superuser"}
+_USER_FIELDS = {"id", "username", *_BOOLEANS}
+
+
+@cache
+def _user_fields() -> tuple[str, ...]:
+    # In the model's order: Model.from_db pairs values with concrete fields in order.
+    return tuple(f.attname for f in get_user_model()._meta.concrete_fields
+                 if f.attname in _USER_FIELDS)
+
+
+@cache
+def _lookup_sql() -> str:
+    """One statement: the live token with that prefix, its user, and the
+    user's best role among its groups (an index into roles.PRIORITY, NULL for
+    none), read from the tables as they are now: a revoked token, a
+    deactivated user or a changed group membership shows on the next request.
+    Names come from the models, so a swapped table name cannot go stale here."""
+    user_model = get_user_model()
+    token_meta, user_meta = ApiToken._meta, user_model._meta
+    groups = user_model._meta.get_field("groups")
+    through = groups.remote_field.through._meta
+    group_meta = groups.related_model._meta
+    q = connection.ops.quote_name
+
+    def col(meta, name: str) -> str:
+        return q(meta.get_field(name).column)
+
+    through_user = q(groups.m2m_column_name())
+    through_group = q(groups.m2m_reverse_name())
+    rank = " ".join(f"WHEN %s THEN {i}" for i in range(len(PRIORITY)))
+    users = ", ".join(f"u.{col(user_meta, name)}" for name in _user_fields())
+    # Names from the models, quoted; every value is a parameter.
+    return (
+        f"SELECT t.{col(token_meta, 'id')}, t.{col(token_meta, 'digest')}, {users}, "  # noqa: S608
+        f"(SELECT MIN(CASE g.{col(group_meta, 'name')} {rank} END) "
+        f"FROM {q(through.db_table)} ug JOIN {q(group_meta.db_table)} g "
+        f"ON g.{col(group_meta, 'id')} = ug.{through_group} "
+        f"WHERE ug.{through_user} = u.{col(user_meta, 'id')}) "
+        f"FROM {q(token_meta.db_table)} t JOIN {q(user_meta.db_table)} u "
+        f"ON u.{col(user_meta, 'id')} = t.{col(token_meta, 'user')} "
+        f"WHERE t.{col(token_meta, 'prefix')} = %s AND t.{col(token_meta, 'revoked_at')} IS NULL"
+    )
+
+
 def authenticate(token: str) -> ApiToken | None:
+    """The live token ``token`` names, with its (active) user attached, or None.
+
+    One query, no ORM: the token, its user and the user's role come from one
+    statement (``_lookup_sql``), uncached, so revoking a token, deactivating
+    a user or changing their groups takes effect on the very next request.
+    The user is a real user model instance holding only the columns read
+    (``get_username()``, ``is_authenticated``, ``is_superuser``; any other
+    field loads on first use), with its role already in ``role_of``'s cache.
+    """
     parts = token.split("_", 2)
     if len(parts) != 3 or parts[0] != "wl" or len(parts[1]) != 8:
         return None
-    found = (ApiToken.objects.select_related("user")
-             .filter(prefix=parts[1], revoked_at__isnull=True).first())
+    with connection.cursor() as cursor:
+        cursor.execute(_lookup_sql(), [*PRIORITY, parts[1]])
+        row = cursor.fetchone()
     # Compare even when nothing was found, so timing does not tell whether a
     # prefix exists.
-    expected = found.digest if found else "0" * 64
-    if not hmac.compare_digest(expected, digest(token)) or found is None:
+    expected = row[1] if row else _NO_DIGEST
+    if not hmac.compare_digest(expected, digest(token)) or row is None:
         return None
-    if not found.user.is_active:
+    token_id, rank, names = row[0], row[-1], _user_fields()
+    # SQLite answers 0/1 for booleans (the ORM would convert them).
+    user = get_user_model().from_db(connection.alias, names, [
+        bool(value) if name in _BOOLEANS else value for name, value in zip(names, row[2:-1],
+                                                                    strict=True)])
+    if not user.is_active:
         return None
+    # role_of's cache, filled from the same row (its rules: a superuser is an
+    # operator; otherwise the first of PRIORITY among the user's groups).
+    user._wakeledger_role = OPERATOR if user.is_superuser else (
+        PRIORITY[rank] if rank is not None else None)
+    found = ApiToken.from_db(connection.alias, ("id", "user_id", "prefix"),
+                             (token_id, user.pk, parts[1]))
+    found.user = user
     return found
