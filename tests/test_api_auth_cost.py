@@ -79,6 +79,18 @@ def test_an_authenticated_checkpoint_reads_token_user_and_role_in_one_statement(
     assert first == 1 and "wakeledger_cache" in statements[0], statements[:3]
 
 
+@pytest.mark.parametrize("path", ["goals", "goals/{gid}", "goals/{gid}/events", "alerts"])
+def test_reads_use_the_same_single_auth_statement(agent, started, path):
+    # visible_goals, the view's role_of and get_username() all read the
+    # request user the token statement built: no second look at the accounts.
+    gid, _ = started
+    with CaptureQueriesContext(connection) as queries:
+        assert agent.get(path.format(gid=gid)).status_code == 200
+    auth = [q["sql"] for q in queries.captured_queries
+            if any(t in q["sql"] for t in AUTH_TABLES)]
+    assert len(auth) == 1 and "auth_user_groups" in auth[0], auth
+
+
 def test_role_of_on_the_request_user_costs_no_query(agent, django_assert_num_queries):
     with django_assert_num_queries(1):
         found = tokens.authenticate(agent.token)
