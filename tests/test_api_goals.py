@@ -78,6 +78,48 @@ def test_one_active_goal_per_session_key(agent, clock):
     assert refused.status_code == 409 and refused.json()["code"] == "session_bound"
 
 
+def test_another_agents_binding_does_not_block_a_start(agent, other_agent, operator, clock):
+    """Squatting: agent-1 binds /srv/repos/shop and the session key "s-1"
+    first. agent-2 is blocked by neither: paths are host-local (its
+    /srv/repos/shop is another machine's) and session keys are its own names.
+    Within each agent, the binding and the session key still hold."""
+    first = agent.start(session={"session_key": "s-1"})
+    assert first.status_code == 201
+    theirs = other_agent.start(goal_key="issue-2", session={"session_key": "s-1"})
+    assert theirs.status_code == 201, theirs.json()
+    body = theirs.json()
+    assert body["acquired"] is True and body["goal"]["workspace_bound"] is True
+    assert Goal.objects.get(pk=body["goal"]["id"]).session_key == "s-1"
+    assert first.json()["goal"]["id"] not in theirs.content.decode()
+
+    # agent-1 cannot bind its workspace twice, nor reuse its session key;
+    # agent-2 neither, now that it holds its own.
+    for api in (agent, other_agent):
+        refused = api.start(goal_key="issue-3")
+        assert refused.status_code == 409 and refused.json()["code"] == "workspace_bound"
+        refused = api.start(goal_key="issue-3", workspace="/srv/elsewhere",
+                            session={"session_key": "s-1"})
+        assert refused.status_code == 409 and refused.json()["code"] == "session_bound"
+    # A refusal names neither the agent's own goal nor the other agent's.
+    assert first.json()["goal"]["id"] not in refused.content.decode()
+    # Each sees its own goal only; an operator sees both.
+    assert [g["agent"] for g in other_agent.get("goals").json()["results"]] == ["agent-2"]
+    assert [g["agent"] for g in agent.get("goals").json()["results"]] == ["agent-1"]
+    assert len(operator.get("goals", workspace="/srv/repos/shop").json()["results"]) == 2
+
+
+def test_releasing_one_agents_binding_leaves_the_others(agent, other_agent, operator, clock):
+    mine = agent.start().json()
+    theirs = other_agent.start().json()
+    released = operator.post(f"goals/{mine['goal']['id']}/workspace/release",
+                             {"reason": "agent crashed"})
+    assert released.status_code == 200 and released.json()["workspace_bound"] is False
+    assert agent.start(goal_key="issue-2").status_code == 201
+    refused = other_agent.start(goal_key="issue-2")
+    assert refused.status_code == 409 and refused.json()["code"] == "workspace_bound"
+    assert Goal.objects.get(pk=theirs["goal"]["id"]).workspace_bound is True
+
+
 def test_checkpoint_heartbeat_and_finish(agent, clock):
     body = agent.start().json()
     gid, lease = body["goal"]["id"], lease_of_body(body)
