@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from django.db import IntegrityError, connection, connections, transaction
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ledger import store
 from ledger.chain import GENESIS, event_hash
@@ -325,3 +327,56 @@ def test_expected_start_races_end_in_no_error_on_either_side(caplog):
         while not _errors_since(log, offset) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert any("duplicate key value" in line for line in _errors_since(log, offset))
+
+
+# One agent's start: (agent, workspace, goal_key, session key or "").
+_starts = st.lists(st.tuples(st.sampled_from(["agent-1", "agent-2"]),
+                             st.sampled_from(["/srv/app", "/srv/app/", "/srv/web"]),
+                             st.sampled_from(["k1", "k2"]),
+                             st.sampled_from(["", "s-1", "s-2"])),
+                   min_size=1, max_size=12)
+
+
+def _answers(starts: list[tuple[str, str, str, str]]) -> dict[str, list[object]]:
+    """Each agent's answers to its starts, in order, inside a transaction that
+    is rolled back: the goal each start got (numbered per agent in order of
+    creation), whether it was created, or the refusal's code."""
+    answers: dict[str, list[object]] = {}
+    numbers: dict[str, int] = {}
+    with transaction.atomic():
+        for agent, workspace, key, session in starts:
+            try:
+                outcome = store.start(start_command(
+                    agent=agent, workspace=workspace, goal_key=key,
+                    session={"session_key": session} if session else {}), actor=agent)
+            except (WorkspaceBound, SessionBound) as refused:
+                answers.setdefault(agent, []).append(refused.code)
+                continue
+            number = numbers.setdefault(outcome.state.goal_id, len(numbers))
+            answers.setdefault(agent, []).append((number, outcome.created))
+        transaction.set_rollback(True)
+    return answers
+
+
+@pytest.mark.django_db
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_starts)
+def test_no_agent_can_change_what_another_agents_starts_answer(clock, starts):
+    """Non-interference: whatever agent-2 starts, and when, agent-1's starts
+    get exactly the answers they get when agent-2 never started anything (the
+    same goals, created or returned, the same refusals), and the other way
+    round. Squatting a workspace, a goal key or a session key is impossible."""
+    together = _answers(starts)
+    for agent in ("agent-1", "agent-2"):
+        alone = _answers([s for s in starts if s[0] == agent])
+        ours = together.get(agent, [])
+        # Goal numbers differ when the other agent's goals came first; compare
+        # them renumbered in order of first appearance.
+        assert _renumbered(ours) == _renumbered(alone.get(agent, []))
+
+
+def _renumbered(answers: list[object]) -> list[object]:
+    seen: dict[int, int] = {}
+    return [(seen.setdefault(a[0], len(seen)), a[1]) if isinstance(a, tuple) else a
+            for a in answers]
