@@ -261,20 +261,23 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
         if not events:
             return Outcome(before, before=before)
         state, stored, head = _fold(gid, before, head, events, actor, idempotency_key)
-        cursor.execute(*_insert_sql(conn, sql, pk, stored))
+        insert, insert_values = _insert_sql(conn, sql, pk, stored)
         # Only the columns that changed: fewer values to adapt, and SQLite
         # leaves the indexes of untouched columns alone.
         old, new = projected_columns(before), projected_columns(state)
         changed = tuple(name for name in _MUTABLE if new[name] != old[name])
         stored_state = conn.ops.adapt_json_value(state.to_dict(), None)
-        cursor.execute(sql.update(changed), (
-            state.version,
-            head,
-            stored_state,
-            *(_adapt(conn, new[name]) for name in changed),
-            pk,
-            version,
-        ))
+        update_values = [state.version, head, stored_state,
+                         *(_adapt(conn, new[name]) for name in changed), pk, version]
+        if conn.vendor == "postgresql":
+            # One statement, so one round trip to the server instead of two: a
+            # data-modifying WITH always runs to completion, and the rowcount
+            # is the UPDATE's.
+            cursor.execute(f"WITH appended AS ({insert}) {sql.update(changed)}",
+                           [*insert_values, *update_values])
+        else:
+            cursor.execute(insert, insert_values)
+            cursor.execute(sql.update(changed), update_values)
         if cursor.rowcount != 1:
             raise IntegrityError("goal version moved under its row lock")
         if isinstance(stored_state, str):  # SQLite keeps the very text it was given
