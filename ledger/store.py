@@ -24,7 +24,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Q
 
 from ledger import clock
-from ledger.chain import GENESIS, event_hash
+from ledger.chain import GENESIS, canonical_text, linked_hash
 from ledger.domain import (
     Command,
     DomainError,
@@ -63,6 +63,9 @@ class StoredEvent:
     idempotency_key: str | None
     prev_hash: str
     hash: str
+    # ``data`` in its canonical JSON text: hashed into the chain, and what
+    # SQLite stores (PostgreSQL keeps jsonb in its own spelling anyway).
+    data_text: str = field(default="", repr=False, compare=False)
 
 
 @dataclass
@@ -249,7 +252,7 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
         if row is None:
             raise GoalNotFound(f"no goal {goal_id}")
         version, head, raw_state = row
-        gid = canonical_id(goal_id)
+        gid = goal_id if isinstance(goal_id, str) else canonical_id(goal_id)
         before = _decoded(gid, raw_state)
         if owner is not None and before.agent != owner:
             raise GoalNotFound(f"no goal {goal_id}")
@@ -331,9 +334,10 @@ def _fold(goal_id: str, state: GoalState, head: str, events: Sequence[Event], ac
     for event in events:
         state = evolve(state, event)
         data = dict(event.data)
-        digest = event_hash(head, goal_id, state.version, event.kind, data, actor, event.at)
+        text = canonical_text(data)
+        digest = linked_hash(head, goal_id, state.version, event.kind, text, actor, event.at)
         stored.append(StoredEvent(goal_id, state.version, event.kind, data, actor, event.at,
-                                  idempotency_key, head, digest))
+                                  idempotency_key, head, digest, text))
         head = digest
     return state, stored, head
 
@@ -341,12 +345,13 @@ def _fold(goal_id: str, state: GoalState, head: str, events: Sequence[Event], ac
 def _insert_sql(conn: BaseDatabaseWrapper, sql: "_Statements", pk: Any,
                 stored: list[StoredEvent]) -> tuple[str, list[Any]]:
     values: list[Any] = []
+    text = conn.vendor == "sqlite"
     for e in stored:
         values += [
             pk,
             e.seq,
             e.kind,
-            conn.ops.adapt_json_value(e.data, None),
+            e.data_text if text else conn.ops.adapt_json_value(e.data, None),
             e.actor,
             conn.ops.adapt_datetimefield_value(e.recorded_at),
             e.idempotency_key,
