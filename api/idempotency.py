@@ -1,8 +1,7 @@
 """Idempotency-Key on every POST.
 
 Same key + same request replays the first status and body; same key with a
-different request is 422 ``idempotency_conflict``; a key whose first request
-is still running is 409 ``idempotency_in_flight``. Keys are per caller and
+different request is 422 ``idempotency_conflict``. Keys are per caller and
 kept ``WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS`` (48 by default; ``ledger
 prune``, scheduled by ``scheduling.maintenance``, deletes older records).
 
@@ -12,18 +11,24 @@ may be stored. So a lease token issued under an Idempotency-Key is derived
 random: the stored response holds a placeholder, and a replay derives the
 token again.
 
-The record is created "in flight" in a transaction of its own, so a
-concurrent retry can see it. Each attempt owns the record by a random
-attempt id, written when it takes the key; once ``LOCK_SECONDS`` have passed
-without an answer, a retry takes the record over with an attempt id of its
-own (the first attempt is presumed dead). The response is stored by a
-conditional UPDATE (this owner, this key, *my* attempt, still in flight) in
-the same transaction as the events the command appended. If that UPDATE
-finds no row, another attempt owns the key now: the whole transaction rolls
-back, so an attempt that stalled past its lock never commits its events
-beside the retry's, and its caller gets 409 ``idempotency_in_flight``.
-Time only decides when a retry may take over; which attempt commits is
-decided by the database.
+The record is written in the command's own transaction, or not at all: the
+key is claimed first (``INSERT … ON CONFLICT DO NOTHING``), the view runs
+with its store command nested inside, and the answer is stored before the one
+COMMIT. So a request whose process dies at any point before that commit
+leaves no trace, and its retry simply runs; one that dies after it leaves its
+answer, which the retry replays. Two attempts with the same key at once are
+serialized by the database, never by time: on SQLite the second cannot begin
+its write transaction until the first has committed or rolled back; on
+PostgreSQL its claim waits on the first's uncommitted row of the unique index
+and then inserts nothing, and ``ON CONFLICT`` keeps that expected race out of
+the server's error log. Either way the second finds the first's answer and
+replays it, and its own command never runs. One transaction instead of the
+claim's own before the command also saves a COMMIT, with its fsync, on every
+keyed request: agents send a key on every POST.
+
+Records written as "in flight" by an earlier release (status NULL, committed
+before the command) are still honoured: 409 ``idempotency_in_flight`` while
+their lock lasts, run again once it expired.
 """
 
 import base64
@@ -32,13 +37,12 @@ import hmac
 import json
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import wraps
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import connection, transaction
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -48,7 +52,6 @@ from ledger import clock, failpoints
 
 HEADER = "Idempotency-Key"
 MAX_KEY = 255
-LOCK_SECONDS = 60
 
 
 TOKEN_PLACEHOLDER = "(derived on replay)"  # noqa: S105  (a marker, not a secret)
@@ -106,79 +109,89 @@ def _key(request: Request) -> str | None:
     return key
 
 
-@dataclass(frozen=True)
-class Attempt:
-    """The record this attempt owns: the key, and the attempt id it wrote."""
-
-    owner: str
-    key: str
-    attempt: str
-
-
-class Superseded(Exception):
-    """Another attempt took the key over while this one ran."""
-
-
-def _superseded() -> Problem:
-    return Problem("idempotency_in_flight",
-                   "This attempt took longer than the Idempotency-Key's lock and another "
-                   "attempt with the same key took over; nothing from this attempt was "
-                   "recorded. Retry to get the other attempt's answer.",
-                   retry_after_seconds=1)
+# The table name comes from the model's Meta, never from input.
+_TABLE = IdempotencyRecord._meta.db_table
+_SELECT = (f"SELECT fingerprint, status_code, response, locked_until FROM {_TABLE} "  # noqa: S608
+           "WHERE owner = %s AND key = %s")
+# A new key is inserted; an earlier release's in-flight record of the same
+# request whose lock has passed (its attempt died) is taken over in the same
+# statement. Anything else under the key inserts nothing. locked_until and
+# attempt serve only those older records.
+_CLAIM = (f"INSERT INTO {_TABLE} AS r (owner, key, fingerprint, status_code, response, "  # noqa: S608
+          "created_at, locked_until, attempt) VALUES (%s, %s, %s, NULL, '', %s, %s, '') "
+          "ON CONFLICT (owner, key) DO UPDATE SET created_at = excluded.created_at, "
+          "locked_until = excluded.locked_until, attempt = '' "
+          "WHERE r.status_code IS NULL AND r.locked_until <= excluded.created_at "
+          "AND r.fingerprint = excluded.fingerprint")
+_COMPLETE = (f"UPDATE {_TABLE} SET status_code = %s, response = %s "  # noqa: S608
+             "WHERE owner = %s AND key = %s")
 
 
-def _begin(owner: str, key: str, digest: str, path: str) -> Attempt | Response:
-    """Claim the key, or return the stored response to replay."""
-    now = clock.now()
-    mine = secrets.token_hex(16)
+def _claim(owner: str, key: str, digest: str) -> bool:
+    """Claim the key inside the current transaction; False if it is taken
+    (answered by another attempt, perhaps while this one waited for it)."""
+    now = connection.ops.adapt_datetimefield_value(clock.now())
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM, [owner, key, digest, now, now])
+        return cursor.rowcount == 1
+
+
+def _complete(owner: str, key: str, response: Response) -> None:
+    """Store the answer on the record this transaction claimed."""
+    with connection.cursor() as cursor:
+        cursor.execute(_COMPLETE, [response.status_code,
+                                   json.dumps(_without_token(response.data)), owner, key])
+
+
+class _Taken(Exception):
+    """The key is taken: answered, in flight in an earlier release, or used
+    for another request."""
+
+
+def _keyed(owner: str, key: str, digest: str, answer: Callable[[], Response]) -> Response:
+    """Claim the key, get the answer and store it, in one transaction."""
     with transaction.atomic():
-        record = (IdempotencyRecord.objects.select_for_update()
-                  .filter(owner=owner, key=key).first())
-        if record is None:
-            try:
-                with transaction.atomic():
-                    IdempotencyRecord.objects.create(
-                        owner=owner, key=key, fingerprint=digest, created_at=now,
-                        locked_until=now + timedelta(seconds=LOCK_SECONDS), attempt=mine)
-                    return Attempt(owner, key, mine)
-            except IntegrityError:
-                raise Problem("idempotency_in_flight",
-                              "A request with this Idempotency-Key is in flight; retry later.",
-                              retry_after_seconds=1) from None
-        if record.fingerprint != digest:
-            raise Problem("idempotency_conflict",
-                          "This Idempotency-Key was first used with a different request.")
-        if record.status_code is not None:
-            body = _with_token(json.loads(record.response), owner, key, path)
-            replay = Response(body, status=record.status_code)
-            replay["Idempotent-Replayed"] = "true"
-            if record.status_code >= 400:
-                replay.content_type = "application/problem+json"
-            return replay
-        if record.locked_until > now:
-            wait = max(1, int((record.locked_until - now).total_seconds()))
-            raise Problem("idempotency_in_flight",
-                          "A request with this Idempotency-Key is in flight; retry later.",
-                          retry_after_seconds=wait)
-        # The first attempt died or stalled past its lock: take the key over.
-        # If it is still alive, its answer can no longer be stored, so its
-        # events roll back (see _complete).
-        record.locked_until = now + timedelta(seconds=LOCK_SECONDS)
-        record.attempt = mine
-        record.save(update_fields=["locked_until", "attempt"])
-        return Attempt(owner, key, mine)
+        if not _claim(owner, key, digest):
+            raise _Taken
+        response = answer()
+        if response.status_code >= 500:
+            # Nothing half-done is kept under a key: its retry runs again.
+            transaction.set_rollback(True)
+            return response
+        _complete(owner, key, response)
+    return response
 
 
-def _complete(attempt: Attempt, response: Response) -> None:
-    """Store the answer if this attempt still owns the key; else raise
-    Superseded (inside the command's transaction, which then rolls back)."""
-    stored = IdempotencyRecord.objects.filter(
-        owner=attempt.owner, key=attempt.key, attempt=attempt.attempt,
-        status_code__isnull=True,
-    ).update(status_code=response.status_code,
-             response=json.dumps(_without_token(response.data)))
-    if stored != 1:
-        raise Superseded
+def _taken(owner: str, key: str, digest: str, path: str) -> Response:
+    """What a request under a taken key gets: the stored answer replayed, 422
+    for another request, 409 while an earlier release's attempt is in flight."""
+    with connection.cursor() as cursor:
+        cursor.execute(_SELECT, [owner, key])
+        record = cursor.fetchone()
+    if record is None:  # pruned in between: rare enough to ask for a retry
+        raise Problem("idempotency_in_flight", "The Idempotency-Key changed hands; retry.",
+                      retry_after_seconds=1)
+    stored_fingerprint, status_code, body, locked_until = record
+    if stored_fingerprint != digest:
+        raise Problem("idempotency_conflict",
+                      "This Idempotency-Key was first used with a different request.")
+    if status_code is None:
+        wait = (_aware(locked_until) - clock.now()).total_seconds()
+        raise Problem("idempotency_in_flight",
+                      "A request with this Idempotency-Key is in flight; retry later.",
+                      retry_after_seconds=max(1, int(wait)))
+    replay = Response(_with_token(json.loads(body), owner, key, path), status=status_code)
+    replay["Idempotent-Replayed"] = "true"
+    if status_code >= 400:
+        replay.content_type = "application/problem+json"
+    return replay
+
+
+def _aware(value: Any) -> datetime:
+    """A timestamp as a raw cursor returns it (SQLite: text or naive) made aware."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def idempotent(method: Callable[..., Response]) -> Callable[..., Response]:
@@ -190,32 +203,27 @@ def idempotent(method: Callable[..., Response]) -> Callable[..., Response]:
         request.idempotency_key = key
         if key is None:
             return method(view, request, *args, **kwargs)
-        begun = _begin(str(request.user.get_username()), key, fingerprint(request),
-                       request.path)
-        if isinstance(begun, Response):
-            return begun
+        owner, path, digest = str(request.user.get_username()), request.path, \
+            fingerprint(request)
         try:
-            with transaction.atomic():
-                response = method(view, request, *args, **kwargs)
-                if response.status_code < 500:
-                    _complete(begun, response)
-            # Committed, the answer not yet written: a crash here is what the
-            # client's retry with the same key must survive.
-            failpoints.reached("api.after_commit")
-            return response
-        except Superseded:
-            raise _superseded() from None
+            response = _keyed(owner, key, digest, lambda: method(view, request, *args, **kwargs))
+        except _Taken:
+            return _taken(owner, key, digest, path)
         except Exception as exc:
             # A refusal is a response too: the same request must get the same
-            # refusal again, not a second try.
-            response = view.handle_exception(exc)
-            if response.status_code < 500:
-                try:
-                    with transaction.atomic():
-                        _complete(begun, response)
-                except Superseded:
-                    raise _superseded() from None
-            return response
+            # refusal again, not a second try. The command's transaction
+            # rolled back; the refusal is stored in one of its own.
+            refusal = view.handle_exception(exc)
+            if refusal.status_code >= 500:
+                return refusal
+            try:
+                return _keyed(owner, key, digest, lambda: refusal)
+            except _Taken:
+                return _taken(owner, key, digest, path)
+        # Committed, the answer not yet written: a crash here is what the
+        # client's retry with the same key must survive.
+        failpoints.reached("api.after_commit")
+        return response
 
     return wrapper
 

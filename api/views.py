@@ -145,11 +145,19 @@ def actor(request: Request) -> str:
 
 
 def run(request: Request, goal_id: str, command: Any) -> store.Outcome:
-    # Visibility first (404 before any rule), and the goal's canonical id from
-    # then on: the URL may spell it in any form uuid accepts.
-    state = load_goal(request, goal_id)
-    return store.execute(state.goal_id, command, actor=actor(request),
-                         idempotency_key=getattr(request, "idempotency_key", None))
+    """Run a command on a goal this caller may see. Visibility is checked by
+    the store on the row it locks (404 before any rule), so a command costs
+    no separate read; the URL may spell the id in any form uuid accepts."""
+    try:
+        pk = uuid.UUID(str(goal_id))
+    except ValueError:
+        raise Problem("not_found", f"{goal_id!r} is not a goal id.") from None
+    owner = actor(request) if role_of(request.user) == AGENT else None
+    try:
+        return store.execute(pk, command, actor=actor(request), owner=owner,
+                             idempotency_key=getattr(request, "idempotency_key", None))
+    except store.GoalNotFound:
+        raise Problem("not_found", f"No goal {goal_id}.") from None
 
 
 def validated(serializer_class: type, data: Any) -> dict[str, Any]:

@@ -32,7 +32,7 @@ STAGES = (
      "initial"),
     ("bearer token lookup (api/tokens.authenticate)", "api/tokens.py", "authenticate"),
     ("role lookup (api/roles.role_of)", "api/roles.py", "role_of"),
-    ("Idempotency-Key: the attempt's own transaction (_begin)", "api/idempotency.py", "_begin"),
+    ("Idempotency-Key: claiming the key (_claim)", "api/idempotency.py", "_claim"),
     ("Idempotency-Key: recording the answer (_complete)", "api/idempotency.py", "_complete"),
     ("the view (CheckpointsView.post)", "api/views.py", "post"),
     ("goal visibility (api/views.load_goal)", "api/views.py", "load_goal"),

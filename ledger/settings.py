@@ -117,7 +117,8 @@ if env_str("DATABASE_URL"):
 else:
     DATABASES = {
         "default": {
-            "ENGINE": "django.db.backends.sqlite3",
+            # Django's backend with writers queued on a file lock (see its module).
+            "ENGINE": "ledger.backends.sqlite3",
             "NAME": VAR_DIR / "ledger.sqlite3",
             "CONN_MAX_AGE": CONN_MAX_AGE,
             "CONN_HEALTH_CHECKS": True,

@@ -25,7 +25,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Q
 
 from ledger import clock
-from ledger.chain import GENESIS, event_hash
+from ledger.chain import GENESIS, canonical_text, linked_hash
 from ledger.domain import (
     Command,
     DomainError,
@@ -66,6 +66,9 @@ class StoredEvent:
     idempotency_key: str | None
     prev_hash: str
     hash: str
+    # ``data`` in its canonical JSON text: hashed into the chain, and what
+    # SQLite stores (PostgreSQL keeps jsonb in its own spelling anyway).
+    data_text: str = field(default="", repr=False, compare=False)
 
 
 @dataclass
@@ -237,15 +240,20 @@ def _serialize_starts(agent: str, workspace: str, session_key: str) -> None:
 
 
 def execute(goal_id: uuid.UUID | str, command: Command, *, actor: str,
-            idempotency_key: str | None = None) -> Outcome:
+            idempotency_key: str | None = None, owner: str | None = None) -> Outcome:
     """Run one command against an existing goal, in one transaction, with the
     effects its events call for (``register_effect``). The one entry point for
     every command: API views, admin actions, management commands and
-    scheduler tasks all come here."""
+    scheduler tasks all come here.
+
+    With ``owner``, a goal of another agent is not found (GoalNotFound), as
+    an agent's API sees it: checked on the row the command locks, so no
+    separate read is needed and none can see another state than the one the
+    command is decided on."""
     goal_id = canonical_id(goal_id)
     try:
         with transaction.atomic():
-            outcome = _execute_locked(goal_id, command, actor, idempotency_key)
+            outcome = _execute_locked(goal_id, command, actor, idempotency_key, owner)
             _apply_effects(outcome)
             return outcome
     except IntegrityError as exc:
@@ -279,7 +287,7 @@ def _create(command: StartGoal | RunGoal, actor: str, idempotency_key: str | Non
 
 
 def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
-                    idempotency_key: str | None) -> Outcome:
+                    idempotency_key: str | None, owner: str | None = None) -> Outcome:
     # The caller's atomic() has opened the transaction (BEGIN IMMEDIATE on
     # SQLite). From here on the driver's own cursor is used, in the driver's
     # own parameter style: Django's cursor wrapper rewrites every query with
@@ -293,8 +301,10 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
         if row is None:
             raise GoalNotFound(f"no goal {goal_id}")
         version, head, raw_state = row
-        before = GoalState.from_dict(json.loads(raw_state) if isinstance(raw_state, str)
-                                     else raw_state)
+        gid = goal_id if isinstance(goal_id, str) else canonical_id(goal_id)
+        before = _decoded(gid, raw_state)
+        if owner is not None and before.agent != owner:
+            raise GoalNotFound(f"no goal {goal_id}")
         # Read the clock only once the row is locked, so a goal's events are
         # recorded in the order they were decided; and never earlier than the
         # goal's last event: with several web and scheduler hosts, a clock a
@@ -302,24 +312,59 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
         events = decide(before, command, monotonic_now(before))
         if not events:
             return Outcome(before, before=before)
-        state, stored, head = _fold(canonical_id(goal_id), before, head, events, actor,
-                                    idempotency_key)
-        cursor.execute(*_insert_sql(conn, sql, pk, stored))
+        state, stored, head = _fold(gid, before, head, events, actor, idempotency_key)
+        insert, insert_values = _insert_sql(conn, sql, pk, stored)
         # Only the columns that changed: fewer values to adapt, and SQLite
         # leaves the indexes of untouched columns alone.
         old, new = projected_columns(before), projected_columns(state)
         changed = tuple(name for name in _MUTABLE if new[name] != old[name])
-        cursor.execute(sql.update(changed), (
-            state.version,
-            head,
-            conn.ops.adapt_json_value(state.to_dict(), None),
-            *(_adapt(conn, new[name]) for name in changed),
-            pk,
-            version,
-        ))
+        stored_state = conn.ops.adapt_json_value(state.to_dict(), None)
+        update_values = [state.version, head, stored_state,
+                         *(_adapt(conn, new[name]) for name in changed), pk, version]
+        if conn.vendor == "postgresql":
+            # One statement, so one round trip to the server instead of two: a
+            # data-modifying WITH always runs to completion, and the rowcount
+            # is the UPDATE's.
+            cursor.execute(f"WITH appended AS ({insert}) {sql.update(changed)}",
+                           [*insert_values, *update_values])
+        else:
+            cursor.execute(insert, insert_values)
+            cursor.execute(sql.update(changed), update_values)
         if cursor.rowcount != 1:
             raise IntegrityError("goal version moved under its row lock")
+        if isinstance(stored_state, str):  # SQLite keeps the very text it was given
+            _remember(gid, stored_state, state)
     return Outcome(state, stored, before=before)
+
+
+# The states this process decoded or wrote last, by goal, with the exact JSON
+# text they were read from or written as. Decoding the stored state is a
+# quarter of an append's own work; the next command on the same goal usually
+# runs in the same process (an agent's worker, the sweeper), and finds the
+# text it wrote. Keyed on the whole text, not the version: a rolled-back
+# command, another process's write or ``replay --fix`` rewriting a projection
+# all leave a different text (or the same text, meaning the same state), so
+# the cache can never hand back a state the database does not hold. On
+# PostgreSQL jsonb comes back in its own spelling, so only reads are reused.
+_CACHE_SIZE = 512
+_states: dict[str, tuple[str, GoalState]] = {}
+
+
+def _decoded(goal_id: str, raw: Any) -> GoalState:
+    if not isinstance(raw, str):
+        return GoalState.from_dict(raw)
+    cached = _states.get(goal_id)
+    if cached is not None and cached[0] == raw:
+        return cached[1]
+    state = GoalState.from_dict(json.loads(raw))
+    _remember(goal_id, raw, state)
+    return state
+
+
+def _remember(goal_id: str, text: str, state: GoalState) -> None:
+    if len(_states) >= _CACHE_SIZE and goal_id not in _states:
+        _states.clear()  # simple and bounded; the working set refills it at once
+    _states[goal_id] = (text, state)
 
 
 def monotonic_now(state: GoalState) -> datetime:
@@ -338,9 +383,10 @@ def _fold(goal_id: str, state: GoalState, head: str, events: Sequence[Event], ac
     for event in events:
         state = evolve(state, event)
         data = dict(event.data)
-        digest = event_hash(head, goal_id, state.version, event.kind, data, actor, event.at)
+        text = canonical_text(data)
+        digest = linked_hash(head, goal_id, state.version, event.kind, text, actor, event.at)
         stored.append(StoredEvent(goal_id, state.version, event.kind, data, actor, event.at,
-                                  idempotency_key, head, digest))
+                                  idempotency_key, head, digest, text))
         head = digest
     return state, stored, head
 
@@ -348,12 +394,13 @@ def _fold(goal_id: str, state: GoalState, head: str, events: Sequence[Event], ac
 def _insert_sql(conn: BaseDatabaseWrapper, sql: "_Statements", pk: Any,
                 stored: list[StoredEvent]) -> tuple[str, list[Any]]:
     values: list[Any] = []
+    text = conn.vendor == "sqlite"
     for e in stored:
         values += [
             pk,
             e.seq,
             e.kind,
-            conn.ops.adapt_json_value(e.data, None),
+            e.data_text if text else conn.ops.adapt_json_value(e.data, None),
             e.actor,
             conn.ops.adapt_datetimefield_value(e.recorded_at),
             e.idempotency_key,

@@ -1,14 +1,13 @@
-"""Issue 10, item 4: an Idempotency-Key's record is owned by one attempt at a
-time, and only the owner's events commit.
+"""An Idempotency-Key's record is written in the command's own transaction or
+not at all, so two attempts with one key are serialized by the database and
+only one command ever runs (issue 10, item 4; issue 11 made it one
+transaction).
 
 Two real requests on two threads (two database connections); the first is
-paused with a threading.Event and the frozen clock moved past LOCK_SECONDS,
-so the retry may take the key over."""
+paused with a threading.Event at a chosen point."""
 
 import threading
-import time
 from collections.abc import Callable
-from datetime import timedelta
 
 import pytest
 from django.db import connection
@@ -86,123 +85,102 @@ def keyed_events(gid: str) -> list[tuple[int, str]]:
                 .values_list("seq", "kind"))
 
 
-def test_an_attempt_stalled_past_its_lock_commits_nothing_beside_the_retry(
+def test_an_attempt_that_stalled_before_its_transaction_replays_the_retrys_answer(
         agent, clock, checkpoint, monkeypatch):
-    """The first attempt takes the key and stalls before its command runs (a
-    paused process); 61 s later the retry takes the key over and records the
-    checkpoint. The first attempt then wakes, runs the command and cannot
-    store its answer, so its events roll back and its caller gets a 409."""
+    """The first attempt stalls before it claims the key (a paused process);
+    its retry records the checkpoint. The first attempt then wakes, finds the
+    key answered and replays that answer: its own command never runs."""
     gid, path, body = checkpoint
-    paused = Paused(idempotency._begin, when="after")
-    monkeypatch.setattr(idempotency, "_begin", paused)
+    paused = Paused(idempotency._keyed, when="before")
+    monkeypatch.setattr(idempotency, "_keyed", paused)
     first = Request(agent.token, path, body)
     first.start()
     assert paused.reached.wait(WAIT)
-    clock.advance(seconds=idempotency.LOCK_SECONDS + 1)
 
     retry = agent.post(path, body, key=KEY)
     assert retry.status_code == 201 and "Idempotent-Replayed" not in retry
     paused.release.set()
     stalled = first.result()
 
-    assert stalled.status_code == 409 and stalled["Content-Type"] == "application/problem+json"
-    assert stalled.json()["code"] == "idempotency_in_flight"
-    assert "nothing from this attempt was recorded" in stalled.json()["detail"]
+    assert stalled.status_code == 201 and stalled["Idempotent-Replayed"] == "true"
+    assert stalled.json() == retry.json()
     assert keyed_events(gid) == [(4, "checkpoint.recorded")]
-    record = IdempotencyRecord.objects.get(owner="agent-1", key=KEY)
-    assert record.status_code == 201
-    # The stalled caller's retry gets the answer that was recorded.
-    again = agent.post(path, body, key=KEY)
-    assert again.status_code == 201 and again["Idempotent-Replayed"] == "true"
-    assert again.json() == retry.json()
-    assert keyed_events(gid) == [(4, "checkpoint.recorded")]
+    assert IdempotencyRecord.objects.get(owner="agent-1", key=KEY).status_code == 201
 
 
-def test_an_attempt_stalled_inside_its_transaction_commits_nothing_beside_the_retry(
+def test_a_retry_waits_for_an_attempt_inside_its_transaction_and_replays_it(
         agent, clock, checkpoint, monkeypatch, vendor):
-    """The first attempt has appended its events and stalls before storing its
-    answer, still holding the goal's row lock (a slow database). The retry
-    comes 61 s later.
-
-    PostgreSQL: the retry takes the key over, then waits for the goal's lock;
-    the first attempt's conditional UPDATE finds the key taken, so it rolls
-    back, and the retry records the checkpoint once.
-    SQLite: the first attempt holds the database's write lock, so the retry
-    cannot even look at the key until it commits; it then replays its answer."""
+    """The first attempt has claimed the key and appended its events and stalls
+    before storing its answer (a slow database). Its retry waits for it —
+    SQLite: for the write lock; PostgreSQL: on the first attempt's
+    uncommitted row of the key's unique index — and then replays its answer.
+    No time decides it, and the checkpoint is recorded once."""
     gid, path, body = checkpoint
     paused = Paused(idempotency._complete, when="before")
     monkeypatch.setattr(idempotency, "_complete", paused)
     first = Request(agent.token, path, body)
     first.start()
     assert paused.reached.wait(WAIT)
-    taken = IdempotencyRecord.objects.values_list("attempt", "locked_until").get(key=KEY)
-    clock.advance(seconds=idempotency.LOCK_SECONDS + 1)
+    clock.advance(seconds=3600)  # however long it takes
 
     retry = Request(agent.token, path, body)
     retry.start()
-    if vendor == "postgresql":
-        # The retry's takeover commits before it queues for the goal's lock.
-        deadline = time.monotonic() + WAIT
-        while IdempotencyRecord.objects.values_list(
-                "attempt", "locked_until").get(key=KEY) == taken:
-            assert time.monotonic() < deadline, "the retry never took the key over"
-            time.sleep(0.02)
-    else:
-        time.sleep(0.3)  # let the retry queue for the write lock
+    retry.join(0.5)
+    assert retry.is_alive(), "the retry did not wait for the attempt in flight"
     paused.release.set()
     stalled, retried = first.result(), retry.result()
 
+    assert stalled.status_code == 201 and "Idempotent-Replayed" not in stalled
+    assert retried.status_code == 201 and retried["Idempotent-Replayed"] == "true"
+    assert retried.json() == stalled.json()
     assert keyed_events(gid) == [(4, "checkpoint.recorded")]
-    if vendor == "postgresql":
-        assert stalled.status_code == 409
-        assert stalled.json()["code"] == "idempotency_in_flight"
-        assert retried.status_code == 201 and "Idempotent-Replayed" not in retried
-    else:
-        assert stalled.status_code == 201
-        assert retried.status_code == 201 and retried["Idempotent-Replayed"] == "true"
-        assert retried.json() == stalled.json()
     assert IdempotencyRecord.objects.get(key=KEY).status_code == 201
 
 
-def test_a_refusal_of_a_stalled_attempt_is_not_stored_over_the_retrys_answer(
+def test_an_attempt_that_fails_before_its_commit_leaves_the_key_free(
         agent, clock, checkpoint, monkeypatch):
-    """A command that refuses (here: a lease no longer valid) is stored as the
-    answer too; a superseded attempt's refusal is not."""
+    """The record is written with the command's events or not at all: an
+    attempt that dies inside its transaction (here: storing its answer
+    fails) leaves neither, so its retry runs the command, once."""
     gid, path, body = checkpoint
-    paused = Paused(idempotency._begin, when="after")
-    monkeypatch.setattr(idempotency, "_begin", paused)
+    real = idempotency._complete
+
+    def broken(*args):
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(idempotency, "_complete", broken)
+    with pytest.raises(RuntimeError):  # a 500 in production; the test client re-raises
+        agent.post(path, body, key=KEY)
+    assert keyed_events(gid) == []
+    assert not IdempotencyRecord.objects.filter(key=KEY).exists()
+
+    monkeypatch.setattr(idempotency, "_complete", real)
+    retry = agent.post(path, body, key=KEY)
+    assert retry.status_code == 201 and "Idempotent-Replayed" not in retry
+    assert keyed_events(gid) == [(4, "checkpoint.recorded")]
+
+
+def test_a_stalled_attempt_never_stores_a_refusal_over_the_answer(
+        agent, clock, checkpoint, monkeypatch):
+    """The first attempt stalls; its retry checkpoints and then the lease is
+    released. Running its command now would be refused (lease_lost): the
+    stalled attempt replays the recorded answer instead, and the record keeps
+    it."""
+    gid, path, body = checkpoint
+    paused = Paused(idempotency._keyed, when="before")
+    monkeypatch.setattr(idempotency, "_keyed", paused)
     first = Request(agent.token, path, body)
     first.start()
     assert paused.reached.wait(WAIT)
-    clock.advance(seconds=idempotency.LOCK_SECONDS + 1)
-    retry = agent.post(path, body, key=KEY)
-    assert retry.status_code == 201
-    # The goal moves on before the stalled attempt wakes: its lease is gone.
+    assert agent.post(path, body, key=KEY).status_code == 201
     assert agent.post(f"goals/{gid}/lease/release", {"lease": body["lease"]}).status_code == 200
     paused.release.set()
 
     stalled = first.result()
 
-    assert stalled.status_code == 409 and stalled.json()["code"] == "idempotency_in_flight"
+    assert stalled.status_code == 201 and stalled["Idempotent-Replayed"] == "true"
     record = IdempotencyRecord.objects.get(key=KEY)
     assert record.status_code == 201 and '"lease_lost"' not in record.response
-
-
-def test_a_record_pruned_under_a_running_attempt_rolls_it_back(agent, clock, checkpoint,
-                                                               monkeypatch, settings):
-    """Nothing can complete a record that is gone: the attempt's events go too."""
-    gid, path, body = checkpoint
-    paused = Paused(idempotency._begin, when="after")
-    monkeypatch.setattr(idempotency, "_begin", paused)
-    first = Request(agent.token, path, body)
-    first.start()
-    assert paused.reached.wait(WAIT)
-    retention = timedelta(hours=settings.WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS, seconds=1)
-    assert idempotency.prune(now=clock() + retention) == 1
-    paused.release.set()
-
-    assert first.result().status_code == 409
-    assert keyed_events(gid) == []
 
 
 # ----------------------------------------------------------------- retention

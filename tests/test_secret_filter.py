@@ -123,3 +123,31 @@ def test_prose_without_secrets_is_accepted(text):
 ])
 def test_talk_about_secrets_is_not_a_secret(text):
     assert not looks_like_secret(text)
+
+
+# The filter scans a pattern only where one of its literals occurs; the plain
+# alternation of every pattern (_SECRET) is its definition. Texts built from
+# the secrets above, the prose pieces and arbitrary characters (case changes,
+# non-ASCII, invisible characters included) must get the same verdict.
+_FRAGMENT = st.one_of(
+    st.sampled_from([text for _, text in SECRETS]),
+    _PIECE,
+    st.text(max_size=40),
+    st.text(alphabet="sSkK-_:/=@.eyJAIKwlhfBearer \u212a\u017f" + ZWSP, max_size=40),
+)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_FRAGMENT, min_size=1, max_size=6).map("".join),
+       st.sampled_from([str, str.lower, str.upper, str.swapcase]))
+def test_the_literal_prefilter_agrees_with_the_whole_alternation(text, case):
+    from ledger.domain.validation import _INVISIBLE, _SECRET, _scan
+
+    text = case(text)
+    assert _scan(text) == (_SECRET.search(text) is not None), text
+    import unicodedata
+
+    folded = unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
+    expected = _SECRET.search(text) is not None or (
+        folded != text and _SECRET.search(folded) is not None)
+    assert looks_like_secret(text) == expected, text

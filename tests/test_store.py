@@ -380,3 +380,40 @@ def _renumbered(answers: list[object]) -> list[object]:
     seen: dict[int, int] = {}
     return [(seen.setdefault(a[0], len(seen)), a[1]) if isinstance(a, tuple) else a
             for a in answers]
+
+
+# --------------------------------------------------------------- the decoded-state cache
+
+
+def _checkpoint(state: GoalState, pct: int) -> RecordCheckpoint:
+    return RecordCheckpoint(current_step=f"step {pct}", progress_pct=pct, proof=proof_of(state))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rolled_back_command_leaves_no_state_behind_for_the_next_one(clock):
+    """The store keeps the states it wrote by their stored text; a command whose
+    transaction rolled back (an outer atomic, an effect that raised) must not
+    be the state the next command is decided on."""
+    state = store.start(RunGoal(start_command(), "agent-1", new_token()[1]),
+                        actor="agent-1").state
+    state = store.execute(state.goal_id, _checkpoint(state, 10), actor="agent-1").state
+    with pytest.raises(RuntimeError), transaction.atomic():
+        store.execute(state.goal_id, _checkpoint(state, 50), actor="agent-1")
+        raise RuntimeError("the caller's transaction fails after the command")
+    after = store.execute(state.goal_id, _checkpoint(state, 20), actor="agent-1").state
+    assert (after.version, after.progress_pct, after.checkpoints) == \
+        (state.version + 1, 20, state.checkpoints + 1)
+    assert GoalState.from_dict(Goal.objects.get(pk=state.goal_id).state) == after
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_projection_rewritten_by_someone_else_is_read_again(clock):
+    """Another process's write (or replay --fix) changes the stored text: the
+    next command sees the database's state, not the one this process holds."""
+    state = store.start(RunGoal(start_command(), "agent-1", new_token()[1]),
+                        actor="agent-1").state
+    state = store.execute(state.goal_id, _checkpoint(state, 10), actor="agent-1").state
+    rewritten = state.but(objective="Fix it, as the operator's fix says")
+    Goal.objects.filter(pk=state.goal_id).update(state=rewritten.to_dict())
+    after = store.execute(state.goal_id, _checkpoint(state, 20), actor="agent-1").state
+    assert after.objective == "Fix it, as the operator's fix says"

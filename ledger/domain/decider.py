@@ -7,7 +7,6 @@ event into the state. The store calls them inside one transaction; replay calls
 """
 
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from datetime import datetime
 from functools import reduce
 from typing import Any
@@ -435,8 +434,8 @@ def evolve(state: GoalState, event: Event) -> GoalState:
         # the history is worse than a replay that stops and says why.
         raise ValueError(f"no evolver for event kind {event.kind!r}") from None
     at = iso(event.at)
-    return replace(state, **apply(state, dict(event.data), at), updated_at=at,
-                   version=state.version + 1)
+    return state.but(**apply(state, dict(event.data), at), updated_at=at,
+                     version=state.version + 1)
 
 
 def fold(events: Iterable[Event], state: GoalState | None = None) -> GoalState:

@@ -25,38 +25,69 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 # Obvious credentials. Agents paste them into objectives and notes by
 # accident; once in an event they are there forever (append-only), so refuse.
-# One alternation, so each text is scanned once. Patterns are anchored on a
-# vendor's fixed prefix or on an assignment to a credential's name, so prose
-# about keys and tokens still passes (tests/test_secret_filter.py).
-_SECRET = re.compile("|".join((
-    r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}",  # OpenAI / Anthropic keys
-    r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}",  # Stripe secret / restricted keys
-    r"\bwhsec_[A-Za-z0-9+/=]{20,}",  # Stripe webhook secrets
-    r"\bgh[pousr]_[A-Za-z0-9]{30,}",  # GitHub tokens
-    r"\bgithub_pat_[A-Za-z0-9_]{30,}",
-    r"\bglpat-[A-Za-z0-9_-]{20,}",  # GitLab personal access tokens
-    r"\bnpm_[A-Za-z0-9]{30,}",  # npm tokens
-    r"\bpypi-[A-Za-z0-9_-]{50,}",  # PyPI upload tokens
-    r"\bhf_[A-Za-z0-9]{30,}",  # Hugging Face tokens
-    r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b",  # AWS access key ids (long-term, STS)
-    r"\bxox[abposr]-[A-Za-z0-9-]{10,}",  # Slack
-    r"\bAIza[0-9A-Za-z_-]{35}\b",  # Google API key
-    r"\bya29\.[0-9A-Za-z_-]{20,}",  # Google OAuth access token
-    r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
-    r"\bBearer\s+[A-Za-z0-9._~+/=-]{20,}",
+# Patterns are anchored on a vendor's fixed prefix or on an assignment to a
+# credential's name, so prose about keys and tokens still passes
+# (tests/test_secret_filter.py).
+#
+# Each pattern comes with literals that any match must contain (in some case). This check
+# runs on every text of every command (six on a checkpoint), and one regex
+# alternation of all of them cost about 25 us a text: the engine tries every
+# branch at every position. A substring test is a C scan, so a pattern's regex
+# runs only on text that holds one of its literals. ``_SECRET`` (the plain
+# alternation) stays the definition: a property test checks both agree.
+_PATTERNS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("sk-",), r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}"),  # OpenAI / Anthropic keys
+    (("k_live_", "k_test_"), r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"),  # Stripe keys
+    (("whsec_",), r"\bwhsec_[A-Za-z0-9+/=]{20,}"),  # Stripe webhook secrets
+    (("gh",), r"\bgh[pousr]_[A-Za-z0-9]{30,}"),  # GitHub tokens
+    (("github_pat_",), r"\bgithub_pat_[A-Za-z0-9_]{30,}"),
+    (("glpat-",), r"\bglpat-[A-Za-z0-9_-]{20,}"),  # GitLab personal access tokens
+    (("npm_",), r"\bnpm_[A-Za-z0-9]{30,}"),  # npm tokens
+    (("pypi-",), r"\bpypi-[A-Za-z0-9_-]{50,}"),  # PyPI upload tokens
+    (("hf_",), r"\bhf_[A-Za-z0-9]{30,}"),  # Hugging Face tokens
+    (("AKIA", "ASIA", "ABIA", "ACCA"),
+     r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),  # AWS access key ids (long-term, STS)
+    (("xox",), r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),  # Slack
+    (("AIza",), r"\bAIza[0-9A-Za-z_-]{35}\b"),  # Google API key
+    (("ya29.",), r"\bya29\.[0-9A-Za-z_-]{20,}"),  # Google OAuth access token
+    (("-----BEGIN ",), r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    (("Bearer",), r"\bBearer\s+[A-Za-z0-9._~+/=-]{20,}"),
     # A JWT: base64url header and payload of a JSON object ("eyJ" is "{\"").
-    r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*",
+    ((".eyJ",), r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*"),
     # user:password@ inside a URL (postgres://u:p@db, https://u:p@host).
-    r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:[^\s/@]+@",
+    (("://",), r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:[^\s/@]+@"),
     # NAME=value where NAME says it holds a credential (PGPASSWORD=…,
     # aws_secret_access_key = …, DB_PASSWORD="…"); "$VAR", "<…>" and "{…}"
-    # are references to one, not one.
-    r"(?i:\b[A-Z0-9_]*(?:PASSWORD|PASSWD|SECRET_ACCESS_KEY|SESSION_TOKEN|SECRET_KEY"
-    r"|API_KEY|APIKEY|ACCESS_TOKEN|AUTH_TOKEN|CLIENT_SECRET|PRIVATE_KEY)"
-    r"\s*[=:]\s*[\"']?[^\s\"'$<{][^\s\"']{7,})",
-    r"\bwl_[A-Za-z0-9]{8}_[A-Za-z0-9_-]{20,}",  # our own API tokens
-    r"\bwll_[A-Za-z0-9_-]{20,}",  # our own lease tokens
-)))
+    # are references to one, not one. Its literals are looked for in the
+    # lower-cased text (the name matches in any case).
+    (("passw", "secret_access_key", "session_token", "secret_key", "api_key", "apikey",
+      "access_token", "auth_token", "client_secret", "private_key"),
+     r"(?i:\b[A-Z0-9_]*(?:PASSWORD|PASSWD|SECRET_ACCESS_KEY|SESSION_TOKEN|SECRET_KEY"
+     r"|API_KEY|APIKEY|ACCESS_TOKEN|AUTH_TOKEN|CLIENT_SECRET|PRIVATE_KEY)"
+     r"\s*[=:]\s*[\"']?[^\s\"'$<{][^\s\"']{7,})"),
+    (("wl_",), r"\bwl_[A-Za-z0-9]{8}_[A-Za-z0-9_-]{20,}"),  # our own API tokens
+    (("wll_",), r"\bwll_[A-Za-z0-9_-]{20,}"),  # our own lease tokens
+)
+_SECRET = re.compile("|".join(pattern for _, pattern in _PATTERNS))
+# Looked for in the lower-cased text: for the case-sensitive patterns a weaker
+# condition than the literal itself, which is fine for a filter in front of
+# the real regex, and the one pass serves the case-insensitive one too.
+_LITERALS = tuple((literal.lower(), re.compile(pattern).search)
+                  for literals, pattern in _PATTERNS for literal in literals)
+
+
+def _scan(text: str) -> bool:
+    if not text.isascii():
+        # Case folding outside ASCII (the Kelvin sign matches "k" under
+        # IGNORECASE) would slip past the literals: scan it whole.
+        return _SECRET.search(text) is not None
+    lowered = text.lower()
+    # A plain loop, not any(): the generator costs more than the scan here.
+    for literal, search in _LITERALS:  # noqa: SIM110
+        if literal in lowered and search(text) is not None:
+            return True
+    return False
+
 
 # Format characters (zero-width space and joiners, word joiner, BOM, soft
 # hyphen) are invisible: a key split by one still works when pasted, so they
@@ -67,10 +98,12 @@ _INVISIBLE = {ord(c): None for c in ("\u00ad", "\u180e", "\u200b", "\u200c", "\u
 
 
 def looks_like_secret(text: str) -> bool:
-    if _SECRET.search(text) is not None:
+    if _scan(text):
         return True
+    if text.isascii():
+        return False  # NFKC and the invisible characters change nothing here
     folded = unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
-    return folded != text and _SECRET.search(folded) is not None
+    return folded != text and _scan(folded)
 
 
 def text(value: object, field: str, *, limit: int, required: bool = False) -> str:

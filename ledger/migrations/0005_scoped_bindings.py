@@ -16,7 +16,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ledger', '0003_goal_binding_and_session'),
+        ('ledger', '0004_fewer_event_indexes'),
     ]
 
     operations = [
