@@ -330,3 +330,56 @@ def test_a_stale_lease_can_be_taken_over_after_expiry_by_run_goal(agent, clock):
     again = agent.start().json()
     assert again["acquired"] is True and again["lease"]["generation"] == 2
     assert again["goal"]["id"] == body["goal"]["id"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_starts_over_the_api_answer_one_goal_per_agent_and_log_no_error(caplog):
+    """The expected race through the whole request (an Idempotency-Key's claim,
+    then the store's start, in one transaction): several agents start the same
+    (workspace, goal_key) at once, some twice. Each agent gets one goal, every
+    answer is 201 or 200, and neither PostgreSQL's log nor ours says ERROR
+    (or WARNING, here)."""
+    import logging
+    import threading
+
+    from django.db import connections
+    from rest_framework.test import APIClient
+
+    from tests.conftest import Api
+    from tests.test_store import _errors_since, _server_log
+
+    callers = [Api(f"racer-{n}", "agent") for n in range(3)]
+    body = {"goal_key": "issue-1", "workspace": "/srv/repos/shop", "objective": "Fix it"}
+    log = _server_log()
+    offset = log.stat().st_size if log else 0
+    plan = [(caller, f"k-{caller.username}-{i}") for caller in callers for i in range(3)]
+    answers: list[tuple[str, int, str]] = []
+    barrier = threading.Barrier(len(plan))
+
+    def work(caller: Api, key: str) -> None:
+        try:
+            client = APIClient()
+            client.credentials(HTTP_AUTHORIZATION=f"Bearer {caller.token}")
+            barrier.wait()
+            response = client.post("/api/v1/goals", body, format="json",
+                                   HTTP_IDEMPOTENCY_KEY=key)
+            answers.append((caller.username, response.status_code,
+                            response.json().get("goal", {}).get("id", "")))
+        finally:
+            connections.close_all()
+
+    with caplog.at_level(logging.INFO):
+        threads = [threading.Thread(target=work, args=step) for step in plan]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    assert len(answers) == len(plan)
+    assert sorted(status for _, status, _ in answers) == [200] * 6 + [201] * 3
+    goals = {name: {gid for who, _, gid in answers if who == name} for name, _, _ in answers}
+    assert all(len(ids) == 1 for ids in goals.values()), goals
+    assert len(set().union(*goals.values())) == 3
+    assert Goal.objects.filter(goal_key="issue-1").count() == 3
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert _errors_since(log, offset) == []
