@@ -60,7 +60,8 @@ QUERY = ("validation_error",)
 
 # Response headers, by the problem codes that send them.
 # - Retry-After: the bad-token throttle (429) and a key still in flight
-#   (409; api.errors sends it for any problem with retry_after_seconds).
+#   (409: a record an earlier release left in flight, or a key that changed
+#   hands; api.errors sends it for any problem with retry_after_seconds).
 # - WWW-Authenticate: every 401 (RFC 9110 requires it; api.errors adds it).
 RETRY_AFTER_CODES = frozenset({"throttled", "idempotency_in_flight"})
 CHALLENGE_CODES = frozenset({"unauthenticated"})
