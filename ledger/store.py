@@ -12,6 +12,7 @@ row carries the chain head (``last_hash``) and the last seq (``version``).
 """
 
 import json
+import logging
 import uuid
 from collections.abc import Callable, Sequence
 from contextlib import closing
@@ -40,6 +41,8 @@ from ledger.domain.timing import next_wake_at
 from ledger.domain.validation import canonical_workspace
 from ledger.models import Event as EventRow
 from ledger.models import Goal
+
+logger = logging.getLogger(__name__)
 
 
 class GoalNotFound(DomainError):
@@ -144,14 +147,21 @@ def canonical_id(goal_id: uuid.UUID | str) -> str:
 
 def start(command: StartGoal | RunGoal, *, actor: str,
           idempotency_key: str | None = None) -> Outcome:
-    """Create the goal for (workspace, goal_key), or return the active one (rule 1);
-    with RunGoal, also try to take its lease in the same transaction."""
+    """Create the goal for (agent, workspace, goal_key), or return the active one
+    (rule 1); with RunGoal, also try to take its lease in the same transaction.
+
+    Every binding fact is read within the starting agent's goals only (the
+    goal's ``agent``, fixed at start): a workspace path is host-local and a
+    session key is the agent's own name, so another agent's goal neither
+    blocks this start nor is handed to it (docs/security.md).
+    """
     start_cmd = command.start if isinstance(command, RunGoal) else command
     start_cmd = replace(start_cmd, workspace=canonical_workspace(start_cmd.workspace))
     session_key = start_cmd.session.get("session_key", "")
     for attempt in range(2):
         try:
             with transaction.atomic():
+                _serialize_starts(start_cmd.agent, start_cmd.workspace, session_key)
                 # One statement, so one snapshot: on PostgreSQL separate reads
                 # could see a concurrent start's goal in one and not the other,
                 # and report our own goal as "another goal holding the workspace".
@@ -159,7 +169,7 @@ def start(command: StartGoal | RunGoal, *, actor: str,
                 if session_key:
                     match |= Q(session_key=session_key)
                 rows = list(
-                    Goal.objects.select_for_update().filter(match)
+                    Goal.objects.select_for_update().filter(match, agent=start_cmd.agent)
                     .exclude(status__in=TERMINAL_STATUSES)
                     .values_list("id", "workspace", "goal_key", "workspace_bound", "session_key")
                 )
@@ -182,12 +192,51 @@ def start(command: StartGoal | RunGoal, *, actor: str,
                 _apply_effects(outcome)
                 return outcome
         except IntegrityError:
-            # A concurrent start created the goal (or took the binding) between
-            # our read and insert (PostgreSQL; SQLite's IMMEDIATE transactions
-            # serialize). Retry once: the domain then sees the winner.
+            # The safety net: a start that did not take _serialize_starts' lock
+            # (an older process during a rolling upgrade) created the goal or
+            # took the binding between our read and insert. Retry once: the
+            # domain then sees the winner. Expected, so INFO, never WARNING.
             if attempt:
                 raise
+            logger.info("a concurrent start of %r in %r won the insert; retrying",
+                        start_cmd.goal_key, start_cmd.workspace)
     raise AssertionError("unreachable")
+
+
+# Advisory-lock namespaces (the first of pg_advisory_xact_lock's two int4 keys),
+# so the start locks never share a key with each other or with anyone else's.
+_LOCK_WORKSPACE = 0x574C0001  # "WL" 1: an (agent, workspace)
+_LOCK_SESSION = 0x574C0002  # "WL" 2: an (agent, session key)
+
+
+def _serialize_starts(agent: str, workspace: str, session_key: str) -> None:
+    """Make concurrent starts that could collide on a unique constraint of Goal
+    wait for each other, before they read.
+
+    Without this, two starts of one goal on PostgreSQL both read nothing, both
+    insert, and the loser's unique violation is retried above, correctly, but
+    PostgreSQL logs it as ``ERROR: duplicate key value violates unique
+    constraint`` with the whole row: an alarm that is not. Every constraint is
+    per (agent, workspace) or per (agent, session key), so those are the
+    locks; the second start blocks here until the first commits, and its read
+    (a fresh snapshot under READ COMMITTED) then sees the first one's goal.
+    Locks are taken in one order (workspace, then session), so two starts
+    cannot deadlock on them, and are released at commit or rollback. A hash
+    collision only makes two unrelated starts wait for each other, briefly.
+
+    SQLite needs nothing: its BEGIN IMMEDIATE already serializes every writer.
+    """
+    conn = connections[DEFAULT_DB_ALIAS]
+    if conn.vendor != "postgresql":
+        return
+    # Length-prefixed, so no agent name and path can spell another pair's
+    # key (PostgreSQL text cannot hold the NUL a separator would want).
+    keys = [(_LOCK_WORKSPACE, f"{len(agent)}:{agent}{workspace}")]
+    if session_key:
+        keys.append((_LOCK_SESSION, f"{len(agent)}:{agent}{session_key}"))
+    with conn.cursor() as cursor:
+        for namespace, text in keys:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (namespace, text))
 
 
 def execute(goal_id: uuid.UUID | str, command: Command, *, actor: str,
