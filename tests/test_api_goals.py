@@ -346,11 +346,11 @@ def test_concurrent_starts_over_the_api_answer_one_goal_per_agent_and_log_no_err
     from rest_framework.test import APIClient
 
     from tests.conftest import Api
-    from tests.test_store import _errors_since, _server_log
+    from tests.factories import errors_since, server_log
 
     callers = [Api(f"racer-{n}", "agent") for n in range(3)]
     body = {"goal_key": "issue-1", "workspace": "/srv/repos/shop", "objective": "Fix it"}
-    log = _server_log()
+    log = server_log()
     offset = log.stat().st_size if log else 0
     plan = [(caller, f"k-{caller.username}-{i}") for caller in callers for i in range(3)]
     answers: list[tuple[str, int, str]] = []
@@ -382,4 +382,4 @@ def test_concurrent_starts_over_the_api_answer_one_goal_per_agent_and_log_no_err
     assert len(set().union(*goals.values())) == 3
     assert Goal.objects.filter(goal_key="issue-1").count() == 3
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
-    assert _errors_since(log, offset) == []
+    assert errors_since(log, offset) == []

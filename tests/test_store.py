@@ -5,10 +5,9 @@ import threading
 import time
 import uuid
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
-from django.db import IntegrityError, connection, connections, transaction
+from django.db import IntegrityError, connections, transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +16,14 @@ from ledger.chain import GENESIS, event_hash
 from ledger.domain import Finish, GoalState, RecordCheckpoint, RunGoal, StartGoal
 from ledger.domain.errors import GoalTerminal, ProgressRegressed, SessionBound, WorkspaceBound
 from ledger.models import Event, Goal
-from tests.factories import GoalFactory, completed, new_token, proof_of
+from tests.factories import (
+    GoalFactory,
+    completed,
+    errors_since,
+    new_token,
+    proof_of,
+    server_log,
+)
 
 
 def start_command(**overrides) -> StartGoal:
@@ -243,26 +249,6 @@ def test_concurrent_starts_of_one_key_make_one_goal():
     assert Goal.objects.filter(goal_key="race").count() == 1
 
 
-def _server_log() -> Path | None:
-    """PostgreSQL's own log, which tests/postgres.py (and bench/soak.py) write
-    beside the data directory; None on SQLite or a server started otherwise."""
-    if connection.vendor != "postgresql":
-        return None
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW data_directory")
-        log = Path(cursor.fetchone()[0]).parent / "server.log"
-    return log if log.is_file() else None
-
-
-def _errors_since(log: Path | None, offset: int) -> list[str]:
-    if log is None:
-        return []
-    with open(log, "rb") as handle:
-        handle.seek(offset)
-        return [line for line in handle.read().decode(errors="replace").splitlines()
-                if "ERROR:" in line]
-
-
 @pytest.mark.django_db(transaction=True)
 def test_expected_start_races_end_in_no_error_on_either_side(caplog):
     """Concurrent starts that collide on every constraint of Goal: one goal per
@@ -270,7 +256,7 @@ def test_expected_start_races_end_in_no_error_on_either_side(caplog):
     if they ran one after the other, and nothing is logged as an error: not by
     PostgreSQL (no unique violation on the expected path: store.start waits on
     an advisory lock before it reads) and not by us at WARNING or above."""
-    log = _server_log()
+    log = server_log()
     offset = log.stat().st_size if log else 0
     racers = [("agent-1", {"goal_key": "race"})] * 4 + [
         # Same agent and workspace, other keys: one binds it, the rest are refused.
@@ -316,7 +302,7 @@ def test_expected_start_races_end_in_no_error_on_either_side(caplog):
     assert sum(o.created for o in outcomes) == active.count() == 3
     assert len({o.state.goal_id for o in outcomes}) == 3
     assert [r.levelname for r in caplog.records if r.levelno >= logging.WARNING] == []
-    assert _errors_since(log, offset) == []
+    assert errors_since(log, offset) == []
 
     if log is not None:
         # The control: the reader does see an ERROR the server logs.
@@ -324,9 +310,9 @@ def test_expected_start_races_end_in_no_error_on_either_side(caplog):
         with pytest.raises(IntegrityError), transaction.atomic():
             _row(goal)
         deadline = time.monotonic() + 5
-        while not _errors_since(log, offset) and time.monotonic() < deadline:
+        while not errors_since(log, offset) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert any("duplicate key value" in line for line in _errors_since(log, offset))
+        assert any("duplicate key value" in line for line in errors_since(log, offset))
 
 
 # One agent's start: (agent, workspace, goal_key, session key or "").
