@@ -17,6 +17,9 @@ from rest_framework.views import set_rollback
 from api.problems import PROBLEM_CONTENT_TYPE, STATUS_BY_CODE, Problem, problem
 from ledger.domain import DomainError
 
+# What every 401 answers (the same as api.auth's BearerTokenAuthentication).
+CHALLENGE = 'Bearer realm="wakeledger"'
+
 
 def response(code: str, detail: str, **kwargs: Any) -> Response:
     body = problem(code, detail, **kwargs)
@@ -91,6 +94,16 @@ def handler(exc: Exception, context: dict[str, Any]) -> Response | None:
         result = response("payload_too_large", str(exc))
     else:
         return None
+    wait = result.data.get("retry_after_seconds") if isinstance(result.data, dict) else None
+    if "Retry-After" not in headers and isinstance(wait, int) and not isinstance(wait, bool):
+        # A problem that says when to try again (a key still in flight) says
+        # it in the header generic HTTP clients and proxies read, too.
+        headers["Retry-After"] = str(max(0, wait))
+    if result.status_code == 401 and "WWW-Authenticate" not in headers:
+        # RFC 9110: a 401 must carry a challenge. DRF adds it for the API
+        # token's failures; a Problem raised by a view (a job's notify token,
+        # also a Bearer token) would go without.
+        headers["WWW-Authenticate"] = CHALLENGE
     for name, value in headers.items():
         result[name] = value
     return result

@@ -18,18 +18,35 @@ from ledger.domain import iso
 GENESIS = "0" * 64
 
 
-def canonical_json(value: Any) -> bytes:
+def canonical_text(value: Any) -> str:
     # sort_keys: PostgreSQL's jsonb does not keep key order, so the order a
     # row comes back in must not matter. allow_nan=False: NaN is not JSON.
     return json.dumps(
         value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode()
+    )
+
+
+def canonical_json(value: Any) -> bytes:
+    return canonical_text(value).encode()
 
 
 def event_hash(prev_hash: str, goal_id: str, seq: int, kind: str, data: Mapping[str, Any],
                actor: str, recorded_at: datetime) -> str:
-    payload = canonical_json([str(goal_id), seq, kind, data, actor, iso(recorded_at)])
-    return hashlib.sha256(prev_hash.encode("ascii") + payload).hexdigest()
+    return linked_hash(prev_hash, goal_id, seq, kind, canonical_text(data), actor, recorded_at)
+
+
+_string = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def linked_hash(prev_hash: str, goal_id: str, seq: int, kind: str, data_text: str,
+                actor: str, recorded_at: datetime) -> str:
+    """``event_hash`` with the event's data already in its canonical text, which
+    the store also keeps as the stored JSON (one encoding per event, not two).
+    The payload is spelled out as canonical_json of the list would spell it:
+    its items joined by commas, strings and the seq as json.dumps writes them."""
+    payload = ",".join((_string(str(goal_id)), str(int(seq)), _string(kind), data_text,
+                        _string(actor), _string(iso(recorded_at))))
+    return hashlib.sha256(f"{prev_hash}[{payload}]".encode()).hexdigest()
 
 
 @dataclass(frozen=True)

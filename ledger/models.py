@@ -40,24 +40,31 @@ class Goal(models.Model):
 
     class Meta:
         constraints = [
+            # Every binding is scoped to the goal's agent (Goal.agent, fixed at
+            # start): workspace paths are host-local (/srv/app on two hosts is
+            # two workspaces) and session keys are the agent's own names, so
+            # one agent's goal must never refuse or capture another agent's
+            # start. Within one agent the rules are as strict as ever.
+            #
             # Rule 1, enforced by the database as well as by the store: one
-            # active goal per (workspace, goal_key). Two concurrent starts on
-            # PostgreSQL both find nothing; this makes the second one fail and
-            # retry into the goal the first one created.
+            # active goal per (agent, workspace, goal_key). store.start
+            # serializes concurrent starts (an advisory lock on PostgreSQL);
+            # this is the safety net that makes a start which got past it fail
+            # and retry into the goal the first one created.
             models.UniqueConstraint(
-                fields=["workspace", "goal_key"],
+                fields=["agent", "workspace", "goal_key"],
                 condition=~Q(status__in=sorted(TERMINAL_STATUSES)),
                 name="ledger_goal_one_active_per_key",
             ),
-            # The workspace binding (bind-project): one active goal holds it.
+            # The workspace binding (bind-project): one active goal of the agent holds it.
             models.UniqueConstraint(
-                fields=["workspace"],
+                fields=["agent", "workspace"],
                 condition=Q(workspace_bound=True) & ~Q(status__in=sorted(TERMINAL_STATUSES)),
                 name="ledger_goal_one_binding_per_workspace",
             ),
-            # One active goal per agent session key.
+            # One active goal per session key of an agent.
             models.UniqueConstraint(
-                fields=["session_key"],
+                fields=["agent", "session_key"],
                 condition=~Q(session_key="") & ~Q(status__in=sorted(TERMINAL_STATUSES)),
                 name="ledger_goal_one_active_per_session",
             ),

@@ -117,7 +117,8 @@ if env_str("DATABASE_URL"):
 else:
     DATABASES = {
         "default": {
-            "ENGINE": "django.db.backends.sqlite3",
+            # Django's backend with writers queued on a file lock (see its module).
+            "ENGINE": "ledger.backends.sqlite3",
             "NAME": VAR_DIR / "ledger.sqlite3",
             "CONN_MAX_AGE": CONN_MAX_AGE,
             "CONN_HEALTH_CHECKS": True,
@@ -241,7 +242,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["api.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "api.errors.handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "api.schema.AnswerSchema",  # declares response headers too
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 

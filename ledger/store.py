@@ -12,6 +12,7 @@ row carries the chain head (``last_hash``) and the last seq (``version``).
 """
 
 import json
+import logging
 import uuid
 from collections.abc import Callable, Sequence
 from contextlib import closing
@@ -24,7 +25,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Q
 
 from ledger import clock
-from ledger.chain import GENESIS, event_hash
+from ledger.chain import GENESIS, canonical_text, linked_hash
 from ledger.domain import (
     Command,
     DomainError,
@@ -40,6 +41,8 @@ from ledger.domain.timing import next_wake_at
 from ledger.domain.validation import canonical_workspace
 from ledger.models import Event as EventRow
 from ledger.models import Goal
+
+logger = logging.getLogger(__name__)
 
 
 class GoalNotFound(DomainError):
@@ -63,6 +66,9 @@ class StoredEvent:
     idempotency_key: str | None
     prev_hash: str
     hash: str
+    # ``data`` in its canonical JSON text: hashed into the chain, and what
+    # SQLite stores (PostgreSQL keeps jsonb in its own spelling anyway).
+    data_text: str = field(default="", repr=False, compare=False)
 
 
 @dataclass
@@ -141,14 +147,21 @@ def canonical_id(goal_id: uuid.UUID | str) -> str:
 
 def start(command: StartGoal | RunGoal, *, actor: str,
           idempotency_key: str | None = None) -> Outcome:
-    """Create the goal for (workspace, goal_key), or return the active one (rule 1);
-    with RunGoal, also try to take its lease in the same transaction."""
+    """Create the goal for (agent, workspace, goal_key), or return the active one
+    (rule 1); with RunGoal, also try to take its lease in the same transaction.
+
+    Every binding fact is read within the starting agent's goals only (the
+    goal's ``agent``, fixed at start): a workspace path is host-local and a
+    session key is the agent's own name, so another agent's goal neither
+    blocks this start nor is handed to it (docs/security.md).
+    """
     start_cmd = command.start if isinstance(command, RunGoal) else command
     start_cmd = replace(start_cmd, workspace=canonical_workspace(start_cmd.workspace))
     session_key = start_cmd.session.get("session_key", "")
     for attempt in range(2):
         try:
             with transaction.atomic():
+                _serialize_starts(start_cmd.agent, start_cmd.workspace, session_key)
                 # One statement, so one snapshot: on PostgreSQL separate reads
                 # could see a concurrent start's goal in one and not the other,
                 # and report our own goal as "another goal holding the workspace".
@@ -156,7 +169,7 @@ def start(command: StartGoal | RunGoal, *, actor: str,
                 if session_key:
                     match |= Q(session_key=session_key)
                 rows = list(
-                    Goal.objects.select_for_update().filter(match)
+                    Goal.objects.select_for_update().filter(match, agent=start_cmd.agent)
                     .exclude(status__in=TERMINAL_STATUSES)
                     .values_list("id", "workspace", "goal_key", "workspace_bound", "session_key")
                 )
@@ -179,12 +192,51 @@ def start(command: StartGoal | RunGoal, *, actor: str,
                 _apply_effects(outcome)
                 return outcome
         except IntegrityError:
-            # A concurrent start created the goal (or took the binding) between
-            # our read and insert (PostgreSQL; SQLite's IMMEDIATE transactions
-            # serialize). Retry once: the domain then sees the winner.
+            # The safety net: a start that did not take _serialize_starts' lock
+            # (an older process during a rolling upgrade) created the goal or
+            # took the binding between our read and insert. Retry once: the
+            # domain then sees the winner. Expected, so INFO, never WARNING.
             if attempt:
                 raise
+            logger.info("a concurrent start of %r in %r won the insert; retrying",
+                        start_cmd.goal_key, start_cmd.workspace)
     raise AssertionError("unreachable")
+
+
+# Advisory-lock namespaces (the first of pg_advisory_xact_lock's two int4 keys),
+# so the start locks never share a key with each other or with anyone else's.
+_LOCK_WORKSPACE = 0x574C0001  # "WL" 1: an (agent, workspace)
+_LOCK_SESSION = 0x574C0002  # "WL" 2: an (agent, session key)
+
+
+def _serialize_starts(agent: str, workspace: str, session_key: str) -> None:
+    """Make concurrent starts that could collide on a unique constraint of Goal
+    wait for each other, before they read.
+
+    Without this, two starts of one goal on PostgreSQL both read nothing, both
+    insert, and the loser's unique violation is retried above, correctly, but
+    PostgreSQL logs it as ``ERROR: duplicate key value violates unique
+    constraint`` with the whole row: an alarm that is not. Every constraint is
+    per (agent, workspace) or per (agent, session key), so those are the
+    locks; the second start blocks here until the first commits, and its read
+    (a fresh snapshot under READ COMMITTED) then sees the first one's goal.
+    Locks are taken in one order (workspace, then session), so two starts
+    cannot deadlock on them, and are released at commit or rollback. A hash
+    collision only makes two unrelated starts wait for each other, briefly.
+
+    SQLite needs nothing: its BEGIN IMMEDIATE already serializes every writer.
+    """
+    conn = connections[DEFAULT_DB_ALIAS]
+    if conn.vendor != "postgresql":
+        return
+    # Length-prefixed, so no agent name and path can spell another pair's
+    # key (PostgreSQL text cannot hold the NUL a separator would want).
+    keys = [(_LOCK_WORKSPACE, f"{len(agent)}:{agent}{workspace}")]
+    if session_key:
+        keys.append((_LOCK_SESSION, f"{len(agent)}:{agent}{session_key}"))
+    with conn.cursor() as cursor:
+        for namespace, text in keys:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (namespace, text))
 
 
 def execute(goal_id: uuid.UUID | str, command: Command, *, actor: str,
@@ -249,7 +301,7 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
         if row is None:
             raise GoalNotFound(f"no goal {goal_id}")
         version, head, raw_state = row
-        gid = canonical_id(goal_id)
+        gid = goal_id if isinstance(goal_id, str) else canonical_id(goal_id)
         before = _decoded(gid, raw_state)
         if owner is not None and before.agent != owner:
             raise GoalNotFound(f"no goal {goal_id}")
@@ -261,20 +313,23 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
         if not events:
             return Outcome(before, before=before)
         state, stored, head = _fold(gid, before, head, events, actor, idempotency_key)
-        cursor.execute(*_insert_sql(conn, sql, pk, stored))
+        insert, insert_values = _insert_sql(conn, sql, pk, stored)
         # Only the columns that changed: fewer values to adapt, and SQLite
         # leaves the indexes of untouched columns alone.
         old, new = projected_columns(before), projected_columns(state)
         changed = tuple(name for name in _MUTABLE if new[name] != old[name])
         stored_state = conn.ops.adapt_json_value(state.to_dict(), None)
-        cursor.execute(sql.update(changed), (
-            state.version,
-            head,
-            stored_state,
-            *(_adapt(conn, new[name]) for name in changed),
-            pk,
-            version,
-        ))
+        update_values = [state.version, head, stored_state,
+                         *(_adapt(conn, new[name]) for name in changed), pk, version]
+        if conn.vendor == "postgresql":
+            # One statement, so one round trip to the server instead of two: a
+            # data-modifying WITH always runs to completion, and the rowcount
+            # is the UPDATE's.
+            cursor.execute(f"WITH appended AS ({insert}) {sql.update(changed)}",
+                           [*insert_values, *update_values])
+        else:
+            cursor.execute(insert, insert_values)
+            cursor.execute(sql.update(changed), update_values)
         if cursor.rowcount != 1:
             raise IntegrityError("goal version moved under its row lock")
         if isinstance(stored_state, str):  # SQLite keeps the very text it was given
@@ -328,9 +383,10 @@ def _fold(goal_id: str, state: GoalState, head: str, events: Sequence[Event], ac
     for event in events:
         state = evolve(state, event)
         data = dict(event.data)
-        digest = event_hash(head, goal_id, state.version, event.kind, data, actor, event.at)
+        text = canonical_text(data)
+        digest = linked_hash(head, goal_id, state.version, event.kind, text, actor, event.at)
         stored.append(StoredEvent(goal_id, state.version, event.kind, data, actor, event.at,
-                                  idempotency_key, head, digest))
+                                  idempotency_key, head, digest, text))
         head = digest
     return state, stored, head
 
@@ -338,12 +394,13 @@ def _fold(goal_id: str, state: GoalState, head: str, events: Sequence[Event], ac
 def _insert_sql(conn: BaseDatabaseWrapper, sql: "_Statements", pk: Any,
                 stored: list[StoredEvent]) -> tuple[str, list[Any]]:
     values: list[Any] = []
+    text = conn.vendor == "sqlite"
     for e in stored:
         values += [
             pk,
             e.seq,
             e.kind,
-            conn.ops.adapt_json_value(e.data, None),
+            e.data_text if text else conn.ops.adapt_json_value(e.data, None),
             e.actor,
             conn.ops.adapt_datetimefield_value(e.recorded_at),
             e.idempotency_key,

@@ -8,8 +8,10 @@ history and the projection always agree.
 import hashlib
 import secrets
 import uuid
+from pathlib import Path
 
 import factory
+from django.db import connection
 
 from ledger import store
 from ledger.domain import Finish, GoalState, LeaseProof, RecordCheckpoint, RunGoal, StartGoal
@@ -86,3 +88,26 @@ class GoalFactory(factory.Factory):
 def lease_of(body: dict) -> dict:
     """The lease proof a fenced call carries, from an API answer that granted one."""
     return {"token": body["lease"]["token"], "generation": body["lease"]["generation"]}
+
+
+# ---------------------------------------------------------- PostgreSQL's own log
+
+
+def server_log() -> Path | None:
+    """PostgreSQL's own log, which tests/postgres.py (and bench/soak.py) write
+    beside the data directory; None on SQLite or a server started otherwise."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW data_directory")
+        log = Path(cursor.fetchone()[0]).parent / "server.log"
+    return log if log.is_file() else None
+
+
+def errors_since(log: Path | None, offset: int) -> list[str]:
+    if log is None:
+        return []
+    with open(log, "rb") as handle:
+        handle.seek(offset)
+        return [line for line in handle.read().decode(errors="replace").splitlines()
+                if "ERROR:" in line]

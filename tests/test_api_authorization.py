@@ -285,14 +285,27 @@ def test_options_tells_another_agent_nothing_about_a_foreign_goal(goal, other_ag
 
 
 def test_another_agent_starting_the_same_work_gets_neither_the_goal_nor_its_lease(
-        goal, other_agent):
-    gid, _ = goal
-    before = snapshot()
+        goal, other_agent, agent, operator):
+    """Workspace paths are host-local and goal keys the agent's own names: the
+    same (workspace, goal_key) from another agent is that agent's own goal, and
+    tells it nothing about agent-1's, which is left exactly as it was."""
+    gid, lease = goal
+    before = Goal.objects.filter(pk=gid).values_list("version", "last_hash").get()
     response = other_agent.start()  # the same workspace and goal key as agent-1's goal
-    assert_problem(response, 409, "workspace_bound")
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["created"] is True and body["goal"]["id"] != gid
+    assert body["goal"]["agent"] == "agent-2" and body["goal"]["workspace_bound"] is True
     assert gid not in response.content.decode()
-    assert "wll_" not in response.content.decode()
-    assert snapshot() == before
+    assert lease["token"] not in response.content.decode()
+    assert Goal.objects.filter(pk=gid).values_list("version", "last_hash").get() == before
+    # agent-1 still holds its goal and its lease; neither sees the other's goal.
+    assert agent.post(f"goals/{gid}/lease/heartbeat", {"lease": lease}).status_code == 200
+    assert_problem(other_agent.get(f"goals/{gid}"), 404, "not_found")
+    assert_problem(agent.get(f"goals/{body['goal']['id']}"), 404, "not_found")
+    # Operators see both.
+    listed = operator.get("goals", workspace="/srv/repos/shop").json()["results"]
+    assert sorted(g["agent"] for g in listed) == ["agent-1", "agent-2"]
 
 
 def test_another_agents_goals_are_not_listed_even_when_filtered_by_agent(goal, other_agent):

@@ -78,6 +78,48 @@ def test_one_active_goal_per_session_key(agent, clock):
     assert refused.status_code == 409 and refused.json()["code"] == "session_bound"
 
 
+def test_another_agents_binding_does_not_block_a_start(agent, other_agent, operator, clock):
+    """Squatting: agent-1 binds /srv/repos/shop and the session key "s-1"
+    first. agent-2 is blocked by neither: paths are host-local (its
+    /srv/repos/shop is another machine's) and session keys are its own names.
+    Within each agent, the binding and the session key still hold."""
+    first = agent.start(session={"session_key": "s-1"})
+    assert first.status_code == 201
+    theirs = other_agent.start(goal_key="issue-2", session={"session_key": "s-1"})
+    assert theirs.status_code == 201, theirs.json()
+    body = theirs.json()
+    assert body["acquired"] is True and body["goal"]["workspace_bound"] is True
+    assert Goal.objects.get(pk=body["goal"]["id"]).session_key == "s-1"
+    assert first.json()["goal"]["id"] not in theirs.content.decode()
+
+    # agent-1 cannot bind its workspace twice, nor reuse its session key;
+    # agent-2 neither, now that it holds its own.
+    for api in (agent, other_agent):
+        refused = api.start(goal_key="issue-3")
+        assert refused.status_code == 409 and refused.json()["code"] == "workspace_bound"
+        refused = api.start(goal_key="issue-3", workspace="/srv/elsewhere",
+                            session={"session_key": "s-1"})
+        assert refused.status_code == 409 and refused.json()["code"] == "session_bound"
+    # A refusal names neither the agent's own goal nor the other agent's.
+    assert first.json()["goal"]["id"] not in refused.content.decode()
+    # Each sees its own goal only; an operator sees both.
+    assert [g["agent"] for g in other_agent.get("goals").json()["results"]] == ["agent-2"]
+    assert [g["agent"] for g in agent.get("goals").json()["results"]] == ["agent-1"]
+    assert len(operator.get("goals", workspace="/srv/repos/shop").json()["results"]) == 2
+
+
+def test_releasing_one_agents_binding_leaves_the_others(agent, other_agent, operator, clock):
+    mine = agent.start().json()
+    theirs = other_agent.start().json()
+    released = operator.post(f"goals/{mine['goal']['id']}/workspace/release",
+                             {"reason": "agent crashed"})
+    assert released.status_code == 200 and released.json()["workspace_bound"] is False
+    assert agent.start(goal_key="issue-2").status_code == 201
+    refused = other_agent.start(goal_key="issue-2")
+    assert refused.status_code == 409 and refused.json()["code"] == "workspace_bound"
+    assert Goal.objects.get(pk=theirs["goal"]["id"]).workspace_bound is True
+
+
 def test_checkpoint_heartbeat_and_finish(agent, clock):
     body = agent.start().json()
     gid, lease = body["goal"]["id"], lease_of_body(body)
@@ -288,3 +330,56 @@ def test_a_stale_lease_can_be_taken_over_after_expiry_by_run_goal(agent, clock):
     again = agent.start().json()
     assert again["acquired"] is True and again["lease"]["generation"] == 2
     assert again["goal"]["id"] == body["goal"]["id"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_starts_over_the_api_answer_one_goal_per_agent_and_log_no_error(caplog):
+    """The expected race through the whole request (an Idempotency-Key's claim,
+    then the store's start, in one transaction): several agents start the same
+    (workspace, goal_key) at once, some twice. Each agent gets one goal, every
+    answer is 201 or 200, and neither PostgreSQL's log nor ours says ERROR
+    (or WARNING, here)."""
+    import logging
+    import threading
+
+    from django.db import connections
+    from rest_framework.test import APIClient
+
+    from tests.conftest import Api
+    from tests.factories import errors_since, server_log
+
+    callers = [Api(f"racer-{n}", "agent") for n in range(3)]
+    body = {"goal_key": "issue-1", "workspace": "/srv/repos/shop", "objective": "Fix it"}
+    log = server_log()
+    offset = log.stat().st_size if log else 0
+    plan = [(caller, f"k-{caller.username}-{i}") for caller in callers for i in range(3)]
+    answers: list[tuple[str, int, str]] = []
+    barrier = threading.Barrier(len(plan))
+
+    def work(caller: Api, key: str) -> None:
+        try:
+            client = APIClient()
+            client.credentials(HTTP_AUTHORIZATION=f"Bearer {caller.token}")
+            barrier.wait()
+            response = client.post("/api/v1/goals", body, format="json",
+                                   HTTP_IDEMPOTENCY_KEY=key)
+            answers.append((caller.username, response.status_code,
+                            response.json().get("goal", {}).get("id", "")))
+        finally:
+            connections.close_all()
+
+    with caplog.at_level(logging.INFO):
+        threads = [threading.Thread(target=work, args=step) for step in plan]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    assert len(answers) == len(plan)
+    assert sorted(status for _, status, _ in answers) == [200] * 6 + [201] * 3
+    goals = {name: {gid for who, _, gid in answers if who == name} for name, _, _ in answers}
+    assert all(len(ids) == 1 for ids in goals.values()), goals
+    assert len(set().union(*goals.values())) == 3
+    assert Goal.objects.filter(goal_key="issue-1").count() == 3
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert errors_since(log, offset) == []

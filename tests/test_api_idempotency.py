@@ -231,10 +231,11 @@ def test_keys_are_per_caller(agent, other_agent, clock):
     assert mine.status_code == 201
     token = mine.json()["lease"]["token"]
 
-    # The same key and body from another agent is its own request: refused
-    # (the work is agent-1's), never agent-1's answer with agent-1's lease.
+    # The same key and body from another agent is its own request: its own
+    # goal (bindings are per agent), never agent-1's answer with agent-1's lease.
     theirs = other_agent.post("goals", NEW_GOAL, key="shared-1")
-    assert theirs.status_code == 409 and theirs.json()["code"] == "workspace_bound"
+    assert theirs.status_code == 201 and theirs.json()["goal"]["agent"] == "agent-2"
+    assert theirs.json()["goal"]["id"] != mine.json()["goal"]["id"]
     assert REPLAYED not in theirs and token not in theirs.content.decode()
 
     # The same key with another body is no conflict across callers.

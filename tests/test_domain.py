@@ -115,10 +115,23 @@ def test_run_goal_starts_and_takes_the_first_lease():
 
 def test_starting_an_active_goal_again_returns_no_events():
     state = started()
-    again = StartGoal(goal_id="g-2", workspace="/srv/repo", goal_key="issue-7", objective="x")
+    again = StartGoal(goal_id="g-2", workspace="/srv/repo", goal_key="issue-7", objective="x",
+                      agent="agent-1")
     assert decide(state, again, T0) == []
     # RunGoal on the same goal while the lease is live: no new lease either.
     assert decide(state, RunGoal(again, "agent-1", TOKEN_2), T0) == []
+
+
+def test_a_start_is_never_handed_another_agents_goal():
+    """Bindings are per agent, so the store never hands a start another agent's
+    goal; if a shell did, the domain refuses instead of returning its state."""
+    state = started()
+    for stranger in ("agent-2", ""):
+        again = StartGoal(goal_id="g-2", workspace="/srv/repo", goal_key="issue-7",
+                          objective="x", agent=stranger)
+        with pytest.raises(WorkspaceBound) as refused:
+            decide(state, RunGoal(again, stranger or "x", TOKEN_2), T0)
+        assert "g-1" not in refused.value.detail
 
 
 def test_start_rejects_missing_objective_and_credentials():

@@ -16,6 +16,7 @@ from rest_framework.test import APIClient
 from api import idempotency
 from api.models import IdempotencyRecord
 from ledger.models import Event
+from tests.factories import errors_since, server_log
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -181,6 +182,33 @@ def test_a_stalled_attempt_never_stores_a_refusal_over_the_answer(
     assert stalled.status_code == 201 and stalled["Idempotent-Replayed"] == "true"
     record = IdempotencyRecord.objects.get(key=KEY)
     assert record.status_code == 201 and '"lease_lost"' not in record.response
+
+
+def test_one_key_sent_by_many_at_once_runs_once_and_logs_no_error(agent, clock, checkpoint):
+    """Six requests with one key released together (a client retrying over
+    several connections): one command, one event, the same answer six times,
+    and on PostgreSQL no unique violation in the server's log (the claim is
+    INSERT ... ON CONFLICT, waiting on the first attempt's row)."""
+    gid, path, body = checkpoint
+    log = server_log()
+    offset = log.stat().st_size if log else 0
+    barrier = threading.Barrier(6)
+
+    class AtOnce(Request):
+        def run(self) -> None:
+            barrier.wait(WAIT)
+            super().run()
+
+    requests = [AtOnce(agent.token, path, body) for _ in range(6)]
+    for request in requests:
+        request.start()
+    answers = [request.result() for request in requests]
+
+    assert [a.status_code for a in answers] == [201] * 6
+    assert sum("Idempotent-Replayed" not in a for a in answers) == 1
+    assert len({a.content for a in answers}) == 1
+    assert keyed_events(gid) == [(4, "checkpoint.recorded")]
+    assert errors_since(log, offset) == []
 
 
 # ----------------------------------------------------------------- retention

@@ -2,7 +2,9 @@
 record of where it ends; `replay --fix` never loses an update that commits
 while it runs."""
 
+import hashlib
 import io
+from datetime import UTC
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -11,9 +13,12 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 from django.test import Client
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ledger import chain, projection, store, triggers
-from ledger.domain import RecordCheckpoint
+from ledger.chain import canonical_json, canonical_text, event_hash, linked_hash
+from ledger.domain import RecordCheckpoint, iso
 from ledger.models import Event, Goal
 from tests.factories import GoalFactory, proof_of
 
@@ -240,3 +245,30 @@ def test_replay_check_is_not_fooled_by_a_command_committing_while_it_reads(goals
 
     monkeypatch.setattr(projection, "_grouped", append_then_stream)
     assert list(projection.replay(projection.goal_ids())) == []
+
+
+# ------------------------------------------------------- the chain's one definition
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(), children,
+                                                                      max_size=4),
+    max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.dictionaries(st.text(), _JSON, max_size=5), goal=st.uuids(),
+       seq=st.integers(min_value=1, max_value=2**40), kind=st.text(), actor=st.text(),
+       at=st.datetimes(timezones=st.just(UTC)))
+def test_the_hash_is_sha256_of_the_previous_hash_and_the_canonical_list(data, goal, seq, kind,
+                                                                         actor, at):
+    """The store hashes from the event's canonical data text (linked_hash);
+    verify recomputes from the row (event_hash). Both must be DESIGN's
+    sha256(prev_hash || canonical_json([goal_id, seq, kind, data, actor,
+    recorded_at])), byte for byte, for any data and any text."""
+    prev = hashlib.sha256(str(seq).encode()).hexdigest()
+    expected = hashlib.sha256(prev.encode("ascii") + canonical_json(
+        [str(goal), seq, kind, data, actor, iso(at)])).hexdigest()
+    assert event_hash(prev, str(goal), seq, kind, data, actor, at) == expected
+    assert linked_hash(prev, str(goal), seq, kind, canonical_text(data), actor, at) == expected

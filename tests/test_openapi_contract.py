@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,11 @@ from django.core.management import call_command
 
 from api.problems import PROBLEM_CONTENT_TYPE
 
+# response_headers_conformance: the headers the schema declares required
+# (WWW-Authenticate on 401, Retry-After on 429) are sent, and every declared
+# header sent has the declared shape.
 CHECKS = ("not_a_server_error,response_schema_conformance,content_type_conformance,"
-          "status_code_conformance")
+          "status_code_conformance,response_headers_conformance")
 # The bound: examples and fuzzing, 10 generated cases per operation and role
 # (about 270 requests a role, ~25 s each on a busy 2-core machine). The
 # coverage phase (every boundary of every field: ~1,900 requests for the agent
@@ -142,3 +146,126 @@ def test_every_error_is_declared_as_a_problem_document():
     assert listing["operationId"] == "goals_list"
     assert listing["responses"]["200"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/GoalPage"}
+
+
+# ------------------------------------------------------------ response headers
+
+
+@pytest.fixture
+def served(db) -> dict:
+    """The schema as the server serves it (GET /api/v1/schema, no token)."""
+    from rest_framework.test import APIClient
+
+    response = APIClient().get("/api/v1/schema", HTTP_ACCEPT="application/vnd.oai.openapi")
+    assert response.status_code == 200
+    return yaml.safe_load(response.content)
+
+
+def declared(schema: dict, method: str, path: str, status: int) -> dict:
+    """The headers the schema declares for one operation's answer."""
+    answer = schema["paths"][path][method.lower()]["responses"][str(status)]
+    return answer.get("headers", {})
+
+
+def test_every_operation_declares_the_headers_its_statuses_send(served):
+    """Retry-After on every 429 (always) and on an Idempotency-Key's 409 (when
+    it is in flight), WWW-Authenticate on every 401, Idempotent-Replayed on
+    what an idempotent operation can replay and nowhere else."""
+    checked = 0
+    for path, operations in served["paths"].items():
+        for method, operation in operations.items():
+            where = f"{method.upper()} {path}"
+            answers = operation["responses"]
+            assert answers["429"]["headers"]["Retry-After"]["required"] is True, where
+            assert answers["429"]["headers"]["Retry-After"]["schema"]["type"] == "integer"
+            assert answers["401"]["headers"]["WWW-Authenticate"]["required"] is True, where
+            idempotent = any(p["name"] == "Idempotency-Key"
+                             for p in operation.get("parameters", []))
+            replayable = {status for status, answer in answers.items()
+                          if "Idempotent-Replayed" in answer.get("headers", {})}
+            if idempotent:
+                retry = answers["409"]["headers"]["Retry-After"]
+                assert retry.get("required", False) is False, where  # not every 409
+                oks = {status for status in answers if status.startswith("2")}
+                assert oks <= replayable, where
+                # Never what DRF answers before the view runs, nor the key's own conflict.
+                assert not replayable & {"401", "403", "406", "413", "415", "422", "429"}, where
+                assert {answers[s]["headers"]["Idempotent-Replayed"]["schema"]["enum"][0]
+                        for s in replayable} == {"true"}
+            else:
+                assert replayable == set(), where
+                for status, answer in answers.items():
+                    if status not in ("429",):
+                        assert "Retry-After" not in answer.get("headers", {}), (where, status)
+            # A request header is not a response header, nor the other way round.
+            assert {p["name"] for p in operation.get("parameters", [])} & {
+                "Retry-After", "WWW-Authenticate", "Idempotent-Replayed"} == set(), where
+            checked += 1
+    assert checked >= 26
+
+
+def test_each_header_the_server_sends_is_declared_there(served, agent, settings, clock):
+    """Sent, then looked up: each header on a real answer is declared for that
+    operation and status, with the value's shape the schema says."""
+    from rest_framework.test import APIClient
+
+    from api.models import IdempotencyRecord
+
+    def check(response, method: str, path: str, header: str) -> str:
+        value = response[header]  # sent ...
+        assert header in declared(served, method, path, response.status_code), \
+            (method, path, response.status_code, header)  # ... and declared
+        return value
+
+    # 401 from the API token's authentication, and from a job's notify token.
+    anonymous = APIClient()
+    assert check(anonymous.get("/api/v1/goals"), "GET", "/api/v1/goals",
+                 "WWW-Authenticate") == 'Bearer realm="wakeledger"'
+    notify = anonymous.post("/api/v1/jobs/job-1/status", {"status": "completed"},
+                            format="json", HTTP_AUTHORIZATION="Bearer wlj_not-a-token")
+    assert notify.status_code == 401
+    assert check(notify, "POST", "/api/v1/jobs/{job_id}/status",
+                 "WWW-Authenticate") == 'Bearer realm="wakeledger"'
+
+    # 429 with Retry-After, from the bad-token throttle.
+    settings.WAKELEDGER_BAD_TOKEN_LIMIT = 2
+    bad = APIClient(REMOTE_ADDR="203.0.113.9")
+    bad.credentials(HTTP_AUTHORIZATION="Bearer wl_AbCdEfGh_never-issued")
+    for _ in range(2):
+        bad.get("/api/v1/goals")
+    throttled = bad.get("/api/v1/goals")
+    assert throttled.status_code == 429
+    assert 1 <= int(check(throttled, "GET", "/api/v1/goals", "Retry-After")) <= 60
+
+    # 201, then its replay; a refusal (409), then its replay.
+    first = agent.post("goals", {"goal_key": "h-1", "workspace": "/srv/h", "objective": "o"},
+                       key="h-1")
+    assert first.status_code == 201 and "Idempotent-Replayed" not in first
+    again = agent.post("goals", {"goal_key": "h-1", "workspace": "/srv/h", "objective": "o"},
+                       key="h-1")
+    assert check(again, "POST", "/api/v1/goals", "Idempotent-Replayed") == "true"
+    refused = agent.post("goals", {"goal_key": "h-2", "workspace": "/srv/h", "objective": "o"},
+                         key="h-2")
+    assert refused.status_code == 409 and refused.json()["code"] == "workspace_bound"
+    replayed = agent.post("goals", {"goal_key": "h-2", "workspace": "/srv/h", "objective": "o"},
+                          key="h-2")
+    assert replayed.status_code == 409
+    assert check(replayed, "POST", "/api/v1/goals", "Idempotent-Replayed") == "true"
+
+    # 409 in flight: Retry-After says what the body's retry_after_seconds says.
+    body = {"goal_key": "h-3", "workspace": "/srv/h3", "objective": "o"}
+    first_attempt = agent.post("goals", body, key="h-3")
+    IdempotencyRecord.objects.filter(key="h-3").update(
+        status_code=None, response="", locked_until=clock() + timedelta(seconds=30))
+    busy = agent.post("goals", body, key="h-3")
+    assert first_attempt.status_code == 201 and busy.status_code == 409
+    assert busy.json()["code"] == "idempotency_in_flight"
+    assert check(busy, "POST", "/api/v1/goals", "Retry-After") == "30" == \
+        str(busy.json()["retry_after_seconds"])
+
+
+def test_the_401_challenge_is_the_api_tokens_own():
+    from api.auth import BearerTokenAuthentication
+    from api.errors import CHALLENGE
+
+    assert BearerTokenAuthentication().authenticate_header(None) == CHALLENGE

@@ -1,18 +1,29 @@
 """The event store: one command, one transaction; chain, projection, concurrency."""
 
+import logging
 import threading
+import time
 import uuid
 from datetime import timedelta
 
 import pytest
 from django.db import IntegrityError, connections, transaction
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ledger import store
 from ledger.chain import GENESIS, event_hash
 from ledger.domain import Finish, GoalState, RecordCheckpoint, RunGoal, StartGoal
-from ledger.domain.errors import GoalTerminal, ProgressRegressed, WorkspaceBound
+from ledger.domain.errors import GoalTerminal, ProgressRegressed, SessionBound, WorkspaceBound
 from ledger.models import Event, Goal
-from tests.factories import GoalFactory, completed, new_token, proof_of
+from tests.factories import (
+    GoalFactory,
+    completed,
+    errors_since,
+    new_token,
+    proof_of,
+    server_log,
+)
 
 
 def start_command(**overrides) -> StartGoal:
@@ -132,13 +143,50 @@ def test_the_database_refuses_a_second_event_with_the_same_seq():
                              hash="f" * 64)
 
 
+def _row(goal: Goal, **values) -> Goal:
+    """A bare projection row beside ``goal`` (the constraints, without the store)."""
+    fields = {"workspace": goal.workspace, "goal_key": goal.goal_key, "agent": goal.agent,
+              "status": "waiting", "created_at": goal.created_at,
+              "updated_at": goal.updated_at, "version": 0, "last_hash": GENESIS, "state": {},
+              **values}
+    return Goal.objects.create(**fields)
+
+
 @pytest.mark.django_db
-def test_the_database_refuses_a_second_active_goal_per_key():
-    goal = GoalFactory()
+@pytest.mark.parametrize("values", [
+    {},  # rule 1: the same (agent, workspace, goal_key)
+    {"goal_key": "other", "workspace_bound": True},  # the agent's workspace binding
+    {"goal_key": "other", "workspace": "/elsewhere", "session_key": "s-1"},  # its session key
+], ids=["key", "binding", "session"])
+def test_the_database_refuses_a_second_active_goal_of_one_agent(values):
+    goal = GoalFactory(session={"session_key": "s-1"})
     with pytest.raises(IntegrityError), transaction.atomic():
-        Goal.objects.create(workspace=goal.workspace, goal_key=goal.goal_key, status="waiting",
-                            created_at=goal.created_at, updated_at=goal.updated_at, version=0,
-                            last_hash=GENESIS, state={})
+        _row(goal, **values)
+
+
+@pytest.mark.django_db
+def test_the_database_scopes_every_binding_to_the_goals_agent():
+    """Another agent's goal may share the workspace, the goal key, the binding
+    and the session key: each agent's are its own (docs/security.md)."""
+    goal = GoalFactory(session={"session_key": "s-1"})
+    _row(goal, agent="agent-2", workspace_bound=True, session_key="s-1")
+    assert Goal.objects.filter(workspace=goal.workspace, goal_key=goal.goal_key,
+                               session_key="s-1", workspace_bound=True).count() == 2
+
+
+@pytest.mark.django_db
+def test_another_agents_start_on_a_bound_workspace_gets_its_own_goal(clock):
+    mine = store.start(start_command(session={"session_key": "s-1"}), actor="agent-1")
+    theirs = store.start(start_command(agent="agent-2", session={"session_key": "s-1"}),
+                         actor="agent-2")
+    assert theirs.created and theirs.state.goal_id != mine.state.goal_id
+    assert (theirs.state.agent, theirs.state.workspace_bound) == ("agent-2", True)
+    # Within each agent the rules hold as before.
+    for agent in ("agent-1", "agent-2"):
+        with pytest.raises(WorkspaceBound):
+            store.start(start_command(agent=agent, goal_key="issue-2"), actor=agent)
+    assert store.start(start_command(agent="agent-2"), actor="agent-2").state.goal_id == \
+        theirs.state.goal_id
 
 
 @pytest.mark.django_db(transaction=True)
@@ -199,6 +247,125 @@ def test_concurrent_starts_of_one_key_make_one_goal():
     assert len({r.state.goal_id for r in results}) == 1
     assert sum(r.created for r in results) == 1
     assert Goal.objects.filter(goal_key="race").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_expected_start_races_end_in_no_error_on_either_side(caplog):
+    """Concurrent starts that collide on every constraint of Goal: one goal per
+    key, one binding per workspace, one goal per session key. The outcome is as
+    if they ran one after the other, and nothing is logged as an error: not by
+    PostgreSQL (no unique violation on the expected path: store.start waits on
+    an advisory lock before it reads) and not by us at WARNING or above."""
+    log = server_log()
+    offset = log.stat().st_size if log else 0
+    racers = [("agent-1", {"goal_key": "race"})] * 4 + [
+        # Same agent and workspace, other keys: one binds it, the rest are refused.
+        ("agent-1", {"goal_key": f"other-{n}"}) for n in range(3)] + [
+        # Same agent and session key, other workspaces: one goal gets the key.
+        ("agent-1", {"workspace": f"/srv/s/{n}", "session": {"session_key": "s-1"}})
+        for n in range(4)] + [
+        # Another agent on the same workspace and key, at the same moment: its own goal.
+        ("agent-2", {"goal_key": "race"})] * 3
+    results: list[tuple[str, store.Outcome | BaseException]] = []
+    barrier = threading.Barrier(len(racers))
+
+    def work(agent: str, overrides: dict) -> None:
+        try:
+            barrier.wait()
+            results.append((agent, store.start(start_command(agent=agent, **overrides),
+                                               actor=agent)))
+        except (WorkspaceBound, SessionBound) as refused:
+            results.append((agent, refused))
+        except BaseException as exc:  # pragma: no cover - reported below
+            results.append((agent, exc))
+        finally:
+            connections.close_all()
+
+    with caplog.at_level(logging.INFO):
+        threads = [threading.Thread(target=work, args=racer) for racer in racers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    unexpected = [r for _, r in results if isinstance(r, BaseException)
+                  and not isinstance(r, WorkspaceBound | SessionBound)]
+    assert unexpected == []
+    active = Goal.objects.exclude(status__in=["done", "failed", "stopped"])
+    # agent-1: the "race" goal plus one session goal; a start of another key in
+    # the bound workspace is refused (the "race" goal may itself lose to one).
+    mine = active.filter(agent="agent-1")
+    assert mine.filter(workspace="/srv/repo").count() == 1
+    assert mine.filter(session_key="s-1").count() == 1
+    assert active.filter(agent="agent-2").count() == 1
+    outcomes = [r for _, r in results if isinstance(r, store.Outcome)]
+    assert sum(o.created for o in outcomes) == active.count() == 3
+    assert len({o.state.goal_id for o in outcomes}) == 3
+    assert [r.levelname for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert errors_since(log, offset) == []
+
+    if log is not None:
+        # The control: the reader does see an ERROR the server logs.
+        goal = Goal.objects.filter(agent="agent-2").get()
+        with pytest.raises(IntegrityError), transaction.atomic():
+            _row(goal)
+        deadline = time.monotonic() + 5
+        while not errors_since(log, offset) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert any("duplicate key value" in line for line in errors_since(log, offset))
+
+
+# One agent's start: (agent, workspace, goal_key, session key or "").
+_starts = st.lists(st.tuples(st.sampled_from(["agent-1", "agent-2"]),
+                             st.sampled_from(["/srv/app", "/srv/app/", "/srv/web"]),
+                             st.sampled_from(["k1", "k2"]),
+                             st.sampled_from(["", "s-1", "s-2"])),
+                   min_size=1, max_size=12)
+
+
+def _answers(starts: list[tuple[str, str, str, str]]) -> dict[str, list[object]]:
+    """Each agent's answers to its starts, in order, inside a transaction that
+    is rolled back: the goal each start got (numbered per agent in order of
+    creation), whether it was created, or the refusal's code."""
+    answers: dict[str, list[object]] = {}
+    numbers: dict[str, int] = {}
+    with transaction.atomic():
+        for agent, workspace, key, session in starts:
+            try:
+                outcome = store.start(start_command(
+                    agent=agent, workspace=workspace, goal_key=key,
+                    session={"session_key": session} if session else {}), actor=agent)
+            except (WorkspaceBound, SessionBound) as refused:
+                answers.setdefault(agent, []).append(refused.code)
+                continue
+            number = numbers.setdefault(outcome.state.goal_id, len(numbers))
+            answers.setdefault(agent, []).append((number, outcome.created))
+        transaction.set_rollback(True)
+    return answers
+
+
+@pytest.mark.django_db
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_starts)
+def test_no_agent_can_change_what_another_agents_starts_answer(clock, starts):
+    """Non-interference: whatever agent-2 starts, and when, agent-1's starts
+    get exactly the answers they get when agent-2 never started anything (the
+    same goals, created or returned, the same refusals), and the other way
+    round. Squatting a workspace, a goal key or a session key is impossible."""
+    together = _answers(starts)
+    for agent in ("agent-1", "agent-2"):
+        alone = _answers([s for s in starts if s[0] == agent])
+        ours = together.get(agent, [])
+        # Goal numbers differ when the other agent's goals came first; compare
+        # them renumbered in order of first appearance.
+        assert _renumbered(ours) == _renumbered(alone.get(agent, []))
+
+
+def _renumbered(answers: list[object]) -> list[object]:
+    seen: dict[int, int] = {}
+    return [(seen.setdefault(a[0], len(seen)), a[1]) if isinstance(a, tuple) else a
+            for a in answers]
 
 
 # --------------------------------------------------------------- the decoded-state cache

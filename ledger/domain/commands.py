@@ -32,8 +32,8 @@ class StartGoal:
     session: dict[str, Any] = field(default_factory=dict)
     timeout_seconds: int | None = None
     estimated_duration_seconds: int | None = None
-    # Facts from the store: the active goal that already holds this
-    # workspace or session key, if any.
+    # Facts from the store: the active goal of the same agent that already
+    # holds this workspace or session key, if any (bindings are per agent).
     workspace_bound_by: str | None = None
     session_bound_by: str | None = None
     # The dispatcher names the server's operators configured (None: unchecked).

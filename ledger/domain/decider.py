@@ -100,18 +100,23 @@ def _start(state: GoalState, cmd: StartGoal, now: datetime) -> list[Event]:
     if state.terminal:
         raise GoalTerminal(f"the goal is {state.status}; start a new one")
     if state.started:
-        if cmd.agent and state.agent and cmd.agent != state.agent:
+        # Rule 1 and every binding hold within one agent: the shell looks up
+        # the starting agent's goals only (workspace paths are host-local,
+        # session keys the agent's own names). Handed another agent's goal
+        # anyway, refuse rather than return it: it would give away its state.
+        if cmd.agent != state.agent:
             raise WorkspaceBound("this workspace and goal key belong to another agent's goal",
                                  field="goal_key")
         return []  # rule 1: starting an active goal again returns it unchanged
+    # The binding facts name the agent's own goals (see above); the other
+    # goal's id is still not told, as no refusal names a goal it did not ask for.
     if cmd.workspace_bound_by and cmd.workspace_bound_by != cmd.goal_id:
-        # The other goal's id is not told: it may be another agent's goal.
         raise WorkspaceBound(
-            f"workspace {cmd.workspace!r} is bound to another active goal; "
+            f"workspace {cmd.workspace!r} is bound to another of this agent's active goals; "
             "finish it or release its workspace first", field="workspace")
     if cmd.session_bound_by and cmd.session_bound_by != cmd.goal_id:
-        raise SessionBound("the session key is already used by another active goal",
-                           field="session.session_key")
+        raise SessionBound("the session key is already used by another of this agent's "
+                           "active goals", field="session.session_key")
     plan = v.text_list(list(cmd.next_actions), "next_actions")
     data = {
         "goal_id": v.text(cmd.goal_id, "goal_id", limit=64, required=True),

@@ -61,6 +61,21 @@ class Event:
 
 def iso(moment: datetime) -> str:
     """UTC, microseconds, always the same shape: it is hashed into the chain."""
+    last = _last_iso
+    if last[0] is moment:
+        # A command's events share one "now", formatted for each event's
+        # time, its hash and the projection's updated_at: once is enough.
+        return last[1]
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError("the ledger only records aware datetimes")
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    text = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    _remember_iso(moment, text)
+    return text
+
+
+def _remember_iso(moment: datetime, text: str) -> None:
+    global _last_iso
+    _last_iso = (moment, text)  # one tuple: a thread reads the old pair or the new
+
+
+_last_iso: tuple[datetime | None, str] = (None, "")
