@@ -85,6 +85,13 @@ def _pk(conn: Any, goal_id: str) -> Any:
         uuid.UUID(goal_id).hex
 
 
+def _key(conn: Any, goal_id: str) -> str:
+    """The goal id as ``_rows`` returns it: the stored hex on SQLite, the
+    canonical text on PostgreSQL (``goal_id::text``: no UUID object a row)."""
+    return str(uuid.UUID(goal_id)) if conn.features.has_native_uuid_field else \
+        uuid.UUID(goal_id).hex
+
+
 def _sqlite_time(text: str) -> datetime:
     # Django stores an aware datetime on SQLite as its UTC wall time,
     # "YYYY-MM-DD HH:MM:SS[.ffffff]", and reads it back as UTC.
@@ -94,11 +101,23 @@ def _sqlite_time(text: str) -> datetime:
         return EventRow._meta.get_field("recorded_at").to_python(text)
 
 
+# Per vendor: how ``recorded_at`` is selected, and how that value becomes the
+# aware datetime the ORM would return.
+#  - SQLite: a bare datetime column goes through the converter Django
+#    registers with the sqlite3 module (a regex); a cast hands back the text.
+#  - PostgreSQL: Django's timestamptz loader is pure Python; to_json writes
+#    ISO 8601 whatever the session's DateStyle, and fromisoformat is C.
+_TIME_SQL = {"sqlite": "CAST(recorded_at AS TEXT)",
+             "postgresql": "to_json(recorded_at) #>> '{}'"}
+_TIME_PARSE = {"sqlite": _sqlite_time, "postgresql": datetime.fromisoformat}
+_KEY_SQL = {"postgresql": "goal_id::text"}
+
+
 def _decoder(conn: Any, fields: tuple[str, ...]) -> Callable[[tuple], tuple]:
     """A driver row ``(goal_id, *fields)`` -> ``fields`` as the ORM returns
     them: ``data`` decoded, ``recorded_at`` an aware datetime."""
     loads = json.loads
-    when = _sqlite_time if conn.vendor == "sqlite" else _identity
+    when = _TIME_PARSE.get(conn.vendor, _identity)
     if fields == REPLAY_FIELDS:
         return lambda r: (r[1], loads(r[2]), when(r[3]), r[4])
     if fields == VERIFY_FIELDS:
@@ -113,19 +132,19 @@ def _identity(value: Any) -> Any:
 
 
 def _rows(ids: list[str], fields: tuple[str, ...]) -> Iterator[tuple]:
-    """``(goal_id as stored, *fields)`` driver rows of the goals ``ids``, in
-    (goal, seq) order, CHUNK rows a fetch. Column names come from this module,
-    never from input."""
+    """``(goal key, *fields)`` driver rows of the goals ``ids`` (``_key``), in
+    (goal, seq) order, CHUNK rows a fetch. Column names and SQL come from this
+    module, never from input."""
     conn = connections[DEFAULT_DB_ALIAS]
-    columns = ", ".join(("goal_id", *(
-        # SQLite: a bare datetime column goes through Django's registered
-        # converter (a regex); the cast hands back the stored text.
-        "CAST(recorded_at AS TEXT)" if f == "recorded_at" and conn.vendor == "sqlite" else f
-        for f in fields)))
+    columns = ", ".join((_KEY_SQL.get(conn.vendor, "goal_id"), *(
+        _TIME_SQL.get(conn.vendor, f) if f == "recorded_at" else f for f in fields)))
     if conn.vendor == "sqlite":
+        # The driver's own cursor and parameter style, as the store does.
         conn.ensure_connection()
         cursor, p = conn.connection.cursor(), "?"
     else:
+        # A server-side cursor (WITH HOLD outside a transaction), as
+        # QuerySet.iterator() uses: a long goal never sits in client memory.
         cursor, p = conn.chunked_cursor(), "%s"
     sql = (f"SELECT {columns} FROM {EventRow._meta.db_table} "  # noqa: S608 (no input)
            f"WHERE goal_id IN ({', '.join([p] * len(ids))}) ORDER BY goal_id, seq")
@@ -147,7 +166,7 @@ def _decoded(ids: list[str], fields: tuple[str, ...]) -> Iterator[tuple]:
 def _grouped(ids: list[str], *fields: str) -> Iterator[tuple[str, Iterator[tuple]]]:
     """``(goal_id, rows of fields)`` per goal of ``ids`` that has events, in order."""
     conn = connections[DEFAULT_DB_ALIAS]
-    canonical = {_pk(conn, i): i for i in ids}
+    canonical = {_key(conn, i): i for i in ids}
     decode = _decoder(conn, fields)
     for key, group in groupby(_rows(ids, fields), key=itemgetter(0)):
         yield canonical[key], map(decode, group)
