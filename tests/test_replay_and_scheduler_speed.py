@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from ledger import chain, projection, store, triggers
 from ledger.domain import RecordCheckpoint
 from ledger.models import Event, Goal
-from tests.factories import GoalFactory, proof_of
+from tests.factories import GoalFactory, lease_of, proof_of
 
 SCHEDULE_INDEXES = {"wakeledger_q_schedule_next_run": ["next_run"],
                     "wakeledger_q_schedule_name": ["name"]}
@@ -206,3 +206,23 @@ def test_the_scheduler_pass_reads_its_due_rows_through_the_next_run_index():
         assert "TEMP B-TREE" not in explained  # ... and no sort: the index is in order
     else:
         assert "Seq Scan" not in explained
+
+
+def test_a_pulled_wake_leaves_the_outbox_alone(agent, clock):
+    """Dispatcher "none": the claim writes no outbox row, so firing it
+    queries no outbox row either (and is still a claim, once)."""
+    from scheduling import tasks
+
+    body = agent.start(policy={"lease_seconds": 300, "cadence_minutes": 60}).json()
+    gid = body["goal"]["id"]
+    agent.post(f"goals/{gid}/watchdog", {"lease": lease_of(body)})
+    clock.advance(minutes=6)
+    assert tasks.sweep_leases() == 1
+    clock.advance(minutes=54)
+    due = (clock() - timedelta(seconds=1)).isoformat()
+
+    with CaptureQueriesContext(connection) as queries:
+        assert tasks.fire_watchdog(gid, intended_date=due) == "ready_for_pull"
+
+    assert not [q for q in queries.captured_queries if "scheduling_dispatch" in q["sql"]]
+    assert tasks.fire_watchdog(gid, intended_date=due) == "already_claimed"
