@@ -18,12 +18,16 @@ from ledger.domain import iso
 GENESIS = "0" * 64
 
 
+# sort_keys: PostgreSQL's jsonb does not keep key order, so the order a row
+# comes back in must not matter. allow_nan=False: NaN is not JSON. One encoder,
+# built once: json.dumps with these arguments builds this very encoder on every
+# call and calls its encode(), a tenth of verify's time per event.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                              allow_nan=False)
+
+
 def canonical_text(value: Any) -> str:
-    # sort_keys: PostgreSQL's jsonb does not keep key order, so the order a
-    # row comes back in must not matter. allow_nan=False: NaN is not JSON.
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    return _CANONICAL.encode(value)
 
 
 def canonical_json(value: Any) -> bytes:
