@@ -6,6 +6,7 @@ from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
 from api import tokens
+from api.problems import CHALLENGE
 from api.roles import role_of
 from ledger import throttle
 
@@ -47,7 +48,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         return found.user, found
 
     def authenticate_header(self, request: Request) -> str:
-        return 'Bearer realm="wakeledger"'
+        return CHALLENGE
 
 
 class HasRole(permissions.BasePermission):

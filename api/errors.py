@@ -14,11 +14,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from api.problems import PROBLEM_CONTENT_TYPE, STATUS_BY_CODE, Problem, problem
+from api.problems import CHALLENGE, PROBLEM_CONTENT_TYPE, STATUS_BY_CODE, Problem, problem
 from ledger.domain import DomainError
-
-# What every 401 answers (the same as api.auth's BearerTokenAuthentication).
-CHALLENGE = 'Bearer realm="wakeledger"'
 
 
 def response(code: str, detail: str, **kwargs: Any) -> Response:

@@ -11,6 +11,11 @@ from rest_framework import exceptions
 PROBLEM_TYPE = "urn:wakeledger:problem:{code}"
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 
+# What every 401 answers in WWW-Authenticate: the exception handler for the
+# problems it writes, api.auth for the ones DRF writes (here so that both can
+# import it while DRF loads its views).
+CHALLENGE = 'Bearer realm="wakeledger"'
+
 # domain code -> HTTP status
 STATUS_BY_CODE = {
     "validation_error": 400,

@@ -266,6 +266,6 @@ def test_each_header_the_server_sends_is_declared_there(served, agent, settings,
 
 def test_the_401_challenge_is_the_api_tokens_own():
     from api.auth import BearerTokenAuthentication
-    from api.errors import CHALLENGE
+    from api.problems import CHALLENGE
 
     assert BearerTokenAuthentication().authenticate_header(None) == CHALLENGE
