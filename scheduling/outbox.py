@@ -26,6 +26,7 @@ from ledger import clock, failpoints, store
 from ledger.continuations import dispatch_token
 from ledger.domain import DomainError
 from ledger.domain.smartwake import resume_packet
+from ledger.domain.state import GoalState
 from ledger.domain.timing import next_wake_at
 from ledger.domain.wakes import RecordDispatch
 from scheduling import dispatch
@@ -34,14 +35,19 @@ from scheduling.models import Dispatch
 logger = logging.getLogger(__name__)
 
 
+def dispatches(state: GoalState) -> bool:
+    """Whether the goal's wakes get outbox rows: it names a dispatcher."""
+    return state.setting("dispatch") != "none"
+
+
 def record(goal_id: str, outcome: store.Outcome) -> None:
     """Store effect: a wake to dispatch gets its outbox row in the same
     transaction. A granted push wake hands over its lease (``generation``); a
     ready wake of a dispatcher that carries no lease (OpenClaw's Gateway) is a
     notification (generation 0): its agent pulls the lease itself."""
-    name = outcome.state.setting("dispatch")
-    if name == "none":
+    if not dispatches(outcome.state):
         return
+    name = outcome.state.setting("dispatch")
     for event in outcome.events:
         if event.kind != "wake.claimed" or event.data["source"] not in ("internal", "operator"):
             continue

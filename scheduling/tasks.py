@@ -43,9 +43,9 @@ def fire_watchdog(goal_id: str, intended_date: str | None = None,
         # recorded), so a crash from here on never hands out a continuation
         # the ledger does not know of.
         failpoints.reached("claim.after_commit")
-        if result.state.setting("dispatch") != "none":
+        if outbox.dispatches(result.state):
             # With no dispatcher after the claim, the claim wrote no outbox row
-            # (outbox.record asks the same state the same question), so none
+            # (outbox.record asks the same question of the same state), so none
             # of this wake's is pending: the query was a seventh of a pulled
             # claim's cost. Rows an earlier crash left pending are the
             # sweeper's, every minute, as they always were.
