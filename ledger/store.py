@@ -14,7 +14,7 @@ row carries the chain head (``last_hash``) and the last seq (``version``).
 import json
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -28,13 +28,12 @@ from ledger import clock
 from ledger.chain import GENESIS, canonical_text, linked_hash
 from ledger.domain import (
     Command,
+    Decision,
     DomainError,
-    Event,
     GoalState,
     RunGoal,
     StartGoal,
-    decide,
-    evolve,
+    decision,
 )
 from ledger.domain.state import TERMINAL_STATUSES
 from ledger.domain.timing import next_wake_at
@@ -274,10 +273,10 @@ def load(goal_id: uuid.UUID | str) -> GoalState:
 
 def _create(command: StartGoal | RunGoal, actor: str, idempotency_key: str | None) -> Outcome:
     now = clock.now()
-    events = decide(GoalState(), command, now)
+    decided = decision(GoalState(), command, now)
     goal_id = canonical_id(command.start.goal_id if isinstance(command, RunGoal)
                            else command.goal_id)
-    state, stored, head = _fold(goal_id, GoalState(), GENESIS, events, actor, idempotency_key)
+    state, stored, head = _fold(goal_id, GoalState(), GENESIS, decided, actor, idempotency_key)
     Goal.objects.create(id=goal_id, version=state.version, last_hash=head,
                         state=state.to_dict(), **projected_columns(state))
     conn = connections[DEFAULT_DB_ALIAS]
@@ -309,10 +308,10 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
         # recorded in the order they were decided; and never earlier than the
         # goal's last event: with several web and scheduler hosts, a clock a
         # little behind another must not record time running backwards.
-        events = decide(before, command, monotonic_now(before))
-        if not events:
+        decided = decision(before, command, monotonic_now(before))
+        if not decided.events:
             return Outcome(before, before=before)
-        state, stored, head = _fold(gid, before, head, events, actor, idempotency_key)
+        state, stored, head = _fold(gid, before, head, decided, actor, idempotency_key)
         insert, insert_values = _insert_sql(conn, sql, pk, stored)
         # Only the columns that changed: fewer values to adapt, and SQLite
         # leaves the indexes of untouched columns alone.
@@ -377,18 +376,19 @@ def monotonic_now(state: GoalState) -> datetime:
     return now
 
 
-def _fold(goal_id: str, state: GoalState, head: str, events: Sequence[Event], actor: str,
+def _fold(goal_id: str, before: GoalState, head: str, decided: Decision, actor: str,
           idempotency_key: str | None) -> tuple[GoalState, list[StoredEvent], str]:
+    """The decided events as stored rows (seq, hash chain) and the state they
+    fold to, which the decision already holds: every event is one version."""
     stored = []
-    for event in events:
-        state = evolve(state, event)
+    for seq, event in enumerate(decided.events, start=before.version + 1):
         data = dict(event.data)
         text = canonical_text(data)
-        digest = linked_hash(head, goal_id, state.version, event.kind, text, actor, event.at)
-        stored.append(StoredEvent(goal_id, state.version, event.kind, data, actor, event.at,
+        digest = linked_hash(head, goal_id, seq, event.kind, text, actor, event.at)
+        stored.append(StoredEvent(goal_id, seq, event.kind, data, actor, event.at,
                                   idempotency_key, head, digest, text))
         head = digest
-    return state, stored, head
+    return decided.state, stored, head
 
 
 def _insert_sql(conn: BaseDatabaseWrapper, sql: "_Statements", pk: Any,

@@ -29,6 +29,7 @@ from ledger.domain import (
     RunGoal,
     StartGoal,
     decide,
+    decision,
     evolve,
     fold,
 )
@@ -167,6 +168,21 @@ def test_folding_one_at_a_time_equals_folding_all_at_once(history):
     incremental, events, _ = run(history, roundtrip=True)
     assert fold(events) == incremental
     assert incremental.version == len(events)
+
+
+@settings(max_examples=300)
+@given(histories)
+def test_a_decisions_state_is_the_fold_of_its_events(history):
+    # The store records decision().state without folding the events again:
+    # it must be exactly what folding them gives, version included.
+    _, _, trace = run(history, roundtrip=True)
+    for command, before, now, outcome in trace:
+        if isinstance(outcome, DomainError):
+            continue
+        decided = decision(before, command, now)
+        assert decided.events == outcome
+        assert decided.state == fold(outcome, before)
+        assert decided.state.version == before.version + len(outcome)
 
 
 @settings(max_examples=200)

@@ -16,7 +16,7 @@ from ledger.domain.commands import (
     RunGoal,
     StartGoal,
 )
-from ledger.domain.decider import COMMANDS, Command, decide, evolve, fold
+from ledger.domain.decider import COMMANDS, Command, Decision, decide, decision, evolve, fold
 from ledger.domain.errors import DomainError, GoalTerminal, InvalidCommand
 from ledger.domain.events import TERMINAL_ALLOWED_KINDS, Event, iso
 from ledger.domain.leases import lease_refusal, lease_stale_at
@@ -31,6 +31,7 @@ __all__ = [
     "AcquireLease",
     "Artifact",
     "Command",
+    "Decision",
     "DomainError",
     "Event",
     "Finish",
@@ -45,6 +46,7 @@ __all__ = [
     "RunGoal",
     "StartGoal",
     "decide",
+    "decision",
     "evolve",
     "fold",
     "iso",

@@ -4,9 +4,13 @@
 raises a DomainError and produces nothing. ``evolve(state, event)`` folds one
 event into the state. The store calls them inside one transaction; replay calls
 ``fold`` over a goal's whole history; property tests call them directly.
+``decision`` is ``decide`` with the state its events fold to, which deciding
+has computed anyway (the liveness settle looks at it): the store records that
+state instead of folding the same events a second time.
 """
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from functools import reduce
 from typing import Any
@@ -74,7 +78,17 @@ INITIAL_STEP = "plan"
 # --------------------------------------------------------------------------- decide
 
 
+@dataclass(frozen=True)
+class Decision:
+    events: list[Event]
+    state: GoalState  # fold(events, the state decided on)
+
+
 def decide(state: GoalState, command: "Command", now: datetime) -> list[Event]:
+    return decision(state, command, now).events
+
+
+def decision(state: GoalState, command: "Command", now: datetime) -> Decision:
     if now.tzinfo is None:
         raise ValueError("decide needs an aware 'now'")
     if isinstance(command, StartGoal):
@@ -91,9 +105,13 @@ def decide(state: GoalState, command: "Command", now: datetime) -> list[Event]:
     return _settled(state, handler(state, command, now), now)
 
 
-def _settled(state: GoalState, events: list[Event], now: datetime) -> list[Event]:
+def _settled(state: GoalState, events: list[Event], now: datetime) -> Decision:
     """The command's events plus what keeps the goal alive (wakes.settle)."""
-    return events + wakes.settle(state, events, now) if events else events
+    if not events:
+        return Decision(events, state)
+    after = fold(events, state)
+    more = wakes.settle(state, after, now)
+    return Decision(events + more, fold(more, after)) if more else Decision(events, after)
 
 
 def _start(state: GoalState, cmd: StartGoal, now: datetime) -> list[Event]:
@@ -137,7 +155,7 @@ def _start(state: GoalState, cmd: StartGoal, now: datetime) -> list[Event]:
             Event(WORKSPACE_BOUND, {"workspace": data["workspace"]}, now)]
 
 
-def _run(state: GoalState, cmd: RunGoal, now: datetime) -> list[Event]:
+def _run(state: GoalState, cmd: RunGoal, now: datetime) -> Decision:
     events = _start(state, cmd.start, now)
     started = fold(events, state)
     if leases.lease_refusal(started, now) is not None:

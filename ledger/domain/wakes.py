@@ -651,9 +651,9 @@ def operator_wake(state: GoalState, cmd: WakeNow, now: datetime) -> list[Event]:
     return claim(state, claim_cmd, now)
 
 
-def settle(before: GoalState, events: list[Event], now: datetime) -> list[Event]:
-    """What a command's events leave to do so that no goal is ever silently
-    stuck (DESIGN section 6, "Liveness"). Decided once, for every command:
+def settle(before: GoalState, after: GoalState, now: datetime) -> list[Event]:
+    """What a command's events (``before`` -> ``after``) leave to do so that no
+    goal is ever silently stuck (DESIGN section 6, "Liveness"). Decided once, for every command:
 
     - a goal that becomes blocked keeps no internal schedule firing at it
       (an operator's recover or approval re-arms it);
@@ -665,9 +665,6 @@ def settle(before: GoalState, events: list[Event], now: datetime) -> list[Event]
     - a host goal an operator unblocked is made ready for its agent to pull,
       since only its host can re-create its schedule.
     """
-    from ledger.domain.decider import fold  # the decider imports this module
-
-    after = fold(events, before)
     if after.terminal or after.finish_requested:
         return []
     if after.status == BLOCKED:
