@@ -363,14 +363,19 @@ def _started(state: GoalState, data: dict[str, Any], at: str) -> Changes:
 
 
 def _checkpointed(state: GoalState, data: dict[str, Any], at: str) -> Changes:
-    artifacts = [dict(a) for a in state.artifacts]
-    index = {a["path"]: i for i, a in enumerate(artifacts)}
-    for artifact in data["artifacts"]:
-        if artifact["path"] in index:
-            artifacts[index[artifact["path"]]] = dict(artifact)
-        else:
-            index[artifact["path"]] = len(artifacts)
-            artifacts.append(dict(artifact))
+    # A new list, but the artifacts' dicts are shared with the state before:
+    # no state's dicts are ever changed in place (a changed artifact is a new
+    # dict), and copying all of them on every checkpoint was a sixth of a
+    # replayed event on a goal with many artifacts.
+    artifacts = list(state.artifacts)
+    if data["artifacts"]:
+        index = {a["path"]: i for i, a in enumerate(artifacts)}
+        for artifact in data["artifacts"]:
+            if artifact["path"] in index:
+                artifacts[index[artifact["path"]]] = dict(artifact)
+            else:
+                index[artifact["path"]] = len(artifacts)
+                artifacts.append(dict(artifact))
     return dict(
         current_step=data["current_step"],
         progress_pct=data["progress_pct"],
