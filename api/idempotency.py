@@ -48,6 +48,7 @@ from rest_framework.response import Response
 
 from api.models import IdempotencyRecord
 from api.problems import Problem
+from api.serializers import validated
 from ledger import clock, failpoints
 
 HEADER = "Idempotency-Key"
@@ -197,38 +198,54 @@ def _aware(value: Any) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def idempotent(method: Callable[..., Response]) -> Callable[..., Response]:
-    """Wrap a view's ``post``. The view gets ``request.idempotency_key``."""
+View = Callable[..., Response]
 
-    @wraps(method)
-    def wrapper(view: Any, request: Request, *args: Any, **kwargs: Any) -> Response:
-        key = _key(request)
-        request.idempotency_key = key
-        if key is None:
-            return method(view, request, *args, **kwargs)
-        owner, path, digest = str(request.user.get_username()), request.path, \
-            fingerprint(request)
-        try:
-            response = _keyed(owner, key, digest, lambda: method(view, request, *args, **kwargs))
-        except _Taken:
-            return _taken(owner, key, digest, path)
-        except Exception as exc:
-            # A refusal is a response too: the same request must get the same
-            # refusal again, not a second try. The command's transaction
-            # rolled back; the refusal is stored in one of its own.
-            refusal = view.handle_exception(exc)
-            if refusal.status_code >= 500:
-                return refusal
+
+def idempotent(serializer_class: type) -> Callable[[View], View]:
+    """Wrap a view's ``post``, which gets the body validated by
+    ``serializer_class`` as ``data`` and ``request.idempotency_key``.
+
+    The body is validated before the key's transaction begins: validation
+    reads nothing stored, and on SQLite that transaction holds the database's
+    write lock from its first statement, so every other writer would wait for
+    it. A body that fails validation is a refusal like any other, stored under
+    the key (the same request gets the same 400 again)."""
+
+    def decorate(method: View) -> View:
+        @wraps(method)
+        def wrapper(view: Any, request: Request, *args: Any, **kwargs: Any) -> Response:
+            key = _key(request)
+            request.idempotency_key = key
+            if key is None:
+                data = validated(serializer_class, request.data)
+                return method(view, request, *args, data=data, **kwargs)
+            owner, path, digest = str(request.user.get_username()), request.path, \
+                fingerprint(request)
             try:
-                return _keyed(owner, key, digest, lambda: refusal)
+                data = validated(serializer_class, request.data)
+                response = _keyed(owner, key, digest,
+                                  lambda: method(view, request, *args, data=data, **kwargs))
             except _Taken:
                 return _taken(owner, key, digest, path)
-        # Committed, the answer not yet written: a crash here is what the
-        # client's retry with the same key must survive.
-        failpoints.reached("api.after_commit")
-        return response
+            except Exception as exc:
+                # A refusal is a response too: the same request must get the
+                # same refusal again, not a second try. The command's
+                # transaction rolled back; the refusal is stored in one of its own.
+                refusal = view.handle_exception(exc)
+                if refusal.status_code >= 500:
+                    return refusal
+                try:
+                    return _keyed(owner, key, digest, lambda: refusal)
+                except _Taken:
+                    return _taken(owner, key, digest, path)
+            # Committed, the answer not yet written: a crash here is what the
+            # client's retry with the same key must survive.
+            failpoints.reached("api.after_commit")
+            return response
 
-    return wrapper
+        return wrapper
+
+    return decorate
 
 
 def retention() -> timedelta:

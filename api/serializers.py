@@ -578,3 +578,10 @@ class ProblemSerializer(serializers.Serializer):
     code = serializers.CharField()
     errors = serializers.DictField(child=serializers.ListField(child=serializers.CharField()),
                                    required=False)
+
+
+def validated(serializer_class: type, data: Any) -> dict[str, Any]:
+    """``data`` validated by ``serializer_class`` (a ValidationError, answered 400, if not)."""
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data

@@ -25,6 +25,7 @@ from api.idempotency import idempotent, lease_token
 from api.problems import PROBLEM_CONTENT_TYPE, Problem
 from api.roles import AGENT, AUDITOR, OPERATOR, role_of
 from api.schema import BODY, CALLER, GOAL, IDEMPOTENT, QUERY, responses
+from api.serializers import validated
 from ledger import clock, continuations, siteurl, store, throttle
 from ledger.domain import (
     AcquireLease,
@@ -160,12 +161,6 @@ def run(request: Request, goal_id: str, command: Any) -> store.Outcome:
         raise Problem("not_found", f"No goal {goal_id}.") from None
 
 
-def validated(serializer_class: type, data: Any) -> dict[str, Any]:
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
-
-
 # The problems each kind of operation declares beside its own (api.schema.responses).
 WRITE = (*GOAL, *BODY, *IDEMPOTENT, "goal_terminal", "version_conflict")
 FENCED_BODY = (*GOAL, *BODY, "lease_required", "lease_lost", "not_started", "goal_terminal",
@@ -257,9 +252,8 @@ class GoalsView(LedgerView):
             "policy": {"lease_seconds": 600, "max_continuations": 3},
             "timeout_seconds": 3600, "estimated_duration_seconds": 5400})],
     )
-    @idempotent
-    def post(self, request: Request) -> Response:
-        data = validated(s.RunGoalSerializer, request.data)
+    @idempotent(s.RunGoalSerializer)
+    def post(self, request: Request, data: dict[str, Any]) -> Response:
         raw, digest = new_lease_token(request)
         name = actor(request)
         command = RunGoal(StartGoal(
@@ -345,9 +339,8 @@ class LeaseView(LedgerView):
         responses=responses({200: s.LeaseAnswerSerializer}, *WRITE, "goal_blocked",
                             "not_started"),
     )
-    @idempotent
-    def post(self, request: Request, goal_id: str) -> Response:
-        validated(s.EmptySerializer, request.data)
+    @idempotent(s.EmptySerializer)
+    def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         raw, digest = new_lease_token(request)
         try:
             outcome = run(request, goal_id, AcquireLease(actor(request), digest))
@@ -367,9 +360,8 @@ class HeartbeatView(LedgerView):
                    examples=[OpenApiExample("heartbeat", request_only=True,
                                             value={"lease": LEASE_EXAMPLE}), LEASE_LOST_EXAMPLE],
                    responses=responses({200: s.HeartbeatAnswerSerializer}, *FENCED))
-    @idempotent
-    def post(self, request: Request, goal_id: str) -> Response:
-        data = validated(s.FencedSerializer, request.data)
+    @idempotent(s.FencedSerializer)
+    def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         state = run(request, goal_id, Heartbeat(proof(data.get("lease")))).state
         return Response({"generation": state.lease["generation"],
                          "expires_at": state.lease["expires_at"],
@@ -382,9 +374,8 @@ class ReleaseView(LedgerView):
     @extend_schema(summary="Release the lease (optionally: wake me in N minutes)",
                    request=s.ReleaseSerializer, parameters=[IDEMPOTENCY],
                    responses=responses({200: s.ReleaseAnswerSerializer}, *FENCED))
-    @idempotent
-    def post(self, request: Request, goal_id: str) -> Response:
-        data = validated(s.ReleaseSerializer, request.data)
+    @idempotent(s.ReleaseSerializer)
+    def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         state = run(request, goal_id, ReleaseLease(proof(data.get("lease")),
                                                    wake_request(data))).state
         return Response({"released": True, "status": state.status,
@@ -432,9 +423,8 @@ class CheckpointsView(LedgerView):
                            "bytes": 2048}],
             "note": "", "release_lease": False}), LEASE_LOST_EXAMPLE, VALIDATION_EXAMPLE],
     )
-    @idempotent
-    def post(self, request: Request, goal_id: str) -> Response:
-        data = validated(s.CheckpointSerializer, request.data)
+    @idempotent(s.CheckpointSerializer)
+    def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         command = RecordCheckpoint(
             current_step=data["current_step"],
             progress_pct=data["progress_pct"],
@@ -467,9 +457,8 @@ class FinishView(LedgerView):
                        "evidence": [{"criterion": "CI green on main",
                                      "evidence": "https://ci.example/run/981: 212 passed"}]}),
                        LEASE_LOST_EXAMPLE])
-    @idempotent
-    def post(self, request: Request, goal_id: str) -> Response:
-        data = validated(s.FinishSerializer, request.data)
+    @idempotent(s.FinishSerializer)
+    def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         evidence = tuple(Evidence(i["criterion"], i["evidence"]) for i in data["evidence"])
         state = run(request, goal_id, Finish(data["status"], data["summary"],
                                              proof(data.get("lease")), evidence)).state
@@ -482,9 +471,8 @@ class WorkspaceReleaseView(LedgerView):
     @extend_schema(summary="Release the workspace binding (holder or operator)",
                    request=s.WorkspaceReleaseSerializer, parameters=[IDEMPOTENCY],
                    responses=responses({200: s.WorkspaceAnswerSerializer}, *FENCED))
-    @idempotent
-    def post(self, request: Request, goal_id: str) -> Response:
-        data = validated(s.WorkspaceReleaseSerializer, request.data)
+    @idempotent(s.WorkspaceReleaseSerializer)
+    def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         by_operator = role_of(request.user) == OPERATOR and "lease" not in data
         command = ReleaseWorkspace(proof=proof(data.get("lease")), by_operator=by_operator,
                                    reason=data["reason"])
@@ -533,9 +521,8 @@ class WatchdogView(LedgerView):
                     "Calling again never creates a second watchdog or retimes it.",
         request=s.WatchdogSerializer, parameters=[IDEMPOTENCY],
         responses=responses({200: s.WatchdogAnswerSerializer}, *FENCED))
-    @idempotent
-    def post(self, request: Request, goal_id: str) -> Response:
-        data = validated(s.WatchdogSerializer, request.data)
+    @idempotent(s.WatchdogSerializer)
+    def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         state = load_goal(request, goal_id)
         command = PrepareWatchdog(proof(data.get("lease")), 0,
                                   data["tzid"] or state.session.get("timezone") or "UTC")
@@ -555,9 +542,8 @@ class ReceiptsView(LedgerView):
     @extend_schema(summary="Record what the host did with the watchdog",
                    request=s.ReceiptSerializer, parameters=[IDEMPOTENCY],
                    responses=responses({200: s.WatchdogAnswerSerializer}, *FENCED))
-    @idempotent
-    def post(self, request: Request, goal_id: str) -> Response:
-        data = validated(s.ReceiptSerializer, request.data)
+    @idempotent(s.ReceiptSerializer)
+    def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         ref = data["host_ref"]
         command = RecordReceipt(
             proof(data.get("lease")), data["status"],
@@ -579,9 +565,8 @@ class ClaimView(LedgerView):
                     "(recurring_acquired) returns the resume packet and a new lease.",
         request=s.ClaimSerializer, parameters=[IDEMPOTENCY],
         responses=responses({200: s.ClaimAnswerSerializer}, *WRITE))
-    @idempotent
-    def post(self, request: Request, goal_id: str) -> Response:
-        data = validated(s.ClaimSerializer, request.data)
+    @idempotent(s.ClaimSerializer)
+    def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         state = load_goal(request, goal_id)
         # Without an occurrence id, the domain names the claim after the
         # watchdog's slot it belongs to, so two fires for one slot are one claim.
@@ -606,9 +591,8 @@ class JobsView(LedgerView):
     @extend_schema(summary="Track a blocking job (one exact run)", request=s.JobSerializer,
                    parameters=[IDEMPOTENCY],
                    responses=responses({201: s.JobAnswerSerializer}, *FENCED))
-    @idempotent
-    def post(self, request: Request, goal_id: str) -> Response:
-        data = validated(s.JobSerializer, request.data)
+    @idempotent(s.JobSerializer)
+    def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         goal = load_goal(request, goal_id)
         job_id = str(uuid.uuid4())
         token = jobtokens.notify_token(goal.goal_id, job_id) if data["notify"] else ""
@@ -675,9 +659,8 @@ class JobStatusView(LedgerView):
     @extend_schema(summary="Record a blocking job's status", request=s.JobStatusSerializer,
                    parameters=[IDEMPOTENCY],
                    responses=responses({200: s.JobAnswerSerializer}, *FENCED, "job_terminal"))
-    @idempotent
-    def post(self, request: Request, goal_id: str, job_id: str) -> Response:
-        data = validated(s.JobStatusSerializer, request.data)
+    @idempotent(s.JobStatusSerializer)
+    def post(self, request: Request, goal_id: str, job_id: str, data: dict[str, Any]) -> Response:
         command = UpdateJob(proof(data.get("lease")), job_id, data["status"], data["conclusion"])
         state = run(request, goal_id, command).state
         return Response({"job": job_body(next(j for j in state.jobs if j["job_id"] == job_id))})
@@ -700,9 +683,8 @@ class RunsView(LedgerView):
             "lease": LEASE_EXAMPLE, "outcome": "error",
             "error_text": "Claude usage limit reached. Your limit will reset at 8am "
                           "(Europe/Istanbul).", "timezone": "Europe/Istanbul"})])
-    @idempotent
-    def post(self, request: Request, goal_id: str) -> Response:
-        data = validated(s.RunSerializer, request.data)
+    @idempotent(s.RunSerializer)
+    def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         state = load_goal(request, goal_id)
         error_class, reset_at, retry_after = "", None, ""
         if data["outcome"] == "error":
@@ -741,9 +723,8 @@ class ApprovalsView(LedgerView):
     @extend_schema(summary="Ask for an approval: the goal blocks until an operator decides",
                    request=s.ApprovalSerializer, parameters=[IDEMPOTENCY],
                    responses=responses({200: s.GoalSerializer}, *FENCED))
-    @idempotent
-    def post(self, request: Request, goal_id: str) -> Response:
-        data = validated(s.ApprovalSerializer, request.data)
+    @idempotent(s.ApprovalSerializer)
+    def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         command = RequestApproval(proof(data.get("lease")), data["gate"], data["summary"])
         return Response(goal_body(run(request, goal_id, command).state))
 
@@ -754,9 +735,8 @@ class ResolveApprovalView(LedgerView):
     @extend_schema(summary="Approve or reject a gate (operator)", request=s.ResolveSerializer,
                    parameters=[IDEMPOTENCY],
                    responses=responses({200: s.GoalSerializer}, *WRITE))
-    @idempotent
-    def post(self, request: Request, goal_id: str, gate: str) -> Response:
-        data = validated(s.ResolveSerializer, request.data)
+    @idempotent(s.ResolveSerializer)
+    def post(self, request: Request, goal_id: str, gate: str, data: dict[str, Any]) -> Response:
         command = ResolveApproval(gate, data["decision"], actor(request), data["note"])
         return Response(goal_body(run(request, goal_id, command).state))
 
@@ -767,9 +747,8 @@ class StopView(LedgerView):
     @extend_schema(summary="Stop a goal for good (operator)", request=s.OperatorActSerializer,
                    parameters=[IDEMPOTENCY],
                    responses=responses({200: s.GoalSerializer}, *WRITE))
-    @idempotent
-    def post(self, request: Request, goal_id: str) -> Response:
-        data = validated(s.OperatorActSerializer, request.data)
+    @idempotent(s.OperatorActSerializer)
+    def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         return Response(goal_body(run(request, goal_id, Stop(actor(request),
                                                               data["reason"])).state))
 
@@ -781,9 +760,8 @@ class RecoverView(LedgerView):
                    request=s.OperatorActSerializer, parameters=[IDEMPOTENCY],
                    responses=responses({200: s.GoalSerializer}, *WRITE,
                                        "not_recoverable"))
-    @idempotent
-    def post(self, request: Request, goal_id: str) -> Response:
-        data = validated(s.OperatorActSerializer, request.data)
+    @idempotent(s.OperatorActSerializer)
+    def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         return Response(goal_body(run(request, goal_id, Recover(actor(request),
                                                                  data["reason"])).state))
 
@@ -796,9 +774,8 @@ class WakeView(LedgerView):
                    parameters=[IDEMPOTENCY],
                    responses=responses({200: s.ClaimAnswerSerializer}, *WRITE,
                                        "not_wakeable"))
-    @idempotent
-    def post(self, request: Request, goal_id: str) -> Response:
-        data = validated(s.OperatorActSerializer, request.data)
+    @idempotent(s.OperatorActSerializer)
+    def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         state = load_goal(request, goal_id)
         result = continuations.wake_now(state.goal_id, operator=actor(request),
                                         reason=data["reason"],
