@@ -99,12 +99,33 @@ class EventQuerySet(models.QuerySet):
         raise AppendOnlyError("events are append-only; they cannot be updated")
 
 
+class EventIdField(models.BigAutoField):
+    """The events' global position, without SQLite's AUTOINCREMENT.
+
+    AUTOINCREMENT only promises that a deleted row's id is never handed out
+    again, and pays for it by rewriting ``sqlite_sequence`` in every insert:
+    one more page in the WAL of every append. Events are never deleted (the
+    model, the triggers and the admin refuse), so the plain rowid, the
+    largest id + 1, already never repeats a committed id; a rolled-back
+    insert's id was never visible to anyone. PostgreSQL keeps its identity
+    column."""
+
+    def db_type_suffix(self, connection: Any) -> str | None:
+        if connection.vendor == "sqlite":
+            return None
+        return super().db_type_suffix(connection)
+
+
 class Event(models.Model):
     """One fact about one goal. Never updated, never deleted (three layers:
     this model, database triggers, a read-only admin)."""
 
-    id = models.BigAutoField(primary_key=True)  # global position
-    goal = models.ForeignKey(Goal, on_delete=models.PROTECT, related_name="events")
+    id = EventIdField(primary_key=True)  # global position
+    # No index of its own: the (goal, seq) unique index below starts with the
+    # goal and serves every "events of a goal" read (and PostgreSQL's foreign
+    # key checks) as well; a second one would only be written on every append.
+    goal = models.ForeignKey(Goal, on_delete=models.PROTECT, related_name="events",
+                             db_index=False)
     seq = models.PositiveIntegerField()
     kind = models.CharField(max_length=64)
     data = models.JSONField()

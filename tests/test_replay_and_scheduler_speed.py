@@ -167,6 +167,35 @@ def test_the_schedule_indexes_exist_after_migrate(db):
         assert constraints[name]["index"]
 
 
+
+def test_an_append_writes_only_the_event_indexes_a_read_needs(db):
+    """(goal, seq) and kind: an index of the goal alone would repeat the
+    first column of (goal, seq) and be written on every append."""
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, "ledger_event")
+    indexed = sorted(tuple(c["columns"]) for c in constraints.values()
+                     if (c["index"] or c["unique"]) and not c["primary_key"])
+    assert indexed == [("goal_id", "seq"), ("kind",)]
+
+
+def test_sqlite_appends_do_not_rewrite_sqlite_sequence(db):
+    """No AUTOINCREMENT on the events: it costs a page per append and buys
+    nothing for rows that are never deleted."""
+    if connection.vendor != "sqlite":
+        pytest.skip("AUTOINCREMENT is SQLite's")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT sql FROM sqlite_master WHERE name = 'ledger_event'")
+        (table_sql,) = cursor.fetchone()
+    assert "AUTOINCREMENT" not in table_sql.upper()
+    first, second = GoalFactory(checkpoints=2), GoalFactory(checkpoints=2)
+    ids = {goal: list(Event.objects.filter(goal=goal).order_by("seq")
+                      .values_list("id", flat=True)) for goal in (first, second)}
+    # Still one global position: growing within a goal, and the later goal's
+    # events after the earlier one's.
+    assert ids[first] == sorted(ids[first]) and ids[second] == sorted(ids[second])
+    assert max(ids[first]) < min(ids[second])
+
+
 def plan(sql: str) -> str:
     prefix = "EXPLAIN QUERY PLAN " if connection.vendor == "sqlite" else "EXPLAIN "
     with connection.cursor() as cursor:
