@@ -135,8 +135,14 @@ def canonical_id(goal_id: uuid.UUID | str) -> str:
     ``uuid.UUID`` accepts (upper case, no hyphens, braces, ``urn:uuid:``) names
     the same goal, but only this one may enter the chain: a hash computed over
     another spelling would make ``verify`` report a false break forever."""
+    return str(_uuid(goal_id))
+
+
+def _uuid(goal_id: uuid.UUID | str) -> uuid.UUID:
+    if isinstance(goal_id, uuid.UUID):
+        return goal_id
     try:
-        return str(goal_id if isinstance(goal_id, uuid.UUID) else uuid.UUID(str(goal_id)))
+        return uuid.UUID(str(goal_id))
     except ValueError:
         raise GoalNotFound(f"no goal {goal_id}") from None
 
@@ -249,16 +255,16 @@ def execute(goal_id: uuid.UUID | str, command: Command, *, actor: str,
     an agent's API sees it: checked on the row the command locks, so no
     separate read is needed and none can see another state than the one the
     command is decided on."""
-    goal_id = canonical_id(goal_id)
+    uid = _uuid(goal_id)
     try:
         with transaction.atomic():
-            outcome = _execute_locked(goal_id, command, actor, idempotency_key, owner)
+            outcome = _execute_locked(uid, command, actor, idempotency_key, owner)
             _apply_effects(outcome)
             return outcome
     except IntegrityError as exc:
         # The (goal, seq) constraint: only reachable if something wrote the
         # goal without taking its row lock. Nothing was recorded.
-        raise VersionConflict(f"goal {goal_id} changed concurrently; retry") from exc
+        raise VersionConflict(f"goal {uid} changed concurrently; retry") from exc
 
 
 def load(goal_id: uuid.UUID | str) -> GoalState:
@@ -293,15 +299,15 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
     # a regular expression and adds layers that cost more than SQLite's work.
     conn = connections[DEFAULT_DB_ALIAS]
     sql = _sql(conn)
-    pk = _pk(conn, goal_id)
+    uid = _uuid(goal_id)  # parsed once: the hashed spelling and the driver's value
+    gid, pk = str(uid), _pk(conn, uid)
     with conn.wrap_database_errors, closing(conn.connection.cursor()) as cursor:
         cursor.execute(sql.lock, (pk,))
         row = cursor.fetchone()
         if row is None:
             raise GoalNotFound(f"no goal {goal_id}")
         version, head, raw_state = row
-        gid = goal_id if isinstance(goal_id, str) else canonical_id(goal_id)
-        before = _decoded(gid, raw_state)
+        before, old = _decoded(gid, raw_state)
         if owner is not None and before.agent != owner:
             raise GoalNotFound(f"no goal {goal_id}")
         # Read the clock only once the row is locked, so a goal's events are
@@ -315,7 +321,9 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
         insert, insert_values = _insert_sql(conn, sql, pk, stored)
         # Only the columns that changed: fewer values to adapt, and SQLite
         # leaves the indexes of untouched columns alone.
-        old, new = projected_columns(before), projected_columns(state)
+        new = projected_columns(state)
+        if old is None:
+            old = projected_columns(before)
         changed = tuple(name for name in _MUTABLE if new[name] != old[name])
         stored_state = conn.ops.adapt_json_value(state.to_dict(), None)
         update_values = [state.version, head, stored_state,
@@ -332,7 +340,7 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
         if cursor.rowcount != 1:
             raise IntegrityError("goal version moved under its row lock")
         if isinstance(stored_state, str):  # SQLite keeps the very text it was given
-            _remember(gid, stored_state, state)
+            _remember(gid, stored_state, state, new)
     return Outcome(state, stored, before=before)
 
 
@@ -345,25 +353,29 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
 # all leave a different text (or the same text, meaning the same state), so
 # the cache can never hand back a state the database does not hold. On
 # PostgreSQL jsonb comes back in its own spelling, so only reads are reused.
+# A written state keeps its projected columns too: the next command compares
+# against them instead of deriving them again.
 _CACHE_SIZE = 512
-_states: dict[str, tuple[str, GoalState]] = {}
+_states: dict[str, tuple[str, GoalState, dict[str, Any] | None]] = {}
 
 
-def _decoded(goal_id: str, raw: Any) -> GoalState:
+def _decoded(goal_id: str, raw: Any) -> tuple[GoalState, dict[str, Any] | None]:
+    """The stored state, and its projected columns when this process knows them."""
     if not isinstance(raw, str):
-        return GoalState.from_dict(raw)
+        return GoalState.from_dict(raw), None
     cached = _states.get(goal_id)
     if cached is not None and cached[0] == raw:
-        return cached[1]
+        return cached[1], cached[2]
     state = GoalState.from_dict(json.loads(raw))
-    _remember(goal_id, raw, state)
-    return state
+    _remember(goal_id, raw, state, None)
+    return state, None
 
 
-def _remember(goal_id: str, text: str, state: GoalState) -> None:
+def _remember(goal_id: str, text: str, state: GoalState,
+              columns: dict[str, Any] | None) -> None:
     if len(_states) >= _CACHE_SIZE and goal_id not in _states:
         _states.clear()  # simple and bounded; the working set refills it at once
-    _states[goal_id] = (text, state)
+    _states[goal_id] = (text, state, columns)
 
 
 def monotonic_now(state: GoalState) -> datetime:
@@ -412,11 +424,7 @@ def _insert_sql(conn: BaseDatabaseWrapper, sql: "_Statements", pk: Any,
 
 def _pk(conn: BaseDatabaseWrapper, value: uuid.UUID | str) -> Any:
     """A goal id as the driver wants it (what UUIDField.get_db_prep_value does)."""
-    if not isinstance(value, uuid.UUID):
-        try:
-            value = uuid.UUID(str(value))
-        except ValueError:
-            raise GoalNotFound(f"no goal {value}") from None
+    value = _uuid(value)
     return value if conn.features.has_native_uuid_field else value.hex
 
 

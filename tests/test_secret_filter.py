@@ -151,3 +151,45 @@ def test_the_literal_prefilter_agrees_with_the_whole_alternation(text, case):
     expected = _SECRET.search(text) is not None or (
         folded != text and _SECRET.search(folded) is not None)
     assert looks_like_secret(text) == expected, text
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(_FRAGMENT, min_size=0, max_size=4).map("".join), min_size=1,
+                max_size=8),
+       st.sampled_from([str, str.lower, str.upper, str.swapcase]))
+def test_one_scan_of_a_commands_texts_misses_no_text_that_holds_a_secret(texts, case):
+    """any_secret is the pre-check that lets a checkpoint skip scanning each of
+    its texts: it may say yes when none holds one (a match across two
+    texts), never no when one does."""
+    from ledger.domain.validation import any_secret
+
+    texts = [case(t) for t in texts]
+    if any(looks_like_secret(t) for t in texts):
+        assert any_secret(texts), texts
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("note", "export OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwxyz123456"),
+    ("current_step", "curl -H 'Authorization: Bearer abcdefghijklmnopqrstuvwx'"),
+    ("completed[1]", "pushed with ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+    ("errors[0]", "psql postgres://app:hunter2hunter2@db/app failed"),
+])
+def test_a_checkpoint_names_the_one_field_with_a_secret(field, value):
+    """The one scan of all texts only decides whether to look at each: the
+    refusal still names the field that holds the credential."""
+    from ledger.domain import InvalidCommand, decide
+    from tests.test_domain import T0, checkpoint, started
+
+    state = started()
+    fields = {"note": "", "current_step": "testing", "completed": ["built", "tested"],
+              "errors": ["one"]}
+    name, _, index = field.partition("[")
+    if index:
+        fields[name][int(index[:-1])] = value
+    else:
+        fields[name] = value
+    cmd = checkpoint(state, current_step=fields["current_step"], note=fields["note"],
+                     completed=tuple(fields["completed"]), errors=tuple(fields["errors"]))
+    with pytest.raises(InvalidCommand) as refused:
+        decide(state, cmd, T0)
+    assert refused.value.field == field

@@ -181,7 +181,10 @@ def _optional_seconds(value: int | None, field: str) -> int | None:
 def _checkpoint(state: GoalState, cmd: RecordCheckpoint, now: datetime) -> list[Event]:
     lease = fence(state, cmd.proof)
     pct = v.progress(cmd.progress_pct)
-    note = v.text(cmd.note, "note", limit=v.MAX_NOTE)
+    texts = (cmd.note, cmd.current_step, *cmd.completed, *cmd.next_actions, *cmd.errors,
+             *(a.path for a in cmd.artifacts))
+    scan = v.any_secret(texts)  # one pass; per field only when it finds something
+    note = v.text(cmd.note, "note", limit=v.MAX_NOTE, scan=scan)
     if pct < state.progress_pct and not note.strip():
         raise ProgressRegressed(
             f"progress_pct {pct} is below the recorded {state.progress_pct}; "
@@ -195,7 +198,8 @@ def _checkpoint(state: GoalState, cmd: RecordCheckpoint, now: datetime) -> list[
     seen: set[str] = set()
     for i, artifact in enumerate(cmd.artifacts):
         name = f"artifacts[{i}]"
-        path = v.text(artifact.path, f"{name}.path", limit=v.MAX_PATH, required=True)
+        path = v.text(artifact.path, f"{name}.path", limit=v.MAX_PATH, required=True,
+                      scan=scan)
         if path in seen:
             raise InvalidCommand(f"{name}.path {path!r} appears twice.", field=f"{name}.path")
         seen.add(path)
@@ -212,12 +216,13 @@ def _checkpoint(state: GoalState, cmd: RecordCheckpoint, now: datetime) -> list[
             )
         artifacts.append({"path": path, "sha256": digest, "bytes": size})
     data = {
-        "current_step": v.text(cmd.current_step, "current_step", limit=v.MAX_STEP, required=True),
+        "current_step": v.text(cmd.current_step, "current_step", limit=v.MAX_STEP,
+                               required=True, scan=scan),
         "progress_pct": pct,
-        "completed": v.text_list(list(cmd.completed), "completed"),
-        "next_actions": v.text_list(list(cmd.next_actions), "next_actions"),
+        "completed": v.text_list(list(cmd.completed), "completed", scan=scan),
+        "next_actions": v.text_list(list(cmd.next_actions), "next_actions", scan=scan),
         "artifacts": artifacts,
-        "errors": v.text_list(list(cmd.errors), "errors"),
+        "errors": v.text_list(list(cmd.errors), "errors", scan=scan),
         "note": note,
         "generation": lease["generation"],
     }
