@@ -144,6 +144,18 @@ def test_start_rejects_missing_objective_and_credentials():
     assert "credential" in secret.value.detail
 
 
+def test_texts_the_database_could_not_store_are_refused_by_the_domain_itself():
+    """Whatever shell sends them: a NUL, or a lone surrogate (what JSON's
+    "\\ud800" escape decodes to), which no UTF-8 column holds."""
+    state = started()
+    for bad in ("a\x00b", "half \ud800 a pair", "\udfff"):
+        with pytest.raises(InvalidCommand) as refused:
+            decide(state, checkpoint(state, note=bad), T0)
+        assert refused.value.field == "note"
+    # Non-ASCII text as such is fine: a full pair, accents, CJK.
+    decide(state, checkpoint(state, note="caf\u00e9 \U0001f600 \u4e2d\u6587"), T0)
+
+
 def test_a_bound_workspace_or_session_refuses_another_goal():
     with pytest.raises(WorkspaceBound) as bound:
         started(workspace_bound_by="other-goal")

@@ -121,6 +121,14 @@ def any_secret(texts: Iterable[object]) -> bool:
     return looks_like_secret("\n".join(t for t in texts if isinstance(t, str)))
 
 
+def _encodes(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def text(value: object, field: str, *, limit: int, required: bool = False,
          scan: bool = True) -> str:
     """``value`` checked as a text field; ``scan=False`` when ``any_secret``
@@ -133,6 +141,10 @@ def text(value: object, field: str, *, limit: int, required: bool = False,
         raise InvalidCommand(f"{field} is longer than {limit} characters.", field=field)
     if "\x00" in value:
         raise InvalidCommand(f"{field} contains a NUL character.", field=field)
+    if not value.isascii() and not _encodes(value):
+        # A lone surrogate (JSON's "\ud800" escape decodes to one) cannot be
+        # stored in any UTF-8 column or hashed as UTF-8.
+        raise InvalidCommand(f"{field} contains a lone surrogate character.", field=field)
     if scan and looks_like_secret(value):
         raise InvalidCommand(
             f"{field} looks like it contains a credential; secrets never enter the ledger.",
