@@ -16,7 +16,7 @@ from django.db import connection
 from ledger import store
 from ledger.domain import Finish, GoalState, LeaseProof, RecordCheckpoint, RunGoal, StartGoal
 from ledger.domain.commands import Evidence
-from ledger.models import Goal
+from ledger.models import Event, Goal
 
 
 def new_token() -> tuple[str, str]:
@@ -88,6 +88,12 @@ class GoalFactory(factory.Factory):
 def lease_of(body: dict) -> dict:
     """The lease proof a fenced call carries, from an API answer that granted one."""
     return {"token": body["lease"]["token"], "generation": body["lease"]["generation"]}
+
+
+def kinds(goal_id: str) -> list[str]:
+    """A stored goal's event kinds, in order."""
+    return list(Event.objects.filter(goal_id=goal_id).order_by("seq")
+                .values_list("kind", flat=True))
 
 
 # ---------------------------------------------------------- PostgreSQL's own log

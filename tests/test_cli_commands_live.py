@@ -14,6 +14,7 @@ from django.test import Client
 
 from api import tokens
 from ledger.models import Event, Goal
+from tests.factories import kinds
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,11 +54,6 @@ class Shell:
 
     def lease_file(self, goal_id: str) -> Path:
         return self.state / "leases" / f"{goal_id}.json"
-
-
-def kinds(goal_id: str) -> list[str]:
-    return list(Event.objects.filter(goal_id=goal_id).order_by("seq")
-                .values_list("kind", flat=True))
 
 
 @pytest.fixture

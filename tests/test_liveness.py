@@ -17,25 +17,12 @@ from django_q.models import Schedule
 from ledger.models import Event, Goal
 from scheduling import tasks, watchdogs
 from scheduling.models import Dispatch
-from tests.factories import COMPLETED, lease_of
+from tests.factories import COMPLETED, kinds, lease_of
 
 pytestmark = pytest.mark.django_db
 
 CLAUDE_LIMIT = "Claude usage limit reached. Your limit will reset in 10 minutes."
 
-
-
-@pytest.fixture
-def started(agent, clock):
-    def start(**policy):
-        body = agent.start(policy={"lease_seconds": 300, **policy}).json()
-        return body["goal"]["id"], lease_of(body)
-
-    return start
-
-
-def kinds(gid: str) -> list[str]:
-    return list(Event.objects.filter(goal_id=gid).order_by("seq").values_list("kind", flat=True))
 
 
 def fire_schedule(name: str, clock) -> str:

@@ -18,26 +18,13 @@ from ledger import continuations as claims
 from ledger.models import Event, Goal
 from scheduling import tasks, watchdogs
 from scheduling.signatures import verify_signature
-from tests.factories import COMPLETED, lease_of
+from tests.factories import COMPLETED, kinds, lease_of
 from tests.receivers import Gateway, openclaw_gateway, receiving
 
 pytestmark = pytest.mark.django_db
 
 SECRET = "test-webhook-secret"
 
-
-
-@pytest.fixture
-def started(agent, clock):
-    def start(**policy):
-        body = agent.start(policy={"lease_seconds": 300, **policy}).json()
-        return body["goal"]["id"], lease_of(body)
-
-    return start
-
-
-def kinds(gid: str) -> list[str]:
-    return list(Event.objects.filter(goal_id=gid).order_by("seq").values_list("kind", flat=True))
 
 
 def claims_of(gid: str) -> list[str]:
