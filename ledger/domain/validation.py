@@ -121,7 +121,9 @@ def any_secret(texts: Iterable[object]) -> bool:
     return looks_like_secret("\n".join(t for t in texts if isinstance(t, str)))
 
 
-def _encodes(value: str) -> bool:
+def encodes(value: str) -> bool:
+    """Whether ``value`` is valid UTF-8 text: false only for a lone surrogate
+    (what JSON's "\\ud800" escape decodes to), which no UTF-8 column stores."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -141,7 +143,7 @@ def text(value: object, field: str, *, limit: int, required: bool = False,
         raise InvalidCommand(f"{field} is longer than {limit} characters.", field=field)
     if "\x00" in value:
         raise InvalidCommand(f"{field} contains a NUL character.", field=field)
-    if not value.isascii() and not _encodes(value):
+    if not value.isascii() and not encodes(value):
         # A lone surrogate (JSON's "\ud800" escape decodes to one) cannot be
         # stored in any UTF-8 column or hashed as UTF-8.
         raise InvalidCommand(f"{field} contains a lone surrogate character.", field=field)
