@@ -331,16 +331,19 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
         if conn.vendor == "postgresql":
             # One statement, so one round trip to the server instead of two: a
             # data-modifying WITH always runs to completion, and the rowcount
-            # is the UPDATE's.
-            cursor.execute(f"WITH appended AS ({insert}) {sql.update(changed)}",
+            # is the UPDATE's. It returns the state as jsonb spells it, the
+            # text the next command's locked read will find (see _states).
+            cursor.execute(f"WITH appended AS ({insert}) {sql.update(changed)} RETURNING state",
                            [*insert_values, *update_values])
+            stored_text = cursor.fetchone()[0] if cursor.rowcount == 1 else None
         else:
             cursor.execute(insert, insert_values)
             cursor.execute(sql.update(changed), update_values)
+            stored_text = stored_state  # SQLite keeps the very text it was given
         if cursor.rowcount != 1:
             raise IntegrityError("goal version moved under its row lock")
-        if isinstance(stored_state, str):  # SQLite keeps the very text it was given
-            _remember(gid, stored_state, state, new)
+        if isinstance(stored_text, str):
+            _remember(gid, stored_text, state, new)
     return Outcome(state, stored, before=before)
 
 
@@ -352,9 +355,10 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
 # command, another process's write or ``replay --fix`` rewriting a projection
 # all leave a different text (or the same text, meaning the same state), so
 # the cache can never hand back a state the database does not hold. On
-# PostgreSQL jsonb comes back in its own spelling, so only reads are reused.
-# A written state keeps its projected columns too: the next command compares
-# against them instead of deriving them again.
+# PostgreSQL jsonb comes back in its own spelling, so the write returns that
+# spelling (``RETURNING state``) and the text kept is the one the next read
+# finds. A written state keeps its projected columns too: the next command
+# compares against them instead of deriving them again.
 _CACHE_SIZE = 512
 _states: dict[str, tuple[str, GoalState, dict[str, Any] | None]] = {}
 

@@ -403,3 +403,27 @@ def test_a_projection_rewritten_by_someone_else_is_read_again(clock):
     Goal.objects.filter(pk=state.goal_id).update(state=rewritten.to_dict())
     after = store.execute(state.goal_id, _checkpoint(state, 20), actor="agent-1").state
     assert after.objective == "Fix it, as the operator's fix says"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_next_command_finds_the_state_the_last_one_wrote_without_decoding_it(
+        clock, monkeypatch):
+    """The text kept with a written state is the text the database hands back
+    (on PostgreSQL jsonb's own spelling, which the write returns), so the next
+    command on the goal in this process decodes nothing."""
+    state = store.start(RunGoal(start_command(), "agent-1", new_token()[1]),
+                        actor="agent-1").state
+    state = store.execute(state.goal_id, _checkpoint(state, 10), actor="agent-1").state
+    with connections["default"].cursor() as cursor:
+        cursor.execute(f"SELECT state FROM {Goal._meta.db_table} WHERE id = %s",
+                       [Goal._meta.pk.get_db_prep_value(uuid.UUID(state.goal_id),
+                                                         connections["default"])])
+        stored_text = cursor.fetchone()[0]
+    assert store._states[state.goal_id][0] == stored_text
+    decoded = []
+    real = GoalState.from_dict
+    monkeypatch.setattr(GoalState, "from_dict",
+                        classmethod(lambda cls, data: decoded.append(data) or real(data)))
+    after = store.execute(state.goal_id, _checkpoint(state, 20), actor="agent-1").state
+    assert decoded == []
+    assert after.progress_pct == 20 and after.version == state.version + 1
