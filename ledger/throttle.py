@@ -7,6 +7,14 @@ a deployment shares it without another service. A count is a read and a
 write, not atomic: concurrent failures may be counted once instead of twice,
 which lets an attacker through a few more attempts than the limit (at most one
 per request in flight), never an honest client fewer.
+
+Every authenticated request asks whether its address is locked out, and the
+answer is nearly always no: a cache read per request for nothing. So a "no"
+is kept in the process for one second (``NOT_LOCKED_MEMO_SECONDS``). A failure
+this process counts drops that memo at once, so its own lockouts hold from
+the request that reaches the limit; a lockout another worker set is seen here
+within the second, which lets a locked-out address through at most one more
+second per worker.
 """
 
 import hashlib
@@ -37,6 +45,12 @@ def client_address(request: HttpRequest) -> str:
     return request.META.get("REMOTE_ADDR", "") or "unknown"
 
 
+# (window name, subject) -> time.monotonic() until which "not locked out" holds.
+NOT_LOCKED_MEMO_SECONDS = 1.0
+_MEMO_SIZE = 10_000
+_not_locked: dict[tuple[str, str], float] = {}
+
+
 @dataclass(frozen=True)
 class Window:
     """At most ``limit`` failures within ``seconds`` of the first; the one
@@ -54,14 +68,23 @@ class Window:
 
     def locked_for(self, subject: str) -> int:
         """Seconds until ``subject`` may try again; 0 when it is not locked out."""
+        memo = (self.name, subject)
+        if _not_locked.get(memo, 0.0) > time.monotonic():
+            return 0
         until = cache.get(self._key("lock", subject))
-        return max(0, math.ceil(until - time.time())) if until else 0
+        wait = max(0, math.ceil(until - time.time())) if until else 0
+        if not wait:
+            if len(_not_locked) >= _MEMO_SIZE:
+                _not_locked.clear()  # bounded; a cleared memo only costs a cache read
+            _not_locked[memo] = time.monotonic() + NOT_LOCKED_MEMO_SECONDS
+        return wait
 
     def exceeded(self, subject: str) -> bool:
         return self.locked_for(subject) > 0
 
     def record(self, subject: str) -> int:
         """Count one failure; returns the count in the current window."""
+        _not_locked.pop((self.name, subject), None)
         key, now = self._key("count", subject), time.time()
         # (count, window end), set with the window's remaining time: the
         # cache's incr would reset the expiry to the default timeout.

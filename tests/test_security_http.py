@@ -7,13 +7,16 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
+from ledger import throttle
 from tests.factories import GoalFactory
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,6 +59,30 @@ def test_repeated_bad_tokens_from_one_address_are_throttled(settings, agent, cap
     assert "invalid API token from 203.0.113.7" in caplog.text
     assert "now throttled" in caplog.text
     assert BAD not in caplog.text and agent.token not in caplog.text
+
+
+def test_a_lockout_counted_here_holds_at_once_after_a_good_request(settings, agent):
+    """A good request keeps "not locked out" in the process for a second; the
+    failure that reaches the limit drops it, so the lockout holds from there."""
+    settings.WAKELEDGER_BAD_TOKEN_LIMIT = 2
+    good, bad = caller("203.0.113.10", agent.token), caller("203.0.113.10", BAD)
+    assert good.get("/api/v1/goals").status_code == 200
+    assert [bad.get("/api/v1/goals").status_code for _ in range(2)] == [401, 401]
+    assert good.get("/api/v1/goals").status_code == 429
+
+
+def test_a_lockout_another_worker_set_is_seen_within_the_memo(settings, agent, monkeypatch):
+    """Another worker's lockout reaches this process's cache; it is honoured
+    once the memo of the last "not locked out" here runs out (1 s in production)."""
+    monkeypatch.setattr(throttle, "NOT_LOCKED_MEMO_SECONDS", 0.2)
+    good = caller("203.0.113.11", agent.token)
+    assert good.get("/api/v1/goals").status_code == 200
+    window = throttle.bad_tokens()
+    # What record() in the other worker writes when its count reaches the limit.
+    cache.set(window._key("lock", "203.0.113.11"), time.time() + 60, timeout=60)
+    assert good.get("/api/v1/goals").status_code == 200  # the memo's bound
+    time.sleep(0.25)
+    assert good.get("/api/v1/goals").status_code == 429
 
 
 def test_an_empty_bearer_token_counts_as_a_bad_one(settings):
