@@ -8,11 +8,7 @@ Appending is the hot path of the whole product, so ``execute`` speaks SQL
 directly instead of going through the ORM's query building, which costs more
 than the database work itself on SQLite. It runs three statements per command
 (lock-and-read, insert, update) and never re-reads the previous event: the goal
-row carries the chain head (``last_hash``) and the last seq (``version``). On
-PostgreSQL, where every statement is a round trip, the insert and update are
-one statement, and when this process holds the goal's last state the read is
-folded into it too (``_append_unread``): written only if the row still holds
-that state, else the row comes back locked and the command is decided on it.
+row carries the chain head (``last_hash``) and the last seq (``version``).
 """
 
 import json
@@ -306,20 +302,12 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
     uid = _uuid(goal_id)  # parsed once: the hashed spelling and the driver's value
     gid, pk = str(uid), _pk(conn, uid)
     with conn.wrap_database_errors, closing(conn.connection.cursor()) as cursor:
-        row = None
-        if conn.vendor == "postgresql" and gid in _states:
-            tried = _append_unread(conn, sql, cursor, gid, pk, command, actor,
-                                   idempotency_key, owner)
-            if isinstance(tried, Outcome):
-                return tried
-            row = tried
-        if row is None:
-            cursor.execute(sql.lock, (pk,))
-            row = cursor.fetchone()
+        cursor.execute(sql.lock, (pk,))
+        row = cursor.fetchone()
         if row is None:
             raise GoalNotFound(f"no goal {goal_id}")
         version, head, raw_state = row
-        before, old = _decoded(gid, raw_state, head)
+        before, old = _decoded(gid, raw_state)
         if owner is not None and before.agent != owner:
             raise GoalNotFound(f"no goal {goal_id}")
         # Read the clock only once the row is locked, so a goal's events are
@@ -331,8 +319,15 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
             return Outcome(before, before=before)
         state, stored, head = _fold(gid, before, head, decided, actor, idempotency_key)
         insert, insert_values = _insert_sql(conn, sql, pk, stored)
-        changed, new, update_values = _update_values(conn, before, old, state, head)
-        update_values += [pk, version]
+        # Only the columns that changed: fewer values to adapt, and SQLite
+        # leaves the indexes of untouched columns alone.
+        new = projected_columns(state)
+        if old is None:
+            old = projected_columns(before)
+        changed = tuple(name for name in _MUTABLE if new[name] != old[name])
+        stored_state = conn.ops.adapt_json_value(state.to_dict(), None)
+        update_values = [state.version, head, stored_state,
+                         *(_adapt(conn, new[name]) for name in changed), pk, version]
         if conn.vendor == "postgresql":
             # One statement, so one round trip to the server instead of two: a
             # data-modifying WITH always runs to completion, and the rowcount
@@ -344,68 +339,11 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
         else:
             cursor.execute(insert, insert_values)
             cursor.execute(sql.update(changed), update_values)
-            stored_text = update_values[2]  # SQLite keeps the very text it was given
+            stored_text = stored_state  # SQLite keeps the very text it was given
         if cursor.rowcount != 1:
             raise IntegrityError("goal version moved under its row lock")
-        _remember(gid, stored_text, state, new, head)
-    return Outcome(state, stored, before=before)
-
-
-def _update_values(conn: BaseDatabaseWrapper, before: GoalState, old: dict[str, Any] | None,
-                   state: GoalState, head: str
-                   ) -> tuple[tuple[str, ...], dict[str, Any], list[Any]]:
-    """The projected columns that changed, all of the new ones, and the values
-    an UPDATE of the goal row sets (version, chain head, state, the changed
-    columns). Only the changed columns: fewer values to adapt, and the indexes
-    of untouched columns are left alone."""
-    new = projected_columns(state)
-    if old is None:
-        old = projected_columns(before)
-    changed = tuple(name for name in _MUTABLE if new[name] != old[name])
-    values = [state.version, head, conn.ops.adapt_json_value(state.to_dict(), None),
-              *(_adapt(conn, new[name]) for name in changed)]
-    return changed, new, values
-
-
-def _append_unread(conn: BaseDatabaseWrapper, sql: "_Statements", cursor: Any, gid: str,
-                   pk: Any, command: Command, actor: str, idempotency_key: str | None,
-                   owner: str | None) -> "Outcome | tuple | None":
-    """PostgreSQL: decide on the state this process last read or wrote for the
-    goal, and write only if the database still holds exactly that state, in
-    one statement that, when it does not, locks and returns the goal row
-    instead, so the caller decides again on it without another round trip.
-
-    The locked read of the ordinary path is a round trip of its own (about a
-    fifth of a command on PostgreSQL); an agent's next step usually comes to
-    the process that wrote its last one. Decided on a state the database no
-    longer holds, nothing is written: the UPDATE's condition is the whole
-    state (and version and chain head), compared under the row lock the
-    UPDATE takes, and the events are inserted only from the row it updated.
-    A refusal or a command with nothing to record is never answered from
-    here: it returns None, and the caller reads the row under its lock and
-    decides there, as always. Returns the Outcome, the locked row, or None.
-    """
-    text, before, old, head = _states[gid]
-    if owner is not None and before.agent != owner:
-        return None
-    try:
-        decided = decision(before, command, monotonic_now(before))
-    except DomainError:
-        return None
-    if not decided.events:
-        return None
-    state, stored, new_head = _fold(gid, before, head, decided, actor, idempotency_key)
-    changed, new, update_values = _update_values(conn, before, old, state, new_head)
-    values = [*update_values, pk, before.version, head, text]
-    for e in stored:
-        values += [e.seq, e.kind, conn.ops.adapt_json_value(e.data, None), e.actor,
-                   e.recorded_at, e.idempotency_key, e.prev_hash, e.hash]
-    cursor.execute(sql.unread(changed, len(stored)), [*values, pk])
-    written, stored_text, version, current_head = cursor.fetchone() or (False, None, 0, "")
-    if not written:
-        _states.pop(gid, None)
-        return (version, current_head, stored_text) if stored_text is not None else None
-    _remember(gid, stored_text, state, new, new_head)
+        if isinstance(stored_text, str):
+            _remember(gid, stored_text, state, new)
     return Outcome(state, stored, before=before)
 
 
@@ -420,33 +358,28 @@ def _append_unread(conn: BaseDatabaseWrapper, sql: "_Statements", cursor: Any, g
 # PostgreSQL jsonb comes back in its own spelling, so the write returns that
 # spelling (``RETURNING state``) and the text kept is the one the next read
 # finds. A written state keeps its projected columns too: the next command
-# compares against them instead of deriving them again. With the chain head
-# beside it, an entry is also what PostgreSQL's next command is decided on
-# before anything is read (_append_unread), written only if the row still
-# holds that very state.
+# compares against them instead of deriving them again.
 _CACHE_SIZE = 512
-_states: dict[str, tuple[str, GoalState, dict[str, Any] | None, str]] = {}
+_states: dict[str, tuple[str, GoalState, dict[str, Any] | None]] = {}
 
 
-def _decoded(goal_id: str, raw: Any, head: str) -> tuple[GoalState, dict[str, Any] | None]:
+def _decoded(goal_id: str, raw: Any) -> tuple[GoalState, dict[str, Any] | None]:
     """The stored state, and its projected columns when this process knows them."""
     if not isinstance(raw, str):
         return GoalState.from_dict(raw), None
     cached = _states.get(goal_id)
-    if cached is not None and cached[0] == raw and cached[3] == head:
+    if cached is not None and cached[0] == raw:
         return cached[1], cached[2]
     state = GoalState.from_dict(json.loads(raw))
-    _remember(goal_id, raw, state, None, head)
+    _remember(goal_id, raw, state, None)
     return state, None
 
 
-def _remember(goal_id: str, text: str | None, state: GoalState,
-              columns: dict[str, Any] | None, head: str) -> None:
-    if text is None:
-        return
+def _remember(goal_id: str, text: str, state: GoalState,
+              columns: dict[str, Any] | None) -> None:
     if len(_states) >= _CACHE_SIZE and goal_id not in _states:
         _states.clear()  # simple and bounded; the working set refills it at once
-    _states[goal_id] = (text, state, columns, head)
+    _states[goal_id] = (text, state, columns)
 
 
 def monotonic_now(state: GoalState) -> datetime:
@@ -517,7 +450,7 @@ class _Statements:
     insert_head: str
     insert_row: str
     placeholder: str
-    _updates: dict[tuple, str] = field(default_factory=dict)
+    _updates: dict[tuple[str, ...], str] = field(default_factory=dict)
 
     def update(self, changed: tuple[str, ...]) -> str:
         if changed not in self._updates:
@@ -527,34 +460,6 @@ class _Statements:
             self._updates[changed] = (f"UPDATE {Goal._meta.db_table} SET {assignments} "
                                       f"WHERE id = {p} AND version = {p}")
         return self._updates[changed]
-
-
-    def unread(self, changed: tuple[str, ...], events: int) -> str:
-        """PostgreSQL's write on a state not read first (_append_unread): update
-        the goal row if it holds the expected version, chain head and state;
-        insert the events only from the row updated; else lock the row and
-        return it. Parameters: the UPDATE's values, then the id, version, head
-        and state text expected, each event's 8 values, the id again.
-        Answers (written, state as jsonb spells it, version, chain head)."""
-        key = ("unread", changed, events)
-        if key not in self._updates:
-            goal, event = Goal._meta.db_table, EventRow._meta.db_table
-            assignments = ", ".join(f"{name} = %s" for name in
-                                    ("version", "last_hash", "state", *changed))
-            row = ("(%s::integer, %s::text, %s::jsonb, %s::text, %s::timestamptz, %s::text, "
-                   "%s::text, %s::text)")
-            self._updates[key] = (
-                f"WITH moved AS (UPDATE {goal} SET {assignments} WHERE id = %s "
-                "AND version = %s AND last_hash = %s AND state = %s::jsonb "
-                "RETURNING id, state), "
-                f"appended AS (INSERT INTO {event} (goal_id, seq, kind, data, actor, "
-                "recorded_at, idempotency_key, prev_hash, hash) SELECT moved.id, e.* "
-                f"FROM moved, (VALUES {', '.join([row] * events)}) AS e), "
-                f"current AS (SELECT version, last_hash, state FROM {goal} WHERE id = %s "
-                "AND NOT EXISTS (SELECT FROM moved) FOR UPDATE) "
-                "SELECT true, state::text, NULL::integer, NULL::text FROM moved "
-                "UNION ALL SELECT false, state::text, version, last_hash FROM current")
-        return self._updates[key]
 
 
 _statements: dict[str, _Statements] = {}
