@@ -192,10 +192,13 @@ def test_another_agents_start_on_a_bound_workspace_gets_its_own_goal(clock):
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_commands_serialize_on_the_goal_row():
     """Writers in several threads (own connections) append to one goal: every
-    seq is used once, the chain is intact, the projection counts them all."""
+    seq is used once, the chain is intact, the projection counts them all,
+    and the waits on the row lock reach PostgreSQL's log as no error."""
     goal = GoalFactory()
     proof = proof_of(GoalState.from_dict(goal.state))
-    writers, per_writer = 4, 5
+    writers, per_writer = 6, 10
+    log = server_log()
+    offset = log.stat().st_size if log else 0
     errors: list[BaseException] = []
 
     def work(n: int) -> None:
@@ -221,6 +224,7 @@ def test_concurrent_commands_serialize_on_the_goal_row():
     from ledger import projection
 
     assert [r.broken for r in projection.verify([str(goal.pk)])] == [None]
+    assert errors_since(log, offset) == []
 
 
 @pytest.mark.django_db(transaction=True)
