@@ -68,15 +68,15 @@ class Window:
 
     def locked_for(self, subject: str) -> int:
         """Seconds until ``subject`` may try again; 0 when it is not locked out."""
-        memo = (self.name, subject)
-        if _not_locked.get(memo, 0.0) > time.monotonic():
+        memo, now = (self.name, subject), time.monotonic()
+        if _not_locked.get(memo, 0.0) > now:
             return 0
         until = cache.get(self._key("lock", subject))
         wait = max(0, math.ceil(until - time.time())) if until else 0
         if not wait:
             if len(_not_locked) >= _MEMO_SIZE:
                 _not_locked.clear()  # bounded; a cleared memo only costs a cache read
-            _not_locked[memo] = time.monotonic() + NOT_LOCKED_MEMO_SECONDS
+            _not_locked[memo] = now + NOT_LOCKED_MEMO_SECONDS
         return wait
 
     def exceeded(self, subject: str) -> bool:

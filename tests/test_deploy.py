@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from ledger import throttle
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 TOKEN = "wl_AbCdEfGh_" + "query-string-secret-0123456789"
@@ -143,7 +145,7 @@ def test_bad_tokens_are_counted_across_gunicorn_workers(web):
     # A worker that answered a good token from this address within the last
     # second still holds its "not locked out" (ledger/throttle.py): start
     # past that, so every answer below reads the shared count.
-    time.sleep(1.1)
+    time.sleep(throttle.NOT_LOCKED_MEMO_SECONDS + 0.1)
     codes = [status_of(f"{url}/api/v1/goals?probe=throttle", headers) for _ in range(20)]
     # Both workers must have refused, or the test proves nothing: the kernel
     # hands each new connection to whichever worker accepts first, often the
