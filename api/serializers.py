@@ -13,6 +13,7 @@ from rest_framework.validators import ProhibitSurrogateCharactersValidator
 from ledger import clock
 from ledger.domain import validation as limits
 from ledger.domain.commands import FINISH_STATUSES
+from ledger.domain.liveness import LABELS
 from ledger.domain.policy import SCHEDULERS
 from ledger.domain.state import REASONS, STATUSES
 from scheduling import failures
@@ -151,6 +152,15 @@ class PolicySerializer(StrictSerializer):
                   "from the schedule prepare_scheduled_continuation answers.")
     dispatch = text(64, required=False,
                     help_text="An operator-configured dispatcher for internal wakes.")
+    host_silent_slots = whole(min_value=1, max_value=100, required=False,
+                              help_text="Missed host slots before the goal is HOST_SILENT "
+                                        "(default 2).")
+    ready_timeout_minutes = whole(min_value=1, max_value=10_080, required=False,
+                                  help_text="How long a due wake waits for its agent's pull "
+                                            "before READY_UNCLAIMED (default 120).")
+    job_deadline_minutes = whole(min_value=1, max_value=43_200, required=False,
+                                 help_text="How long a blocking job may go unreported before "
+                                           "JOB_SILENT (default 360).")
 
 
 class RunGoalSerializer(StrictSerializer):
@@ -387,6 +397,18 @@ class GrantedLeaseSerializer(serializers.Serializer):
     expires_at = serializers.CharField()
 
 
+class ExpectedSerializer(serializers.Serializer):
+    evidence = serializers.CharField(allow_null=True, help_text=(
+        "heartbeat, job_report, pull, scheduler_fire, host_claim or operator."))
+    deadline = serializers.CharField(allow_null=True, help_text="ISO 8601 (UTC).")
+    detail = serializers.CharField()
+
+
+class AlertSerializer(serializers.Serializer):
+    reason = serializers.CharField()
+    why = serializers.CharField()
+
+
 class GoalSerializer(serializers.Serializer):
     id = serializers.CharField()
     goal_key = serializers.CharField()
@@ -418,8 +440,15 @@ class GoalSerializer(serializers.Serializer):
         allow_null=True, help_text="When the next wake will fire (a watchdog slot or a "
                                    "one-off wake); the scheduler looks every 30 s.")
     liveness = serializers.ChoiceField(
-        choices=["working", "scheduled", "ready", "needs_human", "terminal"], allow_null=True,
-        help_text="Why the goal is not stuck; null means nothing will move it (a bug).")
+        choices=list(LABELS),
+        help_text="What the goal is doing now, judged against its deadline: working (a live "
+                  "lease), expired (a lease past its expiry, not yet swept), scheduled, ready "
+                  "(a due wake waits for its agent's pull), needs_human and overdue (both "
+                  "listed in /alerts), terminal.")
+    expected = ExpectedSerializer(
+        help_text="The next expected evidence and the deadline by which it must arrive.")
+    alert = AlertSerializer(allow_null=True,
+                            help_text="Why a human must look (null: nobody must).")
     version = serializers.IntegerField()
     created_at = serializers.CharField()
     updated_at = serializers.CharField()
@@ -457,6 +486,10 @@ class LeaseAnswerSerializer(serializers.Serializer):
     resume_packet = serializers.DictField(
         allow_null=True, required=False,
         help_text="When this lease pulled a due wake: where to pick up, exactly.")
+    host_instructions = serializers.DictField(
+        required=False,
+        help_text="When the goal is HOST_SILENT (its host stopped claiming slots): what to "
+                  "check in the host and how to re-create its scheduled task.")
 
 
 class RunGoalAnswerSerializer(LeaseAnswerSerializer):
@@ -535,6 +568,10 @@ class ResumePacketSerializer(serializers.Serializer):
     checkpoint = serializers.DictField()
     next_actions = serializers.ListField(child=serializers.CharField())
     artifacts_to_verify = serializers.ListField(child=serializers.DictField())
+    jobs_to_inspect = serializers.ListField(
+        child=serializers.DictField(), required=False,
+        help_text="Blocking jobs still running when the goal resumed: their tracker is gone, "
+                  "their status unknown. Inspect each exact ref and report it first.")
 
 
 class WatchdogAnswerSerializer(serializers.Serializer):

@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from api import alerts, jobtokens
+from api import jobtokens
 from api import serializers as s
 from api.auth import HasRole
 from api.digests import host_ref_digest
@@ -26,7 +26,7 @@ from api.problems import PROBLEM_CONTENT_TYPE, Problem
 from api.roles import AGENT, AUDITOR, OPERATOR, role_of
 from api.schema import BODY, CALLER, GOAL, IDEMPOTENT, QUERY, responses
 from api.serializers import validated
-from ledger import clock, continuations, siteurl, store, throttle
+from ledger import alerts, clock, continuations, siteurl, store, throttle
 from ledger.domain import (
     AcquireLease,
     Artifact,
@@ -41,12 +41,13 @@ from ledger.domain import (
     RunGoal,
     StartGoal,
     lease_refusal,
+    liveness,
 )
 from ledger.domain.commands import Evidence, WakeRequest
 from ledger.domain.events import iso
 from ledger.domain.runs import Recover, ReportRun, RequestApproval, ResolveApproval, Stop
 from ledger.domain.smartwake import preflight, resume_packet
-from ledger.domain.timing import liveness, next_wake_at
+from ledger.domain.timing import next_wake_at
 from ledger.domain.validation import canonical_workspace
 from ledger.domain.wakes import (
     HOST,
@@ -88,7 +89,12 @@ def goal_body(state: GoalState) -> dict[str, Any]:
                      if lease else None)
     body["watchdog"] = watchdog_body(state)
     body["next_wake_at"] = next_wake_at(state) or None
-    body["liveness"] = liveness(state, clock.now())
+    now = clock.now()
+    body["liveness"] = liveness.label(state, now)
+    body["expected"] = liveness.expectation(state).as_dict()
+    reason = liveness.alert(state, now)
+    body["alert"] = {"reason": reason, "why": liveness.why(reason)} if reason else None
+    body.pop("liveness_alert")  # shown as ``alert``
     body.pop("claimed")  # bookkeeping for already_claimed
     body["jobs"] = [job_body(job) for job in state.jobs]
     return body
@@ -134,11 +140,35 @@ def lease_answer(state: GoalState, granted: bool, raw_token: str,
             charged = any(e.kind == "continuation.charged" for e in events)
             answer["resumed"] = {**pulled, "charged": charged}
             answer["resume_packet"] = resume_packet(state)
+        instructions = host_instructions(state)
+        if instructions:
+            answer["host_instructions"] = instructions
         return answer
     refusal = lease_refusal(state, clock.now()) or {}
     refusal.pop("why", None)
     return {"acquired": False, "lease": None, "retry_after_seconds": None,
             "next_required_action": None, **refusal}
+
+
+def host_instructions(state: GoalState) -> dict[str, Any] | None:
+    """For the agent's next contact with a HOST_SILENT goal: its host stopped
+    claiming slots, and only the agent can reach the host (the server never
+    creates a native task itself)."""
+    if liveness.attention(state) != liveness.HOST_SILENT:
+        return None
+    return {
+        "reason": liveness.HOST_SILENT,
+        "why": state.liveness_alert.get("detail", ""),
+        "missed_since": state.liveness_alert.get("missed_since"),
+        "next_required_action": "check_the_host_schedule",
+        "steps": [
+            "If the host's scheduled task for this goal still exists and runs, do nothing: "
+            "its next claim ends HOST_SILENT.",
+            f"If it is gone, POST /api/v1/goals/{state.goal_id}/watchdog/receipts with status "
+            "user_attested_deleted (attested_by), then POST /api/v1/goals/"
+            f"{state.goal_id}/watchdog and create the host_schedule it answers.",
+        ],
+    }
 
 
 def actor(request: Request) -> str:
@@ -806,7 +836,11 @@ class SkillView(APIView):
 
 
 def health(request: HttpRequest) -> JsonResponse:
-    """Liveness and database reachability, for load balancers and `make run` checks."""
+    """Liveness and database reachability, for load balancers and `make run` checks,
+    and whether the scheduler still sweeps (reported, never a failed check:
+    the web tier is healthy without it, and a balancer must not drop it)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
-    return JsonResponse({"status": "ok", "database": connection.vendor})
+    scheduler = alerts.scheduler_health()
+    return JsonResponse({"status": "ok", "database": connection.vendor,
+                         "scheduler": {k: scheduler[k] for k in ("status", "last_sweep_at")}})

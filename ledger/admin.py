@@ -31,7 +31,7 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html
 
 from api.accounts import OPERATOR, ROLES, role_of
-from ledger import clock, continuations, projection, store, timeline
+from ledger import alerts, clock, continuations, projection, store, timeline
 from ledger.domain import DomainError, GoalState, decide
 from ledger.domain.runs import Recover, ResolveApproval, Stop
 from ledger.domain.wakes import WakeNow, watchdog_health
@@ -217,7 +217,7 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
         list (a liveness check, say) is one more entry and one template."""
         return [{"id": "stuck", "title": "Goals needing attention",
                  "template": "admin/ledger/goal/dashboard_stuck.html",
-                 "groups": timeline.stuck_goals()}]
+                 "groups": timeline.stuck_goals(), "scheduler": alerts.scheduler_health()}]
 
     # ------------------------------------------------------------------ operator acts
 

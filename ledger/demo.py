@@ -3,7 +3,7 @@
 
 Every goal is told through the commands the API and the scheduler run
 (``store.start``, ``store.execute``, ``continuations.claim``, the sweeper's
-``ExpireLease``), under a frozen clock moved forward step by
+``CheckLiveness``), under a frozen clock moved forward step by
 step. Nothing writes a Goal or Event row itself, so the histories are real:
 ``ledger replay --check`` and ``ledger verify`` pass, and internal watchdogs
 get their django-q2 schedules exactly as in production.
@@ -38,9 +38,9 @@ from ledger.domain import (
     lease_stale_at,
 )
 from ledger.domain.commands import Evidence
+from ledger.domain.overdue import CheckLiveness
 from ledger.domain.runs import ReportRun, RequestApproval
 from ledger.domain.wakes import (
-    ExpireLease,
     PrepareWatchdog,
     TrackJob,
     UpdateJob,
@@ -199,7 +199,7 @@ class Story:
     def sweep(self) -> "Story":
         """The lease sweeper's command for this goal (its task sweeps them all,
         which here would touch goals outside the demo)."""
-        self.state = store.execute(self.state.goal_id, ExpireLease(), actor=SCHEDULER).state
+        self.state = store.execute(self.state.goal_id, CheckLiveness(), actor=SCHEDULER).state
         return self
 
     def _digest(self) -> str:

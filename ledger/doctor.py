@@ -1,71 +1,204 @@
-"""``ledger doctor``: goals that nothing will ever move, and other cheap
-inconsistencies between the projection and the scheduler's rows.
+"""``ledger doctor``: is the machinery that keeps goals moving intact? And
+``ledger doctor --fix`` (also run by the scheduler every hour): repair it.
 
-Liveness (DESIGN section 6): every non-terminal goal is working, scheduled,
-ready or needs a human — ``ledger.domain.timing.liveness`` decides which. A
-goal in none of them is silently stuck: a bug, listed here and on the admin's
-stuck-goals dashboard. The schedule checks compare the internal watchdogs and
-one-off wakes the projections say exist with the django-q2 rows that would
-fire them, both ways.
+Liveness is proven by evidence (DESIGN section 6, ``ledger.domain.liveness``):
+every active goal has a next expected evidence and a deadline. The doctor
+reports what would let a deadline pass unseen or unrepaired:
+
+- ``scheduler_silent`` / ``scheduler_never_ran``: no lease sweep for minutes
+  (the heartbeat row the sweeper writes), so no deadline is acted on;
+- ``sweeper_missing``: the sweeper's own django-q2 row is gone or exhausted;
+- ``overdue``: a goal past its deadline with nothing recorded (also in /alerts);
+- ``schedule_missing`` / ``schedule_exhausted`` / ``schedule_late``: a wake the
+  projection says exists whose django-q2 row will not fire it on time — rows
+  are checked by content (task, goal, repeats, next run), not only by name;
+- ``schedule_orphaned``: a row named after a goal that does not expect it.
+
+Goals that need a human are the alerts' (``ledger alerts``), counted here too.
+Repairs are domain commands (``CheckLiveness``): each is an event on the goal's
+history, and the rows follow the events in the same transaction.
 """
 
+import ast
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
+from django.conf import settings
+from django.db import DatabaseError
 from django_q.models import Schedule
 
-from ledger import clock
-from ledger.domain import GoalState
+from ledger import alerts, clock, store
+from ledger.domain import DomainError, GoalState, liveness
+from ledger.domain.events import iso
+from ledger.domain.overdue import CheckLiveness, ScheduleRow, expected_schedules, row_problem
 from ledger.domain.state import ACTIVE_STATUSES
-from ledger.domain.timing import FIRING, liveness
 from ledger.models import Goal
 
+logger = logging.getLogger(__name__)
+
+# The django-q2 tasks and rows the ledger relies on, named once: the
+# scheduling app creates them, the doctor checks them.
+FIRE = "scheduling.tasks.fire_watchdog"
+SWEEP = "scheduling.tasks.sweep_leases"
+SWEEPER_NAME = "wakeledger-lease-sweeper"
+REPAIR = "scheduling.maintenance.repair_schedules"
+REPAIR_NAME = "wakeledger-schedule-repair"
 PREFIXES = ("wakeledger-watchdog-", "wakeledger-reset-", "wakeledger-wake-")
+_GOAL_ROWS = r"^wakeledger-(watchdog|reset|wake)-"
 
 
 @dataclass(frozen=True)
 class Finding:
-    goal_id: str
-    problem: str  # a stable code: orphan, schedule_missing, schedule_orphaned
+    goal_id: str  # "" for the scheduler's own problems
+    problem: str  # a stable code (the module doc)
     detail: str
+    row: str = ""  # the django-q2 row's name, for a row problem
 
 
-def expected_schedules(state: GoalState) -> set[str]:
-    """The django-q2 rows this goal's projection says exist."""
-    names = set()
-    if (state.watchdog.get("backend") == "internal"
-            and state.watchdog.get("status") in FIRING and state.watchdog.get("schedule_name")):
-        names.add(state.watchdog["schedule_name"])
-    for wake in (state.reset_wake, state.requested_wake):
-        if wake.get("schedule_name") and wake.get("due_at"):
-            names.add(wake["schedule_name"])
-    return names
+# ---------------------------------------------------------------- facts
+
+
+def row_facts(goal_id: str, names: list[str] | set[str]) -> tuple[ScheduleRow, ...]:
+    """The goal's schedule rows as the domain judges them (it reads no table)."""
+    found = {row.name: row for row in Schedule.objects.filter(name__in=list(names))}
+    return tuple(_fact(goal_id, name, found.get(name)) for name in sorted(names))
+
+
+def _fact(goal_id: str, name: str, row: Schedule | None) -> ScheduleRow:
+    if row is None:
+        return ScheduleRow(name, exists=False)
+    fires = row.func == FIRE and row.repeats != 0 and _goal_arg(row.args) == goal_id
+    return ScheduleRow(name, exists=True, fires=fires,
+                       next_run=iso(row.next_run) if row.next_run else "")
+
+
+def _goal_arg(args: str | None) -> str:
+    try:
+        value = ast.literal_eval(args or "")
+    except (ValueError, SyntaxError):
+        return ""
+    value = value[0] if isinstance(value, tuple) and value else value
+    return str(value)
+
+
+def check_goal(goal_id: str, state: GoalState, *, actor: str = "scheduler",
+               orphans: tuple[str, ...] = ()) -> store.Outcome:
+    """Act on the goal's passed deadlines, with its schedule rows as facts."""
+    rows = row_facts(goal_id, set(expected_schedules(state)))
+    return store.execute(goal_id, CheckLiveness(rows=rows, orphans=orphans), actor=actor)
+
+
+# ---------------------------------------------------------------- findings
+
+
+def system_findings(now: datetime) -> Iterator[Finding]:
+    health = alerts.scheduler_health(now)
+    if health["status"] != "ok":
+        yield Finding("", f"scheduler_{health['status']}", health["why"])
+    row = Schedule.objects.filter(name=SWEEPER_NAME).first()
+    if row is None or row.func != SWEEP or row.repeats == 0:
+        yield Finding("", "sweeper_missing",
+                      f"django-q2 row {SWEEPER_NAME} is missing or exhausted: no lease expires "
+                      "and no deadline is acted on (`ledger doctor --fix` restores it)")
 
 
 def findings(goal_ids: list[str] | None = None) -> Iterator[Finding]:
     now = clock.now()
+    if not goal_ids:
+        yield from system_findings(now)
     goals = Goal.objects.filter(status__in=ACTIVE_STATUSES)
     if goal_ids:
         goals = goals.filter(pk__in=goal_ids)
-    rows = set(Schedule.objects.filter(
-        name__regex=r"^wakeledger-(watchdog|reset|wake)-").values_list("name", flat=True))
     expected: set[str] = set()
     for goal_id, raw in goals.values_list("id", "state").iterator(chunk_size=500):
-        state = GoalState.from_dict(raw)
-        if liveness(state, now) is None:
-            yield Finding(str(goal_id), "orphan",
-                          f"{state.status}: no lease, no due or scheduled wake, not blocked "
-                          "- nothing will ever move it")
+        state, gid = GoalState.from_dict(raw), str(goal_id)
+        if liveness.alert(state, now) == liveness.OVERDUE_REASON:
+            yield Finding(gid, "overdue", liveness.expectation(state).detail)
         names = expected_schedules(state)
-        expected |= names
-        for name in sorted(names - rows):
-            yield Finding(str(goal_id), "schedule_missing",
-                          f"the projection has a live wake {name} but no django-q2 row "
-                          "will fire it")
+        expected |= set(names)
+        facts = {row.name: row for row in row_facts(gid, set(names))}
+        for name, due in sorted(names.items()):
+            problem = row_problem(due, facts[name])
+            if problem:
+                yield Finding(gid, f"schedule_{problem}",
+                              f"the projection has a live wake {name} (due {due or '-'}) but "
+                              f"its django-q2 row is {problem}", row=name)
     if goal_ids:
         return
-    for name in sorted(rows - expected):
-        goal_id = next((name[len(p):] for p in PREFIXES if name.startswith(p)), "")
-        yield Finding(goal_id, "schedule_orphaned",
+    for name in sorted(_goal_rows() - expected):
+        yield Finding(goal_of(name), "schedule_orphaned",
                       f"django-q2 row {name} fires for a goal whose projection has no such "
-                      "live wake")
+                      "live wake", row=name)
+
+
+def _goal_rows() -> set[str]:
+    return set(Schedule.objects.filter(name__regex=_GOAL_ROWS).values_list("name", flat=True))
+
+
+def goal_of(name: str) -> str:
+    return next((name[len(p):] for p in PREFIXES if name.startswith(p)), "")
+
+
+# ---------------------------------------------------------------- repairs
+
+
+def fix(goal_ids: list[str] | None = None, *, actor: str = "scheduler") -> list[str]:
+    """Repair what ``findings`` reports; returns a line per repair."""
+    done: list[str] = []
+    found = list(findings(goal_ids))
+    if any(f.problem == "sweeper_missing" for f in found):
+        ensure_sweeper()
+        done.append(f"restored django-q2 row {SWEEPER_NAME}")
+    orphans: dict[str, list[str]] = {}
+    goals: set[str] = set()
+    for finding in found:
+        if finding.problem == "schedule_orphaned":
+            orphans.setdefault(finding.goal_id, []).append(finding.row)
+        elif finding.goal_id:
+            goals.add(finding.goal_id)
+    for goal_id in sorted(goals | set(orphans)):
+        done += _fix_goal(goal_id, tuple(orphans.get(goal_id, ())), actor)
+    return done
+
+
+def _fix_goal(goal_id: str, orphans: tuple[str, ...], actor: str) -> list[str]:
+    try:
+        state = store.load(goal_id)
+    except store.GoalNotFound:
+        # No goal to record it on (deleted by hand): the rows just go.
+        Schedule.objects.filter(name__in=orphans).delete()
+        return [f"deleted {name}: its goal does not exist" for name in orphans]
+    try:
+        outcome = check_goal(goal_id, state, actor=actor, orphans=orphans)
+    except (DomainError, DatabaseError) as error:
+        logger.warning("could not repair goal %s: %s", goal_id, error)
+        return [f"goal {goal_id}: not repaired ({error})"]
+    return [f"goal {goal_id}: {event.kind} {_what(event.data)}" for event in outcome.events]
+
+
+def _what(data: dict[str, Any]) -> str:
+    return str(data.get("note") or data.get("reason") or data.get("repair") or "")
+
+
+def ensure_sweeper(**_: Any) -> None:
+    """The lease sweeper's row, kept in step with the settings (post_migrate,
+    and ``fix``): without it no lease expires and no deadline is acted on."""
+    Schedule.objects.update_or_create(
+        name=SWEEPER_NAME,
+        defaults={"func": SWEEP, "schedule_type": Schedule.MINUTES,
+                  "minutes": settings.WAKELEDGER_SWEEP_MINUTES, "repeats": -1},
+    )
+
+
+def ensure_repair(**_: Any) -> None:
+    """The hourly ``doctor --fix``'s row (post_migrate, and every sweep: one
+    indexed read when it is there)."""
+    if Schedule.objects.filter(name=REPAIR_NAME, func=REPAIR).exclude(repeats=0).exists():
+        return
+    Schedule.objects.update_or_create(
+        name=REPAIR_NAME,
+        defaults={"func": REPAIR, "schedule_type": Schedule.HOURLY, "repeats": -1},
+    )

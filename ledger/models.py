@@ -32,6 +32,11 @@ class Goal(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     next_wake_at = models.DateTimeField(null=True, blank=True)
     paused_until = models.DateTimeField(null=True, blank=True)
+    # Liveness (ledger.domain.liveness): when the goal's next expected
+    # evidence is due (the sweeper's candidates) and why a human must look
+    # ("" when nobody must; /alerts). Both derived from the state, like the rest.
+    deadline_at = models.DateTimeField(null=True, blank=True)
+    attention = models.CharField(max_length=40, blank=True, default="")
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     version = models.PositiveIntegerField()
@@ -78,6 +83,11 @@ class Goal(models.Model):
             models.Index(fields=["next_wake_at"], name="ledger_goal_next_wake"),
             models.Index(fields=["paused_until"], name="ledger_goal_paused_until"),
             models.Index(fields=["-updated_at"], name="ledger_goal_updated"),
+            # The sweeper asks "whose deadline passed?" every minute, and
+            # /alerts "who needs a human?": both must not scan every goal.
+            models.Index(fields=["deadline_at"], name="ledger_goal_deadline"),
+            models.Index(fields=["attention"], name="ledger_goal_attention",
+                         condition=~Q(attention="")),
         ]
 
     def __str__(self) -> str:
@@ -86,6 +96,18 @@ class Goal(models.Model):
     @property
     def active(self) -> bool:
         return self.status in ACTIVE_STATUSES
+
+
+class SchedulerBeat(models.Model):
+    """The scheduler's heartbeat (DESIGN section 6): the lease sweeper writes
+    its row on every pass, so "no pass for minutes" is a fact anyone can read,
+    even while no scheduler runs to report it."""
+
+    name = models.CharField(max_length=40, primary_key=True)
+    at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name} at {self.at:%Y-%m-%d %H:%M:%S}"
 
 
 class EventQuerySet(models.QuerySet):

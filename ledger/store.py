@@ -34,6 +34,7 @@ from ledger.domain import (
     RunGoal,
     StartGoal,
     decision,
+    liveness,
 )
 from ledger.domain.state import TERMINAL_STATUSES
 from ledger.domain.timing import next_wake_at
@@ -94,6 +95,9 @@ def projected_columns(state: GoalState) -> dict[str, Any]:
         "lease_expires_at": _parse(state.lease.get("expires_at", "")),
         "next_wake_at": _parse(next_wake_at(state)),
         "paused_until": _parse(state.paused_until),
+        # Liveness (DESIGN section 6): the sweeper's candidates, and /alerts.
+        "deadline_at": liveness.deadline_at(state),
+        "attention": liveness.attention(state),
         "created_at": _parse(state.created_at),
         "updated_at": _parse(state.updated_at),
     }
@@ -441,7 +445,7 @@ def _adapt(conn: BaseDatabaseWrapper, value: Any) -> Any:
 # Projected columns a command may change (workspace, goal key and creation
 # time are fixed when the goal starts).
 _MUTABLE = ("agent", "workspace_bound", "status", "reason", "lease_expires_at", "next_wake_at",
-            "paused_until", "updated_at")
+            "paused_until", "deadline_at", "attention", "updated_at")
 
 
 @dataclass

@@ -9,6 +9,7 @@ head hash, as ``ledger verify`` does (a full verification is an explicit
 request).
 """
 
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
@@ -18,9 +19,9 @@ from django.db import transaction
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from ledger import clock, doctor
+from ledger import alerts, clock, doctor
 from ledger.chain import event_hash, head_break
-from ledger.domain import TERMINAL_STATUSES
+from ledger.domain import TERMINAL_STATUSES, liveness
 from ledger.models import Event, Goal
 
 PAGE = 50
@@ -246,44 +247,36 @@ def icon(kind: str) -> SafeString:
 
 # ---------------------------------------------------------------- dashboard
 
-OVERDUE = timedelta(minutes=5)
 LIMIT = 50
 
 
 def stuck_goals() -> list[dict[str, Any]]:
-    """Goals needing attention, grouped by why; each group's count and its
+    """Goals needing attention, grouped by why (the /alerts list: one truth,
+    ``ledger.domain.liveness``), and goals whose wake rows ``ledger doctor``
+    finds missing or wrong; each group's count, what to do, and its
     oldest-first goals (bounded)."""
     now = clock.now()
-    active = Goal.objects.exclude(status__in=("done", "failed", "stopped"))
-    groups = [
-        ("Leases expired, no wake due",
-         active.filter(lease_expires_at__lt=now, next_wake_at__isnull=True), "lease_expires_at"),
-        ("Wakes overdue",
-         active.filter(next_wake_at__lt=now - OVERDUE).exclude(status="blocked"),
-         "next_wake_at"),
-        ("Paused past their reset",
-         active.filter(status="paused", paused_until__lt=now - OVERDUE), "paused_until"),
-        ("Pending native cleanup", active.filter(reason="PENDING_NATIVE_CLEANUP"), "updated_at"),
-    ]
-    reasons = (active.filter(status="blocked").values_list("reason", flat=True)
-               .order_by("reason").distinct())
-    for reason in reasons:
-        groups.append((f"Blocked: {reason or 'no reason'}",
-                       active.filter(status="blocked", reason=reason), "updated_at"))
-    # Liveness (DESIGN section 6): goals nothing will ever move, and wakes
-    # whose scheduler rows are missing; the same list as `ledger doctor`.
-    found = {finding.goal_id for finding in doctor.findings() if finding.goal_id}
-    groups.insert(0, ("Silently stuck: in no liveness state, or a wake with no scheduler row "
-                      "(ledger doctor)", active.filter(pk__in=found), "updated_at"))
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for row in alerts.alerts(Goal.objects.all(), now):
+        grouped.setdefault(row["reason"], []).append(row)
+    found = {finding.goal_id for finding in doctor.findings()
+             if finding.goal_id and finding.problem.startswith("schedule_")}
+    if found:
+        grouped["SCHEDULE_ROWS"] = [{"id": gid, "since": ""} for gid in found]
+    goals = Goal.objects.in_bulk([row["id"] for rows in grouped.values() for row in rows])
     result = []
-    for title, query, since_field in groups:
-        count = query.count()
-        if not count:
-            continue
-        goals = list(query.order_by(since_field).only(
-            "id", "goal_key", "workspace", "agent", "status", "reason", since_field)[:LIMIT])
-        result.append({"title": title, "count": count, "goals": [
-            {"goal": goal, "since": getattr(goal, since_field),
-             "age": now - getattr(goal, since_field) if getattr(goal, since_field) else None}
-            for goal in goals]})
+    for reason in sorted(grouped):
+        rows = sorted(grouped[reason], key=lambda row: row["since"] or "")
+        items = []
+        for row in rows[:LIMIT]:
+            goal = goals.get(uuid.UUID(row["id"]))
+            if goal is None:
+                continue
+            since = datetime.fromisoformat(row["since"]) if row["since"] else goal.updated_at
+            items.append({"goal": goal, "since": since, "age": now - since})
+        title = (f"Blocked: {reason}" if items and items[0]["goal"].status == "blocked"
+                 else "Wake rows missing or wrong (ledger doctor --fix)"
+                 if reason == "SCHEDULE_ROWS" else reason)
+        result.append({"title": title, "reason": reason, "count": len(rows), "goals": items,
+                       "why": "" if reason == "SCHEDULE_ROWS" else liveness.why(reason)})
     return result

@@ -7,7 +7,7 @@ class SchedulingConfig(AppConfig):
     verbose_name = "Scheduling"
 
     def ready(self) -> None:
-        from ledger import store
+        from ledger import doctor, store
         from scheduling import dispatch, maintenance, outbox, watchdogs
 
         # A bad dispatcher configuration stops start-up, not the first wake.
@@ -20,3 +20,5 @@ class SchedulingConfig(AppConfig):
                              dispatch_uid="scheduling.ensure_sweeper")
         post_migrate.connect(maintenance.ensure_prune_schedule, sender=self,
                              dispatch_uid="scheduling.ensure_prune_schedule")
+        post_migrate.connect(doctor.ensure_repair, sender=self,
+                             dispatch_uid="scheduling.ensure_repair")

@@ -1,4 +1,5 @@
-"""Housekeeping that django-q2 runs on a schedule: pruning idempotency records.
+"""Housekeeping that django-q2 runs on a schedule: pruning idempotency records,
+and the hourly ``ledger doctor --fix`` (schedule rows repaired by content).
 
 The schedule is created (or brought in step) after every ``migrate``, like the
 lease sweeper's, so a deployment that migrates has it without a manual step.
@@ -12,6 +13,7 @@ from django.conf import settings
 from django_q.models import Schedule
 
 from api.idempotency import prune
+from ledger import doctor
 
 logger = logging.getLogger(__name__)
 
@@ -36,3 +38,15 @@ def ensure_prune_schedule(**_: Any) -> None:
         name=PRUNE_NAME,
         defaults={"func": PRUNE, "schedule_type": Schedule.HOURLY, "repeats": -1},
     )
+
+
+def repair_schedules() -> int:
+    """``ledger doctor --fix``, hourly: rows missing, exhausted, late or
+    orphaned are repaired (each an event on its goal), and the sweeper's own
+    row restored. The sweeper repairs a goal's rows as soon as a deadline
+    passes; this also catches what no deadline shows (an orphaned row, an
+    exhausted one whose slot is still ahead). Returns how many repairs."""
+    done = doctor.fix()
+    for line in done:
+        logger.warning("schedule repair: %s", line)
+    return len(done)

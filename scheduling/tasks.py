@@ -1,4 +1,4 @@
-"""What django-q2 runs: a wake firing, and the minutely sweeper.
+"""What django-q2 runs: a wake firing, and the minutely liveness sweep.
 
 Thin: each calls the same store commands as the API.
 """
@@ -7,9 +7,9 @@ import logging
 
 from django.db import DatabaseError
 
-from ledger import clock, continuations, failpoints, store
-from ledger.domain import DomainError
-from ledger.domain.wakes import ExpireLease
+from ledger import alerts, clock, continuations, doctor, failpoints, store
+from ledger.domain import DomainError, GoalState
+from ledger.domain.state import ACTIVE_STATUSES
 from ledger.models import Goal
 from scheduling import dispatch, outbox
 
@@ -54,23 +54,29 @@ def fire_watchdog(goal_id: str, intended_date: str | None = None,
 
 
 def sweep_leases() -> int:
-    """Record lease.expired for every lease past its expiry and stale grace,
-    and finish the outbox: rows a crashed sender left pending or sending.
-    Candidates come from the indexed lease_expires_at column; the domain
-    decides (grace, running jobs, rule 6)."""
+    """The minutely sweep (DESIGN section 6): act on every goal whose
+    deadline passed — a lease past its stale point expires (and an internal
+    goal gets its timeout_recovery wake), a ready goal nobody pulled blocks, a
+    silent host or job is alerted, a wake whose row is missing, exhausted or
+    late is repaired — then finish the outbox (rows a crashed sender left).
+    Candidates come from the indexed deadline_at column; the domain decides.
+    Returns how many goals it changed."""
     now = clock.now()
-    expired = 0
-    candidates = Goal.objects.filter(lease_expires_at__lt=now).values_list("id", flat=True)
-    for goal_id in candidates.iterator():
+    alerts.beat()  # the scheduler's heartbeat: this pass happened
+    changed = 0
+    candidates = Goal.objects.filter(deadline_at__lte=now, status__in=ACTIVE_STATUSES) \
+        .values_list("id", "state")
+    for goal_id, raw in candidates.iterator(chunk_size=200):
         try:
-            outcome = store.execute(goal_id, ExpireLease(), actor="scheduler")
+            outcome = doctor.check_goal(str(goal_id), GoalState.from_dict(raw))
         except (DomainError, DatabaseError) as error:
-            logger.warning("sweeper could not expire goal %s: %s", goal_id, error)
+            logger.warning("sweeper could not check goal %s: %s", goal_id, error)
             continue
-        expired += bool(outcome.events)
+        changed += bool(outcome.events)
         failpoints.reached("sweeper.after_expire")
-    if expired:
-        logger.info("lease sweeper expired %d lease(s)", expired)
+    if changed:
+        logger.info("liveness sweep changed %d goal(s)", changed)
+    doctor.ensure_repair()  # the hourly repair's row, which restores this one's
     outbox.resolve_stuck()
     outbox.send_pending()
-    return expired
+    return changed

@@ -17,12 +17,11 @@ creates a watchdog only when the goal has none live, under the goal's row lock.
 """
 
 from datetime import datetime
-from typing import Any
 
-from django.conf import settings
 from django_q.models import Schedule
 
 from ledger import store
+from ledger.doctor import FIRE, SWEEPER_NAME, ensure_sweeper
 from ledger.domain.events import RECEIPT_RECORDED, WAKE_SCHEDULED
 from ledger.domain.wakes import (
     requested_schedule_name,
@@ -30,13 +29,8 @@ from ledger.domain.wakes import (
     schedule_name,
 )
 
-FIRE = "scheduling.tasks.fire_watchdog"
-SWEEP = "scheduling.tasks.sweep_leases"
-SWEEPER_NAME = "wakeledger-lease-sweeper"
-
-
-__all__ = ["apply", "ensure_sweeper", "requested_schedule_name", "reset_schedule_name",
-           "schedule_name"]
+__all__ = ["FIRE", "SWEEPER_NAME", "apply", "ensure_sweeper", "requested_schedule_name",
+           "reset_schedule_name", "schedule_name"]
 
 
 def apply(goal_id: str, outcome: store.Outcome) -> None:
@@ -75,12 +69,3 @@ def _one_off(goal_id: str, name: str, kind: str, when: datetime) -> None:
     Schedule.objects.create(name=name, func=FIRE, args=repr(goal_id),
                             kwargs=repr({"kind": kind}), schedule_type=Schedule.ONCE,
                             repeats=-1, next_run=when, intended_date_kwarg="intended_date")
-
-
-def ensure_sweeper(**_: Any) -> None:
-    """The lease sweeper's schedule, kept in step with the settings (post_migrate)."""
-    Schedule.objects.update_or_create(
-        name=SWEEPER_NAME,
-        defaults={"func": SWEEP, "schedule_type": Schedule.MINUTES,
-                  "minutes": settings.WAKELEDGER_SWEEP_MINUTES, "repeats": -1},
-    )

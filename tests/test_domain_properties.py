@@ -32,9 +32,11 @@ from ledger.domain import (
     decision,
     evolve,
     fold,
+    liveness,
 )
 from ledger.domain.commands import Evidence
 from ledger.domain.errors import LeaseLost
+from ledger.domain.overdue import CheckLiveness
 from ledger.domain.policy import LEASE_STALE_GRACE_SECONDS
 from ledger.domain.runs import (
     CLASSES,
@@ -44,8 +46,8 @@ from ledger.domain.runs import (
     ResolveApproval,
     Stop,
 )
-from ledger.domain.timing import liveness, slot_of
-from ledger.domain.wakes import CONSUMING, ClaimWake, ExpireLease, PrepareWatchdog, WakeNow
+from ledger.domain.timing import slot_of
+from ledger.domain.wakes import CONSUMING, ClaimWake, PrepareWatchdog, WakeNow
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SHAS = ["0" * 64, "1" * 64, "2" * 64]
@@ -108,7 +110,7 @@ operator = st.one_of(
 templates = st.one_of(checkpoint, checkpoint, checkpoint, finish, acquire, acquire,
                       st.just(Heartbeat(None)), st.just(ReleaseLease(None)),
                       st.just(ReleaseWorkspace()), st.just(START), runs, wakes_,
-                      st.just(ExpireLease()), st.just(RequestApproval(None, "deploy")),
+                      st.just(CheckLiveness()), st.just(RequestApproval(None, "deploy")),
                       st.just(PrepareWatchdog(None, 3600, "UTC", "wd-g")), operator)
 steps = st.builds(Step, template=templates,
                   proof=st.sampled_from(["current", "current", "current", "stale", "wrong",
@@ -135,7 +137,7 @@ def with_proof(step: Step, state: GoalState) -> Any:
     return type(template)(**{**values, "proof": proof})
 
 
-AUTOMATIC = (ClaimWake, ExpireLease, AcquireLease)
+AUTOMATIC = (ClaimWake, CheckLiveness, AcquireLease)
 
 
 def run(history: list[Step], *, roundtrip: bool = False):
@@ -327,16 +329,41 @@ def test_every_granted_wake_is_charged_first(history):
 
 @settings(max_examples=300)
 @given(histories)
-def test_no_goal_is_ever_silently_stuck(history):
-    """DESIGN section 6: after every command, an active goal is working,
-    scheduled, ready or needs a human (with the internal scheduler, which the
-    server can always re-arm)."""
+def test_every_active_goal_has_a_deadline_or_a_reason_for_a_human(history):
+    """DESIGN section 6: after every command, an active goal expects some
+    evidence by a deadline, or is listed for a human with a reason."""
     _state, _events, trace = run(history)
-    for _command, _before, now, result in trace:
+    for _command, before, _now, result in trace:
         if isinstance(result, DomainError):
             continue
-        after = fold(result, _before)
-        assert liveness(after, now) is not None, (after.status, after.reason, after.watchdog)
+        after = fold(result, before)
+        if after.terminal:
+            continue
+        assert liveness.expectation(after).deadline is not None or liveness.attention(after), (
+            after.status, after.reason, after.watchdog)
+
+
+@settings(max_examples=300)
+@given(histories)
+def test_a_passed_deadline_is_acted_on_or_listed(history):
+    """The sweeper at a passed deadline (every row reported missing) leaves
+    the goal ended, listed for a human, or with a deadline still ahead: no goal
+    stays past its deadline unseen. Two sweeps at most (an expired lease
+    first, then what the goal without it waits for)."""
+    _state, _events, trace = run(history)
+    for _command, before, _now, result in trace:
+        if isinstance(result, DomainError):
+            continue
+        state = fold(result, before)
+        deadline = liveness.expectation(state).deadline
+        if state.terminal or deadline is None:
+            continue
+        now = max(deadline, datetime.fromisoformat(state.updated_at)) + timedelta(seconds=1)
+        for _sweep in range(3):
+            state = fold(decide(state, CheckLiveness(rows=()), now), state)
+        after = liveness.expectation(state).deadline
+        assert state.terminal or liveness.attention(state) or (after and after > now), (
+            state.status, state.lease, state.ready, state.watchdog)
 
 
 @settings(max_examples=300)

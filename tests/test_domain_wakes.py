@@ -16,10 +16,10 @@ from ledger.domain import (
     decide,
     fold,
 )
+from ledger.domain.overdue import CheckLiveness
 from ledger.domain.wakes import (
     CancelWatchdog,
     ClaimWake,
-    ExpireLease,
     PrepareWatchdog,
     RecordReceipt,
     TrackJob,
@@ -72,7 +72,7 @@ def wake(occurrence: str = "occ-1", source: str = "internal", token: str = TOKEN
 
 def vanished(state: GoalState) -> GoalState:
     """The holder stops; past expiry + grace the sweeper expires its lease."""
-    return apply(state, ExpireLease(), at(minutes=12))
+    return apply(state, CheckLiveness(), at(minutes=12))
 
 
 # ------------------------------------------------------------------ watchdog
@@ -266,7 +266,7 @@ def test_no_wake_loops_past_max_wake_retries():
         assert state.retry_count == n
         # The continuation shows a sign of life but never checkpoints.
         state = apply(state, _heartbeat(state), at(hours=n, minutes=1))
-        state = apply(state, ExpireLease(), at(hours=n, minutes=13))
+        state = apply(state, CheckLiveness(), at(hours=n, minutes=13))
         assert state.status == "waiting"
     events = decide(state, wake("occ-3", token="9" * 64), at(hours=3))
     assert [e.kind for e in events] == ["wake.claimed", "goal.blocked", "receipt.recorded"]
@@ -295,24 +295,35 @@ def test_host_claims_require_a_confirmed_watchdog():
 
 def test_the_sweeper_expires_only_after_the_grace():
     state = goal()
-    assert decide(state, ExpireLease(), at(minutes=10, seconds=59)) == []
-    events = decide(state, ExpireLease(), at(minutes=11))
-    # Liveness: a goal left with no lease and no watchdog gets its watchdog.
-    assert [e.kind for e in events] == ["lease.expired", "wake.scheduled", "receipt.recorded"]
+    assert decide(state, CheckLiveness(), at(minutes=10, seconds=59)) == []
+    events = decide(state, CheckLiveness(), at(minutes=11))
+    # Liveness: a crashed holder's goal gets a timeout_recovery wake due at
+    # once (minutes, not the next hourly slot), not only its watchdog.
+    assert [e.kind for e in events] == ["lease.expired", "wake.scheduled"]
+    assert events[1].data == {"kind": "requested", "due_at": "2026-12-02T09:11:00.000000Z",
+                              "reason": "timeout_recovery", "requested_by": "liveness",
+                              "schedule_name": "wakeledger-wake-g-1"}
     after = fold(events, state)
-    assert after.status == "waiting" and after.watchdog["status"] == "live"
-    assert after.watchdog["next_due_at"] == "2026-12-02T10:11:00.000000Z"
+    assert after.status == "waiting" and after.requested_wake["reason"] == "timeout_recovery"
+    # The wake fires: the goal is ready, and its recovery is charged when pulled.
+    fired = apply(after, ClaimWake("internal:g-1@requested", "internal", "agent-1", TOKEN_2,
+                                   kind="requested"), at(minutes=11, seconds=20))
+    assert fired.ready["reason"] == "timeout_recovery" and fired.ready["charge"] is True
+    assert fired.watchdog["status"] == "live"  # and it keeps its recurring watchdog from now on
 
 
 # ------------------------------------------------------------------ jobs
 
 
-def test_a_running_job_blocks_takeover_expiry_and_finish():
+def test_a_running_job_blocks_finish_but_never_keeps_a_silent_holder_alive():
     state = goal()
     state = apply(state, TrackJob(proof_of(state), "job-1", "ci_run", "gh-run-123"))
     assert decide(state, TrackJob(proof_of(state), "job-2", "ci_run", "gh-run-123"), T0) == []
-    assert decide(state, ExpireLease(), at(hours=1)) == []
-    assert claim_outcome(state, wake(), at(hours=1))["outcome"] == "worker_busy_noop"
+    # Within the lease and its grace the holder is trusted; after it, a dead
+    # holder must not lock the goal behind its CI run (DESIGN section 6).
+    assert decide(state, CheckLiveness(), at(minutes=10, seconds=59)) == []
+    assert kinds(state, CheckLiveness(), at(hours=1))[:1] == ["lease.expired"]
+    assert claim_outcome(state, wake(), at(minutes=5))["outcome"] == "worker_busy_noop"
     with pytest.raises(DomainError) as error:
         decide(state, completed(state), T0)
     assert error.value.code == "jobs_running"

@@ -15,7 +15,7 @@ from datetime import datetime
 from functools import reduce
 from typing import Any
 
-from ledger.domain import leases, runs, wakes
+from ledger.domain import leases, overdue, runs, wakes
 from ledger.domain import policy as p
 from ledger.domain import validation as v
 from ledger.domain.commands import (
@@ -60,6 +60,7 @@ from ledger.domain.events import (
     LEASE_RELEASED,
     LEASE_RENEWED,
     LEASE_TAKEN_OVER,
+    LIVENESS_MISSED,
     RECEIPT_RECORDED,
     RUN_REPORTED,
     WAKE_CANCEL_REQUESTED,
@@ -313,7 +314,7 @@ _DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
     wakes.CancelWatchdog: wakes.cancel,
     wakes.RecordReceipt: wakes.receipt,
     wakes.ClaimWake: wakes.claim,
-    wakes.ExpireLease: wakes.expire,
+    overdue.CheckLiveness: overdue.check,
     wakes.RecordDispatch: wakes.dispatched,
     wakes.WakeNow: wakes.operator_wake,
     runs.ReportRun: runs.report,
@@ -330,11 +331,11 @@ _DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
 # A terminal goal still answers a late wake and takes the cancellation
 # receipt of a leftover watchdog (TERMINAL_ALLOWED_KINDS); nothing else.
 _ALLOWED_WHEN_TERMINAL = (wakes.ClaimWake, wakes.RecordReceipt, runs.Recover,
-                          wakes.RecordDispatch)
+                          wakes.RecordDispatch, overdue.CheckLiveness)
 
 COMMANDS: tuple[type, ...] = (StartGoal, RunGoal, *_DECIDERS)
 Command = (CoreCommand | wakes.PrepareWatchdog | wakes.CancelWatchdog | wakes.RecordReceipt
-           | wakes.ClaimWake | wakes.ExpireLease | wakes.RecordDispatch | wakes.WakeNow
+           | wakes.ClaimWake | overdue.CheckLiveness | wakes.RecordDispatch | wakes.WakeNow
            | wakes.TrackJob | wakes.UpdateJob | wakes.NotifyJob | runs.ReportRun
            | runs.RequestApproval | runs.ResolveApproval | runs.Stop | runs.Recover)
 
@@ -404,7 +405,7 @@ def _ended(status: str) -> Evolver:
         return {"status": status, "reason": data.get("reason", ""), "summary": data["summary"],
                 "lease": {}, "lease_end": "finished" if state.lease else state.lease_end,
                 "finish_requested": {}, "paused_until": "", "ready": {}, "reset_wake": {},
-                "requested_wake": {}}
+                "requested_wake": {}, "liveness_alert": {}}
 
     return apply
 
@@ -439,6 +440,7 @@ _EVOLVERS: dict[str, Evolver] = {
     GOAL_FINISH_REQUESTED: wakes.finish_requested,
     JOB_TRACKED: wakes.job_tracked,
     JOB_UPDATED: wakes.job_updated,
+    LIVENESS_MISSED: overdue.missed,
     CONTINUATION_DISPATCHED: _recorded_only,
     RUN_REPORTED: runs.reported,
     GOAL_PAUSED: runs.paused,

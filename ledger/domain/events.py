@@ -35,6 +35,9 @@ WAKE_CANCEL_REQUESTED = "wake.cancel_requested"
 CONTINUATION_DISPATCHED = "continuation.dispatched"
 JOB_TRACKED = "job.tracked"
 JOB_UPDATED = "job.updated"
+# A deadline passed without its evidence (DESIGN section 6): HOST_SILENT or
+# JOB_SILENT, with what was expected and by when.
+LIVENESS_MISSED = "liveness.missed"
 
 # Kinds that may still be appended to a terminal goal: a late wake is answered
 # (terminal_noop / terminal_cleanup_required, DESIGN section 6), the

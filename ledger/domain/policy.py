@@ -20,6 +20,13 @@ DEFAULT_POLICY: dict[str, Any] = {
     # Set by the server (WAKELEDGER_STALE_GRACE_SECONDS), not by agents; frozen
     # into goal.started so replay always uses the grace the goal ran with.
     "stale_grace_seconds": LEASE_STALE_GRACE_SECONDS,
+    # Liveness deadlines (DESIGN section 6, ledger.domain.liveness): missed host
+    # slots before HOST_SILENT, how long a due wake waits for its agent's pull
+    # before READY_UNCLAIMED, and how long a blocking job may go unreported
+    # before JOB_SILENT.
+    "host_silent_slots": 2,
+    "ready_timeout_minutes": 120,
+    "job_deadline_minutes": 360,
 }
 
 # name -> (minimum, maximum) for the whole-number settings
@@ -29,6 +36,9 @@ _RANGES = {
     "max_continuations": (0, 100),
     "max_wake_retries": (0, 100),
     "stale_grace_seconds": (0, 600),
+    "host_silent_slots": (1, 100),
+    "ready_timeout_minutes": (1, 10_080),
+    "job_deadline_minutes": (1, 43_200),
 }
 SCHEDULERS = ("internal", "host")
 SESSION_FIELDS = ("agent_id", "session_key", "session_id", "model", "timezone")

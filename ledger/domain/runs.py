@@ -39,7 +39,12 @@ RECOVERABLE = frozenset({"SESSION_CHANGED", "SESSION_ACTIVITY", "UNCLASSIFIED",
                          "INTERRUPTED_UNKNOWN", "WAKE_RETRIES_EXHAUSTED",
                          # The agent said it cannot go on; a human who fixed the
                          # cause must be able to send it back to work.
-                         "AGENT_BLOCKED"})
+                         "AGENT_BLOCKED",
+                         # A due wake nobody pulled (DESIGN section 6).
+                         "READY_UNCLAIMED"})
+# Alerts on a goal that is not blocked (DESIGN section 6): recover clears
+# them; JOB_SILENT's jobs are written off (cancelled), so the goal may finish.
+SILENCES = frozenset({"HOST_SILENT", "JOB_SILENT"})
 # No provider window is longer than a week: a reset said to be later is
 # treated as this far away, so the goal wakes, finds out, and pauses again.
 RESET_HORIZON = timedelta(days=7)
@@ -214,6 +219,13 @@ def stop(state: GoalState, cmd: Stop, now: datetime) -> list[Event]:
 def recover(state: GoalState, cmd: Recover, now: datetime) -> list[Event]:
     operator = v.text(cmd.operator, "operator", limit=v.MAX_KEY, required=True)
     reason = v.text(cmd.reason, "reason", limit=v.MAX_NOTE, required=True)
+    silence = _silence(state)
+    if silence:
+        silent = [job["job_id"] for job in state.running_jobs() if job.get("silent_at")]
+        return [Event(GOAL_RECOVERED, {"operator": operator, "reason": reason,
+                                       "from_status": state.status, "from_reason": silence,
+                                       **({"written_off_jobs": silent} if silent else {})},
+                      now)]
     recoverable = (state.status == BLOCKED or (state.status == FAILED
                                                and state.reason == "AUTH_FAILED"))
     if not recoverable or state.reason not in RECOVERABLE:
@@ -270,10 +282,28 @@ def stopped(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
             "finish_requested": {}}
 
 
+def _silence(state: GoalState) -> str:
+    """The HOST_SILENT or JOB_SILENT alert of a goal that is not blocked, or ""."""
+    if state.terminal or state.status == BLOCKED:
+        return ""
+    if state.liveness_alert.get("reason") in SILENCES:
+        return state.liveness_alert["reason"]
+    if any(job.get("silent_at") for job in state.running_jobs()):
+        return "JOB_SILENT"
+    return ""
+
+
 def recovered(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+    if data["from_reason"] in SILENCES:
+        # The goal was never stopped: it keeps its status and lease.
+        written_off = set(data.get("written_off_jobs", ()))
+        jobs = [{**job, "status": "cancelled", "conclusion": "written off by an operator",
+                 "updated_at": at} if job["job_id"] in written_off else job
+                for job in state.jobs]
+        return {"liveness_alert": {}, "jobs": jobs}
     # Rule 11: a recovered goal starts a new continuation budget.
     return {"status": WAITING, "reason": "", "continuations_used": 0, "retry_count": 0,
-            "rate_limits": 0, "paused_until": "", "lease": {}}
+            "rate_limits": 0, "paused_until": "", "lease": {}, "liveness_alert": {}}
 
 
 

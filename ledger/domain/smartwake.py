@@ -70,4 +70,14 @@ def resume_packet(state: GoalState) -> dict[str, Any]:
                                       "link", "updated_at") if k in job}
                  for job in state.jobs[-10:]],
         "wake_reason": state.ready.get("reason") or state.last_wake.get("reason", ""),
+        # Jobs still running when the goal was resumed: the holder that
+        # tracked them is gone, so nobody knows how they went. Inspect each
+        # (its exact ref) and report its status before starting it again.
+        "jobs_to_inspect": [
+            {"job_id": job["job_id"], "kind": job["kind"], "ref": job["ref"],
+             "status": "unknown", "tracked_at": job["tracked_at"],
+             **({"link": job["link"]} if "link" in job else {}),
+             "do": f"inspect {job['kind']} {job['ref']} and report its status "
+                   f"(POST …/jobs/{job['job_id']}/status) before running it again"}
+            for job in state.running_jobs()],
     }

@@ -32,6 +32,7 @@ REASONS = (
     "PENDING_NATIVE_CLEANUP",
     "AGENT_BLOCKED",
     "APPROVAL_REJECTED",
+    "READY_UNCLAIMED",
 )
 
 # The seed checkpoint contract, field for field (served at /goals/{id}/checkpoint).
@@ -108,6 +109,9 @@ class GoalState:
     # A due wake waiting for its agent to pull it (dispatcher "none"):
     # occurrence_id, reason, at, charge (a recovery continuation, rule 5).
     ready: dict[str, Any] = field(default_factory=dict)
+    # A missed deadline that needs a human to look but does not block the goal
+    # (HOST_SILENT): reason, at, detail. Cleared by the evidence it waited for.
+    liveness_alert: dict[str, Any] = field(default_factory=dict)
     summary: str = ""
     created_at: str = ""
     updated_at: str = ""
@@ -135,13 +139,6 @@ class GoalState:
     def running_jobs(self) -> list[dict[str, Any]]:
         """Blocking jobs still running: they keep a goal from finishing."""
         return [job for job in self.jobs if job["status"] == "running"]
-
-    def awaited_jobs(self) -> list[dict[str, Any]]:
-        """Running jobs a lease holder waits on: they keep it from being taken
-        over or expired. Not a job with a notify token: that job reports its
-        own end (and wakes the goal), so nobody has to stay alive for it — a
-        holder that went silent meanwhile is silent, not waiting."""
-        return [job for job in self.running_jobs() if not job.get("notify_sha256")]
 
     def artifact(self, path: str) -> dict[str, Any] | None:
         for artifact in self.artifacts:

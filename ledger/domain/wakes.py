@@ -124,11 +124,6 @@ class RecordDispatch:
 
 
 @dataclass(frozen=True, slots=True)
-class ExpireLease:
-    """The lease sweeper: record lease.expired for a lapsed lease."""
-
-
-@dataclass(frozen=True, slots=True)
 class TrackJob:
     proof: LeaseProof | None
     job_id: str
@@ -360,22 +355,23 @@ def interrupted(state: GoalState, now: datetime) -> bool:
     """Rule 6, decided here for every path (claim, sweeper): a continuation
     that was handed over (dispatched, or its lease taken by a claimant or a
     pull) went silent past its lease and stale grace, with no heartbeat,
-    checkpoint or outcome and no blocking job it waits for."""
+    checkpoint or outcome. A blocking job it tracked is no sign of life: a
+    holder that waits on one heartbeats (DESIGN section 6)."""
     stale_at = lease_stale_at(state)
     return (stale_at is not None and now >= stale_at
             and state.lease.get("via") in ("wake", "pull")
-            and not state.lease.get("active") and not state.awaited_jobs())
+            and not state.lease.get("active"))
 
 
 def interrupted_events(state: GoalState, now: datetime) -> list[Event]:
     why = ("the last continuation's lease expired without a heartbeat, checkpoint or "
            "outcome: INTERRUPTED_UNKNOWN")
-    return [_lease_expired(state, now),
+    return [lease_expired_event(state, now),
             Event(GOAL_BLOCKED, {"summary": why, "generation": 0,
                                  "reason": "INTERRUPTED_UNKNOWN"}, now)]
 
 
-def _lease_expired(state: GoalState, now: datetime) -> Event:
+def lease_expired_event(state: GoalState, now: datetime) -> Event:
     return Event(LEASE_EXPIRED, {"generation": state.lease["generation"],
                                  "holder": state.lease["holder"],
                                  "expired_at": state.lease["expires_at"]}, now)
@@ -541,7 +537,7 @@ def claim(state: GoalState, cmd: ClaimWake, now: datetime) -> list[Event]:
             events += interrupted_events(state, now)
         elif answer.get("block"):
             if state.lease:
-                events.append(_lease_expired(state, now))
+                events.append(lease_expired_event(state, now))
             events.append(Event(GOAL_BLOCKED, {"summary": answer["notes"], "generation": 0,
                                                "reason": answer["block"]}, now))
         else:
@@ -620,18 +616,6 @@ def dispatched(state: GoalState, cmd: RecordDispatch, now: datetime) -> list[Eve
     return events
 
 
-# ---------------------------------------------------------------- sweeper
-
-
-def expire(state: GoalState, cmd: ExpireLease, now: datetime) -> list[Event]:
-    stale_at = lease_stale_at(state)
-    if stale_at is None or now < stale_at or state.awaited_jobs():
-        return []
-    if interrupted(state, now):
-        return interrupted_events(state, now)
-    return [_lease_expired(state, now)]
-
-
 # ---------------------------------------------------------------- keeping goals alive
 
 
@@ -672,15 +656,15 @@ def settle(before: GoalState, after: GoalState, now: datetime) -> list[Event]:
             return _cancel_events(after, now, why=f"blocked ({after.reason})")
         return []
     unblocked = before.status == BLOCKED
-    state_now = timing.liveness(after, now)
-    if state_now not in (None, timing.READY):
+    stuck = timing.nothing_fires(after)
+    if not stuck and not (after.ready and not after.lease):
         return []
     backend = after.setting("scheduler")
     if backend == INTERNAL and after.watchdog.get("status") not in timing.FIRING:
         interval = interval_of(after)
         first = now if unblocked else now + timedelta(seconds=interval)
-        return _arm(after, interval, iso(first), now)
-    if backend == HOST and unblocked and state_now is None:
+        return arm_events(after, interval, iso(first), now)
+    if backend == HOST and unblocked and stuck:
         return [Event(WAKE_CLAIMED, {
             "occurrence_id": f"operator:unblocked:{after.version}", "source": OPERATOR,
             "kind": "operator", "outcome": "ready_for_pull", "reason": "scheduled_progress",
@@ -689,7 +673,7 @@ def settle(before: GoalState, after: GoalState, now: datetime) -> list[Event]:
     return []
 
 
-def _arm(state: GoalState, interval: int, first_due_at: str, now: datetime) -> list[Event]:
+def arm_events(state: GoalState, interval: int, first_due_at: str, now: datetime) -> list[Event]:
     name = schedule_name(state.goal_id)
     data = {"backend": INTERNAL, "interval_seconds": interval,
             "tzid": state.watchdog.get("tzid") or state.session.get("timezone") or "UTC",
@@ -771,7 +755,7 @@ def notify_job(state: GoalState, cmd: NotifyJob, now: datetime) -> list[Event]:
     if any(j["status"] == "running" for j in state.jobs if j["job_id"] != cmd.job_id):
         return events  # still waiting on another job
     # The last running job of a waiting goal ended: wake it at once.
-    return events + _one_off_wake(state, now, "dependency_ready", now)
+    return events + one_off_wake(state, now, "dependency_ready", now)
 
 
 def requested_wake_events(state: GoalState, request: WakeRequest, now: datetime) -> list[Event]:
@@ -795,11 +779,17 @@ def requested_wake_events(state: GoalState, request: WakeRequest, now: datetime)
     if not 60 <= seconds <= limit:
         raise InvalidCommand(f"a requested wake must be between 60 s and the watchdog's "
                              f"interval ({limit} s) away", field="wake")
-    return _one_off_wake(state, due, request.reason, now)
+    return one_off_wake(state, due, request.reason, now)
 
 
-def _one_off_wake(state: GoalState, due: datetime, reason: str, now: datetime) -> list[Event]:
+def one_off_wake(state: GoalState, due: datetime, reason: str, now: datetime, *,
+                 requested_by: str = "") -> list[Event]:
+    """A one-off wake at ``due``: the agent's own request, a job that ended
+    (``dependency_ready``), or the sweeper's timeout recovery
+    (``requested_by`` "liveness")."""
     data: dict[str, Any] = {"kind": "requested", "due_at": iso(due), "reason": reason}
+    if requested_by:
+        data["requested_by"] = requested_by
     if state.requested_wake:
         data["replaces"] = state.requested_wake["due_at"]
     if state.setting("scheduler") == INTERNAL:
@@ -821,12 +811,15 @@ def _one_off_wake(state: GoalState, due: datetime, reason: str, now: datetime) -
 
 
 def scheduled(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+    # A repaired row gets the scheduler's lateness anew (liveness deadlines).
+    repaired = {"repaired_at": at} if "repair" in data else {}
     if data.get("kind") == "reset":  # the one-off wake at a rate-limit reset
         return {"reset_wake": {"due_at": data["due_at"],
-                               "schedule_name": data["schedule_name"]}}
+                               "schedule_name": data["schedule_name"], **repaired}}
     if data.get("kind") == "requested":  # the one-off wake the agent asked for
         return {"requested_wake": {"due_at": data["due_at"], "reason": data["reason"],
-                                   "schedule_name": data.get("schedule_name", "")}}
+                                   "schedule_name": data.get("schedule_name", ""),
+                                   **repaired}}
     watchdog = {
         "backend": data["backend"],
         "interval_seconds": data["interval_seconds"],
@@ -841,7 +834,7 @@ def scheduled(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]
     }
     if "schedule_name" in data:
         watchdog["schedule_name"] = data["schedule_name"]
-    return {"watchdog": watchdog}
+    return {"watchdog": watchdog, **_host_heard(state)}
 
 
 _RECEIPT_STATUS = {"created": "live", "create_failed": "create_failed",
@@ -850,6 +843,8 @@ _RECEIPT_STATUS = {"created": "live", "create_failed": "create_failed",
 
 
 def receipted(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+    if data.get("repair") == "orphaned":
+        return {}  # a stray row deleted: history only, the goal's own wakes are untouched
     watchdog = {**state.watchdog, "status": _RECEIPT_STATUS[data["status"]],
                 "last_receipt": data["status"], "last_receipt_at": at}
     if data["status"] == "created":
@@ -863,7 +858,9 @@ def receipted(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]
         watchdog["retry_allowed"] = data["retry_allowed"]
         if not data["retry_allowed"]:
             watchdog["status"] = "failed"
-    return {"watchdog": watchdog}
+    if "repair" in data:
+        watchdog["repaired_at"] = at
+    return {"watchdog": watchdog, **(_host_heard(state) if data.get("backend") == HOST else {})}
 
 
 def cancel_requested(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
@@ -889,9 +886,21 @@ def claimed(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
         if state.status == PAUSED:
             changes["status"] = WAITING
     if outcome == "ready_for_pull":
+        # ``since``: when the goal first became ready, kept across the further
+        # slots that find it still unpulled (its READY_UNCLAIMED deadline).
         changes["ready"] = {"occurrence_id": data["occurrence_id"], "reason": data["reason"],
-                            "at": at, "charge": data.get("charge", False)}
+                            "at": at, "since": state.ready.get("since", at) if state.ready
+                            else at, "charge": data.get("charge", False)}
+    if data.get("source") == HOST:
+        changes.update(_host_heard(state))
     return changes
+
+
+def _host_heard(state: GoalState) -> dict[str, Any]:
+    """Evidence from the host (a claim, a receipt, a new watchdog) ends HOST_SILENT."""
+    if state.liveness_alert.get("reason") == "HOST_SILENT":
+        return {"liveness_alert": {}}
+    return {}
 
 
 def finish_requested(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:

@@ -32,12 +32,21 @@ from api.accounts import (
     OPERATOR,
     ROLES,
     ApiToken,
-    alerts,
     issue_token,
     prune_idempotency_records,
     role_of,
 )
-from ledger import clock, continuations, demo, doctor, projection, siteurl, store, terminal
+from ledger import (
+    alerts,
+    clock,
+    continuations,
+    demo,
+    doctor,
+    projection,
+    siteurl,
+    store,
+    terminal,
+)
 from ledger.domain import STATUSES, DomainError, GoalState
 from ledger.domain.runs import Recover, ResolveApproval, Stop
 from ledger.domain.state import DONE, REASONS
@@ -156,16 +165,21 @@ class Command(BaseCommand):
         wake.add_argument("--operator", default=getpass.getuser(),
                           help="who acts (default: the OS user)")
         doctor_parser = actions.add_parser(
-            "doctor", help="Goals nothing will ever move (in none of the liveness states), "
-                           "and watchdogs whose scheduler rows are missing or orphaned.")
+            "doctor", help="Is the machinery intact: the scheduler's heartbeat and sweeper row, "
+                           "goals past their deadline, wake rows checked by content.")
         doctor_parser.add_argument("goal_ids", nargs="*", metavar="GOAL_ID")
+        doctor_parser.add_argument("--fix", action="store_true",
+                                   help="repair first: recreate missing or exhausted rows, "
+                                        "delete orphaned ones, restore the sweeper (each an "
+                                        "event on its goal)")
         approve = actions.add_parser("approve", help="Approve (or --reject) an approval gate.")
         approve.add_argument("goal_id", metavar="GOAL_ID")
         approve.add_argument("gate")
         approve.add_argument("--reject", action="store_true")
         approve.add_argument("--note", default="")
         approve.add_argument("--operator", default=getpass.getuser())
-        actions.add_parser("alerts", help="Goals that need a human, newest first.")
+        actions.add_parser("alerts", help="Goals that need a human, newest first (exit 1 when "
+                                          "any, or when the scheduler is not running).")
 
         demo_parser = actions.add_parser(
             "demo", help=f"Create a few realistic demo goals (agent {demo.AGENT}, "
@@ -314,14 +328,23 @@ class Command(BaseCommand):
             raise CommandError(f"{error.code}: {error.detail}") from None
         self.stdout.write(f"goal {goal_id}: {result.outcome} ({result.report['notes']})")
 
-    def handle_doctor(self, goal_ids: list[str], **_: Any) -> None:
-        found = list(doctor.findings(self._valid(goal_ids) if goal_ids else None))
+    def handle_doctor(self, goal_ids: list[str], fix: bool = False, **_: Any) -> None:
+        ids = self._valid(goal_ids) if goal_ids else None
+        if fix:
+            for line in doctor.fix(ids, actor="operator"):
+                self.stdout.write(f"fixed: {line}")
+        found = list(doctor.findings(ids))
         for finding in found:
-            self.stdout.write(f"goal {finding.goal_id}: {finding.problem}: {finding.detail}")
+            where = f"goal {finding.goal_id}" if finding.goal_id else "scheduler"
+            self.stdout.write(f"{where}: {finding.problem}: {finding.detail}")
+        waiting = len(alerts.alerts(Goal.objects.filter(pk__in=ids) if ids
+                                    else Goal.objects.all()))
+        if waiting:
+            self.stdout.write(f"{waiting} goal(s) need a human: see `ledger alerts`")
         if found:
             raise CommandError(f"{len(found)} problem(s) found")
-        self.stdout.write("no problems: every active goal is working, scheduled, ready or "
-                          "waiting for a human")
+        self.stdout.write("no problems: the scheduler runs, every wake has its row, and every "
+                          "active goal is within its deadline or listed in `ledger alerts`")
 
     def _act(self, goal_id: str, command: Any, operator: str) -> None:
         [goal_id] = self._valid([goal_id])
@@ -333,12 +356,20 @@ class Command(BaseCommand):
         self.stdout.write(f"goal {goal_id}: {state.status}{reason}")
 
     def handle_alerts(self, **_: Any) -> None:
-        rows = alerts(Goal.objects.all())
+        """Exit 1 when anything needs a human, so a cron job or a CI check can page."""
+        health = alerts.scheduler_health()
+        if health["status"] != "ok":
+            self.stdout.write(f"scheduler {health['status']}: {health['why']}")
+        rows = alerts.alerts(Goal.objects.all())
         for row in rows:
             self.stdout.write(f"{row['since'][:19]}  {row['id']}  {row['status']:8} "
                               f"{row['reason'] or '-':24} {row['goal_key']} @ "
                               f"{row['workspace']}: {row['why']}")
         self.stdout.write(f"{len(rows)} goal(s) need a human")
+        if rows or health["status"] != "ok":
+            raise CommandError(f"{len(rows)} goal(s) need a human"
+                               + ("" if health["status"] == "ok" else
+                                  f"; the scheduler is {health['status']}"), returncode=1)
 
     # ------------------------------------------------------------------ goals, show
 

@@ -1,0 +1,262 @@
+"""Liveness proven by evidence (DESIGN section 6): what each goal waits for, and by when.
+
+A state label is not proof. Every non-terminal goal has, at every moment, one
+**next expected evidence** with a **deadline**, computed here from its state
+alone (so the deadline is a projected, indexed column the sweeper can query):
+
+- a lease: a heartbeat or checkpoint before the lease's stale point;
+- a running blocking job: its report before the job's own deadline;
+- a ready goal: its agent's pull within ``ready_timeout_minutes`` (policy);
+- an internal wake (watchdog slot, reset or requested wake): the scheduler
+  firing it within ``SCHEDULER_LATENESS`` of its due time;
+- a host watchdog: the host claiming its slot; ``host_silent_slots`` missed
+  slots (each allowed half an interval of lateness) make it HOST_SILENT;
+- a goal that needs a human: an operator, with no deadline — it is listed.
+
+What happens when a deadline passes is decided in ``ledger.domain.overdue``
+(recorded as events, by the sweeper). ``attention`` is the one truth for
+"needs a human": /alerts, ``ledger alerts``, ``ledger doctor``, the dashboard
+and the API's ``liveness`` field all come from it and from ``label``.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from ledger.domain import timing
+from ledger.domain.events import iso
+from ledger.domain.leases import lease_stale_at
+from ledger.domain.state import BLOCKED, FAILED, PAUSED, GoalState
+
+# Labels (the API's ``liveness`` field).
+WORKING = "working"  # a live lease
+EXPIRED = "expired"  # a lease past its expiry the sweeper has not recorded yet
+SCHEDULED = "scheduled"  # a wake will fire (internal) or the host will claim a slot
+READY = "ready"  # a due wake waits for its agent to pull it
+NEEDS_HUMAN = "needs_human"  # listed in /alerts with a reason
+OVERDUE = "overdue"  # its deadline passed and nothing acted: listed in /alerts
+TERMINAL = "terminal"
+LABELS = (WORKING, EXPIRED, SCHEDULED, READY, NEEDS_HUMAN, OVERDUE, TERMINAL)
+
+# Evidence codes: what the goal waits for.
+HEARTBEAT = "heartbeat"
+JOB_REPORT = "job_report"
+PULL = "pull"
+SCHEDULER_FIRE = "scheduler_fire"
+HOST_CLAIM = "host_claim"
+OPERATOR = "operator"
+
+# Alert reasons that are not blocked statuses: the goal may still move (an
+# agent contact re-creates the host task; a job report clears it), but a
+# human should look. Recorded by ``liveness.missed`` events.
+HOST_SILENT = "HOST_SILENT"
+JOB_SILENT = "JOB_SILENT"
+# A blocked reason: a due wake nobody pulled in time.
+READY_UNCLAIMED = "READY_UNCLAIMED"
+# Read-time only: a deadline passed and no sweeper recorded why (the
+# scheduler is down, or a bug). Never stored; computed from the deadline.
+OVERDUE_REASON = "OVERDUE"
+PENDING_CLEANUP = "PENDING_NATIVE_CLEANUP"
+# Ended goals an operator should still look at (recover takes AUTH_FAILED).
+FAILURES_FOR_A_HUMAN = frozenset({"AUTH_FAILED", "OWNER_VERIFICATION"})
+
+# The internal scheduler looks at its rows every 30 s and the sweeper runs
+# every minute: a wake not fired five minutes after it was due is missed.
+SCHEDULER_LATENESS = timedelta(minutes=5)
+# How long a passed deadline may wait for the sweeper (every minute) before
+# the goal reads "overdue": two sweeps.
+SWEEP_SLACK = timedelta(minutes=2)
+
+# Why, and what to do, per reason: the text /alerts, `ledger alerts`, the
+# dashboard and the timeline show.
+WHY = {
+    "BLOCKED_APPROVAL": "waits for an approval decision: approve or reject the gate",
+    "RATE_LIMIT_STOPPED": "rate limited with the continuation budget spent: recover it after "
+                          "the provider's window resets",
+    "CONTINUATION_STOPPED": "the continuation budget is spent: recover it to grant a new one",
+    "INTERRUPTED_UNKNOWN": "a continuation went silent and may have done something: check "
+                           "its side effects, then recover it",
+    "WAKE_RETRIES_EXHAUSTED": "woke repeatedly without progress: find out why its agent "
+                              "makes none, then recover it",
+    "SESSION_CHANGED": "the agent's session changed: confirm the new one, then recover it",
+    "SESSION_ACTIVITY": "a later turn finished by hand: recover it if the work should go on",
+    "UNCLASSIFIED": "a run failed for an unknown reason: read its run report, then recover it",
+    "AUTH_FAILED": "authentication failed: fix the agent's credentials, then recover it",
+    "OWNER_VERIFICATION": "the account owner must verify the account",
+    PENDING_CLEANUP: "finished; its host watchdog must be deleted and the receipt recorded",
+    "AGENT_BLOCKED": "the agent said it cannot go on: fix the cause, then recover it",
+    READY_UNCLAIMED: "a due wake waited for its agent and nobody pulled it: check that the "
+                     "agent (or its host) still polls, then recover it",
+    HOST_SILENT: "its host watchdog stopped claiming slots: the agent's next contact is told "
+                 "to re-create it; check the host's scheduled task",
+    JOB_SILENT: "a blocking job was never reported by its deadline: inspect the job and "
+                "report its status (or recover the goal to write it off)",
+    OVERDUE_REASON: "its next expected evidence is overdue and nothing recorded why: is the "
+                    "scheduler (manage.py qcluster) running? see `ledger doctor`",
+}
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What a goal waits for next, by when, and what happens if it does not come."""
+
+    label: str
+    evidence: str = ""  # one of the evidence codes ("" for an ended goal)
+    deadline: datetime | None = None  # None: nothing is due (ended, or a human's turn)
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, str | None]:
+        return {"evidence": self.evidence or None,
+                "deadline": iso(self.deadline) if self.deadline else None,
+                "detail": self.detail}
+
+
+def interval(state: GoalState) -> timedelta:
+    seconds = (state.watchdog.get("interval_seconds") or state.policy.get("interval_seconds")
+               or state.setting("cadence_minutes") * 60)
+    return timedelta(seconds=seconds)
+
+
+# ---------------------------------------------------------------- needs a human
+
+
+def attention(state: GoalState) -> str:
+    """Why a human must look at this goal ("" when nobody must): the one truth
+    behind /alerts, `ledger alerts`, `ledger doctor` and the dashboard. Stored
+    as an indexed column, so it only reads the state (never the clock);
+    ``alert`` adds the read-time OVERDUE."""
+    if state.terminal:
+        return state.reason if state.status == FAILED and \
+            state.reason in FAILURES_FOR_A_HUMAN else ""
+    if state.status == BLOCKED:
+        return state.reason or "BLOCKED"
+    if state.finish_requested:
+        return PENDING_CLEANUP
+    if state.liveness_alert.get("reason"):
+        return state.liveness_alert["reason"]
+    if silent_jobs(state):
+        return JOB_SILENT
+    return ""
+
+
+def alert(state: GoalState, now: datetime) -> str:
+    """``attention``, or OVERDUE for a goal whose deadline passed unrecorded."""
+    reason = attention(state)
+    if reason:
+        return reason
+    deadline = expectation(state).deadline
+    return OVERDUE_REASON if deadline is not None and now > deadline + SWEEP_SLACK else ""
+
+
+def why(reason: str) -> str:
+    return WHY.get(reason, reason)
+
+
+# ---------------------------------------------------------------- expectations
+
+
+def label(state: GoalState, now: datetime) -> str:
+    """The API's ``liveness``: what the goal is doing now, judged by the clock."""
+    expected = expectation(state)
+    if expected.label == WORKING and now >= datetime.fromisoformat(state.lease["expires_at"]):
+        return EXPIRED
+    if expected.deadline is not None and now > expected.deadline + SWEEP_SLACK:
+        return OVERDUE
+    return expected.label
+
+
+def deadline_at(state: GoalState) -> datetime | None:
+    """The projected ``deadline_at`` column: when the sweeper must look next."""
+    return expectation(state).deadline
+
+
+def expectation(state: GoalState) -> Expectation:
+    """The next expected evidence and its deadline (the earliest, when two are due)."""
+    if state.terminal:
+        return Expectation(TERMINAL, detail=f"the goal is {state.status}")
+    reason = attention(state)
+    if reason:
+        return Expectation(NEEDS_HUMAN, OPERATOR, None, why(reason))
+    job = _job_expectation(state)
+    main = _main_expectation(state)
+    if job is not None and (main.deadline is None or job.deadline < main.deadline):
+        return Expectation(main.label, job.evidence, job.deadline, job.detail)
+    return main
+
+
+def _main_expectation(state: GoalState) -> Expectation:
+    if state.lease:
+        return Expectation(
+            WORKING, HEARTBEAT, lease_stale_at(state),
+            f"a heartbeat or checkpoint from {state.lease['holder']} before its lease "
+            f"expires at {state.lease['expires_at']} (then the stale grace)")
+    if state.ready:
+        since = datetime.fromisoformat(state.ready.get("since") or state.ready["at"])
+        minutes = state.setting("ready_timeout_minutes")
+        return Expectation(READY, PULL, since + timedelta(minutes=minutes),
+                           "its agent takes the lease (run_goal, lease or claim) to resume "
+                           f"the due wake; else {READY_UNCLAIMED}")
+    backend = state.watchdog.get("backend") or state.setting("scheduler")
+    if backend == "host":
+        return _host_expectation(state)
+    due = timing.next_wake_at(state)
+    if due:
+        what = "the reset wake" if state.status == PAUSED else "the next wake"
+        # A row repaired after its due time has the scheduler's lateness anew.
+        repaired = [wake["repaired_at"] for wake in (state.watchdog, *timing.one_off_wakes(state))
+                    if wake.get("repaired_at")]
+        start = max([datetime.fromisoformat(t) for t in (due, *repaired)])
+        return Expectation(SCHEDULED, SCHEDULER_FIRE, start + SCHEDULER_LATENESS,
+                           f"the scheduler fires {what}, due {due}; else its schedule row "
+                           "is checked and repaired")
+    # An internal goal nothing will fire: the sweeper arms its watchdog.
+    return Expectation(SCHEDULED, SCHEDULER_FIRE, _updated(state),
+                       "nothing is scheduled: the sweeper arms the watchdog")
+
+
+def _host_expectation(state: GoalState) -> Expectation:
+    """A host goal: only its host fires it. The server never creates a native
+    task for it (the seeds forbid that fallback): it waits, then says so."""
+    watchdog, every = state.watchdog, interval(state)
+    lateness = every / 2
+    status = watchdog.get("status", "")
+    if status == "live" and watchdog.get("next_due_at"):
+        due = datetime.fromisoformat(watchdog["next_due_at"])
+        slots = state.setting("host_silent_slots")
+        return Expectation(SCHEDULED, HOST_CLAIM, due + (slots - 1) * every + lateness,
+                           f"its host claims the slot due {watchdog['next_due_at']}; "
+                           f"after {slots} missed slot(s), {HOST_SILENT}")
+    # No host task is known to fire: never prepared, not confirmed by a
+    # receipt, uncertain, failed or disabled. Its agent must reconcile it.
+    since = (watchdog.get("last_receipt_at") or watchdog.get("first_due_at")
+             or state.updated_at)
+    what = f"its host watchdog is {status}" if status else "it has no host watchdog"
+    return Expectation(SCHEDULED, HOST_CLAIM, datetime.fromisoformat(since) + lateness,
+                       f"{what}: a receipt or a claim from its host; else {HOST_SILENT}")
+
+
+def _job_expectation(state: GoalState) -> Expectation | None:
+    job = next_job_deadline(state)
+    if job is None:
+        return None
+    ref, deadline = job
+    return Expectation(WORKING, JOB_REPORT, deadline,
+                       f"a report of the blocking job {ref}; else {JOB_SILENT}")
+
+
+def job_deadline(state: GoalState, job: dict) -> datetime:
+    minutes = state.setting("job_deadline_minutes")
+    return datetime.fromisoformat(job["tracked_at"]) + timedelta(minutes=minutes)
+
+
+def next_job_deadline(state: GoalState) -> tuple[str, datetime] | None:
+    pending = [(f"{job['kind']} {job['ref']}", job_deadline(state, job))
+               for job in state.running_jobs() if not job.get("silent_at")]
+    return min(pending, key=lambda item: item[1]) if pending else None
+
+
+def silent_jobs(state: GoalState) -> list[dict]:
+    return [job for job in state.running_jobs() if job.get("silent_at")]
+
+
+def _updated(state: GoalState) -> datetime:
+    return datetime.fromisoformat(state.updated_at or state.created_at)
