@@ -200,7 +200,7 @@ def _session(args: argparse.Namespace) -> dict[str, str]:
                               ("timezone", args.timezone)) if v}
 
 
-_HELD = ("wait_for_holder", "retry_after_stale_grace", "wait_for_job")
+_HELD = ("wait_for_holder", "retry_after_stale_grace")
 _WHY_REFUSED = {
     "wait_for_reset": "the goal is paused by a rate limit",
     "operator_recover": "the goal is blocked; an operator must recover it",

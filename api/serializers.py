@@ -404,7 +404,7 @@ class ExpectedSerializer(serializers.Serializer):
     detail = serializers.CharField()
 
 
-class AlertSerializer(serializers.Serializer):
+class GoalAlertSerializer(serializers.Serializer):
     reason = serializers.CharField()
     why = serializers.CharField()
 
@@ -447,7 +447,7 @@ class GoalSerializer(serializers.Serializer):
                   "listed in /alerts), terminal.")
     expected = ExpectedSerializer(
         help_text="The next expected evidence and the deadline by which it must arrive.")
-    alert = AlertSerializer(allow_null=True,
+    alert = GoalAlertSerializer(allow_null=True,
                             help_text="Why a human must look (null: nobody must).")
     version = serializers.IntegerField()
     created_at = serializers.CharField()
@@ -619,9 +619,12 @@ class AlertSerializer(serializers.Serializer):
     workspace = serializers.CharField()
     agent = serializers.CharField()
     status = serializers.CharField()
-    reason = serializers.CharField()
-    why = serializers.CharField()
+    reason = serializers.CharField(help_text="A blocked reason, PENDING_NATIVE_CLEANUP, "
+                                   "HOST_SILENT, JOB_SILENT, a failure for a human, or OVERDUE "
+                                   "(a deadline passed and nothing recorded why).")
+    why = serializers.CharField(help_text="What it means and what to do.")
     since = serializers.CharField()
+    expected = ExpectedSerializer()
 
 
 class ProblemSerializer(serializers.Serializer):

@@ -96,9 +96,9 @@ GRANTED = ("recurring_acquired", "ready_for_pull")
 # How long a wake may take at most, with these timings. After an end of turn
 # or a reset: one watchdog interval (60 s) or the reset, plus the scheduler's
 # look (every 30 s), plus the agent's poll. After a crash, first the lease
-# and its grace run out and the sweeper (every 60 s) records the expiry; the
-# watchdog is armed then, due one interval later (ledger/domain/wakes.py
-# settle), and the scheduler looks within 30 s.
+# and its grace run out and the sweeper (every 60 s) records the expiry and
+# arms a timeout_recovery wake due at once (ledger/domain/overdue.py), which
+# the scheduler fires within 30 s.
 WAKE_WITHIN = 60 + 30 + 15
 CRASH_WAKE_WITHIN = 1 + 60 + 60 + 30 + 15
 # The share of POSTs sent a second time with the same Idempotency-Key.
@@ -140,6 +140,10 @@ class Stats:
     acked: list[Acked] = field(default_factory=list)
     story: Counter = field(default_factory=Counter)  # what the agents lived through
     anomalies: list[str] = field(default_factory=list)
+    # Crash -> resumed (a pushed lease or a pulled one), seconds, per crash:
+    # the lease and its grace run out, the sweeper records the expiry and arms
+    # a timeout_recovery wake due at once (DESIGN section 6).
+    crash_recovery: list[float] = field(default_factory=list)
 
     def note(self, what: str) -> None:
         with self.lock:
@@ -384,9 +388,13 @@ class Agent(threading.Thread):
                 lease = self.after_approval(gid)
             elif incident == "crash":
                 # Gone without a word: the lease runs out, the sweeper expires
-                # it, the watchdog's next slot wakes the goal.
+                # it and arms a timeout_recovery wake due at once.
+                crashed = now()
                 lease = self.resume(gid, pushed, why=incident,
                                     within=policy["lease_seconds"] + CRASH_WAKE_WITHIN)
+                if lease is not None:
+                    with self.stats.lock:
+                        self.stats.crash_recovery.append(now() - crashed)
         if lease is None or self.late():
             return
         status, answer = self.call("POST", f"goals/{gid}/finish", {
@@ -694,6 +702,11 @@ def check(env: dict[str, str], stats: Stats, pushes: Pushes, failures: list[str]
         worst = max(overdue)
         print(f"goals still waiting: {len(overdue)}; the most overdue is {worst[0]:.1f} s "
               f"past its next wake (goal {worst[1]}; the scheduler looks every 30 s)")
+    if stats.crash_recovery:
+        print(f"crash recovery (crash -> resumed), {len(stats.crash_recovery)} crashes: p50 "
+              f"{percentile(stats.crash_recovery, 50):.1f} s, p99 "
+              f"{percentile(stats.crash_recovery, 99):.1f} s, longest "
+              f"{max(stats.crash_recovery):.1f} s (leases of 5-20 s, sweeps every 60 s)")
     print("what the agents lived through: "
           + ", ".join(f"{k} {v}" for k, v in sorted(stats.story.items())))
     verdict(failures, not any(k.startswith(("5", "network")) for k in stats.outcomes),

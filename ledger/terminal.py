@@ -294,6 +294,8 @@ _SUMMARIES: dict[str, Summary] = {
     "approval.resolved": _approval_resolved,
     "job.tracked": lambda d: (f"{clean(d.get('kind', '?'))} {clean(d.get('ref', '?'), 60)} "
                               f"(job {clean(d.get('job_id', '?'))})"),
+    "liveness.missed": lambda d: (f"{d.get('reason', '?')}: {clean(d.get('detail', ''))} "
+                                  f"(deadline {str(d.get('deadline', '?'))[:19]})"),
     "job.updated": lambda d: (f"job {clean(d.get('job_id', '?'))} {d.get('status', '?')}"
                               + (" (reported by its notify token)"
                                  if d.get("reported_by") == "notify_token" else "")

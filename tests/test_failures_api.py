@@ -10,6 +10,7 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django_q.models import Schedule
 
+from ledger import alerts
 from ledger import continuations as claims
 from ledger.domain.runs import backoff
 from ledger.models import Event, Goal
@@ -204,8 +205,11 @@ def test_alerts_and_the_operator_commands(agent, operator, started, clock):
     [alert] = operator.get("alerts").json()
     assert alert["id"] == gid and alert["reason"] == "BLOCKED_APPROVAL"
     out = io.StringIO()
-    call_command("ledger", "alerts", stdout=out)
+    with pytest.raises(CommandError) as failed:  # exit 1: a cron job or CI check can page
+        call_command("ledger", "alerts", stdout=out)
+    assert failed.value.returncode == 1
     assert gid in out.getvalue() and "1 goal(s) need a human" in out.getvalue()
+    assert "scheduler never_ran" in out.getvalue()
     with pytest.raises(CommandError, match="not_recoverable"):
         call_command("ledger", "recover", gid, "--reason", "x", "--operator", "bob")
     call_command("ledger", "approve", gid, "merge", "--operator", "bob", stdout=io.StringIO())
@@ -215,6 +219,10 @@ def test_alerts_and_the_operator_commands(agent, operator, started, clock):
     stop = Event.objects.get(goal_id=gid, kind="goal.stopped")
     assert (stop.actor, stop.data["reason"]) == ("bob", "done with it")
     assert operator.get("alerts").json() == []
+    alerts.beat()  # a scheduler sweeps: nothing needs a human, exit 0
+    out = io.StringIO()
+    call_command("ledger", "alerts", stdout=out)
+    assert "0 goal(s) need a human" in out.getvalue()
 
 
 def test_no_error_text_reaches_the_database(agent, started, clock):

@@ -42,11 +42,12 @@ def test_every_command_of_the_domain_is_in_the_one_catalogue():
     import dataclasses
     import inspect
 
-    from ledger.domain import COMMANDS, commands, runs, wakes
+    from ledger.domain import COMMANDS, commands, overdue, runs, wakes
 
-    defined = {obj for module in (commands, runs, wakes)
+    defined = {obj for module in (commands, runs, wakes, overdue)
                for _, obj in inspect.getmembers(module, inspect.isclass)
                if dataclasses.is_dataclass(obj) and obj.__module__ == module.__name__
-               and obj.__name__ not in ("LeaseProof", "Artifact", "WakeRequest", "Evidence")}
+               and obj.__name__ not in ("LeaseProof", "Artifact", "WakeRequest", "Evidence",
+                                        "ScheduleRow")}
     assert defined == set(COMMANDS)
     assert len(COMMANDS) == len(set(COMMANDS)) == 23

@@ -12,7 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django_q.models import Schedule
 
-from ledger import demo, store, terminal
+from ledger import demo, doctor, store, terminal
 from ledger.domain import Heartbeat, RecordCheckpoint
 from ledger.domain import events as kinds
 from ledger.models import Event, Goal
@@ -336,7 +336,8 @@ def test_demo_tells_real_histories_that_replay_and_verify(clock):
     # The scheduler agrees with the ledger: only the live watchdog and the
     # pending reset wake remain, due after now.
     schedules = dict(Schedule.objects.filter(name__startswith="wakeledger-")
-                     .exclude(name__in=(watchdogs.SWEEPER_NAME, maintenance.PRUNE_NAME))
+                     .exclude(name__in=(watchdogs.SWEEPER_NAME, maintenance.PRUNE_NAME,
+                                        doctor.REPAIR_NAME))
                      .values_list("name", "next_run"))
     assert schedules.keys() == {watchdogs.schedule_name(goals["search-reindex"].pk),
                                 watchdogs.reset_schedule_name(goals["changelog-0.9"].pk)}

@@ -330,16 +330,19 @@ def test_a_silent_continuation_is_interrupted_unknown_never_replayed(agent, star
     assert Goal.objects.get(pk=gid).status == "blocked"
 
 
-def test_a_running_blocking_job_keeps_the_holder_and_the_goal(agent, started, clock):
+def test_a_running_blocking_job_blocks_finish_while_its_holder_heartbeats(agent, started,
+                                                                         clock):
     gid, lease = started()
     job = agent.post(f"goals/{gid}/jobs", {"lease": lease, "kind": "ci_run",
                                            "ref": "gh-run-7781"})
     assert job.status_code == 201
     job_id = job.json()["job"]["job_id"]
-    clock.advance(hours=1)  # the lease expired long ago, but the holder waits on CI
-    assert tasks.sweep_leases() == 0
+    for _ in range(12):  # an hour of CI; the holder heartbeats while it waits
+        clock.advance(minutes=4)
+        agent.post(f"goals/{gid}/lease/heartbeat", {"lease": lease})
+        assert tasks.sweep_leases() == 0
     refused = agent.post(f"goals/{gid}/lease").json()
-    assert refused["acquired"] is False and refused["next_required_action"] == "wait_for_job"
+    assert refused["acquired"] is False and refused["next_required_action"] == "wait_for_holder"
     blocked = agent.post(f"goals/{gid}/finish", {"lease": lease, **COMPLETED})
     assert blocked.status_code == 409 and blocked.json()["code"] == "jobs_running"
     agent.post(f"goals/{gid}/jobs/{job_id}/status", {"lease": lease, "status": "succeeded",

@@ -6,8 +6,8 @@ Two kinds of check live here, both independent of how the product decides:
   safety rules against the history itself: one live lease, fencing, exactly-once
   occurrences, the continuation budget (and that only recovery continuations
   are charged), no crossed approval gate, verified completion.
-* ``liveness_state`` says which of DESIGN's four liveness states a goal is in,
-  from its projected state and the django-q2 schedules behind it.
+* Liveness is judged by evidence (DESIGN section 6), in the world's checks:
+  no active goal goes past its own deadline unless /alerts lists it.
 """
 
 from dataclasses import dataclass, field
@@ -41,43 +41,6 @@ ALL = (ONE_LIVE_LEASE, FENCING, EXACTLY_ONCE, BUDGET, CHARGED_ONLY_RECOVERY, NO_
        NO_DRIFT, PROGRESS, REPLAY, CHAIN, OPERATOR_CAN_RECOVER)
 
 
-def liveness_state(goal_state: dict[str, Any], schedules: list[Any], now: datetime) -> str | None:
-    """DESIGN "Liveness": which state a goal is in — ``terminal``, ``needs_human``,
-    ``working``, ``ready`` or ``scheduled`` — or None when it is in none of them
-    (an orphan: nothing will ever move it again without someone noticing).
-
-    ``schedules`` are the django-q2 rows (``name`` attribute) that may fire a
-    wake for this goal. A schedule whose next run has passed still counts:
-    django-q2 fires an overdue schedule as soon as it runs again. A lease past
-    its expiry still counts as working: ending it is the sweeper's job, which
-    the simulation checks on its own (``SWEPT``, outages excepted). ``now`` is
-    part of the contract for the product's own version of this check (doctor),
-    where "a future slot" may need it; nothing here depends on it yet.
-    """
-    from tests.simulation import product
-
-    status = goal_state.get("status", "")
-    if status in TERMINAL:
-        return "terminal"
-    if status == "blocked":
-        return "needs_human" if goal_state.get("reason") else None
-    if goal_state.get("lease"):
-        return "working"  # whether the sweeper ends it in time is SWEPT's business
-    if product.is_ready(goal_state):
-        return "ready"
-    names = {s.name for s in schedules}
-    watchdog = goal_state.get("watchdog") or {}
-    if watchdog.get("status") == "live":
-        if watchdog.get("backend") == "host":
-            return "scheduled"  # the host owns the schedule, confirmed by its receipt
-        if watchdog.get("schedule_name") in names:
-            return "scheduled"
-    reset = goal_state.get("reset_wake") or {}
-    if goal_state.get("paused_until") and reset.get("schedule_name") in names:
-        return "scheduled"
-    return None
-
-
 @dataclass
 class Violation:
     invariant: str
@@ -104,8 +67,6 @@ class GoalMonitor:
     generation: int = 0
     gates: set[str] = field(default_factory=set)
     running_jobs: set[str] = field(default_factory=set)
-    # Running jobs without a notify token: their holder waits on them.
-    awaited_jobs: set[str] = field(default_factory=set)
     watchdog: str = ""
     granted: set[str] = field(default_factory=set)
     charged: int = 0
@@ -153,9 +114,6 @@ class GoalMonitor:
                     found.append((ONE_LIVE_LEASE, f"lease taken over at {at:%H:%M:%S}, before "
                                                   f"the previous one went stale at "
                                                   f"{stale:%H:%M:%S}"))
-                if self.awaited_jobs:
-                    found.append((ONE_LIVE_LEASE, "lease taken over while a blocking job its "
-                                                  "holder waits on runs"))
             if data["generation"] <= self.generation:
                 found.append((FENCING, f"generation {data['generation']} handed out again "
                                        f"(last was {self.generation})"))
@@ -183,11 +141,8 @@ class GoalMonitor:
             self.gates.discard(data["gate"])
         elif kind == "job.tracked":
             self.running_jobs.add(data["job_id"])
-            if not data.get("notify_sha256"):
-                self.awaited_jobs.add(data["job_id"])
         elif kind == "job.updated":
             self.running_jobs.discard(data["job_id"])
-            self.awaited_jobs.discard(data["job_id"])
         elif kind == "wake.scheduled" and data.get("kind") != "reset":
             self.watchdog = "requested"
         elif kind == "receipt.recorded":
@@ -214,6 +169,8 @@ class GoalMonitor:
                               f"continuation {data['attempt']}/{data['max']} charged for a "
                               "wake after a clean release (scheduled progress; rule 5)"))
         elif kind == "goal.recovered":
+            for job_id in data.get("written_off_jobs", ()):
+                self.running_jobs.discard(job_id)
             self.charged = 0
             self.clean = False
             self.status = "waiting"

@@ -28,6 +28,7 @@ from django_q.models import Schedule
 
 from api import jobtokens
 from api.digests import host_ref_digest
+from ledger import alerts as ledger_alerts
 from ledger import clock, continuations, projection, store
 from ledger.domain import (
     AcquireLease,
@@ -41,6 +42,7 @@ from ledger.domain import (
     RunGoal,
     StartGoal,
     lease_refusal,
+    liveness,
 )
 from ledger.domain.commands import Evidence, WakeRequest
 from ledger.domain.runs import Recover, ReportRun, RequestApproval, ResolveApproval, Stop
@@ -54,7 +56,7 @@ from ledger.domain.wakes import (
     completion_state,
 )
 from ledger.models import Event, Goal
-from scheduling import dispatch, failures, tasks, watchdogs
+from scheduling import dispatch, failures, maintenance, tasks, watchdogs
 
 FIRE = watchdogs.FIRE  # the django-q2 func of watchdog and reset schedules
 DONE_CRITERIA = ("all steps verified",)  # every simulated goal's; a completion shows evidence
@@ -391,6 +393,11 @@ def sweep_leases() -> int:
     return tasks.sweep_leases()
 
 
+def repair_schedules() -> int:
+    """The hourly `ledger doctor --fix` django-q2 runs."""
+    return maintenance.repair_schedules()
+
+
 # --------------------------------------------------------------------------- reading
 
 
@@ -454,6 +461,38 @@ def stale_at(state: GoalState) -> datetime | None:
     return lease_stale_at(state)
 
 
-def awaited_jobs(state: GoalState) -> list[dict[str, Any]]:
-    """Running jobs a holder waits on (a notify-token job reports itself)."""
-    return state.awaited_jobs()
+def jobs_to_inspect(state: GoalState) -> list[dict[str, Any]]:
+    """Running jobs without a notify token: a resumed agent inspects and
+    reports them (the resume packet's ``jobs_to_inspect``)."""
+    return [job for job in state.running_jobs() if not job.get("notify_sha256")]
+
+
+# --------------------------------------------------------------------------- liveness
+
+
+def alert_reasons() -> dict[str, str]:
+    """GET /alerts, as the operators' dashboard reads it: goal -> reason."""
+    return {row["id"]: row["reason"] for row in ledger_alerts.alerts(Goal.objects.all())}
+
+
+def deadline(state: GoalState) -> datetime | None:
+    """The product's claim: by when the goal's next evidence must arrive."""
+    return liveness.expectation(state).deadline
+
+
+def label(state: GoalState) -> str:
+    return liveness.label(state, clock.now())
+
+
+def attention(state: GoalState) -> str:
+    return liveness.attention(state)
+
+
+def damage_row(goal_id: str, how: str) -> bool:
+    """An operator (an admin page, a restore, hand-written SQL) deletes the
+    goal's watchdog row or exhausts it (repeats 0, which django-q2 skips
+    without deleting). Whether there was a row to damage."""
+    rows = Schedule.objects.filter(name=watchdogs.schedule_name(goal_id))
+    if how == "delete":
+        return rows.delete()[0] > 0
+    return rows.update(repeats=0) > 0

@@ -16,7 +16,6 @@ import os
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from types import SimpleNamespace
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -246,38 +245,30 @@ def test_a_seed_replays_the_same_history() -> None:
 NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 
 
-def _row(name: str) -> SimpleNamespace:
-    return SimpleNamespace(name=name)
+def test_the_evidence_check_fires_for_a_goal_past_its_deadline_that_alerts_miss(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The liveness invariant can fail: a crashed holder's goal nobody swept
+    is listed OVERDUE by the real /alerts (visible), and the same goal is an
+    invisible stuck goal once /alerts is made to miss it (the planted bug)."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the simulation runs on SQLite")
+    from ledger import clock
+    from tests.simulation import product
+    from tests.simulation.world import Config, World
 
-
-def _state(**fields: object) -> dict[str, object]:
-    return {"status": "waiting", "reason": "", "lease": {}, "watchdog": {}, "reset_wake": {},
-            "paused_until": "", **fields}
-
-
-def test_liveness_state_names_each_state_and_the_orphan() -> None:
-    live = {"backend": "internal", "status": "live", "schedule_name": "wakeledger-watchdog-g"}
-    assert inv.liveness_state(_state(status="done"), [], NOW) == "terminal"
-    assert inv.liveness_state(_state(status="blocked", reason="BLOCKED_APPROVAL"), [],
-                              NOW) == "needs_human"
-    assert inv.liveness_state(_state(status="running", lease={"generation": 1}), [],
-                              NOW) == "working"
-    assert inv.liveness_state(_state(ready=True), [], NOW) == "ready"
-    assert inv.liveness_state(_state(watchdog=live), [_row("wakeledger-watchdog-g")],
-                              NOW) == "scheduled"
-    host = {"backend": "host", "status": "live"}
-    assert inv.liveness_state(_state(watchdog=host), [], NOW) == "scheduled"
-    paused = _state(status="paused", paused_until="2026-12-02T10:00:00Z",
-                    reset_wake={"schedule_name": "wakeledger-reset-g"})
-    assert inv.liveness_state(paused, [_row("wakeledger-reset-g")], NOW) == "scheduled"
-    # Orphans: a live watchdog with no schedule row behind it, a cancelled one, a
-    # paused goal whose reset wake is gone, a host watchdog waiting for its cleanup.
-    assert inv.liveness_state(_state(watchdog=live), [], NOW) is None
-    assert inv.liveness_state(_state(watchdog={**live, "status": "cancelled"}),
-                              [_row("wakeledger-watchdog-g")], NOW) is None
-    assert inv.liveness_state(paused, [], NOW) is None
-    assert inv.liveness_state(_state(watchdog={**host, "status": "cancel_requested"}), [],
-                              NOW) is None
+    world = World(Config(seed=9, days=1, goals=1, host_share=0.0))
+    with clock.use(world.clock):
+        world.start_goal(0)
+        [goal_id] = world.goals
+        world.evidence_check(product.load_many([goal_id]))
+        assert world.report.violations == [] and world.report.working_hours > 0
+        world.clock.current += timedelta(hours=3)  # its agent died; no sweeper ran
+        world.evidence_check(product.load_many([goal_id]))
+        assert world.report.violations == [] and world.report.visible_stuck["OVERDUE"] > 0
+        monkeypatch.setattr(product, "alert_reasons", lambda: {})
+        world.evidence_check(product.load_many([goal_id]))
+        assert [v.goal_id for v in world.report.by_invariant(inv.LIVENESS)] == [goal_id]
+        assert world.report.invisible_stuck_hours > 0
 
 
 def _event(seq: int, kind: str, minutes: float = 0, **data: object) -> dict[str, object]:

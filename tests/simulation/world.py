@@ -46,6 +46,11 @@ class Config:
     outages_per_day: float = 0.4  # django-q2 scheduler outages of 1-6 hours
     host_early: float = 0.1  # a host fire up to 30 s early (else late by up to 5 min)
     host_double: float = 0.07  # a host fires the same slot twice
+    # Issue 21's actors: a host that drops its task silently (once per goal),
+    # an agent that dies while it waits on CI, operators that damage rows.
+    host_stops: float = 0.15  # host goals whose host silently stops firing at some point
+    ci_crash: float = 0.15  # a CI wait during which the agent dies
+    row_damage_per_day: float = 1.0  # a watchdog row deleted or exhausted by hand
 
 
 # ------------------------------------------------------------------ failure texts
@@ -106,7 +111,8 @@ class GoalSim:
     handed: set[int] = field(default_factory=set)  # generations a simulated actor received
     blocked_seen: set[tuple[str, int]] = field(default_factory=set)
     schedule_facts: tuple[object, ...] = ()  # what the goal's schedule rows follow
-    orphan_since: datetime | None = None  # when an operator's dashboard first showed it stuck
+    overdue_since: datetime | None = None  # when /alerts first listed it OVERDUE
+    damaged_at: datetime | None = None  # when its watchdog row was last damaged by hand
     jobs: int = 0
     notes: list[tuple[datetime, str]] = field(default_factory=list)
     monitor: inv.GoalMonitor | None = None
@@ -142,6 +148,17 @@ class Report:
     endings: dict[str, int] = field(default_factory=dict)
     acts: dict[str, int] = field(default_factory=dict)  # what the actors did, by kind
     violations: list[inv.Violation] = field(default_factory=list)
+    # Liveness by evidence, sampled every check: active goal-hours, the hours
+    # a goal worked (a live lease), and the hours past its own deadline —
+    # listed in /alerts (by reason) or not (must be 0).
+    active_hours: float = 0.0
+    working_hours: float = 0.0
+    visible_stuck: dict[str, float] = field(default_factory=dict)
+    invisible_stuck_hours: float = 0.0
+
+    @property
+    def progress_share(self) -> float:
+        return self.working_hours / self.active_hours if self.active_hours else 0.0
 
     def by_invariant(self, name: str) -> list[inv.Violation]:
         return [v for v in self.violations if v.invariant == name]
@@ -152,7 +169,12 @@ class Report:
                  f"{self.steps} steps, {self.checks} invariant checks, {self.fires} fires",
                  f"  claims: {dict(sorted(self.claims.items()))}",
                  f"  endings: {dict(sorted(self.endings.items()))}",
-                 f"  acts: {dict(sorted(self.acts.items()))}"]
+                 f"  acts: {dict(sorted(self.acts.items()))}",
+                 f"  liveness: {self.invisible_stuck_hours:.1f} invisible stuck goal-hours; "
+                 f"visible (in /alerts) by reason: "
+                 f"{ {k: round(v, 1) for k, v in sorted(self.visible_stuck.items())} }; "
+                 f"progress share {self.progress_share:.0%} of "
+                 f"{self.active_hours:.0f} active goal-hours"]
         counts: dict[str, int] = {}
         for v in self.violations:
             counts[v.invariant] = counts.get(v.invariant, 0) + 1
@@ -230,6 +252,8 @@ class World:
             self.at(START + timedelta(seconds=60), self.sweeper_tick)
             self.at(START + CHECK_EVERY, self.periodic_check)
             self.at(START + timedelta(minutes=20), self.operator_tick)
+            self.at(START + timedelta(hours=1), self.repair_tick)
+            self.at(START + self.minutes(60, 24 * 60), self.damage_tick)
             while self.queue and self.queue[0][0] <= self.end:
                 when, _seq, action, args = heapq.heappop(self.queue)
                 self.clock.current = max(self.clock.current, when)
@@ -290,12 +314,53 @@ class World:
         self.call(goal, product.host_receipt, goal.goal_id, goal.agent, goal.lease,
                   status="created", host_ref=ref, due_at=watchdog["first_due_at"])
         self.at(due, self.host_slot, goal, goal.host, 0)
+        if self.rng.random() < self.config.host_stops:
+            self.after(self.minutes(60, 3 * 24 * 60), self.host_drops, goal, goal.host)
+
+    def host_drops(self, goal: GoalSim, host: HostSchedule) -> None:
+        """The host loses the goal's task (a restart, a user, a quota): no receipt."""
+        if goal.host is host and host.active and not goal.ended:
+            host.active = False
+            self.count("host_drops_task")
+            self.note(goal, "the host silently drops its task")
+
+    def host_recreates(self, goal: GoalSim) -> None:
+        """HOST_SILENT: the agent's next contact was told to check its host task.
+        It finds it gone: records so, prepares the watchdog again, and the host
+        creates the new task (then the agent releases its lease)."""
+        answer = product.pull(goal.goal_id, goal.agent, self.token())
+        if not answer.acquired or answer.lease is None:
+            self.after(self.minutes(10, 30), self.agent_poll, goal, goal.turn)
+            return
+        goal.handed.add(answer.lease.generation)
+        goal.lease = answer.lease
+        if goal.host is not None:
+            goal.host.active = False
+        self.count("host_recreated")
+        self.note(goal, "agent told HOST_SILENT: its host task is gone; it re-creates it")
+        self.call(goal, product.host_receipt, goal.goal_id, goal.agent, goal.lease,
+                  status="user_attested_deleted")
+        watchdog = self.call(goal, product.prepare_watchdog, goal.goal_id, goal.agent,
+                             goal.lease)
+        if watchdog and watchdog.get("status") == "requested":
+            self.host_creates(goal, watchdog)
+        if goal.lease is not None:
+            self.call(goal, product.release, goal.goal_id, goal.agent, goal.lease)
+        self.end_turn(goal, "host task re-created")
 
     def begin_turn(self, goal: GoalSim, lease: Lease) -> None:
         goal.turn += 1
         goal.lease = lease
         goal.mode = "working"
         goal.idle_polls = 0
+        # The resume packet's jobs_to_inspect: a dead holder's CI runs. The
+        # agent looks each one up and reports how it went.
+        for job in product.jobs_to_inspect(product.load(goal.goal_id)):
+            status = "succeeded" if self.rng.random() < 0.7 else "failed"
+            self.count("job_inspected")
+            self.call(goal, product.update_job, goal.goal_id, goal.agent, lease,
+                      job_id=job["job_id"], status=status)
+            self.note(goal, f"agent inspects {job['job_id']} left by a dead holder: {status}")
         chunks = self.rng.randint(1, 3)
         self.note(goal, f"turn {goal.turns_done + 1}/{goal.turns_needed} begins "
                         f"(generation {lease.generation}, {chunks} chunk(s))")
@@ -439,6 +504,18 @@ class World:
                 left: int) -> None:
         if turn != goal.turn or goal.lease is None:
             return
+        if not goal.healthy and self.rng.random() < self.config.ci_crash / 4:
+            # Dies while it waits: its lease lapses, its CI run is nobody's.
+            goal.crashed.add(goal.lease.generation)
+            self.count("crash_during_ci")
+            self.note(goal, f"agent dies waiting on CI {job_id} (generation "
+                            f"{goal.lease.generation})")
+            goal.turn += 1
+            goal.lease = None
+            goal.mode = "idle"
+            goal.last_turn_end = self.now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            self.after(self.minutes(10, 40), self.agent_poll, goal, goal.turn)
+            return
         if self.now < done_at:
             self.call(goal, product.heartbeat, goal.goal_id, goal.agent, goal.lease)
             if goal.turn == turn:
@@ -545,7 +622,11 @@ class World:
         if state.status == "blocked":
             self.after(self.minutes(30, 60), self.agent_poll, goal, goal.turn)
             return
-        if goal.scheduler == "internal" and product.wake_waiting(state, goal.last_turn_end):
+        if goal.scheduler == "host" and product.attention(state) == "HOST_SILENT":
+            self.host_recreates(goal)
+            return
+        if product.wake_waiting(state, goal.last_turn_end) and (
+                goal.scheduler == "internal" or product.is_ready(state)):
             self.pull(goal, goal.turn)
             return
         # Nothing for it yet: come back later, less often the longer nothing
@@ -767,36 +848,31 @@ class World:
         self.at(self.now + timedelta(seconds=60), self.sweeper_tick)
         if self.in_outage(self.now):
             return
-        # The sweeper's candidates are leases past their expiry; the monitors
-        # know every goal's lease, so a sweep that would find none is skipped.
-        now = self.now
-        if not any(sim.monitor and sim.monitor.lease and
-                   datetime.fromisoformat(sim.monitor.lease["expires_at"]) < now
-                   for sim in self.goals.values()):
-            return
+        # The sweep acts on every passed deadline (DESIGN section 6), not only
+        # on expired leases, so it runs every minute like the real one.
         if product.sweep_leases():
             self.touched.update(g for g, sim in self.goals.items() if not sim.ended)
 
     # -------------------------------------------------------------- operators
 
     def operator_tick(self) -> None:
-        """Operators look at the goals that need a human and act after a while."""
+        """Operators look at /alerts (the dashboard) and act after a while."""
         self.after(timedelta(minutes=20), self.operator_tick)
+        listed = product.alert_reasons()  # the web answers even while the scheduler is down
         for goal_id, state in product.load_many(self.active()).items():
             goal = self.goals[goal_id]
-            if inv.liveness_state(state.to_dict(), self.schedules(goal_id), self.now) is None:
-                # A goal nothing will move (what `ledger doctor` lists): after a few
-                # hours an operator wakes it, or stops it when there is no such act.
-                goal.orphan_since = goal.orphan_since or self.now
-                if self.now - goal.orphan_since > timedelta(hours=3):
-                    goal.orphan_since = None
+            reason = listed.get(goal_id, "")
+            if reason == "OVERDUE":
+                # Past its deadline with nothing recorded (the scheduler was
+                # down): after a few hours an operator wakes it, or stops it.
+                goal.overdue_since = goal.overdue_since or self.now
+                if self.now - goal.overdue_since > timedelta(hours=3):
+                    goal.overdue_since = None
                     self.operator_unstick(goal)
                 continue
-            goal.orphan_since = None
-            needs = state.status == "blocked" or (state.status == "failed"
-                                                  and state.reason == "AUTH_FAILED")
-            if needs:
-                key = (state.reason, state.version)
+            goal.overdue_since = None
+            if reason:
+                key = (reason, state.version)
                 if key in goal.blocked_seen:
                     continue
                 goal.blocked_seen.add(key)
@@ -807,6 +883,31 @@ class World:
                 goal.blocked_seen.add(("pause", state.version))
                 if self.rng.random() < 0.3:
                     self.after(self.minutes(5, 60), self.operator_wake, goal)
+
+    def repair_tick(self) -> None:
+        """django-q2's hourly `ledger doctor --fix` (scheduling.maintenance)."""
+        self.after(timedelta(hours=1), self.repair_tick)
+        if self.in_outage(self.now):
+            return
+        if product.repair_schedules():
+            self._schedules = None
+            self.touched.update(self.active())
+
+    def damage_tick(self) -> None:
+        """Someone deletes or exhausts a goal's watchdog row by hand (an admin
+        page, a restore, SQL): the ledger must notice and repair it itself."""
+        self.after(timedelta(days=1) / max(self.config.row_damage_per_day, 0.01)
+                   * self.rng.uniform(0.5, 1.5), self.damage_tick)
+        internal = [g for g in self.active() if self.goals[g].scheduler == "internal"]
+        if not internal:
+            return
+        goal = self.goals[self.rng.choice(internal)]
+        how = "delete" if self.rng.random() < 0.5 else "exhaust"
+        if product.damage_row(goal.goal_id, how):
+            self._schedules = None
+            self.count(f"row_{how}d" if how == "delete" else "row_exhausted")
+            self.note(goal, f"an operator {how}s the goal's watchdog row by hand")
+            goal.damaged_at = self.now
 
     def operator_act(self, goal: GoalSim, version: int) -> None:
         state = product.load(goal.goal_id)
@@ -939,13 +1040,12 @@ class World:
                                    f"{goal.turns_needed} turns of work")
         if schedules is None:
             schedules = self.schedules(goal_id)
-        where = inv.liveness_state(state.to_dict(), schedules, self.now)
-        if where is None:
+        if not state.terminal and product.deadline(state) is None \
+                and not product.attention(state):
             self.violation(inv.LIVENESS, goal_id,
-                           f"{state.status} goal in none of working/scheduled/ready/"
-                           f"needs_human (watchdog {state.watchdog.get('status', 'none')}, "
-                           f"reset wake {state.reset_wake.get('due_at', 'none')}, "
-                           f"paused until {state.paused_until or '-'})")
+                           f"{state.status} goal expects no evidence by any deadline and "
+                           f"names no reason for a human (watchdog "
+                           f"{state.watchdog.get('status', 'none')})")
         self.doctor(goal, state, schedules)
 
     def doctor(self, goal: GoalSim, state: Any, schedules: list[Any]) -> None:
@@ -957,23 +1057,57 @@ class World:
             # (terminal_cleanup_required): consistent while its row exists.
             live = watchdog.get("status") in inv.WATCHDOG_LIVE
             has_row = watchdog.get("schedule_name") in names
-            if live and not has_row:
+            due = product.deadline(state)
+            repairable = due is not None and self.now > due + timedelta(minutes=3) \
+                and not self.recently_down(due)
+            if live and not has_row and (goal.damaged_at is None or repairable):
                 self.violation(inv.DOCTOR, goal.goal_id, "the projection's internal watchdog "
-                               "is live with no django-q2 schedule behind it")
+                               "is live with no django-q2 schedule behind it"
+                               + (" (deleted by hand, never repaired)" if goal.damaged_at
+                                  else ""))
             if has_row and not live:
                 self.violation(inv.DOCTOR, goal.goal_id, f"a django-q2 watchdog schedule "
                                f"remains for a {state.status} goal whose watchdog is "
                                f"{watchdog.get('status')}")
         stale = product.stale_at(state)
         if (stale is not None and self.now > stale + timedelta(minutes=3)
-                and not product.awaited_jobs(state) and not self.in_outage(self.now)
-                and not any(s <= self.now < e + timedelta(minutes=3) for s, e in self.outages)):
+                and not self.recently_down(self.now)):
             self.violation(inv.SWEPT, goal.goal_id, f"a lease stale since {stale:%H:%M:%S} "
                                                     "was not swept")
+
+    def recently_down(self, moment: datetime) -> bool:
+        """The scheduler was down at ``moment`` or came back less than 3 min before."""
+        return any(s <= moment < e + timedelta(minutes=3) for s, e in self.outages)
+
+    def evidence_check(self, states: dict[str, Any]) -> None:
+        """DESIGN section 6's invariant, with the real /alerts query: no active
+        goal past its own deadline (and two sweeps) unless /alerts lists it
+        with a reason. Samples the goal-hours for the report."""
+        listed = product.alert_reasons()
+        hours = CHECK_EVERY.total_seconds() / 3600
+        slack = timedelta(minutes=5)
+        for goal_id, state in sorted(states.items()):
+            if state.terminal:
+                continue
+            self.report.active_hours += hours
+            if product.label(state) == "working":
+                self.report.working_hours += hours
+            reason = listed.get(goal_id)
+            if reason:
+                self.report.visible_stuck[reason] = \
+                    self.report.visible_stuck.get(reason, 0.0) + hours
+                continue
+            deadline = product.deadline(state)
+            if deadline is not None and self.now > deadline + slack:
+                self.report.invisible_stuck_hours += hours
+                self.violation(inv.LIVENESS, goal_id,
+                               f"{state.status} goal past its deadline {deadline:%H:%M:%S} "
+                               f"({product.label(state)}) and not listed in /alerts")
 
     def periodic_check(self) -> None:
         self.after(CHECK_EVERY, self.periodic_check)
         states = product.load_many(self.active())
+        self.evidence_check(states)
         by_goal: dict[str, list[Any]] = {}
         self._schedules = None  # a safety net: re-read them every half hour
         for row in self.schedules():
