@@ -32,7 +32,7 @@ from django.utils.html import format_html
 
 from api.accounts import OPERATOR, ROLES, role_of
 from ledger import alerts, clock, continuations, projection, store, timeline
-from ledger.domain import DomainError, GoalState, decide
+from ledger.domain import DomainError, GoalState, decide, liveness
 from ledger.domain.runs import Recover, ResolveApproval, Stop
 from ledger.domain.wakes import WakeNow, watchdog_health
 from ledger.models import Event, Goal
@@ -188,6 +188,11 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
             "goal": goal,
             "state": state,
             "watchdog_health": watchdog_health(state),
+            # Liveness (ledger.domain.liveness): the same label, evidence and
+            # alert as the API, /alerts and the dashboard.
+            "liveness": liveness.label(state, clock.now()),
+            "expected": liveness.expectation(state).as_dict(),
+            "alert": liveness.alert(state, clock.now()),
             "page": page,
             "rows": rows,
             "chart": timeline.chart(goal),

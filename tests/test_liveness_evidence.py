@@ -51,7 +51,7 @@ def alerts_exit_code() -> int:
 
 
 def test_a_host_that_stops_claiming_is_host_silent_and_told_again(agent, operator, started,
-                                                                  clock):
+                                                                  clock, admin_client):
     gid, _lease, _spec = host_goal(agent, started, clock)
     body = agent.get(f"goals/{gid}").json()
     assert body["liveness"] == "scheduled" and body["expected"]["evidence"] == "host_claim"
@@ -67,6 +67,11 @@ def test_a_host_that_stops_claiming_is_host_silent_and_told_again(agent, operato
     body = agent.get(f"goals/{gid}").json()
     assert body["liveness"] == "needs_human" and body["alert"]["reason"] == "HOST_SILENT"
     assert alerts_exit_code() == 1
+    # The admin agrees: the dashboard's group says what to do, the timeline's badge why.
+    dashboard = admin_client.get("/admin/ledger/goal/dashboard/").content.decode()
+    assert "HOST_SILENT" in dashboard and "re-create it" in dashboard and gid in dashboard
+    timeline = admin_client.get(f"/admin/ledger/goal/{gid}/timeline/").content.decode()
+    assert "needs_human: HOST_SILENT" in timeline
     # The agent's next contact is told to check and re-create the host task.
     pulled = agent.post(f"goals/{gid}/lease", {}).json()
     assert pulled["acquired"] is True

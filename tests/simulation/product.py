@@ -250,7 +250,8 @@ def host_receipt(goal_id: str, agent: str, lease: Lease | None, *, status: str,
                  host_ref: str = "", due_at: str = "") -> str:
     """POST /goals/{id}/watchdog/receipts; answers the completion state."""
     command = RecordReceipt(_proof(lease), status, host_ref_digest(host_ref) if host_ref else "",
-                            due_at, "local" if status == "created" else "unverified")
+                            due_at, "local" if status == "created" else "unverified",
+                            attested_by=agent if status == "user_attested_deleted" else "")
     return completion_state(_run(goal_id, command, agent).state)
 
 

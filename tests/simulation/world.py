@@ -113,6 +113,7 @@ class GoalSim:
     schedule_facts: tuple[object, ...] = ()  # what the goal's schedule rows follow
     overdue_since: datetime | None = None  # when /alerts first listed it OVERDUE
     damaged_at: datetime | None = None  # when its watchdog row was last damaged by hand
+    row_missing_since: datetime | None = None  # first seen waiting on a missing row
     jobs: int = 0
     notes: list[tuple[datetime, str]] = field(default_factory=list)
     monitor: inv.GoalMonitor | None = None
@@ -1057,8 +1058,12 @@ class World:
             # (terminal_cleanup_required): consistent while its row exists.
             live = watchdog.get("status") in inv.WATCHDOG_LIVE
             has_row = watchdog.get("schedule_name") in names
-            due = product.deadline(state)
-            repairable = due is not None and self.now > due + timedelta(minutes=3) \
+            # A row deleted by hand matters once the goal waits for it
+            # (scheduled): the sweeper must have repaired it within minutes.
+            waits = live and not has_row and product.label(state) in ("scheduled", "overdue")
+            goal.row_missing_since = (goal.row_missing_since or self.now) if waits else None
+            due = max(product.deadline(state) or self.now, goal.row_missing_since or self.now)
+            repairable = waits and self.now > due + timedelta(minutes=3) \
                 and not self.recently_down(due)
             if live and not has_row and (goal.damaged_at is None or repairable):
                 self.violation(inv.DOCTOR, goal.goal_id, "the projection's internal watchdog "
