@@ -155,10 +155,14 @@ def why(reason: str) -> str:
 
 
 def label(state: GoalState, now: datetime) -> str:
-    """The API's ``liveness``: what the goal is doing now, judged by the clock."""
+    """The API's ``liveness``: what the goal is doing now, judged by the clock.
+    A lease past its expiry is ``expired`` until the sweeper records it, never
+    ``working``; a goal with an alert and no lease ``needs_human``."""
     expected = expectation(state)
-    if expected.label == WORKING and now >= datetime.fromisoformat(state.lease["expires_at"]):
-        return EXPIRED
+    if state.lease and not state.terminal:
+        return EXPIRED if now >= datetime.fromisoformat(state.lease["expires_at"]) else WORKING
+    if expected.label == NEEDS_HUMAN or attention(state):
+        return NEEDS_HUMAN
     if expected.deadline is not None and now > expected.deadline + SWEEP_SLACK:
         return OVERDUE
     return expected.label
@@ -173,9 +177,10 @@ def expectation(state: GoalState) -> Expectation:
     """The next expected evidence and its deadline (the earliest, when two are due)."""
     if state.terminal:
         return Expectation(TERMINAL, detail=f"the goal is {state.status}")
-    reason = attention(state)
-    if reason:
-        return Expectation(NEEDS_HUMAN, OPERATOR, None, why(reason))
+    if state.status == BLOCKED or state.finish_requested:
+        return Expectation(NEEDS_HUMAN, OPERATOR, None, why(attention(state)))
+    # HOST_SILENT and JOB_SILENT need a human to look, but the goal goes on:
+    # its lease still expires, its rows are still repaired.
     job = _job_expectation(state)
     main = _main_expectation(state)
     if job is not None and (main.deadline is None or job.deadline < main.deadline):
@@ -219,6 +224,10 @@ def _host_expectation(state: GoalState) -> Expectation:
     watchdog, every = state.watchdog, interval(state)
     lateness = every / 2
     status = watchdog.get("status", "")
+    if state.liveness_alert.get("reason") == HOST_SILENT:
+        # Said once; now the host (a claim, a receipt) or the agent (a new
+        # watchdog) must be heard from. Nothing more is due until then.
+        return Expectation(NEEDS_HUMAN, HOST_CLAIM, None, why(HOST_SILENT))
     if status == "live" and watchdog.get("next_due_at"):
         due = datetime.fromisoformat(watchdog["next_due_at"])
         slots = state.setting("host_silent_slots")
