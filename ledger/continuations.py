@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 
 from ledger import clock, store
+from ledger.dispatchers import lease_dispatchers
 from ledger.domain import GoalState
 from ledger.domain.smartwake import resume_packet
 from ledger.domain.timing import next_wake_at
@@ -50,12 +51,19 @@ def claim(goal_id: str | uuid.UUID, *, source: str, occurrence_id: str = "", rea
           holder: str = "", actor: str, idempotency_key: str | None = None,
           token: str | None = None, kind: str = "recurring", intended_at: str = "",
           push: bool = False) -> Claim:
+    """One wake's claim, with one locked read of the goal: whether it is
+    pushed (its dispatcher hands over the lease) is decided by the domain on
+    the locked state. An internal wake's lease token is the derived dispatch
+    token (only a push hands it out, and the outbox derives it again); a
+    host's claimant gets a fresh random one. ``push`` forces a push whatever
+    the goal's dispatcher (what the tests use to stand for one)."""
     goal_id = store.canonical_id(goal_id)
-    if push:
+    if source != "host":
         token = dispatch_token(goal_id, occurrence_id)
     raw = token or f"wll_{secrets.token_urlsafe(32)}"
     command = ClaimWake(occurrence_id, source, holder, digest(raw), reason, kind=kind,
-                        intended_at=intended_at, push=push)
+                        intended_at=intended_at, push=push,
+                        push_dispatchers=lease_dispatchers())
     outcome = store.execute(goal_id, command, actor=actor, idempotency_key=idempotency_key)
     return _answer(outcome, command, raw)
 
@@ -63,17 +71,17 @@ def claim(goal_id: str | uuid.UUID, *, source: str, occurrence_id: str = "", rea
 def wake_now(goal_id: str | uuid.UUID, *, operator: str, reason: str,
              idempotency_key: str | None = None) -> Claim:
     """An operator's "wake now": ends a pause early and resumes the goal the
-    way its own wakes do (ready for its agent, or pushed to its dispatcher)."""
+    way its own wakes do (ready for its agent, or pushed to a dispatcher that
+    hands over the lease)."""
     goal_id = store.canonical_id(goal_id)
-    state = store.load(goal_id)
     occurrence = f"operator:{uuid.uuid4()}"
-    push = state.setting("dispatch") != "none"
-    command = WakeNow(operator, reason, occurrence, digest(dispatch_token(goal_id, occurrence)),
-                      push=push)
+    token = dispatch_token(goal_id, occurrence)
+    command = WakeNow(operator, reason, occurrence, digest(token),
+                      push_dispatchers=lease_dispatchers())
     outcome = store.execute(goal_id, command, actor=operator, idempotency_key=idempotency_key)
     wake = ClaimWake(occurrence, "operator", "", command.token_sha256, kind="operator",
-                     push=push, note=reason, operator=operator)
-    return _answer(outcome, wake, dispatch_token(goal_id, occurrence))
+                     push_dispatchers=command.push_dispatchers, note=reason, operator=operator)
+    return _answer(outcome, wake, token)
 
 
 def _answer(outcome: store.Outcome, command: ClaimWake, raw: str) -> Claim:

@@ -51,6 +51,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from ledger import siteurl
+from ledger.dispatchers import OPENCLAW, lease_dispatchers
 from scheduling.signatures import HEADER as SIGNATURE_HEADER
 from scheduling.signatures import sign, verify_signature
 
@@ -60,7 +61,6 @@ __all__ = ["Result", "configured", "dispatch", "hands_over_lease", "names", "pro
 logger = logging.getLogger(__name__)
 
 TYPES = ("webhook", "command")
-OPENCLAW = "openclaw"
 WEBHOOK_KEYS = frozenset({"type", "url", "secret", "timeout", "allow_http", "preset", "bearer",
                           "bearer_env", "openclaw"})
 COMMAND_KEYS = frozenset({"type", "argv", "cwd", "env"})
@@ -240,8 +240,7 @@ def hands_over_lease(name: str) -> bool:
     """Whether dispatcher ``name`` delivers the lease its wake grants. The
     openclaw preset does not (its message lands in Gateway transcripts), so
     for it, as for ``none``, the agent takes the lease itself."""
-    spec = configured().get(name)
-    return spec is not None and spec.get("preset") != OPENCLAW
+    return name in lease_dispatchers()
 
 
 # ------------------------------------------------------------------- prompt

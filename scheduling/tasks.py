@@ -11,7 +11,7 @@ from ledger import alerts, clock, continuations, doctor, failpoints, store
 from ledger.domain import DomainError, GoalState
 from ledger.domain.state import ACTIVE_STATUSES
 from ledger.models import Goal
-from scheduling import dispatch, outbox
+from scheduling import outbox
 
 logger = logging.getLogger(__name__)
 
@@ -25,15 +25,10 @@ def fire_watchdog(goal_id: str, intended_date: str | None = None,
     occurrence = f"internal:{goal_id}@{intended}" if kind == "recurring" else \
         f"internal:{goal_id}@{kind}:{intended}"
     try:
-        state = store.load(goal_id)
-        # Push: the dispatcher starts the continuation and carries its lease.
-        # A dispatcher that only notifies (none carries no lease) leaves the
-        # wake to be pulled, like "none".
-        name = state.setting("dispatch")
-        push = name != "none" and dispatch.hands_over_lease(name)
+        # One locked read: push (the dispatcher starts the continuation and
+        # carries its lease) or pull is decided by the domain in the claim.
         result = continuations.claim(goal_id, source="internal", occurrence_id=occurrence,
-                                     actor="scheduler", kind=kind, intended_at=intended,
-                                     push=push)
+                                     actor="scheduler", kind=kind, intended_at=intended)
     except store.GoalNotFound:
         logger.warning("a wake fired for unknown goal %s", goal_id)
         return "unknown_goal"

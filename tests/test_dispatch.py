@@ -20,6 +20,7 @@ from ledger.models import Event, Goal
 from scheduling import dispatch, tasks
 from scheduling.dispatch import Result
 from scheduling.signatures import sign, verify_signature
+from tests.factories import lease_of
 from tests.receivers import Gateway, Receiver, openclaw_gateway, receiving
 
 SECRET = "test-webhook-secret"
@@ -584,3 +585,20 @@ def test_an_ipv6_loopback_receiver_is_reached(settings):
         server.server_close()
     [(headers, _raw)] = Receiver.received
     assert headers["Host"] == f"[::1]:{server.server_port}"
+
+
+@pytest.mark.django_db
+def test_an_operator_wake_on_openclaw_is_pulled_never_a_lease_to_nobody(agent, operator, clock,
+                                                                       settings):
+    """Issue 22: the operator's wake decided push from "a dispatcher is named"
+    alone, so on the OpenClaw preset (which carries no lease) it granted a
+    lease nobody received. Push or pull is now the domain's, for every wake."""
+    with openclaw_gateway(allow_request_session_key=False) as url:
+        settings.WAKELEDGER_DISPATCHERS = claw(url, bearer="hooks-token")
+        body = agent.start(policy={"dispatch": "claw", "lease_seconds": 300}).json()
+        gid = body["goal"]["id"]
+        agent.post(f"goals/{gid}/lease/release", {"lease": lease_of(body)})
+        woken = operator.post(f"goals/{gid}/wake", {"reason": "look at it now"}).json()
+    assert woken["outcome"] == "ready_for_pull", woken
+    assert Goal.objects.get(pk=gid).state["lease"] == {}
+    assert agent.post(f"goals/{gid}/lease", {}).json()["acquired"] is True

@@ -94,6 +94,10 @@ class ClaimWake:
     kind: str = "recurring"  # recurring (the watchdog) | reset | requested | operator
     intended_at: str = ""  # internal: the slot django-q2 meant to run (ISO)
     push: bool = False  # internal: a push dispatcher will start the continuation
+    # The configured dispatchers that hand over the lease their wake grants:
+    # a goal naming one is pushed, decided here on the locked state (no
+    # unlocked pre-read of the goal by the shell).
+    push_dispatchers: frozenset[str] = frozenset()
     note: str = ""  # an operator's why
     operator: str = ""  # an operator's name (source operator)
 
@@ -107,6 +111,7 @@ class WakeNow:
     occurrence_id: str
     token_sha256: str
     push: bool = False
+    push_dispatchers: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -466,13 +471,19 @@ def claim_outcome(state: GoalState, cmd: ClaimWake, now: datetime) -> dict[str, 
         block = "RATE_LIMIT_STOPPED" if state.paused_until else "CONTINUATION_STOPPED"
         return {"outcome": "terminal_cleanup_required", "block": block,
                 "notes": f"the continuation budget is spent ({budget} of {budget}): {block}"}
-    if cmd.source != HOST and not cmd.push:
+    if cmd.source != HOST and not pushed(state, cmd):
         # Dispatcher "none" is pull: a due wake hands a lease to nobody. The
         # goal is ready; its agent's own claim, run_goal or lease call takes it.
         return {"outcome": "ready_for_pull", "charge": charge,
                 "notes": "ready: the goal's agent resumes it by taking its lease"}
     return {"outcome": "recurring_acquired", "charge": charge,
             "notes": "resume from the latest checkpoint"}
+
+
+def pushed(state: GoalState, cmd: ClaimWake) -> bool:
+    """Whether a granted internal or operator wake is pushed to a dispatcher
+    that starts the continuation with its lease (else it is pulled)."""
+    return cmd.source != HOST and (cmd.push or state.setting("dispatch") in cmd.push_dispatchers)
 
 
 def _reason(state: GoalState, cmd: ClaimWake) -> str:
@@ -627,7 +638,8 @@ def operator_wake(state: GoalState, cmd: WakeNow, now: datetime) -> list[Event]:
                           + ("recover it first" if state.status == BLOCKED else
                              "start a new one"), code="not_wakeable")
     claim_cmd = ClaimWake(cmd.occurrence_id, OPERATOR, "", cmd.token_sha256, kind="operator",
-                          push=cmd.push, note=cmd.reason, operator=cmd.operator)
+                          push=cmd.push, push_dispatchers=cmd.push_dispatchers,
+                          note=cmd.reason, operator=cmd.operator)
     answer = claim_outcome(state, claim_cmd, now)
     if answer["outcome"] == "worker_busy_noop":
         raise DomainError(f"there is nothing to wake: {answer['notes']}", code="not_wakeable",
