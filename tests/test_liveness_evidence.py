@@ -256,3 +256,24 @@ def test_a_goal_past_its_deadline_with_no_sweeper_is_listed_overdue(agent, opera
     assert "scheduler_silent" in out.getvalue() and "overdue" in out.getvalue()
     health = operator.client.get("/api/v1/health").json()
     assert health["scheduler"]["status"] == "silent"
+
+
+def test_a_wake_fired_after_hours_of_outage_stands_for_every_missed_slot(agent, started,
+                                                                         clock):
+    """Found by the simulation: after an outage django-q2 (catch_up off) fires
+    the oldest missed slot once and moves its row to the first slot ahead. The
+    claim must expect that slot too, or the repair would find the row "late",
+    recreate it in the past and replay every missed slot, each a wake without
+    progress (rule 7)."""
+    gid, lease = started(cadence_minutes=60)
+    agent.post(f"goals/{gid}/lease/release", {"lease": lease})
+    name = watchdogs.schedule_name(gid)
+    first = Schedule.objects.get(name=name).next_run
+    clock.advance(hours=5, minutes=10)  # the scheduler was down for five slots
+    assert fire_schedule(name, clock) == "ready_for_pull"
+    row = Schedule.objects.get(name=name)
+    assert Goal.objects.get(pk=gid).next_wake_at == row.next_run == first + timedelta(hours=5)
+    assert Goal.objects.get(pk=gid).state["retry_count"] == 1
+    tasks.sweep_leases()
+    maintenance.repair_schedules()
+    assert Event.objects.filter(goal_id=gid, data__repair__isnull=False).count() == 0

@@ -37,6 +37,17 @@ def slot_of(watchdog: dict, moment: datetime) -> datetime | None:
     return start + timedelta(seconds=k * interval)
 
 
+def slot_after(watchdog: dict, moment: datetime) -> datetime | None:
+    """The first slot strictly after ``moment``."""
+    start, interval = anchor(watchdog), watchdog.get("interval_seconds", 0)
+    if start is None or not interval:
+        return None
+    if moment < start:
+        return start
+    k = floor((moment - start).total_seconds() / interval) + 1
+    return start + timedelta(seconds=k * interval)
+
+
 def early_by(watchdog: dict, slot: datetime, now: datetime) -> float:
     """Seconds a fire at ``now`` comes before ``slot`` beyond the tolerance (0: on time)."""
     tolerance = min(EARLY_TOLERANCE_SECONDS, watchdog.get("interval_seconds", 0) / 2)

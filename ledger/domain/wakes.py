@@ -526,7 +526,13 @@ def claim(state: GoalState, cmd: ClaimWake, now: datetime) -> list[Event]:
     if slot is not None:
         data["slot"] = iso(slot)
         # The next slot after the one that fired: claims never move the anchor.
+        # A fire so late that later slots passed too (the scheduler was down)
+        # stands for them all: the next is the first slot ahead, as django-q2
+        # (catch_up off) and a host's scheduler fire it — never a replay of
+        # each missed slot, which rule 7 would count as wakes without progress.
         following = slot + timedelta(seconds=state.watchdog["interval_seconds"])
+        if following <= now:
+            following = timing.slot_after(state.watchdog, now) or following
         current = state.watchdog.get("next_due_at", "")
         if not current or following > datetime.fromisoformat(current):
             data["next_due_at"] = iso(following)

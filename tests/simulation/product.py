@@ -15,12 +15,16 @@ answer.
 """
 
 import ast
+import contextlib
 import hashlib
 import json
+import queue
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from unittest import mock
 
 from django.conf import settings
 from django.db import connection
@@ -56,7 +60,7 @@ from ledger.domain.wakes import (
     completion_state,
 )
 from ledger.models import Event, Goal
-from scheduling import dispatch, failures, maintenance, tasks, watchdogs
+from scheduling import dispatch, failures, watchdogs
 
 FIRE = watchdogs.FIRE  # the django-q2 func of watchdog and reset schedules
 DONE_CRITERIA = ("all steps verified",)  # every simulated goal's; a completion shows evidence
@@ -352,54 +356,78 @@ SCHEDULE_KINDS = frozenset({"wake.scheduled", "receipt.recorded", "goal.complete
                             "goal.failed", "goal.blocked", "goal.stopped"})
 
 
-def pick_up(pk: int, now: datetime) -> tuple[tuple[Any, ...], dict[str, Any], str] | None:
-    """What django-q2's scheduler loop does with one due schedule at ``now``
-    (django_q/scheduler.py): note the intended date (the row's next_run), move
-    next_run on (catch_up as configured) or delete a ONCE schedule, and answer
-    the task's args and intended_date. None when the row is gone or not due."""
-    s = Schedule.objects.filter(pk=pk).first()
-    if s is None or s.repeats == 0 or not s.next_run < now:
-        return None
-    args = ast.literal_eval(s.args) if s.args else ()
-    if not isinstance(args, tuple):
-        args = (args,)
-    kwargs = ast.literal_eval(s.kwargs) if s.kwargs else {}
-    intended = s.next_run.isoformat()
-    if s.schedule_type == Schedule.ONCE:
-        if s.repeats < 0:
-            s.delete()
-        else:
-            s.repeats = 0
-            s.save()
-        return args, kwargs, intended
-    catch_up = settings.Q_CLUSTER.get("catch_up", True)
-    next_run = s.next_run
-    while True:
-        next_run = s.calculate_next_run(next_run)
-        if catch_up or next_run > now:
-            break
-    s.next_run = next_run
-    if s.repeats > 0:
-        s.repeats -= 1
-    s.save()
-    return args, kwargs, intended
+# ------------------------------------------------------------- django-q2 itself
 
 
-def fire_internal(args: tuple[Any, ...], kwargs: dict[str, Any], intended_date: str) -> str:
-    """The django-q2 task of a watchdog or one-off schedule; answers the claim outcome."""
-    return tasks.fire_watchdog(*args, **kwargs, intended_date=intended_date)
+@contextlib.contextmanager
+def _django_q_time() -> Iterator[None]:
+    """django-q2 reads ``django.utils.timezone.now``: pinned to the simulated
+    clock. Its scheduler would also close "old" connections, which in the
+    world's one rolled-back transaction means the connection itself, and its
+    broker sleeps a second of real time on an empty queue."""
+    from django_q import scheduler as q_scheduler
+    from django_q.brokers import orm as q_orm
+
+    with mock.patch("django.utils.timezone.now", clock.now), \
+            mock.patch.object(q_scheduler, "close_old_django_connections", lambda: None), \
+            mock.patch.object(q_orm, "sleep", lambda _seconds: None):
+        yield
 
 
-def sweep_leases() -> int:
-    return tasks.sweep_leases()
+def rewind_housekeeping(start: datetime) -> None:
+    """The rows `migrate` created (the lease sweeper, the hourly repair, the
+    prune) are due from the world's first instant, not from the real day the
+    test database was made."""
+    Schedule.objects.exclude(func=FIRE).update(next_run=start)
 
 
-def repair_schedules() -> int:
-    """The hourly `ledger doctor --fix` django-q2 runs."""
-    return maintenance.repair_schedules()
+def run_scheduler() -> int:
+    """One pass of django-q2's own scheduler (django_q/scheduler.py) at the
+    simulated time: every due schedule row becomes a task in the ORM broker's
+    queue (OrmQ), its next_run moved on or the ONCE row deleted, as in
+    production. Answers how many tasks wait in the queue."""
+    from django_q.brokers import get_broker
+    from django_q.scheduler import scheduler
+
+    broker = get_broker()
+    with _django_q_time():
+        scheduler(broker)
+        return broker.queue_size()
 
 
-# --------------------------------------------------------------------------- reading
+def take_tasks() -> list[dict[str, Any]]:
+    """What a cluster's pusher does: dequeue every ready task from the ORM
+    broker (and acknowledge it). The task dicts are django-q2's own."""
+    from django_q.brokers import get_broker
+    from django_q.signing import SignedPackage
+
+    broker = get_broker()
+    tasks_taken = []
+    with _django_q_time():
+        while True:
+            got = broker.dequeue()
+            if not got:
+                return tasks_taken
+            for ack, payload in got:
+                tasks_taken.append(SignedPackage.loads(payload))
+                broker.acknowledge(ack)
+
+
+def run_task(task: dict[str, Any]) -> Any:
+    """django-q2's worker (django_q/worker.py) runs one task in process: it
+    locates the function by name and calls it with the task's args and
+    kwargs. Answers the function's result (a wake's claim outcome)."""
+    from multiprocessing import Value
+
+    from django_q.worker import worker
+
+    todo, done = queue.Queue(), queue.Queue()
+    # "sync": the worker keeps the world's database connection open.
+    todo.put({**task, "sync": True})
+    todo.put("STOP")
+    with _django_q_time():
+        worker(todo, done, Value("f", -1))
+    return done.get_nowait()["result"]
 
 
 def load(goal_id: str) -> GoalState:

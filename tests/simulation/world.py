@@ -199,7 +199,6 @@ class World:
         self.goals: dict[str, GoalSim] = {}
         self.report = Report(config.seed, config.days, config.goals)
         self.fires: list[Fire] = []
-        self.planned: set[tuple[int, datetime]] = set()
         self.outages = self._outages()
         self.limits, self.auth_texts, self.other_texts = _texts()
         self.violated: set[tuple[str, str]] = set()  # (invariant, goal) reported once
@@ -250,10 +249,9 @@ class World:
             for slot in range(self.config.goals):
                 self.at(START + self.minutes(0, 12 * 60), self.start_goal, slot)
             self.at(START + timedelta(seconds=30), self.scheduler_tick)
-            self.at(START + timedelta(seconds=60), self.sweeper_tick)
+            product.rewind_housekeeping(START)  # the sweeper's and repair's rows
             self.at(START + CHECK_EVERY, self.periodic_check)
             self.at(START + timedelta(minutes=20), self.operator_tick)
-            self.at(START + timedelta(hours=1), self.repair_tick)
             self.at(START + self.minutes(60, 24 * 60), self.damage_tick)
             while self.queue and self.queue[0][0] <= self.end:
                 when, _seq, action, args = heapq.heappop(self.queue)
@@ -769,58 +767,57 @@ class World:
         return outages
 
     def scheduler_tick(self) -> None:
-        """django-q2's scheduler looks at due schedules every 30 s; each due one is
-        picked up after a delay (queue, busy workers), sometimes twice."""
+        """django-q2's own scheduler pass (django_q/scheduler.py), every 30 s
+        but during outages: due rows become tasks in the ORM broker's queue. A
+        cluster's worker takes them after a delay (queue, busy workers)."""
         self.at(self.now + timedelta(seconds=30), self.scheduler_tick)
         if self.in_outage(self.now):
             return
-        for row in self.schedules():
-            if not row.next_run < self.now:
-                break  # ordered by next_run
-            key = (row.pk, row.next_run)
-            if key in self.planned:
-                continue
-            self.planned.add(key)
-            if row.next_run < self.now - timedelta(minutes=15):
-                self.count("fire_after_outage")  # django-q2 was down when it was due
-            roll = self.rng.random()
-            delay = (self.rng.uniform(0, 30) if roll < 0.6 else
-                     self.rng.uniform(30, 120) if roll < 0.85 else self.rng.uniform(120, 600))
-            pick = max(self.now, row.next_run + timedelta(seconds=delay))
-            end = self.in_outage(pick)
-            if end is not None:
-                pick = end + timedelta(seconds=self.rng.uniform(0, 60))
-                self.count("fire_after_outage")  # picked up once django-q2 is back
-            self.at(pick, self.pick_up, row.pk, row.next_run)
+        if not product.run_scheduler():
+            return
+        self._schedules = None
+        roll = self.rng.random()
+        delay = (self.rng.uniform(1, 30) if roll < 0.6 else
+                 self.rng.uniform(30, 120) if roll < 0.85 else self.rng.uniform(120, 600))
+        self.at(self.now + timedelta(seconds=delay), self.worker_takes)
 
-    def pick_up(self, pk: int, expected: datetime) -> None:
+    def worker_takes(self) -> None:
+        """A worker takes every queued task and runs it with django-q2's own worker."""
         end = self.in_outage(self.now)
         if end is not None:
-            self.at(end + timedelta(seconds=self.rng.uniform(0, 60)), self.pick_up, pk, expected)
+            self.at(end + timedelta(seconds=self.rng.uniform(1, 60)), self.worker_takes)
             return
-        picked = product.pick_up(pk, self.now)
-        self._schedules = None
-        if picked is None:
+        for task in product.take_tasks():
+            self.run_task(task, duplicate=False)
+
+    def run_task(self, task: dict[str, Any], duplicate: bool) -> None:
+        if task["func"] != product.FIRE:
+            # The lease sweeper, the hourly schedule repair, the prune: their
+            # own django-q2 rows, as `migrate` created them.
+            if product.run_task(task):
+                self._schedules = None
+                self.touched.update(self.active())
             return
-        args, kwargs, intended = picked
-        if datetime.fromisoformat(intended) != expected:
-            return  # recreated meanwhile; its new run is planned on its own
-        self.fire(args, kwargs, intended, duplicate=False)
+        self.fire(task, duplicate)
+        if duplicate:
+            return
         roll = self.rng.random()
         if roll < 0.06:
             self.count("duplicate_fire")
-        if roll < 0.04:  # a second cluster picked the same row
-            self.after(timedelta(seconds=self.rng.uniform(0, 20)), self.fire, args, kwargs,
-                       intended, True)
+        if roll < 0.04:  # a second cluster ran the same task
+            self.after(timedelta(seconds=self.rng.uniform(0, 20)), self.run_task, task, True)
         elif roll < 0.06:  # the task ran past its timeout and was handed to another worker
-            self.after(timedelta(seconds=120), self.fire, args, kwargs, intended, True)
+            self.after(timedelta(seconds=120), self.run_task, task, True)
 
-    def fire(self, args: tuple[Any, ...], kwargs: dict[str, Any], intended: str,
-             duplicate: bool) -> None:
+    def fire(self, task: dict[str, Any], duplicate: bool) -> None:
+        args, kwargs = task["args"], task["kwargs"]
+        intended = kwargs["intended_date"]
         goal_id = str(args[0]) if args else ""
         goal = self.goals.get(goal_id)
         before = product.load(goal_id) if goal else None
-        outcome = product.fire_internal(args, kwargs, intended)
+        outcome = product.run_task(task)
+        if datetime.fromisoformat(intended) < self.now - timedelta(minutes=15):
+            self.count("fire_after_outage")  # django-q2 was down or busy when it was due
         self.report.fires += 1
         self.report.claims[outcome] = self.report.claims.get(outcome, 0) + 1
         if goal is None or before is None:
@@ -844,15 +841,6 @@ class World:
                            f"{delay:.0f} s late (under half the {goal.cadence}-min interval) "
                            f"and was answered not_due; next due was "
                            f"{before.watchdog.get('next_due_at')}")
-
-    def sweeper_tick(self) -> None:
-        self.at(self.now + timedelta(seconds=60), self.sweeper_tick)
-        if self.in_outage(self.now):
-            return
-        # The sweep acts on every passed deadline (DESIGN section 6), not only
-        # on expired leases, so it runs every minute like the real one.
-        if product.sweep_leases():
-            self.touched.update(g for g, sim in self.goals.items() if not sim.ended)
 
     # -------------------------------------------------------------- operators
 
@@ -884,15 +872,6 @@ class World:
                 goal.blocked_seen.add(("pause", state.version))
                 if self.rng.random() < 0.3:
                     self.after(self.minutes(5, 60), self.operator_wake, goal)
-
-    def repair_tick(self) -> None:
-        """django-q2's hourly `ledger doctor --fix` (scheduling.maintenance)."""
-        self.after(timedelta(hours=1), self.repair_tick)
-        if self.in_outage(self.now):
-            return
-        if product.repair_schedules():
-            self._schedules = None
-            self.touched.update(self.active())
 
     def damage_tick(self) -> None:
         """Someone deletes or exhausts a goal's watchdog row by hand (an admin
