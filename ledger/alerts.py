@@ -57,7 +57,10 @@ def alerts(goals: QuerySet[Goal], now: datetime | None = None) -> list[dict[str,
 
 def beat(name: str = SWEEPER) -> None:
     """The scheduler's heartbeat: written by the sweeper on every pass."""
-    SchedulerBeat.objects.update_or_create(name=name, defaults={"at": clock.now()})
+    # One UPDATE a minute; the row is created once.
+    now = clock.now()
+    if not SchedulerBeat.objects.filter(name=name).update(at=now):
+        SchedulerBeat.objects.get_or_create(name=name, defaults={"at": now})
 
 
 def scheduler_health(now: datetime | None = None) -> dict[str, Any]:

@@ -121,7 +121,7 @@ def findings(goal_ids: list[str] | None = None) -> Iterator[Finding]:
         expected |= set(names)
         facts = {row.name: row for row in row_facts(gid, set(names))}
         for name, due in sorted(names.items()):
-            problem = row_problem(due, facts[name])
+            problem = row_problem(due, facts[name], now)
             if problem:
                 yield Finding(gid, f"schedule_{problem}",
                               f"the projection has a live wake {name} (due {due or '-'}) but "

@@ -145,12 +145,21 @@ def expected_schedules(state: GoalState) -> dict[str, str]:
     return names
 
 
-def row_problem(due: str, row: ScheduleRow | None) -> str:
-    """Why a row will not fire its wake on time ("" when it will)."""
+def row_problem(due: str, row: ScheduleRow | None, now: datetime) -> str:
+    """Why a row will not fire its wake on time ("" when it will, or cannot
+    be told yet). From its due time until the scheduler's lateness is over, a
+    wake may be in flight: django-q2 has already moved its row on (or deleted
+    a ONCE row) and the task waits in the queue for a worker to claim it. Only
+    an exhausted row is certain at once; a missing or later row only before
+    its due time or after its lateness."""
+    if row is not None and row.exists and not row.fires:
+        return "exhausted"  # repeats 0 (django-q2 skips it forever) or not our task
+    if due:
+        moment = datetime.fromisoformat(due)
+        if moment <= now <= moment + liveness.SCHEDULER_LATENESS:
+            return ""
     if row is None or not row.exists:
         return "missing"
-    if not row.fires:
-        return "exhausted"  # repeats 0 (django-q2 skips it forever) or not our task
     if due and row.next_run and datetime.fromisoformat(row.next_run) > \
             datetime.fromisoformat(due) + liveness.SCHEDULER_LATENESS:
         return "late"
@@ -162,7 +171,7 @@ def repairs(state: GoalState, rows: tuple[ScheduleRow, ...], now: datetime) -> l
     found = {row.name: row for row in rows}
     events = []
     for name, due in expected_schedules(state).items():
-        problem = row_problem(due, found.get(name))
+        problem = row_problem(due, found.get(name), now)
         if not problem:
             continue
         note = f"repaired: the schedule row was {problem}"
