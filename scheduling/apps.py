@@ -8,7 +8,7 @@ class SchedulingConfig(AppConfig):
 
     def ready(self) -> None:
         from ledger import store
-        from scheduling import dispatch, maintenance, outbox, watchdogs
+        from scheduling import dispatch, maintenance, outbox, sealing, watchdogs
 
         # A bad dispatcher configuration stops start-up, not the first wake.
         dispatch.configured()
@@ -20,3 +20,5 @@ class SchedulingConfig(AppConfig):
                              dispatch_uid="scheduling.ensure_sweeper")
         post_migrate.connect(maintenance.ensure_prune_schedule, sender=self,
                              dispatch_uid="scheduling.ensure_prune_schedule")
+        post_migrate.connect(sealing.ensure_seal_schedule, sender=self,
+                             dispatch_uid="scheduling.ensure_seal_schedule")
