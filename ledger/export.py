@@ -27,7 +27,7 @@ class NothingToExport(Exception):
 def bundle(goal_id: str, *, from_sizes: Iterable[int] = ()) -> dict[str, Any]:
     goal = Goal.objects.filter(pk=goal_id).values_list("version", flat=True).first()
     if goal is None:
-        raise NothingToExport(f"no goal {goal_id}")
+        raise NothingToExport(f"no such goal: {goal_id}")
     head = TreeHead.objects.order_by("-id").first()
     if head is None:
         raise NothingToExport("no signed head yet: run `ledger seal` first")

@@ -83,14 +83,15 @@ def _recompute(report: Audit, sizes: set[int]) -> dict[int, str]:
     roots: dict[int, str] = {}
     if 0 in sizes:
         roots[0] = merkle.EMPTY_ROOT.hex()
-    gap_reported = changed = missing = 0
+    changed = missing = 0
+    gap_reported = False
     for position, event_id, stored_hash, row in _leaves():
-        if position != frontier.size:
-            if not gap_reported:
-                report.findings.append(f"the tree's positions jump from {frontier.size - 1} "
-                                       f"to {position}: leaves were removed")
-                gap_reported = 1
-            break
+        if position != frontier.size and not gap_reported:
+            # Leaves were removed: go on (each is still hashed with its own
+            # position), so every later problem is named too; no root matches.
+            report.findings.append(f"the tree's positions jump from {frontier.size - 1} "
+                                   f"to {position}: leaves were removed")
+            gap_reported = True
         if row is None:
             missing += 1
             if missing <= SHOWN:
