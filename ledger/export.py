@@ -2,11 +2,12 @@
 ``wakeledger-verify`` (wakeledger_verify/bundle.py says what it proves).
 
 The bundle holds the goal's events (each as the exact record its leaf
-hashes), the newest signed head, each event's inclusion proof in that head's
-tree, consistency proofs from earlier heads' sizes (so an auditor holding one
-of them can check that this head extends it), and the public keys of the heads
-involved. Only events the head covers are exported: a goal's events are
-sealed in seq order, so they are always its first N.
+hashes), the newest signed head, the subtree hashes that prove each event's
+inclusion in that head's tree (one multi-proof, each hash once), consistency
+proofs from earlier heads' sizes (so an auditor holding one of them can check
+that this head extends it), and the public keys of the heads involved. Only
+events the head covers are exported: a goal's events are sealed in seq order,
+so they are always its first N.
 """
 
 from collections.abc import Iterable
@@ -42,7 +43,7 @@ def bundle(goal_id: str, *, from_sizes: Iterable[int] = ()) -> dict[str, Any]:
     rows = merkle_store.event_rows(covered)
     records = [merkle_store.record(positions[event_id], rows[event_id])
                for event_id in covered]
-    proofs = merkle_store.inclusions([r["position"] for r in records], head.size)
+    subtrees = merkle_store.subtrees([r["position"] for r in records], head.size)
     earlier = list(TreeHead.objects.filter(size__lt=head.size, size__gt=0).order_by("-id")
                    .values_list("size", "key_id")[:EARLIER_HEADS])
     sizes = {size for size, _ in earlier} | {s for s in from_sizes if 0 < s < head.size}
@@ -54,7 +55,10 @@ def bundle(goal_id: str, *, from_sizes: Iterable[int] = ()) -> dict[str, Any]:
         # What the goal row says now; not proven by the bundle (see the docs).
         "goal_version": goal,
         "events": records,
-        "inclusion": [proofs[r["position"]] for r in records],
+        # One multi-proof: the subtrees every event's inclusion path needs,
+        # each once ("level/index": hash). Per-event paths would repeat the
+        # upper nodes in every one of them.
+        "subtrees": subtrees,
         "head": head.as_dict(),
         "consistency": {str(size): merkle_store.consistency(size, head.size)
                         for size in sorted(sizes)},

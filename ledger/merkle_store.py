@@ -68,14 +68,12 @@ def inclusion(position: int, tree_size: int) -> list[str]:
                                                fetch)]
 
 
-def inclusions(positions: Iterable[int], tree_size: int) -> dict[int, list[str]]:
-    """Many leaves' inclusion proofs with the subtrees they share fetched once
-    (an export of a goal of 10,000 events)."""
-    ranges = {p: merkle.inclusion_ranges(p, tree_size) for p in positions}
-    nodes = fetch({key for rs in ranges.values() for a, b in rs
-                   for key in merkle.range_keys(a, b)})
-    return {p: [merkle.range_hash(a, b, nodes).hex() for a, b in rs]
-            for p, rs in ranges.items()}
+def subtrees(positions: Iterable[int], tree_size: int) -> dict[str, str]:
+    """A multi-proof: every stored subtree the inclusion paths of ``positions``
+    need, once each, as ``{"level/index": hash}`` (wakeledger_verify.merkle.subtree_name)."""
+    keys = {key for p in positions for a, b in merkle.inclusion_ranges(p, tree_size)
+            for key in merkle.range_keys(a, b)}
+    return {merkle.subtree_name(key): digest.hex() for key, digest in fetch(keys).items()}
 
 
 def consistency(first: int, second: int) -> list[str]:

@@ -421,7 +421,7 @@ def _rewrite_key(data):
 
 
 def _drop_middle(data):
-    del data["events"][2], data["inclusion"][2]
+    del data["events"][2]
 
 
 def _reorder(data):
@@ -441,7 +441,6 @@ def _insert_forged(data):
     forged["prev_hash"] = data["events"][-1]["hash"]
     forged["hash"] = records.chain_hash(forged)
     data["events"].append(forged)
-    data["inclusion"].append(data["inclusion"][-1])
 
 
 def _move_position(data):
@@ -484,9 +483,7 @@ def test_an_export_resigned_with_another_key_fails_against_the_pinned_key(export
     frontier = merkle.Frontier()
     for leaf in leaves:
         nodes.update(frontier.append(leaf))
-    data["inclusion"] = [[h.hex() for h in merkle.hashes_for(
-        merkle.inclusion_ranges(i, len(leaves)), lambda keys: {k: nodes[k] for k in keys})]
-        for i in range(len(leaves))]
+    data["subtrees"] = {merkle.subtree_name(k): h.hex() for k, h in nodes.items()}
     data["public_keys"] = {forger.key_id: forger.public_pem}
     path.write_text(json.dumps(data))
 
@@ -522,12 +519,26 @@ def test_a_malformed_bundle_is_a_failure_not_a_traceback(tmp_path, text, failure
     assert code == 1 and failure in out, out
 
 
-def test_bundle_check_refuses_events_without_proofs(exported):
+def test_a_bundle_short_of_a_subtree_its_proofs_need_is_rejected(exported):
     _, path, _ = exported
     data = json.loads(path.read_text())
-    data["inclusion"] = data["inclusion"][:-1]
-    with pytest.raises(bundle.Failure, match="one inclusion proof per event"):
+    del data["subtrees"][sorted(data["subtrees"])[0]]
+    with pytest.raises(bundle.Failure, match="inclusion proof does not match root "
+                                             r"\(the bundle lacks subtree"):
         bundle.check(data)
+    del data["subtrees"]
+    with pytest.raises(bundle.Failure, match="the bundle has no subtrees"):
+        bundle.check(data)
+
+
+def test_the_multi_proof_holds_each_subtree_once_and_only_those_needed(exported):
+    _, path, _ = exported
+    data = json.loads(path.read_text())
+    size = data["head"]["size"]
+    needed = {merkle.subtree_name(k) for e in data["events"]
+              for a, b in merkle.inclusion_ranges(e["position"], size)
+              for k in merkle.range_keys(a, b)}
+    assert set(data["subtrees"]) == needed
 
 
 BLOCKER = """

@@ -87,15 +87,14 @@ def _check_signature(head: Mapping[str, Any], key: Ed25519PublicKey, what: str) 
 
 
 def _check_events(bundle: Mapping[str, Any], head: Mapping[str, Any]) -> int:
-    events, paths = bundle.get("events"), bundle.get("inclusion")
+    events = bundle.get("events")
     if not isinstance(events, list) or not events:
         raise Failure("the bundle has no events")
-    if not isinstance(paths, list) or len(paths) != len(events):
-        raise Failure("the bundle does not have one inclusion proof per event")
+    subtrees = _subtrees(bundle.get("subtrees"))
     root = bytes.fromhex(head["root"])
     size = head["size"]
     previous_hash, previous_position = GENESIS, -1
-    for number, (record, path) in enumerate(zip(events, paths, strict=True), start=1):
+    for number, record in enumerate(events, start=1):
         where = f"event {number}"
         if not isinstance(record, Mapping) or set(record) != set(FIELDS):
             raise Failure(f"{where}: the record does not have exactly the fields "
@@ -120,14 +119,26 @@ def _check_events(bundle: Mapping[str, Any], head: Mapping[str, Any]) -> int:
             raise Failure(f"{where}: its position {position!r} is not after the previous "
                           f"event's and inside the head's {size} leaves")
         try:
-            hashes = [bytes.fromhex(item) for item in path]
-            reached = merkle.root_from_inclusion(position, size, leaf, hashes)
-        except (TypeError, ValueError, AttributeError):
-            raise Failure(f"{where}: inclusion proof does not match root") from None
+            # The path's shape comes from (position, size) alone; only its
+            # hashes come from the bundle.
+            path = merkle.inclusion_path(position, size, subtrees)
+            reached = merkle.root_from_inclusion(position, size, leaf, path)
+        except KeyError as missing:
+            raise Failure(f"{where}: inclusion proof does not match root (the bundle lacks "
+                          f"subtree {missing.args[0]})") from None
         if reached != root:
             raise Failure(f"{where}: inclusion proof does not match root")
         previous_hash, previous_position = record["hash"], position
     return len(events)
+
+
+def _subtrees(value: Any) -> dict[str, bytes]:
+    if not isinstance(value, Mapping):
+        raise Failure("the bundle has no subtrees (its inclusion multi-proof)")
+    try:
+        return {str(name): bytes.fromhex(digest) for name, digest in value.items()}
+    except (TypeError, ValueError):
+        raise Failure("the bundle's subtrees are not hex") from None
 
 
 def _goal(bundle: Mapping[str, Any]) -> str:

@@ -148,6 +148,21 @@ def range_hash(start: int, end: int, nodes: Mapping[Key, bytes]) -> bytes:
     return node_hash(range_hash(start, start + k, nodes), range_hash(start + k, end, nodes))
 
 
+def subtree_name(key: Key) -> str:
+    """How a multi-proof names a subtree: ``"level/index"``."""
+    return f"{key[0]}/{key[1]}"
+
+
+def inclusion_path(index: int, size: int, subtrees: Mapping[str, bytes]) -> list[bytes]:
+    """The inclusion path of leaf ``index`` built from a multi-proof's subtrees
+    (KeyError if one it needs is not there)."""
+    named = {}
+    for a, b in inclusion_ranges(index, size):
+        for key in range_keys(a, b):
+            named[key] = subtrees[subtree_name(key)]
+    return [range_hash(a, b, named) for a, b in inclusion_ranges(index, size)]
+
+
 def hashes_for(ranges: Sequence[Range], fetch: Callable[[set[Key]], Mapping[Key, bytes]]
                ) -> list[bytes]:
     """The hashes of ``ranges``, with every stored subtree they need fetched at once."""
