@@ -616,3 +616,26 @@ def test_export_to_stdout_is_the_bundle(db):
     data = json.loads(out)
     assert code == 0 and bundle.check(data).events == goal.version
     assert connection.vendor in ("sqlite", "postgresql")
+
+
+def test_the_admin_timeline_offers_the_verifiable_export_as_a_download(db):
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+    from django.test import Client
+
+    user = get_user_model().objects.create_user("audrey", password="x", is_staff=True)
+    user.groups.add(Group.objects.get(name="auditor"))
+    client = Client()
+    client.force_login(user)
+    goal = GoalFactory(checkpoints=2)
+    url = f"/admin/ledger/goal/{goal.pk}/export/"
+    assert url in client.get(f"/admin/ledger/goal/{goal.pk}/timeline/").content.decode()
+    before = client.get(url)  # nothing sealed yet: back to the timeline, with why
+    assert before.status_code == 302 and before.url.endswith("/timeline/")
+    sealing.seal()
+    answer = client.get(url)
+    assert answer.status_code == 200
+    assert answer["Content-Disposition"] == (
+        f'attachment; filename="wakeledger-export-{goal.pk}.json"')
+    assert bundle.check(json.loads(answer.content)).events == goal.version
+    assert Client().get(url).status_code == 302  # the login page, for no one logged in
