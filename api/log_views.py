@@ -31,6 +31,8 @@ class HeadSerializer(serializers.Serializer):
     root = serializers.CharField()
     timestamp = serializers.CharField()
     key_id = serializers.CharField()
+    horizon = serializers.IntegerField(help_text="every event with an id up to this is in "
+                                                 "the tree's first size leaves")
     signature = serializers.CharField()
     public_key = serializers.CharField(allow_null=True)
 

@@ -63,7 +63,7 @@ def audit(kept: dict[str, Any], keys: Iterable[Ed25519PublicKey]) -> Audit:
                 f"events give {roots.get(head.size)}")
         report.heads_checked += 1
     _check_stored_nodes(report, kept, roots)
-    _check_complete(report, stored)
+    _check_complete(report, stored, kept)
     return report
 
 
@@ -154,12 +154,12 @@ def _check_stored_nodes(report: Audit, kept: dict[str, Any], roots: dict[int, st
                                "does not verify")
 
 
-def _check_complete(report: Audit, stored: list[TreeHead]) -> None:
+def _check_complete(report: Audit, stored: list[TreeHead], kept: dict[str, Any]) -> None:
     """Every event the newest head's horizon covers has a leaf; later events are
     merely not sealed yet."""
-    if not stored:
-        return
-    horizon = max(head.horizon for head in stored)
+    # The kept head's horizon is signed and outside the database's reach; a
+    # stored head's is signed too (a lowered one fails its signature above).
+    horizon = max([kept["horizon"], *(head.horizon for head in stored)])
     outside = (Event.objects.filter(id__lte=horizon)
                .exclude(Exists(LogLeaf.objects.filter(event_id=OuterRef("id"))))
                .order_by("id").values_list("id", flat=True))

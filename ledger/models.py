@@ -205,8 +205,9 @@ class LogNode(models.Model):
 
 
 class TreeHead(models.Model):
-    """A signed (size, root, time): every event with ``id <= horizon`` is among
-    the first ``size`` leaves. ``timestamp`` is kept as the very text signed."""
+    """A signed (size, root, time, horizon): every event with ``id <= horizon``
+    is among the first ``size`` leaves. ``timestamp`` is kept as the very text
+    signed."""
 
     size = models.BigIntegerField()
     root = models.CharField(max_length=64)
@@ -223,7 +224,7 @@ class TreeHead(models.Model):
 
     def as_dict(self) -> dict[str, Any]:
         return {"size": self.size, "root": self.root, "timestamp": self.timestamp,
-                "key_id": self.key_id, "signature": self.signature}
+                "key_id": self.key_id, "horizon": self.horizon, "signature": self.signature}
 
 
 class SigningKey(models.Model):

@@ -130,8 +130,8 @@ def _sign() -> TreeHead | None:
         horizon = LogLeaf.objects.aggregate(last=Max("event_id"))["last"] or 0
         key = signing.signer()
         fields = {"size": tree_size, "root": merkle_store.root(tree_size).hex(),
-                  "timestamp": iso(clock.now()), "key_id": key.key_id}
-        head = TreeHead.objects.create(**fields, signature=key.sign(fields), horizon=horizon)
+                  "timestamp": iso(clock.now()), "key_id": key.key_id, "horizon": horizon}
+        head = TreeHead.objects.create(**fields, signature=key.sign(fields))
         SigningKey.objects.get_or_create(key_id=key.key_id, defaults={
             "public_key": key.public_pem, "first_used_at": clock.now()})
     _witness(head)

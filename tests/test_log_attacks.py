@@ -290,3 +290,12 @@ def test_events_sealed_after_the_kept_head_are_not_findings(world):
     code, out = against(world)
     assert code == 0 and "newer than the newest head are not sealed yet" in out, out
     assert merkle_store.size() < Event.objects.count()
+
+
+def test_lowering_the_stored_heads_horizon_does_not_hide_a_forged_insert(world):
+    insert_a_forged_event(world)
+    TreeHead.objects.update(horizon=-1)  # the horizon is signed: every head now fails
+    code, out = against(world)
+    assert code == 1
+    assert "event(s) 0 are older than the newest head" in out  # the kept head's horizon
+    assert "signature invalid for key" in out

@@ -475,7 +475,8 @@ def test_an_export_resigned_with_another_key_fails_against_the_pinned_key(export
     forger = signing.signer(tmp / "forger.pem")
     leaves = [records.record_leaf_hash(e) for e in data["events"]]
     data["head"] = {"size": len(leaves), "root": merkle.root_of(leaves).hex(),
-                    "timestamp": data["head"]["timestamp"], "key_id": forger.key_id}
+                    "timestamp": data["head"]["timestamp"], "key_id": forger.key_id,
+                    "horizon": data["head"]["horizon"]}
     data["head"]["signature"] = forger.sign(data["head"])
     for i, event in enumerate(data["events"]):
         event["position"] = i

@@ -1,9 +1,11 @@
 """Signed tree heads: what is signed, the key id, and checking a signature.
 
-A head signs (tree size, root, time) with Ed25519. The signed bytes are a
-fixed prefix and the canonical JSON of exactly those fields plus the key id,
-so a signature over one kind of message can never be read as another, and a
-head cannot be moved to another key's name.
+A head signs (tree size, root, time) with Ed25519, and its horizon: every
+event whose database id is at most ``horizon`` is among the first ``size``
+leaves (what lets a check find an event slipped in below it). The signed
+bytes are a fixed prefix and the canonical JSON of exactly those fields plus
+the key id, so a signature over one kind of message can never be read as
+another, and a head cannot be moved to another key's name.
 """
 
 import base64
@@ -18,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from wakeledger_verify.records import canonical
 
 PREFIX = b"wakeledger.tree-head.v1:"
-SIGNED_FIELDS = ("size", "root", "timestamp", "key_id")
+SIGNED_FIELDS = ("size", "root", "timestamp", "key_id", "horizon")
 
 
 def signed_bytes(head: Mapping[str, Any]) -> bytes:
@@ -66,9 +68,10 @@ def head_shape_error(head: Any) -> str | None:
     for name in (*SIGNED_FIELDS, "signature"):
         if name not in head:
             return f"the head has no {name}"
-    size = head["size"]
-    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-        return "the head's size is not a whole number"
+    for name in ("size", "horizon"):
+        value = head[name]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            return f"the head's {name} is not a whole number"
     root = head["root"]
     if not isinstance(root, str) or len(root) != 64 or not _hex(root):
         return "the head's root is not 64 hex digits"
