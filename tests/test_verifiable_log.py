@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import close_old_connections, connection, transaction
+from django.db import connection, connections, transaction
 from django_q.models import Schedule
 
 from ledger import merkle_store, sealing, signing, store
@@ -179,14 +179,19 @@ def test_the_seal_waits_for_an_append_in_flight_and_then_includes_it():
                 inserted.set()
                 release.wait(10)
         finally:
-            close_old_connections()
+            connections.close_all()  # this thread's own connection
 
     writer = threading.Thread(target=slow_append)
     writer.start()
     assert inserted.wait(10)
     sealed: list = []
-    sealer = threading.Thread(target=lambda: (sealed.append(sealing.seal()),
-                                              close_old_connections()))
+    def seal() -> None:
+        try:
+            sealed.append(sealing.seal())
+        finally:
+            connections.close_all()
+
+    sealer = threading.Thread(target=seal)
     sealer.start()
     sealer.join(0.5)
     assert sealer.is_alive(), "the seal must wait for the append in flight"
