@@ -645,3 +645,17 @@ def test_the_admin_timeline_offers_the_verifiable_export_as_a_download(db):
         f'attachment; filename="wakeledger-export-{goal.pk}.json"')
     assert bundle.check(json.loads(answer.content)).events == goal.version
     assert Client().get(url).status_code == 302  # the login page, for no one logged in
+
+
+def test_the_verifiable_log_benchmark_runs_and_reports_its_rows(tmp_path):
+    """bench/verifiable.py on a tiny log (the figures are make bench's)."""
+    out = tmp_path / "rows.json"
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "verifiable.py"), "--events",
+                           "400", "--goal-events", "60", "--reps", "5", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300, check=False, env=env,
+                          cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    rows = {row["name"]: row for row in json.loads(out.read_text())}
+    assert rows["bundle size, 60-event goal"]["value"] > 0
+    assert rows["wakeledger-verify (chain + proof per event)"]["value"] > 0
