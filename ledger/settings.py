@@ -333,6 +333,9 @@ WAKELEDGER_SEAL_MINUTES = env_int("WAKELEDGER_SEAL_MINUTES", 1, minimum=1, maxim
 # A witness outside the database: each new signed head is appended to this
 # file as one JSON line (empty: none). Put it on another disk or host mount.
 WAKELEDGER_HEAD_WITNESS_FILE = env_str("WAKELEDGER_HEAD_WITNESS_FILE", "")
+# And/or a webhook: each new head POSTed as JSON by the scheduled seal (and
+# `ledger seal`); a failure is logged, the head stays signed and stored.
+WAKELEDGER_HEAD_WITNESS_URL = env_str("WAKELEDGER_HEAD_WITNESS_URL", "")
 
 LOG_LEVEL = env_str("WAKELEDGER_LOG_LEVEL", "INFO").upper()
 if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:

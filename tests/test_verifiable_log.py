@@ -659,3 +659,36 @@ def test_the_verifiable_log_benchmark_runs_and_reports_its_rows(tmp_path):
     rows = {row["name"]: row for row in json.loads(out.read_text())}
     assert rows["bundle size, 60-event goal"]["value"] > 0
     assert rows["wakeledger-verify (chain + proof per event)"]["value"] > 0
+
+
+def test_a_webhook_witness_receives_each_new_head(settings, db):
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    received: list = []
+
+    class Witness(BaseHTTPRequestHandler):
+        def do_POST(self):
+            length = int(self.headers["Content-Length"])
+            received.append((self.headers["Idempotency-Key"], json.loads(self.rfile.read(length))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Witness)
+    thread = threading.Thread(target=server.handle_request)
+    thread.start()
+    settings.WAKELEDGER_HEAD_WITNESS_URL = f"http://127.0.0.1:{server.server_port}/heads"
+    GoalFactory()
+    code, out, _ = ledger("seal")
+    thread.join(10)
+    server.server_close()
+    head = TreeHead.objects.get()
+    assert code == 0 and "witness took the head" in out
+    assert received == [(f"tree-head-{head.size}", head.as_dict())]
+    # A witness that is down costs a log line, never the seal.
+    settings.WAKELEDGER_HEAD_WITNESS_URL = f"http://127.0.0.1:{server.server_port}/heads"
+    GoalFactory()
+    assert scheduled.seal_log() == Event.objects.count()
+    assert TreeHead.objects.count() == 2
