@@ -202,6 +202,52 @@ def test_the_seal_waits_for_an_append_in_flight_and_then_includes_it():
     assert LogLeaf.objects.filter(event_id=Event.objects.latest("id").id).exists()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_an_id_that_commits_after_a_larger_one_is_never_skipped():
+    """PostgreSQL hands out ids at insert, not at commit: event n can commit
+    after event n + 1. A seal that moved its mark past n + 1 would skip n for
+    good (Eventuous#222); the horizon's table lock waits for n instead."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite has one writer at a time: ids commit in order")
+    slow, fast = GoalFactory(), GoalFactory()
+    inserted, release = threading.Event(), threading.Event()
+
+    def slow_append() -> None:
+        try:
+            with transaction.atomic():
+                append_checkpoint(str(slow.pk), "takes its time")
+                inserted.set()
+                release.wait(10)
+        finally:
+            connections.close_all()
+
+    writer = threading.Thread(target=slow_append)
+    writer.start()
+    assert inserted.wait(10)
+    append_checkpoint(str(fast.pk), "commits first")  # a larger id, committed now
+    sealed: list = []
+
+    def seal() -> None:
+        try:
+            sealed.append(sealing.seal())
+        finally:
+            connections.close_all()
+
+    sealer = threading.Thread(target=seal)
+    sealer.start()
+    sealer.join(0.5)
+    assert sealer.is_alive(), "the seal must wait for the smaller id still in flight"
+    release.set()
+    writer.join(10)
+    sealer.join(20)
+    late = Event.objects.get(goal=slow, seq=2)
+    early = Event.objects.get(goal=fast, seq=2)
+    assert late.id < early.id
+    positions = dict(LogLeaf.objects.values_list("event_id", "position"))
+    assert positions[late.id] < positions[early.id]  # both in, in id order
+    assert sealed[0].size == Event.objects.count()
+
+
 @pytest.mark.django_db
 def test_the_signing_key_is_made_once_owner_only_with_a_key_id(tmp_path):
     path = tmp_path / "var" / "signing_key.pem"
