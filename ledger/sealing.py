@@ -47,7 +47,10 @@ logger = logging.getLogger(__name__)
 
 BATCH = 1000  # events per transaction: ~0.15 s of SQLite's write lock at ~7,800 events/s
 _LOCK_SEAL = 0x574C0003  # "WL" 3, beside the store's start locks
-LOCK_TIMEOUT = "5s"
+# While the seal's lock request waits for an append in flight, later appends
+# queue behind it: this bounds that stall. An append takes milliseconds; one
+# that holds its transaction longer makes this seal give up (next run seals).
+LOCK_TIMEOUT = "1s"
 
 
 class HorizonBusy(Exception):
