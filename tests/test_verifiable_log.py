@@ -248,6 +248,36 @@ def test_an_id_that_commits_after_a_larger_one_is_never_skipped():
     assert sealed[0].size == Event.objects.count()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_behind_an_append_stuck_past_the_lock_timeout_the_seal_gives_up(caplog):
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite's seal waits for its write lock like every writer")
+    goal = GoalFactory()
+    inserted, release = threading.Event(), threading.Event()
+
+    def stuck_append() -> None:
+        try:
+            with transaction.atomic():
+                append_checkpoint(str(goal.pk), "stuck")
+                inserted.set()
+                release.wait(10)
+        finally:
+            connections.close_all()
+
+    writer = threading.Thread(target=stuck_append)
+    writer.start()
+    try:
+        assert inserted.wait(10)
+        with pytest.raises(sealing.HorizonBusy, match="could not lock ledger_event within 1s"):
+            sealing.seal()
+        assert scheduled.seal_log() == -1 and "seal skipped" in caplog.text
+        assert LogLeaf.objects.count() == 0 and TreeHead.objects.count() == 0
+    finally:
+        release.set()
+        writer.join(10)
+    assert sealing.seal().size == Event.objects.count()
+
+
 @pytest.mark.django_db
 def test_the_signing_key_is_made_once_owner_only_with_a_key_id(tmp_path):
     path = tmp_path / "var" / "signing_key.pem"
