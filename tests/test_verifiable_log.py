@@ -768,3 +768,18 @@ def test_a_webhook_witness_receives_each_new_head(settings, db):
     GoalFactory()
     assert scheduled.seal_log() == Event.objects.count()
     assert TreeHead.objects.count() == 2
+
+
+def test_after_a_rotation_both_keys_pin_a_bundle_and_a_kept_head(exported, settings):
+    goal, path, tmp = exported
+    settings.WAKELEDGER_SIGNING_KEY_FILE = tmp / "rotated.pem"
+    GoalFactory()
+    new_key = tmp / "new.pem"
+    new_key.write_text(signing.signer().public_pem)
+    code, _, _ = ledger("export", str(goal.pk), "-o", str(path))
+    assert code == 0 and json.loads(path.read_text())["head"]["key_id"] == signing.signer().key_id
+    kept = ("--head", str(tmp / "kept.json"))  # signed by the old key
+    code, out = verify(str(path), "--key", str(new_key), *kept)
+    assert code == 1 and "the kept head is signed by key" in out
+    code, out = verify(str(path), "--key", str(new_key), "--key", str(tmp / "key.pem"), *kept)
+    assert code == 0 and "extends the kept head" in out, out

@@ -5,7 +5,7 @@ head's signature, and optionally that the head extends one the auditor kept.
 problem is a failure it names, like a wrong hash.
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,9 +43,13 @@ class Result:
         return text
 
 
-def check(bundle: Any, *, key: Ed25519PublicKey | None = None,
+def check(bundle: Any, *, key: Ed25519PublicKey | Sequence[Ed25519PublicKey] | None = None,
           kept_head: Any = None) -> Result:
-    """Raise Failure naming the first thing wrong; return what was proven."""
+    """Raise Failure naming the first thing wrong; return what was proven.
+
+    ``key``: the pinned public key, or several (keys rotated away still sign
+    older heads, a kept head among them); None trusts the bundle's own."""
+    pinned = _pinned(key)
     if not isinstance(bundle, Mapping):
         raise Failure("the bundle is not a JSON object")
     if bundle.get("format") != BUNDLE_FORMAT:
@@ -56,13 +60,31 @@ def check(bundle: Any, *, key: Ed25519PublicKey | None = None,
         raise Failure(problem)
     result = Result(goal=str(bundle.get("goal", "")), tree_size=head["size"],
                     root=head["root"], key_id=head["key_id"], timestamp=head["timestamp"],
-                    key_pinned=key is not None)
-    signer = key if key is not None else _bundled_key(bundle, head["key_id"])
-    _check_signature(head, signer, "the bundle's head")
+                    key_pinned=pinned is not None)
+    _check_signature(head, _signer(bundle, head, pinned, "the bundle's head"),
+                     "the bundle's head")
     result.events = _check_events(bundle, head)
     if kept_head is not None:
-        result.kept_head = _check_kept(bundle, head, kept_head, key)
+        result.kept_head = _check_kept(bundle, head, kept_head, pinned)
     return result
+
+
+def _pinned(key: Ed25519PublicKey | Sequence[Ed25519PublicKey] | None
+            ) -> dict[str, Ed25519PublicKey] | None:
+    if key is None:
+        return None
+    keys = [key] if isinstance(key, Ed25519PublicKey) else list(key)
+    return {heads.key_id(k): k for k in keys} or None
+
+
+def _signer(bundle: Mapping[str, Any], head: Mapping[str, Any],
+            pinned: dict[str, Ed25519PublicKey] | None, what: str) -> Ed25519PublicKey:
+    if pinned is None:
+        return _bundled_key(bundle, head["key_id"])
+    if head["key_id"] not in pinned:
+        raise Failure(f"{what} is signed by key {head['key_id']}, not by the given key "
+                      f"{', '.join(sorted(pinned))}")
+    return pinned[head["key_id"]]
 
 
 def _bundled_key(bundle: Mapping[str, Any], wanted: str) -> Ed25519PublicKey:
@@ -79,9 +101,6 @@ def _bundled_key(bundle: Mapping[str, Any], wanted: str) -> Ed25519PublicKey:
 
 
 def _check_signature(head: Mapping[str, Any], key: Ed25519PublicKey, what: str) -> None:
-    if head["key_id"] != heads.key_id(key):
-        raise Failure(f"{what} is signed by key {head['key_id']}, not by the given key "
-                      f"{heads.key_id(key)}")
     if not heads.signature_valid(head, key):
         raise Failure(f"signature invalid for key {head['key_id']} ({what})")
 
@@ -146,12 +165,11 @@ def _goal(bundle: Mapping[str, Any]) -> str:
 
 
 def _check_kept(bundle: Mapping[str, Any], head: Mapping[str, Any], kept: Any,
-                key: Ed25519PublicKey | None) -> dict[str, Any]:
+                pinned: dict[str, Ed25519PublicKey] | None) -> dict[str, Any]:
     problem = heads.head_shape_error(kept)
     if problem:
         raise Failure(f"the kept head is not a tree head: {problem}")
-    signer = key if key is not None else _bundled_key(bundle, kept["key_id"])
-    _check_signature(kept, signer, "the kept head")
+    _check_signature(kept, _signer(bundle, kept, pinned, "the kept head"), "the kept head")
     if kept["size"] > head["size"]:
         raise Failure(f"the kept head ({kept['size']} leaves) is newer than the bundle's "
                       f"({head['size']}): export the goal again")

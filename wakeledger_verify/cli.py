@@ -22,8 +22,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "inclusion proof, the signed tree head and, with --head, that the log "
                     "still extends a head you kept.")
     parser.add_argument("bundle", help="the JSON file `manage.py ledger export` wrote")
-    parser.add_argument("--key", help="the server's public key (PEM) to pin; without it the "
-                                      "key inside the bundle is used")
+    parser.add_argument("--key", action="append", default=[],
+                        help="the server's public key (PEM) to pin; repeat it for keys "
+                             "rotated away; without it the key inside the bundle is used")
     parser.add_argument("--head", help="a tree head kept earlier (the JSON of "
                                        "GET /api/v1/ledger/head)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -43,15 +44,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> bundles.Result:
     data = _read_json(args.bundle, "the bundle")
-    key = None
-    if args.key:
+    keys = []
+    for path in args.key:
         try:
-            key = heads.load_public_key(_read(args.key, "the key file"))
+            keys.append(heads.load_public_key(_read(path, "the key file")))
         except ValueError as error:
-            raise bundles.Failure(f"the key file {args.key} is not an Ed25519 public key "
+            raise bundles.Failure(f"the key file {path} is not an Ed25519 public key "
                                   f"(PEM): {error}") from None
     kept = _read_json(args.head, "the head file") if args.head else None
-    return bundles.check(data, key=key, kept_head=kept)
+    return bundles.check(data, key=keys or None, kept_head=kept)
 
 
 def _read(path: str, what: str) -> str:
