@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from api import views
+from api import log_views, views
 
 app_name = "api"
 
@@ -40,4 +40,10 @@ urlpatterns = [
     path(f"{goal}/wake", views.WakeView.as_view(), name="wake"),
     path("alerts", views.AlertsView.as_view(), name="alerts"),
     path("jobs/<str:job_id>/status", views.JobNotifyView.as_view(), name="job-notify"),
+    path("ledger/head", log_views.LogHeadView.as_view(), name="log-head"),
+    path("ledger/heads", log_views.LogHeadsView.as_view(), name="log-heads"),
+    path("ledger/proof/inclusion", log_views.InclusionProofView.as_view(),
+         name="log-inclusion"),
+    path("ledger/proof/consistency", log_views.ConsistencyProofView.as_view(),
+         name="log-consistency"),
 ]

@@ -31,7 +31,7 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html
 
 from api.accounts import OPERATOR, ROLES, role_of
-from ledger import alerts, clock, continuations, projection, store, timeline
+from ledger import alerts, clock, continuations, export, projection, store, timeline
 from ledger.domain import DomainError, GoalState, decide, liveness
 from ledger.domain.runs import Recover, ResolveApproval, Stop
 from ledger.domain.wakes import WakeNow, watchdog_health
@@ -155,6 +155,8 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
                  name="ledger_goal_timeline"),
             path("<uuid:goal_id>/act/<str:action>/", view(self.act_view),
                  name="ledger_goal_act"),
+            path("<uuid:goal_id>/export/", view(self.export_view),
+                 name="ledger_goal_export"),
             *super().get_urls(),
         ]
 
@@ -206,6 +208,25 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
             "running_jobs": state.running_jobs(),
         }
         return TemplateResponse(request, "admin/ledger/goal/timeline.html", context)
+
+    def export_view(self, request: HttpRequest, goal_id: uuid.UUID) -> HttpResponse:
+        """The goal's verifiable export (docs/integrity.md), as a download. Against
+        the newest signed head as it is: a GET never seals (the scheduler does,
+        every minute)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        goal = get_object_or_404(Goal, pk=goal_id)
+        try:
+            bundle = export.bundle(str(goal.pk))
+        except export.NothingToExport as error:
+            messages.warning(request, f"No verifiable export yet: {error}.")
+            return HttpResponseRedirect(reverse("admin:ledger_goal_timeline", args=[goal.pk]))
+        response = HttpResponse(json.dumps(bundle, indent=1, sort_keys=True,
+                                           ensure_ascii=False) + "\n",
+                                content_type="application/json")
+        response["Content-Disposition"] = (
+            f'attachment; filename="wakeledger-export-{goal.pk}.json"')
+        return response
 
     # ------------------------------------------------------------------ dashboard
 

@@ -191,3 +191,72 @@ class Event(models.Model):
     @property
     def family(self) -> str:
         return self.kind.partition(".")[0]
+
+
+# --------------------------------------------------------------------------- the verifiable log
+# One Merkle tree over all events (docs/integrity.md, "The verifiable log"),
+# written only by the sealing step (ledger/sealing.py), never by an append.
+
+
+class LogLeaf(models.Model):
+    """An event's place in the log: its tree index and its leaf hash (level 0).
+
+    ``event_id`` is a plain column, not a foreign key: the log must be able
+    to *report* a leaf whose event was deleted behind the database's back,
+    and a constraint would only make such a deletion delete or keep the leaf
+    (whatever the attacker chose) instead."""
+
+    position = models.BigIntegerField(primary_key=True)
+    event_id = models.BigIntegerField(unique=True)
+    hash = models.CharField(max_length=64)
+
+    def __str__(self) -> str:
+        return f"leaf {self.position} (event {self.event_id})"
+
+
+class LogNode(models.Model):
+    """A complete perfect subtree above the leaves: ``key`` is level << 48 | index,
+    one integer so that a proof's nodes are one ``IN`` query. Stored once, when
+    its last leaf is sealed; a proof of any size is made of these."""
+
+    key = models.BigIntegerField(primary_key=True)
+    hash = models.CharField(max_length=64)
+
+    def __str__(self) -> str:
+        return f"node {self.key >> 48}/{self.key & ((1 << 48) - 1)}"
+
+
+class TreeHead(models.Model):
+    """A signed (size, root, time, horizon): every event with ``id <= horizon``
+    is among the first ``size`` leaves. ``timestamp`` is kept as the very text
+    signed."""
+
+    size = models.BigIntegerField()
+    root = models.CharField(max_length=64)
+    timestamp = models.CharField(max_length=32)
+    key_id = models.CharField(max_length=40)
+    signature = models.CharField(max_length=100)
+    horizon = models.BigIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["size"], name="ledger_treehead_size")]
+
+    def __str__(self) -> str:
+        return f"head {self.size} {self.root[:12]}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"size": self.size, "root": self.root, "timestamp": self.timestamp,
+                "key_id": self.key_id, "horizon": self.horizon, "signature": self.signature}
+
+
+class SigningKey(models.Model):
+    """Every public key that signed a head, kept after rotation so old heads stay
+    checkable. A convenience for serving them, not a root of trust: auditors
+    pin keys they received out of band (``ledger key``)."""
+
+    key_id = models.CharField(max_length=40, primary_key=True)
+    public_key = models.TextField()
+    first_used_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return self.key_id

@@ -322,6 +322,21 @@ WAKELEDGER_FAILPOINTS_ENABLED = env_bool("WAKELEDGER_FAILPOINTS_ENABLED", False)
 WAKELEDGER_DISPATCHERS = env_json("WAKELEDGER_DISPATCHERS", {})
 WAKELEDGER_RUNS_DIR = VAR_DIR / "runs"
 
+# ---------------------------------------------------------------- the verifiable log
+# The Ed25519 key that signs tree heads (docs/integrity.md): a PEM file,
+# generated 0600 on first use when absent. Every process that seals (the
+# qcluster, `ledger seal`) must read the same file; several hosts share one.
+WAKELEDGER_SIGNING_KEY_FILE = Path(env_str("WAKELEDGER_SIGNING_KEY_FILE",
+                                           str(VAR_DIR / "signing_key.pem")))
+# How often the scheduler seals new events into the tree and signs a head.
+WAKELEDGER_SEAL_MINUTES = env_int("WAKELEDGER_SEAL_MINUTES", 1, minimum=1, maximum=60)
+# A witness outside the database: each new signed head is appended to this
+# file as one JSON line (empty: none). Put it on another disk or host mount.
+WAKELEDGER_HEAD_WITNESS_FILE = env_str("WAKELEDGER_HEAD_WITNESS_FILE", "")
+# And/or a webhook: each new head POSTed as JSON by the scheduled seal (and
+# `ledger seal`); a failure is logged, the head stays signed and stored.
+WAKELEDGER_HEAD_WITNESS_URL = env_str("WAKELEDGER_HEAD_WITNESS_URL", "")
+
 LOG_LEVEL = env_str("WAKELEDGER_LOG_LEVEL", "INFO").upper()
 if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
     raise ImproperlyConfigured(f"WAKELEDGER_LOG_LEVEL={LOG_LEVEL!r} is not a log level.")

@@ -8,7 +8,7 @@ class SchedulingConfig(AppConfig):
 
     def ready(self) -> None:
         from ledger import doctor, store
-        from scheduling import dispatch, maintenance, outbox, watchdogs
+        from scheduling import dispatch, maintenance, outbox, sealing, watchdogs
 
         # A bad dispatcher configuration stops start-up, not the first wake.
         dispatch.configured()
@@ -22,3 +22,5 @@ class SchedulingConfig(AppConfig):
                              dispatch_uid="scheduling.ensure_prune_schedule")
         post_migrate.connect(doctor.ensure_repair, sender=self,
                              dispatch_uid="scheduling.ensure_repair")
+        post_migrate.connect(sealing.ensure_seal_schedule, sender=self,
+                             dispatch_uid="scheduling.ensure_seal_schedule")

@@ -15,6 +15,7 @@ from rest_framework.test import APIClient
 from api import tokens
 from api.models import ApiToken
 from ledger import clock as ledger_clock
+from ledger import sealing
 from ledger.models import Event, Goal
 from tests.factories import COMPLETED
 
@@ -74,7 +75,14 @@ ENDPOINTS = {
     # The agent holds a live lease: there is nothing to wake (not_wakeable).
     "POST wake": ("POST", "goals/{gid}/wake", lambda lease: {"reason": "reset came early"}),
     "GET alerts": ("GET", "alerts", None),
+    # The verifiable log (issue 23); the goal fixture seals, so there is a head.
+    "GET log head": ("GET", "ledger/head", None),
+    "GET log heads": ("GET", "ledger/heads", None),
+    "GET inclusion proof": ("GET", "ledger/proof/inclusion?event={event}", None),
+    "GET consistency proof": ("GET", "ledger/proof/consistency?from=1", None),
 }
+# About the whole log, not one goal: their answers name no goal.
+LOG_WIDE = {"GET log head", "GET log heads", "GET consistency proof"}
 GOAL_SCOPED = [name for name, (_, path, _) in ENDPOINTS.items() if "{gid}" in path]
 
 # The matrix. "agent" owns the goal; "other_agent" is another agent.
@@ -105,6 +113,10 @@ MATRIX = [
     ("POST recover",            403,   403,         403,     409),
     ("POST wake",               403,   403,         403,     409),
     ("GET alerts",              200,   200,         200,     200),
+    ("GET log head",            200,   200,         200,     200),
+    ("GET log heads",           200,   200,         200,     200),
+    ("GET inclusion proof",     200,   404,         200,     200),
+    ("GET consistency proof",   403,   403,         200,     200),
 ]
 ROLES = ("agent", "other_agent", "auditor", "operator")
 CODES = {400: "validation_error", 401: "unauthenticated", 403: "forbidden", 404: "not_found",
@@ -119,7 +131,7 @@ def test_the_matrix_names_every_api_v1_endpoint():
     # (tests/test_requested_wakes.py checks every role is refused there).
     documentation = {"health", "skill", "schema", "docs", "job-notify"}
     assert [name for name, *_ in MATRIX] == list(ENDPOINTS)
-    paths = {path for _, path, _ in ENDPOINTS.values()}
+    paths = {path.partition("?")[0] for _, path, _ in ENDPOINTS.values()}
     assert {str(p.pattern).replace("<str:goal_id>", "{gid}").replace("<str:job_id>", "job-1")
             .replace("<str:gate>", "deploy")
             for p in urls.urlpatterns if p.name not in documentation} == paths
@@ -127,15 +139,17 @@ def test_the_matrix_names_every_api_v1_endpoint():
 
 @pytest.fixture
 def goal(agent, clock):
-    """agent-1's running goal with its lease."""
+    """agent-1's running goal with its lease, sealed into the log under a signed head."""
     body = agent.start().json()
+    sealing.seal()
     return body["goal"]["id"], {"token": body["lease"]["token"],
                                 "generation": body["lease"]["generation"]}
 
 
 def call(client: APIClient, endpoint: str, gid: str, lease: dict | None):
     method, path, body = ENDPOINTS[endpoint]
-    url = "/api/v1/" + path.format(gid=gid)
+    first = Event.objects.filter(goal_id=gid).order_by("seq").values_list("id", flat=True)
+    url = "/api/v1/" + path.format(gid=gid, event=first.first())
     if method == "GET":
         return client.get(url)
     return client.generic(method, url, json.dumps(body(lease)), "application/json")
@@ -177,6 +191,8 @@ def test_role_matrix(request, goal, endpoint, role, expected):
     assert response.status_code == expected, response.content
     if endpoint == "GET alerts":
         assert response.json() == []  # a running goal needs no human
+    elif endpoint in LOG_WIDE:
+        assert snapshot() == before
     elif ENDPOINTS[endpoint][0] == "GET":
         # Readers see the goal; another agent does not even see it listed.
         assert (gid in response.content.decode()) is (role != "other_agent")

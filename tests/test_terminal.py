@@ -16,7 +16,7 @@ from ledger import demo, doctor, store, terminal
 from ledger.domain import Heartbeat, RecordCheckpoint
 from ledger.domain import events as kinds
 from ledger.models import Event, Goal
-from scheduling import maintenance, watchdogs
+from scheduling import maintenance, sealing, watchdogs
 from tests.factories import GoalFactory, proof_of
 
 pytestmark = pytest.mark.django_db
@@ -337,7 +337,8 @@ def test_demo_tells_real_histories_that_replay_and_verify(clock):
     # pending reset wake remain, due after now.
     schedules = dict(Schedule.objects.filter(name__startswith="wakeledger-")
                      .exclude(name__in=(watchdogs.SWEEPER_NAME, maintenance.PRUNE_NAME,
-                                        doctor.REPAIR_NAME))
+                                        doctor.REPAIR_NAME,
+                                        sealing.SEAL_NAME))
                      .values_list("name", "next_run"))
     assert schedules.keys() == {watchdogs.schedule_name(goals["search-reindex"].pk),
                                 watchdogs.reset_schedule_name(goals["changelog-0.9"].pk)}

@@ -23,7 +23,7 @@ def backfill(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ledger', '0006_leaner_event_writes'),
+        ('ledger', '0007_verifiable_log'),
     ]
 
     operations = [

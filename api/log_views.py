@@ -1,0 +1,201 @@
+"""The verifiable log over HTTP (/api/v1/ledger/…): signed tree heads and
+RFC 9162 inclusion and consistency proofs. Thin, like api.views: the tree
+lives in ledger.merkle_store, the checks in wakeledger_verify.
+
+Who may ask: every role reads heads (an agent may keep them too); an agent
+gets inclusion proofs for its own goals' events only (another's is 404, as
+everywhere in the API); consistency proofs, which are about the whole log,
+are for auditors and operators.
+"""
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from api.problems import Problem
+from api.roles import AGENT, AUDITOR, OPERATOR, role_of
+from api.schema import QUERY, responses
+from api.serializers import StrictSerializer, validated
+from api.views import READERS, LedgerView
+from ledger import merkle_store
+from ledger.models import Event, LogLeaf, SigningKey, TreeHead
+
+# ----------------------------------------------------------------------- shapes
+
+
+class HeadSerializer(serializers.Serializer):
+    size = serializers.IntegerField()
+    root = serializers.CharField()
+    timestamp = serializers.CharField()
+    key_id = serializers.CharField()
+    horizon = serializers.IntegerField(help_text="every event with an id up to this is in "
+                                                 "the tree's first size leaves")
+    signature = serializers.CharField()
+    public_key = serializers.CharField(allow_null=True)
+
+
+class HeadPageSerializer(serializers.Serializer):
+    heads = HeadSerializer(many=True)
+    next_before = serializers.IntegerField(allow_null=True)
+
+
+class HeadsQuerySerializer(StrictSerializer):
+    before = serializers.IntegerField(min_value=1, max_value=2**62, required=False,
+                                      help_text="only heads of fewer leaves (the previous "
+                                                "page's next_before)")
+    limit = serializers.IntegerField(min_value=1, max_value=1000, required=False, default=100)
+
+
+class InclusionQuerySerializer(StrictSerializer):
+    event = serializers.IntegerField(min_value=1, max_value=2**62,
+                                     help_text="the event's id")
+    size = serializers.IntegerField(min_value=1, max_value=2**62, required=False,
+                                    help_text="the tree size to prove against (default: the "
+                                              "newest signed head's)")
+
+
+class ConsistencyQuerySerializer(StrictSerializer):
+    # "from" is a Python keyword: declared through the class namespace.
+    vars()["from"] = serializers.IntegerField(min_value=1, max_value=2**62,
+                                              help_text="the earlier tree size")
+    to = serializers.IntegerField(min_value=1, max_value=2**62, required=False,
+                                  help_text="the later tree size (default: the newest signed "
+                                            "head's)")
+
+
+class RecordSerializer(serializers.Serializer):
+    position = serializers.IntegerField()
+    id = serializers.IntegerField()
+    goal = serializers.CharField()
+    seq = serializers.IntegerField()
+    kind = serializers.CharField()
+    data = serializers.JSONField()
+    actor = serializers.CharField()
+    recorded_at = serializers.CharField()
+    idempotency_key = serializers.CharField(allow_null=True)
+    prev_hash = serializers.CharField()
+    hash = serializers.CharField()
+
+
+class InclusionSerializer(serializers.Serializer):
+    event = serializers.IntegerField()
+    leaf_index = serializers.IntegerField()
+    tree_size = serializers.IntegerField()
+    leaf_hash = serializers.CharField()
+    audit_path = serializers.ListField(child=serializers.CharField())
+    record = RecordSerializer()
+
+
+class ConsistencySerializer(serializers.Serializer):
+    vars()["from"] = serializers.IntegerField()
+    to = serializers.IntegerField()
+    from_root = serializers.CharField()
+    to_root = serializers.CharField()
+    proof = serializers.ListField(child=serializers.CharField())
+
+
+def head_body(head: TreeHead, keys: dict[str, str] | None = None) -> dict[str, Any]:
+    if keys is None:
+        keys = dict(SigningKey.objects.filter(key_id=head.key_id)
+                    .values_list("key_id", "public_key"))
+    return {**head.as_dict(), "public_key": keys.get(head.key_id)}
+
+
+def newest_head() -> TreeHead:
+    head = TreeHead.objects.order_by("-id").first()
+    if head is None:
+        raise Problem("not_sealed", "No tree head has been signed yet.")
+    return head
+
+
+def tree_size_arg(value: int, name: str, tree_size: int) -> int:
+    if value > tree_size:
+        raise Problem("validation_error", f"The tree has {tree_size} leaves.",
+                      errors={name: [f"Ensure this value is less than or equal to "
+                                     f"{tree_size} (the tree's size)."]})
+    return value
+
+
+# ----------------------------------------------------------------------- views
+
+
+class LogHeadView(LedgerView):
+    roles = {"GET": READERS}
+
+    @extend_schema(summary="The newest signed tree head of the log (keep it to check later)",
+                   responses=responses({200: HeadSerializer}, "not_sealed"))
+    def get(self, request: Request) -> Response:
+        return Response(head_body(newest_head()))
+
+
+class LogHeadsView(LedgerView):
+    roles = {"GET": READERS}
+
+    @extend_schema(summary="Signed tree heads, newest first",
+                   parameters=[HeadsQuerySerializer],
+                   responses=responses({200: HeadPageSerializer}, *QUERY))
+    def get(self, request: Request) -> Response:
+        query = validated(HeadsQuerySerializer, request.query_params.dict())
+        found = TreeHead.objects.order_by("-size", "-id")
+        if "before" in query:
+            found = found.filter(size__lt=query["before"])
+        page = list(found[:query["limit"] + 1])
+        more = len(page) > query["limit"]
+        page = page[:query["limit"]]
+        keys = dict(SigningKey.objects.filter(key_id__in={h.key_id for h in page})
+                    .values_list("key_id", "public_key"))
+        return Response({"heads": [head_body(h, keys) for h in page],
+                         "next_before": page[-1].size if more else None})
+
+
+class InclusionProofView(LedgerView):
+    roles = {"GET": READERS}
+
+    @extend_schema(summary="An event's inclusion proof in the tree of a given size "
+                           "(RFC 9162 2.1.3)",
+                   parameters=[InclusionQuerySerializer],
+                   responses=responses({200: InclusionSerializer}, *QUERY, "not_found",
+                                       "not_sealed"))
+    def get(self, request: Request) -> Response:
+        query = validated(InclusionQuerySerializer, request.query_params.dict())
+        events = Event.objects.filter(pk=query["event"])
+        if role_of(request.user) == AGENT:
+            events = events.filter(goal__agent=request.user.get_username())
+        row = events.values_list(*merkle_store.EVENT_COLUMNS).first()
+        if row is None:
+            raise Problem("not_found", f"No event {query['event']}.")
+        leaf = LogLeaf.objects.filter(event_id=row[0]).first()
+        if leaf is None:
+            raise Problem("not_sealed", f"Event {row[0]} is not in the log's tree yet.")
+        size = query.get("size") or newest_head().size
+        size = tree_size_arg(size, "size", merkle_store.size())
+        if size <= leaf.position:
+            detail = f"Event {row[0]} is leaf {leaf.position}, outside a tree of {size} leaves."
+            if "size" in query:  # the caller's size is too small for this event
+                raise Problem("validation_error", detail, errors={"size": [
+                    f"Ensure this value is greater than {leaf.position}."]})
+            raise Problem("not_sealed", detail)  # sealed, but no head covers it yet
+        return Response({"event": row[0], "leaf_index": leaf.position, "tree_size": size,
+                         "leaf_hash": leaf.hash,
+                         "audit_path": merkle_store.inclusion(leaf.position, size),
+                         "record": merkle_store.record(leaf.position, row)})
+
+
+class ConsistencyProofView(LedgerView):
+    roles = {"GET": (AUDITOR, OPERATOR)}
+
+    @extend_schema(summary="A consistency proof between two tree sizes (RFC 9162 2.1.4)",
+                   parameters=[ConsistencyQuerySerializer],
+                   responses=responses({200: ConsistencySerializer}, *QUERY, "not_sealed"))
+    def get(self, request: Request) -> Response:
+        query = validated(ConsistencyQuerySerializer, request.query_params.dict())
+        tree_size = merkle_store.size()
+        second = tree_size_arg(query.get("to") or newest_head().size, "to", tree_size)
+        first = tree_size_arg(query["from"], "from", second)
+        return Response({"from": first, "to": second,
+                         "from_root": merkle_store.root(first).hex(),
+                         "to_root": merkle_store.root(second).hex(),
+                         "proof": merkle_store.consistency(first, second)})

@@ -1,0 +1,5 @@
+import sys
+
+from wakeledger_verify.cli import main
+
+sys.exit(main())
