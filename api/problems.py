@@ -20,6 +20,7 @@ CHALLENGE = 'Bearer realm="wakeledger"'
 STATUS_BY_CODE = {
     "validation_error": 400,
     "malformed_json": 400,
+    "time_out_of_range": 400,
     "lease_required": 400,
     "unauthenticated": 401,
     "forbidden": 403,
@@ -53,6 +54,7 @@ STATUS_BY_CODE = {
 TITLES = {
     "validation_error": "The request is not valid.",
     "malformed_json": "The body is not valid JSON.",
+    "time_out_of_range": "A date-time lies outside the range the ledger records.",
     "lease_required": "This call must carry the lease.",
     "unauthenticated": "Authentication is required.",
     "forbidden": "Not allowed.",
