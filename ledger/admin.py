@@ -23,15 +23,16 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import connections
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse, reverse_lazy
 from django.utils.functional import cached_property
 from django.utils.html import format_html
+from django.utils.http import urlencode
 
 from api.accounts import OPERATOR, ROLES, role_of
-from ledger import clock, continuations, projection, store, timeline
+from ledger import clock, continuations, goalids, projection, store, timeline
 from ledger.domain import DomainError, GoalState, decide
 from ledger.domain.runs import Recover, ResolveApproval, Stop
 from ledger.domain.wakes import WakeNow, watchdog_health
@@ -108,7 +109,9 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 class UUIDSearchMixin:
-    """Search by a goal id without letting a non-UUID term reach a UUID lookup."""
+    """Search by a goal id, or by the first hex digits of one (what the lists
+    and `ledger goals` print), without letting a non-UUID term reach a UUID
+    lookup. Other terms search the text fields as usual."""
 
     uuid_field = "pk"
 
@@ -117,8 +120,15 @@ class UUIDSearchMixin:
         try:
             goal_id = uuid.UUID(search_term.strip())
         except ValueError:
-            return super().get_search_results(request, queryset, search_term)
-        return queryset.filter(**{self.uuid_field: goal_id}), False
+            pass
+        else:
+            return queryset.filter(**{self.uuid_field: goal_id}), False
+        if goalids.prefix_of(search_term) is not None:
+            ids = goalids.matching(search_term)
+            by_text, duplicates = super().get_search_results(  # type: ignore[misc]
+                request, queryset, search_term)
+            return (queryset.filter(**{f"{self.uuid_field}__in": ids}) | by_text), duplicates
+        return super().get_search_results(request, queryset, search_term)  # type: ignore[misc]
 
 
 def is_operator(request: HttpRequest) -> bool:
@@ -151,24 +161,52 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
         view = self.admin_site.admin_view
         return [
             path("dashboard/", view(self.dashboard_view), name="ledger_goal_dashboard"),
-            path("<uuid:goal_id>/timeline/", view(self.timeline_view),
+            # <str:…>, not <uuid:…>: a typed prefix reaches the view, which
+            # opens its goal, lists the several it matches, or answers 404.
+            path("<str:goal_id>/timeline/", view(self.timeline_view),
                  name="ledger_goal_timeline"),
-            path("<uuid:goal_id>/act/<str:action>/", view(self.act_view),
+            path("<str:goal_id>/act/<str:action>/", view(self.act_view),
                  name="ledger_goal_act"),
             *super().get_urls(),
         ]
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
                     extra_context: dict | None = None) -> HttpResponse:
-        # A goal's page is its timeline.
-        return HttpResponseRedirect(reverse("admin:ledger_goal_timeline", args=[object_id]))
+        # A goal's page is its timeline (a prefix, garbage: the timeline decides).
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        found = self._goal_or_answer(request, object_id, "admin:ledger_goal_timeline")
+        if isinstance(found, HttpResponse):
+            return found
+        return HttpResponseRedirect(reverse("admin:ledger_goal_timeline", args=[found.pk]))
+
+    def _goal_or_answer(self, request: HttpRequest, typed: str, view: str,
+                        *extra: str) -> Goal | HttpResponse:
+        """The goal a URL names, or the answer to give instead: a redirect to
+        the full id's page for a unique prefix, the goal list searched by the
+        prefix (with a message) when it matches several, 404 otherwise."""
+        try:
+            goal_id = goalids.resolve(typed)
+        except goalids.AmbiguousGoal as error:
+            self.message_user(request, str(error), messages.WARNING)
+            query = urlencode({"q": typed})
+            return HttpResponseRedirect(f"{reverse('admin:ledger_goal_changelist')}?{query}")
+        except (goalids.NotAGoalId, goalids.NoSuchGoal):
+            raise Http404("No goal has this id") from None
+        if goal_id != typed:
+            target = reverse(view, args=[goal_id, *extra])
+            query = request.GET.urlencode()
+            return HttpResponseRedirect(f"{target}?{query}" if query else target)
+        return get_object_or_404(Goal, pk=goal_id)
 
     # ------------------------------------------------------------------ timeline
 
-    def timeline_view(self, request: HttpRequest, goal_id: uuid.UUID) -> HttpResponse:
+    def timeline_view(self, request: HttpRequest, goal_id: str) -> HttpResponse:
         if not self.has_view_permission(request):
             raise PermissionDenied
-        goal = get_object_or_404(Goal, pk=goal_id)
+        goal = self._goal_or_answer(request, goal_id, "admin:ledger_goal_timeline")
+        if isinstance(goal, HttpResponse):
+            return goal
         state = GoalState.from_dict(goal.state)
         cursor = {name: _int(request.GET.get(name)) for name in ("before", "after")}
         page = timeline.page(goal, **cursor)
@@ -223,10 +261,16 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
 
     ACTIONS = ("stop", "recover", "wake", "approve", "reject", "replay")
 
-    def act_view(self, request: HttpRequest, goal_id: uuid.UUID, action: str) -> HttpResponse:
+    def act_view(self, request: HttpRequest, goal_id: str, action: str) -> HttpResponse:
         if not is_operator(request) or action not in self.ACTIONS:
             raise PermissionDenied
-        goal = get_object_or_404(Goal, pk=goal_id)
+        if request.method == "POST":  # a POST acts on exactly the goal it names
+            goal = get_object_or_404(Goal, pk=_uuid_or_404(goal_id))
+        else:
+            found = self._goal_or_answer(request, goal_id, "admin:ledger_goal_act", action)
+            if isinstance(found, HttpResponse):
+                return found
+            goal = found
         gate = request.GET.get("gate") or request.POST.get("gate") or ""
         back = reverse("admin:ledger_goal_timeline", args=[goal.pk])
         refusal = None
@@ -300,6 +344,13 @@ def refusals(state: GoalState, operator: str) -> dict[str, DomainError | None]:
     """Recover, wake and stop, each with the domain's refusal or None (offered)."""
     return {action: refusal_of(state, command_for(action, operator, "probe"))
             for action in ("recover", "wake", "stop")}
+
+
+def _uuid_or_404(value: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise Http404("No goal has this id") from None
 
 
 def _int(value: str | None) -> int | None:

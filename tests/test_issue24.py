@@ -68,3 +68,46 @@ def test_every_instant_the_ledger_formats_parses_back():
                    datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)):
         assert datetime.fromisoformat(iso(moment)) == moment
     assert iso(datetime(1, 1, 1, tzinfo=UTC)) == "0001-01-01T00:00:00.000000Z"
+
+
+# ---------------------------------------------------------------- 1. admin goal URLs
+
+
+def _goal_with_id(goal_id: str) -> Goal:
+    from tests.factories import GoalFactory
+
+    return GoalFactory(checkpoints=1, goal_id=goal_id)
+
+
+def test_an_admin_goal_url_takes_a_prefix_says_ambiguous_or_404s():
+    one = _goal_with_id("96c8cf9f-0000-4000-8000-000000000001")
+    _goal_with_id("abcd1234-0000-4000-8000-000000000001")
+    _goal_with_id("abcd1234-0000-4000-8000-000000000002")
+    auditor = staff("auditor-24", "auditor")
+    timeline = f"/admin/ledger/goal/{one.pk}/timeline/"
+    # The 8 digits `ledger goals` prints open the goal, through each door.
+    for url in ("/admin/ledger/goal/96c8cf9f/", "/admin/ledger/goal/96c8cf9f/change/",
+                "/admin/ledger/goal/96C8-CF9F/timeline/"):
+        answer = auditor.get(url, follow=True)
+        assert answer.status_code == 200, url
+        assert answer.redirect_chain[-1][0] == timeline, (url, answer.redirect_chain)
+    # Several goals start with it: the list of them, and a message saying so.
+    answer = auditor.get("/admin/ledger/goal/abcd1234/timeline/", follow=True)
+    assert answer.status_code == 200
+    assert "matches several goals" in answer.content.decode()
+    for suffix in ("1", "2"):
+        assert f"abcd1234-0000-4000-8000-00000000000{suffix}" in answer.content.decode()
+    # Garbage is a 404, never a NoReverseMatch.
+    for url in ("/admin/ledger/goal/abc/", "/admin/ledger/goal/abc/timeline/",
+                "/admin/ledger/goal/abc/verify/", "/admin/ledger/goal/zzzzzzzz/change/",
+                "/admin/ledger/goal/ffff0000/timeline/",
+                "/admin/ledger/goal/00000000-0000-4000-8000-000000000000/timeline/"):
+        assert auditor.get(url, follow=True).status_code == 404, url
+    operator = staff("operator-24", "operator")
+    assert operator.get("/admin/ledger/goal/abc/act/stop/").status_code == 404
+    assert operator.post("/admin/ledger/goal/abc/act/stop/", {"reason": "x"}).status_code == 404
+    answer = operator.get("/admin/ledger/goal/96c8cf9f/act/stop/", follow=True)
+    assert answer.redirect_chain[-1][0] == f"/admin/ledger/goal/{one.pk}/act/stop/"
+    # The goal list's search takes the prefix too.
+    listed = auditor.get("/admin/ledger/goal/", {"q": "96c8cf9f"}).content.decode()
+    assert str(one.pk) in listed and "abcd1234" not in listed

@@ -6,12 +6,9 @@ projection module, and prints. No rule lives here.
 
 import argparse
 import getpass
-import itertools
 import os
-import re
 import secrets
 import sys
-import uuid
 from argparse import ArgumentParser
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -37,7 +34,17 @@ from api.accounts import (
     prune_idempotency_records,
     role_of,
 )
-from ledger import clock, continuations, demo, doctor, projection, siteurl, store, terminal
+from ledger import (
+    clock,
+    continuations,
+    demo,
+    doctor,
+    goalids,
+    projection,
+    siteurl,
+    store,
+    terminal,
+)
 from ledger.domain import STATUSES, DomainError, GoalState
 from ledger.domain.runs import Recover, ResolveApproval, Stop
 from ledger.domain.state import DONE, REASONS
@@ -46,7 +53,6 @@ from ledger.progress import Progress
 
 SHOW_LIMIT = 50  # events `ledger show` prints unless told otherwise
 GOALS_LIMIT = 50
-_HEX_PREFIX = re.compile(r"[0-9a-f]{4,32}")
 
 
 def ensure_user(name: str, role: str) -> AbstractBaseUser:
@@ -463,25 +469,9 @@ class Command(BaseCommand):
     @staticmethod
     def _goal_pk(value: str) -> str:
         try:
-            return str(uuid.UUID(value))
-        except ValueError:
-            pass
-        prefix = value.strip().lower().replace("-", "")
-        if not _HEX_PREFIX.fullmatch(prefix):
-            raise CommandError(f"{value!r} is not a goal id (a UUID, or the first 4 or more "
-                               "of its hex digits)")
-        # Hyphenated as a UUID prints: PostgreSQL compares the uuid's text
-        # form (with hyphens); Django strips them again for SQLite's char(32).
-        cuts = (0, 8, 12, 16, 20, 32)
-        hyphenated = "-".join(prefix[a:b] for a, b in itertools.pairwise(cuts)
-                              if prefix[a:b])
-        matches = [str(pk) for pk in Goal.objects.filter(
-            id__startswith=hyphenated).values_list("id", flat=True)[:2]]
-        if len(matches) > 1:
-            raise CommandError(f"{value!r} matches several goals; give more digits")
-        if not matches:
-            raise CommandError(f"no such goal: {value}")
-        return matches[0]
+            return goalids.resolve(value)
+        except (goalids.NotAGoalId, goalids.NoSuchGoal, goalids.AmbiguousGoal) as error:
+            raise CommandError(str(error)) from None
 
     def _ids(self, selected: list[str]) -> list[str]:
         wanted = self._valid(selected)
