@@ -111,3 +111,32 @@ def test_an_admin_goal_url_takes_a_prefix_says_ambiguous_or_404s():
     # The goal list's search takes the prefix too.
     listed = auditor.get("/admin/ledger/goal/", {"q": "96c8cf9f"}).content.decode()
     assert str(one.pk) in listed and "abcd1234" not in listed
+
+
+# ---------------------------------------------------------------- 3. a paused goal's reason
+
+
+def test_a_paused_goal_says_why_everywhere_until_the_pause_ends(agent, clock):
+    import io
+
+    from django.core.management import call_command
+
+    gid, lease = _start(agent)
+    answer = agent.post(f"goals/{gid}/runs", {"lease": lease, "outcome": "error",
+                                              "error_text": "429 rate limit exceeded",
+                                              "retry_after": "120"})
+    assert answer.json()["status"] == "paused" and answer.json()["reason"] == "RATE_LIMITED"
+    assert agent.get(f"goals/{gid}").json()["reason"] == "RATE_LIMITED"
+    assert [g["id"] for g in agent.get("goals", reason="RATE_LIMITED").json()["results"]] == [gid]
+    assert Goal.objects.get(pk=gid).reason == "RATE_LIMITED"
+    listed = staff("auditor-24", "auditor").get("/admin/ledger/goal/").content.decode()
+    assert "RATE_LIMITED" in listed
+    out = io.StringIO()
+    call_command("ledger", "goals", stdout=out)
+    assert "RATE_LIMITED" in out.getvalue()
+    # The pause is over once the goal is leased again: so is its reason.
+    clock.advance(seconds=3600)
+    taken = agent.post(f"goals/{gid}/lease")
+    assert taken.json()["acquired"], taken.json()
+    body = agent.get(f"goals/{gid}").json()
+    assert (body["status"], body["reason"]) == ("running", "")

@@ -303,7 +303,7 @@ def test_demo_tells_real_histories_that_replay_and_verify(clock):
     assert out.startswith(f"made {len(goals)} demo goal(s) for agent demo-agent:")
     assert 5 <= len(goals) <= 7
     assert {(g.status, g.reason) for g in goals.values()} >= {
-        ("done", ""), ("running", ""), ("paused", ""), ("blocked", "BLOCKED_APPROVAL"),
+        ("done", ""), ("running", ""), ("paused", "RATE_LIMITED"), ("blocked", "BLOCKED_APPROVAL"),
         ("blocked", "INTERRUPTED_UNKNOWN")}
     # Nothing written by hand: the events fold into exactly the stored projections.
     ledger("replay", "--check")

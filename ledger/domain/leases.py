@@ -162,6 +162,8 @@ def leased(state: GoalState, data: dict[str, Any], at: str) -> Changes:
         # a pause (past its reset) and a requested wake are over.
         "ready": {},
         "paused_until": "",
+        # A pause's reason ends with it; no other status is leased over.
+        **({"reason": ""} if state.status == PAUSED else {}),
         "reset_wake": {},
         "requested_wake": {},
     }

@@ -16,8 +16,12 @@ STATUSES = (RUNNING, WAITING, PAUSED, BLOCKED, DONE, FAILED, STOPPED)
 TERMINAL_STATUSES = frozenset({DONE, FAILED, STOPPED})
 ACTIVE_STATUSES = tuple(s for s in STATUSES if s not in TERMINAL_STATUSES)
 
+# Why a paused goal is paused: it is the only cause (rule 4), but an empty
+# reason told a reader of the API, the admin or `ledger goals` nothing.
+RATE_LIMITED = "RATE_LIMITED"
+
 # Reasons (from the source systems), plus AGENT_BLOCKED for an agent that
-# finished its goal as blocked itself.
+# finished its goal as blocked itself, and RATE_LIMITED while paused.
 REASONS = (
     "BLOCKED_APPROVAL",
     "RATE_LIMIT_STOPPED",
@@ -32,6 +36,7 @@ REASONS = (
     "PENDING_NATIVE_CLEANUP",
     "AGENT_BLOCKED",
     "APPROVAL_REJECTED",
+    RATE_LIMITED,
 )
 
 # The seed checkpoint contract, field for field (served at /goals/{id}/checkpoint).

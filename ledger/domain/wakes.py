@@ -881,7 +881,7 @@ def claimed(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
         # used up by whichever wake resumed the goal.
         changes.update(paused_until="", reset_wake={}, requested_wake={})
         if state.status == PAUSED:
-            changes["status"] = WAITING
+            changes.update(status=WAITING, reason="")  # RATE_LIMITED ends with the pause
     if outcome == "ready_for_pull":
         changes["ready"] = {"occurrence_id": data["occurrence_id"], "reason": data["reason"],
                             "at": at, "charge": data.get("charge", False)}
