@@ -44,6 +44,7 @@ from ledger.domain import (
 )
 from ledger.domain.commands import Evidence, WakeRequest
 from ledger.domain.events import iso
+from ledger.domain.leases import lease_live
 from ledger.domain.runs import Recover, ReportRun, RequestApproval, ResolveApproval, Stop
 from ledger.domain.smartwake import preflight, resume_packet
 from ledger.domain.timing import liveness, next_wake_at
@@ -84,7 +85,11 @@ def goal_body(state: GoalState) -> dict[str, Any]:
     body["id"] = body.pop("goal_id")
     lease = body.pop("lease")
     # The token digest stays inside: callers prove the token, they never read it.
-    body["lease"] = ({k: v for k, v in lease.items() if k != "token_sha256"}
+    # "active" is shown as a reader takes it (live now); the stored flag of
+    # that name (rule 6: a sign of life since the grant) is heard_from_holder.
+    body["lease"] = ({**{k: v for k, v in lease.items() if k not in ("token_sha256", "active")},
+                      "active": lease_live(state, clock.now()),
+                      "heard_from_holder": bool(lease.get("active"))}
                      if lease else None)
     body["watchdog"] = watchdog_body(state)
     body["next_wake_at"] = next_wake_at(state) or None

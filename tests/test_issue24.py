@@ -140,3 +140,43 @@ def test_a_paused_goal_says_why_everywhere_until_the_pause_ends(agent, clock):
     assert taken.json()["acquired"], taken.json()
     body = agent.get(f"goals/{gid}").json()
     assert (body["status"], body["reason"]) == ("running", "")
+
+
+# ---------------------------------------------------------------- 4. lease.active, the schema
+
+
+def _schema(client) -> dict:
+    import yaml
+
+    answer = client.client.get("/api/v1/schema", HTTP_ACCEPT="application/vnd.oai.openapi")
+    assert answer.status_code == 200
+    return yaml.safe_load(answer.content)
+
+
+def _resolve(schema: dict, node: dict) -> dict:
+    while "$ref" in node or "allOf" in node:
+        ref = node["$ref"] if "$ref" in node else node["allOf"][0]["$ref"]
+        node = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    return node
+
+
+def test_a_granted_lease_is_active_and_the_schema_names_every_field_sent(agent, clock):
+    gid, lease = _start(agent, cadence_minutes=60)
+    agent.post(f"goals/{gid}/watchdog", {"lease": lease})
+    agent.post(f"goals/{gid}/jobs", {"lease": lease, "kind": "ci", "ref": "run 7"})
+    body = agent.get(f"goals/{gid}").json()
+    # Right after the grant: the lease is live (active), nothing heard yet.
+    assert body["lease"]["active"] is True
+    assert body["lease"]["heard_from_holder"] is False
+    agent.post(f"goals/{gid}/lease/heartbeat", {"lease": lease})
+    assert agent.get(f"goals/{gid}").json()["lease"]["heard_from_holder"] is True
+    clock.advance(seconds=301)
+    assert agent.get(f"goals/{gid}").json()["lease"]["active"] is False
+
+    schema = _schema(agent)
+    goal = _resolve(schema, schema["components"]["schemas"]["Goal"])
+    missing = sorted(set(body) - set(goal["properties"]))
+    assert not missing, f"sent but not in the schema: {missing}"
+    lease_schema = _resolve(schema, goal["properties"]["lease"])
+    missing = sorted(set(body["lease"]) - set(lease_schema["properties"]))
+    assert not missing, f"lease fields sent but not in the schema: {missing}"

@@ -35,6 +35,13 @@ def lease_stale_at(state: GoalState) -> datetime | None:
     return expires + timedelta(seconds=grace)
 
 
+def lease_live(state: GoalState, now: datetime) -> bool:
+    """Is there a lease, not yet past its expiry? (What a reader means by an
+    active lease; the stored ``lease["active"]`` flag is rule 6's "the holder
+    has shown a sign of life since the grant", which starts false.)"""
+    return bool(state.lease) and now < datetime.fromisoformat(state.lease["expires_at"])
+
+
 def lease_refusal(state: GoalState, now: datetime) -> dict[str, Any] | None:
     """Why a lease cannot be granted now, or None when it can. Pure: the API
     also uses it to explain a refused acquire."""
