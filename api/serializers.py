@@ -431,6 +431,7 @@ class GoalSerializer(serializers.Serializer):
     continuations_used = serializers.IntegerField(
         help_text="Recovery continuations charged, of policy.max_continuations.")
     last_checkpoint_seq = serializers.IntegerField()
+    checkpointed_at = serializers.CharField(help_text="When the latest checkpoint was made.")
     watchdog = serializers.DictField(
         allow_null=True, help_text="The one watchdog (backend, interval, status, next due, "
                                    "receipt state, health); null when never prepared.")

@@ -180,3 +180,20 @@ def test_a_granted_lease_is_active_and_the_schema_names_every_field_sent(agent, 
     lease_schema = _resolve(schema, goal["properties"]["lease"])
     missing = sorted(set(body["lease"]) - set(lease_schema["properties"]))
     assert not missing, f"lease fields sent but not in the schema: {missing}"
+
+
+# ---------------------------------------------------------------- 5. the resume packet's time
+
+
+def test_the_resume_packet_carries_the_checkpoint_time_not_the_pull_time(agent, clock):
+    gid, lease = _start(agent)
+    agent.post(f"goals/{gid}/checkpoints", {"lease": lease, "current_step": "tests written",
+                                            "progress_pct": 40, "release_lease": True})
+    written = iso(clock())
+    clock.advance(seconds=900)
+    assert agent.get(f"goals/{gid}/resume").json()["checkpoint"]["updated_at"] == written
+    taken = agent.post(f"goals/{gid}/lease").json()
+    assert taken["acquired"]
+    assert agent.get(f"goals/{gid}/resume").json()["checkpoint"]["updated_at"] == written
+    assert agent.get(f"goals/{gid}/checkpoint").json()["updated_at"] == written
+    assert agent.get(f"goals/{gid}").json()["updated_at"] == iso(clock())

@@ -363,6 +363,7 @@ def _started(state: GoalState, data: dict[str, Any], at: str) -> Changes:
         progress_pct=checkpoint["progress_pct"],
         next_actions=list(checkpoint["next_actions"]),
         checkpoints=1,
+        checkpointed_at=at,
         created_at=at,
     )
 
@@ -392,6 +393,7 @@ def _checkpointed(state: GoalState, data: dict[str, Any], at: str) -> Changes:
         retry_count=0,
         checkpoints=state.checkpoints + 1,
         last_checkpoint_seq=state.version + 1,
+        checkpointed_at=at,
         # A sign of life for rule 6, and progress ends a rate-limit streak.
         lease={**state.lease, "active": True} if state.lease else {},
         rate_limits=0,

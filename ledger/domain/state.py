@@ -96,6 +96,10 @@ class GoalState:
     paused_until: str = ""  # ISO; set by a rate limit (failures issue)
     lease_end: str = ""  # how the last lease ended: released, expired, finished
     last_checkpoint_seq: int = 0
+    # When the latest checkpoint (the start's plan, or a recorded one) was
+    # made: the resume packet's and the checkpoint contract's updated_at,
+    # which later events (a lease, a pull) must not move.
+    checkpointed_at: str = ""
     # The one watchdog ({} when never prepared): backend, interval_seconds,
     # tzid, status, schedule_name, host_ref_sha256, runs_on, next_due_at, …
     watchdog: dict[str, Any] = field(default_factory=dict)
@@ -166,7 +170,7 @@ class GoalState:
             "artifacts": [dict(a) for a in self.artifacts],
             "errors": list(self.errors),
             "retry_count": self.retry_count,
-            "updated_at": self.updated_at,
+            "updated_at": self.checkpointed_at,
         }
 
     def to_dict(self) -> dict[str, Any]:
