@@ -55,6 +55,9 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 # the local address on WAKELEDGER_PORT, which `make run` sets to its PORT.
 SITE_URL = env_str("SITE_URL", "").rstrip("/")
 LOCAL_URL = f"http://127.0.0.1:{env_int('WAKELEDGER_PORT', 8000, minimum=1, maximum=65535)}"
+# Whether LOCAL_URL's port is known (set by `make run`, or by hand) or only
+# the default: a command run on its own cannot tell which port the server has.
+LOCAL_PORT_KNOWN = bool(os.environ.get("WAKELEDGER_PORT", "").strip())
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -197,3 +197,34 @@ def test_the_resume_packet_carries_the_checkpoint_time_not_the_pull_time(agent, 
     assert agent.get(f"goals/{gid}/resume").json()["checkpoint"]["updated_at"] == written
     assert agent.get(f"goals/{gid}/checkpoint").json()["updated_at"] == written
     assert agent.get(f"goals/{gid}").json()["updated_at"] == iso(clock())
+
+
+# ---------------------------------------------------------------- 6. the admin address printed
+
+
+@pytest.mark.parametrize("command", [("demo",), ("user", "create", "ann", "--role", "auditor",
+                                                 "--generate")])
+def test_commands_print_the_admin_address_they_know_never_a_guessed_port(
+        clock, settings, command):
+    import io
+
+    from django.core.management import call_command
+
+    settings.SITE_URL, settings.LOCAL_PORT_KNOWN = "", False
+    out = io.StringIO()
+    call_command("ledger", *command, stdout=out)
+    assert "127.0.0.1:8000" not in out.getvalue()
+    assert "/admin/ on the server's address" in out.getvalue()
+    settings.SITE_URL = "https://ledger.example.org"
+    out = io.StringIO()
+    call_command("ledger", *(("demo", "--again") if command == ("demo",) else
+                             ("user", "create", "bob", "--role", "auditor", "--generate")),
+                 stdout=out)
+    assert "https://ledger.example.org/admin/" in out.getvalue()
+    settings.SITE_URL, settings.LOCAL_PORT_KNOWN = "", True
+    settings.LOCAL_URL = "http://127.0.0.1:8123"
+    out = io.StringIO()
+    call_command("ledger", *(("demo", "--again") if command == ("demo",) else
+                             ("user", "create", "cy", "--role", "auditor", "--generate")),
+                 stdout=out)
+    assert "http://127.0.0.1:8123/admin/" in out.getvalue()

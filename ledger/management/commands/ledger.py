@@ -255,8 +255,7 @@ class Command(BaseCommand):
             user.email = email
             user.set_password(password)
             user.save()
-        url = f"{siteurl.base_url()}{reverse('admin:index')}"
-        self.stdout.write(f"created {role} {name} (staff); log in at {url}")
+        self.stdout.write(f"created {role} {name} (staff); log in at {siteurl.admin_address()}")
         if generate:
             # Printed once, never stored: only Django's salted hash is kept.
             self.stdout.write(f"password (shown once, keep it secret): {password}")
@@ -412,7 +411,7 @@ class Command(BaseCommand):
             *(f"  {terminal.short_id(g.goal_id)}  {g.goal_key:24} "
               f"{g.status + ('/' + g.reason if g.reason else ''):30} {g.story}" for g in made),
             "see them with `ledger goals` and `ledger show ID`, or in the admin at "
-            f"{siteurl.base_url()}{reverse('admin:index')}",
+            f"{siteurl.admin_address()}",
         ])
 
     # ------------------------------------------------------------------ bootstrap
