@@ -228,3 +228,49 @@ def test_commands_print_the_admin_address_they_know_never_a_guessed_port(
                              ("user", "create", "cy", "--role", "auditor", "--generate")),
                  stdout=out)
     assert "http://127.0.0.1:8123/admin/" in out.getvalue()
+
+
+# ---------------------------------------------------------------- 7. release after a rate limit
+
+
+def test_release_after_a_rate_limit_says_the_lease_is_gone_and_until_when(agent, clock):
+    gid, lease = _start(agent)
+    paused = agent.post(f"goals/{gid}/runs", {"lease": lease, "outcome": "error",
+                                              "error_text": "429 rate limit exceeded",
+                                              "retry_after": "600"}).json()
+    answer = agent.post(f"goals/{gid}/lease/release", {"lease": lease})
+    assert answer.status_code == 409 and answer.json()["code"] == "lease_lost"
+    detail = answer.json()["detail"]
+    assert "acquire one" not in detail
+    assert "released" in detail and paused["paused_until"] in detail
+    assert answer.json()["paused_until"] == paused["paused_until"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cli_says_what_is_true_after_a_rate_limit_and_names_each_refusal_once(
+        live_server, tmp_path, monkeypatch, capsys):
+    from api import cli
+    from tests.conftest import Api
+
+    agent = Api("cli-24", "agent")
+    monkeypatch.setenv("WAKELEDGER_URL", live_server.url)
+    monkeypatch.setenv("WAKELEDGER_TOKEN", agent.token)
+    monkeypatch.setenv("WAKELEDGER_STATE_DIR", str(tmp_path))
+    assert cli.main(["start", "--goal-key", "g24", "--workspace", "/srv/g24",
+                     "--objective", "Try the CLI"]) == 0
+    assert cli.main(["report-run", "--outcome", "error", "--error-text",
+                     "429 rate limit exceeded", "--retry-after", "600"]) == 0
+    capsys.readouterr()
+    assert cli.main(["release"]) == cli.EXIT_LEASE_LOST
+    err = capsys.readouterr().err
+    assert "run `wakeledger lease` or" not in err
+    assert "already released" in err and "paused until" in err
+    # A domain refusal's detail is printed once, with its field named.
+    assert cli.main(["start", "--goal-key", "g24b", "--workspace", "/srv/g24b",
+                     "--objective", "Try the CLI again"]) == 0
+    assert cli.main(["checkpoint", "--step", "half", "--progress", "50"]) == 0
+    capsys.readouterr()
+    assert cli.main(["checkpoint", "--step", "less", "--progress", "40"]) == cli.EXIT_CONFLICT
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.count("is below the recorded 50") == 1, line
+    assert line.endswith("(field: progress_pct)"), line
