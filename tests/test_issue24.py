@@ -274,3 +274,31 @@ def test_the_cli_says_what_is_true_after_a_rate_limit_and_names_each_refusal_onc
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line.count("is below the recorded 50") == 1, line
     assert line.endswith("(field: progress_pct)"), line
+
+
+# ---------------------------------------------------------------- 8. ledger --help, "now"
+
+
+def test_ledger_help_names_every_action(capsys):
+    from django.core.management import call_command
+
+    with pytest.raises(SystemExit):
+        call_command("ledger", "--help")
+    text = " ".join(capsys.readouterr().out.split())
+    named = text.split("Wake Ledger operator commands: ", 1)[1].split(". GOAL_ID")[0]
+    for action in ("wake", "doctor", "goals", "show", "alerts", "bootstrap"):
+        assert action in named.split(", "), named
+
+
+def test_the_goals_table_says_30s_ago_not_now(clock):
+    import io
+
+    from django.core.management import call_command
+
+    from tests.factories import GoalFactory
+
+    GoalFactory(checkpoints=1)
+    clock.advance(seconds=30)
+    out = io.StringIO()
+    call_command("ledger", "goals", stdout=out)
+    assert "30s ago" in out.getvalue() and " now" not in out.getvalue()

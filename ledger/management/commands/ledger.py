@@ -81,9 +81,8 @@ def _positive(value: str) -> int:
 
 
 class Command(BaseCommand):
-    help = ("Wake Ledger operator commands: goals, show, replay, verify, agent, user, prune, "
-            "stop, recover, approve, alerts, demo, bootstrap. GOAL_ID is a full id or its "
-            "first 4+ hex digits (the 8 `goals` prints).")
+    help = ("Wake Ledger operator commands (`ledger --help` lists them). GOAL_ID is a full "
+            "id or its first 4+ hex digits (the 8 `goals` prints).")
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -182,6 +181,11 @@ class Command(BaseCommand):
         actions.add_parser(
             "bootstrap",
             help="Create the first admin user (random password, printed once) and print the URL.")
+        # The description names every action from the parser itself, so an
+        # action added above can never be missing from it (wake and doctor were).
+        parser.description = (f"Wake Ledger operator commands: {', '.join(actions.choices)}. "
+                              "GOAL_ID is a full id or its first 4+ hex digits (the 8 "
+                              "`goals` prints).")
 
     def handle(self, *args: Any, action: str, **options: Any) -> None:
         getattr(self, f"handle_{action}")(**options)
