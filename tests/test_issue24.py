@@ -302,3 +302,26 @@ def test_the_goals_table_says_30s_ago_not_now(clock):
     out = io.StringIO()
     call_command("ledger", "goals", stdout=out)
     assert "30s ago" in out.getvalue() and " now" not in out.getvalue()
+
+
+# ---------------------------------------------------------------- 9. completed means 100 %
+
+
+def test_a_completed_goal_is_at_100_percent(agent, clock):
+    gid, lease = _start(agent)
+    agent.post(f"goals/{gid}/checkpoints", {"lease": lease, "current_step": "merged",
+                                            "progress_pct": 60})
+    done = agent.post(f"goals/{gid}/finish", {
+        "lease": lease, "status": "completed", "summary": "merged",
+        "evidence": [{"criterion": "CI green", "evidence": "run 7 green"}]})
+    assert done.json()["completion_state"] == "completed", done.json()
+    assert agent.get(f"goals/{gid}").json()["progress_pct"] == 100
+    assert agent.get(f"goals/{gid}/checkpoint").json()["progress_pct"] == 100
+    # A failed finish says nothing about progress: it stays where it was.
+    failing = agent.start(goal_key="issue-2", workspace="/srv/repos/two").json()
+    lease = lease_of(failing)
+    gid = failing["goal"]["id"]
+    agent.post(f"goals/{gid}/checkpoints", {"lease": lease, "current_step": "half",
+                                            "progress_pct": 50})
+    agent.post(f"goals/{gid}/finish", {"lease": lease, "status": "failed", "summary": "no"})
+    assert agent.get(f"goals/{gid}").json()["progress_pct"] == 50

@@ -403,10 +403,17 @@ def _checkpointed(state: GoalState, data: dict[str, Any], at: str) -> Changes:
 def _ended(status: str) -> Evolver:
     def apply(state: GoalState, data: dict[str, Any], at: str) -> Changes:
         # Nothing pending survives an ending: no due wake, no one-off wake.
-        return {"status": status, "reason": data.get("reason", ""), "summary": data["summary"],
-                "lease": {}, "lease_end": "finished" if state.lease else state.lease_end,
-                "finish_requested": {}, "paused_until": "", "ready": {}, "reset_wake": {},
-                "requested_wake": {}}
+        changes = {"status": status, "reason": data.get("reason", ""),
+                   "summary": data["summary"], "lease": {},
+                   "lease_end": "finished" if state.lease else state.lease_end,
+                   "finish_requested": {}, "paused_until": "", "ready": {}, "reset_wake": {},
+                   "requested_wake": {}}
+        if status == DONE:
+            # A completion carries evidence for every done criterion (_evidence
+            # refuses one without): the goal is done, so its progress is 100 %,
+            # whatever the last checkpoint said (docs/decisions.md).
+            changes["progress_pct"] = 100
+        return changes
 
     return apply
 
