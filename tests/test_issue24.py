@@ -325,3 +325,53 @@ def test_a_completed_goal_is_at_100_percent(agent, clock):
                                             "progress_pct": 50})
     agent.post(f"goals/{gid}/finish", {"lease": lease, "status": "failed", "summary": "no"})
     assert agent.get(f"goals/{gid}").json()["progress_pct"] == 50
+
+
+# ---------------------------------------------------------------- 10. security lows
+
+
+def test_an_idempotency_key_is_stored_and_shown_as_its_digest_and_scanned(agent, auditor,
+                                                                         clock):
+    import hashlib
+
+    from api.models import IdempotencyRecord
+    from ledger.models import Event
+
+    key = "my-run-7f3a"
+    started = agent.post("goals", {"goal_key": "k", "workspace": "/srv/k", "objective": "o"},
+                         key=key)
+    assert started.status_code == 201
+    gid = started.json()["goal"]["id"]
+    digest = "sha256:" + hashlib.sha256(key.encode()).hexdigest()
+    assert set(Event.objects.filter(goal_id=gid).values_list("idempotency_key", flat=True)) \
+        == {digest}
+    assert list(IdempotencyRecord.objects.values_list("key", flat=True)) == [digest]
+    event = Event.objects.filter(goal_id=gid).first()
+    page = staff("auditor-24", "auditor").get(
+        f"/admin/ledger/event/{event.pk}/change/").content.decode()
+    assert key not in page and digest in page
+    # The same key still replays; a key that is a credential is refused.
+    again = agent.post("goals", {"goal_key": "k", "workspace": "/srv/k", "objective": "o"},
+                       key=key)
+    assert again["Idempotent-Replayed"] == "true"
+    refused = agent.post("goals", {"goal_key": "k2", "workspace": "/srv/k2",
+                                   "objective": "o"}, key="ghp_" + "A" * 36)
+    assert refused.status_code == 400 and refused.json()["code"] == "validation_error"
+    assert "credential" in refused.json()["detail"]
+
+
+@pytest.mark.parametrize("control", ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e",
+                                     "\u2066", "\u2067", "\u2068", "\u2069"])
+def test_a_credential_split_by_a_bidi_control_is_still_caught(control):
+    from ledger.domain.validation import looks_like_secret
+
+    assert looks_like_secret(f"use ghp_{'A' * 18}{control}{'A' * 18}")
+
+
+def test_a_zero_width_character_in_a_workspace_is_the_same_workspace(agent, clock):
+    first = agent.start(workspace="/srv/repos/zw")
+    assert first.status_code == 201
+    again = agent.start(goal_key="issue-2", workspace="/srv/repos/\u200bzw")
+    assert again.status_code == 409 and again.json()["code"] == "workspace_bound", again.json()
+    same = agent.start(workspace="/srv/re\u2060pos/zw\ufeff")
+    assert same.status_code == 200 and same.json()["goal"]["id"] == first.json()["goal"]["id"]

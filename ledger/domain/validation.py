@@ -93,11 +93,15 @@ def _scan(text: str) -> bool:
 
 
 # Format characters (zero-width space and joiners, word joiner, BOM, soft
-# hyphen) are invisible: a key split by one still works when pasted, so they
-# are dropped before scanning; NFKC folds full-width look-alikes to ASCII.
+# hyphen, and the bidirectional embeddings, overrides and isolates
+# U+202A-U+202E, U+2066-U+2069) are invisible: a key split by one still works
+# when pasted, so they are dropped before scanning; NFKC folds full-width
+# look-alikes to ASCII.
 _INVISIBLE = {ord(c): None for c in ("\u00ad", "\u180e", "\u200b", "\u200c", "\u200d",
                                       "\u200e", "\u200f", "\u2060", "\u2061", "\u2062",
-                                      "\u2063", "\u2064", "\ufeff")}
+                                      "\u2063", "\u2064", "\ufeff",
+                                      "\u202a", "\u202b", "\u202c", "\u202d", "\u202e",
+                                      "\u2066", "\u2067", "\u2068", "\u2069")}
 
 
 def looks_like_secret(text: str) -> bool:
@@ -194,6 +198,11 @@ def canonical_workspace(path: str) -> str:
     value = path.strip() if isinstance(path, str) else path
     if not isinstance(value, str):
         return value
+    if not value.isascii():
+        # An invisible character (a zero-width space pasted with the path) or
+        # another Unicode spelling of the same letters (NFC) is the same
+        # workspace to the person reading it: one binding, not two.
+        value = unicodedata.normalize("NFC", value.translate(_INVISIBLE)).strip()
     if value.startswith(("/", "~")):
         value = posixpath.normpath(value)
         if value.startswith("//"):
