@@ -646,6 +646,14 @@ class JobNotifyView(APIView):
             raise Problem("unauthenticated", "Send the job's notify token: "
                           "`Authorization: Bearer wlj_…`.")
         data = validated(s.JobNotifySerializer, request.data)
+        # One answer for every token that is not this job's, whether the goal
+        # it names exists or not (a made-up goal id was a different 404, which
+        # told a caller which goal ids exist): the domain's own refusal.
+        no_such_job = DomainError("no such job for this notify token", code="not_found",
+                                  field="job_id")
+        if not jobtokens.issued_for(token.strip(), job_id):
+            window.record(address)
+            raise no_such_job
         command = NotifyJob(job_id, jobtokens.digest(token.strip()), data["status"],
                             data["conclusion"], data["link"])
         try:
@@ -653,6 +661,7 @@ class JobNotifyView(APIView):
         except DomainError as error:
             if error.code == "not_found":
                 window.record(address)
+                raise no_such_job from None
             raise
         job = next(j for j in state.jobs if j["job_id"] == job_id)
         return Response({"job": job_body(job), "goal_id": state.goal_id})

@@ -375,3 +375,30 @@ def test_a_zero_width_character_in_a_workspace_is_the_same_workspace(agent, cloc
     assert again.status_code == 409 and again.json()["code"] == "workspace_bound", again.json()
     same = agent.start(workspace="/srv/re\u2060pos/zw\ufeff")
     assert same.status_code == 200 and same.json()["goal"]["id"] == first.json()["goal"]["id"]
+
+
+def test_the_notify_endpoint_answers_alike_for_an_existing_and_a_random_goal(agent, clock):
+    import uuid
+
+    from rest_framework.test import APIClient
+
+    from api import jobtokens
+
+    gid, lease = _start(agent)
+    tracked = agent.post(f"goals/{gid}/jobs", {"lease": lease, "kind": "ci", "ref": "a",
+                                               "notify": True}).json()
+    job_id = tracked["job"]["job_id"]
+    real = tracked["notify_token"]
+    forged_same_goal = real[:-6] + ("A" * 6 if not real.endswith("AAAAAA") else "B" * 6)
+    # The real token's HMAC part on a random goal id (the shape is wlj_<32 hex>_<43>).
+    random_goal = jobtokens.PREFIX + uuid.uuid4().hex + real[len(jobtokens.PREFIX) + 32:]
+    issued_for_random = jobtokens.notify_token(str(uuid.uuid4()), job_id)  # no such goal
+
+    def notify(token: str):
+        return APIClient().post(f"/api/v1/jobs/{job_id}/status", {"status": "succeeded"},
+                                format="json", HTTP_AUTHORIZATION=f"Bearer {token}")
+
+    answers = [notify(t) for t in (forged_same_goal, random_goal, issued_for_random)]
+    assert {a.status_code for a in answers} == {404}
+    assert all(a.json() == answers[0].json() for a in answers), [a.json() for a in answers]
+    assert notify(real).status_code == 200
