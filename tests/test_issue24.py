@@ -402,3 +402,23 @@ def test_the_notify_endpoint_answers_alike_for_an_existing_and_a_random_goal(age
     assert {a.status_code for a in answers} == {404}
     assert all(a.json() == answers[0].json() for a in answers), [a.json() for a in answers]
     assert notify(real).status_code == 200
+
+
+def test_var_runs_and_its_logs_are_private_from_creation(settings, tmp_path):
+    import os
+    import stat
+
+    from tests.test_dispatch import echo_argv, send, wait_for_file
+
+    old = os.umask(0o022)  # the common default, which made them 0755 / 0644
+    try:
+        settings.WAKELEDGER_RUNS_DIR = tmp_path / "runs"
+        settings.WAKELEDGER_DISPATCHERS = echo_argv(tmp_path, "{goal_id}")
+        assert send("cmd").ok
+        wait_for_file(tmp_path / "argv.json")
+    finally:
+        os.umask(old)
+    runs = tmp_path / "runs"
+    assert stat.S_IMODE(runs.stat().st_mode) == 0o700
+    [log] = runs.glob("*.log")
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
