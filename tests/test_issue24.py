@@ -422,3 +422,16 @@ def test_var_runs_and_its_logs_are_private_from_creation(settings, tmp_path):
     assert stat.S_IMODE(runs.stat().st_mode) == 0o700
     [log] = runs.glob("*.log")
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
+
+
+def test_a_chunked_api_body_is_refused_with_411_never_read_as_empty(agent, clock):
+    from ledger.models import Event
+
+    gid, _lease = _start(agent)
+    before = Event.objects.count()
+    answer = agent.client.generic("POST", f"/api/v1/goals/{gid}/lease/release", b"",
+                                  "application/json", HTTP_TRANSFER_ENCODING="chunked")
+    assert answer.status_code == 411 and answer["Content-Type"] == PROBLEM
+    assert answer.json()["code"] == "length_required"
+    assert Event.objects.count() == before
+
