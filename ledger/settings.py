@@ -1,4 +1,4 @@
-"""Wake Ledger settings, read from environment variables (see README, Configuration)."""
+"""Wake Ledger settings, read from environment variables (see docs/configuration.md)."""
 
 import os
 import secrets
@@ -322,7 +322,7 @@ WAKELEDGER_OUTBOX_GRACE_SECONDS = env_int("WAKELEDGER_OUTBOX_GRACE_SECONDS", 60,
 WAKELEDGER_FAILPOINTS_ENABLED = env_bool("WAKELEDGER_FAILPOINTS_ENABLED", False)
 # Dispatchers (what a granted internal wake does), configured by operators,
 # never by agents. JSON: {"name": {"type": "webhook" | "command", ...}}; see
-# scheduling/dispatch.py and the README.
+# scheduling/dispatch.py and docs/api.md (Dispatchers).
 WAKELEDGER_DISPATCHERS = env_json("WAKELEDGER_DISPATCHERS", {})
 WAKELEDGER_RUNS_DIR = VAR_DIR / "runs"
 

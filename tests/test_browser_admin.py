@@ -274,7 +274,7 @@ def test_goal_schedules_are_read_only_and_the_root_leads_somewhere(browser, live
         page.goto(f"{live_server.url}/admin/django_q/{model}/")
         assert page.locator("select[name=action]").count() == 0
 
-    # Users and groups stay editable by superusers (the README says so).
+    # Users and groups stay editable by superusers (docs/operators.md says so).
     page.goto(f"{live_server.url}/admin/auth/user/")
     assert page.locator("#content a.addlink").count() == 1
 

@@ -64,3 +64,21 @@ def test_the_path_check_catches_what_it_should(line, bad):
     venv = [m.group(0) for m in ABSOLUTE_VENV.finditer(line)
             if m.group(0) != DEPLOY_DIR and not DEPLOY_DIR.startswith(m.group(0))]
     assert bool(LOCAL_CLONE.search(line) or venv) is bad
+
+
+def test_the_readme_reads_in_five_minutes():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) < 200
+    # What a newcomer needs: the two commands, where the admin is, an agent.
+    for needed in ("make run", "make test", "/admin/", "wakeledger start",
+                   "wakeledger finish", "docs/quickstart.md"):
+        assert needed in readme, needed
+
+
+def test_the_layout_names_every_module():
+    layout = (ROOT / "docs" / "layout.md").read_text()
+    missing = [str(path.relative_to(ROOT)) for package in ("ledger", "api", "scheduling")
+               for path in (ROOT / package).rglob("*.py")
+               if "migrations" not in path.parts and path.name != "__init__.py"
+               and path.name not in layout]
+    assert not missing, f"modules docs/layout.md does not name: {missing}"
