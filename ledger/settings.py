@@ -151,6 +151,8 @@ AUTH_PASSWORD_VALIDATORS = [
 LANGUAGE_CODE = "en-us"
 USE_I18N = True
 USE_TZ = True
+# Times in the admin's lists and pages: UTC to the second (ledger/formats/).
+FORMAT_MODULE_PATH = ["ledger.formats"]
 TIME_ZONE = "UTC"
 
 STATIC_URL = "static/"
@@ -263,7 +265,7 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "SERVE_AUTHENTICATION": [],
     "SWAGGER_UI_DIST": "SIDECAR",
-    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": f"/{STATIC_URL}ledger/favicon.svg",
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
         "GoalStatusEnum": "ledger.domain.state.STATUSES",

@@ -435,3 +435,41 @@ def test_a_chunked_api_body_is_refused_with_411_never_read_as_empty(agent, clock
     assert answer.json()["code"] == "length_required"
     assert Event.objects.count() == before
 
+
+
+# ---------------------------------------------------------------- 15, 17. lists, favicon
+
+
+def test_lists_and_pages_show_utc_to_the_second_and_the_new_columns(clock):
+    import re
+
+    from ledger.models import Event
+    from tests.factories import GoalFactory
+
+    goal = GoalFactory(checkpoints=1)
+    auditor = staff("auditor-24", "auditor")
+    goals = auditor.get("/admin/ledger/goal/").content.decode()
+    assert goal.pk.hex[:8] in goals and goal.state["objective"][:10] in goals
+    assert "agent-1" in goals  # the lease holder
+    assert "2026-12-02</span> <span>09:00:00 UTC" in goals
+    assert "o=" in goals  # sortable headers
+    events = auditor.get("/admin/ledger/event/").content.decode()
+    assert 'class="wl-cut"' in events and "step 1" in events  # the summary column
+    event = Event.objects.filter(goal=goal).first()
+    page = auditor.get(f"/admin/ledger/event/{event.pk}/change/").content.decode()
+    assert re.search(r"2026-12-02 09:00:00 UTC", page), "Django's own fields in UTC too"
+    for text in (goals, events, page):
+        assert "a.m." not in text and "p.m." not in text
+
+
+def test_every_admin_page_has_a_favicon_and_so_has_the_site(clock):
+    from django.contrib.staticfiles import finders
+    from django.test import Client
+
+    page = staff("auditor-24", "auditor").get("/admin/").content.decode()
+    assert '<link rel="icon" type="image/svg+xml" href="/static/ledger/favicon.svg">' in page
+    assert finders.find("ledger/favicon.svg")
+    answer = Client().get("/favicon.ico")
+    assert answer.status_code == 302 and answer["Location"] == "/static/ledger/favicon.svg"
+    login = Client().get("/admin/login/").content.decode()
+    assert "ledger/favicon.svg" in login
