@@ -473,3 +473,13 @@ def test_every_admin_page_has_a_favicon_and_so_has_the_site(clock):
     assert answer.status_code == 302 and answer["Location"] == "/static/ledger/favicon.svg"
     login = Client().get("/admin/login/").content.decode()
     assert "ledger/favicon.svg" in login
+
+
+def test_a_projection_stored_before_checkpointed_at_still_has_a_checkpoint_time():
+    from ledger.domain import GoalState
+    from ledger.domain.smartwake import resume_packet
+
+    old = GoalState.from_dict({"goal_id": "g", "status": "waiting",
+                               "updated_at": "2026-12-01T08:00:00.000000Z"})
+    assert old.checkpoint_contract()["updated_at"] == "2026-12-01T08:00:00.000000Z"
+    assert resume_packet(old)["checkpoint"]["updated_at"] == "2026-12-01T08:00:00.000000Z"

@@ -170,8 +170,15 @@ class GoalState:
             "artifacts": [dict(a) for a in self.artifacts],
             "errors": list(self.errors),
             "retry_count": self.retry_count,
-            "updated_at": self.checkpointed_at,
+            "updated_at": self.checkpoint_time,
         }
+
+    @property
+    def checkpoint_time(self) -> str:
+        """When the latest checkpoint was made. A projection stored before
+        ``checkpointed_at`` existed has none until its next checkpoint (or
+        `ledger replay --fix`): its last update is the best it knows."""
+        return self.checkpointed_at or self.updated_at
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)  # the fields, in declaration order (__init__'s)
