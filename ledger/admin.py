@@ -152,10 +152,11 @@ def utc(moment: datetime | None) -> str:
                        at.strftime("%H:%M:%S"))
 
 
-def cut(text: str, *, short: bool = False) -> str:
-    """A long text cut to its column's width (CSS), the whole of it in the title."""
+def cut(text: str, *, width: str = "") -> str:
+    """A long text cut to its column's width (CSS: "", "short" or "long"),
+    the whole of it in the title."""
     return format_html('<span class="wl-cut{}" title="{}">{}</span>',
-                       " wl-cut-short" if short else "", text, text)
+                       f" wl-cut-{width}" if width else "", text, text)
 
 
 @admin.register(Goal)
@@ -181,7 +182,7 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
 
     @admin.display(description="workspace", ordering="workspace")
     def workspace_cut(self, goal: Goal) -> str:
-        return cut(goal.workspace, short=True)
+        return cut(goal.workspace, width="short")
 
     @admin.display(description="status, reason", ordering="status")
     def status_badge(self, goal: Goal) -> str:
@@ -451,7 +452,7 @@ class EventAdmin(UUIDSearchMixin, ReadOnlyAdmin):
     @admin.display(description="summary")
     def event_summary(self, event: Event) -> str:
         # The timeline's one-line reading of the event (ledger/terminal.py).
-        return cut(summary(event.kind, event.data))
+        return cut(summary(event.kind, event.data), width="long")
 
     @admin.display(description="recorded (UTC)", ordering="id")
     def recorded(self, event: Event) -> str:

@@ -454,7 +454,7 @@ def test_lists_and_pages_show_utc_to_the_second_and_the_new_columns(clock):
     assert "2026-12-02</span> <span>09:00:00 UTC" in goals
     assert "o=" in goals  # sortable headers
     events = auditor.get("/admin/ledger/event/").content.decode()
-    assert 'class="wl-cut"' in events and "step 1" in events  # the summary column
+    assert 'class="wl-cut wl-cut-long"' in events and "step 1" in events  # the summary
     event = Event.objects.filter(goal=goal).first()
     page = auditor.get(f"/admin/ledger/event/{event.pk}/change/").content.decode()
     assert re.search(r"2026-12-02 09:00:00 UTC", page), "Django's own fields in UTC too"
