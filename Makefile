@@ -50,7 +50,7 @@ test-postgres: $(VENV)/.installed-dev
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 
-# Not part of `make test`: the suite under bench/ (README, Performance) prints
+# Not part of `make test`: the suite under bench/ (docs/performance.md) prints
 # a table and writes var/bench/latest.json. bench-quick: fewer rounds, smaller sizes.
 $(VENV)/.installed-bench: pyproject.toml | $(VENV)/.installed-dev
 	$(BIN)/pip install --quiet -e '.[dev,bench]'

@@ -95,9 +95,36 @@ def saved_lease(goal_id: str) -> dict[str, Any] | None:
 def load_lease(goal_id: str) -> dict[str, Any]:
     lease = saved_lease(goal_id)
     if lease is None:
-        raise CliError(EXIT_LEASE_LOST, f"no lease saved for goal {goal_id}; run "
-                       "`wakeledger lease` or `wakeledger start` first")
+        raise CliError(EXIT_LEASE_LOST, _no_saved_lease(goal_id))
     return lease
+
+
+def _no_saved_lease(goal_id: str) -> str:
+    """Why there is no lease to send, as the server sees the goal: a lease
+    a run report or a release already gave back, a pause until its reset,
+    or one held elsewhere. Asked only on this error path."""
+    try:
+        goal = call("GET", f"goals/{goal_id}")
+    except CliError:
+        goal = None
+    if not isinstance(goal, dict):
+        return (f"no lease saved for goal {goal_id}; run `wakeledger lease` or "
+                "`wakeledger start` first")
+    if goal.get("status") == "paused" and goal.get("paused_until"):
+        return (f"goal {goal_id} holds no lease: the rate-limit run report already released "
+                f"it, and the goal is paused until {goal['paused_until']}; run "
+                "`wakeledger lease` after then (or let its reset wake resume it)")
+    if goal.get("status") in ("done", "failed", "stopped"):
+        return f"goal {goal_id} is {goal['status']}; it takes no more work"
+    if goal.get("status") == "blocked":
+        return (f"goal {goal_id} is blocked ({goal.get('reason') or 'no reason'}) until an "
+                "operator acts")
+    if goal.get("lease"):
+        return (f"no lease saved here for goal {goal_id}; {goal['lease'].get('holder')} holds "
+                f"one until {goal['lease'].get('expires_at')}")
+    ended = goal.get("lease_end")
+    return (f"goal {goal_id} holds no lease" + (f" (the last one was {ended})" if ended else "")
+            + "; run `wakeledger lease` to take one")
 
 
 def forget_lease(goal_id: str) -> None:
@@ -184,10 +211,15 @@ def _http_error(error: urllib.error.HTTPError, base: str) -> CliError:
     detail = body.get("detail") if isinstance(body, dict) else error.reason
     errors = body.get("errors") if isinstance(body, dict) else None
     if isinstance(errors, dict):
-        # "see errors" is on stdout in the JSON; a human reads stderr.
-        detail = f"{detail} " + "; ".join(
-            f"{field}: {' '.join(map(str, problems)) if isinstance(problems, list) else problems}"
-            for field, problems in errors.items())
+        # "see errors" is on stdout in the JSON; a human reads stderr. A
+        # domain refusal repeats its detail as its field's error: name the
+        # field then, not the sentence twice.
+        parts = []
+        for field, problems in errors.items():
+            texts = [str(p) for p in (problems if isinstance(problems, list) else [problems])
+                     if str(p) != detail]
+            parts.append(f"{field}: {' '.join(texts)}" if texts else f"(field: {field})")
+        detail = f"{detail} " + "; ".join(parts)
     return CliError(exit_code, f"{error.code} {code or ''}: {detail}".strip(), body)
 
 

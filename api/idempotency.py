@@ -26,6 +26,9 @@ replays it, and its own command never runs. One transaction instead of the
 claim's own before the command also saves a COMMIT, with its fsync, on every
 keyed request: agents send a key on every POST.
 
+Only the key's digest (``key_digest``) is kept, in the record and in the
+events; a key that looks like a credential is refused.
+
 Records written as "in flight" by an earlier release (status NULL, committed
 before the command) are still honoured: 409 ``idempotency_in_flight`` while
 their lock lasts, run again once it expired.
@@ -50,6 +53,7 @@ from api.models import IdempotencyRecord
 from api.problems import Problem
 from api.serializers import validated
 from ledger import clock, failpoints
+from ledger.domain.validation import looks_like_secret
 
 HEADER = "Idempotency-Key"
 _META_KEY = "HTTP_" + HEADER.upper().replace("-", "_")  # as WSGI names it
@@ -101,7 +105,16 @@ def fingerprint(request: Request) -> str:
     return hashlib.sha256(material.encode()).hexdigest()
 
 
+def key_digest(key: str) -> str:
+    """What the ledger keeps of an Idempotency-Key: ``sha256:<hex>`` of it.
+    Never the key itself (an agent may paste anything into a header, and
+    events are kept forever and shown to auditors); unkeyed, so the agent
+    that sent a key can find its events by hashing it."""
+    return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
+
+
 def _key(request: Request) -> str | None:
+    """The request's Idempotency-Key as stored (its digest), or None."""
     # META, not request.headers: the first look at .headers builds a dict of
     # every header of the request, which cost more than the rest of this check.
     key = request.META.get(_META_KEY)
@@ -110,7 +123,12 @@ def _key(request: Request) -> str | None:
     if not key or len(key) > MAX_KEY or not key.isascii() or not key.isprintable():
         raise Problem("validation_error",
                       f"{HEADER} must be 1 to {MAX_KEY} printable ASCII characters.")
-    return key
+    if looks_like_secret(key):
+        # Only a digest is stored, but a credential in a header is a mistake
+        # the agent should hear about (like one in an objective).
+        raise Problem("validation_error",
+                      f"{HEADER} looks like a credential; send a random id (a UUID).")
+    return key_digest(key)
 
 
 # The table name comes from the model's Meta, never from input.

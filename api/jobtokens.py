@@ -33,5 +33,13 @@ def goal_of(token: str) -> str | None:
     return str(uuid.UUID(match.group(1))) if match else None
 
 
+def issued_for(token: str, job_id: str) -> bool:
+    """Whether ``token`` is the one this server issued for ``job_id`` (of the
+    goal the token names): checked without reading anything stored, so a
+    made-up token gets the same answer whether its goal exists or not."""
+    goal_id = goal_of(token)
+    return goal_id is not None and hmac.compare_digest(notify_token(goal_id, job_id), token)
+
+
 def digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()

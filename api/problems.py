@@ -20,6 +20,7 @@ CHALLENGE = 'Bearer realm="wakeledger"'
 STATUS_BY_CODE = {
     "validation_error": 400,
     "malformed_json": 400,
+    "time_out_of_range": 400,
     "lease_required": 400,
     "unauthenticated": 401,
     "forbidden": 403,
@@ -42,6 +43,7 @@ STATUS_BY_CODE = {
     "not_wakeable": 409,
     "job_terminal": 409,
     "not_sealed": 409,
+    "length_required": 411,
     "payload_too_large": 413,
     "unsupported_media_type": 415,
     "idempotency_conflict": 422,
@@ -54,6 +56,7 @@ STATUS_BY_CODE = {
 TITLES = {
     "validation_error": "The request is not valid.",
     "malformed_json": "The body is not valid JSON.",
+    "time_out_of_range": "A date-time lies outside the range the ledger records.",
     "lease_required": "This call must carry the lease.",
     "unauthenticated": "Authentication is required.",
     "forbidden": "Not allowed.",
@@ -76,6 +79,7 @@ TITLES = {
     "not_wakeable": "The goal is blocked or ended; a wake cannot resume it.",
     "job_terminal": "The job has already ended.",
     "not_sealed": "Not in a signed tree head yet; the log is sealed every few minutes.",
+    "length_required": "The body must come with a Content-Length.",
     "payload_too_large": "The body is too large.",
     "unsupported_media_type": "Send application/json.",
     "idempotency_conflict": "This Idempotency-Key was used with a different request.",

@@ -385,9 +385,18 @@ class EventsQuerySerializer(StrictSerializer):
 class LeaseSerializer(serializers.Serializer):
     holder = serializers.CharField()
     generation = serializers.IntegerField()
+    lease_seconds = serializers.IntegerField(help_text="How long each grant or renewal lasts.")
     acquired_at = serializers.CharField()
     expires_at = serializers.CharField()
     last_heartbeat_at = serializers.CharField()
+    via = serializers.ChoiceField(
+        choices=["agent", "wake", "pull"], required=False,
+        help_text="How it was granted: the agent asked (or took over a stale lease), a push "
+                  "wake handed it to a continuation, or the agent pulled a due wake.")
+    active = serializers.BooleanField(help_text="The lease is live: not past its expiry.")
+    heard_from_holder = serializers.BooleanField(
+        help_text="The holder sent a heartbeat, checkpoint or run report since the grant "
+                  "(a wake's continuation that stays silent ends INTERRUPTED_UNKNOWN).")
 
 
 class GrantedLeaseSerializer(serializers.Serializer):
@@ -434,6 +443,30 @@ class GoalSerializer(serializers.Serializer):
     workspace_bound = serializers.BooleanField()
     lease = LeaseSerializer(allow_null=True)
     lease_generation = serializers.IntegerField()
+    lease_end = serializers.ChoiceField(
+        choices=["", "released", "expired", "finished"], allow_blank=True,
+        help_text="How the last lease ended ('' while one is held or none ever was).")
+    paused_until = serializers.CharField(
+        allow_blank=True, help_text="A rate limit's reset plus margin ('' when not paused).")
+    rate_limits = serializers.IntegerField(help_text="Consecutive rate limits (the back-off's "
+                                                     "exponent); a checkpoint resets it.")
+    continuations_used = serializers.IntegerField(
+        help_text="Recovery continuations charged, of policy.max_continuations.")
+    last_checkpoint_seq = serializers.IntegerField()
+    checkpointed_at = serializers.CharField(help_text="When the latest checkpoint was made.")
+    watchdog = serializers.DictField(
+        allow_null=True, help_text="The one watchdog (backend, interval, status, next due, "
+                                   "receipt state, health); null when never prepared.")
+    last_wake = serializers.DictField(help_text="The last wake claimed ({} when none).")
+    reset_wake = serializers.DictField(
+        help_text="The one-off wake at a rate limit's reset ({} when none).")
+    requested_wake = serializers.DictField(
+        help_text="The one-off wake the agent asked for at a turn boundary ({} when none).")
+    jobs = serializers.ListField(child=serializers.DictField(),
+                                 help_text="Blocking jobs tracked (CI runs, deploys).")
+    pending_approvals = serializers.ListField(child=serializers.DictField())
+    finish_requested = serializers.DictField(
+        help_text="A finish waiting for its watchdog's cancellation receipt ({} when none).")
     ready = serializers.DictField(help_text="A due wake waiting for this goal's agent to pull "
                                             "it by taking the lease ({} when none).")
     next_wake_at = serializers.CharField(

@@ -45,6 +45,7 @@ from ledger.domain import (
 )
 from ledger.domain.commands import Evidence, WakeRequest
 from ledger.domain.events import iso
+from ledger.domain.leases import lease_live
 from ledger.domain.runs import Recover, ReportRun, RequestApproval, ResolveApproval, Stop
 from ledger.domain.smartwake import preflight, resume_packet
 from ledger.domain.timing import next_wake_at
@@ -85,7 +86,11 @@ def goal_body(state: GoalState) -> dict[str, Any]:
     body["id"] = body.pop("goal_id")
     lease = body.pop("lease")
     # The token digest stays inside: callers prove the token, they never read it.
-    body["lease"] = ({k: v for k, v in lease.items() if k != "token_sha256"}
+    # "active" is shown as a reader takes it (live now); the stored flag of
+    # that name (rule 6: a sign of life since the grant) is heard_from_holder.
+    body["lease"] = ({**{k: v for k, v in lease.items() if k not in ("token_sha256", "active")},
+                      "active": lease_live(state, clock.now()),
+                      "heard_from_holder": bool(lease.get("active"))}
                      if lease else None)
     body["watchdog"] = watchdog_body(state)
     body["next_wake_at"] = next_wake_at(state) or None
@@ -671,6 +676,14 @@ class JobNotifyView(APIView):
             raise Problem("unauthenticated", "Send the job's notify token: "
                           "`Authorization: Bearer wlj_…`.")
         data = validated(s.JobNotifySerializer, request.data)
+        # One answer for every token that is not this job's, whether the goal
+        # it names exists or not (a made-up goal id was a different 404, which
+        # told a caller which goal ids exist): the domain's own refusal.
+        no_such_job = DomainError("no such job for this notify token", code="not_found",
+                                  field="job_id")
+        if not jobtokens.issued_for(token.strip(), job_id):
+            window.record(address)
+            raise no_such_job
         command = NotifyJob(job_id, jobtokens.digest(token.strip()), data["status"],
                             data["conclusion"], data["link"])
         try:
@@ -678,6 +691,7 @@ class JobNotifyView(APIView):
         except DomainError as error:
             if error.code == "not_found":
                 window.record(address)
+                raise no_such_job from None
             raise
         job = next(j for j in state.jobs if j["job_id"] == job_id)
         return Response({"job": job_body(job), "goal_id": state.goal_id})

@@ -12,6 +12,7 @@ read-only, since goal schedules belong to goals.
 
 import json
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 from django import forms
@@ -23,15 +24,16 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import connections
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse, reverse_lazy
 from django.utils.functional import cached_property
 from django.utils.html import format_html
+from django.utils.http import urlencode
 
 from api.accounts import OPERATOR, ROLES, role_of
-from ledger import alerts, clock, continuations, export, projection, store, timeline
+from ledger import alerts, clock, continuations, export, goalids, projection, store, timeline
 from ledger.domain import DomainError, GoalState, decide, liveness
 from ledger.domain.runs import Recover, ResolveApproval, Stop
 from ledger.domain.wakes import WakeNow, watchdog_health
@@ -108,7 +110,9 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 class UUIDSearchMixin:
-    """Search by a goal id without letting a non-UUID term reach a UUID lookup."""
+    """Search by a goal id, or by the first hex digits of one (what the lists
+    and `ledger goals` print), without letting a non-UUID term reach a UUID
+    lookup. Other terms search the text fields as usual."""
 
     uuid_field = "pk"
 
@@ -117,8 +121,15 @@ class UUIDSearchMixin:
         try:
             goal_id = uuid.UUID(search_term.strip())
         except ValueError:
-            return super().get_search_results(request, queryset, search_term)
-        return queryset.filter(**{self.uuid_field: goal_id}), False
+            pass
+        else:
+            return queryset.filter(**{self.uuid_field: goal_id}), False
+        if goalids.prefix_of(search_term) is not None:
+            ids = goalids.matching(search_term)
+            by_text, duplicates = super().get_search_results(  # type: ignore[misc]
+                request, queryset, search_term)
+            return (queryset.filter(**{f"{self.uuid_field}__in": ids}) | by_text), duplicates
+        return super().get_search_results(request, queryset, search_term)  # type: ignore[misc]
 
 
 def is_operator(request: HttpRequest) -> bool:
@@ -130,30 +141,83 @@ class ReasonForm(forms.Form):
                              help_text="Recorded with your name in the goal's history.")
 
 
+def utc(moment: datetime | None) -> str:
+    """An instant as every list shows it: UTC to the second, like the timeline."""
+    if moment is None:
+        return "—"
+    at = moment.astimezone(UTC)
+    # Two unbreakable halves, so a narrow column wraps between date and time.
+    return format_html('<time class="wl-time" datetime="{}"><span>{}</span> <span>{} UTC</span>'
+                       '</time>', at.isoformat(), at.strftime("%Y-%m-%d"),
+                       at.strftime("%H:%M:%S"))
+
+
+def cut(text: str, *, width: str = "") -> str:
+    """A long text cut to its column's width (CSS: "", "short" or "long"),
+    the whole of it in the title."""
+    return format_html('<span class="wl-cut{}" title="{}">{}</span>',
+                       f" wl-cut-{width}" if width else "", text, text)
+
+
 @admin.register(Goal)
 class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
-    list_display = ("goal_key", "workspace", "status_badge", "reason", "agent", "progress",
-                    "updated_at")
+    # What an auditor looks a goal up by (the id prefix `ledger goals` prints,
+    # its key and objective) and what tells whether it moves (who holds it,
+    # when it wakes), every time in UTC to the second and sortable.
+    list_display = ("short_id", "goal_key", "objective", "workspace_cut", "status_badge",
+                    "agent", "lease_holder", "progress", "next_wake", "updated")
     list_filter = ("status", "reason", "agent", ("updated_at", admin.DateFieldListFilter))
     search_fields = ("goal_key", "workspace")
     ordering = ("-updated_at",)
-    list_display_links = ("goal_key",)
+    list_display_links = ("short_id", "goal_key")
 
-    @admin.display(description="status", ordering="status")
+    @admin.display(description="id", ordering="id")
+    def short_id(self, goal: Goal) -> str:
+        return format_html('<span class="wl-id" title="{}">{}</span>', goal.pk,
+                           goal.pk.hex[:8])
+
+    @admin.display(description="objective")
+    def objective(self, goal: Goal) -> str:
+        return cut(goal.state.get("objective", ""))
+
+    @admin.display(description="workspace", ordering="workspace")
+    def workspace_cut(self, goal: Goal) -> str:
+        return cut(goal.workspace, width="short")
+
+    @admin.display(description="status, reason", ordering="status")
     def status_badge(self, goal: Goal) -> str:
-        return format_html('<span class="wl-badge wl-{}">{}</span>', goal.status, goal.status)
+        # The reason under its status, not a column of its own: the list
+        # then fits a 1400 px window (the reason filter is on the right).
+        badge = format_html('<span class="wl-badge wl-{}">{}</span>', goal.status, goal.status)
+        if not goal.reason:
+            return badge
+        return format_html('{}<br><span class="wl-reason">{}</span>', badge, goal.reason)
 
-    @admin.display(description="progress")
+    @admin.display(description="holder")
+    def lease_holder(self, goal: Goal) -> str:
+        return (goal.state.get("lease") or {}).get("holder") or "—"
+
+    @admin.display(description="%")
     def progress(self, goal: Goal) -> str:
-        return f"{goal.state.get('progress_pct', 0)} %"
+        return f"{goal.state.get('progress_pct', 0)}\u00a0%"  # never "40" over "%"
+
+    @admin.display(description="next wake", ordering="next_wake_at")
+    def next_wake(self, goal: Goal) -> str:
+        return utc(goal.next_wake_at)
+
+    @admin.display(description="updated", ordering="updated_at")
+    def updated(self, goal: Goal) -> str:
+        return utc(goal.updated_at)
 
     def get_urls(self) -> list:
         view = self.admin_site.admin_view
         return [
             path("dashboard/", view(self.dashboard_view), name="ledger_goal_dashboard"),
-            path("<uuid:goal_id>/timeline/", view(self.timeline_view),
+            # <str:…>, not <uuid:…>: a typed prefix reaches the view, which
+            # opens its goal, lists the several it matches, or answers 404.
+            path("<str:goal_id>/timeline/", view(self.timeline_view),
                  name="ledger_goal_timeline"),
-            path("<uuid:goal_id>/act/<str:action>/", view(self.act_view),
+            path("<str:goal_id>/act/<str:action>/", view(self.act_view),
                  name="ledger_goal_act"),
             path("<uuid:goal_id>/export/", view(self.export_view),
                  name="ledger_goal_export"),
@@ -162,15 +226,41 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
                     extra_context: dict | None = None) -> HttpResponse:
-        # A goal's page is its timeline.
-        return HttpResponseRedirect(reverse("admin:ledger_goal_timeline", args=[object_id]))
+        # A goal's page is its timeline (a prefix, garbage: the timeline decides).
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        found = self._goal_or_answer(request, object_id, "admin:ledger_goal_timeline")
+        if isinstance(found, HttpResponse):
+            return found
+        return HttpResponseRedirect(reverse("admin:ledger_goal_timeline", args=[found.pk]))
+
+    def _goal_or_answer(self, request: HttpRequest, typed: str, view: str,
+                        *extra: str) -> Goal | HttpResponse:
+        """The goal a URL names, or the answer to give instead: a redirect to
+        the full id's page for a unique prefix, the goal list searched by the
+        prefix (with a message) when it matches several, 404 otherwise."""
+        try:
+            goal_id = goalids.resolve(typed)
+        except goalids.AmbiguousGoal as error:
+            self.message_user(request, str(error), messages.WARNING)
+            query = urlencode({"q": typed})
+            return HttpResponseRedirect(f"{reverse('admin:ledger_goal_changelist')}?{query}")
+        except (goalids.NotAGoalId, goalids.NoSuchGoal):
+            raise Http404("No goal has this id") from None
+        if goal_id != typed:
+            target = reverse(view, args=[goal_id, *extra])
+            query = request.GET.urlencode()
+            return HttpResponseRedirect(f"{target}?{query}" if query else target)
+        return get_object_or_404(Goal, pk=goal_id)
 
     # ------------------------------------------------------------------ timeline
 
-    def timeline_view(self, request: HttpRequest, goal_id: uuid.UUID) -> HttpResponse:
+    def timeline_view(self, request: HttpRequest, goal_id: str) -> HttpResponse:
         if not self.has_view_permission(request):
             raise PermissionDenied
-        goal = get_object_or_404(Goal, pk=goal_id)
+        goal = self._goal_or_answer(request, goal_id, "admin:ledger_goal_timeline")
+        if isinstance(goal, HttpResponse):
+            return goal
         state = GoalState.from_dict(goal.state)
         cursor = {name: _int(request.GET.get(name)) for name in ("before", "after")}
         page = timeline.page(goal, **cursor)
@@ -249,10 +339,16 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
 
     ACTIONS = ("stop", "recover", "wake", "approve", "reject", "replay")
 
-    def act_view(self, request: HttpRequest, goal_id: uuid.UUID, action: str) -> HttpResponse:
+    def act_view(self, request: HttpRequest, goal_id: str, action: str) -> HttpResponse:
         if not is_operator(request) or action not in self.ACTIONS:
             raise PermissionDenied
-        goal = get_object_or_404(Goal, pk=goal_id)
+        if request.method == "POST":  # a POST acts on exactly the goal it names
+            goal = get_object_or_404(Goal, pk=_uuid_or_404(goal_id))
+        else:
+            found = self._goal_or_answer(request, goal_id, "admin:ledger_goal_act", action)
+            if isinstance(found, HttpResponse):
+                return found
+            goal = found
         gate = request.GET.get("gate") or request.POST.get("gate") or ""
         back = reverse("admin:ledger_goal_timeline", args=[goal.pk])
         refusal = None
@@ -328,6 +424,13 @@ def refusals(state: GoalState, operator: str) -> dict[str, DomainError | None]:
             for action in ("recover", "wake", "stop")}
 
 
+def _uuid_or_404(value: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise Http404("No goal has this id") from None
+
+
 def _int(value: str | None) -> int | None:
     try:
         return int(value) if value is not None else None
@@ -355,16 +458,32 @@ class KindFilter(admin.SimpleListFilter):
 @admin.register(Event)
 class EventAdmin(UUIDSearchMixin, ReadOnlyAdmin):
     uuid_field = "goal_id"
-    list_display = ("id", "goal_link", "seq", "kind", "actor", "recorded_at")
+    list_display = ("id", "goal_prefix", "goal_link", "seq", "kind", "event_summary", "actor",
+                    "recorded")
     list_filter = (KindFilter, ("recorded_at", admin.DateFieldListFilter))
     list_select_related = ("goal",)
     search_fields = ("goal__goal_key", "actor")
     ordering = ("-id",)
 
+    @admin.display(description="goal id", ordering="goal_id")
+    def goal_prefix(self, event: Event) -> str:
+        return format_html('<span class="wl-id" title="{}">{}</span>', event.goal_id,
+                           event.goal_id.hex[:8])
+
     @admin.display(description="goal")
     def goal_link(self, event: Event) -> str:
         url = reverse("admin:ledger_goal_timeline", args=[event.goal_id])
         return format_html('<a href="{}#seq-{}">{}</a>', url, event.seq, event.goal.goal_key)
+
+    @admin.display(description="summary")
+    def event_summary(self, event: Event) -> str:
+        # The timeline's one-line reading of the event (ledger/terminal.py).
+        return cut(summary(event.kind, event.data), width="long")
+
+    @admin.display(description="recorded (UTC)", ordering="id")
+    def recorded(self, event: Event) -> str:
+        # Sorted by id: ids grow with time, and recorded_at has no index.
+        return utc(event.recorded_at)
 
 
 # ---------------------------------------------------------------- the site
@@ -372,6 +491,10 @@ class EventAdmin(UUIDSearchMixin, ReadOnlyAdmin):
 admin.site.site_header = "Wake Ledger"
 admin.site.site_title = "Wake Ledger admin"
 admin.site.index_title = "Goals, events and who may see them"
+# The lists are wide (a goal's id, key, objective, holder, next wake ...);
+# the app sidebar's 290 px clipped them at 1400 px, and the breadcrumbs and
+# the index already lead everywhere it did.
+admin.site.enable_nav_sidebar = False
 # "View site": the one public page a person reads, the API's documentation.
 admin.site.site_url = reverse_lazy("api:docs")
 

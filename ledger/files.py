@@ -19,6 +19,7 @@ import contextlib
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 
 def private_var(var_dir: Path, database: Path | None) -> None:
@@ -28,6 +29,20 @@ def private_var(var_dir: Path, database: Path | None) -> None:
         # O_EXCL: never truncate; an existing database keeps its contents.
         with contextlib.suppress(FileExistsError):
             os.close(os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` as a directory, created 0700 when it is new (not narrowed
+    only at the next start: its first files are written right away)."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
+
+
+def open_private(path: Path, mode: str = "ab") -> BinaryIO:
+    """``path`` opened for appending, created 0600 when it is new (``open``
+    would create it 0666 less the umask: 0644, readable by every user)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    return os.fdopen(fd, mode)
 
 
 def tighten(var_dir: Path) -> None:

@@ -1,4 +1,4 @@
-"""Wake Ledger settings, read from environment variables (see README, Configuration)."""
+"""Wake Ledger settings, read from environment variables (see docs/configuration.md)."""
 
 import os
 import secrets
@@ -55,6 +55,9 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 # the local address on WAKELEDGER_PORT, which `make run` sets to its PORT.
 SITE_URL = env_str("SITE_URL", "").rstrip("/")
 LOCAL_URL = f"http://127.0.0.1:{env_int('WAKELEDGER_PORT', 8000, minimum=1, maximum=65535)}"
+# Whether LOCAL_URL's port is known (set by `make run`, or by hand) or only
+# the default: a command run on its own cannot tell which port the server has.
+LOCAL_PORT_KNOWN = bool(os.environ.get("WAKELEDGER_PORT", "").strip())
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -75,6 +78,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "api.middleware.RefuseChunkedBodies",
     "ledger.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -147,6 +151,8 @@ AUTH_PASSWORD_VALIDATORS = [
 LANGUAGE_CODE = "en-us"
 USE_I18N = True
 USE_TZ = True
+# Times in the admin's lists and pages: UTC to the second (ledger/formats/).
+FORMAT_MODULE_PATH = ["ledger.formats"]
 TIME_ZONE = "UTC"
 
 STATIC_URL = "static/"
@@ -259,7 +265,7 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "SERVE_AUTHENTICATION": [],
     "SWAGGER_UI_DIST": "SIDECAR",
-    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": f"/{STATIC_URL}ledger/favicon.svg",
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
         "GoalStatusEnum": "ledger.domain.state.STATUSES",
@@ -318,7 +324,7 @@ WAKELEDGER_OUTBOX_GRACE_SECONDS = env_int("WAKELEDGER_OUTBOX_GRACE_SECONDS", 60,
 WAKELEDGER_FAILPOINTS_ENABLED = env_bool("WAKELEDGER_FAILPOINTS_ENABLED", False)
 # Dispatchers (what a granted internal wake does), configured by operators,
 # never by agents. JSON: {"name": {"type": "webhook" | "command", ...}}; see
-# scheduling/dispatch.py and the README.
+# scheduling/dispatch.py and docs/api.md (Dispatchers).
 WAKELEDGER_DISPATCHERS = env_json("WAKELEDGER_DISPATCHERS", {})
 WAKELEDGER_RUNS_DIR = VAR_DIR / "runs"
 

@@ -2,6 +2,7 @@
 
 from django.conf import settings
 from django.http import HttpRequest
+from django.urls import reverse
 
 
 def base_url(request: HttpRequest | None = None) -> str:
@@ -13,6 +14,26 @@ def base_url(request: HttpRequest | None = None) -> str:
     if request is not None:
         return request.build_absolute_uri("/").rstrip("/")
     return settings.LOCAL_URL
+
+
+def known_base_url() -> str | None:
+    """The base URL where no request tells the host, if it is known: SITE_URL,
+    or the local address when WAKELEDGER_PORT names the port; None otherwise
+    (a command run on its own: the server may be on any port)."""
+    if settings.SITE_URL:
+        return settings.SITE_URL
+    return settings.LOCAL_URL if settings.LOCAL_PORT_KNOWN else None
+
+
+def admin_address() -> str:
+    """Where the admin is, for a command to print: a full URL when it is
+    known, otherwise its path and how to find the rest (never a guessed port)."""
+    path = reverse("admin:index")
+    base = known_base_url()
+    if base is not None:
+        return f"{base}{path}"
+    return (f"{path} on the server's address (`make run` prints it; set SITE_URL to "
+            "have commands print the full URL)")
 
 
 def api_url(request: HttpRequest | None = None) -> str:

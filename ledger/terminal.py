@@ -85,12 +85,14 @@ def when(value: str | datetime | None) -> str:
 
 
 def relative(value: str | datetime | None, now: datetime) -> str:
-    """``in 12m`` / ``3h05m ago`` / ``now``; ``-`` when there is no instant."""
+    """``in 12m`` / ``3h05m ago`` / ``30s ago`` / ``now`` (under a second);
+    ``-`` when there is no instant. Seconds under a minute: "now" for 30 s ago
+    read as "just happened" to someone watching a goal that had gone quiet."""
     moment = _moment(value)
     if moment is None:
         return "-"
     seconds = int((moment - now).total_seconds())
-    if abs(seconds) < 60:
+    if seconds == 0:
         return "now"
     span = _span(abs(seconds))
     return f"in {span}" if seconds > 0 else f"{span} ago"
@@ -98,6 +100,8 @@ def relative(value: str | datetime | None, now: datetime) -> str:
 
 def _span(seconds: int) -> str:
     minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86_400
+    if not minutes:
+        return f"{seconds}s"
     if days >= 2:
         return f"{days}d"
     if hours:

@@ -2,13 +2,14 @@ from django.contrib import admin
 from django.urls import include, path
 
 from ledger.security import LockoutAuthenticationForm
-from ledger.views import home
+from ledger.views import favicon, home
 
 # Repeated failed logins lock a username out from one address (ledger/security.py).
 admin.site.login_form = LockoutAuthenticationForm
 
 urlpatterns = [
     path("", home, name="home"),
+    path("favicon.ico", favicon, name="favicon"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("api.urls")),
 ]

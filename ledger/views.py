@@ -1,6 +1,7 @@
 """The site's root: people are sent to the admin, programs get the addresses."""
 
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.templatetags.static import static
 from django.urls import reverse
 from django.views.decorators.http import require_safe
 
@@ -17,3 +18,10 @@ def home(request: HttpRequest) -> HttpResponse:
         ("schema", "api:schema"), ("skill", "api:skill"), ("health", "api:health"))}
     where["api"] = where["api"].removesuffix("goals")
     return JsonResponse({"service": "wake-ledger", **where})
+
+
+@require_safe
+def favicon(request: HttpRequest) -> HttpResponse:
+    """`/favicon.ico`, which browsers ask for on every page outside the admin
+    (the API docs, the JSON index): the admin's own icon, an SVG."""
+    return HttpResponseRedirect(static("ledger/favicon.svg"))

@@ -52,6 +52,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from ledger import siteurl
 from ledger.dispatchers import OPENCLAW, lease_dispatchers
+from ledger.files import open_private, private_dir
 from scheduling.signatures import HEADER as SIGNATURE_HEADER
 from scheduling.signatures import sign, verify_signature
 
@@ -407,12 +408,13 @@ def _command(spec: dict[str, Any], *, goal_id: str, occurrence_id: str, session_
     # One pass per element: a substituted value is never scanned again, so a
     # session key "{prompt}" stays those eight characters. No shell, no format.
     argv = [PLACEHOLDER.sub(fill, element) for element in spec["argv"]]
-    runs = settings.WAKELEDGER_RUNS_DIR
-    runs.mkdir(parents=True, exist_ok=True)
+    # The output may hold what the agent printed: the service user's alone
+    # from the first byte (0700 / 0600), like everything under var/.
+    runs = private_dir(settings.WAKELEDGER_RUNS_DIR)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
     log_path = runs / f"{goal_id}-{stamp}.log"
     try:
-        with open(log_path, "ab") as log:
+        with open_private(log_path) as log:
             subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,  # noqa: S603
                              stderr=subprocess.STDOUT, env=child_environment(spec, {
                                  "WAKELEDGER_GOAL_ID": goal_id,

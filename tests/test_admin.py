@@ -292,7 +292,8 @@ def test_a_long_list_says_more_than_and_links_only_to_pages_with_rows(monkeypatc
     assert linked == [2, 3, 4, 5]  # 21 rows known: page 5 holds row 21
     for number in linked:
         listing = client.get("/admin/ledger/event/", {"p": number}).content.decode()
-        assert listing.count('<tr class="') > 0, number
+        # A result row's cell (the nav sidebar's rows, once counted here, are gone).
+        assert listing.count('class="field-kind"') > 0, number
     # Further pages count further; the last page knows the real total.
     pages = -(-goal.version // 5)
     last = client.get("/admin/ledger/event/", {"p": pages}).content.decode()

@@ -19,6 +19,8 @@ from api.parsers import StrictJSONParser
 from ledger.models import Event, Goal
 from tests.factories import COMPLETED, lease_of
 
+D = idempotency.key_digest  # what is stored of a key
+
 pytestmark = pytest.mark.django_db
 
 PROBLEM = "application/problem+json"
@@ -125,7 +127,7 @@ def test_every_post_replays_its_first_answer_and_appends_nothing(agent, goal, cl
 
     assert_replay(first, again)
     assert snapshot() == after_first
-    record = IdempotencyRecord.objects.get(owner="agent-1", key=f"{endpoint}-1")
+    record = IdempotencyRecord.objects.get(owner="agent-1", key=D(f"{endpoint}-1"))
     assert record.status_code == status
     assert json.loads(record.response) == without_lease_token(first.json())
 
@@ -196,7 +198,7 @@ def test_a_validation_refusal_is_replayed_too(agent, goal):
     assert first.status_code == 400 and first.json()["code"] == "validation_error"
     again = agent.post(f"goals/{gid}/checkpoints", bad, key="bad")
     assert_replay(first, again)
-    assert IdempotencyRecord.objects.get(key="bad").status_code == 400
+    assert IdempotencyRecord.objects.get(key=D("bad")).status_code == 400
 
 
 # ----------------------------------------------------------------- conflicts
@@ -207,7 +209,7 @@ def test_the_same_key_with_another_body_or_endpoint_is_422(agent, goal, clock):
     body = {"lease": lease, "current_step": "tests written", "progress_pct": 40}
     first = agent.post(f"goals/{gid}/checkpoints", body, key="cp-1")
     assert first.status_code == 201
-    record = IdempotencyRecord.objects.values().get(key="cp-1")
+    record = IdempotencyRecord.objects.values().get(key=D("cp-1"))
     before = snapshot()
 
     for path, other in ((f"goals/{gid}/checkpoints", {**body, "progress_pct": 41}),
@@ -222,7 +224,7 @@ def test_the_same_key_with_another_body_or_endpoint_is_422(agent, goal, clock):
         assert REPLAYED not in refused
 
     assert snapshot() == before
-    assert IdempotencyRecord.objects.values().get(key="cp-1") == record
+    assert IdempotencyRecord.objects.values().get(key=D("cp-1")) == record
     assert_replay(first, agent.post(f"goals/{gid}/checkpoints", body, key="cp-1"))
 
 
@@ -244,8 +246,8 @@ def test_keys_are_per_caller(agent, other_agent, clock):
     other = other_agent.post("goals", {**NEW_GOAL, "workspace": "/w/b"}, key="shared-2")
     assert other.status_code == 201 and REPLAYED not in other
     assert set(IdempotencyRecord.objects.values_list("owner", "key")) == {
-        ("agent-1", "shared-1"), ("agent-2", "shared-1"),
-        ("agent-1", "shared-2"), ("agent-2", "shared-2")}
+        ("agent-1", D("shared-1")), ("agent-2", D("shared-1")),
+        ("agent-1", D("shared-2")), ("agent-2", D("shared-2"))}
 
 
 # ----------------------------------------------------------------- in flight
@@ -255,7 +257,7 @@ def in_flight(clock, key: str, path: str, body: dict, *, seconds: int) -> Idempo
     """What a first request leaves behind while it runs (or after it died)."""
     now = clock()
     return IdempotencyRecord.objects.create(
-        owner="agent-1", key=key, fingerprint=fingerprint_of(path, body), status_code=None,
+        owner="agent-1", key=D(key), fingerprint=fingerprint_of(path, body), status_code=None,
         created_at=now, locked_until=now + timedelta(seconds=seconds))
 
 
@@ -290,14 +292,14 @@ def test_an_in_flight_key_whose_lock_expired_is_run_again(agent, clock):
     assert json.loads(record.response) == without_lease_token(response.json())
     gid = response.json()["goal"]["id"]
     assert set(Event.objects.filter(goal_id=gid).values_list("idempotency_key", flat=True)) \
-        == {"crashed"}
+        == {D("crashed")}
     assert_replay(response, agent.post("goals", NEW_GOAL, key="crashed"))
 
 
 def test_the_stored_fingerprint_is_the_one_the_helper_computes(agent, clock):
     """The in-flight tests above depend on fingerprint_of matching the API's."""
     assert agent.post("goals", NEW_GOAL, key="fp").status_code == 201
-    stored = IdempotencyRecord.objects.get(key="fp").fingerprint
+    stored = IdempotencyRecord.objects.get(key=D("fp")).fingerprint
     assert stored == fingerprint_of("goals", NEW_GOAL)
     assert stored != fingerprint_of("goals", {**NEW_GOAL, "objective": "other"})
 
@@ -309,8 +311,8 @@ def test_the_key_is_stored_on_every_event_the_request_appended(agent, clock):
     started = agent.post("goals", NEW_GOAL, key="start-7")
     gid, lease = started.json()["goal"]["id"], lease_of(started.json())
     keys = dict(Event.objects.filter(goal_id=gid).values_list("kind", "idempotency_key"))
-    assert keys == {"goal.started": "start-7", "workspace.bound": "start-7",
-                    "lease.acquired": "start-7"}
+    assert keys == {"goal.started": D("start-7"), "workspace.bound": D("start-7"),
+                    "lease.acquired": D("start-7")}
 
     cp = {"lease": lease, "current_step": "a", "progress_pct": 10}
     agent.post(f"goals/{gid}/checkpoints", cp)
@@ -319,9 +321,9 @@ def test_the_key_is_stored_on_every_event_the_request_appended(agent, clock):
     tail = list(Event.objects.filter(goal_id=gid, seq__gt=3).order_by("seq")
                 .values_list("kind", "idempotency_key"))
     # The release left the goal with no watchdog: the same command arms it.
-    assert tail == [("checkpoint.recorded", None), ("checkpoint.recorded", "cp-last"),
-                    ("lease.released", "cp-last"), ("wake.scheduled", "cp-last"),
-                    ("receipt.recorded", "cp-last")]
+    assert tail == [("checkpoint.recorded", None), ("checkpoint.recorded", D("cp-last")),
+                    ("lease.released", D("cp-last")), ("wake.scheduled", D("cp-last")),
+                    ("receipt.recorded", D("cp-last"))]
 
 
 # ----------------------------------------------------------------- invalid keys
@@ -364,8 +366,8 @@ def test_prune_deletes_only_records_older_than_48_hours(agent, clock):
     assert idempotency.prune() == 0
     clock.advance(seconds=1)
     assert idempotency.prune() == 1
-    assert list(IdempotencyRecord.objects.values_list("key", flat=True)) == ["new"]
-    assert Event.objects.filter(idempotency_key="old").exists(), "events are never pruned"
+    assert list(IdempotencyRecord.objects.values_list("key", flat=True)) == [D("new")]
+    assert Event.objects.filter(idempotency_key=D("old")).exists(), "events are never pruned"
 
     # A pruned key is free again: another body under it is no conflict.
     reused = agent.post("goals", {**NEW_GOAL, "workspace": "/w/again"}, key="old")

@@ -274,7 +274,7 @@ def test_goal_schedules_are_read_only_and_the_root_leads_somewhere(browser, live
         page.goto(f"{live_server.url}/admin/django_q/{model}/")
         assert page.locator("select[name=action]").count() == 0
 
-    # Users and groups stay editable by superusers (the README says so).
+    # Users and groups stay editable by superusers (docs/operators.md says so).
     page.goto(f"{live_server.url}/admin/auth/user/")
     assert page.locator("#content a.addlink").count() == 1
 
@@ -300,3 +300,51 @@ def test_an_operator_is_offered_only_what_the_domain_accepts(browser, live_serve
     assert page.locator("[data-testid=action-recover]").count() == 0
     assert page.locator("[data-testid=action-replay]").count() == 1
     page.close()
+
+
+def test_the_lists_show_what_an_auditor_needs_in_utc_unclipped_at_1400px(browser,
+                                                                        live_server):
+    """Issue 24, items 1, 15 and 17: id prefix, objective, lease holder and
+    next wake on the goal list; a summary and the goal's id prefix on the event
+    list; times in UTC to the second with sortable columns; nothing wider than
+    a 1400 px window; a favicon; a typed id prefix opens its goal."""
+    user("audra", "auditor")
+    demo.create()
+    page = login(browser, live_server, "audra")
+    page.set_viewport_size({"width": 1400, "height": 900})
+    stamp = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$")
+    for path, columns in (("goal", ("id", "objective", "holder", "next wake",
+                                    "updated")),
+                          ("event", ("goal id", "summary", "recorded (utc)"))):
+        page.goto(f"{live_server.url}/admin/ledger/{path}/")
+        headers = [h.strip().lower()
+                   for h in page.locator("#result_list thead th").all_inner_texts()]
+        for column in columns:
+            assert column in headers, (path, headers)
+        times = page.locator("#result_list time.wl-time").all_inner_texts()
+        assert times and all(stamp.match(t) for t in times), times[:3]
+        assert "a.m." not in page.content() and "p.m." not in page.content()
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 1400, f"{path} list is {width} px wide"
+        # Nor scrolled inside its own box (Django's .results scrolls sideways).
+        table, box = page.evaluate("[document.querySelector('#result_list').scrollWidth, "
+                                   "document.querySelector('.results').clientWidth]")
+        widths = page.evaluate("[...document.querySelectorAll('#result_list thead th')]"
+                               ".map(th => th.innerText.trim() + ':' + th.offsetWidth)")
+        assert table <= box, f"{path} list is {table} px in a {box} px box: {widths}"
+        page.screenshot(path=str(ARTIFACTS / f"{path}-list-1400.png"), full_page=True)
+    # The time columns sort.
+    page.goto(f"{live_server.url}/admin/ledger/goal/")
+    page.click("#result_list thead th:has-text('next wake') a")
+    assert "o=" in page.url
+    # The favicon, on the admin and for any other page.
+    icon = page.locator("link[rel=icon]").get_attribute("href")
+    assert icon.endswith(".svg")
+    assert page.request.get(f"{live_server.url}{icon}").status == 200
+    assert page.request.get(f"{live_server.url}/favicon.ico").status == 200
+    # The 8 digits the list shows open the goal.
+    goal = Goal.objects.filter(agent=demo.AGENT).first()
+    page.goto(f"{live_server.url}/admin/ledger/goal/{goal.pk.hex[:8]}/")
+    page.wait_for_url(f"**/admin/ledger/goal/{goal.pk}/timeline/")
+    assert page.locator("[data-testid=chart]").count() == 1
+    assert page.goto(f"{live_server.url}/admin/ledger/goal/not-a-goal/timeline/").status == 404

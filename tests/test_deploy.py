@@ -130,6 +130,28 @@ def test_tokens_in_the_query_string_never_reach_the_logs(web):
         assert secret not in output
 
 
+def test_a_chunked_body_is_refused_with_411_by_the_real_server(web):
+    """Issue 24: gunicorn hands Django a chunked body with no Content-Length,
+    which Django reads as empty; the API refuses it instead (before any token
+    is looked at, so the bad-token count below is untouched)."""
+    import http.client
+    import json
+    from urllib.parse import urlsplit
+
+    url, _, _ = web
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    try:
+        connection.request("POST", "/api/v1/goals", body=iter([b'{"goal_key": "x"}']),
+                           headers={"Content-Type": "application/json"},
+                           encode_chunked=True)
+        answer = connection.getresponse()
+        body = json.loads(answer.read())
+    finally:
+        connection.close()
+    assert answer.status == 411 and body["code"] == "length_required"
+
+
 def test_bad_tokens_are_counted_across_gunicorn_workers(web):
     """The limit is 6 per address, whichever of the two workers answers."""
     url, log_path, _ = web

@@ -21,6 +21,7 @@ from tests.factories import errors_since, server_log
 pytestmark = pytest.mark.django_db(transaction=True)
 
 KEY = "cp-stall"
+STORED = idempotency.key_digest(KEY)  # what the ledger keeps of it
 WAIT = 30  # seconds a test waits for a thread before failing
 
 
@@ -82,7 +83,7 @@ def checkpoint(agent, clock):
 
 
 def keyed_events(gid: str) -> list[tuple[int, str]]:
-    return list(Event.objects.filter(goal_id=gid, idempotency_key=KEY).order_by("seq")
+    return list(Event.objects.filter(goal_id=gid, idempotency_key=STORED).order_by("seq")
                 .values_list("seq", "kind"))
 
 
@@ -106,7 +107,7 @@ def test_an_attempt_that_stalled_before_its_transaction_replays_the_retrys_answe
     assert stalled.status_code == 201 and stalled["Idempotent-Replayed"] == "true"
     assert stalled.json() == retry.json()
     assert keyed_events(gid) == [(4, "checkpoint.recorded")]
-    assert IdempotencyRecord.objects.get(owner="agent-1", key=KEY).status_code == 201
+    assert IdempotencyRecord.objects.get(owner="agent-1", key=STORED).status_code == 201
 
 
 def test_a_retry_waits_for_an_attempt_inside_its_transaction_and_replays_it(
@@ -135,7 +136,7 @@ def test_a_retry_waits_for_an_attempt_inside_its_transaction_and_replays_it(
     assert retried.status_code == 201 and retried["Idempotent-Replayed"] == "true"
     assert retried.json() == stalled.json()
     assert keyed_events(gid) == [(4, "checkpoint.recorded")]
-    assert IdempotencyRecord.objects.get(key=KEY).status_code == 201
+    assert IdempotencyRecord.objects.get(key=STORED).status_code == 201
 
 
 def test_an_attempt_that_fails_before_its_commit_leaves_the_key_free(
@@ -153,7 +154,7 @@ def test_an_attempt_that_fails_before_its_commit_leaves_the_key_free(
     with pytest.raises(RuntimeError):  # a 500 in production; the test client re-raises
         agent.post(path, body, key=KEY)
     assert keyed_events(gid) == []
-    assert not IdempotencyRecord.objects.filter(key=KEY).exists()
+    assert not IdempotencyRecord.objects.filter(key=STORED).exists()
 
     monkeypatch.setattr(idempotency, "_complete", real)
     retry = agent.post(path, body, key=KEY)
@@ -180,7 +181,7 @@ def test_a_stalled_attempt_never_stores_a_refusal_over_the_answer(
     stalled = first.result()
 
     assert stalled.status_code == 201 and stalled["Idempotent-Replayed"] == "true"
-    record = IdempotencyRecord.objects.get(key=KEY)
+    record = IdempotencyRecord.objects.get(key=STORED)
     assert record.status_code == 201 and '"lease_lost"' not in record.response
 
 

@@ -29,7 +29,7 @@ TOOL_NAMES = {
     "cancel_scheduled_continuation", "record_watchdog_receipt", "finish_goal", "get_goal",
     "get_scheduled_continuation", "resume_goal",
 }
-# What a claim may answer while the wake is not yet this agent's (README, Wakes).
+# What a claim may answer while the wake is not yet this agent's (docs/api.md, Wakes).
 WAITING = {"not_due", "worker_busy_noop"}
 
 

@@ -209,6 +209,7 @@ def test_each_header_the_server_sends_is_declared_there(served, agent, settings,
     operation and status, with the value's shape the schema says."""
     from rest_framework.test import APIClient
 
+    from api.idempotency import key_digest
     from api.models import IdempotencyRecord
 
     def check(response, method: str, path: str, header: str) -> str:
@@ -255,7 +256,7 @@ def test_each_header_the_server_sends_is_declared_there(served, agent, settings,
     # 409 in flight: Retry-After says what the body's retry_after_seconds says.
     body = {"goal_key": "h-3", "workspace": "/srv/h3", "objective": "o"}
     first_attempt = agent.post("goals", body, key="h-3")
-    IdempotencyRecord.objects.filter(key="h-3").update(
+    IdempotencyRecord.objects.filter(key=key_digest("h-3")).update(
         status_code=None, response="", locked_until=clock() + timedelta(seconds=30))
     busy = agent.post("goals", body, key="h-3")
     assert first_attempt.status_code == 201 and busy.status_code == 409

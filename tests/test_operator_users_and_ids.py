@@ -215,7 +215,7 @@ def test_skill_md_names_the_host_the_request_came_to(client, settings):
 
 def test_without_a_request_links_use_site_url_or_the_local_port(settings):
     settings.SITE_URL = ""
-    settings.LOCAL_URL = "http://127.0.0.1:8765"
+    settings.LOCAL_URL, settings.LOCAL_PORT_KNOWN = "http://127.0.0.1:8765", True
     assert siteurl.api_url() == "http://127.0.0.1:8765/api/v1"
     assert "http://127.0.0.1:8765/admin/" in ledger("bootstrap")
     assert "http://127.0.0.1:8765/admin/" in ledger("demo")
@@ -228,9 +228,10 @@ def test_wakeledger_port_reaches_the_settings_make_run_passes_it(tmp_path):
     env.update(WAKELEDGER_PORT="8765", WAKELEDGER_VAR_DIR=str(tmp_path),
                DJANGO_SETTINGS_MODULE="ledger.settings")
     code = ("import django; django.setup(); from ledger import siteurl; "
-            "print(siteurl.api_url())")
+            "from django.conf import settings; "
+            "print(siteurl.api_url(), settings.LOCAL_PORT_KNOWN)")
     result = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT,
                             capture_output=True, text=True, timeout=60, check=True)
-    assert result.stdout.strip() == "http://127.0.0.1:8765/api/v1"
+    assert result.stdout.strip() == "http://127.0.0.1:8765/api/v1 True"
     makefile = (ROOT / "Makefile").read_text()
     assert "run: export WAKELEDGER_PORT := $(PORT)" in makefile

@@ -1,6 +1,6 @@
 """Issue 11, replay and scheduler speed: the faster reading paths must still
 find what the slower ones found, and django-q2's scheduler pass must read its
-due rows through an index (docs/decisions.md, "Replay and scheduler speed")."""
+due rows through an index (docs/decisions.md, "Speed")."""
 
 import json
 import uuid

@@ -287,7 +287,9 @@ def test_summaries_never_raise_and_stay_one_safe_line():
 
 def test_relative_times():
     now = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
-    assert terminal.relative(now + timedelta(seconds=30), now) == "now"
+    assert terminal.relative(now + timedelta(seconds=30), now) == "in 30s"
+    assert terminal.relative(now - timedelta(seconds=30), now) == "30s ago"
+    assert terminal.relative(now + timedelta(milliseconds=300), now) == "now"
     assert terminal.relative(now + timedelta(minutes=12), now) == "in 12m"
     assert terminal.relative("2026-12-02T06:55:00.000000Z", now) == "2h05m ago"
     assert terminal.relative(now - timedelta(days=3, hours=1), now) == "3d ago"
@@ -303,7 +305,7 @@ def test_demo_tells_real_histories_that_replay_and_verify(clock):
     assert out.startswith(f"made {len(goals)} demo goal(s) for agent demo-agent:")
     assert 5 <= len(goals) <= 7
     assert {(g.status, g.reason) for g in goals.values()} >= {
-        ("done", ""), ("running", ""), ("paused", ""), ("blocked", "BLOCKED_APPROVAL"),
+        ("done", ""), ("running", ""), ("paused", "RATE_LIMITED"), ("blocked", "BLOCKED_APPROVAL"),
         ("blocked", "INTERRUPTED_UNKNOWN")}
     # Nothing written by hand: the events fold into exactly the stored projections.
     ledger("replay", "--check")

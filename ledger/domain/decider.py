@@ -364,6 +364,7 @@ def _started(state: GoalState, data: dict[str, Any], at: str) -> Changes:
         progress_pct=checkpoint["progress_pct"],
         next_actions=list(checkpoint["next_actions"]),
         checkpoints=1,
+        checkpointed_at=at,
         created_at=at,
     )
 
@@ -393,6 +394,7 @@ def _checkpointed(state: GoalState, data: dict[str, Any], at: str) -> Changes:
         retry_count=0,
         checkpoints=state.checkpoints + 1,
         last_checkpoint_seq=state.version + 1,
+        checkpointed_at=at,
         # A sign of life for rule 6, and progress ends a rate-limit streak.
         lease={**state.lease, "active": True} if state.lease else {},
         rate_limits=0,
@@ -402,10 +404,18 @@ def _checkpointed(state: GoalState, data: dict[str, Any], at: str) -> Changes:
 def _ended(status: str) -> Evolver:
     def apply(state: GoalState, data: dict[str, Any], at: str) -> Changes:
         # Nothing pending survives an ending: no due wake, no one-off wake.
-        return {"status": status, "reason": data.get("reason", ""), "summary": data["summary"],
-                "lease": {}, "lease_end": "finished" if state.lease else state.lease_end,
-                "finish_requested": {}, "paused_until": "", "ready": {}, "reset_wake": {},
-                "requested_wake": {}, "liveness_alert": {}}
+        changes = {"status": status, "reason": data.get("reason", ""),
+                   "summary": data["summary"], "lease": {},
+                   "lease_end": "finished" if state.lease else state.lease_end,
+                   "finish_requested": {}, "paused_until": "", "ready": {}, "reset_wake": {},
+                   "requested_wake": {},
+                   "liveness_alert": {}}
+        if status == DONE:
+            # A completion carries evidence for every done criterion (_evidence
+            # refuses one without): the goal is done, so its progress is 100 %,
+            # whatever the last checkpoint said (docs/decisions.md).
+            changes["progress_pct"] = 100
+        return changes
 
     return apply
 

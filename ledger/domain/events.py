@@ -71,7 +71,13 @@ def iso(moment: datetime) -> str:
         return last[1]
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError("the ledger only records aware datetimes")
-    text = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    utc = moment.astimezone(UTC)
+    text = utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if utc.year < 1000:
+        # glibc's %Y drops leading zeros ("1-01-01…"), which fromisoformat
+        # refuses: pad by hand so that every instant read back parses. (Years
+        # from 1000 on, everything ever hashed, are formatted as before.)
+        text = f"{utc.year:04d}{text[text.index('-'):]}"
     _remember_iso(moment, text)
     return text
 

@@ -36,6 +36,13 @@ def lease_stale_at(state: GoalState) -> datetime | None:
     return expires + timedelta(seconds=grace)
 
 
+def lease_live(state: GoalState, now: datetime) -> bool:
+    """Is there a lease, not yet past its expiry? (What a reader means by an
+    active lease; the stored ``lease["active"]`` flag is rule 6's "the holder
+    has shown a sign of life since the grant", which starts false.)"""
+    return bool(state.lease) and now < datetime.fromisoformat(state.lease["expires_at"])
+
+
 def lease_refusal(state: GoalState, now: datetime) -> dict[str, Any] | None:
     """Why a lease cannot be granted now, or None when it can. Pure: the API
     also uses it to explain a refused acquire."""
@@ -110,13 +117,36 @@ def acquire_events(state: GoalState, holder: str, token_sha256: str, now: dateti
     }, now)]
 
 
+_LEASE_ENDS = {"released": "was released", "expired": "expired",
+               "finished": "ended with the finish"}
+
+
+def no_lease_why(state: GoalState) -> str:
+    """What is true when a fenced call finds no lease: how the last one ended
+    and what the goal waits for, so "acquire one" is said only when it would
+    be granted. (After a rate limit the run report itself released the lease.)"""
+    if state.status == PAUSED and state.paused_until:
+        return (f"the goal holds no lease: the rate-limit run report released it, and the "
+                f"goal is paused until {state.paused_until}; take a new lease after then "
+                "(or let its reset wake resume it)")
+    ended = _LEASE_ENDS.get(state.lease_end)
+    why = f"the goal holds no lease (the last one {ended})" if ended else \
+        "the goal holds no lease"
+    if state.terminal:
+        return f"{why}; the goal is {state.status}"
+    if state.status == BLOCKED:
+        return f"{why}; the goal is blocked ({state.reason}) until an operator acts"
+    return f"{why}; acquire one"
+
+
 def fence(state: GoalState, proof: LeaseProof | None) -> dict[str, Any]:
     """Rule 2: every write that changes work presents the current lease."""
     if proof is None:
         raise LeaseRequired("this call must carry lease: {token, generation}", field="lease")
     if not state.lease:
-        raise LeaseLost("the goal has no live lease; acquire one", field="lease",
-                        current_generation=state.lease_generation)
+        raise LeaseLost(no_lease_why(state), field="lease",
+                        current_generation=state.lease_generation,
+                        paused_until=state.paused_until or None)
     if proof.generation != state.lease["generation"]:
         raise LeaseLost(
             f"lease generation {proof.generation} is stale; the current one is "
@@ -160,6 +190,8 @@ def leased(state: GoalState, data: dict[str, Any], at: str) -> Changes:
         # a pause (past its reset) and a requested wake are over.
         "ready": {},
         "paused_until": "",
+        # A pause's reason ends with it; no other status is leased over.
+        **({"reason": ""} if state.status == PAUSED else {}),
         "reset_wake": {},
         "requested_wake": {},
     }

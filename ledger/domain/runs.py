@@ -29,7 +29,7 @@ from ledger.domain.events import (
     iso,
 )
 from ledger.domain.leases import fence
-from ledger.domain.state import BLOCKED, FAILED, PAUSED, WAITING, GoalState
+from ledger.domain.state import BLOCKED, FAILED, PAUSED, RATE_LIMITED, WAITING, GoalState
 
 CLASSES = ("rate_limit", "auth", "owner_verification", "unclassified")
 BACKOFF_FIRST = timedelta(minutes=30)
@@ -254,7 +254,7 @@ def reported(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
 
 
 def paused(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
-    return {"status": PAUSED, "reason": "", "paused_until": data["until"],
+    return {"status": PAUSED, "reason": RATE_LIMITED, "paused_until": data["until"],
             "rate_limits": state.rate_limits + 1}
 
 

@@ -59,7 +59,7 @@ def resume_packet(state: GoalState) -> dict[str, Any]:
             "last_completed": list(state.last_completed),
             "next_actions": list(state.next_actions),
             "errors": list(state.errors),
-            "updated_at": state.updated_at,
+            "updated_at": state.checkpoint_time,
             "version": state.version,
         },
         "next_actions": list(state.next_actions),

@@ -16,8 +16,12 @@ STATUSES = (RUNNING, WAITING, PAUSED, BLOCKED, DONE, FAILED, STOPPED)
 TERMINAL_STATUSES = frozenset({DONE, FAILED, STOPPED})
 ACTIVE_STATUSES = tuple(s for s in STATUSES if s not in TERMINAL_STATUSES)
 
+# Why a paused goal is paused: it is the only cause (rule 4), but an empty
+# reason told a reader of the API, the admin or `ledger goals` nothing.
+RATE_LIMITED = "RATE_LIMITED"
+
 # Reasons (from the source systems), plus AGENT_BLOCKED for an agent that
-# finished its goal as blocked itself.
+# finished its goal as blocked itself, and RATE_LIMITED while paused.
 REASONS = (
     "BLOCKED_APPROVAL",
     "RATE_LIMIT_STOPPED",
@@ -33,6 +37,7 @@ REASONS = (
     "AGENT_BLOCKED",
     "APPROVAL_REJECTED",
     "READY_UNCLAIMED",
+    RATE_LIMITED,
 )
 
 # The seed checkpoint contract, field for field (served at /goals/{id}/checkpoint).
@@ -92,6 +97,10 @@ class GoalState:
     paused_until: str = ""  # ISO; set by a rate limit (failures issue)
     lease_end: str = ""  # how the last lease ended: released, expired, finished
     last_checkpoint_seq: int = 0
+    # When the latest checkpoint (the start's plan, or a recorded one) was
+    # made: the resume packet's and the checkpoint contract's updated_at,
+    # which later events (a lease, a pull) must not move.
+    checkpointed_at: str = ""
     # The one watchdog ({} when never prepared): backend, interval_seconds,
     # tzid, status, schedule_name, host_ref_sha256, runs_on, next_due_at, …
     watchdog: dict[str, Any] = field(default_factory=dict)
@@ -158,8 +167,15 @@ class GoalState:
             "artifacts": [dict(a) for a in self.artifacts],
             "errors": list(self.errors),
             "retry_count": self.retry_count,
-            "updated_at": self.updated_at,
+            "updated_at": self.checkpoint_time,
         }
+
+    @property
+    def checkpoint_time(self) -> str:
+        """When the latest checkpoint was made. A projection stored before
+        ``checkpointed_at`` existed has none until its next checkpoint (or
+        `ledger replay --fix`): its last update is the best it knows."""
+        return self.checkpointed_at or self.updated_at
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)  # the fields, in declaration order (__init__'s)

@@ -9,8 +9,10 @@ import posixpath
 import re
 import unicodedata
 from collections.abc import Iterable
+from datetime import UTC, datetime
 
 from ledger.domain.errors import InvalidCommand
+from ledger.domain.events import iso
 
 MAX_OBJECTIVE = 2000
 MAX_KEY = 200
@@ -91,11 +93,15 @@ def _scan(text: str) -> bool:
 
 
 # Format characters (zero-width space and joiners, word joiner, BOM, soft
-# hyphen) are invisible: a key split by one still works when pasted, so they
-# are dropped before scanning; NFKC folds full-width look-alikes to ASCII.
+# hyphen, and the bidirectional embeddings, overrides and isolates
+# U+202A-U+202E, U+2066-U+2069) are invisible: a key split by one still works
+# when pasted, so they are dropped before scanning; NFKC folds full-width
+# look-alikes to ASCII.
 _INVISIBLE = {ord(c): None for c in ("\u00ad", "\u180e", "\u200b", "\u200c", "\u200d",
                                       "\u200e", "\u200f", "\u2060", "\u2061", "\u2062",
-                                      "\u2063", "\u2064", "\ufeff")}
+                                      "\u2063", "\u2064", "\ufeff",
+                                      "\u202a", "\u202b", "\u202c", "\u202d", "\u202e",
+                                      "\u2066", "\u2067", "\u2068", "\u2069")}
 
 
 def looks_like_secret(text: str) -> bool:
@@ -192,9 +198,43 @@ def canonical_workspace(path: str) -> str:
     value = path.strip() if isinstance(path, str) else path
     if not isinstance(value, str):
         return value
+    if not value.isascii():
+        # An invisible character (a zero-width space pasted with the path) or
+        # another Unicode spelling of the same letters (NFC) is the same
+        # workspace to the person reading it: one binding, not two.
+        value = unicodedata.normalize("NFC", value.translate(_INVISIBLE)).strip()
     if value.startswith(("/", "~")):
         value = posixpath.normpath(value)
         if value.startswith("//"):
             value = "/" + value.lstrip("/")
         return value
     return value.rstrip("/") or value
+
+
+# The instants an agent may send (a wake's ``at``, a receipt's ``due_at``).
+# Python's datetime ends at 9999-12-31, and the rules add intervals to these
+# instants (slots, leases, back-off of at most a day), so the last accepted
+# year leaves one of headroom; nothing scheduled lies before the Unix epoch.
+EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_INSTANT = datetime(9999, 1, 1, tzinfo=UTC)
+TIME_OUT_OF_RANGE = "time_out_of_range"
+
+
+def instant(value: object, field: str) -> str:
+    """An ISO 8601 date-time with an offset, as the ledger stores it (UTC,
+    microseconds), or a refusal: ``validation_error`` for what is not one,
+    ``time_out_of_range`` for one outside [1970, 9999) in UTC."""
+    try:
+        moment = datetime.fromisoformat(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InvalidCommand(f"{field} must be an ISO 8601 date-time", field=field) from None
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise InvalidCommand(f"{field} must carry a time zone offset", field=field)
+    try:
+        in_range = EARLIEST_INSTANT <= moment < LATEST_INSTANT
+    except OverflowError:  # its UTC form lies outside the years 1-9999
+        in_range = False
+    if not in_range:
+        raise InvalidCommand(f"{field} must lie between {iso(EARLIEST_INSTANT)} and "
+                             f"{iso(LATEST_INSTANT)}", field=field, code=TIME_OUT_OF_RANGE)
+    return iso(moment)

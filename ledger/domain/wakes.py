@@ -273,13 +273,7 @@ def receipt(state: GoalState, cmd: RecordReceipt, now: datetime) -> list[Event]:
 
 
 def _iso_field(value: str, field: str) -> str:
-    try:
-        moment = datetime.fromisoformat(value)
-    except (TypeError, ValueError):
-        raise InvalidCommand(f"{field} must be an ISO 8601 date-time", field=field) from None
-    if moment.tzinfo is None:
-        raise InvalidCommand(f"{field} must carry a time zone offset", field=field)
-    return iso(moment)
+    return v.instant(value, field)  # one rule for every instant an agent sends
 
 
 # ---------------------------------------------------------------- finishing (rule 10)
@@ -902,7 +896,7 @@ def claimed(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
         # used up by whichever wake resumed the goal.
         changes.update(paused_until="", reset_wake={}, requested_wake={})
         if state.status == PAUSED:
-            changes["status"] = WAITING
+            changes.update(status=WAITING, reason="")  # RATE_LIMITED ends with the pause
     if outcome == "ready_for_pull":
         # ``since``: when the goal first became ready, kept across the further
         # slots that find it still unpulled (its READY_UNCLAIMED deadline).

@@ -6,13 +6,10 @@ projection module, and prints. No rule lives here.
 
 import argparse
 import getpass
-import itertools
 import json
 import os
-import re
 import secrets
 import sys
-import uuid
 from argparse import ArgumentParser
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -45,6 +42,7 @@ from ledger import (
     demo,
     doctor,
     export,
+    goalids,
     log_audit,
     projection,
     sealing,
@@ -63,7 +61,6 @@ from wakeledger_verify import heads
 
 SHOW_LIMIT = 50  # events `ledger show` prints unless told otherwise
 GOALS_LIMIT = 50
-_HEX_PREFIX = re.compile(r"[0-9a-f]{4,32}")
 
 
 def ensure_user(name: str, role: str) -> AbstractBaseUser:
@@ -226,6 +223,11 @@ class Command(BaseCommand):
         actions.add_parser(
             "bootstrap",
             help="Create the first admin user (random password, printed once) and print the URL.")
+        # The description names every action from the parser itself, so an
+        # action added above can never be missing from it (wake and doctor were).
+        parser.description = (f"Wake Ledger operator commands: {', '.join(actions.choices)}. "
+                              "GOAL_ID is a full id or its first 4+ hex digits (the 8 "
+                              "`goals` prints).")
 
     def handle(self, *args: Any, action: str, **options: Any) -> None:
         getattr(self, f"handle_{action}")(**options)
@@ -391,8 +393,7 @@ class Command(BaseCommand):
             user.email = email
             user.set_password(password)
             user.save()
-        url = f"{siteurl.base_url()}{reverse('admin:index')}"
-        self.stdout.write(f"created {role} {name} (staff); log in at {url}")
+        self.stdout.write(f"created {role} {name} (staff); log in at {siteurl.admin_address()}")
         if generate:
             # Printed once, never stored: only Django's salted hash is kept.
             self.stdout.write(f"password (shown once, keep it secret): {password}")
@@ -565,7 +566,7 @@ class Command(BaseCommand):
             *(f"  {terminal.short_id(g.goal_id)}  {g.goal_key:24} "
               f"{g.status + ('/' + g.reason if g.reason else ''):30} {g.story}" for g in made),
             "see them with `ledger goals` and `ledger show ID`, or in the admin at "
-            f"{siteurl.base_url()}{reverse('admin:index')}",
+            f"{siteurl.admin_address()}",
         ])
 
     # ------------------------------------------------------------------ bootstrap
@@ -622,25 +623,9 @@ class Command(BaseCommand):
     @staticmethod
     def _goal_pk(value: str) -> str:
         try:
-            return str(uuid.UUID(value))
-        except ValueError:
-            pass
-        prefix = value.strip().lower().replace("-", "")
-        if not _HEX_PREFIX.fullmatch(prefix):
-            raise CommandError(f"{value!r} is not a goal id (a UUID, or the first 4 or more "
-                               "of its hex digits)")
-        # Hyphenated as a UUID prints: PostgreSQL compares the uuid's text
-        # form (with hyphens); Django strips them again for SQLite's char(32).
-        cuts = (0, 8, 12, 16, 20, 32)
-        hyphenated = "-".join(prefix[a:b] for a, b in itertools.pairwise(cuts)
-                              if prefix[a:b])
-        matches = [str(pk) for pk in Goal.objects.filter(
-            id__startswith=hyphenated).values_list("id", flat=True)[:2]]
-        if len(matches) > 1:
-            raise CommandError(f"{value!r} matches several goals; give more digits")
-        if not matches:
-            raise CommandError(f"no such goal: {value}")
-        return matches[0]
+            return goalids.resolve(value)
+        except (goalids.NotAGoalId, goalids.NoSuchGoal, goalids.AmbiguousGoal) as error:
+            raise CommandError(str(error)) from None
 
     def _ids(self, selected: list[str]) -> list[str]:
         wanted = self._valid(selected)

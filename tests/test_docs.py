@@ -1,0 +1,84 @@
+"""The documentation a newcomer reads (issue 24): no path that exists only on
+the machine it was written on, links that stay inside the repository and
+resolve, and a README short enough to read in five minutes."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
+
+# A clone from a folder of the writer's machine (`git clone /work/…`, `~/…`,
+# `file://…`), and an absolute path into a virtualenv (`/work/x/.venv/bin/…`):
+# neither exists anywhere else. A deployment's own install directory, which
+# docs/deploy.md creates and names, is the one absolute .venv a reader has.
+LOCAL_CLONE = re.compile(r"git clone\s+(?:--?\S+\s+)*(?:/|~|file://|\.\./)")
+ABSOLUTE_VENV = re.compile(r"(?<![\w.…<>$)}-])/(?:[\w.@+-]+/)*\.venv/")
+DEPLOY_DIR = "/srv/wakeledger/.venv/"
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _lines(path: Path):
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        yield f"{path.relative_to(ROOT)}:{number}", line
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_path_of_a_development_machine(path):
+    found = [where for where, line in _lines(path)
+             if LOCAL_CLONE.search(line)
+             or any(m.group(0) != DEPLOY_DIR and not DEPLOY_DIR.startswith(m.group(0))
+                    for m in ABSOLUTE_VENV.finditer(line))]
+    assert not found, f"paths that exist only on the writer's machine: {found}"
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve_inside_the_repository(path):
+    broken = []
+    for where, line in _lines(path):
+        for target in LINK.findall(line):
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue  # a URL, or an anchor in the same page
+            resolved = (path.parent / target.split("#", 1)[0]).resolve()
+            if not resolved.is_relative_to(ROOT) or not resolved.exists():
+                broken.append(f"{where}: {target}")
+    assert not broken, f"links that leave the repository or lead nowhere: {broken}"
+    assert "../shared/" not in path.read_text()
+
+
+@pytest.mark.parametrize(("line", "bad"), [
+    ("$ git clone /work/wt/h11-evidence /tmp/qs && cd /tmp/qs", True),
+    ("git clone ~/src/wake-ledger", True),
+    ("$ git clone <the repository's URL> wake-ledger", False),
+    ("-- /work/wt/h6-mcp/.venv/bin/wakeledger mcp", True),
+    ('"command": "/home/me/wl/.venv/bin/wakeledger",', True),
+    ('PATH="/tmp/qs/.venv/bin:$PATH"', True),
+    ("ExecStart=/srv/wakeledger/.venv/bin/gunicorn", False),
+    ('-- "$(pwd)/.venv/bin/wakeledger" mcp', False),
+    ("…/wake-ledger/.venv/bin/wakeledger", False),
+    (".venv/bin/python manage.py ledger demo", False),
+])
+def test_the_path_check_catches_what_it_should(line, bad):
+    venv = [m.group(0) for m in ABSOLUTE_VENV.finditer(line)
+            if m.group(0) != DEPLOY_DIR and not DEPLOY_DIR.startswith(m.group(0))]
+    assert bool(LOCAL_CLONE.search(line) or venv) is bad
+
+
+def test_the_readme_reads_in_five_minutes():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) < 200
+    # What a newcomer needs: the two commands, where the admin is, an agent.
+    for needed in ("make run", "make test", "/admin/", "wakeledger start",
+                   "wakeledger finish", "docs/quickstart.md"):
+        assert needed in readme, needed
+
+
+def test_the_layout_names_every_module():
+    layout = (ROOT / "docs" / "layout.md").read_text()
+    missing = [str(path.relative_to(ROOT)) for package in ("ledger", "api", "scheduling")
+               for path in (ROOT / package).rglob("*.py")
+               if "migrations" not in path.parts and path.name != "__init__.py"
+               and path.name not in layout]
+    assert not missing, f"modules docs/layout.md does not name: {missing}"
