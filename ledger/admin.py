@@ -34,7 +34,7 @@ from django.utils.http import urlencode
 
 from api.accounts import OPERATOR, ROLES, role_of
 from ledger import alerts, clock, continuations, export, goalids, projection, store, timeline
-from ledger.domain import DomainError, GoalState, decide, liveness
+from ledger.domain import TERMINAL_STATUSES, DomainError, GoalState, decide, liveness
 from ledger.domain.runs import Recover, ResolveApproval, Stop
 from ledger.domain.wakes import WakeNow, watchdog_health
 from ledger.models import Event, Goal
@@ -273,6 +273,7 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
                 for e in page.events]
         operator = is_operator(request)
         me = request.user.get_username()
+        offer = refusals(state, me) if operator else {}
         context = {
             **self.admin_site.each_context(request),
             "title": f"{goal.goal_key} — timeline",
@@ -290,7 +291,13 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
             "chart": timeline.chart(goal),
             "full_verification": full,
             "operator": operator,
-            "refusals": refusals(state, me) if operator else {},
+            "refusals": offer,
+            # An ended goal the domain refuses every action on gets one line,
+            # not a refusal per action (a failed AUTH_FAILED goal still offers
+            # recover, so this asks the refusals rather than the status).
+            "ended": state.status in TERMINAL_STATUSES and not any(
+                refusal is None for refusal in offer.values()),
+            "header": timeline.header(goal),
             # Approve/reject a gate: offered while the domain would resolve it.
             "gates": [{**gate, "offered": operator and refusal_of(
                 state, command_for("approve", me, "probe", gate["gate"])) is None}

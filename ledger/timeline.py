@@ -23,6 +23,7 @@ from ledger import alerts, clock, doctor
 from ledger.chain import event_hash, head_break
 from ledger.domain import TERMINAL_STATUSES, liveness
 from ledger.models import Event, Goal
+from ledger.terminal import summary
 
 PAGE = 50
 CHART_POINTS = 300
@@ -72,6 +73,14 @@ MARKERS = {
     "goal.failed": ("#d93025", "run error, blocked or failed"),
 }
 MARKER_KINDS = tuple(MARKERS)
+# What ends a pause on the chart: the next lease or wake that resumed the goal
+# (else the chart's end: now, or the goal's end once terminal).
+RESUME_KINDS = ("lease.acquired", "lease.taken_over", "wake.claimed")
+PAUSE_COLOUR = "#e37400"
+# Checkpoints closer than this many pixels (recorded in the same second, on
+# any span longer than a few minutes) are drawn this far apart, in order,
+# so that each stays visible instead of stacking on one vertical.
+CHECKPOINT_GAP = 4.0
 
 
 @dataclass
@@ -155,9 +164,11 @@ def chart(goal: Goal) -> dict[str, Any]:
     """An inline SVG's geometry: progress (a step line: it holds between
     checkpoints) over the goal's own life, from its start (or from the oldest
     of the CHART_POINTS events read, on a long history) to now, or to its end
-    once terminal; wake and failure markers; time and percent axes."""
+    once terminal; wake and failure markers; pauses as shaded spans (read with
+    the leases and wakes that end them); time and percent axes."""
     recent = list(
-        Event.objects.filter(goal=goal, kind__in=("checkpoint.recorded", *MARKER_KINDS))
+        Event.objects.filter(goal=goal, kind__in=("checkpoint.recorded", *MARKER_KINDS,
+                                                  *RESUME_KINDS))
         .order_by("-seq").values("seq", "kind", "data", "recorded_at")[:CHART_POINTS]
     )[::-1]
     whole_life = len(recent) < CHART_POINTS
@@ -177,18 +188,35 @@ def chart(goal: Goal) -> dict[str, Any]:
 
     pct = 0 if whole_life else None
     points = [f"{left},{y(0)}"] if whole_life else []
-    markers = []
+    markers, checkpoints, pauses = [], [], []
+    paused_at: dict[str, Any] | None = None  # the goal.paused row of an open pause
+    last_x = float(left) - CHECKPOINT_GAP
     for row in recent:
         at = x(row["recorded_at"])
+        kind = row["kind"]
+        if kind == "goal.paused" and paused_at is None:
+            paused_at = row
+        elif kind in RESUME_KINDS and paused_at is not None:
+            pauses.append(_pause_span(paused_at, x(paused_at["recorded_at"]), at))
+            paused_at = None
+        if kind in RESUME_KINDS and kind not in MARKER_KINDS:
+            continue  # read only to end a pause
         if row["kind"] == "checkpoint.recorded":
+            # Never left of (or on) the previous checkpoint: same-second
+            # checkpoints step right by CHECKPOINT_GAP, within the plot.
+            at = round(min(max(at, last_x + CHECKPOINT_GAP), right), 1)
+            last_x = at
             if pct is not None:
                 points.append(f"{at},{y(pct)}")
             pct = row["data"].get("progress_pct", pct or 0)
             points.append(f"{at},{y(pct)}")
+            checkpoints.append({"x": at, "y": y(pct), "seq": row["seq"], "pct": pct})
         elif row["kind"] != "run.reported" or row["data"].get("outcome") == "error":
             colour, label = MARKERS[row["kind"]]
             markers.append({"x": at, "y": y(pct or 0), "seq": row["seq"], "kind": row["kind"],
                             "colour": colour, "label": label})
+    if paused_at is not None:  # still paused, or ended while paused: to the chart's end
+        pauses.append(_pause_span(paused_at, x(paused_at["recorded_at"]), right))
     if pct is not None:
         points.append(f"{right},{y(pct)}")
     legend = [{"colour": colour, "label": label}
@@ -196,12 +224,62 @@ def chart(goal: Goal) -> dict[str, Any]:
     return {
         "width": CHART_WIDTH, "height": CHART_HEIGHT,
         "left": left, "right": right, "top": top, "bottom": bottom,
-        "points": " ".join(points), "markers": markers,
+        "points": " ".join(points), "markers": markers, "checkpoints": checkpoints,
+        "pauses": pauses, "pause_colour": PAUSE_COLOUR, "plot_height": bottom - top,
         "x_ticks": time_ticks(start, end, x),
         "y_ticks": [{"y": y(p), "label": f"{p} %"} for p in (0, 25, 50, 75, 100)],
         "start": start, "end": end, "ends_now": goal.status not in TERMINAL_STATUSES,
         "legend": legend,
     }
+
+
+def _pause_span(row: dict[str, Any], start_x: float, end_x: float) -> dict[str, Any]:
+    """A shaded band from the pause to its end, at least 2 px wide to be seen."""
+    return {"x": start_x, "width": round(max(end_x - start_x, 2.0), 1), "seq": row["seq"],
+            "until": str(row["data"].get("until", ""))[:19]}
+
+
+# The header's interruptions: each rate limit (a pause, or the block once the
+# continuation budget is spent) and each recovery, newest INTERRUPTIONS.
+INTERRUPTION_KINDS = ("goal.paused", "goal.recovered", "goal.blocked")
+INTERRUPTIONS = 20
+ENDING_KINDS = ("goal.completed", "goal.failed", "goal.stopped")
+
+
+def header(goal: Goal) -> dict[str, Any]:
+    """What the top of the page says without scrolling to the last event: how
+    a terminal goal ended (its summary and, when completed, each criterion's
+    evidence) and a line per rate limit, pause and recovery with its reset.
+    Two bounded queries on the (goal, seq) index, newest first."""
+    ending = None
+    if goal.status in TERMINAL_STATUSES:
+        row = (Event.objects.filter(goal=goal, kind__in=ENDING_KINDS).order_by("-seq")
+               .values("seq", "kind", "data", "recorded_at").first())
+        if row is not None:
+            items = row["data"].get("evidence")
+            ending = {**row, "summary": str(row["data"].get("summary", "")),
+                      "reason": str(row["data"].get("reason", "")),
+                      "evidence": [i for i in items if isinstance(i, dict)]
+                      if isinstance(items, list) else []}
+    rows = list(Event.objects.filter(goal=goal, kind__in=INTERRUPTION_KINDS)
+                .order_by("-seq").values("seq", "kind", "data", "recorded_at")
+                [:INTERRUPTIONS + 1])
+    lines = []
+    for row in rows[:INTERRUPTIONS][::-1]:
+        data = row["data"]
+        if row["kind"] == "goal.blocked" and not str(data.get("reason", "")).startswith(
+                "RATE_LIMIT"):
+            continue  # other blocks are the status badge's, not a rate limit's
+        label = {"goal.paused": "rate limit, paused", "goal.recovered": "recovered",
+                 "goal.blocked": "rate limit, blocked"}[row["kind"]]
+        until = str(data.get("until", ""))[:19]
+        lines.append({"seq": row["seq"], "kind": row["kind"], "label": label,
+                      "at": row["recorded_at"], "until": until,
+                      # A pause's summary would repeat its reset: say its basis.
+                      "text": str(data.get("basis", "")) if row["kind"] == "goal.paused"
+                      else summary(row["kind"], data)})
+    return {"ending": ending, "interruptions": lines,
+            "more_interruptions": len(rows) > INTERRUPTIONS}
 
 
 def time_ticks(start: datetime, end: datetime, x: Any) -> list[dict[str, Any]]:

@@ -16,9 +16,10 @@ from django.test.utils import CaptureQueriesContext
 from ledger import chain, clock, store, timeline
 from ledger.admin import EventAdmin
 from ledger.domain import GoalState, RecordCheckpoint, evolve
+from ledger.domain.commands import AcquireLease
 from ledger.domain.runs import ReportRun, RequestApproval
 from ledger.models import Event, Goal
-from tests.factories import GoalFactory, proof_of
+from tests.factories import GoalFactory, completed, new_token, proof_of
 
 pytestmark = pytest.mark.django_db
 
@@ -386,7 +387,10 @@ def test_actions_are_offered_exactly_when_the_domain_accepts_them(monkeypatch):
     act(client, blocked, "stop", reason="abandoned")
     assert offered(client, Goal.objects.get(pk=blocked.pk)) == {"replay"}
     page = client.get(f"/admin/ledger/goal/{blocked.pk}/timeline/").content.decode()
-    assert 'data-testid="not-offered-stop"' in page and "accepts no more work" in page
+    # An ended goal: one line, not a refusal per action (issue 24 item 14).
+    assert 'data-testid="not-offered-' not in page and "is not offered" not in page
+    assert page.count('data-testid="no-action"') == 1
+    assert "No operator action applies: the goal has ended (stopped)." in page
 
 
 def test_an_action_the_domain_refuses_has_no_form():
@@ -465,3 +469,97 @@ def test_the_root_and_view_site_lead_somewhere(client):
     assert client.post("/").status_code == 405
     index = staff("audrey", "auditor").get("/admin/").content.decode()
     assert '<a href="/api/v1/docs">View site</a>' in index
+
+
+# ------------------------------------------ timeline header (issue 24 item 14)
+
+
+def rate_limited_then_completed() -> tuple[Goal, datetime]:
+    """A goal paused by a rate limit at T0 + 1 min (reset T0 + 10 min), resumed
+    by a lease at T0 + 12 min, two checkpoints in the same second, completed."""
+    t0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    with clock.use(clock.FrozenClock(t0)) as frozen:
+        goal = GoalFactory(checkpoints=1)
+        state = GoalState.from_dict(Goal.objects.get(pk=goal.pk).state)
+        frozen.advance(minutes=1)
+        store.execute(goal.pk, ReportRun(proof_of(state), "error", "rate_limit",
+                                         reset_at=t0 + timedelta(minutes=10),
+                                         margin_seconds=0), actor="agent-1")
+        frozen.advance(minutes=11)
+        state = store.execute(goal.pk, AcquireLease("agent-1", new_token()[1]),
+                              actor="agent-1").state
+        frozen.advance(minutes=5)
+        for pct in (40, 60):  # the same instant: the same second
+            state = store.execute(goal.pk, RecordCheckpoint(
+                current_step=f"at {pct}", progress_pct=pct, completed=("x",),
+                next_actions=("y",), proof=proof_of(state)), actor="agent-1").state
+        frozen.advance(minutes=3)
+        store.execute(goal.pk, completed(state, "merged; CI green"), actor="agent-1")
+    return Goal.objects.get(pk=goal.pk), t0
+
+
+def test_the_header_shows_the_completion_its_evidence_and_each_rate_limit():
+    goal, _ = rate_limited_then_completed()
+    client = staff("audrey", "auditor")
+    page = client.get(f"/admin/ledger/goal/{goal.pk}/timeline/").content.decode()
+    top = page[:page.index('data-testid="chart"')]  # above the chart, not at the last event
+    assert 'data-testid="ending"' in top and "merged; CI green" in top
+    evidence = re.search(r'data-testid="evidence">(.*?)</ul>', top, re.S).group(1)
+    assert "<b>tests pass</b> ⇒ checked: tests pass" in evidence
+    assert "<b>PR opened</b> ⇒ checked: PR opened" in evidence
+    [line] = re.findall(r'data-testid="interruption-goal.paused">(.*?)</li>', top, re.S)
+    assert "2026-03-01 12:01:00 UTC" in line
+    assert "paused until reset 2026-03-01T12:10:00Z (provider reset + 0 s)" in line
+
+
+def test_a_recovery_gets_a_line_in_the_header():
+    goal = blocked_goal()
+    client = staff("olga", "operator")
+    act(client, goal, "recover", reason="looked at the log")
+    page = client.get(f"/admin/ledger/goal/{goal.pk}/timeline/").content.decode()
+    top = page[:page.index('data-testid="chart"')]
+    [line] = re.findall(r'data-testid="interruption-goal.recovered">(.*?)</li>', top, re.S)
+    assert "recovered by olga" in line and "looked at the log" in line
+    assert 'data-testid="ending"' not in top  # not terminal: no ending block
+
+
+def test_a_completed_goal_offers_one_line_instead_of_refusals():
+    goal, _ = rate_limited_then_completed()
+    page = staff("olga", "operator").get(
+        f"/admin/ledger/goal/{goal.pk}/timeline/").content.decode()
+    assert "is not offered" not in page
+    assert page.count('data-testid="no-action"') == 1
+    assert "No operator action applies: the goal has ended (done)." in page
+    assert 'data-testid="action-replay"' in page  # a rebuild of the projection stays
+
+
+def test_the_chart_shades_pauses_and_separates_same_second_checkpoints():
+    goal, t0 = rate_limited_then_completed()
+    chart = timeline.chart(goal)
+    x = lambda moment: chart["left"] + (chart["right"] - chart["left"]) * (  # noqa: E731
+        (moment - chart["start"]) / (chart["end"] - chart["start"]))
+    [pause] = chart["pauses"]
+    # From the goal.paused event to the lease that resumed it.
+    assert pause["x"] == pytest.approx(x(t0 + timedelta(minutes=1)), abs=0.2)
+    assert pause["x"] + pause["width"] == pytest.approx(x(t0 + timedelta(minutes=12)),
+                                                       abs=0.3)
+    xs = [point["x"] for point in chart["checkpoints"]]
+    assert len(xs) == 3 and all(b > a for a, b in pairwise(xs))
+    assert xs[2] - xs[1] >= timeline.CHECKPOINT_GAP - 0.1
+    page = staff("audrey", "auditor").get(
+        f"/admin/ledger/goal/{goal.pk}/timeline/").content.decode()
+    svg = page[page.index('data-testid="chart"'):page.index("</svg>", page.index(
+        'data-testid="chart"'))]
+    [rect] = re.findall(r'<rect [^>]*data-testid="pause-span"', svg)
+    assert 'fill="#e37400"' in rect and "style=" not in rect
+    cx = re.findall(r'<circle cx="([\d.]+)"[^>]*data-testid="checkpoint"', svg)
+    assert len(cx) == 3 and len(set(cx)) == 3
+
+
+def test_a_goal_still_paused_is_shaded_to_now():
+    goal = GoalFactory(checkpoints=1)
+    state = GoalState.from_dict(goal.state)
+    store.execute(goal.pk, ReportRun(proof_of(state), "error", "rate_limit"), actor="agent-1")
+    chart = timeline.chart(Goal.objects.get(pk=goal.pk))
+    [pause] = chart["pauses"]
+    assert pause["x"] + pause["width"] == pytest.approx(chart["right"], abs=0.2)

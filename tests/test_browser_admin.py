@@ -348,3 +348,27 @@ def test_the_lists_show_what_an_auditor_needs_in_utc_unclipped_at_1400px(browser
     page.wait_for_url(f"**/admin/ledger/goal/{goal.pk}/timeline/")
     assert page.locator("[data-testid=chart]").count() == 1
     assert page.goto(f"{live_server.url}/admin/ledger/goal/not-a-goal/timeline/").status == 404
+
+
+def test_the_timeline_header_shows_how_a_goal_ended_and_its_pauses(browser, live_server):
+    """Issue 24 item 14: the completion, its evidence and each rate limit are in
+    the first screen; the chart shades the pause; an ended goal gets one line."""
+    user("olga", "operator")
+    made = {m.goal_key: m for m in demo.create()}
+    goal = made["checkout-flaky-test"]  # rate limited, woken, resumed, completed
+    page = login(browser, live_server, "olga")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(f"{live_server.url}/admin/ledger/goal/{goal.goal_id}/timeline/")
+    for testid in ("ending", "evidence", "interruptions"):
+        box = page.locator(f"[data-testid={testid}]").bounding_box()
+        assert box and box["y"] + min(box["height"], 40) < 800, testid  # without scrolling
+    assert "until" in page.locator("[data-testid=interruptions]").inner_text()
+    assert page.locator("[data-testid=no-action]").count() == 1
+    assert page.locator(".wl-not-offered").count() == 1
+    spans = page.locator("[data-testid=chart] [data-testid=pause-span]")
+    assert spans.count() >= 1
+    assert all((spans.nth(i).bounding_box() or {}).get("width", 0) >= 2
+               for i in range(spans.count()))
+    page.screenshot(path=str(ARTIFACTS / "timeline-header.png"))
+    page.locator("[data-testid=chart]").screenshot(path=str(ARTIFACTS / "chart-pauses.png"))
+    page.close()
