@@ -4,6 +4,7 @@ Thin: each calls the same store commands as the API.
 """
 
 import logging
+from datetime import datetime, timedelta
 
 from django.db import DatabaseError
 
@@ -71,7 +72,23 @@ def sweep_leases() -> int:
         failpoints.reached("sweeper.after_expire")
     if changed:
         logger.info("liveness sweep changed %d goal(s)", changed)
-    doctor.ensure_repair()  # the hourly repair's row, which restores this one's
+    _ensure_repair(now)
     outbox.resolve_stuck()
     outbox.send_pending()
     return changed
+
+
+# The hourly repair restores the sweeper's row; the sweeper restores the
+# repair's, but looks at most every ten minutes (a query a minute for a row
+# that is nearly always there was a tenth of an idle sweep).
+_REPAIR_LOOK_EVERY = timedelta(minutes=10)
+_repair_looked_at: datetime | None = None
+
+
+def _ensure_repair(now: datetime) -> None:
+    global _repair_looked_at
+    if _repair_looked_at is not None and timedelta(0) <= now - _repair_looked_at \
+            < _REPAIR_LOOK_EVERY:
+        return
+    doctor.ensure_repair()
+    _repair_looked_at = now

@@ -771,8 +771,8 @@ class World:
         but during outages: due rows become tasks in the ORM broker's queue. A
         cluster's worker takes them after a delay (queue, busy workers)."""
         self.at(self.now + timedelta(seconds=30), self.scheduler_tick)
-        if self.in_outage(self.now):
-            return
+        if self.in_outage(self.now) or not product.anything_due():
+            return  # (a pass with nothing due does nothing: skipped, it costs a query)
         if not product.run_scheduler():
             return
         self._schedules = None
@@ -792,9 +792,10 @@ class World:
 
     def run_task(self, task: dict[str, Any], duplicate: bool) -> None:
         if task["func"] != product.FIRE:
-            # The lease sweeper, the hourly schedule repair, the prune: their
-            # own django-q2 rows, as `migrate` created them.
-            if product.run_task(task):
+            # The lease sweeper, the hourly schedule repair, the prune, the
+            # seal: their own django-q2 rows, as `migrate` created them. Only
+            # the first two change goals (they answer how many).
+            if product.run_task(task) and task["func"] in product.GOAL_CHANGING_TASKS:
                 self._schedules = None
                 self.touched.update(self.active())
             return
