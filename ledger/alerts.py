@@ -44,15 +44,23 @@ def alerts(goals: QuerySet[Goal], now: datetime | None = None) -> list[dict[str,
         if not reason:
             continue  # moved on between the query's snapshot and this read
         expected = liveness.expectation(state)
-        since = (state.liveness_alert.get("at") if reason in (liveness.HOST_SILENT,)
-                 else iso(expected.deadline) if reason == liveness.OVERDUE_REASON
-                 and expected.deadline else state.updated_at)
         result.append({
             "id": str(goal.pk), "goal_key": goal.goal_key, "workspace": goal.workspace,
             "agent": goal.agent, "status": goal.status, "reason": reason,
-            "why": liveness.why(reason), "since": since, "expected": expected.as_dict(),
+            "why": liveness.why(reason), "since": _since(state, reason, expected),
+            "expected": expected.as_dict(),
         })
     return result
+
+
+def _since(state: GoalState, reason: str, expected: liveness.Expectation) -> str:
+    """Since when the goal needs a human: the missed host deadline, the passed
+    deadline of an OVERDUE goal, or its last event (it blocked, it failed)."""
+    if reason == liveness.HOST_SILENT and state.liveness_alert.get("at"):
+        return state.liveness_alert["at"]
+    if reason == liveness.OVERDUE_REASON and expected.deadline is not None:
+        return iso(expected.deadline)
+    return state.updated_at
 
 
 def beat(name: str = SWEEPER) -> None:
