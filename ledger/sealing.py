@@ -32,6 +32,7 @@ schedulers never give one position twice.
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +63,20 @@ class Sealed:
     size: int
     appended: int
     head: TreeHead | None  # the new head, or None when the tree did not grow
+    witnessed: bool = False  # a registered witness (the webhook) took the new head
+
+
+# Witnesses outside the database that need the network (the head webhook):
+# the scheduling app registers its sender, as it registers the store's
+# effects, so `ledger seal` and the scheduled seal push alike and the core
+# never imports the shell that sends.
+Witness = Callable[[TreeHead], bool]
+_witnesses: list[Witness] = []
+
+
+def register_witness(witness: Witness) -> None:
+    if witness not in _witnesses:
+        _witnesses.append(witness)
 
 
 def seal(*, batch: int = BATCH, sign: bool = True) -> Sealed:
@@ -75,7 +90,8 @@ def seal(*, batch: int = BATCH, sign: bool = True) -> Sealed:
         if count < batch:
             break
     head = _sign() if sign else None
-    return Sealed(merkle_store.size(), appended, head)
+    witnessed = head is not None and any([witness(head) for witness in _witnesses])
+    return Sealed(merkle_store.size(), appended, head, witnessed)
 
 
 def _horizon() -> int | None:

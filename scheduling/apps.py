@@ -8,6 +8,7 @@ class SchedulingConfig(AppConfig):
 
     def ready(self) -> None:
         from ledger import doctor, store
+        from ledger import sealing as ledger_sealing
         from scheduling import dispatch, maintenance, outbox, sealing, watchdogs
 
         # A bad dispatcher configuration stops start-up, not the first wake.
@@ -16,6 +17,8 @@ class SchedulingConfig(AppConfig):
         # events that call for them, whichever shell ran the command.
         store.register_effect(watchdogs.apply)
         store.register_effect(outbox.record)
+        # The head webhook, for every seal (the task and `ledger seal`).
+        ledger_sealing.register_witness(sealing.push_witness)
         post_migrate.connect(watchdogs.ensure_sweeper, sender=self,
                              dispatch_uid="scheduling.ensure_sweeper")
         post_migrate.connect(maintenance.ensure_prune_schedule, sender=self,

@@ -36,7 +36,6 @@ def seal_log() -> int:
     if result.head is not None:
         logger.info("sealed %d event(s); signed head %d %s", result.appended,
                     result.head.size, result.head.root)
-        push_witness(result.head)
     return result.size
 
 

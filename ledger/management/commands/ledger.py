@@ -56,7 +56,6 @@ from ledger.domain.runs import Recover, ResolveApproval, Stop
 from ledger.domain.state import DONE, REASONS
 from ledger.models import Event, Goal, TreeHead
 from ledger.progress import Progress
-from scheduling import sealing as scheduled_sealing
 from wakeledger_verify import heads
 
 SHOW_LIMIT = 50  # events `ledger show` prints unless told otherwise
@@ -328,8 +327,8 @@ class Command(BaseCommand):
                           f"{result.head.size}, root {result.head.root}, key "
                           f"{result.head.key_id}")
         if settings.WAKELEDGER_HEAD_WITNESS_URL:
-            taken = scheduled_sealing.push_witness(result.head)
-            self.stdout.write(f"witness {'took' if taken else 'did NOT take'} the head")
+            self.stdout.write(f"witness {'took' if result.witnessed else 'did NOT take'} the "
+                              "head")
 
     def handle_head(self, **_: Any) -> None:
         head = TreeHead.objects.order_by("-id").first()
