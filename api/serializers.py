@@ -11,12 +11,12 @@ from rest_framework import serializers
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from ledger import clock
+from ledger.domain import resets
 from ledger.domain import validation as limits
 from ledger.domain.commands import FINISH_STATUSES
 from ledger.domain.liveness import LABELS
 from ledger.domain.policy import SCHEDULERS
 from ledger.domain.state import REASONS, STATUSES
-from scheduling import failures
 
 
 class StrictSerializer(serializers.Serializer):
@@ -339,7 +339,7 @@ class RunSerializer(FencedSerializer):
         """Refuse what is no Retry-After value at all; an absurd but well-formed one (the
         year 9999) passes, and the parser clamps it to its horizon."""
         value = value.strip()
-        if value and failures.parse_retry_after(value, clock.now()) is None:
+        if value and resets.parse_retry_after(value, clock.now()) is None:
             raise serializers.ValidationError(
                 "Not a Retry-After value: expected delta-seconds (\"120\"), an HTTP-date "
                 "(\"Wed, 21 Oct 2026 07:28:00 GMT\") or an ISO 8601 timestamp with an "

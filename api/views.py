@@ -40,8 +40,10 @@ from ledger.domain import (
     ReleaseWorkspace,
     RunGoal,
     StartGoal,
+    failures,
     lease_refusal,
     liveness,
+    resets,
 )
 from ledger.domain.commands import Evidence, WakeRequest
 from ledger.domain.events import iso
@@ -62,7 +64,7 @@ from ledger.domain.wakes import (
     watchdog_health,
 )
 from ledger.models import Event, Goal
-from scheduling import dispatch, failures, watchdogs
+from scheduling import dispatch, watchdogs
 
 READERS = (AGENT, AUDITOR, OPERATOR)
 
@@ -739,10 +741,10 @@ class RunsView(LedgerView):
             error_class = (failures.classify(text) if text.strip()
                            else failures.RATE_LIMIT)
             if error_class == failures.RATE_LIMIT:
-                reset_at = failures.parse_reset(text, now=clock.now(), tz=tz,
+                reset_at = resets.parse_reset(text, now=clock.now(), tz=tz,
                                                 retry_after=data["retry_after"] or None)
             # Only a value that parses is kept as a hint; the rest is dropped.
-            if data["retry_after"] and failures.parse_retry_after(data["retry_after"],
+            if data["retry_after"] and resets.parse_retry_after(data["retry_after"],
                                                                   clock.now()):
                 retry_after = data["retry_after"]
         command = ReportRun(proof(data.get("lease")), data["outcome"], error_class, reset_at,

@@ -17,14 +17,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduling.failures import (
+from ledger.domain.failures import (
     AUTH,
     CLASSES,
     OWNER_VERIFICATION,
     RATE_LIMIT,
-    RESET_HORIZON,
     UNCLASSIFIED,
     classify,
+)
+from ledger.domain.resets import (
+    RESET_HORIZON,
     parse_reset,
     parse_retry_after,
     stated_reset,

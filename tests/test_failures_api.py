@@ -245,7 +245,7 @@ def test_no_error_text_reaches_the_database(agent, started, clock):
 
 # --- resets far in the future, and Retry-After values that are no Retry-After (issue 10.6) --
 
-HORIZON = timedelta(days=7)  # scheduling.failures.RESET_HORIZON, written out: the contract
+HORIZON = timedelta(days=7)  # ledger.domain.resets.RESET_HORIZON, written out: the contract
 
 
 def at_iso(moment) -> str:

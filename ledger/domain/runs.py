@@ -2,7 +2,7 @@
 (rules 4, 5, 6, 8, 11).
 
 The provider's error text never reaches here: the shell classifies it
-(``scheduling.failures.classify``) and parses the reset instant
+(``ledger.domain.failures.classify``) and parses the reset instant
 (``parse_reset``), and hands over only those facts. The events keep the class
 and a sanitized hint (the reset instant or the Retry-After value).
 """
@@ -29,6 +29,7 @@ from ledger.domain.events import (
     iso,
 )
 from ledger.domain.leases import fence
+from ledger.domain.resets import RESET_HORIZON
 from ledger.domain.state import BLOCKED, FAILED, PAUSED, RATE_LIMITED, WAITING, GoalState
 
 CLASSES = ("rate_limit", "auth", "owner_verification", "unclassified")
@@ -45,9 +46,6 @@ RECOVERABLE = frozenset({"SESSION_CHANGED", "SESSION_ACTIVITY", "UNCLASSIFIED",
 # Alerts on a goal that is not blocked (DESIGN section 6): recover clears
 # them; JOB_SILENT's jobs are written off (cancelled), so the goal may finish.
 SILENCES = frozenset({"HOST_SILENT", "JOB_SILENT"})
-# No provider window is longer than a week: a reset said to be later is
-# treated as this far away, so the goal wakes, finds out, and pauses again.
-RESET_HORIZON = timedelta(days=7)
 SESSION_IDENTITY = ("session_id", "session_key", "model")
 
 

@@ -45,8 +45,10 @@ from ledger.domain import (
     ReleaseLease,
     RunGoal,
     StartGoal,
+    failures,
     lease_refusal,
     liveness,
+    resets,
 )
 from ledger.domain.commands import Evidence, WakeRequest
 from ledger.domain.runs import Recover, ReportRun, RequestApproval, ResolveApproval, Stop
@@ -60,7 +62,7 @@ from ledger.domain.wakes import (
     completion_state,
 )
 from ledger.models import Event, Goal
-from scheduling import dispatch, failures, sealing, watchdogs
+from scheduling import dispatch, sealing, watchdogs
 
 FIRE = watchdogs.FIRE  # the django-q2 func of watchdog and reset schedules
 # Housekeeping tasks that change goals (the sweeper, the hourly repair): they
@@ -210,9 +212,9 @@ def report_run(goal_id: str, agent: str, lease: Lease, *, error_text: str = "",
     error_class = failures.classify(error_text) if error_text.strip() else failures.RATE_LIMIT
     reset_at = None
     if error_class == failures.RATE_LIMIT:
-        reset_at = failures.parse_reset(error_text, now=now, tz=tz,
+        reset_at = resets.parse_reset(error_text, now=now, tz=tz,
                                         retry_after=retry_after or None)
-    hint = retry_after if retry_after and failures.parse_retry_after(retry_after, now) else ""
+    hint = retry_after if retry_after and resets.parse_retry_after(retry_after, now) else ""
     command = ReportRun(_proof(lease), "error", error_class, reset_at, hint, {},
                         watchdogs.reset_schedule_name(state.goal_id),
                         settings.WAKELEDGER_RESET_MARGIN_SECONDS)
