@@ -23,10 +23,10 @@ from api.auth import HasRole
 from api.digests import host_ref_digest
 from api.idempotency import idempotent, lease_token
 from api.problems import PROBLEM_CONTENT_TYPE, Problem
-from api.roles import AGENT, AUDITOR, OPERATOR, role_of
 from api.schema import BODY, CALLER, GOAL, IDEMPOTENT, QUERY, responses
 from api.serializers import validated
 from ledger import alerts, clock, continuations, siteurl, store, throttle
+from ledger.accounts import AGENT, AUDITOR, OPERATOR, role_of
 from ledger.domain import (
     AcquireLease,
     Artifact,

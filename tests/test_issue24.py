@@ -334,8 +334,7 @@ def test_an_idempotency_key_is_stored_and_shown_as_its_digest_and_scanned(agent,
                                                                          clock):
     import hashlib
 
-    from api.models import IdempotencyRecord
-    from ledger.models import Event
+    from ledger.models import Event, IdempotencyRecord
 
     key = "my-run-7f3a"
     started = agent.post("goals", {"goal_key": "k", "workspace": "/srv/k", "objective": "o"},
