@@ -15,7 +15,7 @@ from datetime import datetime
 from functools import reduce
 from typing import Any
 
-from ledger.domain import leases, overdue, runs, wakes
+from ledger.domain import claims, finishing, jobs, leases, overdue, requested, runs, watchdogs
 from ledger.domain import policy as p
 from ledger.domain import validation as v
 from ledger.domain.commands import (
@@ -107,11 +107,11 @@ def decision(state: GoalState, command: "Command", now: datetime) -> Decision:
 
 
 def _settled(state: GoalState, events: list[Event], now: datetime) -> Decision:
-    """The command's events plus what keeps the goal alive (wakes.settle)."""
+    """The command's events plus what keeps the goal alive (finishing.settle)."""
     if not events:
         return Decision(events, state)
     after = fold(events, state)
-    more = wakes.settle(state, after, now)
+    more = finishing.settle(state, after, now)
     return Decision(events + more, fold(more, after)) if more else Decision(events, after)
 
 
@@ -167,8 +167,8 @@ def _run(state: GoalState, cmd: RunGoal, now: datetime) -> Decision:
 
 def _acquire(state: GoalState, cmd: AcquireLease, now: datetime) -> list[Event]:
     """Take the lease; on a goal with a due wake, this is the pull that resumes it."""
-    if leases.lease_refusal(state, now) is None and wakes.due_for_pull(state, now):
-        return wakes.pull_events(state, cmd.holder, cmd.token_sha256, now)
+    if leases.lease_refusal(state, now) is None and claims.due_for_pull(state, now):
+        return claims.pull_events(state, cmd.holder, cmd.token_sha256, now)
     return leases.acquire(state, cmd, now)
 
 
@@ -234,14 +234,14 @@ def _checkpoint(state: GoalState, cmd: RecordCheckpoint, now: datetime) -> list[
     if cmd.release_lease:
         events.append(Event(LEASE_RELEASED, {"generation": lease["generation"]}, now))
         if cmd.wake is not None:
-            events += wakes.requested_wake_events(state, cmd.wake, now)
+            events += requested.requested_wake_events(state, cmd.wake, now)
     return events
 
 
 def _release(state: GoalState, cmd: ReleaseLease, now: datetime) -> list[Event]:
     events = leases.release(state, cmd, now)
     if cmd.wake is not None:
-        events += wakes.requested_wake_events(state, cmd.wake, now)
+        events += requested.requested_wake_events(state, cmd.wake, now)
     return events
 
 
@@ -260,7 +260,7 @@ def _finish(state: GoalState, cmd: Finish, now: datetime) -> list[Event]:
         raise InvalidCommand("evidence goes with status completed; say in the summary what "
                              "held and what did not.", field="evidence")
     # Rule 10: verified completion (jobs terminal, watchdog cancelled).
-    return wakes.finish_events(state, cmd.status, summary, lease["generation"], now,
+    return finishing.finish_events(state, cmd.status, summary, lease["generation"], now,
                                evidence=evidence)
 
 
@@ -310,33 +310,34 @@ _DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
     RecordCheckpoint: _checkpoint,
     Finish: _finish,
     ReleaseWorkspace: _release_workspace,
-    wakes.PrepareWatchdog: wakes.prepare,
-    wakes.CancelWatchdog: wakes.cancel,
-    wakes.RecordReceipt: wakes.receipt,
-    wakes.ClaimWake: wakes.claim,
+    watchdogs.PrepareWatchdog: watchdogs.prepare,
+    watchdogs.CancelWatchdog: watchdogs.cancel,
+    watchdogs.RecordReceipt: finishing.receipt,
+    claims.ClaimWake: claims.claim,
     overdue.CheckLiveness: overdue.check,
-    wakes.RecordDispatch: wakes.dispatched,
-    wakes.WakeNow: wakes.operator_wake,
+    claims.RecordDispatch: claims.dispatched,
+    claims.WakeNow: claims.operator_wake,
     runs.ReportRun: runs.report,
     runs.RequestApproval: runs.request_approval,
     runs.ResolveApproval: runs.resolve_approval,
     runs.Stop: lambda state, cmd, now: [*runs.stop(state, cmd, now),
-                                        *wakes.cancel_on_stop(state, now)],
+                                        *finishing.cancel_on_stop(state, now)],
     runs.Recover: runs.recover,
-    wakes.TrackJob: wakes.track_job,
-    wakes.UpdateJob: wakes.update_job,
-    wakes.NotifyJob: wakes.notify_job,
+    jobs.TrackJob: jobs.track_job,
+    jobs.UpdateJob: jobs.update_job,
+    jobs.NotifyJob: jobs.notify_job,
 }
 
 # A terminal goal still answers a late wake and takes the cancellation
 # receipt of a leftover watchdog (TERMINAL_ALLOWED_KINDS); nothing else.
-_ALLOWED_WHEN_TERMINAL = (wakes.ClaimWake, wakes.RecordReceipt, runs.Recover,
-                          wakes.RecordDispatch, overdue.CheckLiveness)
+_ALLOWED_WHEN_TERMINAL = (claims.ClaimWake, watchdogs.RecordReceipt, runs.Recover,
+                          claims.RecordDispatch, overdue.CheckLiveness)
 
 COMMANDS: tuple[type, ...] = (StartGoal, RunGoal, *_DECIDERS)
-Command = (CoreCommand | wakes.PrepareWatchdog | wakes.CancelWatchdog | wakes.RecordReceipt
-           | wakes.ClaimWake | overdue.CheckLiveness | wakes.RecordDispatch | wakes.WakeNow
-           | wakes.TrackJob | wakes.UpdateJob | wakes.NotifyJob | runs.ReportRun
+Command = (CoreCommand | watchdogs.PrepareWatchdog | watchdogs.CancelWatchdog
+           | watchdogs.RecordReceipt | claims.ClaimWake | overdue.CheckLiveness
+           | claims.RecordDispatch | claims.WakeNow
+           | jobs.TrackJob | jobs.UpdateJob | jobs.NotifyJob | runs.ReportRun
            | runs.RequestApproval | runs.ResolveApproval | runs.Stop | runs.Recover)
 
 # --------------------------------------------------------------------------- evolve
@@ -443,13 +444,13 @@ _EVOLVERS: dict[str, Evolver] = {
     LEASE_RENEWED: leases.renewed,
     LEASE_RELEASED: leases.unleased("released"),
     LEASE_EXPIRED: leases.unleased("expired"),
-    WAKE_SCHEDULED: wakes.scheduled,
-    RECEIPT_RECORDED: wakes.receipted,
-    WAKE_CANCEL_REQUESTED: wakes.cancel_requested,
-    WAKE_CLAIMED: wakes.claimed,
-    GOAL_FINISH_REQUESTED: wakes.finish_requested,
-    JOB_TRACKED: wakes.job_tracked,
-    JOB_UPDATED: wakes.job_updated,
+    WAKE_SCHEDULED: watchdogs.scheduled,
+    RECEIPT_RECORDED: watchdogs.receipted,
+    WAKE_CANCEL_REQUESTED: watchdogs.cancel_requested,
+    WAKE_CLAIMED: claims.claimed,
+    GOAL_FINISH_REQUESTED: finishing.finish_requested,
+    JOB_TRACKED: jobs.job_tracked,
+    JOB_UPDATED: jobs.job_updated,
     LIVENESS_MISSED: overdue.missed,
     CONTINUATION_DISPATCHED: _recorded_only,
     RUN_REPORTED: runs.reported,
