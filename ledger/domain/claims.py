@@ -24,6 +24,7 @@ from ledger.domain.events import (
 )
 from ledger.domain.interruptions import interrupted, interrupted_events, lease_expired_event
 from ledger.domain.leases import acquire_events, lease_refusal
+from ledger.domain.runs import budget_block, budget_spent_why
 from ledger.domain.state import BLOCKED, PAUSED, WAITING, GoalState
 from ledger.domain.watchdogs import (
     HOST,
@@ -180,11 +181,10 @@ def claim_outcome(state: GoalState, cmd: ClaimWake, now: datetime) -> dict[str, 
                 "notes": f"{state.retry_count} consecutive wakes without a new checkpoint: "
                          "WAKE_RETRIES_EXHAUSTED"}
     charge = recovery(state) and not operator
-    budget = state.setting("max_continuations")
-    if charge and state.continuations_used >= budget:
-        block = "RATE_LIMIT_STOPPED" if state.paused_until else "CONTINUATION_STOPPED"
+    block = budget_block(state, rate_limited=bool(state.paused_until)) if charge else ""
+    if block:
         return {"outcome": "terminal_cleanup_required", "block": block,
-                "notes": f"the continuation budget is spent ({budget} of {budget}): {block}"}
+                "notes": budget_spent_why(state, block)}
     if cmd.source != HOST and not pushed(state, cmd):
         # Dispatcher "none" is pull: a due wake hands a lease to nobody. The
         # goal is ready; its agent's own claim, run_goal or lease call takes it.
@@ -306,12 +306,10 @@ def pull_events(state: GoalState, holder: str, token_sha256: str, now: datetime)
         charge = True
     events = []
     if charge:
-        budget = state.setting("max_continuations")
-        if state.continuations_used >= budget:
-            block = "RATE_LIMIT_STOPPED" if state.paused_until else "CONTINUATION_STOPPED"
-            return [Event(GOAL_BLOCKED, {
-                "summary": f"the continuation budget is spent ({budget} of {budget}): {block}",
-                "generation": 0, "reason": block}, now)]
+        block = budget_block(state, rate_limited=bool(state.paused_until))
+        if block:
+            return [Event(GOAL_BLOCKED, {"summary": budget_spent_why(state, block),
+                                         "generation": 0, "reason": block}, now)]
         events.append(_charge(state, pulled["occurrence_id"], now))
     grant = acquire_events(state, holder, token_sha256, now, via="pull")
     grant[-1] = Event(grant[-1].kind, {**grant[-1].data, "pulled": pulled}, now)

@@ -132,11 +132,11 @@ def report(state: GoalState, cmd: ReportRun, now: datetime) -> list[Event]:
         why = "the run failed for a reason a human must look at"
         return [*events, _block("UNCLASSIFIED", why, now)]
     # Rule 5: once the budget is spent, the next rate limit stops the goal.
-    budget = state.setting("max_continuations")
-    if state.continuations_used >= budget:
+    block = budget_block(state, rate_limited=True)
+    if block:
         why = (f"rate limited with the continuation budget spent "
-               f"({state.continuations_used} of {budget})")
-        return [*events, _block("RATE_LIMIT_STOPPED", why, now)]
+               f"({state.continuations_used} of {state.setting('max_continuations')})")
+        return [*events, _block(block, why, now)]
     if cmd.reset_at is not None:
         margin = timedelta(seconds=cmd.margin_seconds)
         until = min(max(cmd.reset_at, now), now + RESET_HORIZON) + margin
@@ -172,6 +172,21 @@ def _block(reason: str, summary: str, now: datetime) -> Event:
 
 def budget_left(state: GoalState) -> int:
     return max(0, state.setting("max_continuations") - state.continuations_used)
+
+
+def budget_block(state: GoalState, *, rate_limited: bool) -> str:
+    """Rule 5, the one place it is decided: the reason a goal blocks when a
+    continuation would be charged (a wake, a pull) or a rate limit reported
+    with the budget spent — RATE_LIMIT_STOPPED while rate limited, else
+    CONTINUATION_STOPPED; "" while some budget is left."""
+    if budget_left(state):
+        return ""
+    return "RATE_LIMIT_STOPPED" if rate_limited else "CONTINUATION_STOPPED"
+
+
+def budget_spent_why(state: GoalState, block: str) -> str:
+    budget = state.setting("max_continuations")
+    return f"the continuation budget is spent ({budget} of {budget}): {block}"
 
 
 # ---------------------------------------------------------------- approvals (rule 8)
