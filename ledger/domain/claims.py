@@ -156,11 +156,10 @@ def claim_outcome(state: GoalState, cmd: ClaimWake, now: datetime) -> dict[str, 
                 "notes": "the host watchdog's creation is not confirmed; record a receipt "
                          "(created, create_failed or user_attested_deleted) first"}
     operator = cmd.source == OPERATOR
-    if state.status == PAUSED and state.paused_until and not operator:
-        until = datetime.fromisoformat(state.paused_until)
-        if now < until:
-            return {"outcome": "not_due", "notes": f"paused until {state.paused_until}",
-                    "retry_after_seconds": ceil((until - now).total_seconds())}
+    wait = 0 if operator else timing.pause_left(state, now)
+    if wait:
+        return {"outcome": "not_due", "notes": f"paused until {state.paused_until}",
+                "retry_after_seconds": wait}
     slot = _slot(state, cmd, now)
     if slot is not None and not operator:
         early = timing.early_by(state.watchdog, slot, now)
@@ -321,8 +320,7 @@ def due_for_pull(state: GoalState, now: datetime) -> bool:
     its reset with the reset wake not fired yet."""
     if state.ready:
         return True
-    return (state.status == PAUSED and bool(state.paused_until)
-            and now >= datetime.fromisoformat(state.paused_until))
+    return timing.paused(state) and not timing.pause_left(state, now)
 
 
 def dispatched(state: GoalState, cmd: RecordDispatch, now: datetime) -> list[Event]:
