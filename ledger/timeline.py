@@ -22,6 +22,7 @@ from django.utils.safestring import SafeString, mark_safe
 from ledger import alerts, clock, doctor
 from ledger.chain import event_hash, head_break
 from ledger.domain import TERMINAL_STATUSES, liveness
+from ledger.domain.state import BLOCKED, RATE_LIMIT_STOPPED
 from ledger.models import Event, Goal
 from ledger.terminal import summary
 
@@ -267,8 +268,7 @@ def header(goal: Goal) -> dict[str, Any]:
     lines = []
     for row in rows[:INTERRUPTIONS][::-1]:
         data = row["data"]
-        if row["kind"] == "goal.blocked" and not str(data.get("reason", "")).startswith(
-                "RATE_LIMIT"):
+        if row["kind"] == "goal.blocked" and data.get("reason") != RATE_LIMIT_STOPPED:
             continue  # other blocks are the status badge's, not a rate limit's
         label = {"goal.paused": "rate limit, paused", "goal.recovered": "recovered",
                  "goal.blocked": "rate limit, blocked"}[row["kind"]]
@@ -352,7 +352,7 @@ def stuck_goals() -> list[dict[str, Any]]:
                 continue
             since = datetime.fromisoformat(row["since"]) if row["since"] else goal.updated_at
             items.append({"goal": goal, "since": since, "age": now - since})
-        title = (f"Blocked: {reason}" if items and items[0]["goal"].status == "blocked"
+        title = (f"Blocked: {reason}" if items and items[0]["goal"].status == BLOCKED
                  else "Wake rows missing or wrong (ledger doctor --fix)"
                  if reason == "SCHEDULE_ROWS" else reason)
         result.append({"title": title, "reason": reason, "count": len(rows), "goals": items,

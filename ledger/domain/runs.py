@@ -30,7 +30,15 @@ from ledger.domain.events import (
 )
 from ledger.domain.leases import fence
 from ledger.domain.resets import RESET_HORIZON
-from ledger.domain.state import BLOCKED, FAILED, PAUSED, RATE_LIMITED, WAITING, GoalState
+from ledger.domain.state import (
+    BLOCKED,
+    FAILED,
+    PAUSED,
+    RATE_LIMIT_STOPPED,
+    RATE_LIMITED,
+    WAITING,
+    GoalState,
+)
 
 CLASSES = ("rate_limit", "auth", "owner_verification", "unclassified")
 BACKOFF_FIRST = timedelta(minutes=30)
@@ -181,7 +189,7 @@ def budget_block(state: GoalState, *, rate_limited: bool) -> str:
     CONTINUATION_STOPPED; "" while some budget is left."""
     if budget_left(state):
         return ""
-    return "RATE_LIMIT_STOPPED" if rate_limited else "CONTINUATION_STOPPED"
+    return RATE_LIMIT_STOPPED if rate_limited else "CONTINUATION_STOPPED"
 
 
 def budget_spent_why(state: GoalState, block: str) -> str:
