@@ -28,7 +28,9 @@ from ledger.domain.events import (
     Event,
     iso,
 )
+from ledger.domain.failures import AUTH, CLASSES, OWNER_VERIFICATION, UNCLASSIFIED
 from ledger.domain.leases import fence
+from ledger.domain.policy import RESET_MARGIN_SECONDS
 from ledger.domain.resets import RESET_HORIZON
 from ledger.domain.state import (
     BLOCKED,
@@ -40,7 +42,6 @@ from ledger.domain.state import (
     GoalState,
 )
 
-CLASSES = ("rate_limit", "auth", "owner_verification", "unclassified")
 BACKOFF_FIRST = timedelta(minutes=30)
 BACKOFF_MAX = timedelta(hours=24)
 RECOVERABLE = frozenset({"SESSION_CHANGED", "SESSION_ACTIVITY", "UNCLASSIFIED",
@@ -68,7 +69,7 @@ class ReportRun:
     retry_after: str = ""  # the raw Retry-After header value (a sanitized hint)
     session: dict[str, Any] = field(default_factory=dict)
     reset_schedule_name: str = ""  # internal: the one-off wake's django-q2 schedule
-    margin_seconds: int = 120  # the server's safety margin after a reset (2 min)
+    margin_seconds: int = RESET_MARGIN_SECONDS  # the server's margin after a reset
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,15 +129,15 @@ def report(state: GoalState, cmd: ReportRun, now: datetime) -> list[Event]:
     if cmd.outcome == "ok":
         return events
     generation = state.lease["generation"]
-    if cmd.error_class == "auth":
+    if cmd.error_class == AUTH:
         return [*events, Event(GOAL_FAILED, {"summary": "authentication failed",
                                              "reason": "AUTH_FAILED",
                                              "generation": generation}, now)]
-    if cmd.error_class == "owner_verification":
+    if cmd.error_class == OWNER_VERIFICATION:
         return [*events, Event(GOAL_FAILED, {"summary": "the owner must verify the account",
                                              "reason": "OWNER_VERIFICATION",
                                              "generation": generation}, now)]
-    if cmd.error_class == "unclassified":
+    if cmd.error_class == UNCLASSIFIED:
         why = "the run failed for a reason a human must look at"
         return [*events, _block("UNCLASSIFIED", why, now)]
     # Rule 5: once the budget is spent, the next rate limit stops the goal.
