@@ -5,7 +5,7 @@ A wake is claimed in one transaction and answers exactly one outcome. The
 evolver of ``wake.claimed`` is here.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from math import ceil
 from typing import Any
@@ -44,6 +44,8 @@ CLAIM_MEMORY = 64  # occurrence ids remembered for already_claimed
 # already_claimed. worker_busy_noop and not_due consume nothing, so the same
 # occurrence may be claimed again after retry_after_seconds.
 CONSUMING = frozenset({"recurring_acquired", "ready_for_pull", "terminal_cleanup_required"})
+# Outcomes that resume the goal (a lease granted, or ready for its agent to take).
+GRANTED = frozenset({"recurring_acquired", "ready_for_pull"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,41 @@ class RecordDispatch:
     # timeout after the request was sent); False if it certainly did not.
     uncertain: bool = False
     generation: int = 0  # the lease generation the dispatch carried
+
+
+@dataclass(frozen=True, slots=True)
+class WakeClaimed:
+    """The data of a ``wake.claimed`` event, built here for every path that
+    records one (a claim, settle's unblocked host goal, a job that ended on a
+    host goal). The optional fields are recorded only when set."""
+
+    occurrence_id: str
+    source: str  # internal | host | operator
+    kind: str  # one of WAKE_KINDS
+    outcome: str
+    reason: str  # one of WAKE_REASONS
+    notes: str
+    slot: str | None = None  # the recurring slot it belongs to (ISO)
+    next_due_at: str | None = None  # the watchdog's next slot, when it moves
+    operator: str | None = None  # an operator's wake: who
+    why: str | None = None  # and why
+    retry_count: int | None = None  # granted: wakes since the last checkpoint (rule 7)
+    retry_after_seconds: int | None = None
+    charge: bool | None = None  # ready_for_pull: a recovery continuation (rule 5)
+
+    def to_data(self) -> dict[str, Any]:
+        return {f.name: value for f in fields(self)
+                if (value := getattr(self, f.name)) is not None}
+
+    def event(self, now: datetime) -> Event:
+        return Event(WAKE_CLAIMED, self.to_data(), now)
+
+
+def ready_for_pull(occurrence_id: str, source: str, kind: str, reason: str, notes: str,
+                   retry_count: int, now: datetime) -> Event:
+    """A wake.claimed that makes a goal ready for its agent to pull, charging nothing."""
+    return WakeClaimed(occurrence_id, source, kind, "ready_for_pull", reason, notes,
+                       retry_count=retry_count, charge=False).event(now)
 
 
 def recovery(state: GoalState) -> bool:
@@ -227,41 +264,47 @@ def claim(state: GoalState, cmd: ClaimWake, now: datetime) -> list[Event]:
     outcome = answer["outcome"]
     if outcome in ("already_claimed", "receipt_required"):
         return []  # nothing changes, not even the record of a claim
-    data: dict[str, Any] = {
-        "occurrence_id": occurrence,
-        "source": cmd.source,
-        "kind": cmd.kind,
-        "outcome": outcome,
-        "reason": _reason(state, cmd),
-        "notes": answer["notes"],
-    }
     slot = _slot(state, cmd, now)
-    if slot is not None:
-        data["slot"] = iso(slot)
-        # The next slot after the one that fired: claims never move the anchor.
-        # A fire so late that later slots passed too (the scheduler was down)
-        # stands for them all: the next is the first slot ahead, as django-q2
-        # (catch_up off) and a host's scheduler fire it — never a replay of
-        # each missed slot, which rule 7 would count as wakes without progress.
-        following = slot + timedelta(seconds=state.watchdog["interval_seconds"])
-        if following <= now:
-            following = timing.slot_after(state.watchdog, now) or following
-        current = state.watchdog.get("next_due_at", "")
-        if not current or following > datetime.fromisoformat(current):
-            data["next_due_at"] = iso(following)
-    if cmd.source == OPERATOR:
-        data["operator"] = v.text(cmd.operator, "operator", limit=v.MAX_KEY, required=True)
-        data["why"] = v.text(cmd.note, "reason", limit=v.MAX_NOTE, required=True)
-    if outcome in ("recurring_acquired", "ready_for_pull"):
+    operator = cmd.source == OPERATOR
+    record = WakeClaimed(
+        occurrence, cmd.source, cmd.kind, outcome, _reason(state, cmd), answer["notes"],
+        slot=iso(slot) if slot is not None else None, next_due_at=_next_due(state, slot, now),
+        operator=v.text(cmd.operator, "operator", limit=v.MAX_KEY, required=True)
+        if operator else None,
+        why=v.text(cmd.note, "reason", limit=v.MAX_NOTE, required=True) if operator else None,
         # Rule 7: a wake without progress until a checkpoint says otherwise.
         # A ready goal that nobody pulls counts each further due wake too, so
         # it ends visibly blocked instead of waiting forever.
-        data["retry_count"] = state.retry_count + 1
-    if answer.get("retry_after_seconds") is not None:
-        data["retry_after_seconds"] = answer["retry_after_seconds"]
-    if outcome == "ready_for_pull":
-        data["charge"] = answer["charge"] or bool(state.ready.get("charge"))
-    events = [Event(WAKE_CLAIMED, data, now)]
+        retry_count=state.retry_count + 1 if outcome in GRANTED else None,
+        retry_after_seconds=answer.get("retry_after_seconds"),
+        charge=answer["charge"] or bool(state.ready.get("charge"))
+        if outcome == "ready_for_pull" else None)
+    return [record.event(now), *_claim_effects(state, cmd, answer, occurrence, now)]
+
+
+def _next_due(state: GoalState, slot: datetime | None, now: datetime) -> str | None:
+    """The next slot after the one that fired: claims never move the anchor.
+    A fire so late that later slots passed too (the scheduler was down)
+    stands for them all: the next is the first slot ahead, as django-q2
+    (catch_up off) and a host's scheduler fire it — never a replay of each
+    missed slot, which rule 7 would count as wakes without progress. None
+    when it would not move the watchdog's next due time forward."""
+    if slot is None:
+        return None
+    following = slot + timedelta(seconds=state.watchdog["interval_seconds"])
+    if following <= now:
+        following = timing.slot_after(state.watchdog, now) or following
+    current = state.watchdog.get("next_due_at", "")
+    if not current or following > datetime.fromisoformat(current):
+        return iso(following)
+    return None
+
+
+def _claim_effects(state: GoalState, cmd: ClaimWake, answer: dict[str, Any], occurrence: str,
+                   now: datetime) -> list[Event]:
+    """What a claim's outcome does besides its record: block, clean up, or grant."""
+    outcome = answer["outcome"]
+    events: list[Event] = []
     if outcome == "terminal_cleanup_required":
         if answer.get("interrupted"):
             events += interrupted_events(state, now)
@@ -374,7 +417,7 @@ def claimed(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
         changes["watchdog"] = {**state.watchdog, "next_due_at": data["next_due_at"]}
     if "retry_count" in data:
         changes["retry_count"] = data["retry_count"]
-    if outcome in ("recurring_acquired", "ready_for_pull"):
+    if outcome in GRANTED:
         # The wake is what the pause waited for; a requested or reset wake is
         # used up by whichever wake resumed the goal.
         changes.update(paused_until="", reset_wake={}, requested_wake={})

@@ -9,13 +9,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ledger.domain import timing, watchdogs
+from ledger.domain.claims import ready_for_pull
 from ledger.domain.errors import DomainError
 from ledger.domain.events import (
     GOAL_BLOCKED,
     GOAL_COMPLETED,
     GOAL_FAILED,
     GOAL_FINISH_REQUESTED,
-    WAKE_CLAIMED,
     Event,
     iso,
 )
@@ -109,11 +109,9 @@ def settle(before: GoalState, after: GoalState, now: datetime) -> list[Event]:
         first = now if unblocked else now + timedelta(seconds=interval)
         return arm_events(after, interval, iso(first), now)
     if backend == HOST and unblocked and stuck:
-        return [Event(WAKE_CLAIMED, {
-            "occurrence_id": f"operator:unblocked:{after.version}", "source": OPERATOR,
-            "kind": "operator", "outcome": "ready_for_pull", "reason": "scheduled_progress",
-            "notes": "unblocked by an operator: ready for its agent to pull",
-            "charge": False, "retry_count": 0}, now)]
+        return [ready_for_pull(f"operator:unblocked:{after.version}", OPERATOR, "operator",
+                               "scheduled_progress",
+                               "unblocked by an operator: ready for its agent to pull", 0, now)]
     return []
 
 

@@ -6,10 +6,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ledger.domain import validation as v
-from ledger.domain.claims import WAKE_REASONS
+from ledger.domain.claims import WAKE_REASONS, ready_for_pull
 from ledger.domain.commands import WakeRequest
 from ledger.domain.errors import InvalidCommand
-from ledger.domain.events import WAKE_CLAIMED, WAKE_SCHEDULED, Event, iso
+from ledger.domain.events import WAKE_SCHEDULED, Event, iso
 from ledger.domain.state import GoalState
 from ledger.domain.watchdogs import HOST, INTERNAL, interval_of, requested_schedule_name
 
@@ -55,10 +55,7 @@ def one_off_wake(state: GoalState, due: datetime, reason: str, now: datetime, *,
     # the goal is ready for its agent to pull; a later one is the host's to
     # create, from the answer (recorded here for the audit).
     if due <= now:
-        return [Event(WAKE_CLAIMED, {
-            "occurrence_id": f"dependency:{iso(now)}", "source": HOST,
-            "kind": "requested", "outcome": "ready_for_pull", "reason": reason,
-            "notes": "ready: a job it waited for ended", "charge": False,
-            "retry_count": state.retry_count + 1}, now)]
+        return [ready_for_pull(f"dependency:{iso(now)}", HOST, "requested", reason,
+                               "ready: a job it waited for ended", state.retry_count + 1, now)]
     return [Event(WAKE_SCHEDULED, data, now)]
 
