@@ -166,43 +166,18 @@ def claim_outcome(state: GoalState, cmd: ClaimWake, now: datetime) -> dict[str, 
     into events and the shell reports it."""
     if occurrence_of(state, cmd, now) in state.claimed:
         return {"outcome": "already_claimed", "notes": "this occurrence was handled already"}
-    live = watchdog_live(state)
-    # A goal that finished (or waits only for its watchdog's cleanup) or that
-    # needs a human is never resumed by a wake.
-    if state.terminal or state.finish_requested:
-        what = state.status if state.terminal else "finished, pending native cleanup"
-        if live:
-            return {"outcome": "terminal_cleanup_required",
-                    "notes": f"the goal is {what}; cancel its watchdog, resume nothing"}
-        return {"outcome": "terminal_noop", "notes": f"the goal is {what}"}
-    if state.status == BLOCKED:
-        if live and state.watchdog.get("backend") == INTERNAL:
-            # A blocked goal keeps no internal schedule (settle cancels it);
-            # one that survived from an older release goes now.
-            return {"outcome": "terminal_cleanup_required",
-                    "notes": f"the goal is blocked ({state.reason}); cancel its watchdog, "
-                             "resume nothing"}
-        # Not terminal: an operator may recover it, and its host watchdog is
-        # then needed again. Nothing is consumed or cancelled.
-        return {"outcome": "terminal_noop",
-                "notes": f"the goal is blocked ({state.reason}); resume nothing until an "
-                         "operator acts"}
+    ended = _not_resumable(state)
+    if ended is not None:
+        return ended
     if (cmd.source == HOST and state.watchdog.get("backend") == HOST
             and state.watchdog.get("status") in ("requested", "uncertain")):
         return {"outcome": "receipt_required",
                 "notes": "the host watchdog's creation is not confirmed; record a receipt "
                          "(created, create_failed or user_attested_deleted) first"}
     operator = cmd.source == OPERATOR
-    wait = 0 if operator else timing.pause_left(state, now)
-    if wait:
-        return {"outcome": "not_due", "notes": f"paused until {state.paused_until}",
-                "retry_after_seconds": wait}
-    slot = _slot(state, cmd, now)
-    if slot is not None and not operator:
-        early = timing.early_by(state.watchdog, slot, now)
-        if early > 0:
-            return {"outcome": "not_due", "notes": f"the next wake is due at {iso(slot)}",
-                    "retry_after_seconds": ceil((slot - now).total_seconds())}
+    early = None if operator else _not_due(state, cmd, now)
+    if early is not None:
+        return early
     if interrupted(state, now):
         return {"outcome": "terminal_cleanup_required", "interrupted": True,
                 "notes": "the last continuation's lease expired without a heartbeat, "
@@ -228,6 +203,44 @@ def claim_outcome(state: GoalState, cmd: ClaimWake, now: datetime) -> dict[str, 
                 "notes": "ready: the goal's agent resumes it by taking its lease"}
     return {"outcome": "recurring_acquired", "charge": charge,
             "notes": "resume from the latest checkpoint"}
+
+
+def _not_resumable(state: GoalState) -> dict[str, Any] | None:
+    """A goal that finished (or waits only for its watchdog's cleanup) or that
+    needs a human is never resumed by a wake: the outcome, or None."""
+    live = watchdog_live(state)
+    if state.terminal or state.finish_requested:
+        what = state.status if state.terminal else "finished, pending native cleanup"
+        if live:
+            return {"outcome": "terminal_cleanup_required",
+                    "notes": f"the goal is {what}; cancel its watchdog, resume nothing"}
+        return {"outcome": "terminal_noop", "notes": f"the goal is {what}"}
+    if state.status == BLOCKED:
+        if live and state.watchdog.get("backend") == INTERNAL:
+            # A blocked goal keeps no internal schedule (settle cancels it);
+            # one that survived from an older release goes now.
+            return {"outcome": "terminal_cleanup_required",
+                    "notes": f"the goal is blocked ({state.reason}); cancel its watchdog, "
+                             "resume nothing"}
+        # Not terminal: an operator may recover it, and its host watchdog is
+        # then needed again. Nothing is consumed or cancelled.
+        return {"outcome": "terminal_noop",
+                "notes": f"the goal is blocked ({state.reason}); resume nothing until an "
+                         "operator acts"}
+    return None
+
+
+def _not_due(state: GoalState, cmd: ClaimWake, now: datetime) -> dict[str, Any] | None:
+    """A fire before its time (a pause not over yet, a slot still ahead): not_due, or None."""
+    wait = timing.pause_left(state, now)
+    if wait:
+        return {"outcome": "not_due", "notes": f"paused until {state.paused_until}",
+                "retry_after_seconds": wait}
+    slot = _slot(state, cmd, now)
+    if slot is not None and timing.early_by(state.watchdog, slot, now) > 0:
+        return {"outcome": "not_due", "notes": f"the next wake is due at {iso(slot)}",
+                "retry_after_seconds": ceil((slot - now).total_seconds())}
+    return None
 
 
 def pushed(state: GoalState, cmd: ClaimWake) -> bool:
