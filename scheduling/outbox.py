@@ -25,7 +25,7 @@ from django.db import transaction
 from ledger import clock, failpoints, store
 from ledger.continuations import dispatch_token
 from ledger.domain import DomainError
-from ledger.domain.claims import RecordDispatch
+from ledger.domain.dispatches import RecordDispatch
 from ledger.domain.smartwake import resume_packet
 from ledger.domain.state import GoalState
 from ledger.domain.timing import next_wake_at

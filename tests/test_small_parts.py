@@ -46,6 +46,7 @@ def test_every_command_of_the_domain_is_in_the_one_catalogue():
         COMMANDS,
         claims,
         commands,
+        dispatches,
         finishing,
         jobs,
         overdue,
@@ -54,8 +55,8 @@ def test_every_command_of_the_domain_is_in_the_one_catalogue():
         watchdogs,
     )
 
-    defined = {obj for module in (commands, runs, watchdogs, claims, jobs, finishing,
-                                  requested, overdue)
+    defined = {obj for module in (commands, runs, watchdogs, claims, dispatches, jobs,
+                                  finishing, requested, overdue)
                for _, obj in inspect.getmembers(module, inspect.isclass)
                if dataclasses.is_dataclass(obj) and obj.__module__ == module.__name__
                and obj.__name__ not in ("LeaseProof", "Artifact", "WakeRequest", "Evidence",

@@ -1,11 +1,12 @@
 """Wake claims (rules 5, 7, 9; DESIGN section 6): slots and occurrences, the
-outcome of a claim, pulls, dispatch results and an operator's wake now.
+outcome of a claim and an operator's wake now (a due wake's pull is
+``ledger.domain.pulls``, a push's result ``ledger.domain.dispatches``).
 
 A wake is claimed in one transaction and answers exactly one outcome. The
 evolver of ``wake.claimed`` is here.
 """
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from math import ceil
 from typing import Any
@@ -14,17 +15,14 @@ from ledger.domain import timing
 from ledger.domain import validation as v
 from ledger.domain.errors import DomainError, InvalidCommand
 from ledger.domain.events import (
-    CONTINUATION_CHARGED,
-    CONTINUATION_DISPATCHED,
     GOAL_BLOCKED,
-    LEASE_RELEASED,
-    WAKE_CLAIMED,
     Event,
+    WakeClaimed,
     iso,
 )
 from ledger.domain.interruptions import interrupted, interrupted_events, lease_expired_event
 from ledger.domain.leases import acquire_events, lease_refusal
-from ledger.domain.runs import budget_block, budget_spent_why
+from ledger.domain.runs import budget_block, budget_spent_why, charge_event
 from ledger.domain.state import BLOCKED, PAUSED, WAITING, GoalState
 from ledger.domain.watchdogs import (
     HOST,
@@ -76,48 +74,6 @@ class WakeNow:
     token_sha256: str
     push: bool = False
     push_dispatchers: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class RecordDispatch:
-    """What a dispatcher did with a granted internal wake."""
-
-    occurrence_id: str
-    dispatcher: str
-    ok: bool
-    detail: str = ""  # a sanitized outcome: HTTP status, exit of the spawn, error class
-    # When not ok: True if the continuation may have started anyway (a
-    # timeout after the request was sent); False if it certainly did not.
-    uncertain: bool = False
-    generation: int = 0  # the lease generation the dispatch carried
-
-
-@dataclass(frozen=True, slots=True)
-class WakeClaimed:
-    """The data of a ``wake.claimed`` event, built here for every path that
-    records one (a claim, settle's unblocked host goal, a job that ended on a
-    host goal). The optional fields are recorded only when set."""
-
-    occurrence_id: str
-    source: str  # internal | host | operator
-    kind: str  # one of WAKE_KINDS
-    outcome: str
-    reason: str  # one of WAKE_REASONS
-    notes: str
-    slot: str | None = None  # the recurring slot it belongs to (ISO)
-    next_due_at: str | None = None  # the watchdog's next slot, when it moves
-    operator: str | None = None  # an operator's wake: who
-    why: str | None = None  # and why
-    retry_count: int | None = None  # granted: wakes since the last checkpoint (rule 7)
-    retry_after_seconds: int | None = None
-    charge: bool | None = None  # ready_for_pull: a recovery continuation (rule 5)
-
-    def to_data(self) -> dict[str, Any]:
-        return {f.name: value for f in fields(self)
-                if (value := getattr(self, f.name)) is not None}
-
-    def event(self, now: datetime) -> Event:
-        return Event(WAKE_CLAIMED, self.to_data(), now)
 
 
 def ready_for_pull(occurrence_id: str, source: str, kind: str, reason: str, notes: str,
@@ -334,72 +290,10 @@ def _claim_effects(state: GoalState, cmd: ClaimWake, answer: dict[str, Any], occ
             # that grants its lease, before anything is dispatched: a crash
             # after this commit never yields a free retry (rule 6 then stops
             # the silent attempt).
-            events.append(_charge(state, occurrence, now))
+            events.append(charge_event(state, occurrence, now))
         events += acquire_events(state, cmd.holder or state.agent, cmd.token_sha256, now,
                                  via="wake")
     return events
-
-
-def _charge(state: GoalState, occurrence: str, now: datetime) -> Event:
-    return Event(CONTINUATION_CHARGED, {
-        "attempt": state.continuations_used + 1,
-        "max": state.setting("max_continuations"),
-        "occurrence_id": occurrence}, now)
-
-
-def pull_events(state: GoalState, holder: str, token_sha256: str, now: datetime) -> list[Event]:
-    """The agent's own lease call on a goal with a due wake (ready, or paused
-    past its reset before the reset wake fired): it takes the lease, and a
-    recovery continuation is charged (rule 5) — once, whichever came first."""
-    if state.ready:
-        pulled = {"occurrence_id": state.ready["occurrence_id"],
-                  "reason": state.ready["reason"]}
-        charge = bool(state.ready.get("charge"))
-    else:
-        pulled = {"occurrence_id": f"pull:reset:{state.paused_until}",
-                  "reason": "rate_limit_reset"}
-        charge = True
-    events = []
-    if charge:
-        block = budget_block(state, rate_limited=bool(state.paused_until))
-        if block:
-            return [Event(GOAL_BLOCKED, {"summary": budget_spent_why(state, block),
-                                         "generation": 0, "reason": block}, now)]
-        events.append(_charge(state, pulled["occurrence_id"], now))
-    grant = acquire_events(state, holder, token_sha256, now, via="pull")
-    grant[-1] = Event(grant[-1].kind, {**grant[-1].data, "pulled": pulled}, now)
-    return events + grant
-
-
-def due_for_pull(state: GoalState, now: datetime) -> bool:
-    """A lease call now resumes a due wake: the goal is ready, or paused past
-    its reset with the reset wake not fired yet."""
-    if state.ready:
-        return True
-    return timing.paused(state) and not timing.pause_left(state, now)
-
-
-def dispatched(state: GoalState, cmd: RecordDispatch, now: datetime) -> list[Event]:
-    data = {
-        "occurrence_id": v.text(cmd.occurrence_id, "occurrence_id", limit=300, required=True),
-        "dispatcher": v.text(cmd.dispatcher, "dispatcher", limit=64, required=True),
-        "ok": bool(cmd.ok),
-        "detail": v.text(cmd.detail, "detail", limit=500),
-    }
-    if not cmd.ok:
-        data["uncertain"] = bool(cmd.uncertain)
-    events = [Event(CONTINUATION_DISPATCHED, data, now)]
-    if (not cmd.ok and not cmd.uncertain and state.lease
-            and state.lease["generation"] == cmd.generation):
-        # Rule 6: a dispatch that certainly started nothing is not uncertain.
-        # Its lease goes at once and the goal waits for the next wake (the
-        # charge is not refunded: the budget bounds attempts, not successes).
-        events.append(Event(LEASE_RELEASED, {"generation": cmd.generation,
-                                             "why": f"dispatch failed: {data['detail']}"}, now))
-    return events
-
-
-# ---------------------------------------------------------------- keeping goals alive
 
 
 def operator_wake(state: GoalState, cmd: WakeNow, now: datetime) -> list[Event]:

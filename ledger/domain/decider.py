@@ -15,11 +15,21 @@ from datetime import datetime
 from functools import reduce
 from typing import Any
 
-from ledger.domain import claims, finishing, jobs, leases, overdue, requested, runs, watchdogs
+from ledger.domain import (
+    claims,
+    dispatches,
+    finishing,
+    jobs,
+    leases,
+    overdue,
+    pulls,
+    requested,
+    runs,
+    watchdogs,
+)
 from ledger.domain import policy as p
 from ledger.domain import validation as v
 from ledger.domain.commands import (
-    FINISH_STATUSES,
     AcquireLease,
     CoreCommand,
     Finish,
@@ -167,8 +177,8 @@ def _run(state: GoalState, cmd: RunGoal, now: datetime) -> Decision:
 
 def _acquire(state: GoalState, cmd: AcquireLease, now: datetime) -> list[Event]:
     """Take the lease; on a goal with a due wake, this is the pull that resumes it."""
-    if leases.lease_refusal(state, now) is None and claims.due_for_pull(state, now):
-        return claims.pull_events(state, cmd.holder, cmd.token_sha256, now)
+    if leases.lease_refusal(state, now) is None and pulls.due_for_pull(state, now):
+        return pulls.pull_events(state, cmd.holder, cmd.token_sha256, now)
     return leases.acquire(state, cmd, now)
 
 
@@ -245,52 +255,6 @@ def _release(state: GoalState, cmd: ReleaseLease, now: datetime) -> list[Event]:
     return events
 
 
-# --------------------------------------------------------------------- finishing
-
-
-def _finish(state: GoalState, cmd: Finish, now: datetime) -> list[Event]:
-    lease = fence(state, cmd.proof)
-    if cmd.status not in FINISH_STATUSES:
-        raise InvalidCommand(f"status must be one of {', '.join(FINISH_STATUSES)}.",
-                             field="status")
-    completed = cmd.status == "completed"
-    summary = v.text(cmd.summary, "summary", limit=v.MAX_NOTE, required=completed)
-    evidence = _evidence(state, cmd) if completed else []
-    if cmd.evidence and not completed:
-        raise InvalidCommand("evidence goes with status completed; say in the summary what "
-                             "held and what did not.", field="evidence")
-    # Rule 10: verified completion (jobs terminal, watchdog cancelled).
-    return finishing.finish_events(state, cmd.status, summary, lease["generation"], now,
-                               evidence=evidence)
-
-
-def _evidence(state: GoalState, cmd: Finish) -> list[dict[str, str]]:
-    """One item per done criterion, none unknown, none twice; in the criteria's order."""
-    if not isinstance(cmd.evidence, list | tuple) or len(cmd.evidence) > v.MAX_ITEMS:
-        raise InvalidCommand(f"evidence must be a list of at most {v.MAX_ITEMS} items.",
-                             field="evidence")
-    given: dict[str, str] = {}
-    for i, item in enumerate(cmd.evidence):
-        name = f"evidence[{i}]"
-        criterion = v.text(item.criterion, f"{name}.criterion", limit=v.MAX_ITEM, required=True)
-        if criterion not in state.done_criteria:
-            raise InvalidCommand("not one of the goal's done criteria (give its exact text).",
-                                 field=f"{name}.criterion")
-        if criterion in given:
-            raise InvalidCommand("this criterion already has evidence.",
-                                 field=f"{name}.criterion")
-        given[criterion] = v.text(item.evidence, f"{name}.evidence", limit=v.MAX_NOTE,
-                                  required=True)
-    missing = [c for c in state.done_criteria if c not in given]
-    if missing:
-        raise InvalidCommand(
-            f"completed needs evidence for each done criterion; missing {len(missing)}: "
-            + "; ".join(repr(c) for c in missing[:3]) + (" …" if len(missing) > 3 else ""),
-            field="evidence")
-    # A criterion listed twice at the start needs (and gets) one item.
-    return [{"criterion": c, "evidence": given[c]} for c in dict.fromkeys(state.done_criteria)]
-
-
 def _release_workspace(state: GoalState, cmd: ReleaseWorkspace, now: datetime) -> list[Event]:
     if not cmd.by_operator:
         fence(state, cmd.proof)
@@ -308,14 +272,14 @@ _DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
     Heartbeat: leases.heartbeat,
     ReleaseLease: _release,
     RecordCheckpoint: _checkpoint,
-    Finish: _finish,
+    Finish: finishing.finish,
     ReleaseWorkspace: _release_workspace,
     watchdogs.PrepareWatchdog: watchdogs.prepare,
     watchdogs.CancelWatchdog: watchdogs.cancel,
     watchdogs.RecordReceipt: finishing.receipt,
     claims.ClaimWake: claims.claim,
     overdue.CheckLiveness: overdue.check,
-    claims.RecordDispatch: claims.dispatched,
+    dispatches.RecordDispatch: dispatches.dispatched,
     claims.WakeNow: claims.operator_wake,
     runs.ReportRun: runs.report,
     runs.RequestApproval: runs.request_approval,
@@ -331,12 +295,12 @@ _DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
 # A terminal goal still answers a late wake and takes the cancellation
 # receipt of a leftover watchdog (TERMINAL_ALLOWED_KINDS); nothing else.
 _ALLOWED_WHEN_TERMINAL = (claims.ClaimWake, watchdogs.RecordReceipt, runs.Recover,
-                          claims.RecordDispatch, overdue.CheckLiveness)
+                          dispatches.RecordDispatch, overdue.CheckLiveness)
 
 COMMANDS: tuple[type, ...] = (StartGoal, RunGoal, *_DECIDERS)
 Command = (CoreCommand | watchdogs.PrepareWatchdog | watchdogs.CancelWatchdog
            | watchdogs.RecordReceipt | claims.ClaimWake | overdue.CheckLiveness
-           | claims.RecordDispatch | claims.WakeNow
+           | dispatches.RecordDispatch | claims.WakeNow
            | jobs.TrackJob | jobs.UpdateJob | jobs.NotifyJob | runs.ReportRun
            | runs.RequestApproval | runs.ResolveApproval | runs.Stop | runs.Recover)
 

@@ -9,8 +9,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ledger.domain import timing, watchdogs
+from ledger.domain import validation as v
 from ledger.domain.claims import ready_for_pull
-from ledger.domain.errors import DomainError
+from ledger.domain.commands import FINISH_STATUSES, Finish
+from ledger.domain.errors import DomainError, InvalidCommand
 from ledger.domain.events import (
     GOAL_BLOCKED,
     GOAL_COMPLETED,
@@ -19,6 +21,7 @@ from ledger.domain.events import (
     Event,
     iso,
 )
+from ledger.domain.leases import fence
 from ledger.domain.state import BLOCKED, GoalState
 from ledger.domain.watchdogs import (
     HOST,
@@ -30,6 +33,49 @@ from ledger.domain.watchdogs import (
     interval_of,
     watchdog_live,
 )
+
+
+def finish(state: GoalState, cmd: Finish, now: datetime) -> list[Event]:
+    lease = fence(state, cmd.proof)
+    if cmd.status not in FINISH_STATUSES:
+        raise InvalidCommand(f"status must be one of {', '.join(FINISH_STATUSES)}.",
+                             field="status")
+    completed = cmd.status == "completed"
+    summary = v.text(cmd.summary, "summary", limit=v.MAX_NOTE, required=completed)
+    evidence = _evidence(state, cmd) if completed else []
+    if cmd.evidence and not completed:
+        raise InvalidCommand("evidence goes with status completed; say in the summary what "
+                             "held and what did not.", field="evidence")
+    # Rule 10: verified completion (jobs terminal, watchdog cancelled).
+    return finish_events(state, cmd.status, summary, lease["generation"], now,
+                         evidence=evidence)
+
+
+def _evidence(state: GoalState, cmd: Finish) -> list[dict[str, str]]:
+    """One item per done criterion, none unknown, none twice; in the criteria's order."""
+    if not isinstance(cmd.evidence, list | tuple) or len(cmd.evidence) > v.MAX_ITEMS:
+        raise InvalidCommand(f"evidence must be a list of at most {v.MAX_ITEMS} items.",
+                             field="evidence")
+    given: dict[str, str] = {}
+    for i, item in enumerate(cmd.evidence):
+        name = f"evidence[{i}]"
+        criterion = v.text(item.criterion, f"{name}.criterion", limit=v.MAX_ITEM, required=True)
+        if criterion not in state.done_criteria:
+            raise InvalidCommand("not one of the goal's done criteria (give its exact text).",
+                                 field=f"{name}.criterion")
+        if criterion in given:
+            raise InvalidCommand("this criterion already has evidence.",
+                                 field=f"{name}.criterion")
+        given[criterion] = v.text(item.evidence, f"{name}.evidence", limit=v.MAX_NOTE,
+                                  required=True)
+    missing = [c for c in state.done_criteria if c not in given]
+    if missing:
+        raise InvalidCommand(
+            f"completed needs evidence for each done criterion; missing {len(missing)}: "
+            + "; ".join(repr(c) for c in missing[:3]) + (" …" if len(missing) > 3 else ""),
+            field="evidence")
+    # A criterion listed twice at the start needs (and gets) one item.
+    return [{"criterion": c, "evidence": given[c]} for c in dict.fromkeys(state.done_criteria)]
 
 
 def finish_events(state: GoalState, status: str, summary: str, generation: int,

@@ -17,6 +17,7 @@ from ledger.domain.errors import DomainError, InvalidCommand
 from ledger.domain.events import (
     APPROVAL_REQUESTED,
     APPROVAL_RESOLVED,
+    CONTINUATION_CHARGED,
     GOAL_BLOCKED,
     GOAL_FAILED,
     GOAL_PAUSED,
@@ -191,6 +192,14 @@ def budget_block(state: GoalState, *, rate_limited: bool) -> str:
     if budget_left(state):
         return ""
     return RATE_LIMIT_STOPPED if rate_limited else "CONTINUATION_STOPPED"
+
+
+def charge_event(state: GoalState, occurrence: str, now: datetime) -> Event:
+    """Rule 5: a recovery continuation charged, in the transaction that grants its lease."""
+    return Event(CONTINUATION_CHARGED, {
+        "attempt": state.continuations_used + 1,
+        "max": state.setting("max_continuations"),
+        "occurrence_id": occurrence}, now)
 
 
 def budget_spent_why(state: GoalState, block: str) -> str:
