@@ -187,6 +187,23 @@ def chart(goal: Goal) -> dict[str, Any]:
     def y(pct: int | float) -> float:
         return round(bottom - (bottom - top) * pct / 100, 1)
 
+    series = _series(recent, x, y, whole_life, left, right)
+    legend = [{"colour": colour, "label": label}
+              for colour, label in dict.fromkeys(MARKERS.values())]
+    return {
+        "width": CHART_WIDTH, "height": CHART_HEIGHT,
+        "left": left, "right": right, "top": top, "bottom": bottom,
+        **series, "pause_colour": PAUSE_COLOUR, "plot_height": bottom - top,
+        "x_ticks": time_ticks(start, end, x),
+        "y_ticks": [{"y": y(p), "label": f"{p} %"} for p in (0, 25, 50, 75, 100)],
+        "start": start, "end": end, "ends_now": goal.status not in TERMINAL_STATUSES,
+        "legend": legend,
+    }
+
+
+def _series(recent: list[dict[str, Any]], x: Any, y: Any, whole_life: bool, left: int,
+            right: int) -> dict[str, Any]:
+    """The chart's progress step line, its markers, checkpoints and pause spans."""
     pct = 0 if whole_life else None
     points = [f"{left},{y(0)}"] if whole_life else []
     markers, checkpoints, pauses = [], [], []
@@ -220,18 +237,8 @@ def chart(goal: Goal) -> dict[str, Any]:
         pauses.append(_pause_span(paused_at, x(paused_at["recorded_at"]), right))
     if pct is not None:
         points.append(f"{right},{y(pct)}")
-    legend = [{"colour": colour, "label": label}
-              for colour, label in dict.fromkeys(MARKERS.values())]
-    return {
-        "width": CHART_WIDTH, "height": CHART_HEIGHT,
-        "left": left, "right": right, "top": top, "bottom": bottom,
-        "points": " ".join(points), "markers": markers, "checkpoints": checkpoints,
-        "pauses": pauses, "pause_colour": PAUSE_COLOUR, "plot_height": bottom - top,
-        "x_ticks": time_ticks(start, end, x),
-        "y_ticks": [{"y": y(p), "label": f"{p} %"} for p in (0, 25, 50, 75, 100)],
-        "start": start, "end": end, "ends_now": goal.status not in TERMINAL_STATUSES,
-        "legend": legend,
-    }
+    return {"points": " ".join(points), "markers": markers, "checkpoints": checkpoints,
+            "pauses": pauses}
 
 
 def _pause_span(row: dict[str, Any], start_x: float, end_x: float) -> dict[str, Any]:
