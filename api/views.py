@@ -47,20 +47,18 @@ from ledger.domain import (
 )
 from ledger.domain.commands import Evidence, WakeRequest
 from ledger.domain.events import iso
+from ledger.domain.finishing import completion_state
+from ledger.domain.jobs import NotifyJob, TrackJob, UpdateJob
 from ledger.domain.leases import lease_live
 from ledger.domain.runs import Recover, ReportRun, RequestApproval, ResolveApproval, Stop
 from ledger.domain.smartwake import preflight, resume_packet
 from ledger.domain.timing import next_wake_at
 from ledger.domain.validation import canonical_workspace
-from ledger.domain.wakes import (
+from ledger.domain.watchdogs import (
     HOST,
     CancelWatchdog,
-    NotifyJob,
     PrepareWatchdog,
     RecordReceipt,
-    TrackJob,
-    UpdateJob,
-    completion_state,
     watchdog_health,
 )
 from ledger.models import Event, Goal

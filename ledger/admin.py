@@ -35,8 +35,9 @@ from django.utils.http import urlencode
 from ledger import alerts, clock, continuations, export, goalids, projection, store, timeline
 from ledger.accounts import OPERATOR, ROLES, role_of
 from ledger.domain import TERMINAL_STATUSES, DomainError, GoalState, decide, liveness
+from ledger.domain.claims import WakeNow
 from ledger.domain.runs import Recover, ResolveApproval, Stop
-from ledger.domain.wakes import WakeNow, watchdog_health
+from ledger.domain.watchdogs import watchdog_health
 from ledger.models import Event, Goal
 from ledger.terminal import summary
 
