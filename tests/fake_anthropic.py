@@ -15,18 +15,16 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-RATE_LIMIT_BODY = {
-    "type": "error",
-    "error": {"type": "rate_limit_error",
-              "message": "PROVIDER-SECRET-TEXT: This request would exceed your account's "
-                         "rate limit. Please try again later."},
-}
+
+def error_body(message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": "rate_limit_error", "message": message}}
 
 
 class FakeAnthropic:
     def __init__(self) -> None:
         self.limited = True
         self.retry_after = "120"
+        self.message = "This request would exceed your account's rate limit."
         self.bash_command = "true"
         self.requests: list[dict[str, Any]] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -73,7 +71,7 @@ class FakeAnthropic:
                 elif self.path.startswith("/v1/messages/count_tokens"):
                     self._json(200, {"input_tokens": 10})
                 elif fake.limited:
-                    self._json(429, RATE_LIMIT_BODY, {"retry-after": fake.retry_after})
+                    self._json(429, error_body(fake.message), {"retry-after": fake.retry_after})
                 else:
                     self._stream(body)
 
