@@ -248,3 +248,36 @@ def test_install_refuses_settings_it_cannot_read(tmp_path):
     user = wakeledger("hooks", "install", "claude-code", "--user", "--project", ".",
                       cwd=tmp_path)
     assert user.returncode == 2  # one place at a time
+
+
+def test_the_mcp_server_with_shared_leases_uses_the_lease_the_hook_took(hooks):
+    """`wakeledger mcp --share-leases`: the tools fence with the hook's lease
+    (no resume_goal first), the answers never show it, and the end of the turn
+    finds the checkpoint's release already done."""
+    import anyio
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    hooks("SessionStart", source="startup")
+    goal_id = str(Goal.objects.get().id)
+    token = json.loads(lease_file(hooks, goal_id).read_text())["token"]
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "wakeledger_agent", "mcp", "--share-leases"],
+        env={name: hooks.env[name] for name in
+             ("WAKELEDGER_URL", "WAKELEDGER_TOKEN", "WAKELEDGER_STATE_DIR")})
+    texts: list[str] = []
+
+    async def scenario() -> None:
+        async with Client(stdio_client(params)) as client:
+            done = await client.call_tool("checkpoint_goal", {
+                "goal_id": goal_id, "current_step": "parsed", "progress_pct": 50,
+                "release_lease": True})
+            texts.extend(block.text for block in done.content)
+            assert not done.is_error, texts
+
+    anyio.run(scenario)
+    assert token not in "".join(texts)
+    assert not lease_file(hooks, goal_id).exists()  # released, and forgotten in the files
+    hooks("Stop", stop_hook_active=False)
+    kinds = list(Event.objects.filter(goal_id=goal_id).values_list("kind", flat=True))
+    assert kinds.count("lease.released") == 1 and "checkpoint.recorded" in kinds
