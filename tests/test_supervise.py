@@ -1,0 +1,141 @@
+"""`wakeledger supervise` without a server: how a run's end is judged and
+reported (the provider texts of tests/test_failures.py), what a waiting
+supervisor does next, and how the resume command is filled in."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from ledger.domain.failures import AUTH, OWNER_VERIFICATION, RATE_LIMIT, UNCLASSIFIED, classify
+from ledger.domain.resets import parse_reset
+from wakeledger_agent.child import Ended, Tail
+from wakeledger_agent.supervise import (
+    CLASS_TEXT,
+    fill,
+    judge,
+    next_step,
+    run_body,
+    span,
+)
+
+NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
+
+# Real provider texts (sources in tests/test_failures.py) and the reset each names.
+CODEX = ("■ You've hit your usage limit. Upgrade to Pro (https://openai.com/chatgpt/pricing) "
+         "or try again in 3 hours 2 minutes.")
+CLAUDE_CODE = "5-hour limit reached ∙ resets 1am"
+ANTHROPIC_API = ('[{"error":"Error: 429 {\\"type\\":\\"error\\",\\"error\\":{\\"type\\":'
+                 '\\"rate_limit_error\\",\\"message\\":\\"This request would exceed your '
+                 'account\'s rate limit. Please try again later.\\"}}","timestamp":'
+                 '"2025-11-11T16:40:06.075Z"}]')
+OPENAI = ("openai.error.RateLimitError: Rate limit reached for gpt-4 in organization "
+          "org-uVqpjtJiKqvVJMVfvpaounIh on tokens per min (TPM): Limit 10000, Used 8554, "
+          "Requested 3082. Please try again in 9.816s. Visit "
+          "https://platform.openai.com/account/rate-limits to learn more.")
+GEMINI = ('{"error":{"code":429,"status":"RESOURCE_EXHAUSTED",\n  "details":[{"@type":'
+          '"…/google.rpc.RetryInfo","retryDelay":"38s"}]}}')
+
+
+def ended(tail: str, code: int = 1, sig: int | None = None) -> Ended:
+    return Ended(code, sig, tail, None)
+
+
+@pytest.mark.parametrize(("text", "reset"), [
+    (CODEX, datetime(2026, 12, 2, 12, 2, tzinfo=UTC)),
+    (CLAUDE_CODE, datetime(2026, 12, 3, 1, 0, tzinfo=UTC)),
+    (ANTHROPIC_API, None),
+    (OPENAI, datetime(2026, 12, 2, 9, 0, 9, 816000, tzinfo=UTC)),
+    (GEMINI, datetime(2026, 12, 2, 9, 0, 38, tzinfo=UTC)),
+], ids=["codex", "claude-code", "anthropic-api", "openai", "gemini"])
+def test_a_limit_notice_in_the_last_lines_is_a_rate_limit_with_its_reset(text, reset):
+    tail = "\n".join(["working on it…", "ran 12 tests", text])
+    verdict = judge(ended(tail), NOW, "UTC")
+    assert (verdict.outcome, verdict.error_class, verdict.reset_at) == ("error", RATE_LIMIT,
+                                                                        reset)
+    body = run_body(verdict)
+    # Only the class and the reset reach the server, never a word of the output.
+    assert set(body) <= {"outcome", "retry_after", "error_text"}
+    assert body.get("error_text", CLASS_TEXT[RATE_LIMIT]) == CLASS_TEXT[RATE_LIMIT]
+    if reset is None:
+        assert classify(body["error_text"]) == RATE_LIMIT
+        assert parse_reset(body["error_text"], now=NOW) is None  # the server's backoff
+    else:
+        assert body == {"outcome": "error",
+                        "retry_after": reset.replace(microsecond=0).strftime(
+                            "%Y-%m-%dT%H:%M:%SZ")}
+
+
+def test_exit_zero_is_a_clean_end_of_turn_even_when_limits_are_mentioned():
+    assert run_body(judge(ended(CODEX, code=0), NOW, "UTC")) == {"outcome": "ok"}
+
+
+def test_a_killed_child_is_a_crash_reported_as_an_unknown_failure():
+    verdict = judge(ended("step 3 of 5…", code=137, sig=9), NOW, "UTC")
+    assert (verdict.error_class, verdict.why) == (UNCLASSIFIED, "killed by signal 9")
+    body = run_body(verdict)
+    assert classify(body["error_text"]) == UNCLASSIFIED and "step 3" not in body["error_text"]
+    assert judge(ended("", code=3), NOW, "UTC").why == "exited with status 3"
+
+
+@pytest.mark.parametrize("error_class", [RATE_LIMIT, AUTH, OWNER_VERIFICATION])
+def test_each_class_sentence_reads_back_as_its_class_on_the_server(error_class):
+    assert classify(CLASS_TEXT[error_class]) == error_class
+
+
+def test_auth_and_verification_notices_keep_their_class():
+    auth = "API Error: 401 {\"type\":\"error\",\"error\":{\"type\":\"authentication_error\"}}"
+    assert judge(ended(auth), NOW, "UTC").error_class == AUTH
+    owner = "Your organization must be verified to stream this model."
+    assert judge(ended(owner), NOW, "UTC").error_class == OWNER_VERIFICATION
+
+
+def test_the_tail_keeps_the_last_lines_without_terminal_colours():
+    tail = Tail(lines=3)
+    for n in range(10):
+        tail.add(f"line {n}\r\n".encode())
+    tail.add(b"\x1b[1;31mYou've hit your\x1b[0m usage limit")
+    assert tail.text() == "line 8\nline 9\nYou've hit your usage limit"
+
+
+def goal(**fields):
+    return {"status": "waiting", "liveness": "scheduled", "pending_approvals": [],
+            "ready": {}, "alert": None, "next_wake_at": None, "paused_until": None, **fields}
+
+
+def test_a_waiting_supervisor_pulls_only_a_due_wake():
+    soon = (NOW + timedelta(minutes=72)).isoformat()
+    step = next_step(goal(next_wake_at=soon), NOW, 30)
+    assert (step.action, step.seconds) == ("wait", 30)
+    assert "next wake in 1h 12m" in step.why
+    assert next_step(goal(next_wake_at=(NOW + timedelta(seconds=4)).isoformat()), NOW,
+                     30).seconds == 4
+    assert next_step(goal(ready={"reason": "rate_limit_reset"}, liveness="ready"), NOW,
+                     30).action == "pull"
+    # The scheduler is minutes late: the agent pulls without it.
+    late = (NOW - timedelta(minutes=6)).isoformat()
+    assert next_step(goal(next_wake_at=late, liveness="overdue"), NOW, 30).action == "pull"
+    assert next_step(goal(status="paused", paused_until=soon), NOW, 30).action == "wait"
+
+
+def test_never_while_an_approval_is_pending_or_a_human_is_needed():
+    pending = goal(status="blocked", reason="BLOCKED_APPROVAL", liveness="needs_human",
+                   pending_approvals=[{"gate": "deploy"}], ready={"reason": "x"})
+    step = next_step(pending, NOW, 30)
+    assert step.action == "wait" and "deploy" in step.why
+    blocked = goal(status="blocked", reason="UNCLASSIFIED", liveness="needs_human",
+                   alert={"reason": "UNCLASSIFIED"})
+    assert next_step(blocked, NOW, 30).action == "human"
+    for status in ("done", "failed", "stopped"):
+        assert next_step(goal(status=status), NOW, 30).action == "terminal"
+
+
+def test_the_resume_command_is_filled_per_argument_without_a_shell():
+    template = ["codex", "exec", "resume", "{session_key}", "--", "{prompt}"]
+    argv = fill(template, {"goal_id": "g", "session_key": "{prompt}",
+                           "prompt": "say $(rm -rf /); and {goal_id}"})
+    assert argv == ["codex", "exec", "resume", "{prompt}", "--",
+                    "say $(rm -rf /); and {goal_id}"]
+
+
+def test_spans_read_like_a_person_would_say_them():
+    assert [span(s) for s in (4320, 245, 9, -3)] == ["1h 12m", "4m 05s", "9s", "0s"]
