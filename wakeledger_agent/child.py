@@ -77,12 +77,12 @@ class Heartbeat(threading.Thread):
                  gone: Callable[[Exception], bool]):
         super().__init__(name="wakeledger-heartbeat", daemon=True)
         self._beat, self._interval, self._gone = beat, interval, gone
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self.beats = 0
         self.lost: Exception | None = None
 
     def run(self) -> None:
-        while not self._stop.wait(self._interval):
+        while not self._halt.wait(self._interval):
             try:
                 self._beat()
                 self.beats += 1
@@ -92,7 +92,7 @@ class Heartbeat(threading.Thread):
                     return
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join(timeout=5)
 
 
