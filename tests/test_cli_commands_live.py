@@ -41,7 +41,7 @@ class Shell:
         self.stderr = ""
 
     def __call__(self, *args: str, stdin: str | None = None) -> tuple[int, dict]:
-        result = subprocess.run([sys.executable, "-m", "api.cli", *args], env=self.env,
+        result = subprocess.run([sys.executable, "-m", "wakeledger_agent.cli", *args], env=self.env,
                                 input=stdin, capture_output=True, text=True, timeout=60,
                                 check=False)
         self.stderr = result.stderr
@@ -120,7 +120,7 @@ def test_a_url_without_api_v1_works_and_a_wrong_one_is_explained(live_server, ag
 
 def test_a_closed_pipe_ends_the_output_quietly(shell):
     start(shell, "pipe")
-    process = subprocess.Popen([sys.executable, "-m", "api.cli", "show"], env=shell.env,
+    process = subprocess.Popen([sys.executable, "-m", "wakeledger_agent", "show"], env=shell.env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     process.stdout.close()  # the reader (`| head`) is gone before the answer arrives
     stderr = process.stderr.read().decode()
@@ -281,7 +281,7 @@ def test_workspace_release_and_the_reads(shell):
     ("https://example.test/ledger/api/v1", "https://example.test/ledger/api/v1"),
 ])
 def test_the_api_base_is_found_from_what_was_given(given, base):
-    from api.cli import api_base
+    from wakeledger_agent.cli import api_base
 
     assert api_base(given) == base
 

@@ -35,7 +35,7 @@ class Shell:
         self.state = state
 
     def __call__(self, *args: str) -> tuple[int, dict]:
-        result = subprocess.run([sys.executable, "-m", "api.cli", *args], env=self.env,
+        result = subprocess.run([sys.executable, "-m", "wakeledger_agent.cli", *args], env=self.env,
                                 capture_output=True, text=True, timeout=60, check=False)
         try:
             body = json.loads(result.stdout) if result.stdout.strip() else {}
@@ -121,7 +121,7 @@ def test_agent_lifecycle_through_the_cli(live_server, agent_token, tmp_path):
 
 def test_evidence_splits_at_the_goals_own_criterion_first():
     """`--evidence CRITERION=EVIDENCE`: a criterion may itself hold "="."""
-    from api.cli import CliError, _evidence_item
+    from wakeledger_agent.cli import CliError, _evidence_item
 
     criteria = ["p95 <= 200 ms", "CI green"]
     assert _evidence_item("p95 <= 200 ms=k6: p95 = 181 ms", criteria) == {

@@ -77,7 +77,8 @@ def test_the_readme_reads_in_five_minutes():
 
 def test_the_layout_names_every_module():
     layout = (ROOT / "docs" / "layout.md").read_text()
-    missing = [str(path.relative_to(ROOT)) for package in ("ledger", "api", "scheduling")
+    packages = ("ledger", "api", "scheduling", "wakeledger_agent")
+    missing = [str(path.relative_to(ROOT)) for package in packages
                for path in (ROOT / package).rglob("*.py")
                if "migrations" not in path.parts and path.name != "__init__.py"
                and path.name not in layout]

@@ -19,7 +19,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from api import serializers
-from api.mcp_server import REDACTED, SPECS, json_schema
+from wakeledger_agent.mcp_server import REDACTED, SPECS, json_schema
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -55,7 +55,7 @@ def fast_wakes(settings):
 
 def server_params(url: str, token: str) -> StdioServerParameters:
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "api.cli", "mcp"],
+        command=sys.executable, args=["-m", "wakeledger_agent.cli", "mcp"],
         env={"WAKELEDGER_URL": url, "WAKELEDGER_TOKEN": token, "WAKELEDGER_TIMEOUT": "10"})
 
 
@@ -322,7 +322,7 @@ async def two_workers(one: Session, two: Session) -> None:
 
 
 def test_start_up_failures_are_clear(live_server, caplog):
-    from api import mcp_server
+    from wakeledger_agent import mcp_server
 
     assert mcp_server.main({"WAKELEDGER_URL": "", "WAKELEDGER_TOKEN": "wl_x"}) == 2
     assert "WAKELEDGER_URL" in caplog.text
@@ -336,7 +336,7 @@ def test_start_up_failures_are_clear(live_server, caplog):
     # before any protocol traffic (stdout stays empty).
     env = {**os.environ, "WAKELEDGER_URL": live_server.url,
            "WAKELEDGER_TOKEN": "wl_AAAAAAAA_not-a-real-token-at-all"}
-    bad = subprocess.run([sys.executable, "-m", "api.cli", "mcp"], env=env, text=True,
+    bad = subprocess.run([sys.executable, "-m", "wakeledger_agent.cli", "mcp"], env=env, text=True,
                          capture_output=True, timeout=60, check=False, stdin=subprocess.DEVNULL)
     assert bad.returncode == 4 and "unauthenticated" in bad.stderr
     assert bad.stdout == ""

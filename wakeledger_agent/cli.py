@@ -1,0 +1,240 @@
+"""``wakeledger``: the agents' command-line client.
+
+One command per API call, JSON on stdout, a distinct exit code per error
+class, standard library only (it runs in whatever shell an agent has). It
+reads WAKELEDGER_URL and WAKELEDGER_TOKEN and keeps the current goal's lease
+token in a 0600 file, so consecutive calls need no copy-paste:
+
+    wakeledger start --goal-key issue-42 --workspace /srv/shop --objective "Fix it"
+    wakeledger checkpoint --step "tests written" --progress 40 --next "fix the race"
+    wakeledger report-run --outcome error --error-text-file - < provider-error.txt
+    wakeledger finish --status completed --summary "merged" \\
+        --evidence "tests pass=make test: 212 passed"
+
+WAKELEDGER_URL may be the server's root (http://127.0.0.1:8000): /api/v1 is
+added when the URL's path does not end with it.
+
+The parser is the table COMMANDS: one row per command, its arguments as
+data, so that adding a command is adding a row.
+"""
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from wakeledger_agent import commands as c
+from wakeledger_agent.client import api_base
+from wakeledger_agent.errors import EXIT_INTERRUPTED, EXIT_OK, CliError
+
+__all__ = ["COMMANDS", "CliError", "api_base", "main", "parser"]
+_evidence_item = c._evidence_item  # the tests' way in
+
+
+@dataclass(frozen=True)
+class Arg:
+    flags: tuple[str, ...]
+    options: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """Arguments of which at most one may be given."""
+
+    args: tuple[Arg, ...]
+
+
+def arg(*flags: str, **options: Any) -> Arg:
+    return Arg(flags, options)
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    help: str
+    run: Callable[[argparse.Namespace], Any] | None = None
+    args: tuple[Arg | OneOf, ...] = ()
+    goal: bool = True  # takes --goal (default: the current goal)
+    actions: tuple["Command", ...] = ()  # sub-commands (`job track`, `watchdog cancel`)
+
+
+SESSION = tuple(arg(f"--{name}") for name in
+                ("agent-id", "session-key", "session-id", "model", "timezone"))
+WAKE_REASONS = ["timeout_recovery", "dependency_ready", "scheduled_progress", "rate_limit_reset"]
+ENDS_A_TURN = (
+    arg("--wake-in", type=int, metavar="SECONDS",
+        help="with the release: wake me this many seconds later (60 to the watchdog's "
+             "interval)"),
+    arg("--wake-reason", default="timeout_recovery", choices=WAKE_REASONS),
+)
+REPEAT: dict[str, Any] = {"action": "append", "default": []}
+
+
+def serve_mcp(args: argparse.Namespace) -> Any:
+    from wakeledger_agent import mcp_server  # lazily: only this command needs `mcp`
+
+    sys.exit(mcp_server.main(share_leases=args.share_leases))
+
+
+START = Command("start", "start or resume a goal and take its lease", c.cmd_start, goal=False,
+                args=(
+    arg("--goal-key", required=True), arg("--workspace", required=True),
+    arg("--objective", required=True),
+    arg("--done", **REPEAT, help="a done criterion (repeat)"),
+    arg("--next", **REPEAT, help="a planned step (repeat)"),
+    arg("--timeout", type=int, help="seconds this turn may run"),
+    arg("--estimate", type=int, help="estimated seconds for the whole goal"),
+    arg("--lease-seconds", type=int), arg("--scheduler", choices=["internal", "host"]),
+    *SESSION))
+CHECKPOINT = Command("checkpoint", "record a verified step", c.cmd_checkpoint, args=(
+    arg("--step", required=True), arg("--progress", type=int, required=True),
+    arg("--completed", **REPEAT), arg("--next", **REPEAT),
+    arg("--artifact", **REPEAT, help="a file to record with its sha256 and size (repeat)"),
+    arg("--overwrite", action="store_true",
+        help="allow re-recording an artifact path with a new checksum"),
+    arg("--error", **REPEAT), arg("--note", default=""),
+    arg("--release", action="store_true",
+        help="release the lease (the last checkpoint before a turn ends)"),
+    *ENDS_A_TURN))
+LEASE_HELP = ("acquire the lease (or take over a stale one); exit 0 with already_held when "
+              "the live lease is the one in your lease file")
+FINISH = Command("finish", "finish the goal", c.cmd_finish, args=(
+    arg("--status", required=True, choices=["completed", "failed", "blocked"]),
+    arg("--summary", default="", help="what was done (required with completed)"),
+    arg("--evidence", **REPEAT, metavar="CRITERION=EVIDENCE",
+        help="with completed: what shows a done criterion holds (a link, a command and its "
+             "result); one per done criterion (repeat)")))
+REPORT_RUN = Command(
+    "report-run", "report how a run ended (a rate limit pauses the goal until its reset and "
+    "schedules one wake)", c.cmd_report_run, args=(
+        arg("--outcome", required=True, choices=["ok", "error"]),
+        OneOf((arg("--error-text", help="the provider's message (classified, then discarded "
+                   "by the server)"),
+               arg("--error-text-file", metavar="PATH",
+                   help="read the provider's message from PATH, or stdin with -"))),
+        arg("--retry-after", help="a Retry-After header value: seconds or an HTTP date"),
+        *SESSION))
+APPROVAL = Command("request-approval", "ask an operator to approve a gate; the goal blocks "
+                   "until decided", c.cmd_request_approval, args=(
+    arg("--gate", required=True, help="what needs approving, e.g. deploy"),
+    arg("--summary", default="")))
+JOB = Command("job", "blocking jobs: track, status", goal=False, actions=(
+    Command("track", "track a blocking job (one exact run)", c.cmd_job_track, args=(
+        arg("--kind", required=True, help="e.g. ci_run, deploy, review"),
+        arg("--ref", required=True, help="the exact run id"),
+        arg("--link", default="", help="where a human sees the run"),
+        arg("--notify", action="store_true",
+            help="give the job a notify token (shown once) for the CI system to report its "
+                 "end: a waiting goal is woken at once"))),
+    Command("status", "record a tracked job's status", c.cmd_job_status, args=(
+        arg("job_id", metavar="JOB_ID", help="the job_id `job track` returned"),
+        arg("--status", required=True, choices=["running", "succeeded", "failed", "cancelled"]),
+        arg("--conclusion", default=""))),
+))
+RECEIPTS = ["created", "create_failed", "create_uncertain", "cancelled", "disabled",
+            "user_attested_deleted"]
+WATCHDOG = Command("watchdog", "the goal's one watchdog: prepare, cancel, receipt", goal=False,
+                   actions=(
+    Command("prepare", "ensure the watchdog (idempotent); for a host scheduler, the answer is "
+            "the schedule to create", c.cmd_watchdog_prepare,
+            args=(arg("--tzid", help="IANA zone the host schedule runs in"),)),
+    Command("cancel", "cancel the watchdog", c.cmd_watchdog_cancel),
+    Command("receipt", "record what the host did with the watchdog", c.cmd_watchdog_receipt,
+            args=(
+        arg("--status", required=True, choices=RECEIPTS),
+        arg("--host-ref", help="the host's task id (stored as a digest only)"),
+        arg("--due-at", help="the next run, ISO 8601 with offset"),
+        arg("--runs-on", choices=["cloud", "local", "unverified"]),
+        arg("--verified", action="store_true", help="the host proved where the task runs"),
+        arg("--attested-by"), arg("--note"))),
+))
+CLAIM = Command("claim", "claim a wake (what a host-fired task runs first); exit 0 with a "
+                "saved lease, 8 when there is nothing to do", c.cmd_claim, args=(
+    arg("--occurrence-id", help="the host run's id: the same id twice is one claim"),
+    arg("--reason", choices=["timeout_recovery", "rate_limit_reset", "dependency_ready",
+                             "scheduled_progress"])))
+EVENTS = Command("events", "the goal's events, in order", c.cmd_events, args=(
+    arg("--after", type=int, help="only events after this seq"), arg("--limit", type=int)))
+GOALS = Command("goals", "list the goals you may see", c.cmd_goals, goal=False, args=(
+    *(arg(f"--{name}") for name in ("status", "reason", "workspace", "agent", "cursor")),
+    arg("--page-size", type=int)))
+MCP = Command("mcp", "serve these calls as MCP tools over stdio (docs/agents.md)", serve_mcp,
+              goal=False, args=(
+    arg("--share-leases", action="store_true",
+        help="keep leases in the CLI's lease files (WAKELEDGER_STATE_DIR) instead of this "
+             "process only, so the lease `wakeledger hook` took is the one the tools use"),))
+
+COMMANDS: tuple[Command, ...] = (
+    START, CHECKPOINT,
+    Command("heartbeat", "renew the lease", c.cmd_heartbeat),
+    Command("release", "release the lease", c.cmd_release, args=ENDS_A_TURN),
+    Command("lease", LEASE_HELP, c.cmd_lease),
+    FINISH,
+    Command("workspace-release", "release the goal's workspace binding",
+            c.cmd_workspace_release, args=(arg("--reason", required=True),)),
+    REPORT_RUN, APPROVAL, JOB, WATCHDOG, CLAIM,
+    Command("show", "the goal's state", c.cmd_show),
+    Command("resume", "the resume packet", c.cmd_resume),
+    Command("contract", "the smart-wake checkpoint contract", c.cmd_contract),
+    EVENTS, GOALS,
+    Command("alerts", "goals that need a human", c.cmd_alerts, goal=False),
+    MCP,
+)
+EPILOG = ("exit codes: 0 ok, 2 usage, 3 validation, 4 auth, 5 not found, 6 lease lost, "
+          "7 goal terminal, 8 conflict or lease/wake not granted, 9 network, 10 server")
+
+
+def _add(within: Any, command: Command) -> None:
+    sub = within.add_parser(command.name, help=command.help)
+    if command.goal:
+        sub.add_argument("--goal", help="goal id (default: the current goal)")
+    for item in command.args:
+        group = sub.add_mutually_exclusive_group() if isinstance(item, OneOf) else sub
+        for one in item.args if isinstance(item, OneOf) else (item,):
+            group.add_argument(*one.flags, **one.options)
+    if command.actions:
+        actions = sub.add_subparsers(dest=f"{command.name}_action", required=True,
+                                     metavar="ACTION")
+        for action in command.actions:
+            _add(actions, action)
+    if command.run is not None:
+        sub.set_defaults(run=command.run)
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(
+        prog="wakeledger", description=(__doc__ or "").splitlines()[0].replace("``", ""),
+        epilog=EPILOG)
+    commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        _add(commands, command)
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    code = EXIT_OK
+    try:
+        try:
+            output = args.run(args)
+        except CliError as error:
+            code, output = error.exit_code, error.body
+            print(f"wakeledger: {error}", file=sys.stderr)
+        if output is not None or code == EXIT_OK:
+            print(json.dumps(output, indent=2))
+            sys.stdout.flush()  # here, where a closed pipe can still be caught
+    except BrokenPipeError:
+        # The reader went away (`wakeledger events | head`): leave quietly
+        # with the call's own exit code. Python would hit the closed pipe
+        # again flushing stdout at exit, so point it at /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

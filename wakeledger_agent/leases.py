@@ -1,0 +1,97 @@
+"""The one local lease store: which goal is current and the lease held for
+each goal, in private files so that consecutive calls (the CLI's, the hooks',
+and an MCP server started with ``--share-leases``) need no copy-paste of a
+secret.
+
+A lease file is created 0600 in a 0700 directory; its token never reaches
+stdout. ``MemoryLeases`` is the same store kept in one process only, the MCP
+server's default: the token then never touches the disk at all.
+"""
+
+import contextlib
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+Lease = dict[str, Any]  # {"token": ..., "generation": ...}
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("WAKELEDGER_STATE_DIR") or Path.home() / ".wakeledger")
+
+
+def write_private(path: Path, content: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    # Created 0600 from the start: never a moment where another user can read it.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat.S_IRUSR | stat.S_IWUSR)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(content)
+    os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
+
+
+class MemoryLeases:
+    """Leases held by this process alone."""
+
+    def __init__(self) -> None:
+        self._leases: dict[str, Lease] = {}
+        self._current: str | None = None
+
+    def save(self, goal_id: str, lease: Lease) -> None:
+        self._leases[goal_id] = {"token": lease["token"], "generation": lease["generation"]}
+        self._current = goal_id
+
+    def get(self, goal_id: str) -> Lease | None:
+        return self._leases.get(goal_id)
+
+    def forget(self, goal_id: str) -> None:
+        self._leases.pop(goal_id, None)
+
+    def set_current(self, goal_id: str) -> None:
+        self._current = goal_id
+
+    def current(self) -> str | None:
+        return self._current
+
+
+class FileLeases:
+    """Leases in ``<state dir>/leases/<goal>.json``; the current goal in
+    ``<state dir>/current``. Read from disk on every call: another process
+    (a hook, the CLI) may have changed them."""
+
+    def __init__(self, root: Path | None = None):
+        self.root = root if root is not None else state_dir()
+
+    def _path(self, goal_id: str) -> Path:
+        # A goal id names a file here: never one outside the leases directory.
+        if not goal_id or Path(goal_id).name != goal_id or goal_id.startswith("."):
+            raise ValueError(f"not a goal id: {goal_id!r}")
+        return self.root / "leases" / f"{goal_id}.json"
+
+    def save(self, goal_id: str, lease: Lease) -> None:
+        record = {"goal_id": goal_id, "token": lease["token"],
+                  "generation": lease["generation"]}
+        write_private(self._path(goal_id), json.dumps(record))
+        self.set_current(goal_id)
+
+    def get(self, goal_id: str) -> Lease | None:
+        try:
+            record = json.loads(self._path(goal_id).read_text())
+            return {"token": record["token"], "generation": record["generation"]}
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def forget(self, goal_id: str) -> None:
+        # A name that is no goal id: nothing was ever saved under it.
+        with contextlib.suppress(ValueError):
+            self._path(goal_id).unlink(missing_ok=True)
+
+    def set_current(self, goal_id: str) -> None:
+        write_private(self.root / "current", goal_id)
+
+    def current(self) -> str | None:
+        try:
+            return (self.root / "current").read_text().strip() or None
+        except OSError:
+            return None
