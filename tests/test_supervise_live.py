@@ -19,7 +19,7 @@ from api import tokens
 from ledger.models import Event, Goal
 
 ROOT = Path(__file__).resolve().parent.parent
-SUPERVISE = [sys.executable, "-m", "wakeledger_agent._legacy"]
+SUPERVISE = [sys.executable, "-m", "wakeledger_agent", "supervise"]
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

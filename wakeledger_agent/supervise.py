@@ -17,6 +17,7 @@ runs the resume command, until the goal ends or needs a human.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -31,12 +32,16 @@ from typing import Any, Protocol
 from ledger.domain.failures import AUTH, OWNER_VERIFICATION, RATE_LIMIT, UNCLASSIFIED, classify
 from ledger.domain.resets import parse_reset
 from wakeledger_agent import child as childrun
-
-EXIT_OK = 0
-EXIT_USAGE = 2
-EXIT_TERMINAL = 7
-EXIT_CONFLICT = 8
-EXIT_INTERRUPTED = 130
+from wakeledger_agent import client
+from wakeledger_agent.errors import (
+    EXIT_CONFLICT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINAL,
+    EXIT_USAGE,
+    CliError,
+)
+from wakeledger_agent.leases import FileLeases
 
 TERMINAL = ("done", "failed", "stopped")
 # A wake the scheduler should have fired this long ago and has not: its agent
@@ -61,13 +66,9 @@ class Api(Protocol):
 
 
 def code_of(error: Exception) -> str:
-    """The problem code of an API error ("" for a network error)."""
-    body = getattr(error, "body", None)
-    return str(body.get("code", "")) if isinstance(body, dict) else ""
-
-
-def exit_of(error: Exception) -> int:
-    return int(getattr(error, "exit_code", 1))
+    """The problem code of an API error ("unreachable" for a network error)."""
+    code = getattr(error, "code", "")
+    return code if isinstance(code, str) else ""
 
 
 # ---------------------------------------------------------------- options
@@ -478,34 +479,6 @@ def _refusal(answer: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- the command line
 
 
-def add_arguments(sub: Any) -> None:
-    """``supervise``'s options, on the CLI's subparser."""
-    import argparse
-
-    sub.add_argument("--workspace", required=True)
-    sub.add_argument("--goal-key", required=True)
-    sub.add_argument("--objective", default="", help="for a new goal (default: "
-                     "'supervised: GOAL_KEY')")
-    sub.add_argument("--done-criterion", "--done", dest="done", action="append", default=[],
-                     help="a done criterion (repeat)")
-    sub.add_argument("--next", action="append", default=[], help="a planned step (repeat)")
-    sub.add_argument("--resume-cmd", help="the command a wake runs, one string split like "
-                     "a shell would (no shell runs it); {goal_id}, {session_key} and {prompt} "
-                     "are filled in per argument. Default: CMD again")
-    sub.add_argument("--until-done", action="store_true",
-                     help="after each run, wait for the goal's wake and resume, until the "
-                          "goal ends or needs a human")
-    sub.add_argument("--session-key", default="", help="the agent's session key (for "
-                     "{session_key}; registered on the goal)")
-    sub.add_argument("--lease-seconds", type=int, help="for a new goal: its lease's length")
-    sub.add_argument("--timezone", default=None, help="the IANA zone limit notices print "
-                     "wall times in (default: this machine's)")
-    sub.add_argument("--poll-seconds", type=float, default=30.0,
-                     help="with --until-done: the longest sleep between looks at the goal")
-    sub.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
-                     help="the agent command to run")
-
-
 def options(args: Any) -> Options:
     """Options from parsed arguments, or a ValueError saying what is wrong."""
     command = list(args.command)
@@ -527,24 +500,22 @@ def options(args: Any) -> Options:
                    timezone=args.timezone or local_zone(), poll_seconds=args.poll_seconds)
 
 
-def run_command(args: Any, api: Api, leases: Any, base_url: str) -> int:
-    """The ``supervise`` subcommand: its exit code. Errors from the API end it
-    with the CLI's exit code for their class, after giving back any lease."""
+def main(args: Any, api: Api | None = None, leases: Any = None) -> int:
+    """The ``supervise`` subcommand (its arguments: wakeledger_agent/cli.py,
+    SUPERVISE): its exit code. An API error ends it with the CLI's exit code
+    for its class, after giving back any lease it held."""
     try:
         opts = options(args)
-    except ValueError as error:
+        api = api or client.from_env()
+    except (ValueError, CliError) as error:
         print(f"wakeledger: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    supervisor = Supervisor(api, leases, opts, base_url)
+        return getattr(error, "exit_code", EXIT_USAGE)
+    supervisor = Supervisor(api, leases or FileLeases(), opts, getattr(api, "base", ""))
     try:
         return supervisor.supervise()
-    except Exception as error:
-        if not hasattr(error, "exit_code"):
-            raise
+    except CliError as error:
         supervisor.progress.say(str(error))
-        try:
+        # The server unreachable: the lease lapses by itself.
+        with contextlib.suppress(CliError):
             supervisor.release()
-        except Exception as again:  # the server is unreachable: the lease lapses by itself
-            if not hasattr(again, "exit_code"):
-                raise
-        return exit_of(error)
+        return error.exit_code
