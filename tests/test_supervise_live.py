@@ -227,3 +227,67 @@ def test_ctrl_c_is_forwarded_once_releases_the_lease_and_leaves_the_goal_resumab
     again = supervise(shell, "ctrl-c", script(tmp_path, "quick", "print('resumed')"))
     assert again.returncode == 0 and "resumed" in again.stdout
     assert Event.objects.filter(goal_id=goal.pk, kind="lease.acquired").count() == 2
+
+
+# --------------------------------------------------------------- --until-done, real qcluster
+
+from tests import test_e2e_qcluster as e2e  # noqa: E402  (its real-process fixtures)
+
+receiver, fast, cluster = e2e.receiver, e2e.fast, e2e.cluster
+
+
+@pytest.mark.slow
+def test_until_done_resumes_through_a_real_qcluster_wake(shell, cluster, tmp_path):
+    """A rate-limited run, the reset wake fired by a real `manage.py qcluster`,
+    pulled by the waiting supervisor, charged once, resumed with the resume
+    command (which finishes through the CLI and the shared lease store), and
+    the supervisor stops at the terminal goal."""
+    from django.db import connection
+    from django_q.models import Schedule
+
+    from scheduling import watchdogs
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the real-process end-to-end tests run in the PostgreSQL half of the suite")
+    limited = script(tmp_path, "limited", """
+        print("Rate limit reached for gpt-4 in organization org-x on tokens per min (TPM): "
+              "Limit 10000, Used 9990, Requested 300. Please try again in 2s.",
+              file=sys.stderr)
+        sys.exit(1)
+    """)
+    prompt = tmp_path / "prompt.txt"
+    finisher = script(tmp_path, "finisher", f"""
+        import subprocess
+        open({str(prompt)!r}, "w").write(sys.argv[1])
+        done = subprocess.run([sys.executable, "-m", "wakeledger_agent", "finish", "--status",
+                               "completed", "--summary", "resumed after the limit"],
+                              capture_output=True, text=True)
+        print(done.stdout)
+        sys.exit(done.returncode)
+    """)
+    began = time.monotonic()
+    running = start(shell, "until-done", limited, "--until-done", "--poll-seconds", "1",
+                    "--resume-cmd", " ".join([*finisher, "{prompt}"]))
+    gid = str(wait_for(lambda: Goal.objects.filter(goal_key="until-done", status="paused")
+                       .values_list("pk", flat=True).first(), 30, "the pause"))
+    reset = wait_for(lambda: Schedule.objects.filter(
+        name=watchdogs.reset_schedule_name(gid)).first(), 10, "the reset wake's row")
+    time.sleep(max(0.0, (reset.next_run - datetime.now(reset.next_run.tzinfo))
+                   .total_seconds()) + 0.5)
+    cluster(WAKELEDGER_Q_GUARD_CYCLE="30")  # it looks at its schedules at start-up
+    _out, err = running.communicate(timeout=90)
+    assert running.returncode == 0, err
+    assert time.monotonic() - began < 60
+
+    goal = Goal.objects.get(pk=gid)
+    assert goal.status == "done"
+    claimed = Event.objects.get(goal_id=gid, kind="wake.claimed")
+    assert (claimed.actor, claimed.data["outcome"], claimed.data["reason"]) == (
+        "scheduler", "ready_for_pull", "rate_limit_reset")
+    charge = Event.objects.get(goal_id=gid, kind="continuation.charged")
+    assert (charge.data["attempt"], charge.data["max"]) == (1, 3)
+    assert claimed.seq < charge.seq  # charged by the supervisor's pull, after the wake
+    assert prompt.read_text().startswith(f"Resume Wake Ledger goal {gid}: supervised until-done")
+    assert "resuming goal" in err and "the goal is done" in err
+    assert "\r" not in err  # a pipe: no progress line
+    assert not (Path(shell["WAKELEDGER_STATE_DIR"]) / "leases" / f"{gid}.json").exists()
