@@ -2,15 +2,19 @@
 reported (the provider texts of tests/test_failures.py), what a waiting
 supervisor does next, and how the resume command is filled in."""
 
+import io
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from ledger.domain.failures import AUTH, OWNER_VERIFICATION, RATE_LIMIT, UNCLASSIFIED, classify
 from ledger.domain.resets import parse_reset
-from wakeledger_agent.child import Ended, Tail
+from wakeledger_agent.child import Ended, Interrupts, Tail
 from wakeledger_agent.supervise import (
     CLASS_TEXT,
+    Options,
+    Progress,
+    Supervisor,
     fill,
     judge,
     next_step,
@@ -139,3 +143,65 @@ def test_the_resume_command_is_filled_per_argument_without_a_shell():
 
 def test_spans_read_like_a_person_would_say_them():
     assert [span(s) for s in (4320, 245, 9, -3)] == ["1h 12m", "4m 05s", "9s", "0s"]
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_line_is_drawn_on_a_terminal_and_nothing_in_a_pipe():
+    terminal, pipe = Terminal(), io.StringIO()
+    for stream in (terminal, pipe):
+        Progress(stream).show("goal 1a2b3c4d waiting · next wake in 1h 12m · "
+                              "continuations 1/3")
+    assert terminal.getvalue() == ("\r\x1b[Kwakeledger: goal 1a2b3c4d waiting · next wake in "
+                                   "1h 12m · continuations 1/3")
+    assert pipe.getvalue() == ""
+
+
+class FakeApi:
+    """The goal as the API would show it, one answer per look."""
+
+    def __init__(self, looks):
+        self.looks, self.calls = list(looks), []
+
+    def call(self, method, path, body=None):
+        self.calls.append((method, path))
+        if method == "GET":
+            return self.looks.pop(0) if len(self.looks) > 1 else self.looks[0]
+        return {"acquired": True, "lease": {"token": "wll_x", "generation": 2},
+                "resumed": {"reason": "scheduled_progress", "charged": False},
+                "resume_packet": {"objective": "o", "checkpoint": {}}}
+
+
+def waiting_supervisor(api):
+    opts = Options(workspace="/w", goal_key="k", command=["agent"], until_done=True,
+                   poll_seconds=0.2)
+    supervisor = Supervisor(api, leases=None, opts=opts, base_url="http://x/api/v1",
+                            progress=Progress(io.StringIO()), clock=lambda: NOW)
+    supervisor.goal_id = "g"
+    return supervisor
+
+
+def test_the_supervisor_waits_out_an_approval_and_pulls_the_wake_its_decision_arms():
+    pending = goal(status="blocked", reason="BLOCKED_APPROVAL", liveness="needs_human",
+                   pending_approvals=[{"gate": "deploy"}])
+    approved = goal(ready={"reason": "scheduled_progress"}, liveness="ready",
+                    continuations_used=1, policy={"max_continuations": 3})
+    api = FakeApi([pending, pending, approved])
+    code, answer = waiting_supervisor(api).await_wake(Interrupts())
+    assert code is None and answer["lease"]["generation"] == 2
+    # Never a pull while the approval was pending: only after the operator's decision.
+    assert api.calls == [("GET", "goals/g")] * 3 + [("POST", "goals/g/lease")]
+
+
+@pytest.mark.parametrize(("looks", "code"), [
+    ([goal(status="done")], 0),
+    ([goal(status="stopped")], 7),
+    ([goal(status="blocked", reason="UNCLASSIFIED", liveness="needs_human")], 8),
+])
+def test_the_supervisor_stops_at_a_terminal_goal_or_one_that_needs_a_human(looks, code):
+    api = FakeApi(looks)
+    assert waiting_supervisor(api).await_wake(Interrupts()) == (code, None)
+    assert ("POST", "goals/g/lease") not in api.calls

@@ -35,7 +35,6 @@ from wakeledger_agent import child as childrun
 from wakeledger_agent import client
 from wakeledger_agent.errors import (
     EXIT_CONFLICT,
-    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_TERMINAL,
     EXIT_USAGE,
@@ -410,7 +409,7 @@ class Supervisor:
                     return None, answer
                 step = Step("wait", min(self.opts.poll_seconds, 5.0), "the pull was refused")
             self.sleep(step, goal, interrupts)
-        return EXIT_INTERRUPTED, None
+        return 128 + interrupts.received, None
 
     def pull(self) -> dict[str, Any] | None:
         """POST /lease, as an agent pulls a ready wake; None when refused."""
@@ -462,7 +461,7 @@ class Supervisor:
                 self.hold(answer)
                 ended = self.run_once(argv, interrupts)
                 if ended.interrupted:
-                    return EXIT_INTERRUPTED if ended.interrupted == 2 else 128 + ended.interrupted
+                    return 128 + ended.interrupted  # 130 for Ctrl-C, as shells report it
                 if not self.opts.until_done:
                     return ended.returncode
                 answer = None
