@@ -110,7 +110,9 @@ def test_a_waiting_supervisor_pulls_only_a_due_wake():
     soon = (NOW + timedelta(minutes=72)).isoformat()
     step = next_step(goal(next_wake_at=soon), NOW, 30)
     assert (step.action, step.seconds) == ("wait", 30)
-    assert "next wake in 1h 12m" in step.why
+    assert step.line(NOW) == "waiting · next wake in 1h 12m"
+    assert step.line(NOW + timedelta(minutes=71, seconds=51)) == "waiting · next wake in 9s"
+    assert step.line(NOW + timedelta(hours=2)).endswith("wake due, waiting for the scheduler")
     assert next_step(goal(next_wake_at=(NOW + timedelta(seconds=4)).isoformat()), NOW,
                      30).seconds == 4
     assert next_step(goal(ready={"reason": "rate_limit_reset"}, liveness="ready"), NOW,

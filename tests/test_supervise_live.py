@@ -229,6 +229,24 @@ def test_ctrl_c_is_forwarded_once_releases_the_lease_and_leaves_the_goal_resumab
     assert Event.objects.filter(goal_id=goal.pk, kind="lease.acquired").count() == 2
 
 
+
+def test_ctrl_c_while_waiting_for_the_wake_ends_quietly(shell, tmp_path):
+    agent = script(tmp_path, "limited", f"""
+        print({LIMITS["claude-code"][0]!r}, file=sys.stderr)
+        sys.exit(1)
+    """)
+    running = start(shell, "wait-ctrl-c", agent, "--until-done", "--poll-seconds", "1")
+    wait_for(lambda: Goal.objects.filter(goal_key="wait-ctrl-c", status="paused").exists(),
+             20, "the pause")
+    time.sleep(1)  # the supervisor is now waiting for the 3am wake
+    running.send_signal(signal.SIGINT)
+    _out, err = running.communicate(timeout=10)
+    assert running.returncode == 130, err
+    assert "\r" not in err  # a pipe: no progress line while it waited
+    goal = goal_of("wait-ctrl-c")
+    assert goal.status == "paused" and goal.state["lease"] == {}  # its reset wake stands
+
+
 # --------------------------------------------------------------- --until-done, real qcluster
 
 from tests import test_e2e_qcluster as e2e  # noqa: E402  (its real-process fixtures)

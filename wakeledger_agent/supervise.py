@@ -204,6 +204,14 @@ class Step:
     action: str  # pull | wait | terminal | human
     seconds: float = 0.0
     why: str = ""
+    due: datetime | None = None  # the next wake, for a countdown that ticks
+
+    def line(self, now: datetime) -> str:
+        if self.due is None:
+            return self.why
+        late = now >= self.due
+        return f"{self.why} · " + ("wake due, waiting for the scheduler" if late
+                                   else f"next wake in {span((self.due - now).total_seconds())}")
 
 
 def _instant(value: Any) -> datetime | None:
@@ -237,8 +245,7 @@ def next_step(goal: dict[str, Any], now: datetime, poll: float) -> Step:
     if now >= due + SCHEDULER_GRACE:
         return Step("pull", why="its wake is overdue; pulling without it")
     left = (due - now).total_seconds()
-    return Step("wait", min(poll, left) if left > 0 else poll,
-                f"{goal.get('status')} · next wake in {span(left)}")
+    return Step("wait", min(poll, left) if left > 0 else poll, str(status), due)
 
 
 # ---------------------------------------------------------------- resuming
@@ -426,7 +433,8 @@ class Supervisor:
         line every second on a terminal."""
         deadline = time.monotonic() + max(0.2, step.seconds)
         while (left := deadline - time.monotonic()) > 0:
-            self.progress.show(f"goal {self.goal_id[:8]} {step.why} · {budget(goal)}")
+            self.progress.show(f"goal {self.goal_id[:8]} {step.line(self.clock())} · "
+                               f"{budget(goal)}")
             if interrupts.event.wait(min(1.0, left)):
                 return
 
