@@ -162,6 +162,8 @@ def run(argv: list[str], env: Mapping[str, str], interrupts: Interrupts,
         heartbeat: Heartbeat | None) -> Ended:
     """Run ``argv`` to its end, its output passed through and its tail kept."""
     tail = Tail()
+    if interrupts.received:  # a Ctrl-C before the start: start nothing
+        return Ended(128 + interrupts.received, None, "", interrupts.received)
     try:
         child = subprocess.Popen(argv, env=dict(env), stdin=_stdin(),  # noqa: S603
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -58,10 +58,25 @@ CLASS_TEXT = {
 }
 
 
+# Answers after which a lease will never work again: the agent released it
+# itself, finished the goal or asked for an approval, or another holder has it.
+LEASE_GONE = ("lease_lost", "lease_required", "goal_terminal", "goal_blocked")
+
+
 class Api(Protocol):
-    """The one call the supervisor needs from the HTTP client."""
+    """The one call the supervisor needs from the HTTP client (client.Client)."""
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any: ...
+
+
+class LeaseStore(Protocol):
+    """What the supervisor needs of the lease store (leases.FileLeases)."""
+
+    def save(self, goal_id: str, lease: dict[str, Any]) -> None: ...
+
+    def forget(self, goal_id: str) -> None: ...
+
+    def set_current(self, goal_id: str) -> None: ...
 
 
 def code_of(error: Exception) -> str:
@@ -283,7 +298,7 @@ def fill(template: list[str], values: dict[str, str]) -> list[str]:
 class Supervisor:
     """One ``supervise`` invocation: its goal, its current lease, its runs."""
 
-    def __init__(self, api: Api, leases: Any, opts: Options, base_url: str,
+    def __init__(self, api: Api, leases: LeaseStore, opts: Options, base_url: str,
                  progress: Progress | None = None,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
         self.api, self.leases, self.opts, self.base_url = api, leases, opts, base_url
@@ -333,8 +348,8 @@ class Supervisor:
             return
         try:
             self.fenced("lease/release")
-        except Exception as error:
-            if code_of(error) not in ("lease_lost", "goal_terminal", "goal_blocked"):
+        except CliError as error:
+            if code_of(error) not in LEASE_GONE:
                 raise
         finally:
             self.drop()
@@ -352,9 +367,7 @@ class Supervisor:
         # A third of the lease: two beats may be lost to the network before it lapses.
         return childrun.Heartbeat(lambda: self.fenced("lease/heartbeat"),
                                   max(1.0, self.lease_seconds / 3),
-                                  lambda error: code_of(error) in (
-                                      "lease_lost", "lease_required", "goal_terminal",
-                                      "goal_blocked"))
+                                  lambda error: code_of(error) in LEASE_GONE)
 
     def run_once(self, argv: list[str], interrupts: childrun.Interrupts) -> childrun.Ended:
         self.progress.clear()
@@ -376,8 +389,8 @@ class Supervisor:
             return
         try:
             answer = self.fenced("runs", run_body(verdict))
-        except Exception as error:
-            if code_of(error) not in ("lease_lost", "goal_terminal", "goal_blocked"):
+        except CliError as error:
+            if code_of(error) not in LEASE_GONE:
                 raise
             self.drop()
             return
@@ -422,7 +435,7 @@ class Supervisor:
         """POST /lease, as an agent pulls a ready wake; None when refused."""
         try:
             answer = self.api.call("POST", f"goals/{self.goal_id}/lease", {})
-        except Exception as error:
+        except CliError as error:
             if code_of(error) in ("goal_blocked", "goal_terminal"):
                 return None  # the next look at the goal says what to do
             raise
@@ -507,7 +520,7 @@ def options(args: Any) -> Options:
                    timezone=args.timezone or local_zone(), poll_seconds=args.poll_seconds)
 
 
-def main(args: Any, api: Api | None = None, leases: Any = None) -> int:
+def main(args: Any, api: Api | None = None, leases: LeaseStore | None = None) -> int:
     """The ``supervise`` subcommand (its arguments: wakeledger_agent/cli.py,
     SUPERVISE): its exit code. An API error ends it with the CLI's exit code
     for its class, after giving back any lease it held."""
