@@ -12,9 +12,11 @@ from ledger.domain.resets import parse_reset
 from wakeledger_agent.child import Ended, Interrupts, Tail
 from wakeledger_agent.supervise import (
     CLASS_TEXT,
+    LEASE_GONE,
     Options,
     Progress,
     Supervisor,
+    code_of,
     fill,
     judge,
     next_step,
@@ -207,3 +209,49 @@ def test_the_supervisor_stops_at_a_terminal_goal_or_one_that_needs_a_human(looks
     api = FakeApi(looks)
     assert waiting_supervisor(api).await_wake(Interrupts()) == (code, None)
     assert ("POST", "goals/g/lease") not in api.calls
+
+
+def test_a_child_that_ignores_ctrl_c_is_killed_after_the_grace(monkeypatch, tmp_path):
+    import signal
+    import sys
+    import threading
+
+    from wakeledger_agent import child
+
+    monkeypatch.setattr(child, "INTERRUPT_GRACE", 0.5)
+    marks = tmp_path / "marks"
+    stubborn = ("import signal, sys, time\n"
+                f"signal.signal(signal.SIGINT, lambda *a: open({str(marks)!r}, 'a').write('I'))\n"
+                "print('started', flush=True)\ntime.sleep(30)\n")
+    interrupts = Interrupts()
+    # As the signal handler would be called on a Ctrl-C, once the child runs.
+    threading.Timer(1.0, interrupts._handle, (signal.SIGINT, None)).start()
+    ended = child.run([sys.executable, "-c", stubborn], {}, interrupts, None)
+    assert (ended.signal, ended.returncode, ended.interrupted) == (9, 137, signal.SIGINT)
+    assert marks.read_text() == "I"  # forwarded once, then killed
+    assert ended.tail == "started"
+
+
+def test_the_heartbeat_stops_for_good_only_when_the_lease_is_gone():
+    import threading
+
+    from wakeledger_agent.child import Heartbeat
+    from wakeledger_agent.client import ApiError
+
+    answers = [ApiError(9, "cannot reach", None, {"code": "unreachable"}), None,
+               ApiError(6, "409 lease_lost", {"code": "lease_lost"}, {"code": "lease_lost"})]
+    done = threading.Event()
+
+    def beat():
+        answer = answers.pop(0)
+        if not answers:
+            done.set()
+        if answer is not None:
+            raise answer
+
+    heartbeat = Heartbeat(beat, 0.05, lambda error: code_of(error) in LEASE_GONE)
+    heartbeat.start()
+    assert done.wait(5)
+    heartbeat.join(5)
+    assert not heartbeat.is_alive() and heartbeat.beats == 1
+    assert heartbeat.lost is not None and heartbeat.lost.code == "lease_lost"
