@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test test-sqlite test-postgres browser lint bench bench-quick soak simulate clean
+.PHONY: run test test-sqlite test-postgres browser claude-code lint bench bench-quick soak simulate clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,11 +39,24 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
 	  >/dev/null; } || echo "chromium is not installed: the browser tests will be skipped"
 
-test-sqlite: $(VENV)/.installed-dev browser
+# The real Claude Code CLI for tests/test_claude_code_live.py, from the npm
+# registry into var/node/ (nothing global, no user config touched). Pinned: the
+# version whose hook events docs/agents.md describes. Without node the test is
+# skipped.
+CLAUDE_CODE_VERSION ?= 2.1.197
+CLAUDE_BIN := var/node/node_modules/.bin/claude
+$(CLAUDE_BIN):
+	@if command -v npm >/dev/null 2>&1; then \
+	  mkdir -p var/node && npm install --prefix var/node --no-audit --no-fund --silent \
+	    @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION); \
+	else echo "npm is not installed: the real Claude Code test will be skipped"; fi
+claude-code: $(CLAUDE_BIN)
+
+test-sqlite: $(VENV)/.installed-dev browser claude-code
 	@echo "== test suite on SQLite =="
 	env -u DATABASE_URL $(BIN)/python -m pytest $(PYTEST_ARGS)
 
-test-postgres: $(VENV)/.installed-dev
+test-postgres: $(VENV)/.installed-dev claude-code
 	@echo "== test suite on PostgreSQL =="
 	$(BIN)/python tests/postgres.py $(BIN)/python -m pytest $(PYTEST_ARGS)
 

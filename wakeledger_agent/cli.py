@@ -79,6 +79,39 @@ def serve_mcp(args: argparse.Namespace) -> Any:
     sys.exit(mcp_server.main(share_leases=args.share_leases))
 
 
+def run_hook(args: argparse.Namespace) -> Any:
+    from wakeledger_agent import claude_hook
+
+    sys.exit(claude_hook.main())
+
+
+def run_hooks(args: argparse.Namespace) -> Any:
+    from wakeledger_agent import claude_settings as s
+
+    path = s.settings_path(args.project, args.user)
+    if args.hooks_action == "install":
+        diff = s.install(path, args.command or s.default_command())
+    else:
+        diff = s.uninstall(path)
+    print(diff or f"{path}: no change", end="" if diff else "\n")
+    sys.exit(EXIT_OK)
+
+
+AGENTS = arg("agent", choices=["claude-code"], help="the agent whose hooks these are")
+WHERE = (OneOf((arg("--project", metavar="DIR", help="DIR/.claude/settings.json (default: "
+                    "the current directory's)"),
+                arg("--user", action="store_true", help="~/.claude/settings.json"))),)
+HOOK = Command("hook", "run one agent hook event (JSON on stdin); always exits 0",
+               run_hook, goal=False, args=(AGENTS,))
+HOOKS = Command("hooks", "install or uninstall the agent hooks", goal=False, actions=(
+    Command("install", "merge our hooks into the agent's settings (idempotent; prints the "
+            "diff)", run_hooks, goal=False, args=(
+        AGENTS, *WHERE, arg("--command", help="the hook command to install (default: this "
+                             "wakeledger, by absolute path)"))),
+    Command("uninstall", "remove only our hooks", run_hooks, goal=False,
+            args=(AGENTS, *WHERE)),
+))
+
 START = Command("start", "start or resume a goal and take its lease", c.cmd_start, goal=False,
                 args=(
     arg("--goal-key", required=True), arg("--workspace", required=True),
@@ -215,7 +248,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("contract", "the smart-wake checkpoint contract", c.cmd_contract),
     EVENTS, GOALS,
     Command("alerts", "goals that need a human", c.cmd_alerts, goal=False),
-    MCP, SUPERVISE,
+    MCP, HOOK, HOOKS, SUPERVISE,
 )
 EPILOG = ("exit codes: 0 ok, 2 usage, 3 validation, 4 auth, 5 not found, 6 lease lost, "
           "7 goal terminal, 8 conflict or lease/wake not granted, 9 network, 10 server")

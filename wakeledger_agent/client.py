@@ -8,6 +8,7 @@ replays the first answer instead of acting twice.
 
 import json
 import os
+import stat
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -27,6 +28,7 @@ from wakeledger_agent.errors import (
     EXIT_VALIDATION,
     CliError,
 )
+from wakeledger_agent.leases import state_dir
 
 API_PATH = "/api/v1"
 DEFAULT_TIMEOUT = 30.0
@@ -112,7 +114,7 @@ def from_env(environ: Mapping[str, str] | None = None, *,
     or a CliError that says which one to fix."""
     env = os.environ if environ is None else environ
     given = env.get("WAKELEDGER_URL", "")
-    token = env.get("WAKELEDGER_TOKEN", "").strip()
+    token = env.get("WAKELEDGER_TOKEN", "").strip() or _saved_token()
     if not given.strip().startswith(("http://", "https://")):
         raise CliError(EXIT_USAGE, "set WAKELEDGER_URL to the server's http(s) URL "
                        "(e.g. http://127.0.0.1:8000/api/v1)")
@@ -128,6 +130,24 @@ def from_env(environ: Mapping[str, str] | None = None, *,
         raise CliError(EXIT_USAGE, "WAKELEDGER_TIMEOUT must be a number of seconds "
                        "(0 < t <= 600)")
     return Client(api_base(given), token, timeout)
+
+
+def _saved_token() -> str:
+    """The token in ``<state dir>/token`` (0600), for the programs that cannot
+    be handed WAKELEDGER_TOKEN: a command dispatcher passes no WAKELEDGER_*
+    variable of the server's, so the resumed agent's hooks read it here."""
+    path = state_dir() / "token"
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return ""
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise CliError(EXIT_AUTH, f"{path} is readable by others; `chmod 600 {path}` "
+                       "(or set WAKELEDGER_TOKEN)")
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
 
 
 def http_error(error: urllib.error.HTTPError, base: str) -> ApiError:

@@ -95,3 +95,19 @@ class FileLeases:
             return (self.root / "current").read_text().strip() or None
         except OSError:
             return None
+
+    def bind_session(self, session_id: str, goal_id: str) -> None:
+        """Which goal an agent's session (a Claude Code session id) works on:
+        the hooks of its later events find the goal, and its lease, here."""
+        write_private(self._session_path(session_id), goal_id)
+
+    def session_goal(self, session_id: str) -> str | None:
+        try:
+            return self._session_path(session_id).read_text().strip() or None
+        except (OSError, ValueError):
+            return None
+
+    def _session_path(self, session_id: str) -> Path:
+        if not session_id or Path(session_id).name != session_id or session_id.startswith("."):
+            raise ValueError(f"not a session id: {session_id!r}")
+        return self.root / "sessions" / session_id

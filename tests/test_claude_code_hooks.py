@@ -1,0 +1,283 @@
+"""`wakeledger hook claude-code` and `wakeledger hooks install|uninstall
+claude-code`, driven as Claude Code drives them: a subprocess with one hook
+event as JSON on stdin (the payloads Claude Code 2.1 sends, as recorded from
+the real CLI), against a live server. tests/test_claude_code_live.py runs the
+real Claude Code CLI itself."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from api import tokens
+from ledger.domain.failures import CLASSES, classify
+from ledger.models import Event, Goal
+from wakeledger_agent import runend
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SESSION = "5e77941c-081d-4da8-8fa3-2b76de4145dc"
+PROVIDER_TEXT = "PROVIDER-SECRET-TEXT"
+
+
+@pytest.fixture
+def agent_token(transactional_db):
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    user = get_user_model().objects.create(username="claude-code-agent")
+    user.groups.add(Group.objects.get_or_create(name="agent")[0])
+    return tokens.issue(user)
+
+
+class Hooks:
+    """Claude Code's side: runs the hook command with one event per call."""
+
+    def __init__(self, url: str, token: str, state: Path, cwd: Path):
+        self.env = {**os.environ, "WAKELEDGER_URL": url, "WAKELEDGER_TOKEN": token,
+                    "WAKELEDGER_STATE_DIR": str(state)}
+        for name in ("WAKELEDGER_GOAL_ID", "WAKELEDGER_LEASE_TOKEN", "WAKELEDGER_TIMEOUT"):
+            self.env.pop(name, None)
+        self.state, self.cwd = state, cwd
+        self.stderr = ""
+        self.seconds = 0.0
+
+    def __call__(self, event: str, **fields: object) -> dict:
+        payload = {"session_id": SESSION, "cwd": str(self.cwd), "hook_event_name": event,
+                   "transcript_path": str(self.cwd / f"{SESSION}.jsonl"), **fields}
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "wakeledger_agent", "hook", "claude-code"],
+                              input=json.dumps(payload), env=self.env, capture_output=True,
+                              text=True, timeout=60, check=False)
+        self.seconds = time.monotonic() - started
+        self.stderr = done.stderr
+        assert done.returncode == 0, done.stderr  # a hook never stops the session
+        return json.loads(done.stdout) if done.stdout.strip() else {}
+
+
+@pytest.fixture
+def hooks(live_server, agent_token, tmp_path):
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    return Hooks(f"{live_server.url}/api/v1", agent_token, tmp_path / "state", workspace)
+
+
+def lease_file(hooks: Hooks, goal_id: str) -> Path:
+    return hooks.state / "leases" / f"{goal_id}.json"
+
+
+def test_a_session_from_start_to_a_usage_limit_and_back(hooks, settings):
+    settings.WAKELEDGER_RESET_MARGIN_SECONDS = 0
+    hooks.env["WAKELEDGER_OBJECTIVE"] = "Port the parser"
+    hooks.env["WAKELEDGER_DONE"] = "tests pass\nparser ported"
+    started = hooks("SessionStart", source="startup")
+    context = started["hookSpecificOutput"]["additionalContext"]
+    assert started["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+    goal = Goal.objects.get()
+    goal_id = str(goal.id)
+    assert goal.workspace == str(hooks.cwd) and goal.status == "running"
+    assert goal.session_key == SESSION and goal.state["session"]["agent_id"] == "claude-code"
+    assert f"Wake Ledger goal {goal_id}" in context and "Port the parser" in context
+    assert "Done when: tests pass; parser ported" in context
+    assert "checkpoint_goal" in context and "finish_goal" in context
+    saved = json.loads(lease_file(hooks, goal_id).read_text())
+    assert saved["token"] not in json.dumps(started) + hooks.stderr  # never the lease token
+
+    # A compaction (another SessionStart of the same session) keeps the same goal and lease.
+    again = hooks("SessionStart", source="compact")
+    assert Goal.objects.count() == 1 and "generation 1" in \
+        again["hookSpecificOutput"]["additionalContext"]
+
+    # The usage limit: the class and the reset reach the server, the text does not.
+    hooks("StopFailure", error="rate_limit", error_details=f"429 {PROVIDER_TEXT}",
+          last_assistant_message=f"API Error: Request rejected (429) · {PROVIDER_TEXT}: "
+                                 "try again in 10 minutes")
+    goal.refresh_from_db()
+    assert goal.status == "paused" and goal.reason == "RATE_LIMITED"
+    until = goal.paused_until
+    assert timedelta(minutes=9) < until - datetime.now(UTC) <= timedelta(minutes=10, seconds=2)
+    assert "paused" in hooks.stderr and PROVIDER_TEXT not in hooks.stderr
+    assert not lease_file(hooks, goal_id).exists()  # the report ended the lease
+    everything = json.dumps([e.data for e in Event.objects.filter(goal_id=goal_id)])
+    assert PROVIDER_TEXT not in everything and "10 minutes" not in everything
+
+    # SessionEnd after the failure has nothing to release; a new session start
+    # while paused says so and takes no lease.
+    hooks("SessionEnd", reason="other")
+    paused = hooks("SessionStart", source="resume")["hookSpecificOutput"]["additionalContext"]
+    assert "holds no lease: wait_for_reset" in paused
+    assert not lease_file(hooks, goal_id).exists()
+
+
+def test_the_end_of_a_turn_releases_the_lease_and_keeps_the_goal(hooks):
+    hooks("SessionStart", source="startup")
+    goal_id = str(Goal.objects.get().id)
+    assert lease_file(hooks, goal_id).exists()
+    hooks("Stop", stop_hook_active=False, last_assistant_message="Done.")
+    goal = Goal.objects.get()
+    assert goal.status == "waiting" and goal.state["lease"] == {}
+    kinds = list(Event.objects.filter(goal_id=goal_id).values_list("kind", flat=True))
+    assert kinds[-3:] == ["lease.released", "wake.scheduled", "receipt.recorded"]  # armed
+    assert not lease_file(hooks, goal_id).exists()
+    hooks("SessionEnd", reason="other")  # nothing left to release: no new event
+    assert Event.objects.filter(goal_id=goal_id).count() == len(kinds)
+    # The next turn's session start takes the lease again (generation 2).
+    assert "generation 2" in hooks("SessionStart", source="resume")[
+        "hookSpecificOutput"]["additionalContext"]
+
+
+def test_a_dispatched_session_adopts_the_lease_of_its_wake(hooks, agent_token, live_server):
+    hooks("SessionStart", source="startup")
+    goal_id = str(Goal.objects.get().id)
+    lease = json.loads(lease_file(hooks, goal_id).read_text())
+    lease_file(hooks, goal_id).unlink()
+    # What the command dispatcher sets: the goal and the lease its wake granted.
+    hooks.env.update(WAKELEDGER_GOAL_ID=goal_id, WAKELEDGER_LEASE_TOKEN=lease["token"],
+                     WAKELEDGER_LEASE_GENERATION=str(lease["generation"]))
+    hooks.env.pop("WAKELEDGER_TOKEN")
+    token_file = hooks.state / "token"
+    token_file.write_text(agent_token)
+    token_file.chmod(0o644)
+    hooks("SessionStart", source="resume")
+    assert "readable by others" in hooks.stderr  # a shared token file is refused, exit 0
+    token_file.chmod(0o600)
+    context = hooks("SessionStart", source="resume")["hookSpecificOutput"]["additionalContext"]
+    assert f"generation {lease['generation']}" in context and lease["token"] not in context
+    assert json.loads(lease_file(hooks, goal_id).read_text())["token"] == lease["token"]
+    assert Goal.objects.count() == 1
+
+
+@pytest.mark.parametrize(("error", "text", "status", "reason"), [
+    ("authentication_failed", f"401 {PROVIDER_TEXT} invalid x-api-key", "failed",
+     "AUTH_FAILED"),
+    ("unknown", f"{PROVIDER_TEXT} something else broke", "blocked", "UNCLASSIFIED"),
+])
+def test_other_failures_are_reported_by_class(hooks, error, text, status, reason):
+    hooks("SessionStart", source="startup")
+    hooks("StopFailure", error=error, last_assistant_message=text)
+    goal = Goal.objects.get()
+    assert (goal.status, goal.reason) == (status, reason)
+    assert PROVIDER_TEXT not in json.dumps(list(Event.objects.values_list("data", flat=True)))
+
+
+def test_a_server_that_is_down_costs_the_session_nothing(tmp_path):
+    hooks = Hooks("http://127.0.0.1:9/api/v1", "wl_x", tmp_path / "state", tmp_path)
+    for event in ("SessionStart", "StopFailure", "Stop", "SessionEnd"):
+        assert hooks(event, error="rate_limit") == {}
+    hooks.env["WAKELEDGER_TOKEN"] = "wl_do-not-print-me"
+    hooks("SessionStart", source="startup")
+    assert hooks.seconds < 5, hooks.seconds
+    assert hooks.stderr.count("\n") == 1 and "cannot reach" in hooks.stderr
+    assert "do-not-print-me" not in hooks.stderr
+
+
+@pytest.mark.parametrize("stdin", ["", "not json", "[1, 2]", '{"hook_event_name": '
+                                   '"SessionStart"}'])
+def test_bad_input_is_one_line_and_exit_0(tmp_path, stdin):
+    done = subprocess.run([sys.executable, "-m", "wakeledger_agent", "hook", "claude-code"],
+                          input=stdin, capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, "WAKELEDGER_URL": "http://127.0.0.1:9",
+                               "WAKELEDGER_TOKEN": "x",
+                               "WAKELEDGER_STATE_DIR": str(tmp_path)})
+    assert done.returncode == 0 and done.stdout == ""
+    assert done.stderr.startswith("wakeledger hook: ") and "Traceback" not in done.stderr
+
+
+def test_the_phrases_sent_are_read_back_as_their_class():
+    assert set(runend.PHRASES) == set(CLASSES)
+    for kind, phrase in runend.PHRASES.items():
+        assert classify(phrase) == kind
+    now = datetime(2026, 12, 4, 10, 0, tzinfo=UTC)
+    body = runend.run_report("rate_limit", "Request rejected (429) · try again in 90 seconds",
+                             now=now)
+    assert body == {"outcome": "error", "error_text": "rate limit",
+                    "retry_after": "2026-12-04T10:01:30+00:00"}
+    # Claude Code's own error value decides before the words do.
+    assert runend.failure_class("authentication_failed", "rate limit") == "auth"
+    assert runend.failure_class("unknown", "OAuth token has expired") == "auth"
+    assert runend.run_report("server_error", "boom", now=now)["retry_after"] == ""
+
+
+def wakeledger(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "wakeledger_agent", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_install_merges_idempotently_and_uninstall_removes_only_ours(tmp_path):
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    mine = {"model": "opus", "hooks": {
+        "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "audit"}]}]}}
+    settings.write_text(json.dumps(mine))
+    first = wakeledger("hooks", "install", "claude-code", "--project", str(tmp_path),
+                       cwd=tmp_path)
+    assert first.returncode == 0 and first.stdout.startswith("--- a/")
+    assert '+            "command": ' in first.stdout and "hook claude-code" in first.stdout
+    installed = json.loads(settings.read_text())
+    for event in ("SessionStart", "StopFailure", "Stop", "SessionEnd"):
+        ours = [h for g in installed["hooks"][event] for h in g["hooks"]
+                if h["command"].endswith("hook claude-code")]
+        assert len(ours) == 1 and ours[0]["timeout"] == 30
+    assert installed["hooks"]["Stop"][0] == mine["hooks"]["Stop"][0]  # theirs kept, first
+    assert installed["hooks"]["PreToolUse"] == mine["hooks"]["PreToolUse"]
+    assert installed["model"] == "opus"
+
+    second = wakeledger("hooks", "install", "claude-code", cwd=tmp_path)  # the default: cwd
+    assert second.returncode == 0 and second.stdout.strip().endswith("no change")
+    assert json.loads(settings.read_text()) == installed
+
+    removed = wakeledger("hooks", "uninstall", "claude-code", "--project", str(tmp_path),
+                         cwd=tmp_path)
+    assert removed.returncode == 0 and removed.stdout.startswith("--- a/")
+    assert json.loads(settings.read_text()) == mine
+
+
+def test_install_refuses_settings_it_cannot_read(tmp_path):
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text("{not json")
+    done = wakeledger("hooks", "install", "claude-code", cwd=tmp_path)
+    assert done.returncode == 2 and "is not JSON" in done.stderr
+    assert "Traceback" not in done.stderr and settings.read_text() == "{not json"
+    user = wakeledger("hooks", "install", "claude-code", "--user", "--project", ".",
+                      cwd=tmp_path)
+    assert user.returncode == 2  # one place at a time
+
+
+def test_the_mcp_server_with_shared_leases_uses_the_lease_the_hook_took(hooks):
+    """`wakeledger mcp --share-leases`: the tools fence with the hook's lease
+    (no resume_goal first), the answers never show it, and the end of the turn
+    finds the checkpoint's release already done."""
+    import anyio
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    hooks("SessionStart", source="startup")
+    goal_id = str(Goal.objects.get().id)
+    token = json.loads(lease_file(hooks, goal_id).read_text())["token"]
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "wakeledger_agent", "mcp", "--share-leases"],
+        env={name: hooks.env[name] for name in
+             ("WAKELEDGER_URL", "WAKELEDGER_TOKEN", "WAKELEDGER_STATE_DIR")})
+    texts: list[str] = []
+
+    async def scenario() -> None:
+        async with Client(stdio_client(params)) as client:
+            done = await client.call_tool("checkpoint_goal", {
+                "goal_id": goal_id, "current_step": "parsed", "progress_pct": 50,
+                "release_lease": True})
+            texts.extend(block.text for block in done.content)
+            assert not done.is_error, texts
+
+    anyio.run(scenario)
+    assert token not in "".join(texts)
+    assert not lease_file(hooks, goal_id).exists()  # released, and forgotten in the files
+    hooks("Stop", stop_hook_active=False)
+    kinds = list(Event.objects.filter(goal_id=goal_id).values_list("kind", flat=True))
+    assert kinds.count("lease.released") == 1 and "checkpoint.recorded" in kinds

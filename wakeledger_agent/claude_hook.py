@@ -1,0 +1,240 @@
+"""``wakeledger hook claude-code``: Claude Code's hooks, a model-free observer.
+
+Claude Code runs it with one hook event as JSON on stdin (``session_id``,
+``cwd``, ``hook_event_name``, and per event its own fields). It acts on four:
+
+- ``SessionStart``: find or start the goal bound to the session (the goal
+  ``WAKELEDGER_GOAL_ID`` names, as a wake's command dispatcher sets it, or the
+  one this session started before, or a new one: session key = the session
+  id, workspace = ``cwd``), take or resume its lease, and print the
+  ``additionalContext`` the model reads: the goal, its latest checkpoint, next
+  actions and done criteria, and how to record work. Never the lease token.
+- ``StopFailure``: report the run's end through the run-report endpoint, as
+  a class and a reset only (``runend``): a usage limit pauses the goal until
+  its reset, and the reset's wake resumes this session.
+- ``Stop`` / ``SessionEnd``: release the lease at the end of the turn (the
+  goal stays active, its watchdog armed), unless the goal finished.
+
+It must never stand in the session's way: every failure (no server, a bad
+token, bad input) is one line on stderr and exit 0, and each call has a short
+timeout (``WAKELEDGER_HOOK_TIMEOUT``, 3 s, two attempts).
+"""
+
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from wakeledger_agent import client, runend
+from wakeledger_agent.client import ApiError, Client
+from wakeledger_agent.errors import CliError
+from wakeledger_agent.leases import FileLeases
+
+AGENT_ID = "claude-code"
+HOOK_TIMEOUT = "3"
+# A lease that can never work again: forget it.
+LEASE_ENDING = ("lease_lost", "lease_required", "goal_terminal")
+
+
+class Hook:
+    """One hook event's work: the API, the lease store, the session."""
+
+    def __init__(self, api: Client, leases: FileLeases, event: dict[str, Any]):
+        self.api, self.leases, self.event = api, leases, event
+        self.session_id = _text(event, "session_id")
+
+    def goal(self) -> str | None:
+        return os.environ.get("WAKELEDGER_GOAL_ID") or self.leases.session_goal(self.session_id)
+
+    def session(self) -> dict[str, str]:
+        return {"agent_id": AGENT_ID, "session_key": self.session_id,
+                "session_id": self.session_id}
+
+    # ------------------------------------------------------------ SessionStart
+
+    def session_start(self) -> dict[str, Any]:
+        goal_id = self.goal()
+        self._adopt_dispatched_lease(goal_id)
+        if goal_id is None:
+            goal_id, lease_note = self._start_goal()
+        else:
+            lease_note = self._take_lease(goal_id)
+        self.leases.bind_session(self.session_id, goal_id)
+        self.leases.set_current(goal_id)
+        packet = self.api.call("GET", f"goals/{goal_id}/resume")
+        return {"hookSpecificOutput": {"hookEventName": "SessionStart",
+                                       "additionalContext": context(goal_id, packet,
+                                                                    lease_note)}}
+
+    def _adopt_dispatched_lease(self, goal_id: str | None) -> None:
+        """A wake's command dispatcher hands its lease over in the environment:
+        keep it in the lease store, where the CLI and the MCP server find it."""
+        token = os.environ.get("WAKELEDGER_LEASE_TOKEN")
+        generation = os.environ.get("WAKELEDGER_LEASE_GENERATION", "")
+        if goal_id and token and generation.isdigit():
+            self.leases.save(goal_id, {"token": token, "generation": int(generation)})
+
+    def _start_goal(self) -> tuple[str, str]:
+        cwd = _text(self.event, "cwd")
+        body: dict[str, Any] = {
+            "goal_key": os.environ.get("WAKELEDGER_GOAL_KEY") or f"claude-code-{self.session_id}",
+            "workspace": cwd,
+            "objective": os.environ.get("WAKELEDGER_OBJECTIVE") or f"Claude Code session in {cwd}",
+            "done_criteria": _lines(os.environ.get("WAKELEDGER_DONE", "")),
+            "session": self.session(),
+        }
+        if os.environ.get("WAKELEDGER_DISPATCH"):
+            body["policy"] = {"dispatch": os.environ["WAKELEDGER_DISPATCH"]}
+        answer = self.api.call("POST", "goals", body)
+        goal_id = answer["goal"]["id"]
+        return goal_id, self._keep(goal_id, answer)
+
+    def _take_lease(self, goal_id: str) -> str:
+        held = self.leases.get(goal_id)
+        if held is not None:
+            return f"This session holds the goal's lease (generation {held['generation']})."
+        return self._keep(goal_id, self.api.call("POST", f"goals/{goal_id}/lease", {}))
+
+    def _keep(self, goal_id: str, answer: dict[str, Any]) -> str:
+        if answer.get("acquired"):
+            self.leases.save(goal_id, answer["lease"])
+            return (f"This session holds the goal's lease (generation "
+                    f"{answer['lease']['generation']}).")
+        if self.leases.get(goal_id) is not None:
+            return "This session holds the goal's lease."
+        return (f"This session holds no lease: {answer.get('next_required_action')}"
+                + (f", retry after {answer['retry_after_seconds']} s"
+                   if answer.get("retry_after_seconds") else "")
+                + ". Do not work on the goal until `wakeledger lease` grants one.")
+
+    # ------------------------------------------------------------ the end of a turn
+
+    def stop_failure(self) -> None:
+        goal_id, lease = self._held()
+        if goal_id is None or lease is None:
+            return
+        text = "\n".join(str(self.event.get(key) or "")
+                         for key in ("error_details", "last_assistant_message"))
+        body = runend.run_report(_optional(self.event, "error"), text,
+                                 now=datetime.now(UTC), tz=os.environ.get("TZ") or "UTC")
+        answer = self._fenced(goal_id, "runs", {**body, "session": self.session()}, lease)
+        if answer.get("status") != "running":
+            self.leases.forget(goal_id)  # a reported failure ended the lease
+        log(f"{self.event['hook_event_name']}: goal {goal_id} {answer.get('status')} "
+            f"({answer.get('classification')}"
+            + (f", until {answer['paused_until']})" if answer.get("paused_until") else ")"))
+
+    def end_of_turn(self) -> None:
+        goal_id, lease = self._held()
+        if goal_id is None or lease is None:
+            return  # finished, reported, or never held: nothing to give back
+        self._fenced(goal_id, "lease/release", {}, lease)
+        self.leases.forget(goal_id)
+
+    def _held(self) -> tuple[str | None, dict[str, Any] | None]:
+        goal_id = self.goal()
+        return goal_id, (self.leases.get(goal_id) if goal_id else None)
+
+    def _fenced(self, goal_id: str, path: str, body: dict[str, Any],
+                lease: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self.api.call("POST", f"goals/{goal_id}/{path}", {"lease": lease, **body})
+        except ApiError as error:
+            if error.code in LEASE_ENDING:
+                self.leases.forget(goal_id)
+            raise
+
+
+# ---------------------------------------------------------------- what the model reads
+
+
+def context(goal_id: str, packet: dict[str, Any], lease_note: str) -> str:
+    """The SessionStart context: where the work stands and how to record it."""
+    checkpoint = packet.get("checkpoint") or {}
+    lines = [
+        f"Wake Ledger goal {goal_id} is bound to this session: {packet.get('objective', '')}",
+        f"Latest checkpoint: {checkpoint.get('current_step') or '(none)'} "
+        f"({checkpoint.get('progress_pct', 0)} %).",
+        "Next actions: " + ("; ".join(packet.get("next_actions") or []) or "(none recorded)"),
+        "Done when: " + ("; ".join(packet.get("done_criteria") or []) or "(not stated)"),
+    ]
+    if packet.get("artifacts_to_verify"):
+        lines.append("Verify before continuing: " + ", ".join(
+            f"{a['path']} (sha256 {a['sha256'][:12]}…)" for a in packet["artifacts_to_verify"]))
+    lines += [
+        lease_note + " The hooks keep it: never ask for it or print it.",
+        f"Record each verified step with the MCP tool checkpoint_goal (goal_id {goal_id}) or "
+        f"`wakeledger checkpoint --goal {goal_id} --step TEXT --progress N --next TEXT`; "
+        f"finish with finish_goal or `wakeledger finish --goal {goal_id} --status completed "
+        "--summary TEXT --evidence CRITERION=EVIDENCE` (one per done criterion).",
+        "At the end of each turn the hooks release the lease; when a usage limit stops you, "
+        "they report it and a wake resumes this session after the reset.",
+    ]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the event
+
+
+def _text(event: dict[str, Any], key: str) -> str:
+    value = event.get(key)
+    if not isinstance(value, str) or not value:
+        raise CliError(2, f"the hook event has no {key}")
+    return value
+
+
+def _optional(event: dict[str, Any], key: str) -> str | None:
+    value = event.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def log(message: str) -> None:
+    print(f"wakeledger hook: {message}", file=sys.stderr)
+
+
+HANDLERS = {
+    "SessionStart": Hook.session_start,
+    "StopFailure": Hook.stop_failure,
+    "Stop": Hook.end_of_turn,
+    "SessionEnd": Hook.end_of_turn,
+}
+
+
+def read_event(source: TextIO) -> dict[str, Any]:
+    try:
+        event = json.loads(source.read() or "null")
+    except (ValueError, UnicodeDecodeError):
+        event = None
+    if not isinstance(event, dict):
+        raise CliError(2, "expected one Claude Code hook event as JSON on stdin")
+    return event
+
+
+def main(source: TextIO | None = None) -> int:
+    """Exit 0 whatever happens: a hook that fails must not stop the session
+    (a StopFailure or SessionStart hook's exit code 2 would mean something)."""
+    try:
+        event = read_event(source or sys.stdin)
+        handler = HANDLERS.get(str(event.get("hook_event_name")))
+        if handler is None:
+            return 0  # an event these hooks do not act on
+        # Short, whatever the CLI's WAKELEDGER_TIMEOUT: the session waits on us.
+        env = {**os.environ,
+               "WAKELEDGER_TIMEOUT": os.environ.get("WAKELEDGER_HOOK_TIMEOUT") or HOOK_TIMEOUT}
+        output = handler(Hook(client.from_env(env), FileLeases(), event))
+    except CliError as error:
+        # The messages are the server's problem details and our own words:
+        # never a token (the API never echoes one).
+        log(str(error))
+        return 0
+    except Exception as error:  # a hook never blocks the session: say what, exit 0
+        log(f"unexpected {type(error).__name__}; the session goes on without Wake Ledger")
+        return 0
+    if output is not None:
+        print(json.dumps(output))
+    return 0

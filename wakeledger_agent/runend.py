@@ -1,0 +1,52 @@
+"""A run's end as Wake Ledger may know it: the failure's class and its reset,
+never the provider's text.
+
+The hook reads the provider's message on this machine (with the pure
+``ledger.domain`` classifier and reset parser, the server's own) and sends
+the run-report endpoint a fixed phrase per class plus the reset as an
+ISO 8601 ``retry_after``. The server classifies the phrase to the same class
+and drops it, as it drops any error text; the provider's words never leave
+the machine (docs/decisions.md, "Hooks send the class, not the text").
+"""
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from ledger.domain.failures import AUTH, OWNER_VERIFICATION, RATE_LIMIT, UNCLASSIFIED, classify
+from ledger.domain.resets import parse_reset
+
+# What the server's classifier reads back as each class (tests/test_claude_code_hooks.py
+# checks the round trip through ``classify``).
+PHRASES = {
+    RATE_LIMIT: "rate limit",
+    AUTH: "authentication failed",
+    OWNER_VERIFICATION: "organization must be verified",
+    UNCLASSIFIED: "unclassified failure",
+}
+# Claude Code's StopFailure ``error`` values that decide the class on their own
+# (its own reading of the API's answer, more reliable than its display text:
+# "API Error: Request rejected (429)" names no rate limit in words).
+BY_ERROR = {
+    "rate_limit": RATE_LIMIT,
+    "overloaded": RATE_LIMIT,
+    "billing_error": RATE_LIMIT,  # a prepaid balance: topping up lifts it (docs/failures.md)
+    "authentication_failed": AUTH,
+    "oauth_org_not_allowed": AUTH,
+}
+
+
+def failure_class(error: str | None, text: str) -> str:
+    """The class: Claude Code's own ``error`` when it decides one, else the text's."""
+    return BY_ERROR.get(error or "") or classify(text)
+
+
+def run_report(error: str | None, text: str, *, now: datetime, tz: str = "UTC") -> dict[str, Any]:
+    """The run-report body for a failed run: the class's phrase, and the reset
+    the text states (a rate limit only), nothing of the text itself."""
+    kind = failure_class(error, text)
+    reset = parse_reset(text, now=now, tz=tz) if kind == RATE_LIMIT else None
+    if reset is not None and reset.microsecond:
+        # To the second, rounded up: waking a moment early would only meet the limit again.
+        reset = reset.replace(microsecond=0) + timedelta(seconds=1)
+    return {"outcome": "error", "error_text": PHRASES[kind],
+            "retry_after": reset.isoformat() if reset else ""}
