@@ -101,7 +101,7 @@ LIMITS = {
                       '"timestamp":"2025-11-11T16:40:06.075Z"}]', None),
     "openai": ("openai.error.RateLimitError: Rate limit reached for gpt-4 in organization "
                "org-uVqpjtJiKqvVJMVfvpaounIh on tokens per min (TPM): Limit 10000, Used "
-               "8554, Requested 3082. Please try again in 9.816s.", ("in", 10)),
+               "8554, Requested 3082. Please try again in 9.816s.", ("in", 9.816)),
     "gemini": ('{"error":{"code":429,"status":"RESOURCE_EXHAUSTED",\n  "details":[{"@type":'
                '"…/google.rpc.RetryInfo","retryDelay":"38s"}]}}', ("in", 38)),
 }
@@ -134,8 +134,9 @@ def test_a_limit_notice_pauses_the_goal_until_its_reset(shell, tmp_path, provide
     elif reset[0] == "at":
         assert stated == next_wall_time(before, reset[1], reset[2])
     else:
-        assert before + timedelta(seconds=reset[1] - 1) <= stated \
-            <= after + timedelta(seconds=reset[1])
+        # A delay counts from when it was read; sent to the second, rounded up.
+        assert before + timedelta(seconds=reset[1]) <= stated \
+            <= after + timedelta(seconds=reset[1] + 1)
     # The output stayed on this machine: not one fragment of it in any event.
     recorded = json.dumps([e.data for e in history(goal)])
     for fragment in ("usage limit", "limit reached", "org-uVqp", "RESOURCE_EXHAUSTED",

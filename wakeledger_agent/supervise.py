@@ -29,10 +29,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from ledger.domain.failures import AUTH, OWNER_VERIFICATION, RATE_LIMIT, UNCLASSIFIED, classify
-from ledger.domain.resets import parse_reset
 from wakeledger_agent import child as childrun
-from wakeledger_agent import client
+from wakeledger_agent import client, runend
 from wakeledger_agent.errors import (
     EXIT_CONFLICT,
     EXIT_OK,
@@ -47,16 +45,6 @@ TERMINAL = ("done", "failed", "stopped")
 # pulls anyway (the server decides whether anything is due). The same five
 # minutes after which the server itself calls a wake missed.
 SCHEDULER_GRACE = timedelta(minutes=5)
-
-# What the server is told instead of the output: a fixed sentence per class
-# that its own classifier reads back as that class (tests check it does). A
-# rate limit with a reset goes as the reset alone (a Retry-After value).
-CLASS_TEXT = {
-    RATE_LIMIT: "rate limit: the agent's output named no reset time",
-    AUTH: "authentication failed (read from the agent's output)",
-    OWNER_VERIFICATION: "the organization must be verified (read from the agent's output)",
-}
-
 
 # Answers after which a lease will never work again: the agent released it
 # itself, finished the goal or asked for an approval, or another holder has it.
@@ -124,39 +112,29 @@ def local_zone() -> str:
 class Verdict:
     outcome: str  # ok | error
     error_class: str = ""
-    reset_at: datetime | None = None
     why: str = ""  # for a human on stderr: never the output itself
+    body: dict[str, Any] = field(default_factory=lambda: {"outcome": "ok"})  # POST /runs
+
+    @property
+    def reset_at(self) -> datetime | None:
+        return _instant(self.body.get("retry_after"))
 
 
 def judge(ended: childrun.Ended, now: datetime, tz: str) -> Verdict:
     """Exit 0 is a clean end of turn; otherwise the output's last lines decide
-    the class, with the API's own classifier and reset parser. A child killed
-    by a signal (SIGKILL, an OOM kill) whose tail names no known failure is a
-    crash: ``unclassified``, the class of an unknown failure, which blocks the
-    goal for a human (it may have stopped half-way through a side effect)."""
+    the class, read on this machine like the hooks read Claude Code's
+    (runend: the API's own classifier and reset parser), and the report
+    carries the class's fixed phrase and the reset, never the output. A
+    child killed by a signal (SIGKILL, an OOM kill) whose tail names no known
+    failure is a crash: ``unclassified``, the class of an unknown failure,
+    which blocks the goal for a human (it may have stopped half-way through a
+    side effect)."""
     if ended.returncode == 0 and ended.signal is None:
         return Verdict("ok")
     how = (f"killed by signal {ended.signal}" if ended.signal
            else f"exited with status {ended.returncode}")
-    error_class = classify(ended.tail) if ended.tail.strip() else UNCLASSIFIED
-    reset = parse_reset(ended.tail, now=now, tz=tz) if error_class == RATE_LIMIT else None
-    return Verdict("error", error_class, reset, how)
-
-
-def run_body(verdict: Verdict) -> dict[str, Any]:
-    """The POST /runs body for a verdict: the class (as a fixed sentence) and
-    the reset (as a Retry-After instant), never the output."""
-    if verdict.outcome == "ok":
-        return {"outcome": "ok"}
-    if verdict.error_class == RATE_LIMIT and verdict.reset_at is not None:
-        return {"outcome": "error", "retry_after": _iso(verdict.reset_at)}
-    text = CLASS_TEXT.get(verdict.error_class,
-                          f"the agent's command {verdict.why} (an unknown failure)")
-    return {"outcome": "error", "error_text": text}
-
-
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    body = runend.run_report(None, ended.tail, now=now, tz=tz)
+    return Verdict("error", runend.failure_class(None, ended.tail), how, body)
 
 
 # ---------------------------------------------------------------- the terminal
@@ -388,7 +366,7 @@ class Supervisor:
         if self.lease is None:
             return
         try:
-            answer = self.fenced("runs", run_body(verdict))
+            answer = self.fenced("runs", verdict.body)
         except CliError as error:
             if code_of(error) not in LEASE_GONE:
                 raise
