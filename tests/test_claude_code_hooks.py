@@ -111,6 +111,9 @@ def test_a_session_from_start_to_a_usage_limit_and_back(hooks, settings):
     hooks("SessionEnd", reason="other")
     paused = hooks("SessionStart", source="resume")["hookSpecificOutput"]["additionalContext"]
     assert "holds no lease: wait_for_reset" in paused
+    refused = hooks("UserPromptSubmit", prompt="go on")["hookSpecificOutput"]
+    assert refused["hookEventName"] == "UserPromptSubmit"
+    assert "holds no lease: wait_for_reset" in refused["additionalContext"]
     assert not lease_file(hooks, goal_id).exists()
 
 
@@ -126,7 +129,13 @@ def test_the_end_of_a_turn_releases_the_lease_and_keeps_the_goal(hooks):
     assert not lease_file(hooks, goal_id).exists()
     hooks("SessionEnd", reason="other")  # nothing left to release: no new event
     assert Event.objects.filter(goal_id=goal_id).count() == len(kinds)
-    # The next turn's session start takes the lease again (generation 2).
+    # The next prompt takes the lease again (generation 2), quietly; a second
+    # prompt of the same turn asks the server nothing.
+    assert hooks("UserPromptSubmit", prompt="go on") == {}
+    assert json.loads(lease_file(hooks, goal_id).read_text())["generation"] == 2
+    events = Event.objects.filter(goal_id=goal_id).count()
+    assert hooks("UserPromptSubmit", prompt="and then") == {}
+    assert Event.objects.filter(goal_id=goal_id).count() == events
     assert "generation 2" in hooks("SessionStart", source="resume")[
         "hookSpecificOutput"]["additionalContext"]
 
@@ -167,7 +176,7 @@ def test_other_failures_are_reported_by_class(hooks, error, text, status, reason
 
 def test_a_server_that_is_down_costs_the_session_nothing(tmp_path):
     hooks = Hooks("http://127.0.0.1:9/api/v1", "wl_x", tmp_path / "state", tmp_path)
-    for event in ("SessionStart", "StopFailure", "Stop", "SessionEnd"):
+    for event in ("SessionStart", "UserPromptSubmit", "StopFailure", "Stop", "SessionEnd"):
         assert hooks(event, error="rate_limit") == {}
     hooks.env["WAKELEDGER_TOKEN"] = "wl_do-not-print-me"
     hooks("SessionStart", source="startup")
@@ -220,7 +229,7 @@ def test_install_merges_idempotently_and_uninstall_removes_only_ours(tmp_path):
     assert first.returncode == 0 and first.stdout.startswith("--- a/")
     assert '+            "command": ' in first.stdout and "hook claude-code" in first.stdout
     installed = json.loads(settings.read_text())
-    for event in ("SessionStart", "StopFailure", "Stop", "SessionEnd"):
+    for event in ("SessionStart", "UserPromptSubmit", "StopFailure", "Stop", "SessionEnd"):
         ours = [h for g in installed["hooks"][event] for h in g["hooks"]
                 if h["command"].endswith("hook claude-code")]
         assert len(ours) == 1 and ours[0]["timeout"] == 30

@@ -150,7 +150,9 @@ def test_real_claude_code_pauses_at_a_usage_limit_and_resumes_its_session(
     assert json.dumps(completed.data).count("fake suite: 1 passed") == 1
     claimed = Event.objects.get(goal_id=gid, kind="wake.claimed")
     assert claimed.data["reason"] == "rate_limit_reset"
-    log = next((tmp_path / "runs").glob(f"{gid}-*.log")).read_text()
-    assert json.loads(log)["session_id"] == session_id
+    # The goal finishes inside the turn; claude writes its result when the turn is over.
+    log = next((tmp_path / "runs").glob(f"{gid}-*.log"))
+    output = wait_for(lambda: log.read_text().strip(), 60, "the resumed run's result")
+    assert json.loads(output)["session_id"] == session_id
     # Nothing of the provider's text anywhere in the database.
     assert SECRET not in database_text()

@@ -9,6 +9,8 @@ Claude Code runs it with one hook event as JSON on stdin (``session_id``,
   id, workspace = ``cwd``), take or resume its lease, and print the
   ``additionalContext`` the model reads: the goal, its latest checkpoint, next
   actions and done criteria, and how to record work. Never the lease token.
+- ``UserPromptSubmit``: take the lease again at the start of a turn when the
+  last turn's end gave it back (an interactive session's next prompt).
 - ``StopFailure``: report the run's end through the run-report endpoint, as
   a class and a reset only (``runend``): a usage limit pauses the goal until
   its reset, and the reset's wake resumes this session.
@@ -108,6 +110,17 @@ class Hook:
                    if answer.get("retry_after_seconds") else "")
                 + ". Do not work on the goal until `wakeledger lease` grants one.")
 
+    def prompt_submit(self) -> dict[str, Any] | None:
+        goal_id = self.goal()
+        if goal_id is None or self.leases.get(goal_id) is not None:
+            return None  # no goal bound (SessionStart said why), or the lease is held
+        note = self._take_lease(goal_id)
+        if self.leases.get(goal_id) is not None:
+            return None
+        return {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
+                                       "additionalContext": f"Wake Ledger goal {goal_id}: "
+                                                            f"{note}"}}
+
     # ------------------------------------------------------------ the end of a turn
 
     def stop_failure(self) -> None:
@@ -168,8 +181,9 @@ def context(goal_id: str, packet: dict[str, Any], lease_note: str) -> str:
         f"`wakeledger checkpoint --goal {goal_id} --step TEXT --progress N --next TEXT`; "
         f"finish with finish_goal or `wakeledger finish --goal {goal_id} --status completed "
         "--summary TEXT --evidence CRITERION=EVIDENCE` (one per done criterion).",
-        "At the end of each turn the hooks release the lease; when a usage limit stops you, "
-        "they report it and a wake resumes this session after the reset.",
+        "At the end of each turn the hooks release the lease and take it again at your next "
+        "prompt; when a usage limit stops you, they report it and a wake resumes this "
+        "session after the reset.",
     ]
     return "\n".join(lines)
 
@@ -199,6 +213,7 @@ def log(message: str) -> None:
 
 HANDLERS = {
     "SessionStart": Hook.session_start,
+    "UserPromptSubmit": Hook.prompt_submit,
     "StopFailure": Hook.stop_failure,
     "Stop": Hook.end_of_turn,
     "SessionEnd": Hook.end_of_turn,

@@ -16,7 +16,7 @@ from typing import Any
 
 from wakeledger_agent.errors import EXIT_USAGE, CliError
 
-EVENTS = ("SessionStart", "StopFailure", "Stop", "SessionEnd")
+EVENTS = ("SessionStart", "UserPromptSubmit", "StopFailure", "Stop", "SessionEnd")
 MARK = "hook claude-code"
 # Claude Code's own default is 60 s; ours answer within a few (HOOK_TIMEOUT per call).
 TIMEOUT_SECONDS = 30
