@@ -1,8 +1,8 @@
 from django.contrib import admin
 
-from api.models import ApiToken
-from api.roles import role_of
+from ledger.accounts import role_of
 from ledger.admin import ReadOnlyAdmin
+from ledger.models import ApiToken
 
 
 @admin.register(ApiToken)

@@ -40,7 +40,7 @@ import hmac
 import json
 import secrets
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from functools import wraps
 from typing import Any
 
@@ -49,11 +49,11 @@ from django.db import connection, transaction
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from api.models import IdempotencyRecord
 from api.problems import Problem
 from api.serializers import validated
 from ledger import clock, failpoints
 from ledger.domain.validation import looks_like_secret
+from ledger.models import IdempotencyRecord
 
 HEADER = "Idempotency-Key"
 _META_KEY = "HTTP_" + HEADER.upper().replace("-", "_")  # as WSGI names it
@@ -264,18 +264,3 @@ def idempotent(serializer_class: type) -> Callable[[View], View]:
         return wrapper
 
     return decorate
-
-
-def retention() -> timedelta:
-    return timedelta(hours=settings.WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS)
-
-
-def prune(now: Any = None) -> int:
-    """Delete records older than the retention. Returns how many.
-
-    What ``ledger prune`` and the scheduled task (scheduling.maintenance) run.
-    A record deleted while its attempt still runs cannot be completed by it
-    (the conditional UPDATE finds no row), so that attempt rolls back."""
-    cutoff = (now or clock.now()) - retention()
-    deleted, _ = IdempotencyRecord.objects.filter(created_at__lt=cutoff).delete()
-    return deleted

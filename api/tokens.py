@@ -1,36 +1,18 @@
-"""API tokens: ``wl_<prefix>_<secret>``; stored as prefix + HMAC-SHA256 digest."""
+"""Bearer authentication: the live API token a request names, in one query.
+
+Tokens are ``wl_<prefix>_<secret>``, issued by ``ledger.accounts.issue_token`` and
+stored as prefix + HMAC-SHA256 digest."""
 
 import hmac
-import secrets
-import string
 from functools import cache
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
-from django.utils.crypto import salted_hmac
 
-from api.models import ApiToken
-from api.roles import OPERATOR, PRIORITY
+from ledger.accounts import OPERATOR, PRIORITY, token_digest
+from ledger.models import ApiToken
 
-_ALPHABET = string.ascii_letters + string.digits
 _NO_DIGEST = "0" * 64
-
-
-def digest(token: str) -> str:
-    # Keyed with SECRET_KEY: a stolen table of digests cannot be checked
-    # offline without it. Rotating SECRET_KEY invalidates every token.
-    return salted_hmac("wakeledger.api-token", token, secret=settings.SECRET_KEY,
-                       algorithm="sha256").hexdigest()
-
-
-def issue(user: AbstractBaseUser) -> str:
-    """Create a token for ``user`` and return it; it is never retrievable again."""
-    prefix = "".join(secrets.choice(_ALPHABET) for _ in range(8))
-    token = f"wl_{prefix}_{secrets.token_urlsafe(32)}"
-    ApiToken.objects.create(user=user, prefix=prefix, digest=digest(token))
-    return token
 
 
 # The user's fields the lookup reads; every other field of the user it
@@ -99,7 +81,7 @@ def authenticate(token: str) -> ApiToken | None:
     # Compare even when nothing was found, so timing does not tell whether a
     # prefix exists.
     expected = row[1] if row else _NO_DIGEST
-    if not hmac.compare_digest(expected, digest(token)) or row is None:
+    if not hmac.compare_digest(expected, token_digest(token)) or row is None:
         return None
     token_id, rank, names = row[0], row[-1], _user_fields()
     # SQLite answers 0/1 for booleans (the ORM would convert them).

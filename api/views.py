@@ -23,10 +23,10 @@ from api.auth import HasRole
 from api.digests import host_ref_digest
 from api.idempotency import idempotent, lease_token
 from api.problems import PROBLEM_CONTENT_TYPE, Problem
-from api.roles import AGENT, AUDITOR, OPERATOR, role_of
 from api.schema import BODY, CALLER, GOAL, IDEMPOTENT, QUERY, responses
 from api.serializers import validated
 from ledger import alerts, clock, continuations, siteurl, store, throttle
+from ledger.accounts import AGENT, AUDITOR, OPERATOR, role_of
 from ledger.domain import (
     AcquireLease,
     Artifact,
@@ -47,20 +47,18 @@ from ledger.domain import (
 )
 from ledger.domain.commands import Evidence, WakeRequest
 from ledger.domain.events import iso
+from ledger.domain.finishing import completion_state
+from ledger.domain.jobs import NotifyJob, TrackJob, UpdateJob
 from ledger.domain.leases import lease_live
 from ledger.domain.runs import Recover, ReportRun, RequestApproval, ResolveApproval, Stop
 from ledger.domain.smartwake import preflight, resume_packet
 from ledger.domain.timing import next_wake_at
 from ledger.domain.validation import canonical_workspace
-from ledger.domain.wakes import (
+from ledger.domain.watchdogs import (
     HOST,
     CancelWatchdog,
-    NotifyJob,
     PrepareWatchdog,
     RecordReceipt,
-    TrackJob,
-    UpdateJob,
-    completion_state,
     watchdog_health,
 )
 from ledger.models import Event, Goal

@@ -40,9 +40,8 @@ def main() -> None:
         from django.test import Client, override_settings
         from django.urls import reverse
 
-        from api import tokens
         from bench import seed
-        from ledger import timeline
+        from ledger import accounts, timeline
         from ledger.management.commands.ledger import ensure_user
 
         started = time.perf_counter()
@@ -56,7 +55,7 @@ def main() -> None:
             "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
             "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
         }).enable()
-        token = tokens.issue(ensure_user("bench-auditor", "auditor"))
+        token = accounts.issue_token(ensure_user("bench-auditor", "auditor"))
         api = Client(HTTP_HOST="localhost", HTTP_AUTHORIZATION=f"Bearer {token}")
         events_url = f"/api/v1/goals/{goal_id}/events"
         admin = Client(HTTP_HOST="localhost")

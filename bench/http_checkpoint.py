@@ -51,11 +51,11 @@ from bench.common import django_setup
 django_setup({var_dir!r}, settings="bench.settings")
 from django.db import connection
 from bench.bare import CREATE
-from api import tokens
+from ledger import accounts
 from ledger.management.commands.ledger import ensure_user
 with connection.cursor() as cursor:
     cursor.execute(CREATE)
-print(json.dumps([tokens.issue(ensure_user(f"bench-agent-{{i}}", "agent"))
+print(json.dumps([accounts.issue_token(ensure_user(f"bench-agent-{{i}}", "agent"))
                   for i in range({clients})]))
 """
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,

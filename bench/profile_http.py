@@ -31,7 +31,7 @@ STAGES = (
     ("DRF initial(): authentication, permissions, throttles", "rest_framework/views.py",
      "initial"),
     ("bearer token lookup (api/tokens.authenticate)", "api/tokens.py", "authenticate"),
-    ("role lookup (api/roles.role_of)", "api/roles.py", "role_of"),
+    ("role lookup (ledger/accounts.role_of)", "ledger/accounts.py", "role_of"),
     ("Idempotency-Key: claiming the key (_claim)", "api/idempotency.py", "_claim"),
     ("Idempotency-Key: recording the answer (_complete)", "api/idempotency.py", "_complete"),
     ("the view (CheckpointsView.post)", "api/views.py", "post"),
@@ -69,10 +69,10 @@ def main() -> None:
         django_setup(tmp)
         from django.test import Client
 
-        from api import tokens
+        from ledger import accounts
         from ledger.management.commands.ledger import ensure_user
 
-        token = tokens.issue(ensure_user("bench-agent", "agent"))
+        token = accounts.issue_token(ensure_user("bench-agent", "agent"))
         client = Client(HTTP_HOST="localhost", HTTP_AUTHORIZATION=f"Bearer {token}")
         answer = client.post("/api/v1/goals", {
             "goal_key": "bench", "workspace": "/bench/profile", "objective": "benchmark",

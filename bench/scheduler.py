@@ -39,7 +39,7 @@ def seed_goals(count: int) -> list[str]:
     from ledger import store
     from ledger.domain import LeaseProof, RunGoal, StartGoal
     from ledger.domain.commands import ReleaseLease
-    from ledger.domain.wakes import PrepareWatchdog
+    from ledger.domain.watchdogs import PrepareWatchdog
 
     ids = []
     proof = LeaseProof("0" * 64, 1)

@@ -32,11 +32,12 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
-from api.accounts import OPERATOR, ROLES, role_of
 from ledger import alerts, clock, continuations, export, goalids, projection, store, timeline
+from ledger.accounts import OPERATOR, ROLES, role_of
 from ledger.domain import TERMINAL_STATUSES, DomainError, GoalState, decide, liveness
+from ledger.domain.claims import WakeNow
 from ledger.domain.runs import Recover, ResolveApproval, Stop
-from ledger.domain.wakes import WakeNow, watchdog_health
+from ledger.domain.watchdogs import watchdog_health
 from ledger.models import Event, Goal
 from ledger.terminal import summary
 
@@ -550,7 +551,7 @@ _register_django_q_read_only()
 #
 # Accounts are the one thing superusers edit here (Django's own user and group
 # admin, which only superusers may use): who may log in, with which role. The
-# three role groups are named in code (api.roles), so they cannot be renamed
+# three role groups are named in code (ledger.accounts), so they cannot be renamed
 # or deleted here; a deleted one would silently strip every member's role.
 
 

@@ -29,7 +29,8 @@ SWEEPER = "sweeper"
 
 
 def needing_a_human(goals: QuerySet[Goal], now: datetime) -> QuerySet[Goal]:
-    overdue = Q(deadline_at__lt=now - liveness.SWEEP_SLACK, status__in=ACTIVE_STATUSES)
+    # liveness.alert as a query: the stored attention, or liveness.overdue.
+    overdue = Q(deadline_at__lt=liveness.overdue_cutoff(now), status__in=ACTIVE_STATUSES)
     return goals.filter(~Q(attention="") | overdue)
 
 

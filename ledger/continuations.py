@@ -17,9 +17,9 @@ from django.conf import settings
 from ledger import clock, store
 from ledger.dispatchers import lease_dispatchers
 from ledger.domain import GoalState
+from ledger.domain.claims import ClaimWake, WakeNow, claim_outcome, occurrence_of
 from ledger.domain.smartwake import resume_packet
 from ledger.domain.timing import next_wake_at
-from ledger.domain.wakes import ClaimWake, WakeNow, claim_outcome, occurrence_of
 
 
 @dataclass

@@ -38,15 +38,10 @@ from ledger.domain import (
     lease_stale_at,
 )
 from ledger.domain.commands import Evidence
+from ledger.domain.jobs import TrackJob, UpdateJob
 from ledger.domain.overdue import CheckLiveness
 from ledger.domain.runs import ReportRun, RequestApproval
-from ledger.domain.wakes import (
-    PrepareWatchdog,
-    TrackJob,
-    UpdateJob,
-    reset_schedule_name,
-    schedule_name,
-)
+from ledger.domain.watchdogs import PrepareWatchdog, reset_schedule_name, schedule_name
 from ledger.models import Goal
 
 ROOT = "/srv/demo"

@@ -1,7 +1,7 @@
 """Which configured dispatchers hand over the lease their wake grants.
 
 A fact every internal or operator wake's claim needs (push or pull, decided in
-the domain on the locked state: ``ledger.domain.wakes.pushed``), read from
+the domain on the locked state: ``ledger.domain.claims.pushed``), read from
 ``WAKELEDGER_DISPATCHERS``; ``scheduling.dispatch`` validates the whole
 configuration at start-up and sends the dispatches.
 """

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
+from ledger.domain import policy as domain_policy
 from ledger.env import database_from_url, env_bool, env_int, env_json, env_list, env_str
 from ledger.files import private_var
 
@@ -309,12 +310,16 @@ if Q_CLUSTER["retry"] <= Q_CLUSTER["timeout"]:
 # end-to-end tests shrink it so a watchdog fires within seconds.
 WAKELEDGER_CADENCE_UNIT_SECONDS = env_int("WAKELEDGER_CADENCE_UNIT_SECONDS", 60, minimum=1,
                                           maximum=60)
-# Rule 2's stale grace after a lease's expiry, frozen into each goal's policy.
-WAKELEDGER_STALE_GRACE_SECONDS = env_int("WAKELEDGER_STALE_GRACE_SECONDS", 60, minimum=0,
-                                         maximum=600)
-# Rule 4's margin after a provider's reset time before the one-off wake.
-WAKELEDGER_RESET_MARGIN_SECONDS = env_int("WAKELEDGER_RESET_MARGIN_SECONDS", 120, minimum=0,
-                                          maximum=3600)
+# Rule 2's stale grace after a lease's expiry, frozen into each goal's policy,
+# and rule 4's margin after a provider's reset time before the one-off wake:
+# their defaults and bounds are the domain's (ledger/domain/policy.py).
+WAKELEDGER_STALE_GRACE_SECONDS = env_int(
+    "WAKELEDGER_STALE_GRACE_SECONDS", domain_policy.LEASE_STALE_GRACE_SECONDS,
+    minimum=domain_policy.RANGES["stale_grace_seconds"][0],
+    maximum=domain_policy.RANGES["stale_grace_seconds"][1])
+WAKELEDGER_RESET_MARGIN_SECONDS = env_int(
+    "WAKELEDGER_RESET_MARGIN_SECONDS", domain_policy.RESET_MARGIN_SECONDS,
+    minimum=domain_policy.RESET_MARGIN_RANGE[0], maximum=domain_policy.RESET_MARGIN_RANGE[1])
 WAKELEDGER_SWEEP_MINUTES = env_int("WAKELEDGER_SWEEP_MINUTES", 1, minimum=1, maximum=60)
 # An outbox row still "sending" this long after its dispatcher's timeout
 # belongs to a sender that died mid-call: recorded as uncertain (rule 6).

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ledger.domain import GoalState
 from ledger.domain.runs import budget_left
 from ledger.domain.timing import next_wake_at
-from ledger.domain.wakes import watchdog_health
+from ledger.domain.watchdogs import watchdog_health
 
 if TYPE_CHECKING:  # only for annotations: this module never queries
     from ledger.models import Goal

@@ -22,6 +22,7 @@ from django.utils.safestring import SafeString, mark_safe
 from ledger import alerts, clock, doctor
 from ledger.chain import event_hash, head_break
 from ledger.domain import TERMINAL_STATUSES, liveness
+from ledger.domain.state import BLOCKED, RATE_LIMIT_STOPPED
 from ledger.models import Event, Goal
 from ledger.terminal import summary
 
@@ -186,6 +187,23 @@ def chart(goal: Goal) -> dict[str, Any]:
     def y(pct: int | float) -> float:
         return round(bottom - (bottom - top) * pct / 100, 1)
 
+    series = _series(recent, x, y, whole_life, left, right)
+    legend = [{"colour": colour, "label": label}
+              for colour, label in dict.fromkeys(MARKERS.values())]
+    return {
+        "width": CHART_WIDTH, "height": CHART_HEIGHT,
+        "left": left, "right": right, "top": top, "bottom": bottom,
+        **series, "pause_colour": PAUSE_COLOUR, "plot_height": bottom - top,
+        "x_ticks": time_ticks(start, end, x),
+        "y_ticks": [{"y": y(p), "label": f"{p} %"} for p in (0, 25, 50, 75, 100)],
+        "start": start, "end": end, "ends_now": goal.status not in TERMINAL_STATUSES,
+        "legend": legend,
+    }
+
+
+def _series(recent: list[dict[str, Any]], x: Any, y: Any, whole_life: bool, left: int,
+            right: int) -> dict[str, Any]:
+    """The chart's progress step line, its markers, checkpoints and pause spans."""
     pct = 0 if whole_life else None
     points = [f"{left},{y(0)}"] if whole_life else []
     markers, checkpoints, pauses = [], [], []
@@ -219,18 +237,8 @@ def chart(goal: Goal) -> dict[str, Any]:
         pauses.append(_pause_span(paused_at, x(paused_at["recorded_at"]), right))
     if pct is not None:
         points.append(f"{right},{y(pct)}")
-    legend = [{"colour": colour, "label": label}
-              for colour, label in dict.fromkeys(MARKERS.values())]
-    return {
-        "width": CHART_WIDTH, "height": CHART_HEIGHT,
-        "left": left, "right": right, "top": top, "bottom": bottom,
-        "points": " ".join(points), "markers": markers, "checkpoints": checkpoints,
-        "pauses": pauses, "pause_colour": PAUSE_COLOUR, "plot_height": bottom - top,
-        "x_ticks": time_ticks(start, end, x),
-        "y_ticks": [{"y": y(p), "label": f"{p} %"} for p in (0, 25, 50, 75, 100)],
-        "start": start, "end": end, "ends_now": goal.status not in TERMINAL_STATUSES,
-        "legend": legend,
-    }
+    return {"points": " ".join(points), "markers": markers, "checkpoints": checkpoints,
+            "pauses": pauses}
 
 
 def _pause_span(row: dict[str, Any], start_x: float, end_x: float) -> dict[str, Any]:
@@ -267,8 +275,7 @@ def header(goal: Goal) -> dict[str, Any]:
     lines = []
     for row in rows[:INTERRUPTIONS][::-1]:
         data = row["data"]
-        if row["kind"] == "goal.blocked" and not str(data.get("reason", "")).startswith(
-                "RATE_LIMIT"):
+        if row["kind"] == "goal.blocked" and data.get("reason") != RATE_LIMIT_STOPPED:
             continue  # other blocks are the status badge's, not a rate limit's
         label = {"goal.paused": "rate limit, paused", "goal.recovered": "recovered",
                  "goal.blocked": "rate limit, blocked"}[row["kind"]]
@@ -352,7 +359,7 @@ def stuck_goals() -> list[dict[str, Any]]:
                 continue
             since = datetime.fromisoformat(row["since"]) if row["since"] else goal.updated_at
             items.append({"goal": goal, "since": since, "age": now - since})
-        title = (f"Blocked: {reason}" if items and items[0]["goal"].status == "blocked"
+        title = (f"Blocked: {reason}" if items and items[0]["goal"].status == BLOCKED
                  else "Wake rows missing or wrong (ledger doctor --fix)"
                  if reason == "SCHEDULE_ROWS" else reason)
         result.append({"title": title, "reason": reason, "count": len(rows), "goals": items,

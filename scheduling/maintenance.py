@@ -12,8 +12,7 @@ from typing import Any
 from django.conf import settings
 from django_q.models import Schedule
 
-from api.idempotency import prune
-from ledger import doctor
+from ledger import accounts, doctor
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +22,7 @@ PRUNE_NAME = "wakeledger-idempotency-prune"
 
 def prune_idempotency_records() -> int:
     """Delete idempotency records older than their retention. Returns how many."""
-    deleted = prune()
+    deleted = accounts.prune_idempotency_records()
     if deleted:
         logger.info("pruned %d idempotency record(s) older than %d h", deleted,
                     settings.WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS)

@@ -25,10 +25,10 @@ from django.db import transaction
 from ledger import clock, failpoints, store
 from ledger.continuations import dispatch_token
 from ledger.domain import DomainError
+from ledger.domain.dispatches import RecordDispatch
 from ledger.domain.smartwake import resume_packet
 from ledger.domain.state import GoalState
 from ledger.domain.timing import next_wake_at
-from ledger.domain.wakes import RecordDispatch
 from scheduling import dispatch
 from scheduling.models import Dispatch
 

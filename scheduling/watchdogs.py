@@ -23,11 +23,7 @@ from django_q.models import Schedule
 from ledger import store
 from ledger.doctor import FIRE, SWEEPER_NAME, ensure_sweeper
 from ledger.domain.events import RECEIPT_RECORDED, WAKE_SCHEDULED
-from ledger.domain.wakes import (
-    requested_schedule_name,
-    reset_schedule_name,
-    schedule_name,
-)
+from ledger.domain.watchdogs import requested_schedule_name, reset_schedule_name, schedule_name
 
 __all__ = ["FIRE", "SWEEPER_NAME", "apply", "ensure_sweeper", "requested_schedule_name",
            "reset_schedule_name", "schedule_name"]

@@ -34,12 +34,12 @@ class Api:
         from django.contrib.auth.models import Group
         from rest_framework.test import APIClient
 
-        from api import tokens
+        from ledger import accounts
 
         user, _ = get_user_model().objects.get_or_create(username=username)
         user.groups.add(Group.objects.get_or_create(name=role)[0])
         self.username = username
-        self.token = tokens.issue(user)
+        self.token = accounts.issue_token(user)
         self.client = APIClient()
         self.client.credentials(HTTP_AUTHORIZATION=f"Bearer {self.token}")
 

@@ -22,9 +22,9 @@ from rest_framework.test import APIClient
 
 from api import serializers as s
 from api import tokens
-from api.models import ApiToken
-from api.roles import AGENT, AUDITOR, OPERATOR, role_of
-from ledger import clock, throttle
+from ledger import accounts, clock, throttle
+from ledger.accounts import AGENT, AUDITOR, OPERATOR, role_of
+from ledger.models import ApiToken
 from tests.conftest import Api
 
 pytestmark = pytest.mark.django_db
@@ -195,7 +195,7 @@ def test_the_role_from_the_token_query_is_role_of_for_every_membership(superuser
         person = get_user_model().objects.create(username=f"u{index}-{superuser}",
                                                  is_superuser=superuser)
         person.groups.set([Group.objects.get_or_create(name=n)[0] for n in names])
-        found = tokens.authenticate(tokens.issue(person))
+        found = tokens.authenticate(accounts.issue_token(person))
         expected = role_of(get_user_model().objects.get(pk=person.pk))
         assert found.user._wakeledger_role == expected, names
         assert role_of(found.user) == expected

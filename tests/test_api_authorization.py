@@ -12,11 +12,9 @@ from django.core.management.base import CommandError
 from django.db import connection
 from rest_framework.test import APIClient
 
-from api import tokens
-from api.models import ApiToken
+from ledger import accounts, sealing
 from ledger import clock as ledger_clock
-from ledger import sealing
-from ledger.models import Event, Goal
+from ledger.models import ApiToken, Event, Goal
 from tests.factories import COMPLETED
 
 pytestmark = pytest.mark.django_db
@@ -246,7 +244,7 @@ def test_a_valid_token_without_a_role_is_403(goal, endpoint):
     gid, lease = goal
     user = get_user_model().objects.create(username="roleless")
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {tokens.issue(user)}")
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {accounts.issue_token(user)}")
     before = snapshot()
 
     response = call(client, endpoint, gid, lease)
@@ -335,7 +333,7 @@ def test_a_superusers_token_acts_as_an_operator(goal):
     gid, lease = goal
     root = get_user_model().objects.create_superuser("root", password="pw-for-the-test")
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {tokens.issue(root)}")
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {accounts.issue_token(root)}")
     assert call(client, "GET events", gid, None).status_code == 200
     assert_problem(call(client, "POST checkpoints", gid, lease), 403, "forbidden")
     assert call(client, "POST workspace/release", gid, None).status_code == 200

@@ -6,8 +6,7 @@ import json
 import pytest
 from django.conf import settings
 
-from api.models import IdempotencyRecord
-from ledger.models import Event, Goal
+from ledger.models import Event, Goal, IdempotencyRecord
 
 pytestmark = pytest.mark.django_db
 

@@ -14,9 +14,9 @@ from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
 
 from api import idempotency
-from api.models import IdempotencyRecord
 from api.parsers import StrictJSONParser
-from ledger.models import Event, Goal
+from ledger import accounts
+from ledger.models import Event, Goal, IdempotencyRecord
 from tests.factories import COMPLETED, lease_of
 
 D = idempotency.key_digest  # what is stored of a key
@@ -363,9 +363,9 @@ def test_prune_deletes_only_records_older_than_48_hours(agent, clock):
         .status_code == 201
     clock.advance(hours=1)  # "old" is exactly 48 h old: kept
 
-    assert idempotency.prune() == 0
+    assert accounts.prune_idempotency_records() == 0
     clock.advance(seconds=1)
-    assert idempotency.prune() == 1
+    assert accounts.prune_idempotency_records() == 1
     assert list(IdempotencyRecord.objects.values_list("key", flat=True)) == [D("new")]
     assert Event.objects.filter(idempotency_key=D("old")).exists(), "events are never pruned"
 
@@ -373,7 +373,7 @@ def test_prune_deletes_only_records_older_than_48_hours(agent, clock):
     reused = agent.post("goals", {**NEW_GOAL, "workspace": "/w/again"}, key="old")
     assert reused.status_code == 201 and REPLAYED not in reused
     # An explicit "now" is honoured.
-    assert idempotency.prune(now=start + timedelta(hours=200)) == 2
+    assert accounts.prune_idempotency_records(now=start + timedelta(hours=200)) == 2
     assert not IdempotencyRecord.objects.exists()
 
 

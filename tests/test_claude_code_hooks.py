@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from api import tokens
+from ledger import accounts
 from ledger.domain.failures import CLASSES, classify
 from ledger.models import Event, Goal
 from wakeledger_agent import runend
@@ -32,7 +32,7 @@ def agent_token(transactional_db):
 
     user = get_user_model().objects.create(username="claude-code-agent")
     user.groups.add(Group.objects.get_or_create(name="agent")[0])
-    return tokens.issue(user)
+    return accounts.issue_token(user)
 
 
 class Hooks:

@@ -22,7 +22,7 @@ import pytest
 from django.db import connection
 from django_q.models import Schedule
 
-from api import tokens
+from ledger import accounts
 from ledger.models import Event, Goal
 from scheduling import tasks, watchdogs
 from tests.fake_anthropic import FakeAnthropic
@@ -55,7 +55,7 @@ def agent_token(transactional_db):
 
     user = get_user_model().objects.create(username="claude-code-live")
     user.groups.add(Group.objects.get_or_create(name="agent")[0])
-    return tokens.issue(user)
+    return accounts.issue_token(user)
 
 
 def wait_for(condition, timeout: float, what: str):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from api import tokens
+from ledger import accounts
 from ledger.models import Event, Goal
 from tests.factories import kinds
 
@@ -28,7 +28,7 @@ def agent_token(transactional_db):
 
     user = get_user_model().objects.create(username="cli-agent")
     user.groups.add(Group.objects.get_or_create(name="agent")[0])
-    return tokens.issue(user)
+    return accounts.issue_token(user)
 
 
 class Shell:

@@ -34,6 +34,7 @@ from ledger.domain import (
     fold,
     liveness,
 )
+from ledger.domain.claims import CONSUMING, ClaimWake, WakeNow
 from ledger.domain.commands import Evidence
 from ledger.domain.errors import LeaseLost
 from ledger.domain.overdue import CheckLiveness
@@ -47,7 +48,7 @@ from ledger.domain.runs import (
     Stop,
 )
 from ledger.domain.timing import slot_of
-from ledger.domain.wakes import CONSUMING, ClaimWake, PrepareWatchdog, WakeNow
+from ledger.domain.watchdogs import PrepareWatchdog
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SHAS = ["0" * 64, "1" * 64, "2" * 64]

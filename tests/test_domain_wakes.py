@@ -16,18 +16,11 @@ from ledger.domain import (
     decide,
     fold,
 )
+from ledger.domain.claims import ClaimWake, claim_outcome
+from ledger.domain.finishing import completion_state
+from ledger.domain.jobs import TrackJob, UpdateJob
 from ledger.domain.overdue import CheckLiveness
-from ledger.domain.wakes import (
-    CancelWatchdog,
-    ClaimWake,
-    PrepareWatchdog,
-    RecordReceipt,
-    TrackJob,
-    UpdateJob,
-    claim_outcome,
-    completion_state,
-    watchdog_health,
-)
+from ledger.domain.watchdogs import CancelWatchdog, PrepareWatchdog, RecordReceipt, watchdog_health
 from tests.factories import completed, proof_of
 
 T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)

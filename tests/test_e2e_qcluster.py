@@ -18,7 +18,7 @@ from django.db import connection
 from django_q.models import Schedule, Task
 from django_q.tasks import async_task
 
-from api import tokens
+from ledger import accounts
 from ledger.models import Event, Goal
 from scheduling import watchdogs
 from scheduling.signatures import verify_signature
@@ -99,7 +99,7 @@ def agent_http(live_server, transactional_db):
 
     user = get_user_model().objects.create(username="e2e-agent")
     user.groups.add(Group.objects.get_or_create(name="agent")[0])
-    token = tokens.issue(user)
+    token = accounts.issue_token(user)
 
     def call(method: str, path: str, body: dict | None = None) -> dict:
         request = urllib.request.Request(  # noqa: S310  (the live server's http URL)

@@ -14,8 +14,8 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from api import idempotency
-from api.models import IdempotencyRecord
-from ledger.models import Event
+from ledger import accounts
+from ledger.models import Event, IdempotencyRecord
 from tests.factories import errors_since, server_log
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -238,8 +238,8 @@ def test_prune_follows_the_retention_setting(agent, clock, checkpoint, settings)
     gid, path, body = checkpoint
     assert agent.post(path, body, key=KEY).status_code == 201
     clock.advance(hours=2)
-    assert idempotency.prune() == 0  # exactly the retention old: kept
+    assert accounts.prune_idempotency_records() == 0  # exactly the retention old: kept
     clock.advance(seconds=1)
-    assert idempotency.prune() == 1
+    assert accounts.prune_idempotency_records() == 1
     assert not IdempotencyRecord.objects.exists()
     assert keyed_events(gid) == [(4, "checkpoint.recorded")], "events are never pruned"

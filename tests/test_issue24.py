@@ -249,8 +249,8 @@ def test_release_after_a_rate_limit_says_the_lease_is_gone_and_until_when(agent,
 @pytest.mark.django_db(transaction=True)
 def test_the_cli_says_what_is_true_after_a_rate_limit_and_names_each_refusal_once(
         live_server, tmp_path, monkeypatch, capsys):
-    from api import cli
     from tests.conftest import Api
+    from wakeledger_agent import cli, errors
 
     agent = Api("cli-24", "agent")
     monkeypatch.setenv("WAKELEDGER_URL", live_server.url)
@@ -261,7 +261,7 @@ def test_the_cli_says_what_is_true_after_a_rate_limit_and_names_each_refusal_onc
     assert cli.main(["report-run", "--outcome", "error", "--error-text",
                      "429 rate limit exceeded", "--retry-after", "600"]) == 0
     capsys.readouterr()
-    assert cli.main(["release"]) == cli.EXIT_LEASE_LOST
+    assert cli.main(["release"]) == errors.EXIT_LEASE_LOST
     err = capsys.readouterr().err
     assert "run `wakeledger lease` or" not in err
     assert "already released" in err and "paused until" in err
@@ -270,7 +270,7 @@ def test_the_cli_says_what_is_true_after_a_rate_limit_and_names_each_refusal_onc
                      "--objective", "Try the CLI again"]) == 0
     assert cli.main(["checkpoint", "--step", "half", "--progress", "50"]) == 0
     capsys.readouterr()
-    assert cli.main(["checkpoint", "--step", "less", "--progress", "40"]) == cli.EXIT_CONFLICT
+    assert cli.main(["checkpoint", "--step", "less", "--progress", "40"]) == errors.EXIT_CONFLICT
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line.count("is below the recorded 50") == 1, line
     assert line.endswith("(field: progress_pct)"), line
@@ -334,8 +334,7 @@ def test_an_idempotency_key_is_stored_and_shown_as_its_digest_and_scanned(agent,
                                                                          clock):
     import hashlib
 
-    from api.models import IdempotencyRecord
-    from ledger.models import Event
+    from ledger.models import Event, IdempotencyRecord
 
     key = "my-run-7f3a"
     started = agent.post("goals", {"goal_key": "k", "workspace": "/srv/k", "objective": "o"},

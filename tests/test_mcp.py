@@ -38,11 +38,11 @@ def agent_token(transactional_db):
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
 
-    from api import tokens
+    from ledger import accounts
 
     user = get_user_model().objects.create(username="mcp-agent")
     user.groups.add(Group.objects.get_or_create(name="agent")[0])
-    return tokens.issue(user)
+    return accounts.issue_token(user)
 
 
 @pytest.fixture

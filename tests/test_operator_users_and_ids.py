@@ -13,10 +13,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from api.models import ApiToken
-from api.roles import role_of
 from ledger import siteurl
-from ledger.models import Goal
+from ledger.accounts import role_of
+from ledger.models import ApiToken, Goal
 from tests.factories import GoalFactory
 
 pytestmark = pytest.mark.django_db

@@ -42,9 +42,21 @@ def test_every_command_of_the_domain_is_in_the_one_catalogue():
     import dataclasses
     import inspect
 
-    from ledger.domain import COMMANDS, commands, overdue, runs, wakes
+    from ledger.domain import (
+        COMMANDS,
+        claims,
+        commands,
+        dispatches,
+        finishing,
+        jobs,
+        overdue,
+        requested,
+        runs,
+        watchdogs,
+    )
 
-    defined = {obj for module in (commands, runs, wakes, overdue)
+    defined = {obj for module in (commands, runs, watchdogs, claims, dispatches, jobs,
+                                  finishing, requested, overdue)
                for _, obj in inspect.getmembers(module, inspect.isclass)
                if dataclasses.is_dataclass(obj) and obj.__module__ == module.__name__
                and obj.__name__ not in ("LeaseProof", "Artifact", "WakeRequest", "Evidence",

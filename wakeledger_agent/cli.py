@@ -200,6 +200,40 @@ MCP = Command("mcp", "serve these calls as MCP tools over stdio (docs/agents.md)
         help="keep leases in the CLI's lease files (WAKELEDGER_STATE_DIR) instead of this "
              "process only, so the lease `wakeledger hook` took is the one the tools use"),))
 
+
+
+def supervise(args: argparse.Namespace) -> Any:
+    from wakeledger_agent import supervise as s  # lazily: it reads the failure classifier
+
+    sys.exit(s.main(args))  # its stdout is the agent's: no JSON answer after it
+
+
+SUPERVISE = Command(
+    "supervise", "run an agent command under the goal's lease: heartbeats, the run reported "
+    "as its class (a limit notice pauses the goal until its reset), with --until-done its "
+    "wakes pulled and resumed (docs/agents.md)", supervise, goal=False, args=(
+        arg("--workspace", required=True), arg("--goal-key", required=True),
+        arg("--objective", default="",
+            help="for a new goal (default: 'supervised: GOAL_KEY')"),
+        arg("--done-criterion", "--done", dest="done", **REPEAT,
+            help="a done criterion (repeat)"),
+        arg("--next", **REPEAT, help="a planned step (repeat)"),
+        arg("--resume-cmd", help="what a wake runs: one string, split as a shell would (no "
+            "shell runs it), {goal_id} {session_key} {prompt} filled in per argument; "
+            "default: CMD again"),
+        arg("--until-done", action="store_true",
+            help="after each run, wait for the goal's wake, pull it and resume, until the "
+                 "goal ends or needs a human"),
+        arg("--session-key", default="",
+            help="the agent's session key (registered on the goal; {session_key})"),
+        arg("--lease-seconds", type=int, help="for a new goal: how long each lease lasts"),
+        arg("--timezone", help="the IANA zone limit notices print wall times in (default: "
+            "this machine's)"),
+        arg("--poll-seconds", type=float, default=30.0,
+            help="with --until-done: the longest sleep between looks at the goal"),
+        arg("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
+            help="the agent command to run")))
+
 COMMANDS: tuple[Command, ...] = (
     START, CHECKPOINT,
     Command("heartbeat", "renew the lease", c.cmd_heartbeat),
@@ -214,7 +248,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("contract", "the smart-wake checkpoint contract", c.cmd_contract),
     EVENTS, GOALS,
     Command("alerts", "goals that need a human", c.cmd_alerts, goal=False),
-    MCP, HOOK, HOOKS,
+    MCP, HOOK, HOOKS, SUPERVISE,
 )
 EPILOG = ("exit codes: 0 ok, 2 usage, 3 validation, 4 auth, 5 not found, 6 lease lost, "
           "7 goal terminal, 8 conflict or lease/wake not granted, 9 network, 10 server")

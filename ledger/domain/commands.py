@@ -133,7 +133,7 @@ class ReleaseWorkspace:
 
 
 # The commands defined here. The whole catalogue (these, plus the wake, run,
-# approval and operator commands of wakes.py and runs.py) is
+# approval and operator commands of watchdogs.py, claims.py, jobs.py and runs.py) is
 # ``ledger.domain.decider.COMMANDS``: one place lists every command and the
 # rule that decides it.
 CoreCommand = (StartGoal | RunGoal | AcquireLease | Heartbeat | ReleaseLease | RecordCheckpoint

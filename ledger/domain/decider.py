@@ -15,11 +15,21 @@ from datetime import datetime
 from functools import reduce
 from typing import Any
 
-from ledger.domain import leases, overdue, runs, wakes
+from ledger.domain import (
+    claims,
+    dispatches,
+    finishing,
+    jobs,
+    leases,
+    overdue,
+    pulls,
+    requested,
+    runs,
+    watchdogs,
+)
 from ledger.domain import policy as p
 from ledger.domain import validation as v
 from ledger.domain.commands import (
-    FINISH_STATUSES,
     AcquireLease,
     CoreCommand,
     Finish,
@@ -107,11 +117,11 @@ def decision(state: GoalState, command: "Command", now: datetime) -> Decision:
 
 
 def _settled(state: GoalState, events: list[Event], now: datetime) -> Decision:
-    """The command's events plus what keeps the goal alive (wakes.settle)."""
+    """The command's events plus what keeps the goal alive (finishing.settle)."""
     if not events:
         return Decision(events, state)
     after = fold(events, state)
-    more = wakes.settle(state, after, now)
+    more = finishing.settle(state, after, now)
     return Decision(events + more, fold(more, after)) if more else Decision(events, after)
 
 
@@ -167,8 +177,8 @@ def _run(state: GoalState, cmd: RunGoal, now: datetime) -> Decision:
 
 def _acquire(state: GoalState, cmd: AcquireLease, now: datetime) -> list[Event]:
     """Take the lease; on a goal with a due wake, this is the pull that resumes it."""
-    if leases.lease_refusal(state, now) is None and wakes.due_for_pull(state, now):
-        return wakes.pull_events(state, cmd.holder, cmd.token_sha256, now)
+    if leases.lease_refusal(state, now) is None and pulls.due_for_pull(state, now):
+        return pulls.pull_events(state, cmd.holder, cmd.token_sha256, now)
     return leases.acquire(state, cmd, now)
 
 
@@ -234,61 +244,15 @@ def _checkpoint(state: GoalState, cmd: RecordCheckpoint, now: datetime) -> list[
     if cmd.release_lease:
         events.append(Event(LEASE_RELEASED, {"generation": lease["generation"]}, now))
         if cmd.wake is not None:
-            events += wakes.requested_wake_events(state, cmd.wake, now)
+            events += requested.requested_wake_events(state, cmd.wake, now)
     return events
 
 
 def _release(state: GoalState, cmd: ReleaseLease, now: datetime) -> list[Event]:
     events = leases.release(state, cmd, now)
     if cmd.wake is not None:
-        events += wakes.requested_wake_events(state, cmd.wake, now)
+        events += requested.requested_wake_events(state, cmd.wake, now)
     return events
-
-
-# --------------------------------------------------------------------- finishing
-
-
-def _finish(state: GoalState, cmd: Finish, now: datetime) -> list[Event]:
-    lease = fence(state, cmd.proof)
-    if cmd.status not in FINISH_STATUSES:
-        raise InvalidCommand(f"status must be one of {', '.join(FINISH_STATUSES)}.",
-                             field="status")
-    completed = cmd.status == "completed"
-    summary = v.text(cmd.summary, "summary", limit=v.MAX_NOTE, required=completed)
-    evidence = _evidence(state, cmd) if completed else []
-    if cmd.evidence and not completed:
-        raise InvalidCommand("evidence goes with status completed; say in the summary what "
-                             "held and what did not.", field="evidence")
-    # Rule 10: verified completion (jobs terminal, watchdog cancelled).
-    return wakes.finish_events(state, cmd.status, summary, lease["generation"], now,
-                               evidence=evidence)
-
-
-def _evidence(state: GoalState, cmd: Finish) -> list[dict[str, str]]:
-    """One item per done criterion, none unknown, none twice; in the criteria's order."""
-    if not isinstance(cmd.evidence, list | tuple) or len(cmd.evidence) > v.MAX_ITEMS:
-        raise InvalidCommand(f"evidence must be a list of at most {v.MAX_ITEMS} items.",
-                             field="evidence")
-    given: dict[str, str] = {}
-    for i, item in enumerate(cmd.evidence):
-        name = f"evidence[{i}]"
-        criterion = v.text(item.criterion, f"{name}.criterion", limit=v.MAX_ITEM, required=True)
-        if criterion not in state.done_criteria:
-            raise InvalidCommand("not one of the goal's done criteria (give its exact text).",
-                                 field=f"{name}.criterion")
-        if criterion in given:
-            raise InvalidCommand("this criterion already has evidence.",
-                                 field=f"{name}.criterion")
-        given[criterion] = v.text(item.evidence, f"{name}.evidence", limit=v.MAX_NOTE,
-                                  required=True)
-    missing = [c for c in state.done_criteria if c not in given]
-    if missing:
-        raise InvalidCommand(
-            f"completed needs evidence for each done criterion; missing {len(missing)}: "
-            + "; ".join(repr(c) for c in missing[:3]) + (" …" if len(missing) > 3 else ""),
-            field="evidence")
-    # A criterion listed twice at the start needs (and gets) one item.
-    return [{"criterion": c, "evidence": given[c]} for c in dict.fromkeys(state.done_criteria)]
 
 
 def _release_workspace(state: GoalState, cmd: ReleaseWorkspace, now: datetime) -> list[Event]:
@@ -308,35 +272,36 @@ _DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
     Heartbeat: leases.heartbeat,
     ReleaseLease: _release,
     RecordCheckpoint: _checkpoint,
-    Finish: _finish,
+    Finish: finishing.finish,
     ReleaseWorkspace: _release_workspace,
-    wakes.PrepareWatchdog: wakes.prepare,
-    wakes.CancelWatchdog: wakes.cancel,
-    wakes.RecordReceipt: wakes.receipt,
-    wakes.ClaimWake: wakes.claim,
+    watchdogs.PrepareWatchdog: watchdogs.prepare,
+    watchdogs.CancelWatchdog: watchdogs.cancel,
+    watchdogs.RecordReceipt: finishing.receipt,
+    claims.ClaimWake: claims.claim,
     overdue.CheckLiveness: overdue.check,
-    wakes.RecordDispatch: wakes.dispatched,
-    wakes.WakeNow: wakes.operator_wake,
+    dispatches.RecordDispatch: dispatches.dispatched,
+    claims.WakeNow: claims.operator_wake,
     runs.ReportRun: runs.report,
     runs.RequestApproval: runs.request_approval,
     runs.ResolveApproval: runs.resolve_approval,
     runs.Stop: lambda state, cmd, now: [*runs.stop(state, cmd, now),
-                                        *wakes.cancel_on_stop(state, now)],
+                                        *finishing.cancel_on_stop(state, now)],
     runs.Recover: runs.recover,
-    wakes.TrackJob: wakes.track_job,
-    wakes.UpdateJob: wakes.update_job,
-    wakes.NotifyJob: wakes.notify_job,
+    jobs.TrackJob: jobs.track_job,
+    jobs.UpdateJob: jobs.update_job,
+    jobs.NotifyJob: jobs.notify_job,
 }
 
 # A terminal goal still answers a late wake and takes the cancellation
 # receipt of a leftover watchdog (TERMINAL_ALLOWED_KINDS); nothing else.
-_ALLOWED_WHEN_TERMINAL = (wakes.ClaimWake, wakes.RecordReceipt, runs.Recover,
-                          wakes.RecordDispatch, overdue.CheckLiveness)
+_ALLOWED_WHEN_TERMINAL = (claims.ClaimWake, watchdogs.RecordReceipt, runs.Recover,
+                          dispatches.RecordDispatch, overdue.CheckLiveness)
 
 COMMANDS: tuple[type, ...] = (StartGoal, RunGoal, *_DECIDERS)
-Command = (CoreCommand | wakes.PrepareWatchdog | wakes.CancelWatchdog | wakes.RecordReceipt
-           | wakes.ClaimWake | overdue.CheckLiveness | wakes.RecordDispatch | wakes.WakeNow
-           | wakes.TrackJob | wakes.UpdateJob | wakes.NotifyJob | runs.ReportRun
+Command = (CoreCommand | watchdogs.PrepareWatchdog | watchdogs.CancelWatchdog
+           | watchdogs.RecordReceipt | claims.ClaimWake | overdue.CheckLiveness
+           | dispatches.RecordDispatch | claims.WakeNow
+           | jobs.TrackJob | jobs.UpdateJob | jobs.NotifyJob | runs.ReportRun
            | runs.RequestApproval | runs.ResolveApproval | runs.Stop | runs.Recover)
 
 # --------------------------------------------------------------------------- evolve
@@ -443,13 +408,13 @@ _EVOLVERS: dict[str, Evolver] = {
     LEASE_RENEWED: leases.renewed,
     LEASE_RELEASED: leases.unleased("released"),
     LEASE_EXPIRED: leases.unleased("expired"),
-    WAKE_SCHEDULED: wakes.scheduled,
-    RECEIPT_RECORDED: wakes.receipted,
-    WAKE_CANCEL_REQUESTED: wakes.cancel_requested,
-    WAKE_CLAIMED: wakes.claimed,
-    GOAL_FINISH_REQUESTED: wakes.finish_requested,
-    JOB_TRACKED: wakes.job_tracked,
-    JOB_UPDATED: wakes.job_updated,
+    WAKE_SCHEDULED: watchdogs.scheduled,
+    RECEIPT_RECORDED: watchdogs.receipted,
+    WAKE_CANCEL_REQUESTED: watchdogs.cancel_requested,
+    WAKE_CLAIMED: claims.claimed,
+    GOAL_FINISH_REQUESTED: finishing.finish_requested,
+    JOB_TRACKED: jobs.job_tracked,
+    JOB_UPDATED: jobs.job_updated,
     LIVENESS_MISSED: overdue.missed,
     CONTINUATION_DISPATCHED: _recorded_only,
     RUN_REPORTED: runs.reported,

@@ -5,7 +5,7 @@ an upcaster: old events are replayed forever.
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -88,3 +88,35 @@ def _remember_iso(moment: datetime, text: str) -> None:
 
 
 _last_iso: tuple[datetime | None, str] = (None, "")
+
+
+# ---------------------------------------------------------------- typed payloads
+
+
+@dataclass(frozen=True, slots=True)
+class WakeClaimed:
+    """The data of a ``wake.claimed`` event, built in one place for every path
+    that records one (``ledger.domain.claims``: a claim, settle's unblocked
+    host goal, a job that ended on a host goal). The optional fields are
+    recorded only when set."""
+
+    occurrence_id: str
+    source: str  # internal | host | operator
+    kind: str  # one of WAKE_KINDS
+    outcome: str
+    reason: str  # one of WAKE_REASONS
+    notes: str
+    slot: str | None = None  # the recurring slot it belongs to (ISO)
+    next_due_at: str | None = None  # the watchdog's next slot, when it moves
+    operator: str | None = None  # an operator's wake: who
+    why: str | None = None  # and why
+    retry_count: int | None = None  # granted: wakes since the last checkpoint (rule 7)
+    retry_after_seconds: int | None = None
+    charge: bool | None = None  # ready_for_pull: a recovery continuation (rule 5)
+
+    def to_data(self) -> dict[str, Any]:
+        return {f.name: value for f in fields(self)
+                if (value := getattr(self, f.name)) is not None}
+
+    def event(self, now: datetime) -> Event:
+        return Event(WAKE_CLAIMED, self.to_data(), now)

@@ -23,6 +23,7 @@ from ledger.domain.events import (
     iso,
 )
 from ledger.domain.state import BLOCKED, PAUSED, RUNNING, WAITING, GoalState
+from ledger.domain.timing import pause_left, paused
 
 Changes = dict[str, Any]
 
@@ -52,9 +53,8 @@ def lease_refusal(state: GoalState, now: datetime) -> dict[str, Any] | None:
     if state.status == BLOCKED:
         return {"retry_after_seconds": None, "next_required_action": "operator_recover",
                 "why": f"the goal is blocked ({state.reason}); an operator must recover it"}
-    if state.status == PAUSED and state.paused_until and \
-            now < datetime.fromisoformat(state.paused_until):
-        wait = ceil((datetime.fromisoformat(state.paused_until) - now).total_seconds())
+    wait = pause_left(state, now)
+    if wait:
         return {"retry_after_seconds": wait, "next_required_action": "wait_for_reset",
                 "why": f"rate limited: paused until {state.paused_until}"}
     stale_at = lease_stale_at(state)
@@ -125,7 +125,7 @@ def no_lease_why(state: GoalState) -> str:
     """What is true when a fenced call finds no lease: how the last one ended
     and what the goal waits for, so "acquire one" is said only when it would
     be granted. (After a rate limit the run report itself released the lease.)"""
-    if state.status == PAUSED and state.paused_until:
+    if paused(state):
         return (f"the goal holds no lease: the rate-limit run report released it, and the "
                 f"goal is paused until {state.paused_until}; take a new lease after then "
                 "(or let its reset wake resume it)")

@@ -143,8 +143,19 @@ def alert(state: GoalState, now: datetime) -> str:
     reason = attention(state)
     if reason:
         return reason
-    deadline = expectation(state).deadline
-    return OVERDUE_REASON if deadline is not None and now > deadline + SWEEP_SLACK else ""
+    return OVERDUE_REASON if overdue(expectation(state).deadline, now) else ""
+
+
+def overdue(deadline: datetime | None, now: datetime) -> bool:
+    """The one rule for "overdue": a deadline passed more than SWEEP_SLACK ago
+    (two sweeps) and nothing recorded why. The goal then needs a human."""
+    return deadline is not None and deadline < overdue_cutoff(now)
+
+
+def overdue_cutoff(now: datetime) -> datetime:
+    """Deadlines before this instant are overdue (``overdue`` as a query's bound:
+    the indexed ``deadline_at`` column)."""
+    return now - SWEEP_SLACK
 
 
 def why(reason: str) -> str:
@@ -163,7 +174,7 @@ def label(state: GoalState, now: datetime) -> str:
         return EXPIRED if now >= datetime.fromisoformat(state.lease["expires_at"]) else WORKING
     if expected.label == NEEDS_HUMAN or attention(state):
         return NEEDS_HUMAN
-    if expected.deadline is not None and now > expected.deadline + SWEEP_SLACK:
+    if overdue(expected.deadline, now):
         return OVERDUE
     return expected.label
 

@@ -30,17 +30,11 @@ from ledger.domain.events import (
     Event,
     iso,
 )
+from ledger.domain.interruptions import interrupted, interrupted_events, lease_expired_event
 from ledger.domain.leases import lease_stale_at
+from ledger.domain.requested import one_off_wake
 from ledger.domain.state import GoalState
-from ledger.domain.wakes import (
-    INTERNAL,
-    arm_events,
-    interrupted,
-    interrupted_events,
-    interval_of,
-    lease_expired_event,
-    one_off_wake,
-)
+from ledger.domain.watchdogs import INTERNAL, arm_events, interval_of
 
 
 @dataclass(frozen=True, slots=True)

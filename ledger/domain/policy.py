@@ -6,9 +6,17 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from ledger.domain import validation as v
 from ledger.domain.errors import InvalidCommand
 
+# The server's policy, set by operators (ledger/settings.py takes its
+# defaults and bounds from here: WAKELEDGER_STALE_GRACE_SECONDS,
+# WAKELEDGER_RESET_MARGIN_SECONDS).
+#
 # Rule 2: a holder whose lease is past its expiry by more than this may be
 # taken over. A live lease is never stolen.
 LEASE_STALE_GRACE_SECONDS = 60
+# Rule 4: the safety margin after a provider's reset time before the goal
+# resumes (the reset instant itself is clamped to ledger.domain.resets.RESET_HORIZON).
+RESET_MARGIN_SECONDS = 120
+RESET_MARGIN_RANGE = (0, 3600)
 
 DEFAULT_POLICY: dict[str, Any] = {
     "lease_seconds": 600,
@@ -30,7 +38,7 @@ DEFAULT_POLICY: dict[str, Any] = {
 }
 
 # name -> (minimum, maximum) for the whole-number settings
-_RANGES = {
+RANGES = {
     "lease_seconds": (5, 86_400),
     "cadence_minutes": (1, 1_440),
     "max_continuations": (0, 100),
@@ -59,7 +67,7 @@ def policy(given: dict[str, Any], dispatchers: frozenset[str] | None = None,
         name = sorted(unknown)[0]
         raise InvalidCommand(f"policy.{name} is not a policy setting.", field=f"policy.{name}")
     result = {**DEFAULT_POLICY, **given}
-    for name, (low, high) in _RANGES.items():
+    for name, (low, high) in RANGES.items():
         result[name] = whole(result[name], f"policy.{name}", low, high)
     if result["scheduler"] not in SCHEDULERS:
         raise InvalidCommand(f"policy.scheduler must be one of {', '.join(SCHEDULERS)}.",

@@ -17,6 +17,7 @@ from ledger.domain.errors import DomainError, InvalidCommand
 from ledger.domain.events import (
     APPROVAL_REQUESTED,
     APPROVAL_RESOLVED,
+    CONTINUATION_CHARGED,
     GOAL_BLOCKED,
     GOAL_FAILED,
     GOAL_PAUSED,
@@ -28,11 +29,20 @@ from ledger.domain.events import (
     Event,
     iso,
 )
+from ledger.domain.failures import AUTH, CLASSES, OWNER_VERIFICATION, UNCLASSIFIED
 from ledger.domain.leases import fence
+from ledger.domain.policy import RESET_MARGIN_SECONDS
 from ledger.domain.resets import RESET_HORIZON
-from ledger.domain.state import BLOCKED, FAILED, PAUSED, RATE_LIMITED, WAITING, GoalState
+from ledger.domain.state import (
+    BLOCKED,
+    FAILED,
+    PAUSED,
+    RATE_LIMIT_STOPPED,
+    RATE_LIMITED,
+    WAITING,
+    GoalState,
+)
 
-CLASSES = ("rate_limit", "auth", "owner_verification", "unclassified")
 BACKOFF_FIRST = timedelta(minutes=30)
 BACKOFF_MAX = timedelta(hours=24)
 RECOVERABLE = frozenset({"SESSION_CHANGED", "SESSION_ACTIVITY", "UNCLASSIFIED",
@@ -60,7 +70,7 @@ class ReportRun:
     retry_after: str = ""  # the raw Retry-After header value (a sanitized hint)
     session: dict[str, Any] = field(default_factory=dict)
     reset_schedule_name: str = ""  # internal: the one-off wake's django-q2 schedule
-    margin_seconds: int = 120  # the server's safety margin after a reset (2 min)
+    margin_seconds: int = RESET_MARGIN_SECONDS  # the server's margin after a reset
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,23 +130,23 @@ def report(state: GoalState, cmd: ReportRun, now: datetime) -> list[Event]:
     if cmd.outcome == "ok":
         return events
     generation = state.lease["generation"]
-    if cmd.error_class == "auth":
+    if cmd.error_class == AUTH:
         return [*events, Event(GOAL_FAILED, {"summary": "authentication failed",
                                              "reason": "AUTH_FAILED",
                                              "generation": generation}, now)]
-    if cmd.error_class == "owner_verification":
+    if cmd.error_class == OWNER_VERIFICATION:
         return [*events, Event(GOAL_FAILED, {"summary": "the owner must verify the account",
                                              "reason": "OWNER_VERIFICATION",
                                              "generation": generation}, now)]
-    if cmd.error_class == "unclassified":
+    if cmd.error_class == UNCLASSIFIED:
         why = "the run failed for a reason a human must look at"
         return [*events, _block("UNCLASSIFIED", why, now)]
     # Rule 5: once the budget is spent, the next rate limit stops the goal.
-    budget = state.setting("max_continuations")
-    if state.continuations_used >= budget:
+    block = budget_block(state, rate_limited=True)
+    if block:
         why = (f"rate limited with the continuation budget spent "
-               f"({state.continuations_used} of {budget})")
-        return [*events, _block("RATE_LIMIT_STOPPED", why, now)]
+               f"({state.continuations_used} of {state.setting('max_continuations')})")
+        return [*events, _block(block, why, now)]
     if cmd.reset_at is not None:
         margin = timedelta(seconds=cmd.margin_seconds)
         until = min(max(cmd.reset_at, now), now + RESET_HORIZON) + margin
@@ -172,6 +182,29 @@ def _block(reason: str, summary: str, now: datetime) -> Event:
 
 def budget_left(state: GoalState) -> int:
     return max(0, state.setting("max_continuations") - state.continuations_used)
+
+
+def budget_block(state: GoalState, *, rate_limited: bool) -> str:
+    """Rule 5, the one place it is decided: the reason a goal blocks when a
+    continuation would be charged (a wake, a pull) or a rate limit reported
+    with the budget spent — RATE_LIMIT_STOPPED while rate limited, else
+    CONTINUATION_STOPPED; "" while some budget is left."""
+    if budget_left(state):
+        return ""
+    return RATE_LIMIT_STOPPED if rate_limited else "CONTINUATION_STOPPED"
+
+
+def charge_event(state: GoalState, occurrence: str, now: datetime) -> Event:
+    """Rule 5: a recovery continuation charged, in the transaction that grants its lease."""
+    return Event(CONTINUATION_CHARGED, {
+        "attempt": state.continuations_used + 1,
+        "max": state.setting("max_continuations"),
+        "occurrence_id": occurrence}, now)
+
+
+def budget_spent_why(state: GoalState, block: str) -> str:
+    budget = state.setting("max_continuations")
+    return f"the continuation budget is spent ({budget} of {budget}): {block}"
 
 
 # ---------------------------------------------------------------- approvals (rule 8)

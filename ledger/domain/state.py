@@ -19,12 +19,14 @@ ACTIVE_STATUSES = tuple(s for s in STATUSES if s not in TERMINAL_STATUSES)
 # Why a paused goal is paused: it is the only cause (rule 4), but an empty
 # reason told a reader of the API, the admin or `ledger goals` nothing.
 RATE_LIMITED = "RATE_LIMITED"
+# Why a rate-limited goal blocked instead: its continuation budget was spent (rule 5).
+RATE_LIMIT_STOPPED = "RATE_LIMIT_STOPPED"
 
 # Reasons (from the source systems), plus AGENT_BLOCKED for an agent that
 # finished its goal as blocked itself, and RATE_LIMITED while paused.
 REASONS = (
     "BLOCKED_APPROVAL",
-    "RATE_LIMIT_STOPPED",
+    RATE_LIMIT_STOPPED,
     "AUTH_FAILED",
     "OWNER_VERIFICATION",
     "UNCLASSIFIED",

@@ -10,9 +10,9 @@
 """
 
 from datetime import datetime, timedelta
-from math import floor
+from math import ceil, floor
 
-from ledger.domain.state import GoalState
+from ledger.domain.state import PAUSED, GoalState
 
 # Watchdog statuses under which the scheduler will fire it.
 FIRING = frozenset({"requested", "live"})
@@ -52,6 +52,20 @@ def early_by(watchdog: dict, slot: datetime, now: datetime) -> float:
     """Seconds a fire at ``now`` comes before ``slot`` beyond the tolerance (0: on time)."""
     tolerance = min(EARLY_TOLERANCE_SECONDS, watchdog.get("interval_seconds", 0) / 2)
     return max(0.0, (slot - now).total_seconds() - tolerance)
+
+
+def paused(state: GoalState) -> bool:
+    """Paused by a rate limit until ``paused_until`` (past it or not)."""
+    return state.status == PAUSED and bool(state.paused_until)
+
+
+def pause_left(state: GoalState, now: datetime) -> int:
+    """Whole seconds (rounded up) until a rate-limited goal's pause ends; 0 when
+    it is not paused or its reset has passed. The one rule for "paused, not
+    yet due": a lease, a wake and a pull all wait for it."""
+    if not paused(state):
+        return 0
+    return max(0, ceil((datetime.fromisoformat(state.paused_until) - now).total_seconds()))
 
 
 def next_wake_at(state: GoalState) -> str:

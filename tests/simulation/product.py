@@ -51,16 +51,10 @@ from ledger.domain import (
     resets,
 )
 from ledger.domain.commands import Evidence, WakeRequest
+from ledger.domain.finishing import completion_state
+from ledger.domain.jobs import NotifyJob, TrackJob, UpdateJob
 from ledger.domain.runs import Recover, ReportRun, RequestApproval, ResolveApproval, Stop
-from ledger.domain.wakes import (
-    HOST,
-    NotifyJob,
-    PrepareWatchdog,
-    RecordReceipt,
-    TrackJob,
-    UpdateJob,
-    completion_state,
-)
+from ledger.domain.watchdogs import HOST, PrepareWatchdog, RecordReceipt
 from ledger.models import Event, Goal
 from scheduling import dispatch, sealing, watchdogs
 

@@ -25,16 +25,6 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.urls import reverse
 
-from api.accounts import (
-    AGENT,
-    AUDITOR,
-    OPERATOR,
-    ROLES,
-    ApiToken,
-    issue_token,
-    prune_idempotency_records,
-    role_of,
-)
 from ledger import (
     alerts,
     clock,
@@ -51,10 +41,19 @@ from ledger import (
     store,
     terminal,
 )
+from ledger.accounts import (
+    AGENT,
+    AUDITOR,
+    OPERATOR,
+    ROLES,
+    issue_token,
+    prune_idempotency_records,
+    role_of,
+)
 from ledger.domain import STATUSES, DomainError, GoalState
 from ledger.domain.runs import Recover, ResolveApproval, Stop
 from ledger.domain.state import DONE, REASONS
-from ledger.models import Event, Goal, TreeHead
+from ledger.models import ApiToken, Event, Goal, TreeHead
 from ledger.progress import Progress
 from wakeledger_verify import heads
 

@@ -1,0 +1,81 @@
+"""Who may call the API and as what: roles, API tokens and idempotency housekeeping.
+
+Roles are Django groups: agent, auditor, operator.
+
+- agent: sees and writes only its own goals (another agent's goal is a 404);
+- auditor: reads everything, writes nothing;
+- operator: what auditors do, plus the operator endpoints.
+A superuser logged in to the admin counts as an operator.
+
+Here rather than in ``api`` so that the ledger's operator commands and admin
+and the scheduled housekeeping need nothing from the REST shell; ``api``
+authenticates bearer tokens (api.tokens) with what this module defines.
+"""
+
+import secrets
+import string
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.utils.crypto import salted_hmac
+
+from ledger import clock
+from ledger.models import ApiToken, IdempotencyRecord
+
+AGENT, AUDITOR, OPERATOR = "agent", "auditor", "operator"
+ROLES = (AGENT, AUDITOR, OPERATOR)
+# A user in several role groups has the first of these (api.tokens ranks
+# them the same way in SQL).
+PRIORITY = (OPERATOR, AUDITOR, AGENT)
+
+_ALPHABET = string.ascii_letters + string.digits
+
+
+def role_of(user: AbstractBaseUser | AnonymousUser | None) -> str | None:
+    """The user's role, looked up once per user object: a bearer-token
+    caller's comes with its token (api.tokens.authenticate fills the cache
+    from the same query); an admin session's user costs one groups query."""
+    if user is None or not user.is_authenticated:
+        return None
+    cached = getattr(user, "_wakeledger_role", False)
+    if cached is not False:
+        return cached
+    if user.is_superuser:
+        role = OPERATOR
+    else:
+        names = set(user.groups.values_list("name", flat=True))
+        role = next((r for r in PRIORITY if r in names), None)
+    user._wakeledger_role = role
+    return role
+
+
+def token_digest(token: str) -> str:
+    # Keyed with SECRET_KEY: a stolen table of digests cannot be checked
+    # offline without it. Rotating SECRET_KEY invalidates every token.
+    return salted_hmac("wakeledger.api-token", token, secret=settings.SECRET_KEY,
+                       algorithm="sha256").hexdigest()
+
+
+def issue_token(user: AbstractBaseUser) -> str:
+    """Create a token ``wl_<prefix>_<secret>`` for ``user`` and return it; only
+    the prefix and the digest are stored, so it is never retrievable again."""
+    prefix = "".join(secrets.choice(_ALPHABET) for _ in range(8))
+    token = f"wl_{prefix}_{secrets.token_urlsafe(32)}"
+    ApiToken.objects.create(user=user, prefix=prefix, digest=token_digest(token))
+    return token
+
+
+def idempotency_retention() -> timedelta:
+    return timedelta(hours=settings.WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS)
+
+
+def prune_idempotency_records(now: datetime | None = None) -> int:
+    """Delete idempotency records older than the retention. Returns how many.
+
+    What ``ledger prune`` and the scheduled task (scheduling.maintenance) run.
+    A record deleted while its attempt still runs cannot be completed by it
+    (the conditional UPDATE finds no row), so that attempt rolls back."""
+    cutoff = (now or clock.now()) - idempotency_retention()
+    deleted, _ = IdempotencyRecord.objects.filter(created_at__lt=cutoff).delete()
+    return deleted

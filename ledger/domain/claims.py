@@ -1,0 +1,343 @@
+"""Wake claims (rules 5, 7, 9; DESIGN section 6): slots and occurrences, the
+outcome of a claim and an operator's wake now (a due wake's pull is
+``ledger.domain.pulls``, a push's result ``ledger.domain.dispatches``).
+
+A wake is claimed in one transaction and answers exactly one outcome. The
+evolver of ``wake.claimed`` is here.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from math import ceil
+from typing import Any
+
+from ledger.domain import timing
+from ledger.domain import validation as v
+from ledger.domain.errors import DomainError, InvalidCommand
+from ledger.domain.events import (
+    GOAL_BLOCKED,
+    Event,
+    WakeClaimed,
+    iso,
+)
+from ledger.domain.interruptions import interrupted, interrupted_events, lease_expired_event
+from ledger.domain.leases import acquire_events, lease_refusal
+from ledger.domain.runs import budget_block, budget_spent_why, charge_event
+from ledger.domain.state import BLOCKED, PAUSED, WAITING, GoalState
+from ledger.domain.watchdogs import (
+    HOST,
+    INTERNAL,
+    OPERATOR,
+    cancel_events,
+    host_heard,
+    watchdog_live,
+)
+
+WAKE_KINDS = ("recurring", "reset", "requested", "operator")
+WAKE_REASONS = ("timeout_recovery", "rate_limit_reset", "dependency_ready", "scheduled_progress")
+CLAIM_MEMORY = 64  # occurrence ids remembered for already_claimed
+
+
+# Outcomes that use up their occurrence: a later fire of the same one is
+# already_claimed. worker_busy_noop and not_due consume nothing, so the same
+# occurrence may be claimed again after retry_after_seconds.
+CONSUMING = frozenset({"recurring_acquired", "ready_for_pull", "terminal_cleanup_required"})
+# Outcomes that resume the goal (a lease granted, or ready for its agent to take).
+GRANTED = frozenset({"recurring_acquired", "ready_for_pull"})
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimWake:
+    occurrence_id: str  # "" from a host: its slot stands for it
+    source: str  # internal (django-q2 fired) | host (the agent's host fired) | operator
+    holder: str  # the lease holder; for an operator, the operator's name
+    token_sha256: str
+    reason: str = ""  # host may say why; otherwise derived
+    kind: str = "recurring"  # recurring (the watchdog) | reset | requested | operator
+    intended_at: str = ""  # internal: the slot django-q2 meant to run (ISO)
+    push: bool = False  # internal: a push dispatcher will start the continuation
+    # The configured dispatchers that hand over the lease their wake grants:
+    # a goal naming one is pushed, decided here on the locked state (no
+    # unlocked pre-read of the goal by the shell).
+    push_dispatchers: frozenset[str] = frozenset()
+    note: str = ""  # an operator's why
+    operator: str = ""  # an operator's name (source operator)
+
+
+@dataclass(frozen=True, slots=True)
+class WakeNow:
+    """An operator's "wake now" (recorded with who and why)."""
+
+    operator: str
+    reason: str
+    occurrence_id: str
+    token_sha256: str
+    push: bool = False
+    push_dispatchers: frozenset[str] = frozenset()
+
+
+def ready_for_pull(occurrence_id: str, source: str, kind: str, reason: str, notes: str,
+                   retry_count: int, now: datetime) -> Event:
+    """A wake.claimed that makes a goal ready for its agent to pull, charging nothing."""
+    return WakeClaimed(occurrence_id, source, kind, "ready_for_pull", reason, notes,
+                       retry_count=retry_count, charge=False).event(now)
+
+
+def recovery(state: GoalState) -> bool:
+    """Rule 5: would resuming now be a recovery continuation (charged)? Yes
+    when the goal's last attempt did not end cleanly: its lease is still there
+    (it went stale) or expired, or a rate limit paused it."""
+    return bool(state.lease) or state.lease_end == "expired" or bool(state.paused_until)
+
+
+def _slot(state: GoalState, cmd: ClaimWake, now: datetime) -> datetime | None:
+    """The recurring slot a fire belongs to (None for one-off wakes)."""
+    if cmd.kind != "recurring" or not state.watchdog:
+        return None
+    return timing.slot_of(state.watchdog, _intended(cmd, now))
+
+
+def _intended(cmd: ClaimWake, now: datetime) -> datetime:
+    """When the fire was meant to happen: django-q2's intended run time, or now."""
+    try:
+        fired = datetime.fromisoformat(cmd.intended_at) if cmd.intended_at else now
+    except ValueError:
+        return now  # not a time: the occurrence id still names the fire
+    return fired if fired.tzinfo is not None else now
+
+
+def occurrence_of(state: GoalState, cmd: ClaimWake, now: datetime) -> str:
+    """A claim's identity. A host fire without an id of its own is its slot."""
+    if cmd.occurrence_id:
+        return v.text(cmd.occurrence_id, "occurrence_id", limit=300, required=True)
+    slot = _slot(state, cmd, now)
+    if slot is None:
+        raise InvalidCommand("occurrence_id is required when the goal has no watchdog",
+                             field="occurrence_id")
+    return f"{cmd.source}:slot:{iso(slot)}"
+
+
+def claim_outcome(state: GoalState, cmd: ClaimWake, now: datetime) -> dict[str, Any]:
+    """Which of the outcomes a claim gets, and why. Pure; ``claim`` turns it
+    into events and the shell reports it."""
+    if occurrence_of(state, cmd, now) in state.claimed:
+        return {"outcome": "already_claimed", "notes": "this occurrence was handled already"}
+    ended = _not_resumable(state)
+    if ended is not None:
+        return ended
+    if (cmd.source == HOST and state.watchdog.get("backend") == HOST
+            and state.watchdog.get("status") in ("requested", "uncertain")):
+        return {"outcome": "receipt_required",
+                "notes": "the host watchdog's creation is not confirmed; record a receipt "
+                         "(created, create_failed or user_attested_deleted) first"}
+    operator = cmd.source == OPERATOR
+    early = None if operator else _not_due(state, cmd, now)
+    if early is not None:
+        return early
+    if interrupted(state, now):
+        return {"outcome": "terminal_cleanup_required", "interrupted": True,
+                "notes": "the last continuation's lease expired without a heartbeat, "
+                         "checkpoint or outcome: INTERRUPTED_UNKNOWN"}
+    # An operator's wake ends a pause early; a live worker still comes first.
+    refusal = lease_refusal(state.but(paused_until="") if operator else state, now)
+    if refusal is not None:
+        return {"outcome": "worker_busy_noop", "notes": refusal["why"],
+                "retry_after_seconds": refusal["retry_after_seconds"]}
+    if state.retry_count + 1 > state.setting("max_wake_retries") and not operator:
+        return {"outcome": "terminal_cleanup_required", "block": "WAKE_RETRIES_EXHAUSTED",
+                "notes": f"{state.retry_count} consecutive wakes without a new checkpoint: "
+                         "WAKE_RETRIES_EXHAUSTED"}
+    charge = recovery(state) and not operator
+    block = budget_block(state, rate_limited=bool(state.paused_until)) if charge else ""
+    if block:
+        return {"outcome": "terminal_cleanup_required", "block": block,
+                "notes": budget_spent_why(state, block)}
+    if cmd.source != HOST and not pushed(state, cmd):
+        # Dispatcher "none" is pull: a due wake hands a lease to nobody. The
+        # goal is ready; its agent's own claim, run_goal or lease call takes it.
+        return {"outcome": "ready_for_pull", "charge": charge,
+                "notes": "ready: the goal's agent resumes it by taking its lease"}
+    return {"outcome": "recurring_acquired", "charge": charge,
+            "notes": "resume from the latest checkpoint"}
+
+
+def _not_resumable(state: GoalState) -> dict[str, Any] | None:
+    """A goal that finished (or waits only for its watchdog's cleanup) or that
+    needs a human is never resumed by a wake: the outcome, or None."""
+    live = watchdog_live(state)
+    if state.terminal or state.finish_requested:
+        what = state.status if state.terminal else "finished, pending native cleanup"
+        if live:
+            return {"outcome": "terminal_cleanup_required",
+                    "notes": f"the goal is {what}; cancel its watchdog, resume nothing"}
+        return {"outcome": "terminal_noop", "notes": f"the goal is {what}"}
+    if state.status == BLOCKED:
+        if live and state.watchdog.get("backend") == INTERNAL:
+            # A blocked goal keeps no internal schedule (settle cancels it);
+            # one that survived from an older release goes now.
+            return {"outcome": "terminal_cleanup_required",
+                    "notes": f"the goal is blocked ({state.reason}); cancel its watchdog, "
+                             "resume nothing"}
+        # Not terminal: an operator may recover it, and its host watchdog is
+        # then needed again. Nothing is consumed or cancelled.
+        return {"outcome": "terminal_noop",
+                "notes": f"the goal is blocked ({state.reason}); resume nothing until an "
+                         "operator acts"}
+    return None
+
+
+def _not_due(state: GoalState, cmd: ClaimWake, now: datetime) -> dict[str, Any] | None:
+    """A fire before its time (a pause not over yet, a slot still ahead): not_due, or None."""
+    wait = timing.pause_left(state, now)
+    if wait:
+        return {"outcome": "not_due", "notes": f"paused until {state.paused_until}",
+                "retry_after_seconds": wait}
+    slot = _slot(state, cmd, now)
+    if slot is not None and timing.early_by(state.watchdog, slot, now) > 0:
+        return {"outcome": "not_due", "notes": f"the next wake is due at {iso(slot)}",
+                "retry_after_seconds": ceil((slot - now).total_seconds())}
+    return None
+
+
+def pushed(state: GoalState, cmd: ClaimWake) -> bool:
+    """Whether a granted internal or operator wake is pushed to a dispatcher
+    that starts the continuation with its lease (else it is pulled)."""
+    return cmd.source != HOST and (cmd.push or state.setting("dispatch") in cmd.push_dispatchers)
+
+
+def _reason(state: GoalState, cmd: ClaimWake) -> str:
+    if cmd.reason:
+        if cmd.reason not in WAKE_REASONS:
+            raise InvalidCommand(f"reason must be one of {', '.join(WAKE_REASONS)}",
+                                 field="reason")
+        return cmd.reason
+    if state.lease or state.lease_end == "expired":
+        return "timeout_recovery"
+    if state.paused_until:
+        return "rate_limit_reset"
+    if cmd.kind == "requested" and state.requested_wake.get("reason"):
+        return state.requested_wake["reason"]
+    since = state.last_wake.get("at", "")
+    if any(job["status"] != "running" and job["updated_at"] > since for job in state.jobs):
+        return "dependency_ready"
+    return "scheduled_progress"
+
+
+def claim(state: GoalState, cmd: ClaimWake, now: datetime) -> list[Event]:
+    if cmd.source not in (INTERNAL, HOST, OPERATOR):
+        raise InvalidCommand("source must be internal, host or operator", field="source")
+    if cmd.kind not in WAKE_KINDS:
+        raise InvalidCommand(f"kind must be one of {', '.join(WAKE_KINDS)}", field="kind")
+    occurrence = occurrence_of(state, cmd, now)
+    answer = claim_outcome(state, cmd, now)
+    outcome = answer["outcome"]
+    if outcome in ("already_claimed", "receipt_required"):
+        return []  # nothing changes, not even the record of a claim
+    slot = _slot(state, cmd, now)
+    operator = cmd.source == OPERATOR
+    record = WakeClaimed(
+        occurrence, cmd.source, cmd.kind, outcome, _reason(state, cmd), answer["notes"],
+        slot=iso(slot) if slot is not None else None, next_due_at=_next_due(state, slot, now),
+        operator=v.text(cmd.operator, "operator", limit=v.MAX_KEY, required=True)
+        if operator else None,
+        why=v.text(cmd.note, "reason", limit=v.MAX_NOTE, required=True) if operator else None,
+        # Rule 7: a wake without progress until a checkpoint says otherwise.
+        # A ready goal that nobody pulls counts each further due wake too, so
+        # it ends visibly blocked instead of waiting forever.
+        retry_count=state.retry_count + 1 if outcome in GRANTED else None,
+        retry_after_seconds=answer.get("retry_after_seconds"),
+        charge=answer["charge"] or bool(state.ready.get("charge"))
+        if outcome == "ready_for_pull" else None)
+    return [record.event(now), *_claim_effects(state, cmd, answer, occurrence, now)]
+
+
+def _next_due(state: GoalState, slot: datetime | None, now: datetime) -> str | None:
+    """The next slot after the one that fired: claims never move the anchor.
+    A fire so late that later slots passed too (the scheduler was down)
+    stands for them all: the next is the first slot ahead, as django-q2
+    (catch_up off) and a host's scheduler fire it — never a replay of each
+    missed slot, which rule 7 would count as wakes without progress. None
+    when it would not move the watchdog's next due time forward."""
+    if slot is None:
+        return None
+    following = slot + timedelta(seconds=state.watchdog["interval_seconds"])
+    if following <= now:
+        following = timing.slot_after(state.watchdog, now) or following
+    current = state.watchdog.get("next_due_at", "")
+    if not current or following > datetime.fromisoformat(current):
+        return iso(following)
+    return None
+
+
+def _claim_effects(state: GoalState, cmd: ClaimWake, answer: dict[str, Any], occurrence: str,
+                   now: datetime) -> list[Event]:
+    """What a claim's outcome does besides its record: block, clean up, or grant."""
+    outcome = answer["outcome"]
+    events: list[Event] = []
+    if outcome == "terminal_cleanup_required":
+        if answer.get("interrupted"):
+            events += interrupted_events(state, now)
+        elif answer.get("block"):
+            if state.lease:
+                events.append(lease_expired_event(state, now))
+            events.append(Event(GOAL_BLOCKED, {"summary": answer["notes"], "generation": 0,
+                                               "reason": answer["block"]}, now))
+        else:
+            events += cancel_events(state, now, why=answer["notes"])
+    if outcome == "recurring_acquired":
+        if answer["charge"]:
+            # Rule 5: a recovery continuation is charged in the transaction
+            # that grants its lease, before anything is dispatched: a crash
+            # after this commit never yields a free retry (rule 6 then stops
+            # the silent attempt).
+            events.append(charge_event(state, occurrence, now))
+        events += acquire_events(state, cmd.holder or state.agent, cmd.token_sha256, now,
+                                 via="wake")
+    return events
+
+
+def operator_wake(state: GoalState, cmd: WakeNow, now: datetime) -> list[Event]:
+    """An operator's "wake now": ends a pause early and resumes the goal as a
+    wake would (pull or push), recorded with who and why."""
+    if state.terminal or state.status == BLOCKED:
+        raise DomainError(f"a {state.status} goal cannot be woken; "
+                          + ("recover it first" if state.status == BLOCKED else
+                             "start a new one"), code="not_wakeable")
+    claim_cmd = ClaimWake(cmd.occurrence_id, OPERATOR, "", cmd.token_sha256, kind="operator",
+                          push=cmd.push, push_dispatchers=cmd.push_dispatchers,
+                          note=cmd.reason, operator=cmd.operator)
+    answer = claim_outcome(state, claim_cmd, now)
+    if answer["outcome"] == "worker_busy_noop":
+        raise DomainError(f"there is nothing to wake: {answer['notes']}", code="not_wakeable",
+                          retry_after_seconds=answer.get("retry_after_seconds"))
+    return claim(state, claim_cmd, now)
+
+def claimed(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+    outcome = data["outcome"]
+    changes: dict[str, Any] = {
+        "last_wake": {"occurrence_id": data["occurrence_id"], "outcome": outcome,
+                      "reason": data["reason"], "at": at},
+    }
+    if outcome in CONSUMING:
+        changes["claimed"] = [*state.claimed, data["occurrence_id"]][-CLAIM_MEMORY:]
+    if state.watchdog and data.get("next_due_at"):
+        changes["watchdog"] = {**state.watchdog, "next_due_at": data["next_due_at"]}
+    if "retry_count" in data:
+        changes["retry_count"] = data["retry_count"]
+    if outcome in GRANTED:
+        # The wake is what the pause waited for; a requested or reset wake is
+        # used up by whichever wake resumed the goal.
+        changes.update(paused_until="", reset_wake={}, requested_wake={})
+        if state.status == PAUSED:
+            changes.update(status=WAITING, reason="")  # RATE_LIMITED ends with the pause
+    if outcome == "ready_for_pull":
+        # ``since``: when the goal first became ready, kept across the further
+        # slots that find it still unpulled (its READY_UNCLAIMED deadline).
+        changes["ready"] = {"occurrence_id": data["occurrence_id"], "reason": data["reason"],
+                            "at": at, "since": state.ready.get("since", at) if state.ready
+                            else at, "charge": data.get("charge", False)}
+    if data.get("source") == HOST:
+        changes.update(host_heard(state))
+    return changes
+
+

@@ -1,0 +1,43 @@
+"""Dispatch results (rule 6): what a dispatcher did with a granted wake's
+lease. One that certainly started nothing gives the lease back at once."""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from ledger.domain import validation as v
+from ledger.domain.events import CONTINUATION_DISPATCHED, LEASE_RELEASED, Event
+from ledger.domain.state import GoalState
+
+
+@dataclass(frozen=True, slots=True)
+class RecordDispatch:
+    """What a dispatcher did with a granted internal wake."""
+
+    occurrence_id: str
+    dispatcher: str
+    ok: bool
+    detail: str = ""  # a sanitized outcome: HTTP status, exit of the spawn, error class
+    # When not ok: True if the continuation may have started anyway (a
+    # timeout after the request was sent); False if it certainly did not.
+    uncertain: bool = False
+    generation: int = 0  # the lease generation the dispatch carried
+
+
+def dispatched(state: GoalState, cmd: RecordDispatch, now: datetime) -> list[Event]:
+    data = {
+        "occurrence_id": v.text(cmd.occurrence_id, "occurrence_id", limit=300, required=True),
+        "dispatcher": v.text(cmd.dispatcher, "dispatcher", limit=64, required=True),
+        "ok": bool(cmd.ok),
+        "detail": v.text(cmd.detail, "detail", limit=500),
+    }
+    if not cmd.ok:
+        data["uncertain"] = bool(cmd.uncertain)
+    events = [Event(CONTINUATION_DISPATCHED, data, now)]
+    if (not cmd.ok and not cmd.uncertain and state.lease
+            and state.lease["generation"] == cmd.generation):
+        # Rule 6: a dispatch that certainly started nothing is not uncertain.
+        # Its lease goes at once and the goal waits for the next wake (the
+        # charge is not refunded: the budget bounds attempts, not successes).
+        events.append(Event(LEASE_RELEASED, {"generation": cmd.generation,
+                                             "why": f"dispatch failed: {data['detail']}"}, now))
+    return events

@@ -1,0 +1,35 @@
+"""Rule 6, decided once for every path (a claim, the sweeper): a continuation
+that was handed over and went silent is INTERRUPTED_UNKNOWN, never retried
+blindly."""
+
+from datetime import datetime
+
+from ledger.domain.events import GOAL_BLOCKED, LEASE_EXPIRED, Event
+from ledger.domain.leases import lease_stale_at
+from ledger.domain.state import GoalState
+
+
+def interrupted(state: GoalState, now: datetime) -> bool:
+    """Rule 6, decided here for every path (claim, sweeper): a continuation
+    that was handed over (dispatched, or its lease taken by a claimant or a
+    pull) went silent past its lease and stale grace, with no heartbeat,
+    checkpoint or outcome. A blocking job it tracked is no sign of life: a
+    holder that waits on one heartbeats (DESIGN section 6)."""
+    stale_at = lease_stale_at(state)
+    return (stale_at is not None and now >= stale_at
+            and state.lease.get("via") in ("wake", "pull")
+            and not state.lease.get("active"))
+
+
+def interrupted_events(state: GoalState, now: datetime) -> list[Event]:
+    why = ("the last continuation's lease expired without a heartbeat, checkpoint or "
+           "outcome: INTERRUPTED_UNKNOWN")
+    return [lease_expired_event(state, now),
+            Event(GOAL_BLOCKED, {"summary": why, "generation": 0,
+                                 "reason": "INTERRUPTED_UNKNOWN"}, now)]
+
+
+def lease_expired_event(state: GoalState, now: datetime) -> Event:
+    return Event(LEASE_EXPIRED, {"generation": state.lease["generation"],
+                                 "holder": state.lease["holder"],
+                                 "expired_at": state.lease["expires_at"]}, now)

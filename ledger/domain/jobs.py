@@ -1,0 +1,131 @@
+"""Blocking jobs: a CI run or a deploy a goal waits for. A running one keeps
+a goal from finishing (rule 10); the last one to end wakes a waiting goal.
+The evolvers of ``job.tracked`` and ``job.updated`` are here."""
+
+import hmac
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ledger.domain import validation as v
+from ledger.domain.commands import LeaseProof
+from ledger.domain.errors import DomainError, InvalidCommand
+from ledger.domain.events import JOB_TRACKED, JOB_UPDATED, Event
+from ledger.domain.leases import fence
+from ledger.domain.requested import one_off_wake
+from ledger.domain.state import BLOCKED, GoalState
+
+JOB_STATUSES = ("running", "succeeded", "failed", "cancelled")
+
+
+@dataclass(frozen=True, slots=True)
+class TrackJob:
+    proof: LeaseProof | None
+    job_id: str
+    kind: str
+    ref: str
+    notify_sha256: str = ""  # the digest of the job's own notify token, if it has one
+    link: str = ""  # where a human sees the job (its CI run's page)
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateJob:
+    proof: LeaseProof | None
+    job_id: str
+    status: str
+    conclusion: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NotifyJob:
+    """A job's terminal status reported by its own notify token (a CI system,
+    a watcher process): no lease, scoped to that one job."""
+
+    job_id: str
+    token_sha256: str
+    status: str
+    conclusion: str = ""
+    link: str = ""
+
+
+def track_job(state: GoalState, cmd: TrackJob, now: datetime) -> list[Event]:
+    fence(state, cmd.proof)
+    kind = v.text(cmd.kind, "kind", limit=64, required=True)
+    ref = v.text(cmd.ref, "ref", limit=500, required=True)
+    for job in state.jobs:
+        if job["kind"] == kind and job["ref"] == ref and job["status"] == "running":
+            return []  # the same exact run is tracked once
+    if len(state.jobs) >= 100:
+        raise InvalidCommand("a goal tracks at most 100 blocking jobs", field="ref")
+    job_id = v.text(cmd.job_id, "job_id", limit=64, required=True)
+    data = {"job_id": job_id, "kind": kind, "ref": ref}
+    if cmd.notify_sha256:
+        data["notify_sha256"] = v.sha256(cmd.notify_sha256, "notify")
+    if cmd.link:
+        data["link"] = v.text(cmd.link, "link", limit=500)
+    return [Event(JOB_TRACKED, data, now)]
+
+
+def update_job(state: GoalState, cmd: UpdateJob, now: datetime) -> list[Event]:
+    fence(state, cmd.proof)
+    job = next((j for j in state.jobs if j["job_id"] == cmd.job_id), None)
+    if job is None:
+        raise DomainError(f"no job {cmd.job_id} on this goal", code="not_found", field="job_id")
+    if cmd.status not in JOB_STATUSES:
+        raise InvalidCommand(f"status must be one of {', '.join(JOB_STATUSES)}",
+                             field="status")
+    if job["status"] != "running":
+        if job["status"] == cmd.status:
+            return []
+        raise DomainError(f"job {cmd.job_id} already ended as {job['status']}",
+                          code="job_terminal", field="status")
+    if cmd.status == "running":
+        return []
+    return [Event(JOB_UPDATED, {"job_id": cmd.job_id, "status": cmd.status,
+                                "conclusion": v.text(cmd.conclusion, "conclusion",
+                                                     limit=v.MAX_NOTE)}, now)]
+
+
+def notify_job(state: GoalState, cmd: NotifyJob, now: datetime) -> list[Event]:
+    job = next((j for j in state.jobs if j["job_id"] == cmd.job_id), None)
+    # The same answer for an unknown job and a wrong token: a token tells
+    # nothing about other jobs.
+    if job is None or not job.get("notify_sha256") or not hmac.compare_digest(
+            job["notify_sha256"], str(cmd.token_sha256)):
+        raise DomainError("no such job for this notify token", code="not_found",
+                          field="job_id")
+    if cmd.status not in JOB_STATUSES or cmd.status == "running":
+        raise InvalidCommand("status must be succeeded, failed or cancelled", field="status")
+    if job["status"] != "running":
+        if job["status"] == cmd.status:
+            return []  # idempotent: reported already
+        raise DomainError(f"job {cmd.job_id} already ended as {job['status']}",
+                          code="job_terminal", field="status")
+    data = {"job_id": cmd.job_id, "status": cmd.status,
+            "conclusion": v.text(cmd.conclusion, "conclusion", limit=v.MAX_NOTE),
+            "reported_by": "notify_token"}
+    if cmd.link:
+        data["link"] = v.text(cmd.link, "link", limit=500)
+    events = [Event(JOB_UPDATED, data, now)]
+    if state.terminal or state.status == BLOCKED or state.lease or state.finish_requested:
+        return events  # a worker holds it (it learns itself), or it needs a human
+    if any(j["status"] == "running" for j in state.jobs if j["job_id"] != cmd.job_id):
+        return events  # still waiting on another job
+    # The last running job of a waiting goal ended: wake it at once.
+    return events + one_off_wake(state, now, "dependency_ready", now)
+
+
+def job_tracked(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+    job = {"job_id": data["job_id"], "kind": data["kind"], "ref": data["ref"],
+           "status": "running", "conclusion": "", "tracked_at": at, "updated_at": at}
+    for optional in ("notify_sha256", "link"):
+        if optional in data:
+            job[optional] = data[optional]
+    return {"jobs": [*state.jobs, job]}
+
+
+def job_updated(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+    extra = {k: data[k] for k in ("link", "reported_by") if k in data}
+    return {"jobs": [{**job, "status": data["status"], "conclusion": data["conclusion"],
+                      "updated_at": at, **extra} if job["job_id"] == data["job_id"] else job
+                     for job in state.jobs]}

@@ -1,0 +1,269 @@
+"""Watchdogs (rule 9; DESIGN section 6): prepare, cancel, receipts, statuses.
+
+One watchdog per goal (a recurring wake), owned by the server (``internal``,
+a django-q2 schedule) or by the agent's host (``host``, confirmed by
+receipts). It is never retimed and never doubled; a goal may complete only
+once it is cancelled (``ledger.domain.finishing``). The evolvers of
+``wake.scheduled``, ``receipt.recorded`` and ``wake.cancel_requested`` are here.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from ledger.domain import validation as v
+from ledger.domain.commands import LeaseProof
+from ledger.domain.errors import DomainError, InvalidCommand
+from ledger.domain.events import (
+    RECEIPT_RECORDED,
+    WAKE_CANCEL_REQUESTED,
+    WAKE_SCHEDULED,
+    Event,
+    iso,
+)
+from ledger.domain.leases import fence
+from ledger.domain.policy import timezone
+from ledger.domain.state import GoalState
+
+INTERNAL, HOST, OPERATOR = "internal", "host", "operator"
+RECEIPT_STATUSES = ("created", "create_failed", "create_uncertain", "cancelled", "disabled",
+                    "user_attested_deleted")
+RUNS_ON = ("cloud", "local", "unverified")
+
+# Watchdog statuses after which something may still exist on a scheduler and
+# must be cancelled (with a receipt) before a goal may complete.
+LIVE = frozenset({"requested", "live", "uncertain", "disabled", "cancel_requested"})
+DEGRADED = frozenset({"create_failed", "uncertain", "disabled", "failed"})
+
+
+@dataclass(frozen=True, slots=True)
+class PrepareWatchdog:
+    proof: LeaseProof | None
+    interval_seconds: int = 0  # 0: the goal's own (policy.interval_seconds)
+    tzid: str = "UTC"
+    schedule_name: str = ""  # internal: the django-q2 schedule's name
+
+
+@dataclass(frozen=True, slots=True)
+class CancelWatchdog:
+    proof: LeaseProof | None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordReceipt:
+    """What the agent's host did with the watchdog (host backend only)."""
+
+    proof: LeaseProof | None
+    status: str
+    host_ref_sha256: str = ""
+    due_at: str = ""
+    runs_on: str = "unverified"
+    verified: bool = False  # the host proved where the task runs
+    attested_by: str = ""
+    note: str = ""
+
+
+def watchdog_live(state: GoalState) -> bool:
+    return state.watchdog.get("status") in LIVE
+
+
+def watchdog_health(state: GoalState) -> str:
+    status = state.watchdog.get("status", "")
+    if not status:
+        return "none"
+    return "degraded" if status in DEGRADED else "ok"
+
+
+def _due(moment: datetime, seconds: int) -> str:
+    return iso(moment + timedelta(seconds=seconds))
+
+
+def interval_of(state: GoalState) -> int:
+    """The watchdog's interval in seconds, frozen into the goal's policy at start."""
+    policy = state.policy
+    return policy.get("interval_seconds") or state.setting("cadence_minutes") * 60
+
+
+# The django-q2 schedule rows of a goal's wakes, named after it: one of each.
+def schedule_name(goal_id: str) -> str:
+    return f"wakeledger-watchdog-{goal_id}"
+
+
+def reset_schedule_name(goal_id: str) -> str:
+    return f"wakeledger-reset-{goal_id}"
+
+
+def requested_schedule_name(goal_id: str) -> str:
+    return f"wakeledger-wake-{goal_id}"
+
+
+# ---------------------------------------------------------------- watchdog
+
+
+def prepare(state: GoalState, cmd: PrepareWatchdog, now: datetime) -> list[Event]:
+    fence(state, cmd.proof)
+    backend = state.setting("scheduler")
+    seconds = cmd.interval_seconds or interval_of(state)
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 1:
+        raise InvalidCommand("interval_seconds must be a positive whole number")
+    tzid = timezone(cmd.tzid or "UTC", "tzid")
+    status = state.watchdog.get("status", "")
+    retry = False
+    if status in ("requested", "live", "uncertain", "disabled", "cancel_requested", "failed"):
+        # Rule 9: never a second watchdog, never retimed. An uncertain create
+        # is reconciled by a receipt, never followed by a blind second create.
+        return []
+    if status == "create_failed":
+        if not state.watchdog.get("retry_allowed"):
+            return []
+        retry = True  # a definitive failure allows exactly one retry of the same create
+    data = {
+        "backend": backend,
+        "interval_seconds": seconds,
+        "tzid": tzid,
+        "first_due_at": _due(now, seconds),
+        "attempt": 2 if retry else 1,
+    }
+    if backend == INTERNAL:
+        name = v.text(cmd.schedule_name or schedule_name(state.goal_id), "schedule_name",
+                      limit=200, required=True)
+        data["schedule_name"] = name
+        return [Event(WAKE_SCHEDULED, data, now),
+                Event(RECEIPT_RECORDED, {"backend": INTERNAL, "status": "created",
+                                         "schedule_name": name,
+                                         "due_at": data["first_due_at"]}, now)]
+    return [Event(WAKE_SCHEDULED, data, now)]
+
+
+def cancel(state: GoalState, cmd: CancelWatchdog, now: datetime) -> list[Event]:
+    fence(state, cmd.proof)
+    return cancel_events(state, now, why="cancelled by the agent")
+
+
+def cancel_events(state: GoalState, now: datetime, *, why: str) -> list[Event]:
+    status = state.watchdog.get("status", "")
+    if status not in LIVE:
+        return []
+    if state.watchdog["backend"] == INTERNAL:
+        # The server cancels its own schedule in the same transaction.
+        return [Event(RECEIPT_RECORDED, {"backend": INTERNAL, "status": "cancelled",
+                                         "schedule_name": state.watchdog["schedule_name"],
+                                         "note": why}, now)]
+    if status == "cancel_requested":
+        return []
+    return [Event(WAKE_CANCEL_REQUESTED, {"backend": HOST, "note": why}, now)]
+
+
+def receipt(state: GoalState, cmd: RecordReceipt, now: datetime) -> list[Event]:
+    """The receipt alone (``finishing.receipt`` also completes a finish waiting for it)."""
+    # On a terminal goal the lease is gone; the cancellation receipt of its
+    # leftover host watchdog is still welcome (and needed).
+    if not state.terminal:
+        fence(state, cmd.proof)
+    if state.watchdog.get("backend") != HOST:
+        raise DomainError("only a host watchdog takes receipts; internal watchdogs record "
+                          "their own", code="validation_error", field="status")
+    if cmd.status not in RECEIPT_STATUSES:
+        raise InvalidCommand(f"status must be one of {', '.join(RECEIPT_STATUSES)}",
+                             field="status")
+    if state.terminal and cmd.status not in ("cancelled", "user_attested_deleted", "disabled"):
+        raise DomainError(f"the goal is {state.status}; only a cancellation receipt is taken",
+                          code="goal_terminal")
+    data: dict[str, Any] = {"backend": HOST, "status": cmd.status,
+                            "note": v.text(cmd.note, "note", limit=v.MAX_NOTE)}
+    if cmd.status == "created":
+        data["host_ref_sha256"] = v.sha256(cmd.host_ref_sha256, "host_ref")
+        data["due_at"] = v.instant(cmd.due_at, "due_at")
+        if cmd.runs_on not in RUNS_ON:
+            raise InvalidCommand(f"runs_on must be one of {', '.join(RUNS_ON)}",
+                                 field="runs_on")
+        if cmd.runs_on == "cloud" and not cmd.verified:
+            raise InvalidCommand("runs_on may be cloud only when the host proved it "
+                                 "(verified: true)", field="runs_on")
+        data["runs_on"] = cmd.runs_on
+    if cmd.status == "user_attested_deleted":
+        data["attested_by"] = v.text(cmd.attested_by, "attested_by", limit=v.MAX_KEY,
+                                     required=True)
+    if cmd.status == "create_failed":
+        data["retry_allowed"] = state.watchdog.get("attempt", 1) == 1
+    return [Event(RECEIPT_RECORDED, data, now)]
+
+
+def arm_events(state: GoalState, interval: int, first_due_at: str, now: datetime) -> list[Event]:
+    name = schedule_name(state.goal_id)
+    data = {"backend": INTERNAL, "interval_seconds": interval,
+            "tzid": state.watchdog.get("tzid") or state.session.get("timezone") or "UTC",
+            "first_due_at": first_due_at, "attempt": 1, "schedule_name": name}
+    return [Event(WAKE_SCHEDULED, data, now),
+            Event(RECEIPT_RECORDED, {"backend": INTERNAL, "status": "created",
+                                     "schedule_name": name, "due_at": first_due_at}, now)]
+
+
+
+# ---------------------------------------------------------------- evolve
+
+
+def scheduled(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+    # A repaired row gets the scheduler's lateness anew (liveness deadlines).
+    repaired = {"repaired_at": at} if "repair" in data else {}
+    if data.get("kind") == "reset":  # the one-off wake at a rate-limit reset
+        return {"reset_wake": {"due_at": data["due_at"],
+                               "schedule_name": data["schedule_name"], **repaired}}
+    if data.get("kind") == "requested":  # the one-off wake the agent asked for
+        return {"requested_wake": {"due_at": data["due_at"], "reason": data["reason"],
+                                   "schedule_name": data.get("schedule_name", ""),
+                                   **repaired}}
+    watchdog = {
+        "backend": data["backend"],
+        "interval_seconds": data["interval_seconds"],
+        "tzid": data["tzid"],
+        "status": "requested",
+        "attempt": data["attempt"],
+        "first_due_at": data["first_due_at"],
+        # Slots are anchor + k x interval; no claim ever moves the anchor.
+        "anchor": data["first_due_at"],
+        "next_due_at": data["first_due_at"],
+        "retry_allowed": False,
+    }
+    if "schedule_name" in data:
+        watchdog["schedule_name"] = data["schedule_name"]
+    return {"watchdog": watchdog, **host_heard(state)}
+
+
+_RECEIPT_STATUS = {"created": "live", "create_failed": "create_failed",
+                   "create_uncertain": "uncertain", "cancelled": "cancelled",
+                   "disabled": "disabled", "user_attested_deleted": "cancelled"}
+
+
+def receipted(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+    if data.get("repair") == "orphaned":
+        return {}  # a stray row deleted: history only, the goal's own wakes are untouched
+    watchdog = {**state.watchdog, "status": _RECEIPT_STATUS[data["status"]],
+                "last_receipt": data["status"], "last_receipt_at": at}
+    if data["status"] == "created":
+        watchdog["next_due_at"] = data["due_at"]
+        if data.get("backend") == HOST:
+            watchdog["anchor"] = data["due_at"]  # the host's schedule is what fires
+        if "host_ref_sha256" in data:
+            watchdog["host_ref_sha256"] = data["host_ref_sha256"]
+            watchdog["runs_on"] = data["runs_on"]
+    if data["status"] == "create_failed":
+        watchdog["retry_allowed"] = data["retry_allowed"]
+        if not data["retry_allowed"]:
+            watchdog["status"] = "failed"
+    if "repair" in data:
+        watchdog["repaired_at"] = at
+    return {"watchdog": watchdog, **(host_heard(state) if data.get("backend") == HOST else {})}
+
+
+def cancel_requested(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+    return {"watchdog": {**state.watchdog, "status": "cancel_requested"}}
+
+
+def host_heard(state: GoalState) -> dict[str, Any]:
+    """Evidence from the host (a claim, a receipt, a new watchdog) ends HOST_SILENT."""
+    if state.liveness_alert.get("reason") == "HOST_SILENT":
+        return {"liveness_alert": {}}
+    return {}
+
+
