@@ -290,3 +290,14 @@ def test_the_mcp_server_with_shared_leases_uses_the_lease_the_hook_took(hooks):
     hooks("Stop", stop_hook_active=False)
     kinds = list(Event.objects.filter(goal_id=goal_id).values_list("kind", flat=True))
     assert kinds.count("lease.released") == 1 and "checkpoint.recorded" in kinds
+
+
+def test_install_for_the_user_goes_to_claude_codes_config_dir(tmp_path):
+    config = tmp_path / "config"
+    done = subprocess.run([sys.executable, "-m", "wakeledger_agent", "hooks", "install",
+                           "claude-code", "--user"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, check=False,
+                          env={**os.environ, "CLAUDE_CONFIG_DIR": str(config)})
+    assert done.returncode == 0, done.stderr
+    assert "hook claude-code" in (config / "settings.json").read_text()
+    assert not (tmp_path / ".claude").exists()
