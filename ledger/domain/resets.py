@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, date, datetime, time, timedelta, timezone, tzinfo
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from decimal import Decimal, InvalidOperation
 from email.utils import parsedate_to_datetime
-from functools import lru_cache
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from ledger.domain.failures import ASCII_LOWER
+from ledger.domain.zones import LATEST, in_zone, named_zone, next_date, offset_zone, utc
 
 # The furthest a parsed reset may lie from `now`. The usage windows providers print are
 # per-minute, per-day, 5-hour and weekly ones, so a week covers every window that resets by
@@ -146,66 +145,13 @@ _TRIGGER = re.compile(
 _WINDOW_CHARS = 96
 
 
-@lru_cache(maxsize=1)
-def _zone_names_by_lower() -> dict[str, str]:
-    return {name.lower(): name for name in available_timezones()}
-
-
-_ZONE_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_+\-]*(?:/[A-Za-z0-9_+\-]+)*")
-_OFFSET = re.compile(
-    r"(?:utc|gmt)?\s*(?P<sign>[+\-\u2212])\s*(?P<h>[0-9]{1,2})(?::?(?P<m>[0-9]{2}))?",
-    re.IGNORECASE,
-)
-
-
-def _offset_zone(spec: str) -> tzinfo | None:
-    """Offsets as written ("GMT+3", "UTC+3", "+03:00", "-0500"): east of Greenwich is plus.
-
-    The trap: the IANA names Etc/GMT+3 mean the opposite (UTC-3, POSIX's sign). Those go
-    to zoneinfo, which knows; only offsets written as offsets come here.
-    """
-    match = _OFFSET.fullmatch(spec.strip())
-    if not match:
-        return None
-    hours, minutes = int(match["h"]), int(match["m"] or 0)
-    if hours > 14 or minutes > 59:
-        return None
-    delta = timedelta(hours=hours, minutes=minutes)
-    return timezone(-delta if match["sign"] in "-\u2212" else delta)
-
-
-@lru_cache(maxsize=256)
-def _named_zone(name: str) -> tzinfo | None:
-    """A zone from a name in the text or the agent's ``tz``; None when it is no zone.
-
-    Never raises: an unknown, malformed or path-like name is simply not a zone.
-    """
-    name = name.strip()
-    if not name or len(name) > 64:
-        return None
-    if name.upper() in ("UTC", "GMT", "Z"):
-        return UTC
-    if re.match(r"(?:utc|gmt)\s*[+\-\u2212]|[+\-\u2212][0-9]", name, re.IGNORECASE):
-        return _offset_zone(name)
-    if not _ZONE_KEY.fullmatch(name):
-        return None
-    for key in (name, _zone_names_by_lower().get(name.lower())):
-        if key is None:
-            continue
-        try:
-            return ZoneInfo(key)
-        except (ZoneInfoNotFoundError, ValueError, OSError):
-            continue
-    return None
-
-
 def _zone_of(match: re.Match[str], default: tzinfo) -> tzinfo:
     if match["off"]:
-        return _offset_zone(match["off"]) or default
+        return offset_zone(match["off"]) or default
     if match["utc"]:
         return UTC
     if match["pzone"]:
-        return _named_zone(match["pzone"]) or default
+        return named_zone(match["pzone"]) or default
     return default
 
 
@@ -230,39 +176,6 @@ def _clock(match: re.Match[str]) -> time | None:
     return time(hour, minute, second, microsecond)
 
 
-_LATEST = datetime.max.replace(tzinfo=UTC)
-_EARLIEST = datetime.min.replace(tzinfo=UTC)
-
-
-def _utc(moment: datetime) -> datetime:
-    """``moment`` in UTC, saturating at the ends of the calendar instead of overflowing:
-    "9999-12-31T23:59:59-05:00" is later than any instant Python can hold, which still
-    makes it a reset beyond the horizon, not an unreadable one."""
-    try:
-        return moment.astimezone(UTC)
-    except OverflowError:
-        return _LATEST if moment.year > 1 else _EARLIEST
-
-
-def _in_zone(day: date, clock: time, zone: tzinfo) -> datetime:
-    # fold=0: an ambiguous wall time (the repeated hour of a DST fall-back) is read as the
-    # first one; a wall time inside a spring-forward gap comes out shifted by the gap.
-    return _utc(datetime.combine(day, clock, tzinfo=zone))
-
-
-def _next_date(month: int, day: int, today: date) -> date | None:
-    """The next such month-day on or after ``today`` (rolls into next year when past;
-    "Feb 29" finds the next leap year)."""
-    for year in range(today.year, today.year + 9):
-        try:
-            candidate = date(year, month, day)
-        except ValueError:
-            continue
-        if candidate >= today:
-            return candidate
-    return None
-
-
 def _when(window: str, now: datetime, default_zone: tzinfo) -> datetime | None:
     """The instant a date/time expression at the start of ``window`` names."""
     if match := _ISO.match(window):
@@ -270,7 +183,7 @@ def _when(window: str, now: datetime, default_zone: tzinfo) -> datetime | None:
         if clock is None:
             return None
         day = date(int(match["y"]), int(match["mo"]), int(match["d"]))
-        return _in_zone(day, clock, _zone_of(match, default_zone))
+        return in_zone(day, clock, _zone_of(match, default_zone))
     match = _DAY_FIRST.match(window) or _MONTH_FIRST.match(window)
     if match:
         clock = _clock(match)
@@ -283,11 +196,11 @@ def _when(window: str, now: datetime, default_zone: tzinfo) -> datetime | None:
         else:
             # No year: the next such date in the zone that names it, today included (a
             # time earlier today is the past, not next year).
-            found = _next_date(month, int(match["d"]), now.astimezone(zone).date())
+            found = next_date(month, int(match["d"]), now.astimezone(zone).date())
             if found is None:
                 return None
             day = found
-        return _in_zone(day, clock, zone)
+        return in_zone(day, clock, zone)
     if match := _TIME_ONLY.match(window):
         clock = _clock(match)
         if clock is None:
@@ -297,9 +210,9 @@ def _when(window: str, now: datetime, default_zone: tzinfo) -> datetime | None:
         # "resets 2:30am" read at 11pm is tomorrow's 2:30am.
         zone = _zone_of(match, default_zone)
         today = now.astimezone(zone).date()
-        candidate = _in_zone(today, clock, zone)
+        candidate = in_zone(today, clock, zone)
         if candidate < now:
-            candidate = _in_zone(today + timedelta(days=1), clock, zone)
+            candidate = in_zone(today + timedelta(days=1), clock, zone)
         return candidate
     return None
 
@@ -357,7 +270,7 @@ def _http_date(raw: str) -> datetime | None:
         return None
     if parsed is None:
         return None
-    return _utc(parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC))
+    return utc(parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC))
 
 
 def _header_value(key: str, raw: str, now: datetime, zone: tzinfo) -> tuple[int, datetime] | None:
@@ -406,7 +319,7 @@ def _horizon(now: datetime) -> datetime:
     try:
         return now + RESET_HORIZON
     except OverflowError:  # `now` within a week of the year 10000
-        return _LATEST
+        return LATEST
 
 
 def _within_horizon(instant: datetime, now: datetime) -> datetime:
@@ -447,7 +360,7 @@ def parse_retry_after(value: object, now: datetime) -> datetime | None:
             return None
         if not isinstance(now, datetime):
             return None
-        now = _utc(now if now.tzinfo else now.replace(tzinfo=UTC))
+        now = utc(now if now.tzinfo else now.replace(tzinfo=UTC))
         instant = _stated_retry_after(str(value).strip(), now)
         return None if instant is None else _within_horizon(instant, now)
     except (ValueError, OverflowError, ArithmeticError):
@@ -468,7 +381,7 @@ def parse_reset(
     try:
         if not isinstance(now, datetime):
             return None
-        now = _utc(now if now.tzinfo else now.replace(tzinfo=UTC))
+        now = utc(now if now.tzinfo else now.replace(tzinfo=UTC))
         stated = stated_reset(text, now=now, tz=tz, retry_after=retry_after)
         return None if stated is None else _within_horizon(stated, now)
     except Exception:  # the contract: any input, no exception
@@ -514,40 +427,52 @@ def stated_reset(
     try:
         if not isinstance(now, datetime):
             return None
-        now = _utc(now if now.tzinfo else now.replace(tzinfo=UTC))
-        if isinstance(retry_after, str | int | float) and not isinstance(retry_after, bool):
-            try:
-                from_header = _stated_retry_after(str(retry_after).strip(), now)
-            except (ValueError, OverflowError, ArithmeticError):
-                from_header = None
-            if from_header is not None:
-                return from_header
+        now = utc(now if now.tzinfo else now.replace(tzinfo=UTC))
+        from_header = _header_reset(retry_after, now)
+        if from_header is not None:
+            return from_header
         if not isinstance(text, str) or not text:
             return None
-        zone = (_named_zone(tz) if isinstance(tz, str) else None) or UTC
-        found: dict[int, list[datetime]] = {_ABSOLUTE: [], _RELATIVE: [], _WINDOW: []}
-        lowered = text.translate(ASCII_LOWER)  # same length, so positions carry over
-        for trigger in _TRIGGER.finditer(lowered):
-            before = lowered[trigger.start() - 1] if trigger.start() else " "
-            if before.isalnum() or before in "_-":
-                continue  # inside a longer word: "presets", "x-foo-reset"
-            raw = text[trigger.end() : trigger.end() + _WINDOW_CHARS]
-            try:
-                if trigger["pipe"] is not None:
-                    instant = _epoch(raw)
-                    hit = (_ABSOLUTE, instant) if instant is not None else None
-                elif trigger["key"] is not None:
-                    hit = _header_value(trigger["key"].lower(), raw, now, zone)
-                else:
-                    verb = re.sub(r"\s+", " ", trigger["verb"].lower())
-                    hit = _prose(verb, raw, now, zone)
-            except (ValueError, OverflowError, KeyError):
-                hit = None  # one unreadable phrase (Feb 30, year 99999) spoils no other
-            if hit is not None:
-                found[hit[0]].append(hit[1])
+        zone = (named_zone(tz) if isinstance(tz, str) else None) or UTC
+        found = _found(text, now, zone)
         for tier in (_ABSOLUTE, _RELATIVE, _WINDOW):
             if found[tier]:
                 return max(found[tier]).astimezone(UTC)
         return None
     except Exception:  # the contract: any input, no exception
         return None
+
+
+def _header_reset(retry_after: object, now: datetime) -> datetime | None:
+    """The instant a valid Retry-After value names (it wins over the text), else None."""
+    if isinstance(retry_after, str | int | float) and not isinstance(retry_after, bool):
+        try:
+            return _stated_retry_after(str(retry_after).strip(), now)
+        except (ValueError, OverflowError, ArithmeticError):
+            return None
+    return None
+
+
+def _found(text: str, now: datetime, zone: tzinfo) -> dict[int, list[datetime]]:
+    """Every reset the text names, by kind (_ABSOLUTE, _RELATIVE, _WINDOW)."""
+    found: dict[int, list[datetime]] = {_ABSOLUTE: [], _RELATIVE: [], _WINDOW: []}
+    lowered = text.translate(ASCII_LOWER)  # same length, so positions carry over
+    for trigger in _TRIGGER.finditer(lowered):
+        before = lowered[trigger.start() - 1] if trigger.start() else " "
+        if before.isalnum() or before in "_-":
+            continue  # inside a longer word: "presets", "x-foo-reset"
+        raw = text[trigger.end() : trigger.end() + _WINDOW_CHARS]
+        try:
+            if trigger["pipe"] is not None:
+                instant = _epoch(raw)
+                hit = (_ABSOLUTE, instant) if instant is not None else None
+            elif trigger["key"] is not None:
+                hit = _header_value(trigger["key"].lower(), raw, now, zone)
+            else:
+                verb = re.sub(r"\s+", " ", trigger["verb"].lower())
+                hit = _prose(verb, raw, now, zone)
+        except (ValueError, OverflowError, KeyError):
+            hit = None  # one unreadable phrase (Feb 30, year 99999) spoils no other
+        if hit is not None:
+            found[hit[0]].append(hit[1])
+    return found
