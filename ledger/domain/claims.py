@@ -147,7 +147,7 @@ def claim_outcome(state: GoalState, cmd: ClaimWake, now: datetime) -> dict[str, 
                 "notes": f"{state.retry_count} consecutive wakes without a new checkpoint: "
                          "WAKE_RETRIES_EXHAUSTED"}
     charge = recovery(state) and not operator
-    block = budget_block(state, rate_limited=bool(state.paused_until)) if charge else ""
+    block = budget_block(state) if charge else ""
     if block:
         return {"outcome": "terminal_cleanup_required", "block": block,
                 "notes": budget_spent_why(state, block)}

@@ -184,13 +184,16 @@ def budget_left(state: GoalState) -> int:
     return max(0, state.setting("max_continuations") - state.continuations_used)
 
 
-def budget_block(state: GoalState, *, rate_limited: bool) -> str:
+def budget_block(state: GoalState, *, rate_limited: bool | None = None) -> str:
     """Rule 5, the one place it is decided: the reason a goal blocks when a
     continuation would be charged (a wake, a pull) or a rate limit reported
-    with the budget spent — RATE_LIMIT_STOPPED while rate limited, else
-    CONTINUATION_STOPPED; "" while some budget is left."""
+    with the budget spent — RATE_LIMIT_STOPPED while rate limited (by default:
+    while the goal has a pause), else CONTINUATION_STOPPED; "" while some
+    budget is left."""
     if budget_left(state):
         return ""
+    if rate_limited is None:
+        rate_limited = bool(state.paused_until)
     return RATE_LIMIT_STOPPED if rate_limited else "CONTINUATION_STOPPED"
 
 
