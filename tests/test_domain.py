@@ -39,9 +39,23 @@ from ledger.domain.errors import (
     WorkspaceBound,
 )
 from ledger.domain.smartwake import preflight, resume_packet
-from ledger.domain.state import CHECKPOINT_CONTRACT_FIELDS
 from ledger.domain.validation import canonical_workspace
 from tests.factories import completed, evidence_for, proof_of
+
+# The seed checkpoint contract, field for field (served at /goals/{id}/checkpoint).
+CHECKPOINT_CONTRACT_FIELDS = (
+    "task_id",
+    "goal",
+    "status",
+    "current_step",
+    "progress_pct",
+    "last_completed",
+    "next_actions",
+    "artifacts",
+    "errors",
+    "retry_count",
+    "updated_at",
+)
 
 T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 SHA_A, SHA_B, TOKEN_1, TOKEN_2 = "a" * 64, "b" * 64, "1" * 64, "2" * 64

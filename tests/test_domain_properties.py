@@ -34,7 +34,7 @@ from ledger.domain import (
     fold,
     liveness,
 )
-from ledger.domain.claims import CONSUMING, ClaimWake, WakeNow
+from ledger.domain.claims import CONSUMING, ClaimWake, WakeNow, claim_outcome
 from ledger.domain.commands import Evidence
 from ledger.domain.errors import LeaseLost
 from ledger.domain.overdue import CheckLiveness
@@ -438,3 +438,82 @@ def test_the_generated_histories_still_complete_goals():
     found = find(histories, lambda h: run(h)[0].status == "done",
                  settings=settings(max_examples=2000, database=None))
     assert run(found)[0].status == "done"
+
+
+# ------------------------------------------------------------ rules decided once (issue 22)
+
+
+RATE_LIMITED_STEP = Step(ReportRun(None, "error", "rate_limit"), "current", 0)
+
+
+@settings(max_examples=200)
+@given(histories, st.integers(min_value=0, max_value=4 * 3600))
+def test_a_pause_holds_a_lease_a_wake_and_a_pull_alike(history, later):
+    """timing.pause_left is the one "paused, not yet due": while it is positive
+    no lease is granted (and the refusal's wait is it), no pull resumes the goal
+    and no scheduler claim resumes it; once it is 0 the pause holds nothing."""
+    from ledger.domain import leases, pulls, timing
+
+    _, _, trace = run([RATE_LIMITED_STEP, *history])  # the first step pauses the goal
+    for _, state, now, _ in trace:
+        moment = now + timedelta(seconds=later)
+        wait = timing.pause_left(state, moment)
+        if state.paused_until and state.status == "paused":
+            until = datetime.fromisoformat(state.paused_until)
+            assert (wait > 0) == (moment < until)
+        else:
+            assert wait == 0
+        if wait:
+            refusal = leases.lease_refusal(state, moment)
+            assert refusal is not None and refusal["retry_after_seconds"] == wait
+            assert pulls.due_for_pull(state, moment) == bool(state.ready)
+            answer = claim_outcome(state, ClaimWake("probe", "internal", "", TOKENS[0]), moment)
+            assert answer["outcome"] not in ("recurring_acquired", "ready_for_pull")
+
+
+@settings(max_examples=100)
+@given(st.integers(min_value=0, max_value=6), st.integers(min_value=0, max_value=5))
+def test_the_budget_blocks_a_wake_a_pull_and_a_rate_limit_alike(used, budget):
+    """runs.budget_block is the one "budget spent -> block": a recovery wake, a
+    pull of a charged due wake and a rate limit block exactly when the budget
+    is spent, with the same reason."""
+    from ledger.domain import pulls
+    from ledger.domain.runs import budget_block, budget_left, report
+
+    start = StartGoal(**{**{name: getattr(START, name) for name in START.__slots__},
+                         "policy": {"max_continuations": budget}})
+    state = fold(decide(GoalState(), RunGoal(start, "agent-1", TOKENS[0]), T0))
+    state = state.but(continuations_used=used)
+    spent = used >= budget
+    assert (budget_left(state) == 0) == spent
+    assert (budget_block(state, rate_limited=True) == "RATE_LIMIT_STOPPED") == spent
+    assert (budget_block(state, rate_limited=False) == "CONTINUATION_STOPPED") == spent
+    lease = state.lease
+    rate_limit = ReportRun(LeaseProof(lease["token_sha256"], lease["generation"]), "error",
+                           "rate_limit")
+    blocked = [e.data["reason"] for e in report(state, rate_limit, T0)
+               if e.kind == "goal.blocked"]
+    assert blocked == (["RATE_LIMIT_STOPPED"] if spent else [])
+    stale = T0 + timedelta(hours=2)  # its lease went stale: a wake now is a recovery
+    answer = claim_outcome(state, ClaimWake("probe", "internal", "", TOKENS[1]), stale)
+    assert (answer.get("block") == "CONTINUATION_STOPPED") == spent
+    ready = state.but(lease={}, ready={"occurrence_id": "o", "reason": "timeout_recovery",
+                                       "at": "2026-01-01T00:00:00Z", "charge": True})
+    pulled = pulls.pull_events(ready, "agent-1", TOKENS[1], stale)
+    assert ([e.data["reason"] for e in pulled if e.kind == "goal.blocked"]
+            == (["CONTINUATION_STOPPED"] if spent else []))
+
+
+@settings(max_examples=200)
+@given(histories, st.integers(min_value=0, max_value=3 * 86_400))
+def test_overdue_reads_the_same_in_the_label_the_alert_and_the_query(history, later):
+    """liveness.overdue is the one "overdue": the label says overdue only when
+    the alert says OVERDUE, and the /alerts query's cutoff is the same bound."""
+    _, _, trace = run(history)
+    for _, state, now, _ in trace:
+        moment = now + timedelta(seconds=later)
+        deadline = liveness.expectation(state).deadline
+        assert liveness.overdue(deadline, moment) == (
+            deadline is not None and deadline < liveness.overdue_cutoff(moment))
+        if liveness.label(state, moment) == liveness.OVERDUE:
+            assert liveness.alert(state, moment) == liveness.OVERDUE_REASON

@@ -11,8 +11,7 @@ from datetime import datetime, timedelta
 from math import ceil
 from typing import Any
 
-from ledger.domain import timing
-from ledger.domain import validation as v
+from ledger.domain import timing, validation
 from ledger.domain.errors import DomainError, InvalidCommand
 from ledger.domain.events import (
     GOAL_BLOCKED,
@@ -109,7 +108,7 @@ def _intended(cmd: ClaimWake, now: datetime) -> datetime:
 def occurrence_of(state: GoalState, cmd: ClaimWake, now: datetime) -> str:
     """A claim's identity. A host fire without an id of its own is its slot."""
     if cmd.occurrence_id:
-        return v.text(cmd.occurrence_id, "occurrence_id", limit=300, required=True)
+        return validation.text(cmd.occurrence_id, "occurrence_id", limit=300, required=True)
     slot = _slot(state, cmd, now)
     if slot is None:
         raise InvalidCommand("occurrence_id is required when the goal has no watchdog",
@@ -148,7 +147,7 @@ def claim_outcome(state: GoalState, cmd: ClaimWake, now: datetime) -> dict[str, 
                 "notes": f"{state.retry_count} consecutive wakes without a new checkpoint: "
                          "WAKE_RETRIES_EXHAUSTED"}
     charge = recovery(state) and not operator
-    block = budget_block(state, rate_limited=bool(state.paused_until)) if charge else ""
+    block = budget_block(state) if charge else ""
     if block:
         return {"outcome": "terminal_cleanup_required", "block": block,
                 "notes": budget_spent_why(state, block)}
@@ -238,9 +237,10 @@ def claim(state: GoalState, cmd: ClaimWake, now: datetime) -> list[Event]:
     record = WakeClaimed(
         occurrence, cmd.source, cmd.kind, outcome, _reason(state, cmd), answer["notes"],
         slot=iso(slot) if slot is not None else None, next_due_at=_next_due(state, slot, now),
-        operator=v.text(cmd.operator, "operator", limit=v.MAX_KEY, required=True)
+        operator=validation.text(cmd.operator, "operator", limit=validation.MAX_KEY, required=True)
         if operator else None,
-        why=v.text(cmd.note, "reason", limit=v.MAX_NOTE, required=True) if operator else None,
+        why=validation.text(cmd.note, "reason", limit=validation.MAX_NOTE, required=True)
+        if operator else None,
         # Rule 7: a wake without progress until a checkpoint says otherwise.
         # A ready goal that nobody pulls counts each further due wake too, so
         # it ends visibly blocked instead of waiting forever.

@@ -22,13 +22,13 @@ from ledger.domain import (
     jobs,
     leases,
     overdue,
+    policy,
     pulls,
     requested,
     runs,
+    validation,
     watchdogs,
 )
-from ledger.domain import policy as p
-from ledger.domain import validation as v
 from ledger.domain.commands import (
     AcquireLease,
     CoreCommand,
@@ -146,16 +146,19 @@ def _start(state: GoalState, cmd: StartGoal, now: datetime) -> list[Event]:
     if cmd.session_bound_by and cmd.session_bound_by != cmd.goal_id:
         raise SessionBound("the session key is already used by another of this agent's "
                            "active goals", field="session.session_key")
-    plan = v.text_list(list(cmd.next_actions), "next_actions")
+    plan = validation.text_list(list(cmd.next_actions), "next_actions")
     data = {
-        "goal_id": v.text(cmd.goal_id, "goal_id", limit=64, required=True),
-        "workspace": v.text(cmd.workspace, "workspace", limit=v.MAX_WORKSPACE, required=True),
-        "goal_key": v.text(cmd.goal_key, "goal_key", limit=v.MAX_KEY, required=True),
-        "objective": v.text(cmd.objective, "objective", limit=v.MAX_OBJECTIVE, required=True),
-        "done_criteria": v.text_list(list(cmd.done_criteria), "done_criteria"),
-        "agent": v.text(cmd.agent, "agent", limit=v.MAX_KEY),
-        "policy": p.policy(dict(cmd.policy), cmd.dispatchers, cmd.cadence_unit_seconds),
-        "session": p.session(dict(cmd.session)),
+        "goal_id": validation.text(cmd.goal_id, "goal_id", limit=64, required=True),
+        "workspace": validation.text(cmd.workspace, "workspace", limit=validation.MAX_WORKSPACE,
+                                     required=True),
+        "goal_key": validation.text(cmd.goal_key, "goal_key", limit=validation.MAX_KEY,
+                                    required=True),
+        "objective": validation.text(cmd.objective, "objective", limit=validation.MAX_OBJECTIVE,
+                                     required=True),
+        "done_criteria": validation.text_list(list(cmd.done_criteria), "done_criteria"),
+        "agent": validation.text(cmd.agent, "agent", limit=validation.MAX_KEY),
+        "policy": policy.policy(dict(cmd.policy), cmd.dispatchers, cmd.cadence_unit_seconds),
+        "session": policy.session(dict(cmd.session)),
         "timeout_seconds": _optional_seconds(cmd.timeout_seconds, "timeout_seconds"),
         "estimated_duration_seconds": _optional_seconds(cmd.estimated_duration_seconds,
                                                         "estimated_duration_seconds"),
@@ -183,7 +186,7 @@ def _acquire(state: GoalState, cmd: AcquireLease, now: datetime) -> list[Event]:
 
 
 def _optional_seconds(value: int | None, field: str) -> int | None:
-    return None if value is None else p.whole(value, field, 1, 30 * 86_400)
+    return None if value is None else policy.whole(value, field, 1, 30 * 86_400)
 
 
 # ------------------------------------------------------------ checkpoints (rule 3)
@@ -191,31 +194,31 @@ def _optional_seconds(value: int | None, field: str) -> int | None:
 
 def _checkpoint(state: GoalState, cmd: RecordCheckpoint, now: datetime) -> list[Event]:
     lease = fence(state, cmd.proof)
-    pct = v.progress(cmd.progress_pct)
+    pct = validation.progress(cmd.progress_pct)
     texts = (cmd.note, cmd.current_step, *cmd.completed, *cmd.next_actions, *cmd.errors,
              *(a.path for a in cmd.artifacts))
-    scan = v.any_secret(texts)  # one pass; per field only when it finds something
-    note = v.text(cmd.note, "note", limit=v.MAX_NOTE, scan=scan)
+    scan = validation.any_secret(texts)  # one pass; per field only when it finds something
+    note = validation.text(cmd.note, "note", limit=validation.MAX_NOTE, scan=scan)
     if pct < state.progress_pct and not note.strip():
         raise ProgressRegressed(
             f"progress_pct {pct} is below the recorded {state.progress_pct}; "
             "say why in 'note' to record a step back",
             field="progress_pct",
         )
-    if len(cmd.artifacts) > v.MAX_ARTIFACTS:
-        raise InvalidCommand(f"artifacts has more than {v.MAX_ARTIFACTS} items.",
+    if len(cmd.artifacts) > validation.MAX_ARTIFACTS:
+        raise InvalidCommand(f"artifacts has more than {validation.MAX_ARTIFACTS} items.",
                              field="artifacts")
     artifacts = []
     seen: set[str] = set()
     for i, artifact in enumerate(cmd.artifacts):
         name = f"artifacts[{i}]"
-        path = v.text(artifact.path, f"{name}.path", limit=v.MAX_PATH, required=True,
-                      scan=scan)
+        path = validation.text(artifact.path, f"{name}.path", limit=validation.MAX_PATH,
+                               required=True, scan=scan)
         if path in seen:
             raise InvalidCommand(f"{name}.path {path!r} appears twice.", field=f"{name}.path")
         seen.add(path)
-        digest = v.sha256(artifact.sha256, f"{name}.sha256")
-        size = v.byte_count(artifact.bytes, f"{name}.bytes")
+        digest = validation.sha256(artifact.sha256, f"{name}.sha256")
+        size = validation.byte_count(artifact.bytes, f"{name}.bytes")
         recorded = state.artifact(path)
         # Rule 3: no blind overwrite of an artifact recorded before.
         if (recorded is not None and recorded["sha256"] != digest
@@ -227,13 +230,13 @@ def _checkpoint(state: GoalState, cmd: RecordCheckpoint, now: datetime) -> list[
             )
         artifacts.append({"path": path, "sha256": digest, "bytes": size})
     data = {
-        "current_step": v.text(cmd.current_step, "current_step", limit=v.MAX_STEP,
-                               required=True, scan=scan),
+        "current_step": validation.text(cmd.current_step, "current_step", limit=validation.MAX_STEP,
+                                        required=True, scan=scan),
         "progress_pct": pct,
-        "completed": v.text_list(list(cmd.completed), "completed", scan=scan),
-        "next_actions": v.text_list(list(cmd.next_actions), "next_actions", scan=scan),
+        "completed": validation.text_list(list(cmd.completed), "completed", scan=scan),
+        "next_actions": validation.text_list(list(cmd.next_actions), "next_actions", scan=scan),
         "artifacts": artifacts,
-        "errors": v.text_list(list(cmd.errors), "errors", scan=scan),
+        "errors": validation.text_list(list(cmd.errors), "errors", scan=scan),
         "note": note,
         "generation": lease["generation"],
     }
@@ -260,7 +263,7 @@ def _release_workspace(state: GoalState, cmd: ReleaseWorkspace, now: datetime) -
         fence(state, cmd.proof)
     if not state.workspace_bound:
         return []
-    reason = v.text(cmd.reason, "reason", limit=v.MAX_NOTE)
+    reason = validation.text(cmd.reason, "reason", limit=validation.MAX_NOTE)
     return [Event(WORKSPACE_RELEASED, {"workspace": state.workspace,
                                        "by_operator": cmd.by_operator, "reason": reason}, now)]
 

@@ -4,7 +4,7 @@ lease. One that certainly started nothing gives the lease back at once."""
 from dataclasses import dataclass
 from datetime import datetime
 
-from ledger.domain import validation as v
+from ledger.domain import validation
 from ledger.domain.events import CONTINUATION_DISPATCHED, LEASE_RELEASED, Event
 from ledger.domain.state import GoalState
 
@@ -25,10 +25,11 @@ class RecordDispatch:
 
 def dispatched(state: GoalState, cmd: RecordDispatch, now: datetime) -> list[Event]:
     data = {
-        "occurrence_id": v.text(cmd.occurrence_id, "occurrence_id", limit=300, required=True),
-        "dispatcher": v.text(cmd.dispatcher, "dispatcher", limit=64, required=True),
+        "occurrence_id": validation.text(cmd.occurrence_id, "occurrence_id", limit=300,
+                                         required=True),
+        "dispatcher": validation.text(cmd.dispatcher, "dispatcher", limit=64, required=True),
         "ok": bool(cmd.ok),
-        "detail": v.text(cmd.detail, "detail", limit=500),
+        "detail": validation.text(cmd.detail, "detail", limit=500),
     }
     if not cmd.ok:
         data["uncertain"] = bool(cmd.uncertain)

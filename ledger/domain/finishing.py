@@ -8,8 +8,7 @@ waits for. ``settle`` is decided once, after every command.
 from datetime import datetime, timedelta
 from typing import Any
 
-from ledger.domain import timing, watchdogs
-from ledger.domain import validation as v
+from ledger.domain import timing, validation, watchdogs
 from ledger.domain.claims import ready_for_pull
 from ledger.domain.commands import FINISH_STATUSES, Finish
 from ledger.domain.errors import DomainError, InvalidCommand
@@ -41,7 +40,7 @@ def finish(state: GoalState, cmd: Finish, now: datetime) -> list[Event]:
         raise InvalidCommand(f"status must be one of {', '.join(FINISH_STATUSES)}.",
                              field="status")
     completed = cmd.status == "completed"
-    summary = v.text(cmd.summary, "summary", limit=v.MAX_NOTE, required=completed)
+    summary = validation.text(cmd.summary, "summary", limit=validation.MAX_NOTE, required=completed)
     evidence = _evidence(state, cmd) if completed else []
     if cmd.evidence and not completed:
         raise InvalidCommand("evidence goes with status completed; say in the summary what "
@@ -53,21 +52,22 @@ def finish(state: GoalState, cmd: Finish, now: datetime) -> list[Event]:
 
 def _evidence(state: GoalState, cmd: Finish) -> list[dict[str, str]]:
     """One item per done criterion, none unknown, none twice; in the criteria's order."""
-    if not isinstance(cmd.evidence, list | tuple) or len(cmd.evidence) > v.MAX_ITEMS:
-        raise InvalidCommand(f"evidence must be a list of at most {v.MAX_ITEMS} items.",
+    if not isinstance(cmd.evidence, list | tuple) or len(cmd.evidence) > validation.MAX_ITEMS:
+        raise InvalidCommand(f"evidence must be a list of at most {validation.MAX_ITEMS} items.",
                              field="evidence")
     given: dict[str, str] = {}
     for i, item in enumerate(cmd.evidence):
         name = f"evidence[{i}]"
-        criterion = v.text(item.criterion, f"{name}.criterion", limit=v.MAX_ITEM, required=True)
+        criterion = validation.text(item.criterion, f"{name}.criterion",
+                                    limit=validation.MAX_ITEM, required=True)
         if criterion not in state.done_criteria:
             raise InvalidCommand("not one of the goal's done criteria (give its exact text).",
                                  field=f"{name}.criterion")
         if criterion in given:
             raise InvalidCommand("this criterion already has evidence.",
                                  field=f"{name}.criterion")
-        given[criterion] = v.text(item.evidence, f"{name}.evidence", limit=v.MAX_NOTE,
-                                  required=True)
+        given[criterion] = validation.text(item.evidence, f"{name}.evidence",
+                                           limit=validation.MAX_NOTE, required=True)
     missing = [c for c in state.done_criteria if c not in given]
     if missing:
         raise InvalidCommand(

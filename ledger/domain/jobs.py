@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ledger.domain import validation as v
+from ledger.domain import validation
 from ledger.domain.commands import LeaseProof
 from ledger.domain.errors import DomainError, InvalidCommand
 from ledger.domain.events import JOB_TRACKED, JOB_UPDATED, Event
@@ -50,19 +50,19 @@ class NotifyJob:
 
 def track_job(state: GoalState, cmd: TrackJob, now: datetime) -> list[Event]:
     fence(state, cmd.proof)
-    kind = v.text(cmd.kind, "kind", limit=64, required=True)
-    ref = v.text(cmd.ref, "ref", limit=500, required=True)
+    kind = validation.text(cmd.kind, "kind", limit=64, required=True)
+    ref = validation.text(cmd.ref, "ref", limit=500, required=True)
     for job in state.jobs:
         if job["kind"] == kind and job["ref"] == ref and job["status"] == "running":
             return []  # the same exact run is tracked once
     if len(state.jobs) >= 100:
         raise InvalidCommand("a goal tracks at most 100 blocking jobs", field="ref")
-    job_id = v.text(cmd.job_id, "job_id", limit=64, required=True)
+    job_id = validation.text(cmd.job_id, "job_id", limit=64, required=True)
     data = {"job_id": job_id, "kind": kind, "ref": ref}
     if cmd.notify_sha256:
-        data["notify_sha256"] = v.sha256(cmd.notify_sha256, "notify")
+        data["notify_sha256"] = validation.sha256(cmd.notify_sha256, "notify")
     if cmd.link:
-        data["link"] = v.text(cmd.link, "link", limit=500)
+        data["link"] = validation.text(cmd.link, "link", limit=500)
     return [Event(JOB_TRACKED, data, now)]
 
 
@@ -82,8 +82,8 @@ def update_job(state: GoalState, cmd: UpdateJob, now: datetime) -> list[Event]:
     if cmd.status == "running":
         return []
     return [Event(JOB_UPDATED, {"job_id": cmd.job_id, "status": cmd.status,
-                                "conclusion": v.text(cmd.conclusion, "conclusion",
-                                                     limit=v.MAX_NOTE)}, now)]
+                                "conclusion": validation.text(cmd.conclusion, "conclusion",
+                                                              limit=validation.MAX_NOTE)}, now)]
 
 
 def notify_job(state: GoalState, cmd: NotifyJob, now: datetime) -> list[Event]:
@@ -102,10 +102,10 @@ def notify_job(state: GoalState, cmd: NotifyJob, now: datetime) -> list[Event]:
         raise DomainError(f"job {cmd.job_id} already ended as {job['status']}",
                           code="job_terminal", field="status")
     data = {"job_id": cmd.job_id, "status": cmd.status,
-            "conclusion": v.text(cmd.conclusion, "conclusion", limit=v.MAX_NOTE),
+            "conclusion": validation.text(cmd.conclusion, "conclusion", limit=validation.MAX_NOTE),
             "reported_by": "notify_token"}
     if cmd.link:
-        data["link"] = v.text(cmd.link, "link", limit=500)
+        data["link"] = validation.text(cmd.link, "link", limit=500)
     events = [Event(JOB_UPDATED, data, now)]
     if state.terminal or state.status == BLOCKED or state.lease or state.finish_requested:
         return events  # a worker holds it (it learns itself), or it needs a human

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from math import ceil
 from typing import Any
 
-from ledger.domain import validation as v
+from ledger.domain import validation
 from ledger.domain.commands import AcquireLease, Heartbeat, LeaseProof, ReleaseLease
 from ledger.domain.errors import DomainError, GoalBlocked, LeaseHeld, LeaseLost, LeaseRequired
 from ledger.domain.events import (
@@ -91,11 +91,11 @@ def acquire_events(state: GoalState, holder: str, token_sha256: str, now: dateti
                    *, via: str = "agent") -> list[Event]:
     """A new lease for ``holder``: acquired, or taken over from a stale one.
     The caller has checked that the lease may be granted now."""
-    holder = v.text(holder, "holder", limit=v.MAX_KEY, required=True)
+    holder = validation.text(holder, "holder", limit=validation.MAX_KEY, required=True)
     if state.agent and holder != state.agent:
         raise DomainError(f"only {state.agent}'s workers may hold this goal's lease",
                           code="forbidden")
-    digest = v.sha256(token_sha256, "token_sha256")
+    digest = validation.sha256(token_sha256, "token_sha256")
     seconds = state.setting("lease_seconds")
     data = {
         "holder": holder,

@@ -3,7 +3,7 @@
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ledger.domain import validation as v
+from ledger.domain import validation
 from ledger.domain.errors import InvalidCommand
 
 # The server's policy, set by operators (ledger/settings.py takes its
@@ -77,7 +77,8 @@ def policy(given: dict[str, Any], dispatchers: frozenset[str] | None = None,
     # shorter or fractional interval would be promised and never kept.
     seconds = result["cadence_minutes"] * cadence_unit_seconds
     result["interval_seconds"] = max(60, -(-seconds // 60) * 60)
-    result["dispatch"] = v.text(result["dispatch"], "policy.dispatch", limit=64, required=True)
+    result["dispatch"] = validation.text(result["dispatch"], "policy.dispatch", limit=64,
+                                         required=True)
     # Dispatchers are configured by operators, never by agents: a goal only
     # names one, and an unknown name is refused. The message does not list the
     # configured names: they describe the operator's infrastructure.
@@ -92,7 +93,8 @@ def session(given: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         name = sorted(unknown)[0]
         raise InvalidCommand(f"session.{name} is not a session field.", field=f"session.{name}")
-    result = {name: v.text(given.get(name, ""), f"session.{name}", limit=v.MAX_KEY)
+    result = {name: validation.text(given.get(name, ""), f"session.{name}",
+                                    limit=validation.MAX_KEY)
               for name in SESSION_FIELDS if name in given}
     if result.get("timezone"):
         result["timezone"] = timezone(result["timezone"], "session.timezone")

@@ -24,7 +24,7 @@ def pull_events(state: GoalState, holder: str, token_sha256: str, now: datetime)
         charge = True
     events = []
     if charge:
-        block = budget_block(state, rate_limited=bool(state.paused_until))
+        block = budget_block(state)
         if block:
             return [Event(GOAL_BLOCKED, {"summary": budget_spent_why(state, block),
                                          "generation": 0, "reason": block}, now)]

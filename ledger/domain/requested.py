@@ -5,7 +5,7 @@ asks for. They never retime or replace the recurring watchdog."""
 from datetime import datetime, timedelta
 from typing import Any
 
-from ledger.domain import validation as v
+from ledger.domain import validation
 from ledger.domain.claims import WAKE_REASONS, ready_for_pull
 from ledger.domain.commands import WakeRequest
 from ledger.domain.errors import InvalidCommand
@@ -29,7 +29,7 @@ def requested_wake_events(state: GoalState, request: WakeRequest, now: datetime)
                                  field="wake.in_seconds")
         due = now + timedelta(seconds=request.in_seconds)
     else:
-        due = datetime.fromisoformat(v.instant(request.at, "wake.at"))
+        due = datetime.fromisoformat(validation.instant(request.at, "wake.at"))
     limit = interval_of(state)
     seconds = (due - now).total_seconds()
     if not 60 <= seconds <= limit:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from ledger.domain import validation as v
+from ledger.domain import validation
 from ledger.domain.commands import LeaseProof
 from ledger.domain.errors import DomainError, InvalidCommand
 from ledger.domain.events import (
@@ -115,7 +115,7 @@ def report(state: GoalState, cmd: ReportRun, now: datetime) -> list[Event]:
     if cmd.outcome == "error" and cmd.error_class not in CLASSES:
         raise InvalidCommand(f"error_class must be one of {', '.join(CLASSES)}",
                              field="error_class")
-    retry_after = v.text(cmd.retry_after, "retry_after", limit=64)
+    retry_after = validation.text(cmd.retry_after, "retry_after", limit=64)
     data: dict[str, Any] = {
         "outcome": cmd.outcome,
         "class": cmd.error_class if cmd.outcome == "error" else "",
@@ -184,13 +184,16 @@ def budget_left(state: GoalState) -> int:
     return max(0, state.setting("max_continuations") - state.continuations_used)
 
 
-def budget_block(state: GoalState, *, rate_limited: bool) -> str:
+def budget_block(state: GoalState, *, rate_limited: bool | None = None) -> str:
     """Rule 5, the one place it is decided: the reason a goal blocks when a
     continuation would be charged (a wake, a pull) or a rate limit reported
-    with the budget spent — RATE_LIMIT_STOPPED while rate limited, else
-    CONTINUATION_STOPPED; "" while some budget is left."""
+    with the budget spent — RATE_LIMIT_STOPPED while rate limited (by default:
+    while the goal has a pause), else CONTINUATION_STOPPED; "" while some
+    budget is left."""
     if budget_left(state):
         return ""
+    if rate_limited is None:
+        rate_limited = bool(state.paused_until)
     return RATE_LIMIT_STOPPED if rate_limited else "CONTINUATION_STOPPED"
 
 
@@ -212,12 +215,12 @@ def budget_spent_why(state: GoalState, block: str) -> str:
 
 def request_approval(state: GoalState, cmd: RequestApproval, now: datetime) -> list[Event]:
     lease = fence(state, cmd.proof)
-    gate = v.text(cmd.gate, "gate", limit=100, required=True)
+    gate = validation.text(cmd.gate, "gate", limit=100, required=True)
     if any(pending["gate"] == gate for pending in state.pending_approvals):
         return []
     return [Event(APPROVAL_REQUESTED, {"gate": gate, "generation": lease["generation"],
-                                       "summary": v.text(cmd.summary, "summary",
-                                                         limit=v.MAX_NOTE)}, now)]
+                                       "summary": validation.text(cmd.summary, "summary",
+                                                                  limit=validation.MAX_NOTE)}, now)]
 
 
 def resolve_approval(state: GoalState, cmd: ResolveApproval, now: datetime) -> list[Event]:
@@ -226,9 +229,9 @@ def resolve_approval(state: GoalState, cmd: ResolveApproval, now: datetime) -> l
     if not any(pending["gate"] == cmd.gate for pending in state.pending_approvals):
         raise DomainError(f"no pending approval gate {cmd.gate!r}", code="not_found",
                           field="gate")
-    operator = v.text(cmd.operator, "operator", limit=v.MAX_KEY, required=True)
+    operator = validation.text(cmd.operator, "operator", limit=validation.MAX_KEY, required=True)
     data = {"gate": cmd.gate, "decision": cmd.decision, "operator": operator,
-            "note": v.text(cmd.note, "note", limit=v.MAX_NOTE)}
+            "note": validation.text(cmd.note, "note", limit=validation.MAX_NOTE)}
     events = [Event(APPROVAL_RESOLVED, data, now)]
     if cmd.decision == "reject":
         # A rejection closes the goal.
@@ -241,15 +244,15 @@ def resolve_approval(state: GoalState, cmd: ResolveApproval, now: datetime) -> l
 
 
 def stop(state: GoalState, cmd: Stop, now: datetime) -> list[Event]:
-    operator = v.text(cmd.operator, "operator", limit=v.MAX_KEY, required=True)
-    reason = v.text(cmd.reason, "reason", limit=v.MAX_NOTE, required=True)
+    operator = validation.text(cmd.operator, "operator", limit=validation.MAX_KEY, required=True)
+    reason = validation.text(cmd.reason, "reason", limit=validation.MAX_NOTE, required=True)
     return [Event(GOAL_STOPPED, {"operator": operator, "reason": reason, "summary": reason},
                   now)]
 
 
 def recover(state: GoalState, cmd: Recover, now: datetime) -> list[Event]:
-    operator = v.text(cmd.operator, "operator", limit=v.MAX_KEY, required=True)
-    reason = v.text(cmd.reason, "reason", limit=v.MAX_NOTE, required=True)
+    operator = validation.text(cmd.operator, "operator", limit=validation.MAX_KEY, required=True)
+    reason = validation.text(cmd.reason, "reason", limit=validation.MAX_NOTE, required=True)
     silence = _silence(state)
     if silence:
         silent = [job["job_id"] for job in state.running_jobs() if job.get("silent_at")]

@@ -42,22 +42,6 @@ REASONS = (
     RATE_LIMITED,
 )
 
-# The seed checkpoint contract, field for field (served at /goals/{id}/checkpoint).
-CHECKPOINT_CONTRACT_FIELDS = (
-    "task_id",
-    "goal",
-    "status",
-    "current_step",
-    "progress_pct",
-    "last_completed",
-    "next_actions",
-    "artifacts",
-    "errors",
-    "retry_count",
-    "updated_at",
-)
-
-
 # Frozen, and without __slots__: a state is copied once per event (``but``),
 # and copying an instance __dict__ is one C call where slots are copied one
 # setattr at a time (five times the cost, a third of a replay).

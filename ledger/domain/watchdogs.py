@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ledger.domain import validation as v
+from ledger.domain import validation
 from ledger.domain.commands import LeaseProof
 from ledger.domain.errors import DomainError, InvalidCommand
 from ledger.domain.events import (
@@ -125,8 +125,8 @@ def prepare(state: GoalState, cmd: PrepareWatchdog, now: datetime) -> list[Event
         "attempt": 2 if retry else 1,
     }
     if backend == INTERNAL:
-        name = v.text(cmd.schedule_name or schedule_name(state.goal_id), "schedule_name",
-                      limit=200, required=True)
+        name = validation.text(cmd.schedule_name or schedule_name(state.goal_id), "schedule_name",
+                               limit=200, required=True)
         data["schedule_name"] = name
         return [Event(WAKE_SCHEDULED, data, now),
                 Event(RECEIPT_RECORDED, {"backend": INTERNAL, "status": "created",
@@ -170,10 +170,10 @@ def receipt(state: GoalState, cmd: RecordReceipt, now: datetime) -> list[Event]:
         raise DomainError(f"the goal is {state.status}; only a cancellation receipt is taken",
                           code="goal_terminal")
     data: dict[str, Any] = {"backend": HOST, "status": cmd.status,
-                            "note": v.text(cmd.note, "note", limit=v.MAX_NOTE)}
+                            "note": validation.text(cmd.note, "note", limit=validation.MAX_NOTE)}
     if cmd.status == "created":
-        data["host_ref_sha256"] = v.sha256(cmd.host_ref_sha256, "host_ref")
-        data["due_at"] = v.instant(cmd.due_at, "due_at")
+        data["host_ref_sha256"] = validation.sha256(cmd.host_ref_sha256, "host_ref")
+        data["due_at"] = validation.instant(cmd.due_at, "due_at")
         if cmd.runs_on not in RUNS_ON:
             raise InvalidCommand(f"runs_on must be one of {', '.join(RUNS_ON)}",
                                  field="runs_on")
@@ -182,8 +182,8 @@ def receipt(state: GoalState, cmd: RecordReceipt, now: datetime) -> list[Event]:
                                  "(verified: true)", field="runs_on")
         data["runs_on"] = cmd.runs_on
     if cmd.status == "user_attested_deleted":
-        data["attested_by"] = v.text(cmd.attested_by, "attested_by", limit=v.MAX_KEY,
-                                     required=True)
+        data["attested_by"] = validation.text(cmd.attested_by, "attested_by",
+                                              limit=validation.MAX_KEY, required=True)
     if cmd.status == "create_failed":
         data["retry_allowed"] = state.watchdog.get("attempt", 1) == 1
     return [Event(RECEIPT_RECORDED, data, now)]
