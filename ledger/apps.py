@@ -26,6 +26,17 @@ def _ensure_role_groups(sender: AppConfig, using: str = "default", **kwargs: Any
             group.permissions.add(*views)
 
 
+def _create_cache_table(sender: AppConfig, using: str = "default", **kwargs: Any) -> None:
+    """The database cache's table (the throttles' counts, settings.CACHES):
+    created by every migrate, so no deployment can forget `createcachetable`.
+    Connected here, not in `api`: Django sends post_migrate only to apps with
+    a models module, and the API's models (tokens, idempotency records) live
+    in ledger/models.py."""
+    from django.core.management import call_command
+
+    call_command("createcachetable", database=using, verbosity=0)
+
+
 class LedgerConfig(AppConfig):
     name = "ledger"
     verbose_name = "Ledger"
@@ -39,3 +50,5 @@ class LedgerConfig(AppConfig):
                              dispatch_uid="ledger.reinstall_triggers")
         post_migrate.connect(_ensure_role_groups, sender=self,
                              dispatch_uid="ledger.ensure_role_groups")
+        post_migrate.connect(_create_cache_table, sender=self,
+                             dispatch_uid="ledger.cache_table")
