@@ -34,17 +34,13 @@ before the command) are still honoured: 409 ``idempotency_in_flight`` while
 their lock lasts, run again once it expired.
 """
 
-import base64
 import hashlib
-import hmac
 import json
-import secrets
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import wraps
 from typing import Any
 
-from django.conf import settings
 from django.db import connection, transaction
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -54,6 +50,7 @@ from api.serializers import validated
 from ledger import clock, failpoints
 from ledger.domain.validation import looks_like_secret
 from ledger.models import IdempotencyRecord
+from ledger.services import tokens
 
 HEADER = "Idempotency-Key"
 _META_KEY = "HTTP_" + HEADER.upper().replace("-", "_")  # as WSGI names it
@@ -68,14 +65,8 @@ def lease_token(request: Request) -> str:
     Idempotency-Key (so a replay can give it again), random otherwise."""
     key = getattr(request, "idempotency_key", None)
     if key is None:
-        return f"wll_{secrets.token_urlsafe(32)}"
-    return _derive(str(request.user.get_username()), key, request.path)
-
-
-def _derive(owner: str, key: str, path: str) -> str:
-    material = f"wakeledger.lease-token\n{owner}\n{key}\n{path}".encode()
-    digest = hmac.new(settings.SECRET_KEY.encode(), material, hashlib.sha256).digest()
-    return "wll_" + base64.urlsafe_b64encode(digest).decode().rstrip("=")
+        return tokens.random_lease()
+    return tokens.replayable_lease(str(request.user.get_username()), key, request.path)
 
 
 def _without_token(data: Any) -> Any:
@@ -83,7 +74,7 @@ def _without_token(data: Any) -> Any:
             and "token" in data["lease"]:
         return {**data, "lease": {**data["lease"], "token": TOKEN_PLACEHOLDER}}
     if isinstance(data, dict) and data.get("notify_token"):
-        # A job's notify token is derived from its goal and job (api.jobtokens).
+        # A job's notify token is derived from its goal and job (tokens.notify_token).
         return {**data, "notify_token": TOKEN_PLACEHOLDER}
     return data
 
@@ -91,11 +82,11 @@ def _without_token(data: Any) -> Any:
 def _with_token(data: Any, owner: str, key: str, path: str) -> Any:
     if isinstance(data, dict) and isinstance(data.get("lease"), dict) \
             and data["lease"].get("token") == TOKEN_PLACEHOLDER:
-        return {**data, "lease": {**data["lease"], "token": _derive(owner, key, path)}}
+        return {**data, "lease": {**data["lease"],
+                                  "token": tokens.replayable_lease(owner, key, path)}}
     if isinstance(data, dict) and data.get("notify_token") == TOKEN_PLACEHOLDER:
-        from api.jobtokens import notify_token
-
-        return {**data, "notify_token": notify_token(data["goal_id"], data["job"]["job_id"])}
+        return {**data, "notify_token": tokens.notify_token(data["goal_id"],
+                                                            data["job"]["job_id"])}
     return data
 
 

@@ -1,11 +1,9 @@
 """The agents' REST API (/api/v1/). Thin: parse, build a domain command, run it
 through the store, shape the answer. No rule lives here."""
 
-import hashlib
 import uuid
 from typing import Any
 
-from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
@@ -17,7 +15,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from api import jobtokens
 from api import serializers as s
 from api.auth import HasRole
 from api.digests import host_ref_digest
@@ -25,33 +22,25 @@ from api.idempotency import idempotent, lease_token
 from api.problems import PROBLEM_CONTENT_TYPE, Problem
 from api.schema import BODY, CALLER, GOAL, IDEMPOTENT, QUERY, responses
 from api.serializers import validated
-from ledger import alerts, clock, continuations, siteurl, store, throttle
+from ledger import alerts, clock, siteurl, store, throttle
 from ledger.accounts import AGENT, AUDITOR, OPERATOR, role_of
 from ledger.domain import (
-    AcquireLease,
     Artifact,
-    DomainError,
     Finish,
     GoalState,
-    Heartbeat,
     LeaseProof,
     RecordCheckpoint,
     ReleaseLease,
     ReleaseWorkspace,
-    RunGoal,
-    StartGoal,
-    failures,
-    lease_refusal,
     liveness,
-    resets,
 )
 from ledger.domain.commands import Evidence, WakeRequest
-from ledger.domain.events import iso
 from ledger.domain.finishing import completion_state
-from ledger.domain.jobs import NotifyJob, TrackJob, UpdateJob
+from ledger.domain.jobs import UpdateJob
 from ledger.domain.leases import lease_live
-from ledger.domain.runs import Recover, ReportRun, RequestApproval, ResolveApproval, Stop
-from ledger.domain.smartwake import preflight, resume_packet
+from ledger.domain.policy import interval_minutes
+from ledger.domain.runs import RequestApproval
+from ledger.domain.smartwake import resume_packet
 from ledger.domain.timing import next_wake_at
 from ledger.domain.validation import canonical_workspace
 from ledger.domain.watchdogs import (
@@ -62,23 +51,16 @@ from ledger.domain.watchdogs import (
     watchdog_health,
 )
 from ledger.models import Event, Goal
-from scheduling import dispatch, watchdogs
+from ledger.services import goals, jobs, operators, runs, tokens, wakes
+from ledger.services.goals import Caller
 
 READERS = (AGENT, AUDITOR, OPERATOR)
 
 # ----------------------------------------------------------------------- helpers
 
 
-def new_lease_token(request: Request) -> tuple[str, str]:
-    """A raw lease token (returned once) and the digest the ledger keeps."""
-    raw = lease_token(request)
-    return raw, hashlib.sha256(raw.encode()).hexdigest()
-
-
 def proof(data: dict[str, Any] | None) -> LeaseProof | None:
-    if not data:
-        return None
-    return LeaseProof(hashlib.sha256(data["token"].encode()).hexdigest(), data["generation"])
+    return tokens.proof(data)
 
 
 def goal_body(state: GoalState) -> dict[str, Any]:
@@ -131,69 +113,23 @@ def load_goal(request: Request, goal_id: str) -> GoalState:
     return GoalState.from_dict(row)
 
 
-def lease_answer(state: GoalState, granted: bool, raw_token: str,
-                 events: list[Any] = ()) -> dict[str, Any]:
-    if granted:
-        lease = state.lease
-        answer = {"acquired": True, "retry_after_seconds": None, "next_required_action": None,
-                  "lease": {"token": raw_token, "generation": lease["generation"],
-                            "holder": lease["holder"], "expires_at": lease["expires_at"]}}
-        pulled = next((e.data["pulled"] for e in events
-                       if e.kind.startswith("lease.") and "pulled" in e.data), None)
-        if pulled is not None:
-            # The lease resumed a due wake: say which, and hand the resume packet.
-            charged = any(e.kind == "continuation.charged" for e in events)
-            answer["resumed"] = {**pulled, "charged": charged}
-            answer["resume_packet"] = resume_packet(state)
-        instructions = host_instructions(state)
-        if instructions:
-            answer["host_instructions"] = instructions
-        return answer
-    refusal = lease_refusal(state, clock.now()) or {}
-    refusal.pop("why", None)
-    return {"acquired": False, "lease": None, "retry_after_seconds": None,
-            "next_required_action": None, **refusal}
-
-
-def host_instructions(state: GoalState) -> dict[str, Any] | None:
-    """For the agent's next contact with a HOST_SILENT goal: its host stopped
-    claiming slots, and only the agent can reach the host (the server never
-    creates a native task itself)."""
-    if liveness.attention(state) != liveness.HOST_SILENT:
-        return None
-    return {
-        "reason": liveness.HOST_SILENT,
-        "why": state.liveness_alert.get("detail", ""),
-        "missed_since": state.liveness_alert.get("missed_since"),
-        "next_required_action": "check_the_host_schedule",
-        "steps": [
-            "If the host's scheduled task for this goal still exists and runs, do nothing: "
-            "its next claim ends HOST_SILENT.",
-            f"If it is gone, POST /api/v1/goals/{state.goal_id}/watchdog/receipts with status "
-            "user_attested_deleted (attested_by), then POST /api/v1/goals/"
-            f"{state.goal_id}/watchdog and create the host_schedule it answers.",
-        ],
-    }
-
-
 def actor(request: Request) -> str:
     return request.user.get_username()
 
 
+def caller(request: Request) -> Caller:
+    """Who asks: an agent sees only its own goals (checked by the store on the
+    row it locks, so a use case costs no separate read: another agent's goal
+    is a 404 before any rule)."""
+    name = actor(request)
+    return Caller(name, owner=name if role_of(request.user) == AGENT else None,
+                  idempotency_key=getattr(request, "idempotency_key", None))
+
+
 def run(request: Request, goal_id: str, command: Any) -> store.Outcome:
-    """Run a command on a goal this caller may see. Visibility is checked by
-    the store on the row it locks (404 before any rule), so a command costs
-    no separate read; the URL may spell the id in any form uuid accepts."""
-    try:
-        pk = uuid.UUID(str(goal_id))
-    except ValueError:
-        raise Problem("not_found", f"{goal_id!r} is not a goal id.") from None
-    owner = actor(request) if role_of(request.user) == AGENT else None
-    try:
-        return store.execute(pk, command, actor=actor(request), owner=owner,
-                             idempotency_key=getattr(request, "idempotency_key", None))
-    except store.GoalNotFound:
-        raise Problem("not_found", f"No goal {goal_id}.") from None
+    """Run a command on a goal this caller may see; the URL may spell the id
+    in any form uuid accepts."""
+    return goals.execute(caller(request), goal_id, command)
 
 
 # The problems each kind of operation declares beside its own (api.schema.responses).
@@ -259,14 +195,14 @@ class GoalsView(LedgerView):
     )
     def get(self, request: Request) -> Response:
         filters = validated(s.GoalFilterSerializer, request.query_params.dict())
-        goals = visible_goals(request)
+        rows = visible_goals(request)
         for name in ("status", "reason", "agent"):
             if name in filters:
-                goals = goals.filter(**{name: filters[name]})
+                rows = rows.filter(**{name: filters[name]})
         if "workspace" in filters:
-            goals = goals.filter(workspace=canonical_workspace(filters["workspace"]))
+            rows = rows.filter(workspace=canonical_workspace(filters["workspace"]))
         paginator = GoalPagination()
-        page = paginator.paginate_queryset(goals.only("id", "created_at", "state"), request,
+        page = paginator.paginate_queryset(rows.only("id", "created_at", "state"), request,
                                            view=self)
         return paginator.get_paginated_response(
             [goal_body(GoalState.from_dict(goal.state)) for goal in page])
@@ -289,33 +225,16 @@ class GoalsView(LedgerView):
     )
     @idempotent(s.RunGoalSerializer)
     def post(self, request: Request, data: dict[str, Any]) -> Response:
-        raw, digest = new_lease_token(request)
-        name = actor(request)
-        command = RunGoal(StartGoal(
-            goal_id=str(uuid.uuid4()),
-            workspace=data["workspace"],
-            goal_key=data["goal_key"],
-            objective=data["objective"],
+        answer = goals.run_goal(
+            caller(request), lease_token(request), workspace=data["workspace"],
+            goal_key=data["goal_key"], objective=data["objective"],
             done_criteria=tuple(data["done_criteria"]),
-            next_actions=tuple(data["next_actions"]),
-            agent=name,
-            # The stale grace is the server's, not the agent's to choose.
-            policy={**data.get("policy", {}),
-                    "stale_grace_seconds": settings.WAKELEDGER_STALE_GRACE_SECONDS},
-            dispatchers=dispatch.names(),
-            cadence_unit_seconds=settings.WAKELEDGER_CADENCE_UNIT_SECONDS,
-            session=dict(data.get("session", {})),
-            timeout_seconds=data.get("timeout_seconds"),
-            estimated_duration_seconds=data.get("estimated_duration_seconds"),
-        ), holder=name, token_sha256=digest)
-        outcome = store.start(command, actor=name, idempotency_key=request.idempotency_key)
-        state = outcome.state
-        granted = any(e.kind.startswith("lease.") and e.data.get("token_sha256") == digest
-                      for e in outcome.events)
-        body = {"goal": goal_body(state), "created": outcome.created,
-                **lease_answer(state, granted, raw, outcome.events),
-                "preflight": preflight(state, clock.now())}
-        return Response(body, status=201 if outcome.created else 200)
+            next_actions=tuple(data["next_actions"]), policy=data.get("policy"),
+            session=data.get("session"), timeout_seconds=data.get("timeout_seconds"),
+            estimated_duration_seconds=data.get("estimated_duration_seconds"))
+        body = {"goal": goal_body(answer.state), "created": answer.created, **answer.lease,
+                "preflight": answer.preflight}
+        return Response(body, status=201 if answer.created else 200)
 
 
 class GoalView(LedgerView):
@@ -376,15 +295,7 @@ class LeaseView(LedgerView):
     )
     @idempotent(s.EmptySerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
-        raw, digest = new_lease_token(request)
-        try:
-            outcome = run(request, goal_id, AcquireLease(actor(request), digest))
-        except DomainError as refused:
-            if refused.code != "lease_held":
-                raise
-            return Response(lease_answer(load_goal(request, goal_id), False, raw))
-        granted = bool(outcome.state.lease) and outcome.state.lease["token_sha256"] == digest
-        return Response(lease_answer(outcome.state, granted, raw, outcome.events))
+        return Response(goals.acquire(caller(request), goal_id, lease_token(request)))
 
 
 class HeartbeatView(LedgerView):
@@ -397,10 +308,7 @@ class HeartbeatView(LedgerView):
                    responses=responses({200: s.HeartbeatAnswerSerializer}, *FENCED))
     @idempotent(s.FencedSerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
-        state = run(request, goal_id, Heartbeat(proof(data.get("lease")))).state
-        return Response({"generation": state.lease["generation"],
-                         "expires_at": state.lease["expires_at"],
-                         "preflight": preflight(state, clock.now())})
+        return Response(goals.heartbeat(caller(request), goal_id, proof(data.get("lease"))))
 
 
 class ReleaseView(LedgerView):
@@ -531,7 +439,7 @@ def watchdog_answer(state: GoalState, request: Request) -> dict[str, Any]:
     if watchdog.get("backend") == HOST and status in ("requested", "create_failed"):
         answer["host_schedule"] = {
             "occurrence": "interval",
-            "interval_minutes": max(1, watchdog["interval_seconds"] // 60),
+            "interval_minutes": interval_minutes(watchdog["interval_seconds"]),
             "interval_seconds": watchdog["interval_seconds"],
             "tzid": watchdog["tzid"],
             "first_due_at": watchdog["first_due_at"],
@@ -558,9 +466,8 @@ class WatchdogView(LedgerView):
         responses=responses({200: s.WatchdogAnswerSerializer}, *FENCED))
     @idempotent(s.WatchdogSerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
-        state = load_goal(request, goal_id)
-        command = PrepareWatchdog(proof(data.get("lease")), 0,
-                                  data["tzid"] or state.session.get("timezone") or "UTC")
+        state = goals.state_of(caller(request), goal_id)
+        command = PrepareWatchdog(proof(data.get("lease")), 0, state.zone(data["tzid"]))
         return Response(watchdog_answer(run(request, goal_id, command).state, request))
 
     @extend_schema(summary="Cancel the watchdog", request=s.FencedSerializer,
@@ -602,22 +509,15 @@ class ClaimView(LedgerView):
         responses=responses({200: s.ClaimAnswerSerializer}, *WRITE))
     @idempotent(s.ClaimSerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
-        state = load_goal(request, goal_id)
         # Without an occurrence id, the domain names the claim after the
         # watchdog's slot it belongs to, so two fires for one slot are one claim.
         occurrence = f"host:{data['occurrence_id']}" if data.get("occurrence_id") else ""
-        raw, _digest = new_lease_token(request)
-        result = continuations.claim(state.goal_id, source=HOST, occurrence_id=occurrence,
-                                     reason=data.get("reason", ""), holder=actor(request),
-                                     actor=actor(request),
-                                     idempotency_key=request.idempotency_key, token=raw)
-        return Response(claim_answer(result))
-
-
-def claim_answer(result: continuations.Claim) -> dict[str, Any]:
-    return {"outcome": result.outcome, "occurrence_id": result.occurrence_id,
-            "report": result.report, "retry_after_seconds": result.retry_after_seconds,
-            "resume_packet": result.packet, "lease": result.lease}
+        who = caller(request)
+        result = wakes.claim(goal_id, source=HOST, occurrence_id=occurrence,
+                             reason=data.get("reason", ""), holder=who.name, actor=who.name,
+                             idempotency_key=who.idempotency_key, token=lease_token(request),
+                             owner=who.owner)
+        return Response(result.as_dict())
 
 
 class JobsView(LedgerView):
@@ -628,17 +528,12 @@ class JobsView(LedgerView):
                    responses=responses({201: s.JobAnswerSerializer}, *FENCED))
     @idempotent(s.JobSerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
-        goal = load_goal(request, goal_id)
-        job_id = str(uuid.uuid4())
-        token = jobtokens.notify_token(goal.goal_id, job_id) if data["notify"] else ""
-        command = TrackJob(proof(data.get("lease")), job_id, data["kind"], data["ref"],
-                           jobtokens.digest(token) if token else "", data["link"])
-        state = run(request, goal_id, command).state
-        job = next(j for j in reversed(state.jobs)
-                   if j["kind"] == data["kind"] and j["ref"] == data["ref"])
-        answer: dict[str, Any] = {"job": job_body(job), "goal_id": state.goal_id}
-        if token and job["job_id"] == job_id:  # shown once, when the job is new
-            answer["notify_token"] = token
+        tracked = jobs.track(caller(request), goal_id, proof(data.get("lease")),
+                             kind=data["kind"], ref=data["ref"], link=data["link"],
+                             notify=data["notify"])
+        answer: dict[str, Any] = {"job": job_body(tracked.job), "goal_id": tracked.goal_id}
+        if tracked.notify_token:  # shown once, when the job is new
+            answer["notify_token"] = tracked.notify_token
         return Response(answer, status=201)
 
 
@@ -670,31 +565,19 @@ class JobNotifyView(APIView):
         if wait:
             raise Throttled(wait=wait, detail="Too many bad tokens from this address; "
                                               "see Retry-After.")
-        goal_id = jobtokens.goal_of(token.strip()) if scheme.lower() == "bearer" else None
-        if goal_id is None:
+        token = token.strip() if scheme.lower() == "bearer" else ""
+        if tokens.goal_of(token) is None:
             window.record(address)
             raise Problem("unauthenticated", "Send the job's notify token: "
                           "`Authorization: Bearer wlj_…`.")
         data = validated(s.JobNotifySerializer, request.data)
-        # One answer for every token that is not this job's, whether the goal
-        # it names exists or not (a made-up goal id was a different 404, which
-        # told a caller which goal ids exist): the domain's own refusal.
-        no_such_job = DomainError("no such job for this notify token", code="not_found",
-                                  field="job_id")
-        if not jobtokens.issued_for(token.strip(), job_id):
-            window.record(address)
-            raise no_such_job
-        command = NotifyJob(job_id, jobtokens.digest(token.strip()), data["status"],
-                            data["conclusion"], data["link"])
         try:
-            state = store.execute(goal_id, command, actor=f"job:{job_id}"[:200]).state
-        except DomainError as error:
-            if error.code == "not_found":
-                window.record(address)
-                raise no_such_job from None
+            goal, job = jobs.notify(token, job_id, status=data["status"],
+                                    conclusion=data["conclusion"], link=data["link"])
+        except jobs.NotMyJob:
+            window.record(address)
             raise
-        job = next(j for j in state.jobs if j["job_id"] == job_id)
-        return Response({"job": job_body(job), "goal_id": state.goal_id})
+        return Response({"job": job_body(job), "goal_id": goal})
 
 
 class JobStatusView(LedgerView):
@@ -729,36 +612,11 @@ class RunsView(LedgerView):
                           "(Europe/Istanbul).", "timezone": "Europe/Istanbul"})])
     @idempotent(s.RunSerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
-        state = load_goal(request, goal_id)
-        error_class, reset_at, retry_after = "", None, ""
-        if data["outcome"] == "error":
-            text = data["error_text"]
-            tz = data["timezone"] or state.session.get("timezone") or "UTC"
-            # A Retry-After alone (the serializer refuses neither) is the provider
-            # saying when to come back: a rate limit, not an unreadable failure.
-            error_class = (failures.classify(text) if text.strip()
-                           else failures.RATE_LIMIT)
-            if error_class == failures.RATE_LIMIT:
-                reset_at = resets.parse_reset(text, now=clock.now(), tz=tz,
-                                                retry_after=data["retry_after"] or None)
-            # Only a value that parses is kept as a hint; the rest is dropped.
-            if data["retry_after"] and resets.parse_retry_after(data["retry_after"],
-                                                                  clock.now()):
-                retry_after = data["retry_after"]
-        command = ReportRun(proof(data.get("lease")), data["outcome"], error_class, reset_at,
-                            retry_after, dict(data.get("session", {})),
-                            watchdogs.reset_schedule_name(state.goal_id),
-                            settings.WAKELEDGER_RESET_MARGIN_SECONDS)
-        after = run(request, goal_id, command).state
-        return Response({
-            "classification": error_class,
-            "reset_at": iso(reset_at) if reset_at else None,
-            "status": after.status, "reason": after.reason,
-            "paused_until": after.paused_until or None,
-            "next_wake_at": next_wake_at(after) or None,
-            "continuations": {"used": after.continuations_used,
-                              "max": after.setting("max_continuations")},
-        })
+        report = runs.report_run(
+            caller(request), goal_id, proof(data.get("lease")), outcome=data["outcome"],
+            error_text=data["error_text"], timezone=data["timezone"],
+            retry_after=data["retry_after"], session=data.get("session"))
+        return Response(report.as_dict())
 
 
 class ApprovalsView(LedgerView):
@@ -781,8 +639,10 @@ class ResolveApprovalView(LedgerView):
                    responses=responses({200: s.GoalSerializer}, *WRITE))
     @idempotent(s.ResolveSerializer)
     def post(self, request: Request, goal_id: str, gate: str, data: dict[str, Any]) -> Response:
-        command = ResolveApproval(gate, data["decision"], actor(request), data["note"])
-        return Response(goal_body(run(request, goal_id, command).state))
+        acted = operators.act(data["decision"], goal_id, operator=actor(request),
+                              reason=data["note"], gate=gate,
+                              idempotency_key=request.idempotency_key)
+        return Response(goal_body(acted.state))
 
 
 class StopView(LedgerView):
@@ -793,8 +653,7 @@ class StopView(LedgerView):
                    responses=responses({200: s.GoalSerializer}, *WRITE))
     @idempotent(s.OperatorActSerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
-        return Response(goal_body(run(request, goal_id, Stop(actor(request),
-                                                              data["reason"])).state))
+        return Response(goal_body(operator_act(request, "stop", goal_id, data).state))
 
 
 class RecoverView(LedgerView):
@@ -806,8 +665,7 @@ class RecoverView(LedgerView):
                                        "not_recoverable"))
     @idempotent(s.OperatorActSerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
-        return Response(goal_body(run(request, goal_id, Recover(actor(request),
-                                                                 data["reason"])).state))
+        return Response(goal_body(operator_act(request, "recover", goal_id, data).state))
 
 
 class WakeView(LedgerView):
@@ -820,11 +678,13 @@ class WakeView(LedgerView):
                                        "not_wakeable"))
     @idempotent(s.OperatorActSerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
-        state = load_goal(request, goal_id)
-        result = continuations.wake_now(state.goal_id, operator=actor(request),
-                                        reason=data["reason"],
-                                        idempotency_key=request.idempotency_key)
-        return Response(claim_answer(result))
+        return Response(operator_act(request, "wake", goal_id, data).claim.as_dict())
+
+
+def operator_act(request: Request, act: str, goal_id: str,
+                 data: dict[str, Any]) -> operators.Acted:
+    return operators.act(act, goal_id, operator=actor(request), reason=data["reason"],
+                         idempotency_key=request.idempotency_key)
 
 
 class AlertsView(LedgerView):

@@ -32,13 +32,13 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
-from ledger import alerts, clock, continuations, export, goalids, projection, store, timeline
+from ledger import alerts, clock, export, goalids, projection, timeline
 from ledger.accounts import OPERATOR, ROLES, role_of
-from ledger.domain import TERMINAL_STATUSES, DomainError, GoalState, decide, liveness
-from ledger.domain.claims import WakeNow
-from ledger.domain.runs import Recover, ResolveApproval, Stop
+from ledger.domain import TERMINAL_STATUSES, DomainError, GoalState, liveness
 from ledger.domain.watchdogs import watchdog_health
 from ledger.models import Event, Goal
+from ledger.services import operators
+from ledger.services.operators import command_for, refusal_of, refusals
 from ledger.terminal import summary
 
 
@@ -387,13 +387,9 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
 
     def _act(self, request: HttpRequest, goal: Goal, action: str, gate: str, reason: str,
              back: str) -> HttpResponse:
-        operator = request.user.get_username()
-        command = command_for(action, operator, reason, gate)
-        try:
-            if action == "wake":  # the same shell as the API's and `ledger wake`
-                state = continuations.wake_now(goal.pk, operator=operator, reason=reason).state
-            else:
-                state = store.execute(goal.pk, command, actor=operator).state
+        try:  # the same use case as the API's and `ledger stop|recover|wake|approve`
+            state = operators.act(action, goal.pk, operator=request.user.get_username(),
+                                  reason=reason, gate=gate).state
         except DomainError as error:
             self.message_user(request, f"Refused ({error.code}): {error.detail}",
                               messages.ERROR)
@@ -401,35 +397,6 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
             self.message_user(request, f"{action}: the goal is now {state.status}"
                               + (f"/{state.reason}" if state.reason else ""))
         return HttpResponseRedirect(back)
-
-
-def command_for(action: str, operator: str, reason: str, gate: str = "") -> Any:
-    """The domain command behind an operator action."""
-    return {
-        "stop": lambda: Stop(operator, reason),
-        "recover": lambda: Recover(operator, reason),
-        # A probe of the same decision continuations.wake_now makes.
-        "wake": lambda: WakeNow(operator, reason, "operator:probe", "0" * 64),
-        "approve": lambda: ResolveApproval(gate, "approve", operator, reason),
-        "reject": lambda: ResolveApproval(gate, "reject", operator, reason),
-    }[action]()
-
-
-def refusal_of(state: GoalState, command: Any) -> DomainError | None:
-    """What the domain would say to the command now: None if it would accept
-    it. ``decide`` is pure, so asking writes nothing, and the admin offers an
-    action exactly when the rules (wherever they move) allow it."""
-    try:
-        decide(state, command, clock.now())
-    except DomainError as error:
-        return error
-    return None
-
-
-def refusals(state: GoalState, operator: str) -> dict[str, DomainError | None]:
-    """Recover, wake and stop, each with the domain's refusal or None (offered)."""
-    return {action: refusal_of(state, command_for(action, operator, "probe"))
-            for action in ("recover", "wake", "stop")}
 
 
 def _uuid_or_404(value: str) -> uuid.UUID:

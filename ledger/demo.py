@@ -2,7 +2,7 @@
 `make run` finds a populated admin.
 
 Every goal is told through the commands the API and the scheduler run
-(``store.start``, ``store.execute``, ``continuations.claim``, the sweeper's
+(``store.start``, ``store.execute``, ``services.wakes.claim``, the sweeper's
 ``CheckLiveness``), under a frozen clock moved forward step by
 step. Nothing writes a Goal or Event row itself, so the histories are real:
 ``ledger replay --check`` and ``ledger verify`` pass, and internal watchdogs
@@ -14,7 +14,6 @@ scheduler then carries them on like any other goal.
 """
 
 import hashlib
-import secrets
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from django.conf import settings
 from django.db import transaction
 from django_q.models import Schedule
 
-from ledger import clock, continuations, store
+from ledger import clock, store
 from ledger.domain import (
     AcquireLease,
     Artifact,
@@ -43,6 +42,7 @@ from ledger.domain.overdue import CheckLiveness
 from ledger.domain.runs import ReportRun, RequestApproval
 from ledger.domain.watchdogs import PrepareWatchdog, reset_schedule_name, schedule_name
 from ledger.models import Goal
+from ledger.services import tokens, wakes
 
 ROOT = "/srv/demo"
 AGENT = "demo-agent"
@@ -116,7 +116,7 @@ class Story:
         """A worker (maybe on another host) runs `wakeledger start`: the same
         RunGoal, which takes over the lease once the old one is stale."""
         assert self.start_cmd is not None
-        self.token = f"wll_{secrets.token_urlsafe(32)}"
+        self.token = tokens.random_lease()
         command = RunGoal(self.start_cmd, AGENT, self._digest())
         self.state = store.start(command, actor=AGENT).state
         if self.state.lease.get("token_sha256") != self._digest():
@@ -178,16 +178,12 @@ class Story:
                 schedule.next_run = schedule.calculate_next_run(schedule.next_run)
             schedule.save(update_fields=["next_run"])
         kind = "reset" if reset else "recurring"
-        occurrence = (f"internal:{goal_id}@{intended.isoformat()}" if not reset
-                      else f"internal:{goal_id}@reset:{intended.isoformat()}")
-        result = continuations.claim(goal_id, source="internal", actor=SCHEDULER,
-                                     occurrence_id=occurrence, kind=kind,
-                                     intended_at=intended.isoformat())
+        result = wakes.fire(goal_id, intended.isoformat(), kind)
         self.state = result.state
         if result.outcome == "ready_for_pull":
             # Dispatcher "none": the wake made the goal ready; its agent, polling
             # as the skill document says, pulls it by taking the lease.
-            self.token = f"wll_{secrets.token_urlsafe(32)}"
+            self.token = tokens.random_lease()
             self.do(AcquireLease(AGENT, self._digest()))
         return self
 
@@ -198,7 +194,7 @@ class Story:
         return self
 
     def _digest(self) -> str:
-        return hashlib.sha256(self.token.encode()).hexdigest()
+        return tokens.digest(self.token)
 
 
 def _artifact(path: str, content: str) -> Artifact:

@@ -13,6 +13,11 @@ from django.conf import settings
 OPENCLAW = "openclaw"
 
 
+def names() -> frozenset[str]:
+    """The dispatchers a goal may name (its ``policy.dispatch``, beside "none")."""
+    return frozenset(settings.WAKELEDGER_DISPATCHERS)
+
+
 def lease_dispatchers() -> frozenset[str]:
     config = settings.WAKELEDGER_DISPATCHERS
     return frozenset(name for name, spec in config.items()

@@ -3,7 +3,7 @@
 A granted push wake writes its dispatch here in the claim's own transaction,
 next to its events; a qcluster task sends it afterwards. The row holds no
 secret: the continuation's lease token is derived again from the goal and the
-occurrence when the row is sent (``ledger.continuations.dispatch_token``).
+occurrence when the row is sent (``ledger.services.tokens.dispatch_lease``).
 
 The module also exists because Django sends post_migrate only to apps with a
 models module, and the lease sweeper's schedule is ensured on post_migrate.

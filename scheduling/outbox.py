@@ -23,21 +23,13 @@ from django.conf import settings
 from django.db import transaction
 
 from ledger import clock, failpoints, store
-from ledger.continuations import dispatch_token
 from ledger.domain import DomainError
-from ledger.domain.dispatches import RecordDispatch
-from ledger.domain.smartwake import resume_packet
-from ledger.domain.state import GoalState
-from ledger.domain.timing import next_wake_at
+from ledger.domain.dispatches import RecordDispatch, dispatches
+from ledger.services import wakes
 from scheduling import dispatch
 from scheduling.models import Dispatch
 
 logger = logging.getLogger(__name__)
-
-
-def dispatches(state: GoalState) -> bool:
-    """Whether the goal's wakes get outbox rows: it names a dispatcher."""
-    return state.setting("dispatch") != "none"
 
 
 def record(goal_id: str, outcome: store.Outcome) -> None:
@@ -78,26 +70,14 @@ def send(pk: int) -> bool:
         row.save(update_fields=["status", "sending_at"])
     failpoints.reached("outbox.after_sending_mark")
     goal_id = str(row.goal_id)
-    state = store.load(goal_id)
-    notify = row.generation == 0  # a ready wake: its agent pulls the lease itself
-    if state.terminal or (not notify and state.lease.get("generation") != row.generation) \
-            or (notify and not state.ready):
-        # The continuation's lease is gone, or the ready wake was pulled
-        # already (the goal ended, an operator acted, the agent came back):
-        # sending it now would only be refused. Nothing was sent.
+    order = wakes.delivery(goal_id, row.occurrence_id, row.generation)
+    if order is None:  # the wake is no longer pending: nothing was sent
         _finish(row, Dispatch.FAILED, "superseded: the wake is no longer pending")
         return False
-    lease = {} if notify else {
-        "token": dispatch_token(goal_id, row.occurrence_id), "generation": row.generation,
-        "holder": state.lease["holder"], "expires_at": state.lease["expires_at"]}
-    report = {"task_id": goal_id, "status": state.status, "progress_pct": state.progress_pct,
-              "current_step": state.current_step,
-              "resumed_from_checkpoint": state.last_checkpoint_seq,
-              "next_wake_scheduled": bool(next_wake_at(state)),
-              "next_wake_at": next_wake_at(state) or None, "notes": "dispatched"}
     result = dispatch.dispatch(row.dispatcher, goal_id=goal_id, occurrence_id=row.occurrence_id,
-                               session_key=state.session_key, packet=resume_packet(state),
-                               report=report, lease=lease)
+                               session_key=order.session_key, packet=order.packet,
+                               report=order.report.as_dict(),
+                               lease=order.lease.as_dict() if order.lease else {})
     failpoints.reached("outbox.after_send")
     status = (Dispatch.SENT if result.ok else
               Dispatch.UNCERTAIN if result.uncertain else Dispatch.FAILED)

@@ -1,6 +1,7 @@
 """What django-q2 runs: a wake firing, and the minutely liveness sweep.
 
-Thin: each calls the same store commands as the API.
+Thin: a wake is ``ledger.services.wakes.fire``, the use case the API's claims
+share; the sweep asks the doctor, which runs the domain's liveness check.
 """
 
 import logging
@@ -8,10 +9,12 @@ from datetime import datetime, timedelta
 
 from django.db import DatabaseError
 
-from ledger import alerts, clock, continuations, doctor, failpoints, store
+from ledger import alerts, clock, doctor, failpoints, store
 from ledger.domain import DomainError, GoalState
+from ledger.domain.dispatches import dispatches
 from ledger.domain.state import ACTIVE_STATUSES
 from ledger.models import Goal
+from ledger.services import wakes
 from scheduling import outbox
 
 logger = logging.getLogger(__name__)
@@ -19,33 +22,24 @@ logger = logging.getLogger(__name__)
 
 def fire_watchdog(goal_id: str, intended_date: str | None = None,
                   kind: str = "recurring") -> str:
-    """A wake fired: the recurring watchdog's slot, or a one-off wake (``kind``).
-    Its id is the schedule's intended run time, so the same occurrence fired
-    twice (two clusters, a retry) is one claim."""
-    intended = intended_date or clock.now().isoformat()
-    occurrence = f"internal:{goal_id}@{intended}" if kind == "recurring" else \
-        f"internal:{goal_id}@{kind}:{intended}"
+    """A wake fired (django-q2 passes the schedule's intended run time)."""
     try:
-        # One locked read: push (the dispatcher starts the continuation and
-        # carries its lease) or pull is decided by the domain in the claim.
-        result = continuations.claim(goal_id, source="internal", occurrence_id=occurrence,
-                                     actor="scheduler", kind=kind, intended_at=intended)
+        result = wakes.fire(goal_id, intended_date, kind)
     except store.GoalNotFound:
         logger.warning("a wake fired for unknown goal %s", goal_id)
         return "unknown_goal"
-    logger.info("wake %s for goal %s: %s", occurrence, goal_id, result.outcome)
-    if result.outcome in ("recurring_acquired", "ready_for_pull"):
+    logger.info("wake %s for goal %s: %s", result.occurrence_id, goal_id, result.outcome)
+    if result.resumes:
         # The claim committed first (lease granted, charge and outbox row
         # recorded), so a crash from here on never hands out a continuation
         # the ledger does not know of.
         failpoints.reached("claim.after_commit")
-        if outbox.dispatches(result.state):
-            # With no dispatcher after the claim, the claim wrote no outbox row
-            # (outbox.record asks the same question of the same state), so none
-            # of this wake's is pending: the query was a seventh of a pulled
-            # claim's cost. Rows an earlier crash left pending are the
-            # sweeper's, every minute, as they always were.
-            outbox.send_pending(store.canonical_id(goal_id))
+        if dispatches(result.state):
+            # With no dispatcher the claim wrote no outbox row (outbox.record
+            # asks the same question of the same state), so none of this
+            # wake's is pending: the query was a seventh of a pulled claim's
+            # cost. Rows an earlier crash left pending are the sweeper's.
+            outbox.send_pending(result.state.goal_id)
     return result.outcome
 
 

@@ -23,6 +23,7 @@ from django_q.models import Schedule
 from ledger import store
 from ledger.doctor import FIRE, SWEEPER_NAME, ensure_sweeper
 from ledger.domain.events import RECEIPT_RECORDED, WAKE_SCHEDULED
+from ledger.domain.policy import interval_minutes
 from ledger.domain.watchdogs import requested_schedule_name, reset_schedule_name, schedule_name
 
 __all__ = ["FIRE", "SWEEPER_NAME", "apply", "ensure_sweeper", "requested_schedule_name",
@@ -45,8 +46,7 @@ def apply(goal_id: str, outcome: store.Outcome) -> None:
                 Schedule.objects.create(
                     name=name, func=FIRE, args=repr(goal_id),
                     schedule_type=Schedule.MINUTES,
-                    # Whole minutes: the domain froze a whole-minute interval.
-                    minutes=max(1, after.watchdog["interval_seconds"] // 60),
+                    minutes=interval_minutes(after.watchdog["interval_seconds"]),
                     repeats=-1, next_run=datetime.fromisoformat(event.data["due_at"]),
                     # The task learns which slot fired it: that is its claim id.
                     intended_date_kwarg="intended_date")

@@ -11,9 +11,9 @@ from django.db import connection
 from django_q.models import Schedule
 
 from ledger import alerts
-from ledger import continuations as claims
 from ledger.domain.runs import backoff
 from ledger.models import Event, Goal
+from ledger.services import wakes as claims
 from scheduling import tasks, watchdogs
 from tests.factories import lease_of
 
@@ -39,7 +39,7 @@ def resume(gid: str, occurrence: str) -> dict:
     result = claims.claim(gid, source="internal", occurrence_id=occurrence, actor="scheduler",
                           kind="reset", push=True)
     assert result.outcome == "recurring_acquired", result.report
-    return {"token": result.lease["token"], "generation": result.lease["generation"]}
+    return {"token": result.lease.token, "generation": result.lease.generation}
 
 
 def report(agent, gid, lease, key=None, **body):

@@ -219,7 +219,7 @@ def test_a_sender_that_died_mid_dispatch_is_uncertain_and_never_resent(agent, st
     gid, lease = started(dispatch="hook", cadence_minutes=60)
     agent.post(f"goals/{gid}/lease/release", {"lease": lease})
     clock.advance(hours=1)
-    from ledger import continuations
+    from ledger.services import wakes as continuations
 
     due = clock().isoformat()
     occurrence = f"internal:{gid}@{due}"

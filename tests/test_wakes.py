@@ -14,8 +14,8 @@ import pytest
 from django_q.models import Schedule
 
 from api.digests import host_ref_digest
-from ledger import continuations as claims
 from ledger.models import Event, Goal
+from ledger.services import wakes as claims
 from scheduling import tasks, watchdogs
 from scheduling.signatures import verify_signature
 from tests.factories import COMPLETED, kinds, lease_of
@@ -303,7 +303,7 @@ def test_no_wake_loop_past_max_wake_retries(agent, started, clock):
         outcomes.append(result.outcome)
         if result.lease:  # the continuation heartbeats but never checkpoints
             agent.post(f"goals/{gid}/lease/heartbeat", {"lease": {
-                "token": result.lease["token"], "generation": result.lease["generation"]}})
+                "token": result.lease.token, "generation": result.lease.generation}})
     assert outcomes == ["recurring_acquired", "recurring_acquired", "terminal_cleanup_required"]
     goal = Goal.objects.get(pk=gid)
     assert (goal.status, goal.reason) == ("blocked", "WAKE_RETRIES_EXHAUSTED")

@@ -42,3 +42,20 @@ def dispatched(state: GoalState, cmd: RecordDispatch, now: datetime) -> list[Eve
         events.append(Event(LEASE_RELEASED, {"generation": cmd.generation,
                                              "why": f"dispatch failed: {data['detail']}"}, now))
     return events
+
+
+def dispatches(state: GoalState) -> bool:
+    """Whether the goal's wakes are sent through the outbox: it names a dispatcher."""
+    return state.setting("dispatch") != "none"
+
+
+def superseded(state: GoalState, generation: int) -> bool:
+    """Whether a dispatch recorded for ``generation`` (0: a ready wake's
+    notification, which carries no lease) would only be refused if sent now:
+    the goal ended, its continuation's lease is gone, or the ready wake was
+    pulled already (an operator acted, the agent came back)."""
+    if state.terminal:
+        return True
+    if generation == 0:
+        return not state.ready
+    return state.lease.get("generation") != generation

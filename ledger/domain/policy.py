@@ -107,3 +107,9 @@ def timezone(name: str, field: str) -> str:
     except (ZoneInfoNotFoundError, ValueError):
         raise InvalidCommand(f"{field} {name!r} is not an IANA time zone.", field=field) from None
     return name
+
+
+def interval_minutes(interval_seconds: int) -> int:
+    """A frozen watchdog interval in the whole minutes a scheduler row (or a
+    host's schedule) is written in: exact, since ``policy`` rounded it up."""
+    return max(1, interval_seconds // 60)

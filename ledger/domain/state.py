@@ -124,6 +124,11 @@ class GoalState:
     def session_key(self) -> str:
         return self.session.get("session_key", "")
 
+    def zone(self, given: str = "") -> str:
+        """The IANA zone a wall-clock time of this goal is read in: the one
+        given, else the session's, else UTC (the one place of the fallback)."""
+        return given or self.session.get("timezone") or "UTC"
+
     def setting(self, name: str) -> Any:
         """A policy setting, or its default (for goals started before it existed):
         the one place a default is read."""

@@ -192,7 +192,7 @@ def receipt(state: GoalState, cmd: RecordReceipt, now: datetime) -> list[Event]:
 def arm_events(state: GoalState, interval: int, first_due_at: str, now: datetime) -> list[Event]:
     name = schedule_name(state.goal_id)
     data = {"backend": INTERNAL, "interval_seconds": interval,
-            "tzid": state.watchdog.get("tzid") or state.session.get("timezone") or "UTC",
+            "tzid": state.zone(state.watchdog.get("tzid", "")),
             "first_due_at": first_due_at, "attempt": 1, "schedule_name": name}
     return [Event(WAKE_SCHEDULED, data, now),
             Event(RECEIPT_RECORDED, {"backend": INTERNAL, "status": "created",

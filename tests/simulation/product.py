@@ -6,8 +6,9 @@ domain, the store entry point or the wake semantics is adapted here, in one
 place. Each function does what the corresponding API view does (api/views.py):
 build the domain command, run it through the one store entry point
 (``ledger.store.execute`` / ``store.start``, which applies schedule changes and
-outbox rows in the same transaction), ``ledger.continuations`` (claims, wake
-now) or ``scheduling.tasks``, and answer a plain value the simulated actors
+outbox rows in the same transaction), the application layer
+``ledger.services`` (claims, run reports, jobs, operator acts) or
+``scheduling.tasks``, and answer a plain value the simulated actors
 understand.
 
 A refused command raises :class:`Refused` with the problem code the API would
@@ -30,10 +31,9 @@ from django.conf import settings
 from django.db import connection
 from django_q.models import Schedule
 
-from api import jobtokens
 from api.digests import host_ref_digest
 from ledger import alerts as ledger_alerts
-from ledger import clock, continuations, doctor, projection, store
+from ledger import clock, doctor, projection, store
 from ledger.domain import (
     AcquireLease,
     DomainError,
@@ -45,17 +45,17 @@ from ledger.domain import (
     ReleaseLease,
     RunGoal,
     StartGoal,
-    failures,
     lease_refusal,
     liveness,
-    resets,
 )
 from ledger.domain.commands import Evidence, WakeRequest
 from ledger.domain.finishing import completion_state
-from ledger.domain.jobs import NotifyJob, TrackJob, UpdateJob
-from ledger.domain.runs import Recover, ReportRun, RequestApproval, ResolveApproval, Stop
+from ledger.domain.jobs import TrackJob, UpdateJob
+from ledger.domain.runs import RequestApproval
 from ledger.domain.watchdogs import HOST, PrepareWatchdog, RecordReceipt
 from ledger.models import Event, Goal
+from ledger.services import jobs, operators, runs, tokens, wakes
+from ledger.services.goals import Caller
 from scheduling import dispatch, sealing, watchdogs
 
 FIRE = watchdogs.FIRE  # the django-q2 func of watchdog and reset schedules
@@ -200,21 +200,13 @@ def checkpoint(goal_id: str, agent: str, lease: Lease, *, step: str, pct: int,
 def report_run(goal_id: str, agent: str, lease: Lease, *, error_text: str = "",
                retry_after: str = "", tz: str = "UTC") -> dict[str, Any]:
     """POST /goals/{id}/runs with outcome error: classify, parse the reset, drop the text."""
-    state = store.load(goal_id)
-    now = clock.now()
-    # As the view: a Retry-After alone is a rate limit (neither is a 400 there).
-    error_class = failures.classify(error_text) if error_text.strip() else failures.RATE_LIMIT
-    reset_at = None
-    if error_class == failures.RATE_LIMIT:
-        reset_at = resets.parse_reset(error_text, now=now, tz=tz,
-                                        retry_after=retry_after or None)
-    hint = retry_after if retry_after and resets.parse_retry_after(retry_after, now) else ""
-    command = ReportRun(_proof(lease), "error", error_class, reset_at, hint, {},
-                        watchdogs.reset_schedule_name(state.goal_id),
-                        settings.WAKELEDGER_RESET_MARGIN_SECONDS)
-    after = _run(goal_id, command, agent).state
-    return {"classification": error_class, "status": after.status, "reason": after.reason,
-            "paused_until": after.paused_until}
+    try:
+        report = runs.report_run(Caller(agent), goal_id, _proof(lease), outcome="error",
+                                 error_text=error_text, timezone=tz, retry_after=retry_after)
+    except DomainError as error:
+        raise Refused(error.code, error.detail, **error.extra) from None
+    return {"classification": report.classification, "status": report.status,
+            "reason": report.reason, "paused_until": report.paused_until or ""}
 
 
 def request_approval(goal_id: str, agent: str, lease: Lease, gate: str) -> None:
@@ -224,15 +216,18 @@ def request_approval(goal_id: str, agent: str, lease: Lease, gate: str) -> None:
 def track_job(goal_id: str, agent: str, lease: Lease, *, job_id: str, ref: str,
               notify: bool = False) -> str:
     """POST /goals/{id}/jobs; with ``notify``, the job's notify token (shown once)."""
-    token = jobtokens.notify_token(goal_id, job_id) if notify else ""
+    token = tokens.notify_token(goal_id, job_id) if notify else ""
     _run(goal_id, TrackJob(_proof(lease), job_id, "ci", ref,
-                           jobtokens.digest(token) if token else ""), agent)
+                           tokens.digest(token) if token else ""), agent)
     return token or "tracked"
 
 
 def notify_job(goal_id: str, job_id: str, token: str, status: str) -> None:
     """What CI's last step does: POST /jobs/{job_id}/status with the job's token."""
-    _run(goal_id, NotifyJob(job_id, jobtokens.digest(token), status, status), f"job:{job_id}")
+    try:
+        jobs.notify(token, job_id, status=status, conclusion=status, link="")
+    except DomainError as error:
+        raise Refused(error.code, error.detail, **error.extra) from None
 
 
 def release(goal_id: str, agent: str, lease: Lease) -> None:
@@ -273,35 +268,41 @@ def host_claim(goal_id: str, agent: str, token: str,
     without an occurrence id, the domain names the claim after its slot)."""
     occurrence = f"host:{occurrence_id}" if occurrence_id else ""
     try:
-        result = continuations.claim(goal_id, source=HOST, occurrence_id=occurrence,
-                                     holder=agent, actor=agent, token=token)
+        result = wakes.claim(goal_id, source=HOST, occurrence_id=occurrence,
+                             holder=agent, actor=agent, token=token, owner=agent)
     except DomainError as error:
         raise Refused(error.code, error.detail, **error.extra) from None
-    lease = Lease(token, result.lease["generation"]) if result.lease else None
+    lease = Lease(token, result.lease.generation) if result.lease else None
     return ClaimAnswer(result.outcome, lease, result.retry_after_seconds, result.packet)
 
 
 # --------------------------------------------------------------------------- operators
 
 
+def _act(act: str, goal_id: str, operator: str, reason: str,
+         gate: str = "") -> operators.Acted:
+    """What the operator views, the admin and ``ledger stop|…`` all call."""
+    try:
+        return operators.act(act, goal_id, operator=operator, reason=reason, gate=gate)
+    except DomainError as error:
+        raise Refused(error.code, error.detail, **error.extra) from None
+
+
 def resolve_approval(goal_id: str, operator: str, gate: str, decision: str) -> None:
-    _run(goal_id, ResolveApproval(gate, decision, operator, "looked at it"), operator)
+    _act(decision, goal_id, operator, "looked at it", gate)
 
 
 def recover(goal_id: str, operator: str, reason: str) -> None:
-    _run(goal_id, Recover(operator, reason), operator)
+    _act("recover", goal_id, operator, reason)
 
 
 def stop(goal_id: str, operator: str, reason: str) -> None:
-    _run(goal_id, Stop(operator, reason), operator)
+    _act("stop", goal_id, operator, reason)
 
 
 def wake_now(goal_id: str, operator: str, reason: str) -> str:
     """POST /goals/{id}/wake: an operator ends a pause early (issue 9, item 7)."""
-    try:
-        return continuations.wake_now(goal_id, operator=operator, reason=reason).outcome
-    except DomainError as error:
-        raise Refused(error.code, error.detail, **error.extra) from None
+    return _act("wake", goal_id, operator, reason).claim.outcome
 
 
 # --------------------------------------------------------------------------- scheduler

@@ -1,6 +1,6 @@
 """``manage.py ledger <action>``: the operator's commands.
 
-Each action is a thin shell: it parses arguments, calls the store or the
+Each action is a thin shell: it parses arguments, calls the application layer or the
 projection module, and prints. No rule lives here.
 """
 
@@ -28,7 +28,6 @@ from django.urls import reverse
 from ledger import (
     alerts,
     clock,
-    continuations,
     demo,
     doctor,
     export,
@@ -38,7 +37,6 @@ from ledger import (
     sealing,
     signing,
     siteurl,
-    store,
     terminal,
 )
 from ledger.accounts import (
@@ -51,10 +49,10 @@ from ledger.accounts import (
     role_of,
 )
 from ledger.domain import STATUSES, DomainError, GoalState
-from ledger.domain.runs import Recover, ResolveApproval, Stop
 from ledger.domain.state import DONE, REASONS
 from ledger.models import ApiToken, Event, Goal, TreeHead
 from ledger.progress import Progress
+from ledger.services import operators
 from wakeledger_verify import heads
 
 SHOW_LIMIT = 50  # events `ledger show` prints unless told otherwise
@@ -437,23 +435,17 @@ class Command(BaseCommand):
     # ------------------------------------------------------------------ operator acts
 
     def handle_stop(self, goal_id: str, reason: str, operator: str, **_: Any) -> None:
-        self._act(goal_id, Stop(operator, reason), operator)
+        self._act("stop", goal_id, operator, reason)
 
     def handle_recover(self, goal_id: str, reason: str, operator: str, **_: Any) -> None:
-        self._act(goal_id, Recover(operator, reason), operator)
+        self._act("recover", goal_id, operator, reason)
 
     def handle_approve(self, goal_id: str, gate: str, reject: bool, note: str, operator: str,
                        **_: Any) -> None:
-        decision = "reject" if reject else "approve"
-        self._act(goal_id, ResolveApproval(gate, decision, operator, note), operator)
+        self._act("reject" if reject else "approve", goal_id, operator, note, gate)
 
     def handle_wake(self, goal_id: str, reason: str, operator: str, **_: Any) -> None:
-        [goal_id] = self._valid([goal_id])
-        try:
-            result = continuations.wake_now(goal_id, operator=operator, reason=reason)
-        except DomainError as error:
-            raise CommandError(f"{error.code}: {error.detail}") from None
-        self.stdout.write(f"goal {goal_id}: {result.outcome} ({result.report['notes']})")
+        self._act("wake", goal_id, operator, reason)
 
     def handle_doctor(self, goal_ids: list[str], fix: bool = False, **_: Any) -> None:
         ids = self._valid(goal_ids) if goal_ids else None
@@ -473,12 +465,18 @@ class Command(BaseCommand):
         self.stdout.write("no problems: the scheduler runs, every wake has its row, and every "
                           "active goal is within its deadline or listed in `ledger alerts`")
 
-    def _act(self, goal_id: str, command: Any, operator: str) -> None:
+    def _act(self, act: str, goal_id: str, operator: str, reason: str, gate: str = "") -> None:
+        """The operator's act, the same use case as the API's and the admin's."""
         [goal_id] = self._valid([goal_id])
         try:
-            state = store.execute(goal_id, command, actor=operator).state
+            acted = operators.act(act, goal_id, operator=operator, reason=reason, gate=gate)
         except DomainError as error:
             raise CommandError(f"{error.code}: {error.detail}") from None
+        if acted.claim:
+            self.stdout.write(f"goal {goal_id}: {acted.claim.outcome} "
+                              f"({acted.claim.report.notes})")
+            return
+        state = acted.state
         reason = f"/{state.reason}" if state.reason else ""
         self.stdout.write(f"goal {goal_id}: {state.status}{reason}")
 

@@ -1,0 +1,142 @@
+"""Every wake, through one function each: a host-fired claim, a scheduled
+wake (django-q2), an operator's "wake now", and what the outbox sends for a
+granted one. Each claim is decided by the domain in one store transaction on
+one locked read of the goal — push or pull included (the command carries the
+dispatchers that hand over a lease) — and answered here.
+"""
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger import clock, store
+from ledger.dispatchers import lease_dispatchers
+from ledger.domain import GoalState
+from ledger.domain.claims import ClaimWake, WakeNow, claim_outcome, occurrence_of
+from ledger.domain.dispatches import superseded
+from ledger.domain.smartwake import resume_packet
+from ledger.services.answers import LeaseGrant, WakeReport
+from ledger.services.tokens import digest, dispatch_lease, random_lease
+
+GRANTED = "recurring_acquired"
+PULLABLE = "ready_for_pull"
+
+
+@dataclass
+class Claim:
+    """What one wake's claim decided, as its claimant is answered."""
+
+    outcome: str
+    report: WakeReport
+    state: GoalState
+    packet: dict[str, Any] | None = None
+    lease: LeaseGrant | None = None  # raw token: returned or dispatched, never stored
+    retry_after_seconds: int | None = None
+    occurrence_id: str = ""
+    events: list[Any] = field(default_factory=list)
+
+    @property
+    def resumes(self) -> bool:
+        """The wake goes on: a lease granted, or a ready wake to pull."""
+        return self.outcome in (GRANTED, PULLABLE)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "occurrence_id": self.occurrence_id,
+                "report": self.report.as_dict(),
+                "retry_after_seconds": self.retry_after_seconds,
+                "resume_packet": self.packet,
+                "lease": self.lease.as_dict() if self.lease else None}
+
+
+def claim(goal_id: str | uuid.UUID, *, source: str, occurrence_id: str = "", reason: str = "",
+          holder: str = "", actor: str, idempotency_key: str | None = None,
+          token: str | None = None, kind: str = "recurring", intended_at: str = "",
+          push: bool = False, owner: str | None = None) -> Claim:
+    """One wake's claim. An internal wake's lease token is the derived
+    dispatch token (only a push hands it out, and the outbox derives it
+    again); a host's claimant gets the token it brings or a fresh random one.
+    ``push`` forces a push whatever the goal's dispatcher (what the tests use
+    to stand for one); ``owner`` limits the claim to that agent's goals."""
+    goal_id = store.canonical_id(goal_id)
+    if source != "host":
+        token = dispatch_lease(goal_id, occurrence_id)
+    raw = token or random_lease()
+    command = ClaimWake(occurrence_id, source, holder, digest(raw), reason, kind=kind,
+                        intended_at=intended_at, push=push,
+                        push_dispatchers=lease_dispatchers())
+    outcome = store.execute(goal_id, command, actor=actor, idempotency_key=idempotency_key,
+                            owner=owner)
+    return _answer(outcome, command, raw)
+
+
+def fire(goal_id: str, intended_at: str | None = None, kind: str = "recurring") -> Claim:
+    """A scheduled wake fired: the recurring watchdog's slot, or a one-off
+    wake (``kind``). Its occurrence id is the schedule's intended run time,
+    so the same occurrence fired twice (two clusters, a retry) is one claim."""
+    intended = intended_at or clock.now().isoformat()
+    occurrence = (f"internal:{goal_id}@{intended}" if kind == "recurring"
+                  else f"internal:{goal_id}@{kind}:{intended}")
+    return claim(goal_id, source="internal", occurrence_id=occurrence, actor="scheduler",
+                 kind=kind, intended_at=intended)
+
+
+def wake_now(goal_id: str | uuid.UUID, *, operator: str, reason: str,
+             idempotency_key: str | None = None) -> Claim:
+    """An operator's "wake now": ends a pause early and resumes the goal the
+    way its own wakes do (ready for its agent, or pushed to a dispatcher that
+    hands over the lease)."""
+    goal_id = store.canonical_id(goal_id)
+    occurrence = f"operator:{uuid.uuid4()}"
+    token = dispatch_lease(goal_id, occurrence)
+    command = WakeNow(operator, reason, occurrence, digest(token),
+                      push_dispatchers=lease_dispatchers())
+    outcome = store.execute(goal_id, command, actor=operator, idempotency_key=idempotency_key)
+    wake = ClaimWake(occurrence, "operator", "", command.token_sha256, kind="operator",
+                     push_dispatchers=command.push_dispatchers, note=reason, operator=operator)
+    return _answer(outcome, wake, token)
+
+
+def _answer(outcome: store.Outcome, command: ClaimWake, raw: str) -> Claim:
+    state = outcome.state
+    wake = next((e for e in outcome.events if e.kind == "wake.claimed"), None)
+    # Nothing recorded (already_claimed, receipt_required): the same pure rule
+    # says why, on the state the claim was decided on.
+    answer = dict(wake.data) if wake else claim_outcome(outcome.before, command, clock.now())
+    occurrence = (wake.data["occurrence_id"] if wake
+                  else occurrence_of(outcome.before, command, clock.now()))
+    granted = answer["outcome"] == GRANTED
+    result = Claim(answer["outcome"],
+                   WakeReport.of(state, resumed=granted, notes=answer.get("notes", "")),
+                   state, events=outcome.events,
+                   retry_after_seconds=answer.get("retry_after_seconds"),
+                   occurrence_id=occurrence)
+    if granted:
+        result.packet = resume_packet(state)
+        result.lease = LeaseGrant.of(state, raw)
+    return result
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What the outbox sends for one granted wake: its lease (None for a
+    ready wake's notification: the agent pulls the lease itself), the
+    resume packet and the wake-cycle report."""
+
+    goal_id: str
+    occurrence_id: str
+    session_key: str
+    packet: dict[str, Any]
+    report: WakeReport
+    lease: LeaseGrant | None
+
+
+def delivery(goal_id: str, occurrence_id: str, generation: int) -> Delivery | None:
+    """The dispatch of a recorded wake, or None when sending it now would only
+    be refused (``dispatches.superseded``)."""
+    state = store.load(goal_id)
+    if superseded(state, generation):
+        return None
+    lease = (LeaseGrant.of(state, dispatch_lease(state.goal_id, occurrence_id))
+             if generation else None)
+    return Delivery(state.goal_id, occurrence_id, state.session_key, resume_packet(state),
+                    WakeReport.of(state, resumed=True, notes="dispatched"), lease)
