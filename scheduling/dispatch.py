@@ -56,7 +56,7 @@ from ledger.files import open_private, private_dir
 from scheduling.signatures import HEADER as SIGNATURE_HEADER
 from scheduling.signatures import sign, verify_signature
 
-__all__ = ["Result", "configured", "dispatch", "hands_over_lease", "names", "prompt", "sign",
+__all__ = ["Result", "configured", "dispatch", "hands_over_lease", "prompt", "sign",
            "validate", "verify_signature"]
 
 logger = logging.getLogger(__name__)
@@ -138,6 +138,22 @@ def validate(config: Any) -> None:
 
 
 def _validate_webhook(where: str, spec: dict[str, Any]) -> None:
+    _validate_url(where, spec)
+    timeout = spec.get("timeout", 10)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) \
+            or not 0 < timeout <= MAX_TIMEOUT_SECONDS:
+        raise ImproperlyConfigured(f"{where}.timeout must be seconds in (0, {MAX_TIMEOUT_SECONDS}]")
+    preset = spec.get("preset")
+    if preset not in (None, OPENCLAW):
+        raise ImproperlyConfigured(f"{where}.preset must be 'openclaw' or absent")
+    _validate_credentials(where, spec, preset)
+    if preset == OPENCLAW:
+        _validate_openclaw(where, spec)
+    elif "openclaw" in spec:
+        raise ImproperlyConfigured(f"{where}.openclaw needs \"preset\": \"openclaw\"")
+
+
+def _validate_url(where: str, spec: dict[str, Any]) -> None:
     url = spec.get("url")
     parts = urlsplit(url) if isinstance(url, str) else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
@@ -158,13 +174,10 @@ def _validate_webhook(where: str, spec: dict[str, Any]) -> None:
         raise ImproperlyConfigured(
             f"{where}.url must be https (plain http only to a loopback host, or with "
             '"allow_http": true)')
-    timeout = spec.get("timeout", 10)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) \
-            or not 0 < timeout <= MAX_TIMEOUT_SECONDS:
-        raise ImproperlyConfigured(f"{where}.timeout must be seconds in (0, {MAX_TIMEOUT_SECONDS}]")
-    preset = spec.get("preset")
-    if preset not in (None, OPENCLAW):
-        raise ImproperlyConfigured(f"{where}.preset must be 'openclaw' or absent")
+
+
+def _validate_credentials(where: str, spec: dict[str, Any], preset: str | None) -> None:
+    """The body's signing secret and the receiver's bearer token."""
     if "secret" in spec and (not isinstance(spec["secret"], str) or not spec["secret"]):
         raise ImproperlyConfigured(f"{where}.secret must be a non-empty string")
     if not spec.get("secret") and preset != OPENCLAW:
@@ -181,23 +194,23 @@ def _validate_webhook(where: str, spec: dict[str, Any]) -> None:
         if not TOKEN.fullmatch(os.environ.get(variable, "")):
             raise ImproperlyConfigured(
                 f"{where}.bearer_env: {variable} is not set to a token (no spaces)")
-    if preset == OPENCLAW:
-        if "bearer" not in spec and "bearer_env" not in spec:
+
+
+def _validate_openclaw(where: str, spec: dict[str, Any]) -> None:
+    if "bearer" not in spec and "bearer_env" not in spec:
+        raise ImproperlyConfigured(
+            f"{where}: the openclaw preset needs the Gateway's hooks token "
+            "(bearer or bearer_env)")
+    options = spec.get("openclaw", {})
+    if not isinstance(options, dict):
+        raise ImproperlyConfigured(f"{where}.openclaw must be an object")
+    for key, value in options.items():
+        kind = OPENCLAW_OPTIONS.get(key)
+        if kind is None:
             raise ImproperlyConfigured(
-                f"{where}: the openclaw preset needs the Gateway's hooks token "
-                "(bearer or bearer_env)")
-        options = spec.get("openclaw", {})
-        if not isinstance(options, dict):
-            raise ImproperlyConfigured(f"{where}.openclaw must be an object")
-        for key, value in options.items():
-            kind = OPENCLAW_OPTIONS.get(key)
-            if kind is None:
-                raise ImproperlyConfigured(
-                    f"{where}.openclaw.{key} is not one of {', '.join(OPENCLAW_OPTIONS)}")
-            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-                raise ImproperlyConfigured(f"{where}.openclaw.{key} must be a {kind.__name__}")
-    elif "openclaw" in spec:
-        raise ImproperlyConfigured(f"{where}.openclaw needs \"preset\": \"openclaw\"")
+                f"{where}.openclaw.{key} is not one of {', '.join(OPENCLAW_OPTIONS)}")
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise ImproperlyConfigured(f"{where}.openclaw.{key} must be a {kind.__name__}")
 
 
 def _validate_command(where: str, spec: dict[str, Any]) -> None:
@@ -231,10 +244,6 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def names() -> frozenset[str]:
-    return frozenset(configured())
 
 
 def hands_over_lease(name: str) -> bool:

@@ -390,7 +390,8 @@ def test_the_notify_endpoint_answers_alike_for_an_existing_and_a_random_goal(age
     real = tracked["notify_token"]
     forged_same_goal = real[:-6] + ("A" * 6 if not real.endswith("AAAAAA") else "B" * 6)
     # The real token's HMAC part on a random goal id (the shape is wlj_<32 hex>_<43>).
-    random_goal = jobtokens.NOTIFY_PREFIX + uuid.uuid4().hex + real[len(jobtokens.NOTIFY_PREFIX) + 32:]
+    prefix = jobtokens.NOTIFY_PREFIX
+    random_goal = prefix + uuid.uuid4().hex + real[len(prefix) + 32:]
     issued_for_random = jobtokens.notify_token(str(uuid.uuid4()), job_id)  # no such goal
 
     def notify(token: str):

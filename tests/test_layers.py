@@ -128,3 +128,42 @@ def test_the_domain_is_importable_without_django():
     done = subprocess.run([sys.executable, "-c", blocker], cwd=ROOT, capture_output=True,
                           text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
+
+
+# The shells that take a caller's request: each use case is one call into
+# ledger.services, so none of them runs a command through the store itself
+# (that is where a rule restated in a shell used to hide).
+SHELLS = ("api", "ledger/admin.py", "ledger/management", "scheduling/tasks.py")
+
+
+def store_writes(source: str) -> list[str]:
+    """``store.execute(...)`` / ``store.start(...)`` calls in ``source``."""
+    return [f"store.{node.func.attr} (line {node.lineno})"
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("execute", "start")
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "store"]
+
+
+def test_the_shells_run_use_cases_not_store_commands():
+    found = []
+    for shell in SHELLS:
+        path = ROOT / shell
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            found += [f"{file.relative_to(ROOT)}: {call}"
+                      for call in store_writes(file.read_text())]
+    assert found == []
+
+
+def test_the_store_write_check_sees_a_call():
+    assert store_writes("from ledger import store\nstore.execute(g, c, actor='a')\n") == [
+        "store.execute (line 2)"]
+    assert store_writes("other.execute(1)\nstore.load(g)\n") == []
+
+
+def test_tokens_are_derived_in_one_place():
+    """HMAC under SECRET_KEY is written once (ledger.services.tokens); the
+    webhook signature is the dispatcher's own secret, not a derivation."""
+    users = sorted(str(path.relative_to(ROOT)) for package in ("api", "ledger", "scheduling")
+                   for path in (ROOT / package).rglob("*.py") if "hmac.new(" in path.read_text())
+    assert users == ["ledger/services/tokens.py", "scheduling/signatures.py"]

@@ -33,7 +33,7 @@ from django_q.models import Schedule
 
 from api.digests import host_ref_digest
 from ledger import alerts as ledger_alerts
-from ledger import clock, doctor, projection, store
+from ledger import clock, dispatchers, doctor, projection, store
 from ledger.domain import (
     AcquireLease,
     DomainError,
@@ -56,7 +56,7 @@ from ledger.domain.watchdogs import HOST, PrepareWatchdog, RecordReceipt
 from ledger.models import Event, Goal
 from ledger.services import jobs, operators, runs, tokens, wakes
 from ledger.services.goals import Caller
-from scheduling import dispatch, sealing, watchdogs
+from scheduling import sealing, watchdogs
 
 FIRE = watchdogs.FIRE  # the django-q2 func of watchdog and reset schedules
 # Housekeeping tasks that change goals (the sweeper, the hourly repair): they
@@ -140,7 +140,7 @@ def run_goal(*, goal_id: str, agent: str, workspace: str, goal_key: str, objecti
         goal_id=goal_id, workspace=workspace, goal_key=goal_key, objective=objective,
         done_criteria=DONE_CRITERIA, next_actions=tuple(steps), agent=agent,
         policy={**policy, "stale_grace_seconds": settings.WAKELEDGER_STALE_GRACE_SECONDS},
-        dispatchers=dispatch.names(), session={"session_key": session_key},
+        dispatchers=dispatchers.names(), session={"session_key": session_key},
         cadence_unit_seconds=settings.WAKELEDGER_CADENCE_UNIT_SECONDS,
         timeout_seconds=3600, estimated_duration_seconds=4 * 3600,
     ), holder=agent, token_sha256=digest)

@@ -84,6 +84,145 @@ def _positive(value: str) -> int:
     return number
 
 
+def _reading(actions: Any) -> None:
+    """goals, show, replay: what an operator reads."""
+    goals = actions.add_parser("goals", help="A table of goals, most recently updated first.")
+    goals.add_argument("--status", nargs="+", action="extend", choices=STATUSES,
+                       metavar="STATUS", help=f"any of: {', '.join(STATUSES)}")
+    goals.add_argument("--reason", type=str.upper, choices=REASONS, metavar="REASON",
+                       help="e.g. BLOCKED_APPROVAL, INTERRUPTED_UNKNOWN")
+    goals.add_argument("--agent")
+    goals.add_argument("--limit", type=_positive, default=GOALS_LIMIT,
+                       help=f"at most this many rows (default {GOALS_LIMIT})")
+
+    show = actions.add_parser(
+        "show", help="One goal: its projected state, then its timeline of events.")
+    show.add_argument("goal_id", metavar="GOAL_ID",
+                      help="a goal id, or the first 4+ hex digits of one (as `goals` shows)")
+    how_many = show.add_mutually_exclusive_group()
+    how_many.add_argument("--limit", type=_positive, default=SHOW_LIMIT,
+                          help=f"the last N events (default {SHOW_LIMIT})")
+    how_many.add_argument("--all", action="store_true", dest="every",
+                          help="every event, streamed")
+
+    replay = actions.add_parser(
+        "replay", help="Fold every goal's events and compare with the stored projection.")
+    replay.add_argument("goal_ids", nargs="*", metavar="GOAL_ID")
+    mode = replay.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true",
+                      help="Exit 1 when any projection differs from its events.")
+    mode.add_argument("--fix", action="store_true",
+                      help="Rewrite differing projections from the events (never the events).")
+
+
+def _auditing(actions: Any) -> None:
+    """verify, seal, head, key, export: the verifiable log."""
+    verify = actions.add_parser(
+        "verify", help="Recompute every goal's hash chain, check that it ends at the goal "
+                       "row's version and head hash; name the first broken link.")
+    verify.add_argument("goal_ids", nargs="*", metavar="GOAL_ID")
+    verify.add_argument(
+        "--against", metavar="HEAD_FILE",
+        help="also prove the whole log still extends this head, kept earlier (the JSON "
+             "of GET /api/v1/ledger/head or `ledger head`): exit 1 on any rewrite, "
+             "deletion, truncation, insertion or rollback since")
+    verify.add_argument("--key", action="append", default=[], metavar="PUBKEY_FILE",
+                        help="a public key (PEM) to check heads' signatures with, beside "
+                             "this server's own; repeatable (keys rotated away)")
+
+    actions.add_parser(
+        "seal", help="Put committed events into the verifiable log's tree and sign a "
+                     "tree head (the scheduler does it every WAKELEDGER_SEAL_MINUTES).")
+    actions.add_parser("head", help="Print the newest signed tree head as JSON (keep it: "
+                                    "`verify --against` and `wakeledger-verify --head`).")
+    actions.add_parser("key", help="Print the head-signing key's id and public key (PEM) "
+                                   "for auditors to pin.")
+    export = actions.add_parser(
+        "export", help="Write a goal's verifiable export: its events, their inclusion "
+                       "proofs, the signed head and the public key (wakeledger-verify "
+                       "checks it offline).")
+    export.add_argument("goal_id", metavar="GOAL_ID")
+    export.add_argument("-o", "--output", metavar="FILE",
+                        help="the bundle's file (default: standard output)")
+    export.add_argument("--from-size", type=_positive, action="append", default=[],
+                        metavar="N", help="add a consistency proof from an earlier head "
+                                          "of N leaves (repeatable)")
+    export.add_argument("--no-seal", action="store_true",
+                        help="export against the newest head as it is, without sealing")
+
+
+def _accounts(actions: Any) -> None:
+    """agent, user, prune: who may call, and housekeeping."""
+    agent = actions.add_parser("agent", help="API tokens: create, list, revoke.")
+    agent_actions = agent.add_subparsers(dest="agent_action", required=True,
+                                         metavar="AGENT_ACTION")
+    create = agent_actions.add_parser(
+        "create", help="Create users with a role and print a new API token for each, once.")
+    create.add_argument("names", nargs="+", metavar="NAME")
+    create.add_argument("--role", choices=ROLES, default=AGENT)
+    agent_actions.add_parser("list", help="List tokens (prefixes only) and roles.")
+    revoke = agent_actions.add_parser("revoke", help="Revoke a token by its prefix.")
+    revoke.add_argument("prefix")
+
+    user = actions.add_parser("user", help="Admin users for people: create.")
+    user_actions = user.add_subparsers(dest="user_action", required=True,
+                                       metavar="USER_ACTION")
+    user_create = user_actions.add_parser(
+        "create", help="Create a staff user (admin login) in the auditor or operator group.")
+    user_create.add_argument("name")
+    user_create.add_argument("--role", required=True, choices=(AUDITOR, OPERATOR))
+    user_create.add_argument("--email", default="")
+    user_create.add_argument("--generate", action="store_true",
+                             help="generate a password and print it once (default: ask "
+                                  "for one, twice)")
+
+    actions.add_parser(
+        "prune", help="Delete idempotency records older than their retention "
+                      "(WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS).")
+
+
+def _operator_acts(actions: Any) -> None:
+    """stop, recover, wake, doctor, approve, alerts: an operator's acts."""
+    for name, text in (
+            ("stop", "Stop a goal for good."),
+            ("recover", "Recover a blocked goal (new continuation budget)."),
+            ("wake", "Wake a goal now: end a pause early and resume it as its wake would.")):
+        act = actions.add_parser(name, help=text)
+        act.add_argument("goal_id", metavar="GOAL_ID")
+        act.add_argument("--reason", required=True)
+        act.add_argument("--operator", default=getpass.getuser(),
+                         help="who acts (default: the OS user)")
+    doctor_parser = actions.add_parser(
+        "doctor", help="Is the machinery intact: the scheduler's heartbeat and sweeper row, "
+                       "goals past their deadline, wake rows checked by content.")
+    doctor_parser.add_argument("goal_ids", nargs="*", metavar="GOAL_ID")
+    doctor_parser.add_argument("--fix", action="store_true",
+                               help="repair first: recreate missing or exhausted rows, "
+                                    "delete orphaned ones, restore the sweeper (each an "
+                                    "event on its goal)")
+    approve = actions.add_parser("approve", help="Approve (or --reject) an approval gate.")
+    approve.add_argument("goal_id", metavar="GOAL_ID")
+    approve.add_argument("gate")
+    approve.add_argument("--reject", action="store_true")
+    approve.add_argument("--note", default="")
+    approve.add_argument("--operator", default=getpass.getuser())
+    actions.add_parser("alerts", help="Goals that need a human, newest first (exit 1 when "
+                                      "any, or when the scheduler is not running).")
+
+
+def _setup(actions: Any) -> None:
+    """demo, bootstrap."""
+    demo_parser = actions.add_parser(
+        "demo", help=f"Create a few realistic demo goals (agent {demo.AGENT}, "
+                     f"workspaces under {demo.ROOT}/); does nothing if they exist.")
+    demo_parser.add_argument("--again", action="store_true",
+                             help="add another set even if demo goals exist")
+
+    actions.add_parser(
+        "bootstrap",
+        help="Create the first admin user (random password, printed once) and print the URL.")
+
+
 class Command(BaseCommand):
     help = ("Wake Ledger operator commands: goals, show, replay, verify, seal, head, key, "
             "export, agent, user, prune, stop, recover, approve, alerts, demo, bootstrap. "
@@ -91,139 +230,14 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-
-        goals = actions.add_parser("goals", help="A table of goals, most recently updated first.")
-        goals.add_argument("--status", nargs="+", action="extend", choices=STATUSES,
-                           metavar="STATUS", help=f"any of: {', '.join(STATUSES)}")
-        goals.add_argument("--reason", type=str.upper, choices=REASONS, metavar="REASON",
-                           help="e.g. BLOCKED_APPROVAL, INTERRUPTED_UNKNOWN")
-        goals.add_argument("--agent")
-        goals.add_argument("--limit", type=_positive, default=GOALS_LIMIT,
-                           help=f"at most this many rows (default {GOALS_LIMIT})")
-
-        show = actions.add_parser(
-            "show", help="One goal: its projected state, then its timeline of events.")
-        show.add_argument("goal_id", metavar="GOAL_ID",
-                          help="a goal id, or the first 4+ hex digits of one (as `goals` shows)")
-        how_many = show.add_mutually_exclusive_group()
-        how_many.add_argument("--limit", type=_positive, default=SHOW_LIMIT,
-                              help=f"the last N events (default {SHOW_LIMIT})")
-        how_many.add_argument("--all", action="store_true", dest="every",
-                              help="every event, streamed")
-
-        replay = actions.add_parser(
-            "replay", help="Fold every goal's events and compare with the stored projection.")
-        replay.add_argument("goal_ids", nargs="*", metavar="GOAL_ID")
-        mode = replay.add_mutually_exclusive_group()
-        mode.add_argument("--check", action="store_true",
-                          help="Exit 1 when any projection differs from its events.")
-        mode.add_argument("--fix", action="store_true",
-                          help="Rewrite differing projections from the events (never the events).")
-
-        verify = actions.add_parser(
-            "verify", help="Recompute every goal's hash chain, check that it ends at the goal "
-                           "row's version and head hash; name the first broken link.")
-        verify.add_argument("goal_ids", nargs="*", metavar="GOAL_ID")
-        verify.add_argument(
-            "--against", metavar="HEAD_FILE",
-            help="also prove the whole log still extends this head, kept earlier (the JSON "
-                 "of GET /api/v1/ledger/head or `ledger head`): exit 1 on any rewrite, "
-                 "deletion, truncation, insertion or rollback since")
-        verify.add_argument("--key", action="append", default=[], metavar="PUBKEY_FILE",
-                            help="a public key (PEM) to check heads' signatures with, beside "
-                                 "this server's own; repeatable (keys rotated away)")
-
-        actions.add_parser(
-            "seal", help="Put committed events into the verifiable log's tree and sign a "
-                         "tree head (the scheduler does it every WAKELEDGER_SEAL_MINUTES).")
-        actions.add_parser("head", help="Print the newest signed tree head as JSON (keep it: "
-                                        "`verify --against` and `wakeledger-verify --head`).")
-        actions.add_parser("key", help="Print the head-signing key's id and public key (PEM) "
-                                       "for auditors to pin.")
-        export = actions.add_parser(
-            "export", help="Write a goal's verifiable export: its events, their inclusion "
-                           "proofs, the signed head and the public key (wakeledger-verify "
-                           "checks it offline).")
-        export.add_argument("goal_id", metavar="GOAL_ID")
-        export.add_argument("-o", "--output", metavar="FILE",
-                            help="the bundle's file (default: standard output)")
-        export.add_argument("--from-size", type=_positive, action="append", default=[],
-                            metavar="N", help="add a consistency proof from an earlier head "
-                                              "of N leaves (repeatable)")
-        export.add_argument("--no-seal", action="store_true",
-                            help="export against the newest head as it is, without sealing")
-
-        agent = actions.add_parser("agent", help="API tokens: create, list, revoke.")
-        agent_actions = agent.add_subparsers(dest="agent_action", required=True,
-                                             metavar="AGENT_ACTION")
-        create = agent_actions.add_parser(
-            "create", help="Create users with a role and print a new API token for each, once.")
-        create.add_argument("names", nargs="+", metavar="NAME")
-        create.add_argument("--role", choices=ROLES, default=AGENT)
-        agent_actions.add_parser("list", help="List tokens (prefixes only) and roles.")
-        revoke = agent_actions.add_parser("revoke", help="Revoke a token by its prefix.")
-        revoke.add_argument("prefix")
-
-        user = actions.add_parser("user", help="Admin users for people: create.")
-        user_actions = user.add_subparsers(dest="user_action", required=True,
-                                           metavar="USER_ACTION")
-        user_create = user_actions.add_parser(
-            "create", help="Create a staff user (admin login) in the auditor or operator group.")
-        user_create.add_argument("name")
-        user_create.add_argument("--role", required=True, choices=(AUDITOR, OPERATOR))
-        user_create.add_argument("--email", default="")
-        user_create.add_argument("--generate", action="store_true",
-                                 help="generate a password and print it once (default: ask "
-                                      "for one, twice)")
-
-        actions.add_parser(
-            "prune", help="Delete idempotency records older than their retention "
-                          "(WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS).")
-
-        for name, text in (("stop", "Stop a goal for good."),
-                           ("recover", "Recover a blocked goal (new continuation budget).")):
-            act = actions.add_parser(name, help=text)
-            act.add_argument("goal_id", metavar="GOAL_ID")
-            act.add_argument("--reason", required=True)
-            act.add_argument("--operator", default=getpass.getuser(),
-                             help="who acts (default: the OS user)")
-        wake = actions.add_parser(
-            "wake", help="Wake a goal now: end a pause early and resume it as its wake would.")
-        wake.add_argument("goal_id", metavar="GOAL_ID")
-        wake.add_argument("--reason", required=True)
-        wake.add_argument("--operator", default=getpass.getuser(),
-                          help="who acts (default: the OS user)")
-        doctor_parser = actions.add_parser(
-            "doctor", help="Is the machinery intact: the scheduler's heartbeat and sweeper row, "
-                           "goals past their deadline, wake rows checked by content.")
-        doctor_parser.add_argument("goal_ids", nargs="*", metavar="GOAL_ID")
-        doctor_parser.add_argument("--fix", action="store_true",
-                                   help="repair first: recreate missing or exhausted rows, "
-                                        "delete orphaned ones, restore the sweeper (each an "
-                                        "event on its goal)")
-        approve = actions.add_parser("approve", help="Approve (or --reject) an approval gate.")
-        approve.add_argument("goal_id", metavar="GOAL_ID")
-        approve.add_argument("gate")
-        approve.add_argument("--reject", action="store_true")
-        approve.add_argument("--note", default="")
-        approve.add_argument("--operator", default=getpass.getuser())
-        actions.add_parser("alerts", help="Goals that need a human, newest first (exit 1 when "
-                                          "any, or when the scheduler is not running).")
-
-        demo_parser = actions.add_parser(
-            "demo", help=f"Create a few realistic demo goals (agent {demo.AGENT}, "
-                         f"workspaces under {demo.ROOT}/); does nothing if they exist.")
-        demo_parser.add_argument("--again", action="store_true",
-                                 help="add another set even if demo goals exist")
-
-        actions.add_parser(
-            "bootstrap",
-            help="Create the first admin user (random password, printed once) and print the URL.")
+        for add in (_reading, _auditing, _accounts, _operator_acts, _setup):
+            add(actions)
         # The description names every action from the parser itself, so an
         # action added above can never be missing from it (wake and doctor were).
         parser.description = (f"Wake Ledger operator commands: {', '.join(actions.choices)}. "
                               "GOAL_ID is a full id or its first 4+ hex digits (the 8 "
                               "`goals` prints).")
+
 
     def handle(self, *args: Any, action: str, **options: Any) -> None:
         getattr(self, f"handle_{action}")(**options)
