@@ -25,6 +25,7 @@ from django.db import transaction
 from ledger import clock, failpoints, store
 from ledger.domain import DomainError
 from ledger.domain.dispatches import RecordDispatch, dispatches
+from ledger.domain.events import WAKE_CLAIMED
 from ledger.services import wakes
 from scheduling import dispatch
 from scheduling.models import Dispatch
@@ -41,7 +42,7 @@ def record(goal_id: str, outcome: store.Outcome) -> None:
         return
     name = outcome.state.setting("dispatch")
     for event in outcome.events:
-        if event.kind != "wake.claimed" or event.data["source"] not in ("internal", "operator"):
+        if event.kind != WAKE_CLAIMED or event.data["source"] not in ("internal", "operator"):
             continue
         if event.data["outcome"] == "recurring_acquired":
             generation = outcome.state.lease["generation"]

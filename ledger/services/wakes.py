@@ -14,6 +14,7 @@ from ledger.dispatchers import lease_dispatchers
 from ledger.domain import GoalState
 from ledger.domain.claims import ClaimWake, WakeNow, claim_outcome, occurrence_of
 from ledger.domain.dispatches import superseded
+from ledger.domain.events import WAKE_CLAIMED
 from ledger.domain.smartwake import resume_packet
 from ledger.services.answers import LeaseGrant, WakeReport
 from ledger.services.tokens import digest, dispatch_lease, random_lease
@@ -98,7 +99,7 @@ def wake_now(goal_id: str | uuid.UUID, *, operator: str, reason: str,
 
 def _answer(outcome: store.Outcome, command: ClaimWake, raw: str) -> Claim:
     state = outcome.state
-    wake = next((e for e in outcome.events if e.kind == "wake.claimed"), None)
+    wake = next((e for e in outcome.events if e.kind == WAKE_CLAIMED), None)
     # Nothing recorded (already_claimed, receipt_required): the same pure rule
     # says why, on the state the claim was decided on.
     answer = dict(wake.data) if wake else claim_outcome(outcome.before, command, clock.now())
