@@ -58,6 +58,10 @@ FAMILY_STYLE: dict[str, tuple[str, str, str]] = {
     "approval": ("approval", "#e37400",
                  '<path d="M12 22s8-4 8-10V5l-8-3-8 3v7c0 6 8 10 8 10z"/>'
                  '<polyline points="9 12 11 14 15 10"/>'),
+    "liveness": ("missed deadline", "#d93025",
+                 '<path d="M10.3 3.9 1.8 18a2 2 0 0 0 1.7 3h17a2 2 0 0 0 1.7-3L13.7 3.9a2 2 0 0 '
+                 '0-3.4 0z"/><line x1="12" y1="9" x2="12" y2="13"/><line x1="12" y1="17" '
+                 'x2="12.01" y2="17"/>'),
     "workspace": ("workspace", "#5f6368",
                   '<path d="M22 19a2 2 0 0 1-2 2H4a2 2 0 0 1-2-2V5a2 2 0 0 1 2-2h5l2 3h9a2 2 0 0 '
                   '1 2 2z"/>'),

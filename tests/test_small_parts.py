@@ -63,3 +63,18 @@ def test_every_command_of_the_domain_is_in_the_one_catalogue():
                                         "ScheduleRow")}
     assert defined == set(COMMANDS)
     assert len(COMMANDS) == len(set(COMMANDS)) == 23
+
+
+def test_every_event_kind_has_its_own_timeline_style_and_markers_name_real_kinds():
+    """A kind added to the domain without a family style is drawn as a bare
+    "event" dot in the admin's timeline (liveness.missed was, until this test)."""
+    from ledger import timeline
+    from ledger.domain import events
+
+    kinds = {value for name, value in vars(events).items()
+             if name.isupper() and isinstance(value, str) and "." in value}
+    assert {"liveness.missed", "wake.claimed", "goal.started"} <= kinds
+    unstyled = sorted(kind for kind in kinds if timeline.style(kind) == timeline.OTHER_STYLE)
+    assert not unstyled, f"event kinds the timeline draws as a bare dot: {unstyled}"
+    assert set(timeline.MARKER_KINDS) <= kinds
+    assert set(timeline.RESUME_KINDS) <= kinds
