@@ -161,6 +161,54 @@ def test_a_dispatched_session_adopts_the_lease_of_its_wake(hooks, agent_token, l
     assert Goal.objects.count() == 1
 
 
+CLEARED = "7a1c0b6e-1111-4222-8333-444455556666"  # the session id /clear starts
+
+
+def test_clear_in_a_bound_workspace_says_the_session_is_not_tracked(hooks):
+    """/clear ends the session (SessionEnd, reason "clear") and starts another
+    with a new id. Its default goal key is new, but the workspace is still bound
+    to the cleared conversation's goal, which keeps its watchdog: the new
+    session is told, in the context the model reads, that it is not tracked and
+    how to carry on; nothing is recorded for it and the old goal is unchanged."""
+    hooks("SessionStart", source="startup")
+    hooks("SessionEnd", reason="clear")
+    events = Event.objects.count()
+    started = hooks("SessionStart", source="clear", session_id=CLEARED)["hookSpecificOutput"]
+    assert started["hookEventName"] == "SessionStart"
+    context = started["additionalContext"]
+    assert context.startswith("Wake Ledger does not track this session: ")
+    assert "workspace_bound" in context
+    assert "WAKELEDGER_GOAL_KEY" in context and f"--workspace {hooks.cwd}" in context
+    assert "not tracked" in hooks.stderr and hooks.stderr.count("\n") == 1
+    old = Goal.objects.get()
+    assert old.session_key == SESSION and old.status == "waiting"
+    assert old.state["watchdog"]["schedule_name"]  # armed: a wake resumes the old session
+    assert Event.objects.count() == events
+    assert hooks("UserPromptSubmit", session_id=CLEARED, prompt="go on") == {}
+    assert hooks("Stop", session_id=CLEARED) == {} and Event.objects.count() == events
+
+
+def test_clear_under_a_fixed_goal_key_keeps_the_goal_and_a_limit_asks_a_human(hooks):
+    """With WAKELEDGER_GOAL_KEY the new session attaches to the same goal and
+    takes its lease, but the goal stays registered to the first session (the
+    one a wake resumes): a run the new session reports is a changed session,
+    which blocks for a human (SESSION_CHANGED) rather than pausing and later
+    resuming a conversation that was cleared."""
+    hooks.env["WAKELEDGER_GOAL_KEY"] = "port-the-parser"
+    hooks("SessionStart", source="startup")
+    hooks("SessionEnd", reason="clear")
+    context = hooks("SessionStart", source="clear", session_id=CLEARED)[
+        "hookSpecificOutput"]["additionalContext"]
+    goal = Goal.objects.get()
+    assert "holds the goal's lease (generation 2)" in context
+    assert goal.session_key == SESSION
+    hooks("StopFailure", session_id=CLEARED, error="rate_limit",
+          last_assistant_message=f"{PROVIDER_TEXT}: try again in 10 minutes")
+    goal.refresh_from_db()
+    assert (goal.status, goal.reason) == ("blocked", "SESSION_CHANGED")
+    assert PROVIDER_TEXT not in json.dumps(list(Event.objects.values_list("data", flat=True)))
+
+
 @pytest.mark.parametrize(("error", "text", "status", "reason"), [
     ("authentication_failed", f"401 {PROVIDER_TEXT} invalid x-api-key", "failed",
      "AUTH_FAILED"),

@@ -59,7 +59,12 @@ class Hook:
         goal_id = self.goal()
         self._adopt_dispatched_lease(goal_id)
         if goal_id is None:
-            goal_id, lease_note = self._start_goal()
+            try:
+                goal_id, lease_note = self._start_goal()
+            except ApiError as error:
+                if error.code != "workspace_bound":
+                    raise
+                return self._untracked(str(error))
         else:
             lease_note = self._take_lease(goal_id)
         self.leases.bind_session(self.session_id, goal_id)
@@ -68,6 +73,24 @@ class Hook:
         return {"hookSpecificOutput": {"hookEventName": "SessionStart",
                                        "additionalContext": context(goal_id, packet,
                                                                     lease_note)}}
+
+    def _untracked(self, refusal: str) -> dict[str, Any]:
+        """A new session (after /clear, or a second window) in a workspace that
+        an earlier session's goal still holds: say so where the model and the
+        user read it, instead of one stderr line nobody sees. Not attached to
+        that goal on our own: it is registered to the earlier session, which
+        its wake resumes, and a run reported from this one would block it
+        (SESSION_CHANGED)."""
+        cwd = _text(self.event, "cwd")
+        log(f"SessionStart: this session is not tracked: {refusal}")
+        note = (f"Wake Ledger does not track this session: {refusal}. An earlier session in "
+                f"this workspace (before /clear, or another window) still has an active goal; "
+                f"its watchdog resumes it in that session (`wakeledger goals --workspace "
+                f"{cwd}` lists it). To carry it on here, "
+                f"restart with WAKELEDGER_GOAL_KEY set to its goal key; to start new work, "
+                f"finish or stop it first. Nothing this session does is recorded until then.")
+        return {"hookSpecificOutput": {"hookEventName": "SessionStart",
+                                       "additionalContext": note}}
 
     def _adopt_dispatched_lease(self, goal_id: str | None) -> None:
         """A wake's command dispatcher hands its lease over in the environment:
