@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -138,6 +139,61 @@ def test_the_end_of_a_turn_releases_the_lease_and_keeps_the_goal(hooks):
     assert Event.objects.filter(goal_id=goal_id).count() == events
     assert "generation 2" in hooks("SessionStart", source="resume")[
         "hookSpecificOutput"]["additionalContext"]
+
+
+LIMIT = {"error": "rate_limit", "error_details": "429",
+         "last_assistant_message": "API Error: Request rejected (429): try again in 10 minutes"}
+
+
+def test_a_usage_limit_reported_after_session_end_still_pauses_the_goal(hooks):
+    """Claude Code fires StopFailure without waiting for it and runs SessionEnd
+    right after: the release can land first. The failure hook then takes the
+    lease back only to report the run, and the goal pauses as it should."""
+    hooks("SessionStart", source="startup")
+    goal_id = str(Goal.objects.get().id)
+    hooks("SessionEnd", reason="other")
+    assert Goal.objects.get().status == "waiting"
+    hooks("StopFailure", **LIMIT)
+    goal = Goal.objects.get()
+    assert (goal.status, goal.reason) == ("paused", "RATE_LIMITED"), hooks.stderr
+    assert not lease_file(hooks, goal_id).exists()
+
+
+def test_a_usage_limit_racing_session_end_pauses_the_goal(hooks):
+    """Both hooks at once, as Claude Code runs them: whichever wins the goal's
+    lease lock, the limit is recorded and no lease is left behind."""
+    hooks("SessionStart", source="startup")
+    goal_id = str(Goal.objects.get().id)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        ends = [pool.submit(hooks, "StopFailure", **LIMIT),
+                pool.submit(hooks, "SessionEnd", reason="other")]
+        for end in ends:
+            end.result()
+    goal = Goal.objects.get()
+    assert (goal.status, goal.reason) == ("paused", "RATE_LIMITED")
+    assert goal.state["lease"] == {} and not lease_file(hooks, goal_id).exists()
+
+
+def test_a_late_failure_never_takes_a_lease_another_holder_has(hooks, agent_token):
+    """The report is not ours to make once someone else holds the goal (here a
+    second window took the lease between SessionEnd and StopFailure): nothing
+    is recorded and that holder keeps its lease."""
+    from rest_framework.test import APIClient
+
+    hooks("SessionStart", source="startup")
+    goal_id = str(Goal.objects.get().id)
+    hooks("SessionEnd", reason="other")
+    other = APIClient()
+    other.credentials(HTTP_AUTHORIZATION=f"Bearer {agent_token}")
+    taken = other.post(f"/api/v1/goals/{goal_id}/lease", {}, format="json").json()
+    assert taken["acquired"] and taken["lease"]["generation"] == 2
+    events = Event.objects.filter(goal_id=goal_id).count()
+    hooks("StopFailure", **LIMIT)
+    goal = Goal.objects.get()
+    assert goal.status == "running" and goal.state["lease"]["generation"] == 2
+    assert Event.objects.filter(goal_id=goal_id).count() == events
+    assert "no lease to report the run with" in hooks.stderr
+    assert not lease_file(hooks, goal_id).exists()
 
 
 def test_a_dispatched_session_adopts_the_lease_of_its_wake(hooks, agent_token, live_server):

@@ -118,7 +118,10 @@ def test_real_claude_code_pauses_at_a_usage_limit_and_resumes_its_session(
         session_id = result["session_id"]
 
         # The hooks: the goal bound to the session, paused until the reset.
-        goal = Goal.objects.get()
+        # Claude Code fires StopFailure without waiting for it: the report
+        # may land a moment after the CLI has exited.
+        goal = wait_for(lambda: Goal.objects.filter(status="paused").first(), 15,
+                        "the hook's pause")
         gid = str(goal.id)
         assert goal.session_key == session_id and goal.workspace == str(project)
         assert (goal.status, goal.reason) == ("paused", "RATE_LIMITED"), goal.state

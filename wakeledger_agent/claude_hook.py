@@ -22,6 +22,7 @@ token, bad input) is one line on stderr and exit 0, and each call has a short
 timeout (``WAKELEDGER_HOOK_TIMEOUT``, 3 s, two attempts).
 """
 
+import contextlib
 import json
 import os
 import sys
@@ -147,30 +148,47 @@ class Hook:
     # ------------------------------------------------------------ the end of a turn
 
     def stop_failure(self) -> None:
-        goal_id, lease = self._held()
-        if goal_id is None or lease is None:
+        goal_id = self.goal()
+        if goal_id is None:
             return
-        text = "\n".join(str(self.event.get(key) or "")
-                         for key in ("error_details", "last_assistant_message"))
-        body = runend.run_report(_optional(self.event, "error"), text,
-                                 now=datetime.now(UTC), tz=os.environ.get("TZ") or "UTC")
-        answer = self._fenced(goal_id, "runs", {**body, "session": self.session()}, lease)
-        if answer.get("status") != "running":
-            self.leases.forget(goal_id)  # a reported failure ended the lease
-        log(f"{self.event['hook_event_name']}: goal {goal_id} {answer.get('status')} "
-            f"({answer.get('classification')}"
-            + (f", until {answer['paused_until']})" if answer.get("paused_until") else ")"))
+        with self.leases.locked(goal_id):
+            lease = self.leases.get(goal_id) or self._lease_to_report(goal_id)
+            if lease is None:
+                return
+            text = "\n".join(str(self.event.get(key) or "")
+                             for key in ("error_details", "last_assistant_message"))
+            body = runend.run_report(_optional(self.event, "error"), text,
+                                     now=datetime.now(UTC), tz=os.environ.get("TZ") or "UTC")
+            answer = self._fenced(goal_id, "runs", {**body, "session": self.session()}, lease)
+            if answer.get("status") != "running":
+                self.leases.forget(goal_id)  # a reported failure ended the lease
+            log(f"{self.event['hook_event_name']}: goal {goal_id} {answer.get('status')} "
+                f"({answer.get('classification')}"
+                + (f", until {answer['paused_until']})" if answer.get("paused_until") else ")"))
+
+    def _lease_to_report(self, goal_id: str) -> dict[str, Any] | None:
+        """The turn's own SessionEnd may have released the lease first (Claude
+        Code does not wait for StopFailure): take it back, only to report how
+        the turn ended. Refused (another holder, a pause, a terminal goal), the
+        report is not ours to make."""
+        answer = self.api.call("POST", f"goals/{goal_id}/lease", {})
+        if not answer.get("acquired"):
+            log(f"StopFailure: goal {goal_id}: no lease to report the run with "
+                f"({answer.get('next_required_action')})")
+            return None
+        self.leases.save(goal_id, answer["lease"])
+        return self.leases.get(goal_id)  # the proof alone, as every fenced call sends it
 
     def end_of_turn(self) -> None:
-        goal_id, lease = self._held()
-        if goal_id is None or lease is None:
-            return  # finished, reported, or never held: nothing to give back
-        self._fenced(goal_id, "lease/release", {}, lease)
-        self.leases.forget(goal_id)
-
-    def _held(self) -> tuple[str | None, dict[str, Any] | None]:
         goal_id = self.goal()
-        return goal_id, (self.leases.get(goal_id) if goal_id else None)
+        if goal_id is None:
+            return
+        with self.leases.locked(goal_id):
+            lease = self.leases.get(goal_id)
+            if lease is None:
+                return  # finished, reported, or never held: nothing to give back
+            self._fenced(goal_id, "lease/release", {}, lease)
+            self.leases.forget(goal_id)
 
     def _fenced(self, goal_id: str, path: str, body: dict[str, Any],
                 lease: dict[str, Any]) -> dict[str, Any]:
@@ -231,7 +249,10 @@ def _lines(text: str) -> list[str]:
 
 
 def log(message: str) -> None:
-    print(f"wakeledger hook: {message}", file=sys.stderr)
+    # StopFailure runs detached (Claude Code does not wait for it): in a
+    # headless run the CLI may have exited and closed our stderr by now.
+    with contextlib.suppress(OSError):
+        print(f"wakeledger hook: {message}", file=sys.stderr, flush=True)
 
 
 HANDLERS = {

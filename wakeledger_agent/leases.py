@@ -12,8 +12,15 @@ import contextlib
 import json
 import os
 import stat
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; the hooks' turn-end race stays open there
+    fcntl = None  # type: ignore[assignment]
 
 Lease = dict[str, Any]  # {"token": ..., "generation": ...}
 
@@ -74,6 +81,31 @@ class FileLeases:
                   "generation": lease["generation"]}
         write_private(self._path(goal_id), json.dumps(record))
         self.set_current(goal_id)
+
+    @contextlib.contextmanager
+    def locked(self, goal_id: str, wait: float = 8.0) -> Iterator[None]:
+        """One process at a time on the goal's lease: read it, call the server,
+        save or forget it. Claude Code fires StopFailure without waiting for it
+        and runs SessionEnd right after, so the two hooks race for the same
+        lease; unserialized, the release can land between the report's read
+        and its call (409, the limit never recorded). Past ``wait`` seconds we
+        go on unlocked: a hook never stalls the session for long."""
+        path = self._path(goal_id).with_suffix(".lock")
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, stat.S_IRUSR | stat.S_IWUSR)
+        try:
+            deadline = time.monotonic() + wait
+            while fcntl is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        break
+                    time.sleep(0.05)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
 
     def get(self, goal_id: str) -> Lease | None:
         try:
