@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from api import serializers as s
+from api import serializers
 from api.auth import HasRole
 from api.digests import host_ref_digest
 from api.idempotency import idempotent, lease_token
@@ -190,11 +190,11 @@ class GoalsView(LedgerView):
     @extend_schema(
         summary="List goals",
         operation_id="goals_list",  # a page object, which drf-spectacular would call a retrieve
-        parameters=[s.GoalFilterSerializer],
-        responses=responses({200: s.GoalPageSerializer}, *QUERY),
+        parameters=[serializers.GoalFilterSerializer],
+        responses=responses({200: serializers.GoalPageSerializer}, *QUERY),
     )
     def get(self, request: Request) -> Response:
-        filters = validated(s.GoalFilterSerializer, request.query_params.dict())
+        filters = validated(serializers.GoalFilterSerializer, request.query_params.dict())
         rows = visible_goals(request)
         for name in ("status", "reason", "agent"):
             if name in filters:
@@ -209,9 +209,10 @@ class GoalsView(LedgerView):
 
     @extend_schema(
         summary="Start or resume a goal (run_goal) and try to take its lease",
-        request=s.RunGoalSerializer,
+        request=serializers.RunGoalSerializer,
         parameters=[IDEMPOTENCY],
-        responses=responses({201: s.RunGoalAnswerSerializer, 200: s.RunGoalAnswerSerializer},
+        responses=responses({201: serializers.RunGoalAnswerSerializer,
+                             200: serializers.RunGoalAnswerSerializer},
                             *BODY, *IDEMPOTENT, "workspace_bound", "session_bound",
                             "goal_terminal", "goal_blocked", "version_conflict"),
         examples=[OpenApiExample("start", request_only=True, value={
@@ -223,7 +224,7 @@ class GoalsView(LedgerView):
             "policy": {"lease_seconds": 600, "max_continuations": 3},
             "timeout_seconds": 3600, "estimated_duration_seconds": 5400})],
     )
-    @idempotent(s.RunGoalSerializer)
+    @idempotent(serializers.RunGoalSerializer)
     def post(self, request: Request, data: dict[str, Any]) -> Response:
         answer = goals.run_goal(
             caller(request), lease_token(request), workspace=data["workspace"],
@@ -239,31 +240,31 @@ class GoalsView(LedgerView):
 
 class GoalView(LedgerView):
     @extend_schema(summary="A goal's projected state",
-                   responses=responses({200: s.GoalSerializer}, *GOAL))
+                   responses=responses({200: serializers.GoalSerializer}, *GOAL))
     def get(self, request: Request, goal_id: str) -> Response:
         return Response(goal_body(load_goal(request, goal_id)))
 
 
 class CheckpointContractView(LedgerView):
     @extend_schema(summary="The smart-wake checkpoint contract",
-                   responses=responses({200: s.CheckpointContractSerializer}, *GOAL))
+                   responses=responses({200: serializers.CheckpointContractSerializer}, *GOAL))
     def get(self, request: Request, goal_id: str) -> Response:
         return Response(load_goal(request, goal_id).checkpoint_contract())
 
 
 class ResumeView(LedgerView):
     @extend_schema(summary="The resume packet: where to pick up, exactly",
-                   responses=responses({200: s.ResumePacketSerializer}, *GOAL))
+                   responses=responses({200: serializers.ResumePacketSerializer}, *GOAL))
     def get(self, request: Request, goal_id: str) -> Response:
         return Response(resume_packet(load_goal(request, goal_id)))
 
 
 class EventsView(LedgerView):
     @extend_schema(summary="A goal's history, in seq order",
-                   parameters=[s.EventsQuerySerializer],
-                   responses=responses({200: s.EventPageSerializer}, *GOAL, *QUERY))
+                   parameters=[serializers.EventsQuerySerializer],
+                   responses=responses({200: serializers.EventPageSerializer}, *GOAL, *QUERY))
     def get(self, request: Request, goal_id: str) -> Response:
-        query = validated(s.EventsQuerySerializer, request.query_params.dict())
+        query = validated(serializers.EventsQuerySerializer, request.query_params.dict())
         state = load_goal(request, goal_id)
         rows = list(
             Event.objects.filter(goal_id=state.goal_id, seq__gt=query["after"])
@@ -289,11 +290,11 @@ class LeaseView(LedgerView):
         description="A live lease is never stolen. Past its expiry plus the 60 s stale grace "
                     "(and with no running blocking job) it is taken over with generation + 1. "
                     "A refused acquire answers acquired: false with retry_after_seconds.",
-        request=s.EmptySerializer, parameters=[IDEMPOTENCY],
-        responses=responses({200: s.LeaseAnswerSerializer}, *WRITE, "goal_blocked",
+        request=serializers.EmptySerializer, parameters=[IDEMPOTENCY],
+        responses=responses({200: serializers.LeaseAnswerSerializer}, *WRITE, "goal_blocked",
                             "not_started"),
     )
-    @idempotent(s.EmptySerializer)
+    @idempotent(serializers.EmptySerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         return Response(goals.acquire(caller(request), goal_id, lease_token(request)))
 
@@ -301,12 +302,12 @@ class LeaseView(LedgerView):
 class HeartbeatView(LedgerView):
     roles = {"POST": (AGENT,)}
 
-    @extend_schema(summary="Renew the lease", request=s.FencedSerializer,
+    @extend_schema(summary="Renew the lease", request=serializers.FencedSerializer,
                    parameters=[IDEMPOTENCY],
                    examples=[OpenApiExample("heartbeat", request_only=True,
                                             value={"lease": LEASE_EXAMPLE}), LEASE_LOST_EXAMPLE],
-                   responses=responses({200: s.HeartbeatAnswerSerializer}, *FENCED))
-    @idempotent(s.FencedSerializer)
+                   responses=responses({200: serializers.HeartbeatAnswerSerializer}, *FENCED))
+    @idempotent(serializers.FencedSerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         return Response(goals.heartbeat(caller(request), goal_id, proof(data.get("lease"))))
 
@@ -315,9 +316,9 @@ class ReleaseView(LedgerView):
     roles = {"POST": (AGENT,)}
 
     @extend_schema(summary="Release the lease (optionally: wake me in N minutes)",
-                   request=s.ReleaseSerializer, parameters=[IDEMPOTENCY],
-                   responses=responses({200: s.ReleaseAnswerSerializer}, *FENCED))
-    @idempotent(s.ReleaseSerializer)
+                   request=serializers.ReleaseSerializer, parameters=[IDEMPOTENCY],
+                   responses=responses({200: serializers.ReleaseAnswerSerializer}, *FENCED))
+    @idempotent(serializers.ReleaseSerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         state = run(request, goal_id, ReleaseLease(proof(data.get("lease")),
                                                    wake_request(data))).state
@@ -356,8 +357,8 @@ class CheckpointsView(LedgerView):
 
     @extend_schema(
         summary="Record a checkpoint (fenced)",
-        request=s.CheckpointSerializer, parameters=[IDEMPOTENCY],
-        responses=responses({201: s.CheckpointAnswerSerializer}, *FENCED,
+        request=serializers.CheckpointSerializer, parameters=[IDEMPOTENCY],
+        responses=responses({201: serializers.CheckpointAnswerSerializer}, *FENCED,
                             "progress_regressed", "artifact_conflict"),
         examples=[OpenApiExample("checkpoint", request_only=True, value={
             "lease": LEASE_EXAMPLE, "current_step": "tests written", "progress_pct": 40,
@@ -366,7 +367,7 @@ class CheckpointsView(LedgerView):
                            "bytes": 2048}],
             "note": "", "release_lease": False}), LEASE_LOST_EXAMPLE, VALIDATION_EXAMPLE],
     )
-    @idempotent(s.CheckpointSerializer)
+    @idempotent(serializers.CheckpointSerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         command = RecordCheckpoint(
             current_step=data["current_step"],
@@ -390,9 +391,9 @@ class CheckpointsView(LedgerView):
 class FinishView(LedgerView):
     roles = {"POST": (AGENT,)}
 
-    @extend_schema(summary="Finish the goal (fenced)", request=s.FinishSerializer,
+    @extend_schema(summary="Finish the goal (fenced)", request=serializers.FinishSerializer,
                    parameters=[IDEMPOTENCY],
-                   responses=responses({200: s.FinishAnswerSerializer}, *FENCED,
+                   responses=responses({200: serializers.FinishAnswerSerializer}, *FENCED,
                                        "jobs_running"),
                    examples=[OpenApiExample("finish", request_only=True, value={
                        "lease": LEASE_EXAMPLE, "status": "completed",
@@ -400,7 +401,7 @@ class FinishView(LedgerView):
                        "evidence": [{"criterion": "CI green on main",
                                      "evidence": "https://ci.example/run/981: 212 passed"}]}),
                        LEASE_LOST_EXAMPLE])
-    @idempotent(s.FinishSerializer)
+    @idempotent(serializers.FinishSerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         evidence = tuple(Evidence(i["criterion"], i["evidence"]) for i in data["evidence"])
         state = run(request, goal_id, Finish(data["status"], data["summary"],
@@ -412,9 +413,9 @@ class WorkspaceReleaseView(LedgerView):
     roles = {"POST": (AGENT, OPERATOR)}
 
     @extend_schema(summary="Release the workspace binding (holder or operator)",
-                   request=s.WorkspaceReleaseSerializer, parameters=[IDEMPOTENCY],
-                   responses=responses({200: s.WorkspaceAnswerSerializer}, *FENCED))
-    @idempotent(s.WorkspaceReleaseSerializer)
+                   request=serializers.WorkspaceReleaseSerializer, parameters=[IDEMPOTENCY],
+                   responses=responses({200: serializers.WorkspaceAnswerSerializer}, *FENCED))
+    @idempotent(serializers.WorkspaceReleaseSerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         by_operator = role_of(request.user) == OPERATOR and "lease" not in data
         command = ReleaseWorkspace(proof=proof(data.get("lease")), by_operator=by_operator,
@@ -462,18 +463,18 @@ class WatchdogView(LedgerView):
         description="internal: the server creates a django-q2 schedule. host: the answer is "
                     "the schedule the agent's host must create, then report with a receipt. "
                     "Calling again never creates a second watchdog or retimes it.",
-        request=s.WatchdogSerializer, parameters=[IDEMPOTENCY],
-        responses=responses({200: s.WatchdogAnswerSerializer}, *FENCED))
-    @idempotent(s.WatchdogSerializer)
+        request=serializers.WatchdogSerializer, parameters=[IDEMPOTENCY],
+        responses=responses({200: serializers.WatchdogAnswerSerializer}, *FENCED))
+    @idempotent(serializers.WatchdogSerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         state = goals.state_of(caller(request), goal_id)
         command = PrepareWatchdog(proof(data.get("lease")), 0, state.zone(data["tzid"]))
         return Response(watchdog_answer(run(request, goal_id, command).state, request))
 
-    @extend_schema(summary="Cancel the watchdog", request=s.FencedSerializer,
-                   responses=responses({200: s.WatchdogAnswerSerializer}, *FENCED_BODY))
+    @extend_schema(summary="Cancel the watchdog", request=serializers.FencedSerializer,
+                   responses=responses({200: serializers.WatchdogAnswerSerializer}, *FENCED_BODY))
     def delete(self, request: Request, goal_id: str) -> Response:
-        data = validated(s.FencedSerializer, request.data)
+        data = validated(serializers.FencedSerializer, request.data)
         state = run(request, goal_id, CancelWatchdog(proof(data.get("lease")))).state
         return Response(watchdog_answer(state, request))
 
@@ -482,9 +483,9 @@ class ReceiptsView(LedgerView):
     roles = {"POST": (AGENT,)}
 
     @extend_schema(summary="Record what the host did with the watchdog",
-                   request=s.ReceiptSerializer, parameters=[IDEMPOTENCY],
-                   responses=responses({200: s.WatchdogAnswerSerializer}, *FENCED))
-    @idempotent(s.ReceiptSerializer)
+                   request=serializers.ReceiptSerializer, parameters=[IDEMPOTENCY],
+                   responses=responses({200: serializers.WatchdogAnswerSerializer}, *FENCED))
+    @idempotent(serializers.ReceiptSerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         ref = data["host_ref"]
         command = RecordReceipt(
@@ -505,9 +506,9 @@ class ClaimView(LedgerView):
         summary="Claim a wake (what a host-fired task calls)",
         description="Decided in one transaction; exactly one outcome. A granted claim "
                     "(recurring_acquired) returns the resume packet and a new lease.",
-        request=s.ClaimSerializer, parameters=[IDEMPOTENCY],
-        responses=responses({200: s.ClaimAnswerSerializer}, *WRITE))
-    @idempotent(s.ClaimSerializer)
+        request=serializers.ClaimSerializer, parameters=[IDEMPOTENCY],
+        responses=responses({200: serializers.ClaimAnswerSerializer}, *WRITE))
+    @idempotent(serializers.ClaimSerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         # Without an occurrence id, the domain names the claim after the
         # watchdog's slot it belongs to, so two fires for one slot are one claim.
@@ -523,10 +524,10 @@ class ClaimView(LedgerView):
 class JobsView(LedgerView):
     roles = {"POST": (AGENT,)}
 
-    @extend_schema(summary="Track a blocking job (one exact run)", request=s.JobSerializer,
-                   parameters=[IDEMPOTENCY],
-                   responses=responses({201: s.JobAnswerSerializer}, *FENCED))
-    @idempotent(s.JobSerializer)
+    @extend_schema(summary="Track a blocking job (one exact run)",
+                   request=serializers.JobSerializer, parameters=[IDEMPOTENCY],
+                   responses=responses({201: serializers.JobAnswerSerializer}, *FENCED))
+    @idempotent(serializers.JobSerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         tracked = jobs.track(caller(request), goal_id, proof(data.get("lease")),
                              kind=data["kind"], ref=data["ref"], link=data["link"],
@@ -547,8 +548,8 @@ def job_body(job: dict[str, Any]) -> dict[str, Any]:
                 "tracked with notify: true. Scoped to that one job; idempotent (the same "
                 "status again changes nothing). When the last running job of a waiting goal "
                 "ends, the goal is woken at once with reason dependency_ready.",
-    request=s.JobNotifySerializer,
-    responses=responses({200: s.JobAnswerSerializer}, *BODY, "not_found", "job_terminal",
+    request=serializers.JobNotifySerializer,
+    responses=responses({200: serializers.JobAnswerSerializer}, *BODY, "not_found", "job_terminal",
                         "goal_terminal", "version_conflict",
                         caller=tuple(c for c in CALLER if c != "forbidden")))
 class JobNotifyView(APIView):
@@ -570,7 +571,7 @@ class JobNotifyView(APIView):
             window.record(address)
             raise Problem("unauthenticated", "Send the job's notify token: "
                           "`Authorization: Bearer wlj_…`.")
-        data = validated(s.JobNotifySerializer, request.data)
+        data = validated(serializers.JobNotifySerializer, request.data)
         try:
             goal, job = jobs.notify(token, job_id, status=data["status"],
                                     conclusion=data["conclusion"], link=data["link"])
@@ -583,10 +584,11 @@ class JobNotifyView(APIView):
 class JobStatusView(LedgerView):
     roles = {"POST": (AGENT,)}
 
-    @extend_schema(summary="Record a blocking job's status", request=s.JobStatusSerializer,
-                   parameters=[IDEMPOTENCY],
-                   responses=responses({200: s.JobAnswerSerializer}, *FENCED, "job_terminal"))
-    @idempotent(s.JobStatusSerializer)
+    @extend_schema(summary="Record a blocking job's status",
+                   request=serializers.JobStatusSerializer, parameters=[IDEMPOTENCY],
+                   responses=responses({200: serializers.JobAnswerSerializer}, *FENCED,
+                                       "job_terminal"))
+    @idempotent(serializers.JobStatusSerializer)
     def post(self, request: Request, goal_id: str, job_id: str, data: dict[str, Any]) -> Response:
         command = UpdateJob(proof(data.get("lease")), job_id, data["status"], data["conclusion"])
         state = run(request, goal_id, command).state
@@ -604,13 +606,13 @@ class RunsView(LedgerView):
         description="The error text is classified and its reset time parsed, then "
                     "discarded. A rate limit pauses the goal until the reset + 2 min (no "
                     "reset found: 30 min, doubling, at most 24 h) and schedules one wake.",
-        request=s.RunSerializer, parameters=[IDEMPOTENCY],
-        responses=responses({200: s.RunAnswerSerializer}, *FENCED),
+        request=serializers.RunSerializer, parameters=[IDEMPOTENCY],
+        responses=responses({200: serializers.RunAnswerSerializer}, *FENCED),
         examples=[OpenApiExample("rate limit", request_only=True, value={
             "lease": LEASE_EXAMPLE, "outcome": "error",
             "error_text": "Claude usage limit reached. Your limit will reset at 8am "
                           "(Europe/Istanbul).", "timezone": "Europe/Istanbul"})])
-    @idempotent(s.RunSerializer)
+    @idempotent(serializers.RunSerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         report = runs.report_run(
             caller(request), goal_id, proof(data.get("lease")), outcome=data["outcome"],
@@ -623,9 +625,9 @@ class ApprovalsView(LedgerView):
     roles = {"POST": (AGENT,)}
 
     @extend_schema(summary="Ask for an approval: the goal blocks until an operator decides",
-                   request=s.ApprovalSerializer, parameters=[IDEMPOTENCY],
-                   responses=responses({200: s.GoalSerializer}, *FENCED))
-    @idempotent(s.ApprovalSerializer)
+                   request=serializers.ApprovalSerializer, parameters=[IDEMPOTENCY],
+                   responses=responses({200: serializers.GoalSerializer}, *FENCED))
+    @idempotent(serializers.ApprovalSerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         command = RequestApproval(proof(data.get("lease")), data["gate"], data["summary"])
         return Response(goal_body(run(request, goal_id, command).state))
@@ -634,10 +636,10 @@ class ApprovalsView(LedgerView):
 class ResolveApprovalView(LedgerView):
     roles = {"POST": (OPERATOR,)}
 
-    @extend_schema(summary="Approve or reject a gate (operator)", request=s.ResolveSerializer,
-                   parameters=[IDEMPOTENCY],
-                   responses=responses({200: s.GoalSerializer}, *WRITE))
-    @idempotent(s.ResolveSerializer)
+    @extend_schema(summary="Approve or reject a gate (operator)",
+                   request=serializers.ResolveSerializer, parameters=[IDEMPOTENCY],
+                   responses=responses({200: serializers.GoalSerializer}, *WRITE))
+    @idempotent(serializers.ResolveSerializer)
     def post(self, request: Request, goal_id: str, gate: str, data: dict[str, Any]) -> Response:
         acted = operators.act(data["decision"], goal_id, operator=actor(request),
                               reason=data["note"], gate=gate,
@@ -648,10 +650,10 @@ class ResolveApprovalView(LedgerView):
 class StopView(LedgerView):
     roles = {"POST": (OPERATOR,)}
 
-    @extend_schema(summary="Stop a goal for good (operator)", request=s.OperatorActSerializer,
-                   parameters=[IDEMPOTENCY],
-                   responses=responses({200: s.GoalSerializer}, *WRITE))
-    @idempotent(s.OperatorActSerializer)
+    @extend_schema(summary="Stop a goal for good (operator)",
+                   request=serializers.OperatorActSerializer, parameters=[IDEMPOTENCY],
+                   responses=responses({200: serializers.GoalSerializer}, *WRITE))
+    @idempotent(serializers.OperatorActSerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         return Response(goal_body(operator_act(request, "stop", goal_id, data).state))
 
@@ -660,10 +662,10 @@ class RecoverView(LedgerView):
     roles = {"POST": (OPERATOR,)}
 
     @extend_schema(summary="Recover a blocked goal (operator); a new continuation budget",
-                   request=s.OperatorActSerializer, parameters=[IDEMPOTENCY],
-                   responses=responses({200: s.GoalSerializer}, *WRITE,
+                   request=serializers.OperatorActSerializer, parameters=[IDEMPOTENCY],
+                   responses=responses({200: serializers.GoalSerializer}, *WRITE,
                                        "not_recoverable"))
-    @idempotent(s.OperatorActSerializer)
+    @idempotent(serializers.OperatorActSerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         return Response(goal_body(operator_act(request, "recover", goal_id, data).state))
 
@@ -672,11 +674,11 @@ class WakeView(LedgerView):
     roles = {"POST": (OPERATOR,)}
 
     @extend_schema(summary="Wake a goal now (operator): ends a pause early and resumes it "
-                           "as its own wake would", request=s.OperatorActSerializer,
+                           "as its own wake would", request=serializers.OperatorActSerializer,
                    parameters=[IDEMPOTENCY],
-                   responses=responses({200: s.ClaimAnswerSerializer}, *WRITE,
+                   responses=responses({200: serializers.ClaimAnswerSerializer}, *WRITE,
                                        "not_wakeable"))
-    @idempotent(s.OperatorActSerializer)
+    @idempotent(serializers.OperatorActSerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         return Response(operator_act(request, "wake", goal_id, data).claim.as_dict())
 
@@ -689,7 +691,7 @@ def operator_act(request: Request, act: str, goal_id: str,
 
 class AlertsView(LedgerView):
     @extend_schema(summary="Goals that need a human, newest first",
-                   responses=responses({200: s.AlertSerializer(many=True)}))
+                   responses=responses({200: serializers.AlertSerializer(many=True)}))
     def get(self, request: Request) -> Response:
         return Response(alerts.alerts(visible_goals(request)))
 

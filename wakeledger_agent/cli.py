@@ -26,12 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from wakeledger_agent import commands as c
+from wakeledger_agent import commands
 from wakeledger_agent.client import api_base
 from wakeledger_agent.errors import EXIT_INTERRUPTED, EXIT_OK, CliError
 
 __all__ = ["COMMANDS", "CliError", "api_base", "main", "parser"]
-_evidence_item = c._evidence_item  # the tests' way in
+_evidence_item = commands._evidence_item  # the tests' way in
 
 
 @dataclass(frozen=True)
@@ -86,13 +86,13 @@ def run_hook(args: argparse.Namespace) -> Any:
 
 
 def run_hooks(args: argparse.Namespace) -> Any:
-    from wakeledger_agent import claude_settings as s
+    from wakeledger_agent import claude_settings
 
-    path = s.settings_path(args.project, args.user)
+    path = claude_settings.settings_path(args.project, args.user)
     if args.hooks_action == "install":
-        diff = s.install(path, args.command or s.default_command())
+        diff = claude_settings.install(path, args.command or claude_settings.default_command())
     else:
-        diff = s.uninstall(path)
+        diff = claude_settings.uninstall(path)
     print(diff or f"{path}: no change", end="" if diff else "\n")
     sys.exit(EXIT_OK)
 
@@ -112,8 +112,8 @@ HOOKS = Command("hooks", "install or uninstall the agent hooks", goal=False, act
             args=(AGENTS, *WHERE)),
 ))
 
-START = Command("start", "start or resume a goal and take its lease", c.cmd_start, goal=False,
-                args=(
+START = Command("start", "start or resume a goal and take its lease", commands.cmd_start,
+                goal=False, args=(
     arg("--goal-key", required=True), arg("--workspace", required=True),
     arg("--objective", required=True),
     arg("--done", **REPEAT, help="a done criterion (repeat)"),
@@ -122,7 +122,7 @@ START = Command("start", "start or resume a goal and take its lease", c.cmd_star
     arg("--estimate", type=int, help="estimated seconds for the whole goal"),
     arg("--lease-seconds", type=int), arg("--scheduler", choices=["internal", "host"]),
     *SESSION))
-CHECKPOINT = Command("checkpoint", "record a verified step", c.cmd_checkpoint, args=(
+CHECKPOINT = Command("checkpoint", "record a verified step", commands.cmd_checkpoint, args=(
     arg("--step", required=True), arg("--progress", type=int, required=True),
     arg("--completed", **REPEAT), arg("--next", **REPEAT),
     arg("--artifact", **REPEAT, help="a file to record with its sha256 and size (repeat)"),
@@ -134,7 +134,7 @@ CHECKPOINT = Command("checkpoint", "record a verified step", c.cmd_checkpoint, a
     *ENDS_A_TURN))
 LEASE_HELP = ("acquire the lease (or take over a stale one); exit 0 with already_held when "
               "the live lease is the one in your lease file")
-FINISH = Command("finish", "finish the goal", c.cmd_finish, args=(
+FINISH = Command("finish", "finish the goal", commands.cmd_finish, args=(
     arg("--status", required=True, choices=["completed", "failed", "blocked"]),
     arg("--summary", default="", help="what was done (required with completed)"),
     arg("--evidence", **REPEAT, metavar="CRITERION=EVIDENCE",
@@ -142,7 +142,7 @@ FINISH = Command("finish", "finish the goal", c.cmd_finish, args=(
              "result); one per done criterion (repeat)")))
 REPORT_RUN = Command(
     "report-run", "report how a run ended (a rate limit pauses the goal until its reset and "
-    "schedules one wake)", c.cmd_report_run, args=(
+    "schedules one wake)", commands.cmd_report_run, args=(
         arg("--outcome", required=True, choices=["ok", "error"]),
         OneOf((arg("--error-text", help="the provider's message (classified, then discarded "
                    "by the server)"),
@@ -151,18 +151,18 @@ REPORT_RUN = Command(
         arg("--retry-after", help="a Retry-After header value: seconds or an HTTP date"),
         *SESSION))
 APPROVAL = Command("request-approval", "ask an operator to approve a gate; the goal blocks "
-                   "until decided", c.cmd_request_approval, args=(
+                   "until decided", commands.cmd_request_approval, args=(
     arg("--gate", required=True, help="what needs approving, e.g. deploy"),
     arg("--summary", default="")))
 JOB = Command("job", "blocking jobs: track, status", goal=False, actions=(
-    Command("track", "track a blocking job (one exact run)", c.cmd_job_track, args=(
+    Command("track", "track a blocking job (one exact run)", commands.cmd_job_track, args=(
         arg("--kind", required=True, help="e.g. ci_run, deploy, review"),
         arg("--ref", required=True, help="the exact run id"),
         arg("--link", default="", help="where a human sees the run"),
         arg("--notify", action="store_true",
             help="give the job a notify token (shown once) for the CI system to report its "
                  "end: a waiting goal is woken at once"))),
-    Command("status", "record a tracked job's status", c.cmd_job_status, args=(
+    Command("status", "record a tracked job's status", commands.cmd_job_status, args=(
         arg("job_id", metavar="JOB_ID", help="the job_id `job track` returned"),
         arg("--status", required=True, choices=["running", "succeeded", "failed", "cancelled"]),
         arg("--conclusion", default=""))),
@@ -172,10 +172,10 @@ RECEIPTS = ["created", "create_failed", "create_uncertain", "cancelled", "disabl
 WATCHDOG = Command("watchdog", "the goal's one watchdog: prepare, cancel, receipt", goal=False,
                    actions=(
     Command("prepare", "ensure the watchdog (idempotent); for a host scheduler, the answer is "
-            "the schedule to create", c.cmd_watchdog_prepare,
+            "the schedule to create", commands.cmd_watchdog_prepare,
             args=(arg("--tzid", help="IANA zone the host schedule runs in"),)),
-    Command("cancel", "cancel the watchdog", c.cmd_watchdog_cancel),
-    Command("receipt", "record what the host did with the watchdog", c.cmd_watchdog_receipt,
+    Command("cancel", "cancel the watchdog", commands.cmd_watchdog_cancel),
+    Command("receipt", "record what the host did with the watchdog", commands.cmd_watchdog_receipt,
             args=(
         arg("--status", required=True, choices=RECEIPTS),
         arg("--host-ref", help="the host's task id (stored as a digest only)"),
@@ -185,13 +185,13 @@ WATCHDOG = Command("watchdog", "the goal's one watchdog: prepare, cancel, receip
         arg("--attested-by"), arg("--note"))),
 ))
 CLAIM = Command("claim", "claim a wake (what a host-fired task runs first); exit 0 with a "
-                "saved lease, 8 when there is nothing to do", c.cmd_claim, args=(
+                "saved lease, 8 when there is nothing to do", commands.cmd_claim, args=(
     arg("--occurrence-id", help="the host run's id: the same id twice is one claim"),
     arg("--reason", choices=["timeout_recovery", "rate_limit_reset", "dependency_ready",
                              "scheduled_progress"])))
-EVENTS = Command("events", "the goal's events, in order", c.cmd_events, args=(
+EVENTS = Command("events", "the goal's events, in order", commands.cmd_events, args=(
     arg("--after", type=int, help="only events after this seq"), arg("--limit", type=int)))
-GOALS = Command("goals", "list the goals you may see", c.cmd_goals, goal=False, args=(
+GOALS = Command("goals", "list the goals you may see", commands.cmd_goals, goal=False, args=(
     *(arg(f"--{name}") for name in ("status", "reason", "workspace", "agent", "cursor")),
     arg("--page-size", type=int)))
 MCP = Command("mcp", "serve these calls as MCP tools over stdio (docs/agents.md)", serve_mcp,
@@ -203,9 +203,9 @@ MCP = Command("mcp", "serve these calls as MCP tools over stdio (docs/agents.md)
 
 
 def supervise(args: argparse.Namespace) -> Any:
-    from wakeledger_agent import supervise as s  # lazily: it reads the failure classifier
+    from wakeledger_agent import supervise as supervisor  # lazily: it reads the failure classifier
 
-    sys.exit(s.main(args))  # its stdout is the agent's: no JSON answer after it
+    sys.exit(supervisor.main(args))  # its stdout is the agent's: no JSON answer after it
 
 
 SUPERVISE = Command(
@@ -236,18 +236,18 @@ SUPERVISE = Command(
 
 COMMANDS: tuple[Command, ...] = (
     START, CHECKPOINT,
-    Command("heartbeat", "renew the lease", c.cmd_heartbeat),
-    Command("release", "release the lease", c.cmd_release, args=ENDS_A_TURN),
-    Command("lease", LEASE_HELP, c.cmd_lease),
+    Command("heartbeat", "renew the lease", commands.cmd_heartbeat),
+    Command("release", "release the lease", commands.cmd_release, args=ENDS_A_TURN),
+    Command("lease", LEASE_HELP, commands.cmd_lease),
     FINISH,
     Command("workspace-release", "release the goal's workspace binding",
-            c.cmd_workspace_release, args=(arg("--reason", required=True),)),
+            commands.cmd_workspace_release, args=(arg("--reason", required=True),)),
     REPORT_RUN, APPROVAL, JOB, WATCHDOG, CLAIM,
-    Command("show", "the goal's state", c.cmd_show),
-    Command("resume", "the resume packet", c.cmd_resume),
-    Command("contract", "the smart-wake checkpoint contract", c.cmd_contract),
+    Command("show", "the goal's state", commands.cmd_show),
+    Command("resume", "the resume packet", commands.cmd_resume),
+    Command("contract", "the smart-wake checkpoint contract", commands.cmd_contract),
     EVENTS, GOALS,
-    Command("alerts", "goals that need a human", c.cmd_alerts, goal=False),
+    Command("alerts", "goals that need a human", commands.cmd_alerts, goal=False),
     MCP, HOOK, HOOKS, SUPERVISE,
 )
 EPILOG = ("exit codes: 0 ok, 2 usage, 3 validation, 4 auth, 5 not found, 6 lease lost, "
@@ -275,9 +275,9 @@ def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(
         prog="wakeledger", description=(__doc__ or "").splitlines()[0].replace("``", ""),
         epilog=EPILOG)
-    commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    subparsers = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
-        _add(commands, command)
+        _add(subparsers, command)
     return root
 
 
