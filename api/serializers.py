@@ -15,7 +15,7 @@ from ledger.domain import resets
 from ledger.domain import validation as limits
 from ledger.domain.commands import FINISH_STATUSES
 from ledger.domain.liveness import LABELS
-from ledger.domain.policy import SCHEDULERS
+from ledger.domain.policy import RANGES, SCHEDULERS
 from ledger.domain.state import REASONS, STATUSES
 
 
@@ -109,6 +109,13 @@ def whole(**kwargs: Any) -> serializers.IntegerField:
     return StrictIntegerField(**kwargs)
 
 
+def ranged(name: str, **kwargs: Any) -> serializers.IntegerField:
+    """A policy setting's field, bounded by the domain's RANGES (the one
+    definition); the operator's caps are the domain's to check (over_cap)."""
+    low, high = RANGES[name]
+    return whole(min_value=low, max_value=high, **kwargs)
+
+
 def text_list(**kwargs: Any) -> serializers.ListField:
     return serializers.ListField(child=text(limits.MAX_ITEM), max_length=limits.MAX_ITEMS,
                                  **kwargs)
@@ -136,14 +143,14 @@ class SessionSerializer(StrictSerializer):
 
 
 class PolicySerializer(StrictSerializer):
-    lease_seconds = whole(min_value=5, max_value=86_400, required=False,
+    lease_seconds = ranged("lease_seconds", required=False,
                           help_text="Lease length (default 600); heartbeat every half of it.")
-    cadence_minutes = whole(min_value=1, max_value=1_440, required=False,
+    cadence_minutes = ranged("cadence_minutes", required=False,
                             help_text="The watchdog's interval in minutes (default 60).")
-    max_continuations = whole(min_value=0, max_value=100, required=False,
+    max_continuations = ranged("max_continuations", required=False,
                               help_text="Automatic continuations (granted wakes) allowed "
                                         "(default 3).")
-    max_wake_retries = whole(min_value=0, max_value=100, required=False,
+    max_wake_retries = ranged("max_wake_retries", required=False,
                              help_text="Consecutive wakes without a checkpoint before the goal "
                                        "blocks (default 5).")
     scheduler = serializers.ChoiceField(
@@ -152,15 +159,20 @@ class PolicySerializer(StrictSerializer):
                   "from the schedule prepare_scheduled_continuation answers.")
     dispatch = text(64, required=False,
                     help_text="An operator-configured dispatcher for internal wakes.")
-    host_silent_slots = whole(min_value=1, max_value=100, required=False,
+    host_silent_slots = ranged("host_silent_slots", required=False,
                               help_text="Missed host slots before the goal is HOST_SILENT "
                                         "(default 2).")
-    ready_timeout_minutes = whole(min_value=1, max_value=10_080, required=False,
+    ready_timeout_minutes = ranged("ready_timeout_minutes", required=False,
                                   help_text="How long a due wake waits for its agent's pull "
                                             "before READY_UNCLAIMED (default 120).")
-    job_deadline_minutes = whole(min_value=1, max_value=43_200, required=False,
+    job_deadline_minutes = ranged("job_deadline_minutes", required=False,
                                  help_text="How long a blocking job may go unreported before "
                                            "JOB_SILENT (default 360).")
+    progress_minutes = ranged("progress_minutes", required=False,
+                             help_text="How long the goal may go without a checkpoint while "
+                                       "its lease is held (or beyond one watchdog interval "
+                                       "without one) before it is listed NO_PROGRESS "
+                                       "(default 60).")
 
 
 class RunGoalSerializer(StrictSerializer):

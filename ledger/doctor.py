@@ -21,6 +21,7 @@ history, and the rows follow the events in the same transaction.
 
 import ast
 import logging
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,7 +29,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError
-from django_q.models import Schedule
+from django_q.models import Schedule, Task
 
 from ledger import alerts, clock, store
 from ledger.domain import DomainError, GoalState, liveness
@@ -69,10 +70,30 @@ def row_facts(goal_id: str, names: list[str] | set[str]) -> tuple[ScheduleRow, .
 
 def _fact(goal_id: str, name: str, row: Schedule | None) -> ScheduleRow:
     if row is None:
-        return ScheduleRow(name, exists=False)
+        return ScheduleRow(name, exists=False, last_error=last_error(name))
     fires = row.func == FIRE and row.repeats != 0 and _goal_arg(row.args) == goal_id
     return ScheduleRow(name, exists=True, fires=fires,
-                       next_run=iso(row.next_run) if row.next_run else "")
+                       next_run=iso(row.next_run) if row.next_run else "",
+                       last_error=last_error(name))
+
+
+_EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)?)(?::|$)")
+
+
+def last_error(name: str) -> str:
+    """The exception type of the last task this row ran, if it failed (""
+    otherwise). django-q2 tasks carry their schedule's name as their group
+    and keep the error and its traceback in ``result``: only the type's name
+    leaves that table (a message may quote anything, a secret included)."""
+    task = Task.objects.filter(group=name).order_by("-stopped").only("success", "result").first()
+    if task is None or task.success:
+        return ""
+    lines = [line for line in str(task.result or "").splitlines() if line.strip()]
+    for line in reversed(lines):  # the traceback's last line names the exception
+        match = _EXCEPTION.match(line.strip())
+        if match and not line.startswith(" "):
+            return match.group(1)[:100]
+    return "an exception"
 
 
 def _goal_arg(args: str | None) -> str:
@@ -86,9 +107,12 @@ def _goal_arg(args: str | None) -> str:
 
 def check_goal(goal_id: str, state: GoalState, *, actor: str = "scheduler",
                orphans: tuple[str, ...] = ()) -> store.Outcome:
-    """Act on the goal's passed deadlines, with its schedule rows as facts."""
+    """Act on the goal's passed deadlines, with its schedule rows as facts.
+    An operator's repair (``actor`` operator) repairs a wake the scheduler
+    stopped repairing (WAKE_NOT_FIRING)."""
     rows = row_facts(goal_id, set(expected_schedules(state)))
-    return store.execute(goal_id, CheckLiveness(rows=rows, orphans=orphans), actor=actor)
+    return store.execute(goal_id, CheckLiveness(rows=rows, orphans=orphans,
+                                                by_operator=actor == "operator"), actor=actor)
 
 
 # ---------------------------------------------------------------- findings

@@ -320,6 +320,20 @@ WAKELEDGER_STALE_GRACE_SECONDS = env_int(
 WAKELEDGER_RESET_MARGIN_SECONDS = env_int(
     "WAKELEDGER_RESET_MARGIN_SECONDS", domain_policy.RESET_MARGIN_SECONDS,
     minimum=domain_policy.RESET_MARGIN_RANGE[0], maximum=domain_policy.RESET_MARGIN_RANGE[1])
+# Caps on the durations an agent may choose (issue 35; docs/liveness.md
+# "Caps"): WAKELEDGER_MAX_LEASE_SECONDS, _MAX_CADENCE_MINUTES,
+# _MAX_HOST_SILENCE_MINUTES (host_silent_slots x cadence), _MAX_READY_TIMEOUT_MINUTES,
+# _MAX_JOB_DEADLINE_MINUTES, _MAX_PROGRESS_MINUTES. A cap may not lie below the
+# default it caps: every goal that names no value would then be over it.
+WAKELEDGER_CAPS = {}
+for _name, _default in domain_policy.DEFAULT_CAPS.items():
+    _variable = f"WAKELEDGER_MAX_{_name.upper()}"
+    _range = domain_policy.RANGES.get(_name, (1, 100 * 1_440))
+    _floor = (domain_policy.DEFAULT_POLICY["host_silent_slots"]
+              * domain_policy.DEFAULT_POLICY["cadence_minutes"]
+              if _name == "host_silence_minutes" else domain_policy.DEFAULT_POLICY[_name])
+    WAKELEDGER_CAPS[_name] = env_int(_variable, _default, minimum=max(_range[0], _floor),
+                                     maximum=_range[1])
 WAKELEDGER_SWEEP_MINUTES = env_int("WAKELEDGER_SWEEP_MINUTES", 1, minimum=1, maximum=60)
 # An outbox row still "sending" this long after its dispatcher's timeout
 # belongs to a sender that died mid-call: recorded as uncertain (rule 6).

@@ -322,6 +322,13 @@ def claimed(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
         changes["claimed"] = [*state.claimed, data["occurrence_id"]][-CLAIM_MEMORY:]
     if state.watchdog and data.get("next_due_at"):
         changes["watchdog"] = {**state.watchdog, "next_due_at": data["next_due_at"]}
+    # A wake fired: its row works. Its repairs count from none again, and a
+    # WAKE_NOT_FIRING listing is answered.
+    if "repairs" in changes.get("watchdog", state.watchdog):
+        changes["watchdog"] = {k: v for k, v in changes.get("watchdog", state.watchdog).items()
+                               if k != "repairs"}
+    if state.liveness_alert.get("reason") == "WAKE_NOT_FIRING":
+        changes["liveness_alert"] = {}
     if "retry_count" in data:
         changes["retry_count"] = data["retry_count"]
     if outcome in GRANTED:

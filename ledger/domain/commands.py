@@ -41,6 +41,9 @@ class StartGoal:
     # Seconds in one minute of cadence_minutes (60; the end-to-end tests
     # shrink it). The watchdog interval is frozen into the goal at start.
     cadence_unit_seconds: int = 60
+    # The operator's caps on agent-chosen durations (policy.DEFAULT_CAPS's
+    # names; None: the domain's defaults).
+    caps: dict[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,6 +82,7 @@ from ledger.domain.events import (
     iso,
 )
 from ledger.domain.leases import fence
+from ledger.domain.liveness import PROGRESS_ENDS
 from ledger.domain.state import BLOCKED, DONE, FAILED, WAITING, GoalState
 
 INITIAL_STEP = "plan"
@@ -113,7 +114,8 @@ def decision(state: GoalState, command: "Command", now: datetime) -> Decision:
     handler = _DECIDERS.get(type(command))
     if handler is None:
         raise TypeError(f"unknown command {type(command).__name__}")
-    return _settled(state, handler(state, command, now), now)
+    return _settled(state, leases.renewing(state, command, handler(state, command, now), now),
+                    now)
 
 
 def _settled(state: GoalState, events: list[Event], now: datetime) -> Decision:
@@ -157,7 +159,8 @@ def _start(state: GoalState, cmd: StartGoal, now: datetime) -> list[Event]:
                                      required=True),
         "done_criteria": validation.text_list(list(cmd.done_criteria), "done_criteria"),
         "agent": validation.text(cmd.agent, "agent", limit=validation.MAX_KEY),
-        "policy": policy.policy(dict(cmd.policy), cmd.dispatchers, cmd.cadence_unit_seconds),
+        "policy": policy.policy(dict(cmd.policy), cmd.dispatchers, cmd.cadence_unit_seconds,
+                                cmd.caps),
         "session": policy.session(dict(cmd.session)),
         "timeout_seconds": _optional_seconds(cmd.timeout_seconds, "timeout_seconds"),
         "estimated_duration_seconds": _optional_seconds(cmd.estimated_duration_seconds,
@@ -333,6 +336,7 @@ def _started(state: GoalState, data: dict[str, Any], at: str) -> Changes:
         next_actions=list(checkpoint["next_actions"]),
         checkpoints=1,
         checkpointed_at=at,
+        progress_since=at,
         created_at=at,
     )
 
@@ -363,6 +367,11 @@ def _checkpointed(state: GoalState, data: dict[str, Any], at: str) -> Changes:
         checkpoints=state.checkpoints + 1,
         last_checkpoint_seq=state.version + 1,
         checkpointed_at=at,
+        progress_since=at,
+        # Progress answers the alerts that waited for it (NO_PROGRESS, and a
+        # wake that was not firing: the goal moves, whatever fired it).
+        liveness_alert={} if state.liveness_alert.get("reason") in PROGRESS_ENDS
+        else state.liveness_alert,
         # A sign of life for rule 6, and progress ends a rate-limit streak.
         lease={**state.lease, "active": True} if state.lease else {},
         rate_limits=0,
@@ -442,8 +451,11 @@ def evolve(state: GoalState, event: Event) -> GoalState:
         # the history is worse than a replay that stops and says why.
         raise ValueError(f"no evolver for event kind {event.kind!r}") from None
     at = iso(event.at)
-    return state.but(**apply(state, dict(event.data), at), updated_at=at,
-                     version=state.version + 1)
+    data = dict(event.data)
+    changes = apply(state, data, at)
+    if "lease_expires_at" in data:
+        changes = leases.renewed_by(state, changes, data, at)
+    return state.but(**changes, updated_at=at, version=state.version + 1)
 
 
 def fold(events: Iterable[Event], state: GoalState | None = None) -> GoalState:

@@ -126,6 +126,9 @@ def job_tracked(state: GoalState, data: dict[str, Any], at: str) -> dict[str, An
 
 def job_updated(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
     extra = {k: data[k] for k in ("link", "reported_by") if k in data}
+    # Waiting on a job is not a lack of progress (its own deadline covers
+    # it): the progress clock starts again when a job ends.
     return {"jobs": [{**job, "status": data["status"], "conclusion": data["conclusion"],
                       "updated_at": at, **extra} if job["job_id"] == data["job_id"] else job
-                     for job in state.jobs]}
+                     for job in state.jobs],
+            "progress_since": at}

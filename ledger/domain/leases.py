@@ -15,7 +15,14 @@ from ledger.domain import validation
 from ledger.domain.commands import AcquireLease, Heartbeat, LeaseProof, ReleaseLease
 from ledger.domain.errors import DomainError, GoalBlocked, LeaseHeld, LeaseLost, LeaseRequired
 from ledger.domain.events import (
+    APPROVAL_REQUESTED,
+    GOAL_BLOCKED,
+    GOAL_COMPLETED,
+    GOAL_FAILED,
+    GOAL_PAUSED,
+    GOAL_STOPPED,
     LEASE_ACQUIRED,
+    LEASE_EXPIRED,
     LEASE_RELEASED,
     LEASE_RENEWED,
     LEASE_TAKEN_OVER,
@@ -163,6 +170,40 @@ def heartbeat(state: GoalState, cmd: Heartbeat, now: datetime) -> list[Event]:
     expires = now + timedelta(seconds=lease["lease_seconds"])
     return [Event(LEASE_RENEWED, {"generation": lease["generation"],
                                   "expires_at": iso(expires)}, now)]
+
+
+# Kinds after which the lease a fenced call presented is no longer held as it
+# was: nothing is renewed (a release, a pause or an ending took it away).
+_LEASE_CHANGES = frozenset({LEASE_ACQUIRED, LEASE_TAKEN_OVER, LEASE_RENEWED, LEASE_RELEASED,
+                            LEASE_EXPIRED, GOAL_PAUSED, GOAL_BLOCKED, GOAL_COMPLETED,
+                            GOAL_FAILED, GOAL_STOPPED, APPROVAL_REQUESTED})
+
+
+def renewing(state: GoalState, command: object, events: list[Event],
+             now: datetime) -> list[Event]:
+    """Every fenced call is liveness evidence (issue 35; DESIGN section 6): a
+    checkpoint, a run report, a job or watchdog call by the holder renews its
+    lease as a heartbeat does (same generation, expiry now + lease_seconds).
+    The renewal rides on the call's first event (``lease_expires_at``), so the
+    history says it and no second event is written. A call that ends or
+    changes the lease renews nothing; a heartbeat is its own renewal."""
+    proof = getattr(command, "proof", None)
+    if (proof is None or not events or not state.lease or isinstance(command, Heartbeat)
+            or any(event.kind in _LEASE_CHANGES for event in events)):
+        return events
+    first = events[0]
+    expires = iso(now + timedelta(seconds=state.lease["lease_seconds"]))
+    return [Event(first.kind, {**first.data, "lease_expires_at": expires}, first.at),
+            *events[1:]]
+
+
+def renewed_by(state: GoalState, changes: Changes, data: dict[str, Any], at: str) -> Changes:
+    """Fold a renewal carried by a fenced call's event into its changes."""
+    lease = changes.get("lease", state.lease)
+    if not lease:
+        return changes
+    return {**changes, "lease": {**lease, "expires_at": data["lease_expires_at"],
+                                 "last_heartbeat_at": at, "active": True}}
 
 
 def release(state: GoalState, cmd: ReleaseLease, now: datetime) -> list[Event]:

@@ -13,6 +13,12 @@ alone (so the deadline is a projected, indexed column the sweeper can query):
   slots (each allowed half an interval of lateness) make it HOST_SILENT;
 - a goal that needs a human: an operator, with no deadline — it is listed.
 
+Beside these (presence), every active goal has a **progress deadline**
+(issue 35): a checkpoint within ``progress_minutes`` of holding a lease, or
+within one and a half watchdog intervals plus that without a lease. Heartbeats never
+satisfy it; past it the goal is listed NO_PROGRESS without interrupting its
+holder, and the next checkpoint clears it.
+
 What happens when a deadline passes is decided in ``ledger.domain.overdue``
 (recorded as events, by the sweeper). ``attention`` is the one truth for
 "needs a human": /alerts, ``ledger alerts``, ``ledger doctor``, the dashboard
@@ -44,12 +50,19 @@ PULL = "pull"
 SCHEDULER_FIRE = "scheduler_fire"
 HOST_CLAIM = "host_claim"
 OPERATOR = "operator"
+CHECKPOINT = "checkpoint"
 
 # Alert reasons that are not blocked statuses: the goal may still move (an
 # agent contact re-creates the host task; a job report clears it), but a
 # human should look. Recorded by ``liveness.missed`` events.
 HOST_SILENT = "HOST_SILENT"
 JOB_SILENT = "JOB_SILENT"
+# Issue 35: a goal that made no progress by its progress deadline, and a wake
+# whose schedule row was repaired MAX_REPAIRS times without ever firing.
+NO_PROGRESS = "NO_PROGRESS"
+WAKE_NOT_FIRING = "WAKE_NOT_FIRING"
+# Alerts a checkpoint answers (the goal moves again).
+PROGRESS_ENDS = frozenset({NO_PROGRESS, WAKE_NOT_FIRING})
 # A blocked reason: a due wake nobody pulled in time.
 READY_UNCLAIMED = "READY_UNCLAIMED"
 # Read-time only: a deadline passed and no sweeper recorded why (the
@@ -90,6 +103,11 @@ WHY = {
                  "to re-create it; check the host's scheduled task",
     JOB_SILENT: "a blocking job was never reported by its deadline: inspect the job and "
                 "report its status (or recover the goal to write it off)",
+    NO_PROGRESS: "no checkpoint by its progress deadline (heartbeats alone do not count): "
+                 "look at what its agent is doing; the next checkpoint clears this",
+    WAKE_NOT_FIRING: "its wake's schedule row was repaired several times and never fired: "
+                     "read the row's last error, fix the cause, then wake the goal "
+                     "(`ledger wake`) or recover it",
     OVERDUE_REASON: "its next expected evidence is overdue and nothing recorded why: is the "
                     "scheduler (manage.py qcluster) running? see `ledger doctor`",
 }
@@ -192,11 +210,45 @@ def expectation(state: GoalState) -> Expectation:
         return Expectation(NEEDS_HUMAN, OPERATOR, None, why(attention(state)))
     # HOST_SILENT and JOB_SILENT need a human to look, but the goal goes on:
     # its lease still expires, its rows are still repaired.
-    job = _job_expectation(state)
     main = _main_expectation(state)
-    if job is not None and (main.deadline is None or job.deadline < main.deadline):
-        return Expectation(main.label, job.evidence, job.deadline, job.detail)
-    return main
+    earliest = main
+    for other in (_job_expectation(state), progress_expectation(state)):
+        if other is not None and (earliest.deadline is None or other.deadline < earliest.deadline):
+            earliest = other
+    if earliest is main:
+        return main
+    return Expectation(main.label, earliest.evidence, earliest.deadline, earliest.detail)
+
+
+def progress_expectation(state: GoalState) -> Expectation | None:
+    """The progress deadline: by when the next checkpoint is due (None when
+    none is: the goal waits for a stated reset, a blocking job, a human, or
+    stands listed already). Holding a lease, the clock runs from the later of
+    the last progress and the lease's grant; without one, a whole watchdog
+    interval (the next wake) comes first."""
+    if (state.terminal or state.status in (BLOCKED, PAUSED) or state.finish_requested
+            or state.liveness_alert):
+        return None
+    if next_job_deadline(state) is not None:
+        return None  # waiting on a job: its own deadline (JOB_SILENT) bounds it
+    bound = timedelta(minutes=state.setting("progress_minutes"))
+    since = progress_since(state)
+    if state.lease:
+        start = max(since, datetime.fromisoformat(state.lease["acquired_at"]))
+        return Expectation(WORKING, CHECKPOINT, start + bound,
+                           f"a checkpoint from {state.lease['holder']}, which holds the lease "
+                           f"without one since {iso(start)}; else {NO_PROGRESS}")
+    # The next slot may come one interval later, and fire half an interval
+    # late (a host's lateness, the most any wake is allowed): then a chunk.
+    every = interval(state)
+    return Expectation(SCHEDULED, CHECKPOINT, since + every + every / 2 + bound,
+                       f"a checkpoint (none since {iso(since)}): the next wake resumes the "
+                       f"goal and its agent records one; else {NO_PROGRESS}")
+
+
+def progress_since(state: GoalState) -> datetime:
+    return datetime.fromisoformat(state.progress_since or state.checkpoint_time
+                                  or state.created_at)
 
 
 def _main_expectation(state: GoalState) -> Expectation:
@@ -214,6 +266,11 @@ def _main_expectation(state: GoalState) -> Expectation:
     backend = state.watchdog.get("backend") or state.setting("scheduler")
     if backend == "host":
         return _host_expectation(state)
+    if state.liveness_alert.get("reason") == WAKE_NOT_FIRING:
+        # Repaired MAX_REPAIRS times and never fired: said once, repaired no
+        # more (each repair was an event); a human (a wake, a recover, an
+        # operator's `doctor --fix`) must act.
+        return Expectation(NEEDS_HUMAN, SCHEDULER_FIRE, None, why(WAKE_NOT_FIRING))
     due = timing.next_wake_at(state)
     if due:
         what = "the reset wake" if state.status == PAUSED else "the next wake"

@@ -12,8 +12,13 @@ what a missed deadline changes — always as events, with the reason:
 - a blocking job past its deadline: ``liveness.missed`` JOB_SILENT (alerted);
 - a ready goal nobody pulled: ``goal.blocked`` READY_UNCLAIMED;
 - a host watchdog that missed its slots: ``liveness.missed`` HOST_SILENT;
+- no checkpoint by the progress deadline: ``liveness.missed`` NO_PROGRESS
+  (listed; the holder keeps its lease, the next checkpoint clears it);
 - an internal wake whose django-q2 row is missing, exhausted or late (facts
-  the shell gathered): the row is recreated by a repair event on the goal;
+  the shell gathered): the row is recreated by a repair event on the goal —
+  at most MAX_REPAIRS times without a fire between them, then ``liveness.missed``
+  WAKE_NOT_FIRING with the row's facts (a wake whose task fails every time
+  would otherwise be repaired forever, a new lateness window each time);
 - an internal goal nothing will fire: its watchdog is armed.
 """
 
@@ -45,6 +50,10 @@ class ScheduleRow:
     exists: bool
     fires: bool = True  # our task for this goal, with repeats left
     next_run: str = ""  # ISO
+    # The exception type of the row's last failed task ("" when none failed
+    # since its last success): django-q2 keeps it in its own table, where no
+    # operator looks, so the alert carries it.
+    last_error: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +66,15 @@ class CheckLiveness:
     # Rows named after this goal that its projection does not expect (a
     # leftover of a crash, a restore, a hand-written row): deleted, recorded.
     orphans: tuple[str, ...] = ()
+    # An operator's repair (`ledger doctor --fix`): repairs even a wake listed
+    # WAKE_NOT_FIRING, once more, and counts its repairs from one again.
+    by_operator: bool = False
+
+
+# Repairs of one wake with no fire between them before it is listed
+# WAKE_NOT_FIRING instead of repaired again (each repair gives the scheduler a
+# fresh lateness window: three are a quarter of an hour of "due soon").
+MAX_REPAIRS = 3
 
 
 def check(state: GoalState, cmd: CheckLiveness, now: datetime) -> list[Event]:
@@ -64,24 +82,33 @@ def check(state: GoalState, cmd: CheckLiveness, now: datetime) -> list[Event]:
     if state.terminal:
         return events
     events += _silent_jobs(state, now)
+    acted = _deadlines(state, cmd, now)
+    # NO_PROGRESS only when nothing more specific was said this pass (a goal
+    # that blocks, or whose host went silent, is listed with that reason).
+    if not any(event.kind in (LIVENESS_MISSED, GOAL_BLOCKED) for event in acted):
+        acted += _no_progress(state, now)
+    return acted + events if state.lease else events + acted
+
+
+def _deadlines(state: GoalState, cmd: CheckLiveness, now: datetime) -> list[Event]:
     if state.lease:
-        return _lease(state, now) + events
+        return _lease(state, now)
     if state.ready:
         expected = liveness.expectation(state)
         if state.status != "blocked" and expected.label == liveness.READY \
                 and expected.deadline is not None and now >= expected.deadline:
             minutes = state.setting("ready_timeout_minutes")
-            events.append(Event(GOAL_BLOCKED, {
+            return [Event(GOAL_BLOCKED, {
                 "summary": f"a due wake ({state.ready['reason']}) waited {minutes} min and "
                            f"nobody pulled it: {liveness.READY_UNCLAIMED}",
-                "generation": 0, "reason": liveness.READY_UNCLAIMED}, now))
-        return events
+                "generation": 0, "reason": liveness.READY_UNCLAIMED}, now)]
+        return []
     if state.status == "blocked" or state.finish_requested:
-        return events  # a human's turn: nothing else is due
+        return []  # a human's turn: nothing else is due
     backend = state.watchdog.get("backend") or state.setting("scheduler")
     if backend == "host":
-        return events + _host(state, now)
-    return events + _internal(state, cmd, now)
+        return _host(state, now)
+    return _internal(state, cmd, now)
 
 
 def _lease(state: GoalState, now: datetime) -> list[Event]:
@@ -112,9 +139,21 @@ def _silent_jobs(state: GoalState, now: datetime) -> list[Event]:
     return events
 
 
+def _no_progress(state: GoalState, now: datetime) -> list[Event]:
+    expected = liveness.progress_expectation(state)
+    if expected is None or expected.deadline is None or now < expected.deadline:
+        return []
+    return [Event(LIVENESS_MISSED, {
+        "reason": liveness.NO_PROGRESS, "expected": liveness.CHECKPOINT,
+        "deadline": iso(expected.deadline), "detail": expected.detail,
+        "last_progress": iso(liveness.progress_since(state))}, now)]
+
+
 def _host(state: GoalState, now: datetime) -> list[Event]:
     expected = liveness.expectation(state)
-    if state.liveness_alert or expected.deadline is None or now < expected.deadline:
+    # HOST_SILENT says more than NO_PROGRESS (what to re-create): it replaces it.
+    if state.liveness_alert.get("reason", liveness.NO_PROGRESS) != liveness.NO_PROGRESS \
+            or expected.deadline is None or now < expected.deadline:
         return []
     data: dict[str, Any] = {"reason": liveness.HOST_SILENT, "expected": liveness.HOST_CLAIM,
                             "deadline": iso(expected.deadline), "detail": expected.detail}
@@ -160,14 +199,24 @@ def row_problem(due: str, row: ScheduleRow | None, now: datetime) -> str:
     return ""
 
 
-def repairs(state: GoalState, rows: tuple[ScheduleRow, ...], now: datetime) -> list[Event]:
-    """Events that recreate every row of this goal that will not fire on time."""
+def repairs(state: GoalState, rows: tuple[ScheduleRow, ...], now: datetime,
+            by_operator: bool = False) -> list[Event]:
+    """Events that recreate every row of this goal that will not fire on time,
+    or list the goal WAKE_NOT_FIRING for a wake repaired MAX_REPAIRS times
+    without a fire between them."""
     found = {row.name: row for row in rows}
-    events = []
+    events: list[Event] = []
     for name, due in expected_schedules(state).items():
-        problem = row_problem(due, found.get(name), now)
+        row = found.get(name)
+        problem = row_problem(due, row, now)
         if not problem:
             continue
+        count = 0 if by_operator else _repairs_of(state, name)
+        if count >= MAX_REPAIRS:
+            if state.liveness_alert.get("reason") != liveness.WAKE_NOT_FIRING:
+                events.append(_not_firing(name, due, problem, count, row, now))
+            continue
+        repair = {"repair": problem, "attempt": count + 1}
         note = f"repaired: the schedule row was {problem}"
         if name == state.watchdog.get("schedule_name"):
             # The owed slot itself (its due time, maybe past): django-q2 fires
@@ -175,16 +224,36 @@ def repairs(state: GoalState, rows: tuple[ScheduleRow, ...], now: datetime) -> l
             # the anchor's grid (a row due "now" would shift every later slot).
             events.append(Event(RECEIPT_RECORDED, {
                 "backend": INTERNAL, "status": "created", "schedule_name": name,
-                "due_at": due or iso(now), "note": note, "repair": problem}, now))
+                "due_at": due or iso(now), "note": note, **repair}, now))
         else:
             wake = state.reset_wake if state.reset_wake.get("schedule_name") == name \
                 else state.requested_wake
             data = {"kind": "reset" if wake is state.reset_wake else "requested",
-                    "due_at": wake["due_at"], "schedule_name": name, "repair": problem}
+                    "due_at": wake["due_at"], "schedule_name": name, **repair}
             if data["kind"] == "requested":
                 data["reason"] = wake.get("reason", "timeout_recovery")
             events.append(Event(WAKE_SCHEDULED, data, now))
     return events
+
+
+def _repairs_of(state: GoalState, name: str) -> int:
+    """How often this wake's row was repaired since it last fired."""
+    for wake in (state.watchdog, state.reset_wake, state.requested_wake):
+        if wake.get("schedule_name") == name:
+            return wake.get("repairs", 0)
+    return 0
+
+
+def _not_firing(name: str, due: str, problem: str, count: int, row: ScheduleRow | None,
+                now: datetime) -> Event:
+    error = row.last_error if row is not None else ""
+    detail = (f"its schedule row {name} (due {due or '-'}) was repaired {count} times and "
+              f"never fired; it is {problem} again"
+              + (f"; its task last failed with {error}" if error else ""))
+    return Event(LIVENESS_MISSED, {
+        "reason": liveness.WAKE_NOT_FIRING, "expected": liveness.SCHEDULER_FIRE,
+        "schedule_name": name, "due_at": due, "problem": problem, "repairs": count,
+        "last_error": error, "detail": detail}, now)
 
 
 def _orphans(state: GoalState, names: tuple[str, ...], now: datetime) -> list[Event]:
@@ -200,7 +269,9 @@ def _internal(state: GoalState, cmd: CheckLiveness, now: datetime) -> list[Event
         return arm_events(state, interval_of(state), iso(now), now)
     if cmd.rows is None:
         return []
-    return repairs(state, cmd.rows, now)
+    if state.liveness_alert.get("reason") == liveness.WAKE_NOT_FIRING and not cmd.by_operator:
+        return []  # listed: repaired no more until a human acts
+    return repairs(state, cmd.rows, now, cmd.by_operator)
 
 
 # ---------------------------------------------------------------- evolve
@@ -212,6 +283,6 @@ def missed(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
     if data["reason"] == liveness.JOB_SILENT:
         return {"jobs": [{**job, "silent_at": at} if job["job_id"] == data["job_id"] else job
                          for job in state.jobs]}
+    facts = ("missed_since", "last_progress", "schedule_name", "last_error")
     return {"liveness_alert": {"reason": data["reason"], "at": at, "detail": data["detail"],
-                               **({"missed_since": data["missed_since"]}
-                                  if "missed_since" in data else {})}}
+                               **{name: data[name] for name in facts if data.get(name)}}}

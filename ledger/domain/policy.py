@@ -1,5 +1,6 @@
 """A goal's policy and session, with their defaults and limits."""
 
+from collections.abc import Mapping
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -35,6 +36,12 @@ DEFAULT_POLICY: dict[str, Any] = {
     "host_silent_slots": 2,
     "ready_timeout_minutes": 120,
     "job_deadline_minutes": 360,
+    # The progress deadline (issue 35): how long a goal may go without a
+    # checkpoint while its agent holds the lease (or, without a lease, beyond
+    # one watchdog interval) before it is listed NO_PROGRESS. Smart-wake's
+    # chunks are 5-15 minutes of work, each ended by a checkpoint: an hour
+    # without one is four chunks missed.
+    "progress_minutes": 60,
 }
 
 # name -> (minimum, maximum) for the whole-number settings
@@ -47,7 +54,25 @@ RANGES = {
     "host_silent_slots": (1, 100),
     "ready_timeout_minutes": (1, 10_080),
     "job_deadline_minutes": (1, 43_200),
+    "progress_minutes": (1, 1_440),
 }
+
+# Operator caps (issue 35): the longest an agent may make each duration that
+# hides a dead holder, host or job from every list. RANGES say what a value
+# may be at all; a cap says how long this server lets a goal stay silent.
+# ledger/settings.py reads them from WAKELEDGER_MAX_* (bounded by RANGES);
+# a value over its cap is refused (``over_cap``), never silently clamped: an
+# agent that asked for a day-long lease must learn it does not have one.
+DEFAULT_CAPS: dict[str, int] = {
+    "lease_seconds": 3_600,
+    "cadence_minutes": 1_440,
+    # host_silent_slots x cadence_minutes: how long a host may stay silent.
+    "host_silence_minutes": 2_880,
+    "ready_timeout_minutes": 1_440,
+    "job_deadline_minutes": 1_440,
+    "progress_minutes": 240,
+}
+OVER_CAP = "over_cap"
 SCHEDULERS = ("internal", "host")
 SESSION_FIELDS = ("agent_id", "session_key", "session_id", "model", "timezone")
 
@@ -61,7 +86,8 @@ def whole(value: object, field: str, low: int, high: int) -> int:
 
 
 def policy(given: dict[str, Any], dispatchers: frozenset[str] | None = None,
-           cadence_unit_seconds: int = 60) -> dict[str, Any]:
+           cadence_unit_seconds: int = 60,
+           caps: Mapping[str, int] | None = None) -> dict[str, Any]:
     unknown = set(given) - set(DEFAULT_POLICY)
     if unknown:
         name = sorted(unknown)[0]
@@ -69,6 +95,7 @@ def policy(given: dict[str, Any], dispatchers: frozenset[str] | None = None,
     result = {**DEFAULT_POLICY, **given}
     for name, (low, high) in RANGES.items():
         result[name] = whole(result[name], f"policy.{name}", low, high)
+    _within_caps(result, given, DEFAULT_CAPS if caps is None else caps)
     if result["scheduler"] not in SCHEDULERS:
         raise InvalidCommand(f"policy.scheduler must be one of {', '.join(SCHEDULERS)}.",
                              field="policy.scheduler")
@@ -86,6 +113,30 @@ def policy(given: dict[str, Any], dispatchers: frozenset[str] | None = None,
         raise InvalidCommand(f"policy.dispatch {result['dispatch']!r} is not a dispatcher "
                              "of this server.", field="policy.dispatch")
     return result
+
+
+def _within_caps(result: dict[str, Any], given: dict[str, Any],
+                 caps: Mapping[str, int]) -> None:
+    """Refuse a duration over the server's cap (``over_cap``, naming the cap).
+    A default is never refused: the server's defaults lie within its caps or
+    the operator set a cap below a default on purpose and is told at start-up
+    (ledger/settings.py checks it)."""
+    for name in ("lease_seconds", "cadence_minutes", "ready_timeout_minutes",
+                 "job_deadline_minutes", "progress_minutes"):
+        cap = caps.get(name)
+        if cap is not None and name in given and result[name] > cap:
+            raise InvalidCommand(f"policy.{name} {result[name]} is over this server's cap "
+                                 f"of {cap}.", field=f"policy.{name}", code=OVER_CAP,
+                                 cap=cap, cap_name=name)
+    cap = caps.get("host_silence_minutes")
+    silence = result["host_silent_slots"] * result["cadence_minutes"]
+    if (cap is not None and result["scheduler"] == "host"
+            and {"host_silent_slots", "cadence_minutes"} & set(given) and silence > cap):
+        field = "host_silent_slots" if "host_silent_slots" in given else "cadence_minutes"
+        raise InvalidCommand(
+            f"policy.host_silent_slots x policy.cadence_minutes is {silence} minutes, over "
+            f"this server's cap of {cap} minutes of host silence.", field=f"policy.{field}",
+            code=OVER_CAP, cap=cap, cap_name="host_silence_minutes")
 
 
 def session(given: dict[str, Any]) -> dict[str, Any]:

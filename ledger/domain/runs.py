@@ -55,7 +55,9 @@ RECOVERABLE = frozenset({"SESSION_CHANGED", "SESSION_ACTIVITY", "UNCLASSIFIED",
                          "READY_UNCLAIMED"})
 # Alerts on a goal that is not blocked (DESIGN section 6): recover clears
 # them; JOB_SILENT's jobs are written off (cancelled), so the goal may finish.
-SILENCES = frozenset({"HOST_SILENT", "JOB_SILENT"})
+# NO_PROGRESS and WAKE_NOT_FIRING (issue 35) likewise: a recover says "a human
+# looked" and restarts the goal's progress clock.
+SILENCES = frozenset({"HOST_SILENT", "JOB_SILENT", "NO_PROGRESS", "WAKE_NOT_FIRING"})
 SESSION_IDENTITY = ("session_id", "session_key", "model")
 
 
@@ -288,8 +290,10 @@ def reported(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
 
 
 def paused(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+    # The wait for a stated reset is not a lack of progress: the clock starts
+    # again when the pause ends.
     return {"status": PAUSED, "reason": RATE_LIMITED, "paused_until": data["until"],
-            "rate_limits": state.rate_limits + 1}
+            "rate_limits": state.rate_limits + 1, "progress_since": data["until"]}
 
 
 def charged(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
@@ -307,7 +311,7 @@ def approval_resolved(state: GoalState, data: dict[str, Any], at: str) -> dict[s
     pending = [g for g in state.pending_approvals if g["gate"] != data["gate"]]
     changes: dict[str, Any] = {"pending_approvals": pending}
     if data["decision"] == "approve" and not pending:
-        changes.update(status=WAITING, reason="", retry_count=0)
+        changes.update(status=WAITING, reason="", retry_count=0, progress_since=at)
     return changes
 
 
@@ -334,10 +338,11 @@ def recovered(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]
         jobs = [{**job, "status": "cancelled", "conclusion": "written off by an operator",
                  "updated_at": at} if job["job_id"] in written_off else job
                 for job in state.jobs]
-        return {"liveness_alert": {}, "jobs": jobs}
+        return {"liveness_alert": {}, "jobs": jobs, "progress_since": at}
     # Rule 11: a recovered goal starts a new continuation budget.
     return {"status": WAITING, "reason": "", "continuations_used": 0, "retry_count": 0,
-            "rate_limits": 0, "paused_until": "", "lease": {}, "liveness_alert": {}}
+            "rate_limits": 0, "paused_until": "", "lease": {}, "liveness_alert": {},
+            "progress_since": at}
 
 
 

@@ -87,6 +87,12 @@ class GoalState:
     # made: the resume packet's and the checkpoint contract's updated_at,
     # which later events (a lease, a pull) must not move.
     checkpointed_at: str = ""
+    # Since when the goal's progress is counted (its progress deadline,
+    # ledger.domain.liveness): the last checkpoint, or the last moment it was
+    # given a fresh start without one — an operator's recovery or approval, the
+    # end of a pause, a blocking job's end. "" in projections stored before it
+    # existed: the checkpoint time stands in.
+    progress_since: str = ""
     # The one watchdog ({} when never prepared): backend, interval_seconds,
     # tzid, status, schedule_name, host_ref_sha256, runs_on, next_due_at, …
     watchdog: dict[str, Any] = field(default_factory=dict)

@@ -174,6 +174,7 @@ def receipt(state: GoalState, cmd: RecordReceipt, now: datetime) -> list[Event]:
     if cmd.status == "created":
         data["host_ref_sha256"] = validation.sha256(cmd.host_ref_sha256, "host_ref")
         data["due_at"] = validation.instant(cmd.due_at, "due_at")
+        _near_slot(state, datetime.fromisoformat(data["due_at"]), now)
         if cmd.runs_on not in RUNS_ON:
             raise InvalidCommand(f"runs_on must be one of {', '.join(RUNS_ON)}",
                                  field="runs_on")
@@ -187,6 +188,30 @@ def receipt(state: GoalState, cmd: RecordReceipt, now: datetime) -> list[Event]:
     if cmd.status == "create_failed":
         data["retry_allowed"] = state.watchdog.get("attempt", 1) == 1
     return [Event(RECEIPT_RECORDED, data, now)]
+
+
+RECEIPT_DUE_AT_MISMATCH = "receipt_due_at_mismatch"
+
+
+def _near_slot(state: GoalState, due: datetime, now: datetime) -> None:
+    """Issue 35: a host receipt's ``due_at`` becomes the anchor every later
+    slot and the HOST_SILENT deadline are counted from, so a typo, a time-zone
+    slip or a year-ahead date would hide a dead host until then. It must lie
+    within one interval plus the host's lateness (half an interval) of the slot
+    the server prepared — or, for a receipt recorded long after the prepare
+    (a reconciled uncertain create), of the host's next run from now."""
+    every = timedelta(seconds=interval_of(state))
+    tolerance = every + every / 2
+    prepared = state.watchdog.get("next_due_at") or state.watchdog.get("first_due_at")
+    slot = datetime.fromisoformat(prepared) if prepared else now + every
+    if abs(due - slot) <= tolerance or now - every / 2 <= due <= now + tolerance:
+        return
+    raise DomainError(
+        f"due_at {iso(due)} is too far from the slot this server prepared ({iso(slot)}): "
+        f"a host task with a {int(every.total_seconds() // 60)}-minute interval runs within "
+        f"{iso(slot - tolerance)} .. {iso(slot + tolerance)}; send the task's real next run "
+        "time (with its offset)", field="due_at", code=RECEIPT_DUE_AT_MISMATCH,
+        expected_due_at=iso(slot))
 
 
 def arm_events(state: GoalState, interval: int, first_due_at: str, now: datetime) -> list[Event]:
@@ -203,16 +228,35 @@ def arm_events(state: GoalState, interval: int, first_due_at: str, now: datetime
 # ---------------------------------------------------------------- evolve
 
 
+def repaired(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+    """What a repair event adds to its wake: a fresh lateness window and the
+    count of repairs since the wake last fired (``attempt``; events before it
+    was recorded count one each)."""
+    if "repair" not in data:
+        return {}
+    return {"repaired_at": at, "repairs": data.get("attempt", 1)}
+
+
+def unlisted_by_repair(state: GoalState, data: dict[str, Any]) -> dict[str, Any]:
+    """A repair while WAKE_NOT_FIRING stands is an operator's (the automatic
+    one stops): the goal is off the list until the bound is reached again."""
+    if "repair" in data and state.liveness_alert.get("reason") == "WAKE_NOT_FIRING":
+        return {"liveness_alert": {}}
+    return {}
+
+
 def scheduled(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
     # A repaired row gets the scheduler's lateness anew (liveness deadlines).
-    repaired = {"repaired_at": at} if "repair" in data else {}
+    repair = repaired(state, data, at)
     if data.get("kind") == "reset":  # the one-off wake at a rate-limit reset
         return {"reset_wake": {"due_at": data["due_at"],
-                               "schedule_name": data["schedule_name"], **repaired}}
+                               "schedule_name": data["schedule_name"], **repair},
+                **unlisted_by_repair(state, data)}
     if data.get("kind") == "requested":  # the one-off wake the agent asked for
         return {"requested_wake": {"due_at": data["due_at"], "reason": data["reason"],
                                    "schedule_name": data.get("schedule_name", ""),
-                                   **repaired}}
+                                   **repair},
+                **unlisted_by_repair(state, data)}
     watchdog = {
         "backend": data["backend"],
         "interval_seconds": data["interval_seconds"],
@@ -251,9 +295,9 @@ def receipted(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]
         watchdog["retry_allowed"] = data["retry_allowed"]
         if not data["retry_allowed"]:
             watchdog["status"] = "failed"
-    if "repair" in data:
-        watchdog["repaired_at"] = at
-    return {"watchdog": watchdog, **(host_heard(state) if data.get("backend") == HOST else {})}
+    watchdog.update(repaired(state, data, at))
+    return {"watchdog": watchdog, **(host_heard(state) if data.get("backend") == HOST else {}),
+            **unlisted_by_repair(state, data)}
 
 
 def cancel_requested(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:

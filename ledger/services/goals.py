@@ -77,6 +77,7 @@ def run_goal(caller: Caller, token: str, *, workspace: str, goal_key: str, objec
         policy={**(policy or {}), "stale_grace_seconds": settings.WAKELEDGER_STALE_GRACE_SECONDS},
         dispatchers=dispatchers.names(),
         cadence_unit_seconds=settings.WAKELEDGER_CADENCE_UNIT_SECONDS,
+        caps=settings.WAKELEDGER_CAPS,
         session=dict(session or {}), timeout_seconds=timeout_seconds,
         estimated_duration_seconds=estimated_duration_seconds,
     ), holder=caller.name, token_sha256=digest_)
