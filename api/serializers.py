@@ -466,6 +466,10 @@ class GoalSerializer(serializers.Serializer):
         help_text="Recovery continuations charged, of policy.max_continuations.")
     last_checkpoint_seq = serializers.IntegerField()
     checkpointed_at = serializers.CharField(help_text="When the latest checkpoint was made.")
+    progress_since = serializers.CharField(
+        help_text="Since when the goal's progress deadline counts: its latest checkpoint, or "
+                  "a fresh start without one (a recovery, an approval, a pause's end, a "
+                  "blocking job's end). See expected when evidence is checkpoint.")
     watchdog = serializers.DictField(
         allow_null=True, help_text="The one watchdog (backend, interval, status, next due, "
                                    "receipt state, health); null when never prepared.")
