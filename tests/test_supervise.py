@@ -246,3 +246,214 @@ def test_the_heartbeat_stops_for_good_only_when_the_lease_is_gone():
     heartbeat.join(5)
     assert not heartbeat.is_alive() and heartbeat.beats == 1
     assert heartbeat.lost is not None and heartbeat.lost.code == "lease_lost"
+
+
+# --------------------------------------------------------------- a command that falls silent
+
+
+class Recording(Progress):
+    """Progress whose `say` lines are kept with how many API calls preceded each."""
+
+    def __init__(self, api):
+        super().__init__(io.StringIO())
+        self.api, self.said = api, []
+
+    def say(self, text):
+        self.said.append((text, len(self.api.calls)))
+
+
+class RunApi:
+    """The server as one run sees it: heartbeats, run reports, the goal's
+    latest checkpoint (``seqs`` answers in turn, the last one repeated)."""
+
+    def __init__(self, seqs=(3,)):
+        self.seqs, self.calls = list(seqs), []
+
+    def call(self, method, path, body=None):
+        self.calls.append((method, path, body))
+        if method == "GET":
+            return {"last_checkpoint_seq": self.seqs.pop(0) if len(self.seqs) > 1
+                    else self.seqs[0]}
+        if path.endswith("/runs"):
+            return {"status": "blocked", "reason": "UNCLASSIFIED", "paused_until": "",
+                    "continuations": {"used": 0, "max": 3}}
+        return {}
+
+    def paths(self, since=0):
+        return [(method, path) for method, path, _ in self.calls[since:]]
+
+
+class NoLeases:
+    def save(self, goal_id, lease): pass
+
+    def forget(self, goal_id): pass
+
+    def set_current(self, goal_id): pass
+
+
+def running_supervisor(api, silent_limit):
+    opts = Options(workspace="/w", goal_key="k", command=["agent"], silent_limit=silent_limit)
+    supervisor = Supervisor(api, NoLeases(), opts, "http://x/api/v1", progress=Recording(api),
+                            clock=lambda: NOW)
+    supervisor.goal_id = "g"
+    supervisor.lease_seconds = 1.5  # a heartbeat every second (its floor)
+    supervisor.hold({"lease": {"token": "wll_x", "generation": 1}})
+    return supervisor
+
+
+def run_within(supervisor, argv, seconds):
+    """run_once in a thread, with a deadline: a supervisor that never stops
+    the child fails the test instead of hanging it."""
+    import threading
+
+    result = {}
+    thread = threading.Thread(target=lambda: result.setdefault(
+        "ended", supervisor.run_once(argv, Interrupts())), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"the run did not end within {seconds} s"
+    return result["ended"]
+
+
+def test_a_silent_child_is_stopped_its_lease_no_longer_renewed_and_reported_unclassified(
+        monkeypatch, tmp_path):
+    import sys
+
+    from wakeledger_agent import child
+
+    # Long enough that a heartbeat (every second) would land in it if they went on.
+    monkeypatch.setattr(child, "SILENCE_GRACE", 1.5)
+    marks = tmp_path / "marks"
+    hung = ("import signal, time\n"
+            f"signal.signal(signal.SIGTERM, lambda *a: open({str(marks)!r}, 'a').write('T'))\n"
+            "print('started; secret sk-live-123', flush=True)\n"
+            "while True: time.sleep(60)\n")  # hangs, and shrugs off SIGTERM
+    api = RunApi()
+    supervisor = running_supervisor(api, silent_limit=2)
+    ended = run_within(supervisor, [sys.executable, "-c", hung], 30)
+
+    assert (ended.silenced, ended.signal, ended.returncode) == (2, 9, 137)
+    assert marks.read_text() == "T"  # SIGTERM first, SIGKILL after the grace
+    (notice, calls_then), (reported, _) = supervisor.progress.said
+    assert "no output (and no checkpoint) for 2 s" in notice
+    assert "lease no longer renewed" in notice
+    # Renewed while it ran; then one look for a checkpoint before judging it hung …
+    assert ("POST", "goals/g/lease/heartbeat") in api.paths()[:calls_then]
+    assert api.paths()[calls_then - 1] == ("GET", "goals/g")
+    # … and from the notice on, not one renewal: only the report, which ends the lease.
+    assert api.paths(calls_then) == [("POST", "goals/g/runs")]
+    body = api.calls[-1][2]
+    assert body == {"lease": {"token": "wll_x", "generation": 1}, "outcome": "error",
+                    "error_text": "the agent produced no output for 2 s; supervise stopped it",
+                    "retry_after": ""}
+    assert classify(body["error_text"]) == UNCLASSIFIED
+    assert "started" not in str(api.calls)  # its output never reaches the server
+    assert "stopped after 2 s without output: unclassified; goal blocked" in reported
+    assert supervisor.lease is None
+
+
+def test_a_child_that_keeps_printing_is_not_stopped(tmp_path):
+    import sys
+
+    chatty = ("import time\n"
+              "for n in range(12):\n    print('step', n, flush=True); time.sleep(0.3)\n")
+    api = RunApi()
+    supervisor = running_supervisor(api, silent_limit=2)  # 7x the gap between lines
+    ended = run_within(supervisor, [sys.executable, "-c", chatty], 30)
+    assert (ended.returncode, ended.silenced) == (0, None)
+    assert ended.tail.endswith("step 11")
+    # Never silent for the limit: the checkpoint mark taken at the start is the only look.
+    assert api.paths().count(("GET", "goals/g")) == 1
+    assert api.calls[-2][1:] == ("goals/g/runs", {"lease": {"token": "wll_x", "generation": 1},
+                                                  "outcome": "ok"})
+    assert api.paths()[-1] == ("POST", "goals/g/lease/release")
+
+
+def test_a_child_that_prints_nothing_but_checkpoints_is_not_stopped(tmp_path):
+    import sys
+
+    quiet = "import time\ntime.sleep(3.5)\nprint('done', flush=True)\n"
+    api = RunApi(seqs=range(3, 100))  # each look finds a newer checkpoint
+    supervisor = running_supervisor(api, silent_limit=1)
+    ended = run_within(supervisor, [sys.executable, "-c", quiet], 30)
+    assert (ended.returncode, ended.silenced) == (0, None)
+    assert api.paths().count(("GET", "goals/g")) >= 3  # the mark, then a look per second
+    assert api.calls[-2][2]["outcome"] == "ok"
+
+
+def test_a_silent_limit_of_zero_never_stops_a_child():
+    from wakeledger_agent.child import Silence
+
+    off = Silence(0, progressed=lambda: pytest.fail("no look for a checkpoint either"))
+    off.last -= 10 ** 6  # silent for eleven days
+    assert not off.due()
+    on = Silence(60, progressed=lambda: False)
+    on.last -= 61
+    assert on.due()
+    api = RunApi()
+    supervisor = running_supervisor(api, silent_limit=0)
+    assert supervisor.silence() is None and api.calls == []
+
+
+def supervise_args(*extra):
+    from wakeledger_agent import cli
+
+    return cli.parser().parse_args(["supervise", "--workspace", "/w", "--goal-key", "k",
+                                    *extra, "--", "agent", "--flag"])
+
+
+@pytest.mark.parametrize(("flag", "env", "limit"), [
+    (None, None, 1800), (None, "", 1800), (None, "120", 120), (None, " 0 ", 0),
+    ("2", "120", 2), ("0", None, 0), ("1.5", None, 1.5), ("604800", None, 604800),
+])
+def test_the_silent_limit_comes_from_the_option_else_the_environment(monkeypatch, flag, env,
+                                                                     limit):
+    from wakeledger_agent.supervise import options
+
+    if env is None:
+        monkeypatch.delenv("WAKELEDGER_SILENT_LIMIT", raising=False)
+    else:
+        monkeypatch.setenv("WAKELEDGER_SILENT_LIMIT", env)
+    opts = options(supervise_args(*(["--silent-limit", flag] if flag is not None else [])))
+    assert opts.silent_limit == limit and opts.command == ["agent", "--flag"]
+
+
+BAD_LIMITS = ["abc", "-1", "0.5", "1e3", "nan", "inf", "30m", "604801", "1_000"]
+
+
+# An empty variable is an unset one (as WAKELEDGER_TIMEOUT's), an empty option is not.
+@pytest.mark.parametrize(("where", "value"), [("option", ""), *(
+    (where, value) for where in ("option", "environment") for value in BAD_LIMITS)])
+def test_a_bad_silent_limit_is_a_usage_error_that_names_it(monkeypatch, capsys, value, where):
+    from wakeledger_agent import cli
+    from wakeledger_agent.errors import EXIT_USAGE
+
+    monkeypatch.setenv("WAKELEDGER_SILENT_LIMIT", value if where == "environment" else "60")
+    extra = ["--silent-limit", value] if where == "option" else []
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["supervise", "--workspace", "/w", "--goal-key", "k", *extra, "--", "agent"])
+    assert stopped.value.code == EXIT_USAGE
+    name = "--silent-limit" if where == "option" else "WAKELEDGER_SILENT_LIMIT"
+    assert capsys.readouterr().err == (
+        f"wakeledger: {name} must be a number of seconds: 0 (never) or 1 to 604800; "
+        f"got {value!r}\n")
+
+
+def test_supervise_help_explains_the_silent_limit(capsys):
+    from wakeledger_agent import cli
+
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["supervise", "--help"])
+    assert stopped.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--silent-limit SECONDS take the command for hung" in text
+    assert "$WAKELEDGER_SILENT_LIMIT, else 1800" in text
+
+
+@pytest.mark.parametrize("limit", [1, 2, 1.5, 401, 429, 529, 1800, 604800])
+def test_the_silence_phrase_reads_back_as_an_unknown_failure(limit):
+    from wakeledger_agent.runend import silent_phrase
+    from wakeledger_agent.supervise import judge_silence
+
+    assert classify(silent_phrase(limit)) == UNCLASSIFIED
+    assert judge_silence(limit).error_class == UNCLASSIFIED

@@ -231,6 +231,30 @@ def test_ctrl_c_is_forwarded_once_releases_the_lease_and_leaves_the_goal_resumab
 
 
 
+def test_a_child_silent_past_the_limit_is_stopped_and_blocks_the_goal(shell, tmp_path):
+    agent = script(tmp_path, "hung", """
+        print("connecting to the deploy host, token sk-live-42", flush=True)
+        while True:
+            time.sleep(60)
+    """)
+    began = time.monotonic()
+    done = supervise(shell, "hung", agent, "--silent-limit", "2", timeout=30)
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr  # it took the SIGTERM
+    assert time.monotonic() - began < 20
+    assert "no output (and no checkpoint) for 2 s" in done.stderr
+    assert "stopped after 2 s without output: unclassified; goal blocked" in done.stderr
+
+    goal = goal_of("hung")
+    assert (goal.status, goal.reason) == ("blocked", "UNCLASSIFIED")
+    kinds = [e.kind for e in history(goal)]
+    assert "run.reported" in kinds and "lease.renewed" not in kinds[kinds.index("run.reported"):]
+    assert next(e for e in history(goal) if e.kind == "run.reported").data["class"] == \
+        "unclassified"
+    recorded = json.dumps([e.data for e in history(goal)])
+    assert "deploy host" not in recorded and "sk-live" not in recorded
+    assert not list((Path(shell["WAKELEDGER_STATE_DIR"]) / "leases").glob("*.json"))
+
+
 def test_ctrl_c_while_waiting_for_the_wake_ends_quietly(shell, tmp_path):
     agent = script(tmp_path, "limited", f"""
         print({LIMITS["claude-code"][0]!r}, file=sys.stderr)

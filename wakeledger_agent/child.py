@@ -1,5 +1,6 @@
 """One run of a supervised agent command: the process, its output's last lines
-(in memory only), the lease's heartbeat while it runs, and Ctrl-C.
+(in memory only), the lease's heartbeat while it runs, Ctrl-C, and a child
+that falls silent past a limit.
 
 Standard library only. Nothing here writes the child's output anywhere but to
 the supervisor's own stdout and stderr (the terminal or pipe the user gave
@@ -25,6 +26,7 @@ from typing import IO, Any
 TAIL_LINES = 200  # provider limit notices are the last few lines; 200 is plenty
 LINE_LIMIT = 2000  # characters kept of one line (a minified JSON body can be huge)
 INTERRUPT_GRACE = 10.0  # seconds a child has to stop after a forwarded Ctrl-C
+SILENCE_GRACE = 10.0  # seconds a silent child has to stop after our SIGTERM
 
 # Terminal colours and cursor moves: "usage\x1b[1m limit" must still read as words.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
@@ -47,11 +49,44 @@ class Tail:
             return "\n".join(self._lines)
 
 
-def pump(source: IO[bytes], sink: IO[bytes] | None, tail: Tail) -> None:
+class Silence:
+    """How long the child may go without writing a byte to stdout or stderr
+    before it is taken for hung (``limit`` seconds; 0: never). ``progressed``
+    is asked once the limit is reached, for a sign of life the output does not
+    show (a checkpoint recorded through the server): when it answers True the
+    clock starts again."""
+
+    def __init__(self, limit: float, progressed: Callable[[], bool] = lambda: False):
+        self.limit = limit
+        self.progressed = progressed
+        self.last = time.monotonic()
+        self.stopped = False  # set once the child was stopped for its silence
+
+    def heard(self) -> None:
+        # A float assignment is atomic under the GIL: the pumps call this
+        # from their threads, the waiting loop only reads it.
+        self.last = time.monotonic()
+
+    def due(self) -> bool:
+        """True when the child has been silent past the limit, with no other
+        sign of life: time to stop it."""
+        if not self.limit or self.stopped or time.monotonic() - self.last < self.limit:
+            return False
+        if self.progressed():
+            self.heard()
+            return False
+        return True
+
+
+def pump(source: IO[bytes], sink: IO[bytes] | None, tail: Tail,
+         silence: Silence | None = None) -> None:
     """Copy a child's stream to ours as it comes (a progress bar without a
-    newline still shows) and keep its complete lines in the tail."""
+    newline still shows) and keep its complete lines in the tail. Any bytes,
+    a partial line too, count as a sign of life."""
     pending = b""
     while chunk := source.read1(65536):  # type: ignore[attr-defined]
+        if silence is not None:
+            silence.heard()
         if sink is not None:
             try:
                 sink.write(chunk)
@@ -78,18 +113,30 @@ class Heartbeat(threading.Thread):
         super().__init__(name="wakeledger-heartbeat", daemon=True)
         self._beat, self._interval, self._gone = beat, interval, gone
         self._halt = threading.Event()
+        self._busy = threading.Lock()  # held while one renewal is under way
         self.beats = 0
         self.lost: Exception | None = None
 
     def run(self) -> None:
         while not self._halt.wait(self._interval):
-            try:
-                self._beat()
-                self.beats += 1
-            except Exception as error:  # a network blip: try again next interval
-                if self._gone(error):
-                    self.lost = error
+            with self._busy:
+                if self._halt.is_set():  # halted while we woke: not one more
                     return
+                try:
+                    self._beat()
+                    self.beats += 1
+                except Exception as error:  # a network blip: try again next interval
+                    if self._gone(error):
+                        self.lost = error
+                        return
+
+    def halt(self) -> None:
+        """No renewal after this returns: one under way is waited for (at most
+        the client's timeout), none starts again. For a child taken for hung,
+        whose lease must stop looking alive from the moment we say so."""
+        self._halt.set()
+        with self._busy:
+            pass
 
     def stop(self) -> None:
         self._halt.set()
@@ -105,6 +152,7 @@ class Ended:
     signal: int | None
     tail: str
     interrupted: int | None  # the signal the supervisor itself received, if any
+    silenced: float | None = None  # the silence limit it was stopped for, if it was
 
 
 class Interrupts:
@@ -159,8 +207,11 @@ def _sink(stream: IO[str]) -> IO[bytes] | None:
 
 
 def run(argv: list[str], env: Mapping[str, str], interrupts: Interrupts,
-        heartbeat: Heartbeat | None) -> Ended:
-    """Run ``argv`` to its end, its output passed through and its tail kept."""
+        heartbeat: Heartbeat | None, silence: Silence | None = None,
+        on_silence: Callable[[], None] = lambda: None) -> Ended:
+    """Run ``argv`` to its end, its output passed through and its tail kept.
+    With ``silence``, a child silent past its limit is stopped (see _wait)
+    and ``on_silence`` called once the heartbeat has stopped."""
     tail = Tail()
     if interrupts.received:  # a Ctrl-C before the start: start nothing
         return Ended(128 + interrupts.received, None, "", interrupts.received)
@@ -173,14 +224,17 @@ def run(argv: list[str], env: Mapping[str, str], interrupts: Interrupts,
         tail.add(f"cannot start {argv[0]}: {error.strerror}".encode())
         return Ended(127, None, tail.text(), interrupts.received)
     interrupts.watch(child)
-    pumps = [threading.Thread(target=pump, args=(stream, _sink(ours), tail), daemon=True)
+    if silence is not None:
+        silence.heard()  # the silence counts from the start, not from our construction
+    pumps = [threading.Thread(target=pump, args=(stream, _sink(ours), tail, silence),
+                              daemon=True)
              for stream, ours in ((child.stdout, sys.stdout), (child.stderr, sys.stderr))]
     for thread in pumps:
         thread.start()
     if heartbeat is not None:
         heartbeat.start()
     try:
-        _wait(child, interrupts)
+        _wait(child, interrupts, silence, lambda: _silenced(child, heartbeat, on_silence))
     finally:
         interrupts.watch(None)
         if heartbeat is not None:
@@ -189,11 +243,27 @@ def run(argv: list[str], env: Mapping[str, str], interrupts: Interrupts,
         thread.join(timeout=5)  # a grandchild holding the pipe open must not hang us
     code = child.returncode
     killed = -code if code < 0 else None
-    return Ended(128 + killed if killed else code, killed, tail.text(), interrupts.received)
+    silenced = silence.limit if silence is not None and silence.stopped else None
+    return Ended(128 + killed if killed else code, killed, tail.text(), interrupts.received,
+                 silenced)
 
 
-def _wait(child: subprocess.Popen[bytes], interrupts: Interrupts) -> None:
-    """Wait for the child; after a forwarded interrupt, at most the grace."""
+def _silenced(child: subprocess.Popen[bytes], heartbeat: Heartbeat | None,
+              on_silence: Callable[[], None]) -> None:
+    """Stop a child taken for hung: the lease first (a hung run must not keep
+    the goal looking alive a moment longer), then the word, then SIGTERM to
+    its whole process group (an agent's tools run as its children)."""
+    if heartbeat is not None:
+        heartbeat.halt()
+    on_silence()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signal.SIGTERM)
+
+
+def _wait(child: subprocess.Popen[bytes], interrupts: Interrupts,
+          silence: Silence | None = None, stop: Callable[[], None] = lambda: None) -> None:
+    """Wait for the child; after a forwarded interrupt, or once ``stop`` was
+    called for its silence, at most that grace before SIGKILL."""
     deadline: float | None = None
     while True:
         try:
@@ -201,7 +271,13 @@ def _wait(child: subprocess.Popen[bytes], interrupts: Interrupts) -> None:
             return
         except subprocess.TimeoutExpired:
             pass
-        if interrupts.received is None:
+        if deadline is None and silence is not None and interrupts.received is None \
+                and silence.due():
+            silence.stopped = True
+            stop()
+            deadline = time.monotonic() + SILENCE_GRACE
+            continue
+        if interrupts.received is None and deadline is None:
             continue
         if deadline is None:
             deadline = time.monotonic() + INTERRUPT_GRACE

@@ -231,6 +231,12 @@ SUPERVISE = Command(
             "this machine's)"),
         arg("--poll-seconds", type=float, default=30.0,
             help="with --until-done: the longest sleep between looks at the goal"),
+        arg("--silent-limit", metavar="SECONDS",
+            help="take the command for hung after this long without a byte of output or "
+                 "a checkpoint: stop renewing the lease, stop it (SIGTERM to its process "
+                 "group, SIGKILL 10 s later) and report an unclassified failure, which "
+                 "blocks the goal for a human; 0 never (default: $WAKELEDGER_SILENT_LIMIT, "
+                 "else 1800)"),
         arg("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
             help="the agent command to run")))
 

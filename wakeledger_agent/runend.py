@@ -35,6 +35,13 @@ BY_ERROR = {
 }
 
 
+def silent_phrase(limit: float) -> str:
+    """What a run stopped for its silence is reported with: our words and the
+    limit only, nothing the agent wrote. The server classifies it
+    ``unclassified`` (a test checks it for every number, 429 and 401 too)."""
+    return f"the agent produced no output for {limit:g} s; supervise stopped it"
+
+
 def failure_class(error: str | None, text: str) -> str:
     """The class: Claude Code's own ``error`` when it decides one, else the text's."""
     return BY_ERROR.get(error or "") or classify(text)

@@ -10,9 +10,12 @@ runs, and reports the run when it ends: exit 0 is the end of a turn (the
 lease is released), a provider's limit notice in its last lines pauses the
 goal until the reset, any other failure is reported as its class. The output
 is classified here, on the agent's machine, and only the class and the reset
-instant are sent: the text never leaves it. With ``--until-done`` the
-supervisor then waits for the goal's wake, pulls it like an agent does, and
-runs the resume command, until the goal ends or needs a human.
+instant are sent: the text never leaves it. A command silent past
+``--silent-limit`` (no output, no checkpoint) is taken for hung: the
+heartbeats stop, it is stopped, and the run is reported as an unclassified
+failure. With ``--until-done`` the supervisor then waits for the goal's wake,
+pulls it like an agent does, and runs the resume command, until the goal ends
+or needs a human.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import re
 import shlex
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -49,6 +52,14 @@ SCHEDULER_GRACE = timedelta(minutes=5)
 # Answers after which a lease will never work again: the agent released it
 # itself, finished the goal or asked for an approval, or another holder has it.
 LEASE_GONE = ("lease_lost", "lease_required", "goal_terminal", "goal_blocked")
+
+# A command silent this long (no byte of output, no checkpoint) is taken for
+# hung: 30 minutes, half the server's 60 min progress deadline (NO_PROGRESS),
+# so that supervise, which sees the output, speaks first, yet far beyond the
+# quiet stretches of a working agent (a long test run it does not echo).
+SILENT_LIMIT = 1800.0
+SILENT_LIMIT_MAX = 7 * 24 * 3600.0  # a week; more is a typo (milliseconds?)
+SILENT_ENV = "WAKELEDGER_SILENT_LIMIT"
 
 
 class Api(Protocol):
@@ -90,6 +101,7 @@ class Options:
     lease_seconds: int | None = None
     timezone: str = "UTC"
     poll_seconds: float = 30.0
+    silent_limit: float = SILENT_LIMIT  # 0: never taken for hung
 
 
 def local_zone() -> str:
@@ -135,6 +147,18 @@ def judge(ended: childrun.Ended, now: datetime, tz: str) -> Verdict:
            else f"exited with status {ended.returncode}")
     body = runend.run_report(None, ended.tail, now=now, tz=tz)
     return Verdict("error", runend.failure_class(None, ended.tail), how, body)
+
+
+def judge_silence(limit: float) -> Verdict:
+    """A command stopped for its silence: an unknown failure whatever it
+    printed or exited with (its end is our doing), reported with a fixed
+    phrase that names only the limit, which blocks the goal for a human: a
+    hung agent may hang again, or have stopped half-way through a side
+    effect, and a human decides whether it resumes."""
+    phrase = runend.silent_phrase(limit)
+    return Verdict("error", runend.failure_class(None, phrase),
+                   f"stopped after {limit:g} s without output",
+                   {"outcome": "error", "error_text": phrase, "retry_after": ""})
 
 
 # ---------------------------------------------------------------- the terminal
@@ -285,6 +309,7 @@ class Supervisor:
         self.goal_id = ""
         self.lease: dict[str, Any] | None = None
         self.lease_seconds = 600.0
+        self.checkpoint_seq: int | None = None  # the goal's, at the last look
 
     # ------------------------------------------------------------ leases
 
@@ -347,10 +372,41 @@ class Supervisor:
                                   max(1.0, self.lease_seconds / 3),
                                   lambda error: code_of(error) in LEASE_GONE)
 
+    def last_checkpoint(self) -> int | None:
+        """The goal's ``last_checkpoint_seq`` (None when the server cannot be
+        asked): one GET at a run's start (the mark) and one each time the
+        silence limit is reached, never on a schedule of its own."""
+        try:
+            seq = self.api.call("GET", f"goals/{self.goal_id}").get("last_checkpoint_seq")
+        except CliError:
+            return None
+        return seq if isinstance(seq, int) else None
+
+    def checkpointed(self) -> bool:
+        """Whether the command recorded a checkpoint since the last look: an
+        agent that prints nothing but checkpoints is working, not hung. No
+        answer is no sign of life (the output said none either)."""
+        seen, self.checkpoint_seq = self.checkpoint_seq, self.last_checkpoint()
+        return None not in (seen, self.checkpoint_seq) and seen != self.checkpoint_seq
+
+    def silence(self) -> childrun.Silence | None:
+        limit = self.opts.silent_limit
+        if not limit:
+            return None
+        self.checkpoint_seq = self.last_checkpoint()  # the mark later looks compare with
+        return childrun.Silence(limit, self.checkpointed)
+
+    def silent(self) -> None:
+        self.progress.say(
+            f"the agent produced no output (and no checkpoint) for {self.opts.silent_limit:g} s"
+            f" (--silent-limit): lease no longer renewed; stopping it (SIGTERM, SIGKILL after "
+            f"{childrun.SILENCE_GRACE:g} s)")
+
     def run_once(self, argv: list[str], interrupts: childrun.Interrupts) -> childrun.Ended:
         self.progress.clear()
         beat = self.heartbeat()
-        ended = childrun.run(argv, self.child_env(), interrupts, beat)
+        ended = childrun.run(argv, self.child_env(), interrupts, beat, self.silence(),
+                             self.silent)
         if beat.lost is not None:
             self.drop()  # the child released it or ended the goal; nothing to report with
         if ended.interrupted:
@@ -358,7 +414,10 @@ class Supervisor:
             self.progress.say(f"interrupted: lease released; goal {self.goal_id} stays "
                               "resumable")
             return ended
-        self.report(judge(ended, self.clock(), self.opts.timezone))
+        if ended.silenced is not None:
+            self.report(judge_silence(ended.silenced))
+        else:
+            self.report(judge(ended, self.clock(), self.opts.timezone))
         return ended
 
     def report(self, verdict: Verdict) -> None:
@@ -477,6 +536,24 @@ def _refusal(answer: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- the command line
 
 
+def silent_limit(given: str | None, environ: Mapping[str, str] | None = None) -> float:
+    """--silent-limit, else WAKELEDGER_SILENT_LIMIT, else 30 minutes: seconds,
+    0 to never take the command for hung. Strict: a value that is not a plain
+    number in range is an error, not the default (a typo must not quietly
+    leave a hung agent holding its goal, nor kill a working one)."""
+    env = os.environ if environ is None else environ
+    source, value = ("--silent-limit", given) if given is not None else (
+        SILENT_ENV, env.get(SILENT_ENV))
+    if value is None or (source == SILENT_ENV and not value.strip()):
+        return SILENT_LIMIT
+    text = value.strip()
+    seconds = float(text) if re.fullmatch(r"[0-9]+(?:\.[0-9]+)?", text) else -1.0
+    if seconds != 0 and not 1 <= seconds <= SILENT_LIMIT_MAX:
+        raise ValueError(f"{source} must be a number of seconds: 0 (never) or 1 to "
+                         f"{SILENT_LIMIT_MAX:g}; got {value!r}")
+    return seconds
+
+
 def options(args: Any) -> Options:
     """Options from parsed arguments, or a ValueError saying what is wrong."""
     command = list(args.command)
@@ -491,11 +568,13 @@ def options(args: Any) -> Options:
         raise ValueError("--resume-cmd uses {session_key}: pass --session-key")
     if not 0.2 <= args.poll_seconds <= 3600:
         raise ValueError("--poll-seconds must be between 0.2 and 3600")
+    silent = silent_limit(getattr(args, "silent_limit", None))
     return Options(workspace=args.workspace, goal_key=args.goal_key, command=command,
                    objective=args.objective, done=args.done, next=args.next,
                    resume_cmd=resume, until_done=args.until_done,
                    session_key=args.session_key, lease_seconds=args.lease_seconds,
-                   timezone=args.timezone or local_zone(), poll_seconds=args.poll_seconds)
+                   timezone=args.timezone or local_zone(), poll_seconds=args.poll_seconds,
+                   silent_limit=silent)
 
 
 def main(args: Any, api: Api | None = None, leases: LeaseStore | None = None) -> int:
