@@ -258,9 +258,7 @@ def _main_expectation(state: GoalState) -> Expectation:
             f"a heartbeat or checkpoint from {state.lease['holder']} before its lease "
             f"expires at {state.lease['expires_at']} (then the stale grace)")
     if state.ready:
-        since = datetime.fromisoformat(state.ready.get("since") or state.ready["at"])
-        minutes = state.setting("ready_timeout_minutes")
-        return Expectation(READY, PULL, since + timedelta(minutes=minutes),
+        return Expectation(READY, PULL, ready_deadline(state),
                            "its agent takes the lease (run_goal, lease or claim) to resume "
                            f"the due wake; else {READY_UNCLAIMED}")
     backend = state.watchdog.get("backend") or state.setting("scheduler")
@@ -284,6 +282,13 @@ def _main_expectation(state: GoalState) -> Expectation:
     # An internal goal nothing will fire: the sweeper arms its watchdog.
     return Expectation(SCHEDULED, SCHEDULER_FIRE, _updated(state),
                        "nothing is scheduled: the sweeper arms the watchdog")
+
+
+def ready_deadline(state: GoalState) -> datetime:
+    """When a due wake nobody pulled makes the goal READY_UNCLAIMED: its own
+    deadline, whatever else (a job's) comes earlier."""
+    since = datetime.fromisoformat(state.ready.get("since") or state.ready["at"])
+    return since + timedelta(minutes=state.setting("ready_timeout_minutes"))
 
 
 def _host_expectation(state: GoalState) -> Expectation:

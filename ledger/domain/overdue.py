@@ -94,9 +94,9 @@ def _deadlines(state: GoalState, cmd: CheckLiveness, now: datetime) -> list[Even
     if state.lease:
         return _lease(state, now)
     if state.ready:
-        expected = liveness.expectation(state)
-        if state.status != "blocked" and expected.label == liveness.READY \
-                and expected.deadline is not None and now >= expected.deadline:
+        # Its own deadline: a tracked job's earlier one is JOB_SILENT's, never
+        # READY_UNCLAIMED's (issue 35).
+        if state.status != "blocked" and now >= liveness.ready_deadline(state):
             minutes = state.setting("ready_timeout_minutes")
             return [Event(GOAL_BLOCKED, {
                 "summary": f"a due wake ({state.ready['reason']}) waited {minutes} min and "
