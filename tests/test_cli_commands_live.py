@@ -268,7 +268,7 @@ def test_workspace_release_and_the_reads(shell):
     code, listing = shell("goals", "--status", "running")
     assert code == 0 and [g["id"] for g in listing["results"]] == [goal_id]
     code, alerts = shell("alerts")
-    assert code == 0 and alerts == []
+    assert code == 0 and alerts["results"] == [] and alerts["count"] == 0
     code, released = shell("workspace-release", "--reason", "moving to another checkout")
     assert code == 0 and released["workspace_bound"] is False
 
