@@ -386,6 +386,11 @@ class GoalFilterSerializer(StrictSerializer):
     page_size = serializers.IntegerField(min_value=1, max_value=200, required=False)
 
 
+class AlertsQuerySerializer(StrictSerializer):
+    cursor = text(1000, required=False)
+    page_size = serializers.IntegerField(min_value=1, max_value=200, required=False)
+
+
 class EventsQuerySerializer(StrictSerializer):
     after = serializers.IntegerField(min_value=0, required=False, default=0)
     limit = serializers.IntegerField(min_value=1, max_value=1000, required=False, default=100)
@@ -674,6 +679,16 @@ class AlertSerializer(serializers.Serializer):
     why = serializers.CharField(help_text="What it means and what to do.")
     since = serializers.CharField()
     expected = ExpectedSerializer()
+
+
+class AlertPageSerializer(serializers.Serializer):
+    """One page of GET /alerts: a cursor page, oldest goal first, with the total."""
+
+    count = serializers.IntegerField(help_text="How many goals need a human in all (an SQL "
+                                               "count over the same query as the pages).")
+    next = serializers.URLField(allow_null=True, help_text="The next page; null on the last.")
+    previous = serializers.URLField(allow_null=True)
+    results = AlertSerializer(many=True)
 
 
 class ProblemSerializer(serializers.Serializer):

@@ -689,11 +689,40 @@ def operator_act(request: Request, act: str, goal_id: str,
                          idempotency_key=request.idempotency_key)
 
 
+class AlertPagination(GoalPagination):
+    """GET /goals' cursor pages, oldest goal first (``ledger.alerts.ORDER``:
+    created_at never changes, so a cursor never skips or repeats a goal while
+    goals move), with the total every page carries."""
+
+    ordering = alerts.ORDER
+    total = 0
+
+    def paginate_queryset(self, queryset: Any, request: Request, view: Any = None) -> Any:
+        # An SQL COUNT over the very query the page is cut from.
+        self.total = queryset.count()
+        return super().paginate_queryset(queryset, request, view)
+
+    def get_paginated_response(self, data: Any) -> Response:
+        return Response({"count": self.total, "next": self.get_next_link(),
+                         "previous": self.get_previous_link(), "results": data})
+
+
 class AlertsView(LedgerView):
-    @extend_schema(summary="Goals that need a human, newest first",
-                   responses=responses({200: serializers.AlertSerializer(many=True)}))
+    @extend_schema(
+        summary="Goals that need a human, oldest first, a page at a time",
+        description="A cursor page (page_size, at most 200, default 50) with count, the "
+                    "total of goals that need a human (the caller's own, for an agent). "
+                    "Follow next until it is null to see every one.",
+        operation_id="alerts_list",  # a page object, which drf-spectacular would call a retrieve
+        parameters=[serializers.AlertsQuerySerializer],
+        responses=responses({200: serializers.AlertPageSerializer}, *QUERY))
     def get(self, request: Request) -> Response:
-        return Response(alerts.alerts(visible_goals(request)))
+        validated(serializers.AlertsQuerySerializer, request.query_params.dict())
+        now = clock.now()
+        paginator = AlertPagination()
+        page = paginator.paginate_queryset(alerts.needing_a_human(visible_goals(request), now),
+                                           request, view=self)
+        return paginator.get_paginated_response([alerts.row(goal, now) for goal in page])
 
 
 # ----------------------------------------------------------------------- misc

@@ -160,6 +160,29 @@ def cut(text: str, *, width: str = "") -> str:
                        f" wl-cut-{width}" if width else "", text, text)
 
 
+class NeedsHumanFilter(admin.SimpleListFilter):
+    """The goals GET /alerts lists (``ledger.alerts``: one query), by reason:
+    where the dashboard sends a human for the goals it does not show."""
+
+    title = "needs a human"
+    parameter_name = "needs_human"
+    ANY = "any"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        # The reasons the domain explains, not a count over the goals: the
+        # list's counts stay bounded (the dashboard counts per reason). Any
+        # other reason still filters, by its URL (the dashboard's links).
+        return [(self.ANY, "any reason"), *((reason, reason) for reason in sorted(liveness.WHY))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if not self.value():
+            return queryset
+        now = clock.now()
+        if self.value() == self.ANY:
+            return alerts.needing_a_human(queryset, now)
+        return alerts.of_reason(queryset, self.value(), now)
+
+
 @admin.register(Goal)
 class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
     # What an auditor looks a goal up by (the id prefix `ledger goals` prints,
@@ -167,7 +190,8 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
     # when it wakes), every time in UTC to the second and sortable.
     list_display = ("short_id", "goal_key", "objective", "workspace_cut", "status_badge",
                     "agent", "lease_holder", "progress", "next_wake", "updated")
-    list_filter = ("status", "reason", "agent", ("updated_at", admin.DateFieldListFilter))
+    list_filter = ("status", "reason", NeedsHumanFilter, "agent",
+                   ("updated_at", admin.DateFieldListFilter))
     search_fields = ("goal_key", "workspace")
     ordering = ("-updated_at",)
     list_display_links = ("short_id", "goal_key")

@@ -8,13 +8,18 @@ deadline passed more than two sweeps ago and nothing recorded why (the
 indexed ``deadline_at`` column). The second case is what keeps the promise
 when the sweeper itself is down: a goal is never stuck past its deadline
 without being listed.
+
+Lists are truthful (DESIGN section 6): no surface caps this list silently.
+GET /alerts pages it with a cursor and a total, ``ledger alerts`` prints the
+total and says how many rows it did not show, and every total is an SQL COUNT
+over the same query as the rows (``needing_a_human``).
 """
 
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from ledger import clock
 from ledger.domain import GoalState, liveness
@@ -22,36 +27,74 @@ from ledger.domain.events import iso
 from ledger.domain.state import ACTIVE_STATUSES
 from ledger.models import Goal, SchedulerBeat
 
-LIMIT = 500
+# Every list of alerts walks the goals oldest first, by a key that never
+# changes: created_at (then id, for goals created in the same microsecond).
+# ``-updated_at`` moved a goal to the front each time it changed, so a cursor
+# walking the list skipped or repeated goals, and a cap cut off exactly the
+# goals a human had waited longest for.
+ORDER = ("created_at", "id")
 # The sweeper beats every WAKELEDGER_SWEEP_MINUTES; three missed beats (at
 # least three minutes) mean no scheduler runs it.
 SWEEPER = "sweeper"
 
 
 def needing_a_human(goals: QuerySet[Goal], now: datetime) -> QuerySet[Goal]:
-    # liveness.alert as a query: the stored attention, or liveness.overdue.
+    """``liveness.alert`` as a query (the stored attention, or
+    ``liveness.overdue``), oldest goal first: the rows every list shows and the
+    query every total counts."""
     overdue = Q(deadline_at__lt=liveness.overdue_cutoff(now), status__in=ACTIVE_STATUSES)
-    return goals.filter(~Q(attention="") | overdue)
+    return goals.filter(~Q(attention="") | overdue).order_by(*ORDER)
+
+
+def count(goals: QuerySet[Goal], now: datetime | None = None) -> int:
+    """How many goals need a human: an SQL COUNT over ``needing_a_human``."""
+    return needing_a_human(goals, now or clock.now()).count()
+
+
+def counts_by_reason(goals: QuerySet[Goal], now: datetime) -> dict[str, int]:
+    """The same total, per reason (SQL: a GROUP BY on the attention column;
+    a goal whose attention is empty is listed for being OVERDUE)."""
+    grouped = (needing_a_human(goals, now).order_by().values("attention")
+               .annotate(n=Count("id")))
+    return {row["attention"] or liveness.OVERDUE_REASON: row["n"] for row in grouped}
+
+
+def of_reason(goals: QuerySet[Goal], reason: str, now: datetime) -> QuerySet[Goal]:
+    """The goals listed for ``reason`` (one of ``counts_by_reason``'s keys)."""
+    listed = needing_a_human(goals, now)
+    if reason == liveness.OVERDUE_REASON:
+        return listed.filter(attention="")
+    return listed.filter(attention=reason)
 
 
 def alerts(goals: QuerySet[Goal], now: datetime | None = None) -> list[dict[str, Any]]:
-    """The goals that need a human, newest first (at most 500)."""
+    """Every goal that needs a human, oldest first. Lists that may be long
+    page ``needing_a_human`` themselves and shape each goal with ``row``."""
     now = now or clock.now()
-    rows = needing_a_human(goals, now).order_by("-updated_at")[:LIMIT]
-    result = []
-    for goal in rows:
-        state = GoalState.from_dict(goal.state)
-        reason = liveness.alert(state, now)
-        if not reason:
-            continue  # moved on between the query's snapshot and this read
-        expected = liveness.expectation(state)
-        result.append({
-            "id": str(goal.pk), "goal_key": goal.goal_key, "workspace": goal.workspace,
-            "agent": goal.agent, "status": goal.status, "reason": reason,
-            "why": liveness.why(reason), "since": _since(state, reason, expected),
-            "expected": expected.as_dict(),
-        })
-    return result
+    return [row(goal, now) for goal in needing_a_human(goals, now).iterator(chunk_size=500)]
+
+
+def row(goal: Goal, now: datetime) -> dict[str, Any]:
+    """One goal of ``needing_a_human`` as an alert. Every goal the query
+    matched is shown, so a page and its count always agree: the reason is
+    ``liveness.alert`` of the state read in the same row, and should that read
+    none (the row's columns disagree with its state, which ``ledger replay
+    --check`` reports), the reason the columns matched."""
+    state = GoalState.from_dict(goal.state)
+    reason = liveness.alert(state, now) or matched_reason(goal)
+    expected = liveness.expectation(state)
+    return {
+        "id": str(goal.pk), "goal_key": goal.goal_key, "workspace": goal.workspace,
+        "agent": goal.agent, "status": goal.status, "reason": reason,
+        "why": liveness.why(reason), "since": _since(state, reason, expected),
+        "expected": expected.as_dict(),
+    }
+
+
+def matched_reason(goal: Goal) -> str:
+    """Why ``needing_a_human`` matched the row: its attention column, or its
+    passed deadline (OVERDUE)."""
+    return goal.attention or liveness.OVERDUE_REASON
 
 
 def _since(state: GoalState, reason: str, expected: liveness.Expectation) -> str:
@@ -65,7 +108,8 @@ def _since(state: GoalState, reason: str, expected: liveness.Expectation) -> str
 
 
 def beat(name: str = SWEEPER) -> None:
-    """The scheduler's heartbeat: written by the sweeper on every pass."""
+    """The scheduler's heartbeat: written by the sweeper when a pass has
+    completed (a pass that crashed part way writes none, so it shows)."""
     # One UPDATE a minute; the row is created once.
     now = clock.now()
     if not SchedulerBeat.objects.filter(name=name).update(at=now):
@@ -82,5 +126,7 @@ def scheduler_health(now: datetime | None = None) -> dict[str, Any]:
     return {"status": status, "last_sweep_at": iso(last) if last else None,
             "why": {"ok": "", "never_ran": "no scheduler (manage.py qcluster) has run the lease "
                                           "sweeper on this database yet",
-                    "silent": f"the lease sweeper has not run for over {limit}: is the "
-                              "scheduler (manage.py qcluster) running?"}[status]}
+                    "silent": f"the lease sweeper has not completed a pass for over {limit}: "
+                              "is the scheduler (manage.py qcluster) running? (a running "
+                              "one logs why its sweep fails; `ledger doctor` checks the "
+                              "sweeper's row)"}[status]}

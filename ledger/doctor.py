@@ -7,14 +7,21 @@ reports what would let a deadline pass unseen or unrepaired:
 
 - ``scheduler_silent`` / ``scheduler_never_ran``: no lease sweep for minutes
   (the heartbeat row the sweeper writes), so no deadline is acted on;
-- ``sweeper_missing``: the sweeper's own django-q2 row is gone or exhausted;
+- ``sweeper_missing`` / ``repair_missing``: the sweeper's (or the hourly
+  repair's) own django-q2 row is gone or exhausted;
+- ``sweeper_misscheduled`` / ``repair_misscheduled``: that row's next run is
+  not where a firing row's is (years ahead, or long past while the scheduler
+  runs: ``ledger.domain.housekeeping``);
 - ``overdue``: a goal past its deadline with nothing recorded (also in /alerts);
 - ``schedule_missing`` / ``schedule_exhausted`` / ``schedule_late``: a wake the
   projection says exists whose django-q2 row will not fire it on time — rows
   are checked by content (task, goal, repeats, next run), not only by name;
-- ``schedule_orphaned``: a row named after a goal that does not expect it.
+- ``schedule_orphaned``: a row named after a goal that does not expect it;
+- ``unlisted``: a goal whose state needs a human but whose indexed columns
+  keep it out of the alerts query (``ledger replay --fix`` rewrites them).
 
-Goals that need a human are the alerts' (``ledger alerts``), counted here too.
+Goals that need a human are the alerts' (``ledger alerts``), counted here too
+with SQL; ``listing`` says what the doctor verified of every active goal.
 Repairs are domain commands (``CheckLiveness``): each is an event on the goal's
 history, and the rows follow the events in the same transaction.
 """
@@ -24,15 +31,17 @@ import logging
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError
+from django.db import DatabaseError, transaction
+from django.db.models import QuerySet
+from django.utils import timezone
 from django_q.models import Schedule, Task
 
 from ledger import alerts, clock, store
-from ledger.domain import DomainError, GoalState, liveness
+from ledger.domain import DomainError, GoalState, housekeeping, liveness
 from ledger.domain.events import iso
 from ledger.domain.overdue import CheckLiveness, ScheduleRow, expected_schedules, row_problem
 from ledger.domain.state import ACTIVE_STATUSES
@@ -118,15 +127,53 @@ def check_goal(goal_id: str, state: GoalState, *, actor: str = "scheduler",
 # ---------------------------------------------------------------- findings
 
 
+@dataclass(frozen=True)
+class SystemRow:
+    """One of the scheduler's own recurring rows, and what is lost without it."""
+
+    code: str  # the findings' prefix: sweeper_missing, repair_misscheduled, ...
+    name: str
+    func: str
+    every: timedelta
+    loss: str
+
+
+def system_rows() -> tuple[SystemRow, ...]:
+    # Read at call time: tests and deployments change the sweep interval.
+    return (
+        SystemRow("sweeper", SWEEPER_NAME, SWEEP,
+                  timedelta(minutes=settings.WAKELEDGER_SWEEP_MINUTES),
+                  "no lease expires and no deadline is acted on"),
+        SystemRow("repair", REPAIR_NAME, REPAIR, timedelta(hours=1),
+                  "no hourly repair runs, and nothing restores the sweeper's row"),
+    )
+
+
+def system_row_problem(spec: SystemRow, now: datetime, *, scheduler_runs: bool) -> tuple[str, str]:
+    """(``missing`` or ``misscheduled`` or "", why) for one of the scheduler's rows."""
+    row = Schedule.objects.filter(name=spec.name).first()
+    if row is None or row.func != spec.func or row.repeats == 0:
+        return "missing", f"django-q2 row {spec.name} is missing or exhausted"
+    # django-q2 fires by the wall clock; the ledger's may be frozen (tests)
+    # or simulated: the domain judges by both.
+    problem = housekeeping.timing_problem(row.next_run, spec.every, (now, timezone.now()),
+                                          scheduler_runs=scheduler_runs)
+    if problem:
+        return "misscheduled", (f"django-q2 row {spec.name} "
+                                f"{housekeeping.describe(problem, row.next_run, spec.every)}")
+    return "", ""
+
+
 def system_findings(now: datetime) -> Iterator[Finding]:
     health = alerts.scheduler_health(now)
     if health["status"] != "ok":
         yield Finding("", f"scheduler_{health['status']}", health["why"])
-    row = Schedule.objects.filter(name=SWEEPER_NAME).first()
-    if row is None or row.func != SWEEP or row.repeats == 0:
-        yield Finding("", "sweeper_missing",
-                      f"django-q2 row {SWEEPER_NAME} is missing or exhausted: no lease expires "
-                      "and no deadline is acted on (`ledger doctor --fix` restores it)")
+    for spec in system_rows():
+        problem, why = system_row_problem(spec, now, scheduler_runs=health["status"] == "ok")
+        if problem:
+            yield Finding("", f"{spec.code}_{problem}",
+                          f"{why}: {spec.loss} (`ledger doctor --fix` restores it)",
+                          row=spec.name)
 
 
 def findings(goal_ids: list[str] | None = None) -> Iterator[Finding]:
@@ -137,10 +184,19 @@ def findings(goal_ids: list[str] | None = None) -> Iterator[Finding]:
     if goal_ids:
         goals = goals.filter(pk__in=goal_ids)
     expected: set[str] = set()
-    for goal_id, raw in goals.values_list("id", "state").iterator(chunk_size=500):
+    cutoff = liveness.overdue_cutoff(now)
+    rows = goals.values_list("id", "state", "attention", "deadline_at")
+    for goal_id, raw, attention, deadline in rows.iterator(chunk_size=500):
         state, gid = GoalState.from_dict(raw), str(goal_id)
-        if liveness.alert(state, now) == liveness.OVERDUE_REASON:
+        reason = liveness.alert(state, now)
+        if reason == liveness.OVERDUE_REASON:
             yield Finding(gid, "overdue", liveness.expectation(state).detail)
+        # What lets the doctor say every such goal is listed: the alerts
+        # query (``alerts.needing_a_human``) matches this row's columns.
+        if reason and not (attention or (deadline is not None and deadline < cutoff)):
+            yield Finding(gid, "unlisted",
+                          f"needs a human ({reason}) but its projection's columns keep it out "
+                          "of /alerts and `ledger alerts`: `ledger replay --fix`")
         names = expected_schedules(state)
         expected |= set(names)
         facts = {row.name: row for row in row_facts(gid, set(names))}
@@ -158,6 +214,22 @@ def findings(goal_ids: list[str] | None = None) -> Iterator[Finding]:
                       "live wake", row=name)
 
 
+@dataclass(frozen=True)
+class Listing:
+    """What the doctor counted of the goals (SQL, over every one of them)."""
+
+    active: int  # active goals
+    listed: int  # active goals the alerts query lists
+    waiting: int  # every goal that needs a human (failed ones for a human too)
+
+
+def listing(goals: QuerySet[Goal], now: datetime | None = None) -> Listing:
+    now = now or clock.now()
+    active = goals.filter(status__in=ACTIVE_STATUSES)
+    return Listing(active=active.count(), listed=alerts.count(active, now),
+                   waiting=alerts.count(goals, now))
+
+
 def _goal_rows() -> set[str]:
     return set(Schedule.objects.filter(name__regex=_GOAL_ROWS).values_list("name", flat=True))
 
@@ -173,9 +245,13 @@ def fix(goal_ids: list[str] | None = None, *, actor: str = "scheduler") -> list[
     """Repair what ``findings`` reports; returns a line per repair."""
     done: list[str] = []
     found = list(findings(goal_ids))
-    if any(f.problem == "sweeper_missing" for f in found):
-        ensure_sweeper()
+    system = {f.problem for f in found if not f.goal_id}
+    if system & {"sweeper_missing", "sweeper_misscheduled"}:
+        ensure_sweeper(force=True)
         done.append(f"restored django-q2 row {SWEEPER_NAME}")
+    if system & {"repair_missing", "repair_misscheduled"}:
+        ensure_repair(force=True)
+        done.append(f"restored django-q2 row {REPAIR_NAME}")
     orphans: dict[str, list[str]] = {}
     goals: set[str] = set()
     for finding in found:
@@ -207,22 +283,41 @@ def _what(data: dict[str, Any]) -> str:
     return str(data.get("note") or data.get("reason") or data.get("repair") or "")
 
 
-def ensure_sweeper(**_: Any) -> None:
+def _scheduler_runs(now: datetime) -> bool:
+    try:
+        with transaction.atomic():  # a savepoint: PostgreSQL goes on after an error
+            return alerts.scheduler_health(now)["status"] == "ok"
+    except DatabaseError:
+        # post_migrate after a partial migrate: no heartbeat table yet.
+        return False
+
+
+def ensure_sweeper(*, force: bool = False, **_: Any) -> None:
     """The lease sweeper's row, kept in step with the settings (post_migrate,
-    and ``fix``): without it no lease expires and no deadline is acted on."""
-    Schedule.objects.update_or_create(
-        name=SWEEPER_NAME,
-        defaults={"func": SWEEP, "schedule_type": Schedule.MINUTES,
-                  "minutes": settings.WAKELEDGER_SWEEP_MINUTES, "repeats": -1},
-    )
+    and ``fix``): without it no lease expires and no deadline is acted on.
+    A row that exists but will not fire soon (its next run years ahead, or
+    long past while the scheduler runs) is due again at once."""
+    [spec, _repair] = system_rows()
+    _ensure(spec, {"schedule_type": Schedule.MINUTES,
+                   "minutes": settings.WAKELEDGER_SWEEP_MINUTES}, force=force)
 
 
-def ensure_repair(**_: Any) -> None:
-    """The hourly ``doctor --fix``'s row (post_migrate, and every sweep: one
-    indexed read when it is there)."""
-    if Schedule.objects.filter(name=REPAIR_NAME, func=REPAIR).exclude(repeats=0).exists():
+def ensure_repair(*, force: bool = False, **_: Any) -> None:
+    """The hourly ``doctor --fix``'s row (post_migrate, and the sweeper every
+    ten minutes: two one-row reads when it is there and due in time)."""
+    [_sweeper, spec] = system_rows()
+    _ensure(spec, {"schedule_type": Schedule.HOURLY}, only_if_wrong=True, force=force)
+
+
+def _ensure(spec: SystemRow, settings_: dict[str, Any], *, only_if_wrong: bool = False,
+            force: bool = False) -> None:
+    now = clock.now()
+    problem = "missing" if force else system_row_problem(
+        spec, now, scheduler_runs=_scheduler_runs(now))[0]
+    if only_if_wrong and not problem:
         return
-    Schedule.objects.update_or_create(
-        name=REPAIR_NAME,
-        defaults={"func": REPAIR, "schedule_type": Schedule.HOURLY, "repeats": -1},
-    )
+    defaults = {"func": spec.func, "repeats": -1, **settings_}
+    if problem:
+        # Due at once by both clocks (django-q2 fires by the wall clock).
+        defaults["next_run"] = min(now, timezone.now())
+    Schedule.objects.update_or_create(name=spec.name, defaults=defaults)

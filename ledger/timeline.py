@@ -9,7 +9,6 @@ head hash, as ``ledger verify`` does (a full verification is an explicit
 request).
 """
 
-import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
@@ -336,36 +335,38 @@ def icon(kind: str) -> SafeString:
 
 # ---------------------------------------------------------------- dashboard
 
-LIMIT = 50
+LIMIT = 50  # goals a dashboard group shows; its count and a link cover the rest
 
 
 def stuck_goals() -> list[dict[str, Any]]:
-    """Goals needing attention, grouped by why (the /alerts list: one truth,
+    """Goals needing attention, grouped by why (the /alerts query: one truth,
     ``ledger.domain.liveness``), and goals whose wake rows ``ledger doctor``
-    finds missing or wrong; each group's count, what to do, and its
-    oldest-first goals (bounded)."""
+    finds missing or wrong; each group's count (SQL, over every goal), what to
+    do, its oldest goals (at most LIMIT) and, when it has more, where the
+    rest are."""
     now = clock.now()
-    grouped: dict[str, list[dict[str, Any]]] = {}
-    for row in alerts.alerts(Goal.objects.all(), now):
-        grouped.setdefault(row["reason"], []).append(row)
+    everyone = Goal.objects.all()
+    groups: dict[str, tuple[int, list[Goal], str]] = {}
+    for reason, count in alerts.counts_by_reason(everyone, now).items():
+        shown = list(alerts.of_reason(everyone, reason, now)[:LIMIT])
+        groups[reason] = (count, shown, f"?needs_human={reason}")
     found = {finding.goal_id for finding in doctor.findings()
              if finding.goal_id and finding.problem.startswith("schedule_")}
     if found:
-        grouped["SCHEDULE_ROWS"] = [{"id": gid, "since": ""} for gid in found]
-    goals = Goal.objects.in_bulk([row["id"] for rows in grouped.values() for row in rows])
+        shown = list(everyone.filter(pk__in=found).order_by(*alerts.ORDER)[:LIMIT])
+        groups["SCHEDULE_ROWS"] = (len(found), shown, "")
     result = []
-    for reason in sorted(grouped):
-        rows = sorted(grouped[reason], key=lambda row: row["since"] or "")
+    for reason in sorted(groups):
+        count, shown, rest = groups[reason]
         items = []
-        for row in rows[:LIMIT]:
-            goal = goals.get(uuid.UUID(row["id"]))
-            if goal is None:
-                continue
+        for goal in shown:
+            row = alerts.row(goal, now) if reason != "SCHEDULE_ROWS" else {"since": ""}
             since = datetime.fromisoformat(row["since"]) if row["since"] else goal.updated_at
             items.append({"goal": goal, "since": since, "age": now - since})
         title = (f"Blocked: {reason}" if items and items[0]["goal"].status == BLOCKED
                  else "Wake rows missing or wrong (ledger doctor --fix)"
                  if reason == "SCHEDULE_ROWS" else reason)
-        result.append({"title": title, "reason": reason, "count": len(rows), "goals": items,
+        result.append({"title": title, "reason": reason, "count": count, "goals": items,
+                       "more": count - len(items), "rest": rest,
                        "why": "" if reason == "SCHEDULE_ROWS" else liveness.why(reason)})
     return result

@@ -52,7 +52,6 @@ def sweep_leases() -> int:
     Candidates come from the indexed deadline_at column; the domain decides.
     Returns how many goals it changed."""
     now = clock.now()
-    alerts.beat()  # the scheduler's heartbeat: this pass happened
     changed = 0
     candidates = Goal.objects.filter(deadline_at__lte=now, status__in=ACTIVE_STATUSES) \
         .values_list("id", "state")
@@ -69,6 +68,9 @@ def sweep_leases() -> int:
     _ensure_repair(now)
     outbox.resolve_stuck()
     outbox.send_pending()
+    # The scheduler's heartbeat, once the pass completed: a sweep that
+    # crashes part way must not look healthy.
+    alerts.beat()
     return changed
 
 

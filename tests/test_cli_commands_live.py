@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.test import Client
@@ -268,7 +269,7 @@ def test_workspace_release_and_the_reads(shell):
     code, listing = shell("goals", "--status", "running")
     assert code == 0 and [g["id"] for g in listing["results"]] == [goal_id]
     code, alerts = shell("alerts")
-    assert code == 0 and alerts == []
+    assert code == 0 and alerts["results"] == [] and alerts["count"] == 0
     code, released = shell("workspace-release", "--reason", "moving to another checkout")
     assert code == 0 and released["workspace_bound"] is False
 
@@ -299,3 +300,19 @@ def test_release_with_a_wake_and_a_job_with_a_notify_token(shell):
     assert "wake.scheduled" in kinds(goal_id)
     code, _ = shell("release", "--wake-in", "5")  # no lease left, and too soon anyway
     assert code != 0
+
+
+def test_alerts_pages_with_the_total_and_a_cursor(shell):
+    """`wakeledger alerts` answers GET /alerts' page: the total, and a cursor
+    (issue 35: the list was a bare array cut at 500)."""
+    blocked = []
+    for key in ("paged-1", "paged-2", "paged-3"):
+        blocked.append(start(shell, key))
+        assert shell("request-approval", "--gate", "deploy", "--summary", "ok?")[0] == 0
+    code, first = shell("alerts", "--page-size", "2")
+    assert code == 0 and first["count"] == 3 and first["previous"] is None
+    assert [row["id"] for row in first["results"]] == blocked[:2]  # oldest first
+    [cursor] = parse_qs(urlsplit(first["next"]).query)["cursor"]
+    code, rest = shell("alerts", "--page-size", "2", "--cursor", cursor)
+    assert code == 0 and rest["count"] == 3 and rest["next"] is None
+    assert [row["id"] for row in rest["results"]] == blocked[2:]

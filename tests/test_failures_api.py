@@ -202,7 +202,9 @@ def test_stop_is_permanent_and_recover_starts_a_new_budget(agent, operator, star
 def test_alerts_and_the_operator_commands(agent, operator, started, clock):
     gid, lease = started()
     agent.post(f"goals/{gid}/approvals", {"lease": lease, "gate": "merge"})
-    [alert] = operator.get("alerts").json()
+    page = operator.get("alerts").json()
+    [alert] = page["results"]
+    assert page["count"] == 1
     assert alert["id"] == gid and alert["reason"] == "BLOCKED_APPROVAL"
     out = io.StringIO()
     with pytest.raises(CommandError) as failed:  # exit 1: a cron job or CI check can page
@@ -218,7 +220,8 @@ def test_alerts_and_the_operator_commands(agent, operator, started, clock):
                  stdout=io.StringIO())
     stop = Event.objects.get(goal_id=gid, kind="goal.stopped")
     assert (stop.actor, stop.data["reason"]) == ("bob", "done with it")
-    assert operator.get("alerts").json() == []
+    assert operator.get("alerts").json() == {"count": 0, "next": None, "previous": None,
+                                             "results": []}
     alerts.beat()  # a scheduler sweeps: nothing needs a human, exit 0
     out = io.StringIO()
     call_command("ledger", "alerts", stdout=out)

@@ -251,7 +251,7 @@ def _run_due_row(name: str, clock) -> None:
     todo.put("STOP")
     try:
         worker(todo, done, Value("f", -1))
-    except Exception as error:  # noqa: BLE001 (what a real worker catches)
+    except Exception as error:
         save_task({**task, "result": f"{error} : {traceback.format_exc()}", "success": False,
                    "stopped": clock()}, get_broker())
     while row.next_run <= clock():

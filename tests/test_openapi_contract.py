@@ -153,6 +153,16 @@ def test_every_error_is_declared_as_a_problem_document():
     assert listing["operationId"] == "goals_list"
     assert listing["responses"]["200"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/GoalPage"}
+    # GET /alerts is a page with a total (issue 35: lists are truthful).
+    alerts = schema["paths"]["/api/v1/alerts"]["get"]
+    assert alerts["operationId"] == "alerts_list"
+    assert {p["name"] for p in alerts["parameters"]} >= {"cursor", "page_size"}
+    assert "400" in alerts["responses"]
+    assert alerts["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/AlertPage"}
+    page = schema["components"]["schemas"]["AlertPage"]
+    assert set(page["required"]) == {"count", "next", "previous", "results"}
+    assert page["properties"]["results"]["items"] == {"$ref": "#/components/schemas/Alert"}
 
 
 # ------------------------------------------------------------ response headers

@@ -253,7 +253,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("resume", "the resume packet", commands.cmd_resume),
     Command("contract", "the smart-wake checkpoint contract", commands.cmd_contract),
     EVENTS, GOALS,
-    Command("alerts", "goals that need a human", commands.cmd_alerts, goal=False),
+    Command("alerts", "goals that need a human: one page, oldest first, with the total "
+            "(count); pass the page's next cursor for the rest", commands.cmd_alerts,
+            goal=False, args=(arg("--cursor"), arg("--page-size", type=int))),
     MCP, HOOK, HOOKS, SUPERVISE,
 )
 EPILOG = ("exit codes: 0 ok, 2 usage, 3 validation, 4 auth, 5 not found, 6 lease lost, "

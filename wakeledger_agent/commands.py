@@ -368,7 +368,8 @@ def cmd_goals(args: argparse.Namespace) -> Any:
 
 
 def cmd_alerts(args: argparse.Namespace) -> Any:
-    return call("GET", "alerts")
+    # One page (count is the total); follow --cursor with the page's "next".
+    return call("GET", "alerts", query={"page_size": args.page_size, "cursor": args.cursor})
 
 
 def _redact(answer: dict[str, Any]) -> dict[str, Any]:

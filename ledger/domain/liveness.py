@@ -271,7 +271,9 @@ def _main_expectation(state: GoalState) -> Expectation:
         return Expectation(NEEDS_HUMAN, SCHEDULER_FIRE, None, why(WAKE_NOT_FIRING))
     due = timing.next_wake_at(state)
     if due:
-        what = "the reset wake" if state.status == PAUSED else "the next wake"
+        # "The reset wake" only when the slot due is a paused goal's reset wake.
+        reset = state.status == PAUSED and state.reset_wake.get("due_at") == due
+        what = "the reset wake" if reset else "the next wake"
         # A row repaired after its due time has the scheduler's lateness anew.
         repaired = [wake["repaired_at"] for wake in (state.watchdog, *timing.one_off_wakes(state))
                     if wake.get("repaired_at")]
