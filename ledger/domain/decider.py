@@ -18,6 +18,7 @@ from typing import Any
 from ledger.domain import (
     claims,
     dispatches,
+    events,
     finishing,
     jobs,
     leases,
@@ -29,6 +30,7 @@ from ledger.domain import (
     validation,
     watchdogs,
 )
+from ledger.domain.codec import Payload
 from ledger.domain.commands import (
     AcquireLease,
     CoreCommand,
@@ -50,35 +52,14 @@ from ledger.domain.errors import (
     WorkspaceBound,
 )
 from ledger.domain.events import (
-    APPROVAL_REQUESTED,
-    APPROVAL_RESOLVED,
-    CHECKPOINT_RECORDED,
-    CONTINUATION_CHARGED,
-    CONTINUATION_DISPATCHED,
-    GOAL_BLOCKED,
-    GOAL_COMPLETED,
-    GOAL_FAILED,
-    GOAL_FINISH_REQUESTED,
-    GOAL_PAUSED,
-    GOAL_RECOVERED,
-    GOAL_STARTED,
-    GOAL_STOPPED,
-    JOB_TRACKED,
-    JOB_UPDATED,
-    LEASE_ACQUIRED,
-    LEASE_EXPIRED,
-    LEASE_RELEASED,
-    LEASE_RENEWED,
-    LEASE_TAKEN_OVER,
-    LIVENESS_MISSED,
-    RECEIPT_RECORDED,
-    RUN_REPORTED,
-    WAKE_CANCEL_REQUESTED,
-    WAKE_CLAIMED,
-    WAKE_SCHEDULED,
-    WORKSPACE_BOUND,
-    WORKSPACE_RELEASED,
+    CheckpointRecorded,
     Event,
+    GoalBlocked,
+    GoalCompleted,
+    GoalFailed,
+    GoalStarted,
+    LeaseReleased,
+    WorkspaceReleased,
     iso,
 )
 from ledger.domain.leases import fence
@@ -149,27 +130,26 @@ def _start(state: GoalState, cmd: StartGoal, now: datetime) -> list[Event]:
         raise SessionBound("the session key is already used by another of this agent's "
                            "active goals", field="session.session_key")
     plan = validation.text_list(list(cmd.next_actions), "next_actions")
-    data = {
-        "goal_id": validation.text(cmd.goal_id, "goal_id", limit=64, required=True),
-        "workspace": validation.text(cmd.workspace, "workspace", limit=validation.MAX_WORKSPACE,
-                                     required=True),
-        "goal_key": validation.text(cmd.goal_key, "goal_key", limit=validation.MAX_KEY,
-                                    required=True),
-        "objective": validation.text(cmd.objective, "objective", limit=validation.MAX_OBJECTIVE,
-                                     required=True),
-        "done_criteria": validation.text_list(list(cmd.done_criteria), "done_criteria"),
-        "agent": validation.text(cmd.agent, "agent", limit=validation.MAX_KEY),
-        "policy": policy.policy(dict(cmd.policy), cmd.dispatchers, cmd.cadence_unit_seconds,
-                                cmd.caps),
-        "session": policy.session(dict(cmd.session)),
-        "timeout_seconds": _optional_seconds(cmd.timeout_seconds, "timeout_seconds"),
-        "estimated_duration_seconds": _optional_seconds(cmd.estimated_duration_seconds,
-                                                        "estimated_duration_seconds"),
+    started = GoalStarted(
+        goal_id=validation.text(cmd.goal_id, "goal_id", limit=64, required=True),
+        workspace=validation.text(cmd.workspace, "workspace", limit=validation.MAX_WORKSPACE,
+                                  required=True),
+        goal_key=validation.text(cmd.goal_key, "goal_key", limit=validation.MAX_KEY,
+                                 required=True),
+        objective=validation.text(cmd.objective, "objective", limit=validation.MAX_OBJECTIVE,
+                                  required=True),
+        done_criteria=validation.text_list(list(cmd.done_criteria), "done_criteria"),
+        agent=validation.text(cmd.agent, "agent", limit=validation.MAX_KEY),
+        policy=policy.policy(dict(cmd.policy), cmd.dispatchers, cmd.cadence_unit_seconds,
+                             cmd.caps),
+        session=policy.session(dict(cmd.session)),
+        timeout_seconds=_optional_seconds(cmd.timeout_seconds, "timeout_seconds"),
+        estimated_duration_seconds=_optional_seconds(cmd.estimated_duration_seconds,
+                                                     "estimated_duration_seconds"),
         # The plan is the first checkpoint, so no resume ever starts without one.
-        "checkpoint": {"current_step": INITIAL_STEP, "progress_pct": 0, "next_actions": plan},
-    }
-    return [Event(GOAL_STARTED, data, now),
-            Event(WORKSPACE_BOUND, {"workspace": data["workspace"]}, now)]
+        checkpoint={"current_step": INITIAL_STEP, "progress_pct": 0, "next_actions": plan},
+    )
+    return [Event(started, now), Event(events.WorkspaceBound(workspace=started.workspace), now)]
 
 
 def _run(state: GoalState, cmd: RunGoal, now: datetime) -> Decision:
@@ -232,23 +212,23 @@ def _checkpoint(state: GoalState, cmd: RecordCheckpoint, now: datetime) -> list[
                 field=f"{name}.previous_sha256",
             )
         artifacts.append({"path": path, "sha256": digest, "bytes": size})
-    data = {
-        "current_step": validation.text(cmd.current_step, "current_step", limit=validation.MAX_STEP,
-                                        required=True, scan=scan),
-        "progress_pct": pct,
-        "completed": validation.text_list(list(cmd.completed), "completed", scan=scan),
-        "next_actions": validation.text_list(list(cmd.next_actions), "next_actions", scan=scan),
-        "artifacts": artifacts,
-        "errors": validation.text_list(list(cmd.errors), "errors", scan=scan),
-        "note": note,
-        "generation": lease["generation"],
-    }
-    events = [Event(CHECKPOINT_RECORDED, data, now)]
+    recorded = CheckpointRecorded(
+        current_step=validation.text(cmd.current_step, "current_step",
+                                     limit=validation.MAX_STEP, required=True, scan=scan),
+        progress_pct=pct,
+        completed=validation.text_list(list(cmd.completed), "completed", scan=scan),
+        next_actions=validation.text_list(list(cmd.next_actions), "next_actions", scan=scan),
+        artifacts=artifacts,
+        errors=validation.text_list(list(cmd.errors), "errors", scan=scan),
+        note=note,
+        generation=lease["generation"],
+    )
+    events = [Event(recorded, now)]
     if cmd.wake is not None and not cmd.release_lease:
         raise InvalidCommand("wake is asked for at a turn boundary: with release_lease",
                              field="wake")
     if cmd.release_lease:
-        events.append(Event(LEASE_RELEASED, {"generation": lease["generation"]}, now))
+        events.append(Event(LeaseReleased(generation=lease["generation"]), now))
         if cmd.wake is not None:
             events += requested.requested_wake_events(state, cmd.wake, now)
     return events
@@ -267,8 +247,8 @@ def _release_workspace(state: GoalState, cmd: ReleaseWorkspace, now: datetime) -
     if not state.workspace_bound:
         return []
     reason = validation.text(cmd.reason, "reason", limit=validation.MAX_NOTE)
-    return [Event(WORKSPACE_RELEASED, {"workspace": state.workspace,
-                                       "by_operator": cmd.by_operator, "reason": reason}, now)]
+    return [Event(WorkspaceReleased(workspace=state.workspace, by_operator=cmd.by_operator,
+                                    reason=reason), now)]
 
 
 # The catalogue: every command type and the function that decides it (StartGoal
@@ -313,22 +293,23 @@ Command = (CoreCommand | watchdogs.PrepareWatchdog | watchdogs.CancelWatchdog
 # --------------------------------------------------------------------------- evolve
 
 Changes = dict[str, Any]
-Evolver = Callable[[GoalState, dict[str, Any], str], Changes]
+# An evolver reads its kind's payload (a class of ledger.domain.events).
+Evolver = Callable[[GoalState, Any, str], Changes]
 
 
-def _started(state: GoalState, data: dict[str, Any], at: str) -> Changes:
-    checkpoint = data["checkpoint"]
+def _started(state: GoalState, data: GoalStarted, at: str) -> Changes:
+    checkpoint = data.checkpoint
     return dict(
-        goal_id=data["goal_id"],
-        workspace=data["workspace"],
-        goal_key=data["goal_key"],
-        objective=data["objective"],
-        done_criteria=list(data["done_criteria"]),
-        agent=data["agent"],
-        policy=dict(data["policy"]),
-        session=dict(data["session"]),
-        timeout_seconds=data["timeout_seconds"],
-        estimated_duration_seconds=data["estimated_duration_seconds"],
+        goal_id=data.goal_id,
+        workspace=data.workspace,
+        goal_key=data.goal_key,
+        objective=data.objective,
+        done_criteria=list(data.done_criteria),
+        agent=data.agent,
+        policy=dict(data.policy),
+        session=dict(data.session),
+        timeout_seconds=data.timeout_seconds,
+        estimated_duration_seconds=data.estimated_duration_seconds,
         status=WAITING,
         reason="",
         current_step=checkpoint["current_step"],
@@ -341,27 +322,27 @@ def _started(state: GoalState, data: dict[str, Any], at: str) -> Changes:
     )
 
 
-def _checkpointed(state: GoalState, data: dict[str, Any], at: str) -> Changes:
+def _checkpointed(state: GoalState, data: CheckpointRecorded, at: str) -> Changes:
     # A new list, but the artifacts' dicts are shared with the state before:
     # no state's dicts are ever changed in place (a changed artifact is a new
     # dict), and copying all of them on every checkpoint was a sixth of a
     # replayed event on a goal with many artifacts.
     artifacts = list(state.artifacts)
-    if data["artifacts"]:
+    if data.artifacts:
         index = {a["path"]: i for i, a in enumerate(artifacts)}
-        for artifact in data["artifacts"]:
+        for artifact in data.artifacts:
             if artifact["path"] in index:
                 artifacts[index[artifact["path"]]] = dict(artifact)
             else:
                 index[artifact["path"]] = len(artifacts)
                 artifacts.append(dict(artifact))
     return dict(
-        current_step=data["current_step"],
-        progress_pct=data["progress_pct"],
-        last_completed=list(data["completed"]),
-        next_actions=list(data["next_actions"]),
+        current_step=data.current_step,
+        progress_pct=data.progress_pct,
+        last_completed=list(data.completed),
+        next_actions=list(data.next_actions),
         artifacts=artifacts,
-        errors=list(data["errors"]),
+        errors=list(data.errors),
         # Rule 7: retry_count counts wakes since the last checkpoint.
         retry_count=0,
         checkpoints=state.checkpoints + 1,
@@ -379,10 +360,11 @@ def _checkpointed(state: GoalState, data: dict[str, Any], at: str) -> Changes:
 
 
 def _ended(status: str) -> Evolver:
-    def apply(state: GoalState, data: dict[str, Any], at: str) -> Changes:
+    def apply(state: GoalState, data: GoalCompleted | GoalFailed | GoalBlocked,
+              at: str) -> Changes:
         # Nothing pending survives an ending: no due wake, no one-off wake.
-        changes = {"status": status, "reason": data.get("reason", ""),
-                   "summary": data["summary"], "lease": {},
+        changes = {"status": status, "reason": getattr(data, "reason", ""),
+                   "summary": data.summary, "lease": {},
                    "lease_end": "finished" if state.lease else state.lease_end,
                    "finish_requested": {}, "paused_until": "", "ready": {}, "reset_wake": {},
                    "requested_wake": {},
@@ -397,69 +379,66 @@ def _ended(status: str) -> Evolver:
     return apply
 
 
-def _recorded_only(state: GoalState, data: dict[str, Any], at: str) -> Changes:
+def _recorded_only(state: GoalState, data: Payload, at: str) -> Changes:
     """An event that is history only: it changes no field but version and time."""
     return {}
 
 
 def _workspace(bound: bool) -> Evolver:
-    def apply(state: GoalState, data: dict[str, Any], at: str) -> Changes:
+    def apply(state: GoalState, data: events.WorkspaceBound | WorkspaceReleased, at: str) -> Changes:
         return {"workspace_bound": bound}
 
     return apply
 
 
 # Each evolver returns the fields an event changes; evolve applies them in one
-# copy of the (frozen) state.
-_EVOLVERS: dict[str, Evolver] = {
-    GOAL_STARTED: _started,
-    WORKSPACE_BOUND: _workspace(True),
-    WORKSPACE_RELEASED: _workspace(False),
-    LEASE_ACQUIRED: leases.leased,
-    LEASE_TAKEN_OVER: leases.leased,
-    LEASE_RENEWED: leases.renewed,
-    LEASE_RELEASED: leases.unleased("released"),
-    LEASE_EXPIRED: leases.unleased("expired"),
-    WAKE_SCHEDULED: watchdogs.scheduled,
-    RECEIPT_RECORDED: watchdogs.receipted,
-    WAKE_CANCEL_REQUESTED: watchdogs.cancel_requested,
-    WAKE_CLAIMED: claims.claimed,
-    GOAL_FINISH_REQUESTED: finishing.finish_requested,
-    JOB_TRACKED: jobs.job_tracked,
-    JOB_UPDATED: jobs.job_updated,
-    LIVENESS_MISSED: overdue.missed,
-    CONTINUATION_DISPATCHED: _recorded_only,
-    RUN_REPORTED: runs.reported,
-    GOAL_PAUSED: runs.paused,
-    CONTINUATION_CHARGED: runs.charged,
-    APPROVAL_REQUESTED: runs.approval_requested,
-    APPROVAL_RESOLVED: runs.approval_resolved,
-    GOAL_STOPPED: runs.stopped,
-    GOAL_RECOVERED: runs.recovered,
-    CHECKPOINT_RECORDED: _checkpointed,
-    GOAL_COMPLETED: _ended(DONE),
-    GOAL_FAILED: _ended(FAILED),
-    GOAL_BLOCKED: _ended(BLOCKED),
+# copy of the (frozen) state. Keyed by payload class: every kind has one.
+_EVOLVERS: dict[type[Payload], Evolver] = {
+    GoalStarted: _started,
+    events.WorkspaceBound: _workspace(True),
+    WorkspaceReleased: _workspace(False),
+    events.LeaseAcquired: leases.leased,
+    events.LeaseTakenOver: leases.leased,
+    events.LeaseRenewed: leases.renewed,
+    LeaseReleased: leases.unleased("released"),
+    events.LeaseExpired: leases.unleased("expired"),
+    events.WakeScheduled: watchdogs.scheduled,
+    events.ReceiptRecorded: watchdogs.receipted,
+    events.WakeCancelRequested: watchdogs.cancel_requested,
+    events.WakeClaimed: claims.claimed,
+    events.GoalFinishRequested: finishing.finish_requested,
+    events.JobTracked: jobs.job_tracked,
+    events.JobUpdated: jobs.job_updated,
+    events.LivenessMissed: overdue.missed,
+    events.ContinuationDispatched: _recorded_only,
+    events.RunReported: runs.reported,
+    events.GoalPaused: runs.paused,
+    events.ContinuationCharged: runs.charged,
+    events.ApprovalRequested: runs.approval_requested,
+    events.ApprovalResolved: runs.approval_resolved,
+    events.GoalStopped: runs.stopped,
+    events.GoalRecovered: runs.recovered,
+    CheckpointRecorded: _checkpointed,
+    GoalCompleted: _ended(DONE),
+    GoalFailed: _ended(FAILED),
+    GoalBlocked: _ended(BLOCKED),
 }
 
 
 def evolve(state: GoalState, event: Event) -> GoalState:
     try:
-        apply = _EVOLVERS[event.kind]
+        apply = _EVOLVERS[type(event.payload)]
     except KeyError:
         # Never skip an unknown kind: a projection that silently ignores part of
         # the history is worse than a replay that stops and says why.
         raise ValueError(f"no evolver for event kind {event.kind!r}") from None
     at = iso(event.at)
-    data = dict(event.data)
-    changes = apply(state, data, at)
-    if "lease_expires_at" in data:
-        changes = leases.renewed_by(state, changes, data, at)
+    payload = event.payload
+    changes = apply(state, payload, at)
+    if payload.lease_expires_at is not None:
+        changes = leases.renewed_by(state, changes, payload.lease_expires_at, at)
     return state.but(**changes, updated_at=at, version=state.version + 1)
 
 
 def fold(events: Iterable[Event], state: GoalState | None = None) -> GoalState:
     return reduce(evolve, events, state if state is not None else GoalState())
-
-
-

@@ -1,13 +1,19 @@
-"""Event kinds (``family.past_tense``) and the event value the decider emits.
+"""Event kinds (``family.past_tense``), one payload class per kind, and the
+event value the decider emits.
 
 A stored kind never changes meaning and its data never changes shape without
-an upcaster: old events are replayed forever.
+an upcaster (``ledger.domain.upcasters``): old events are replayed forever.
+Each kind's data is a frozen dataclass registered with its kind; how it is
+stored (which keys, which ones only when set) is said by its fields and
+applied in one place, ``ledger.domain.codec``.
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+from ledger.domain.codec import Payload, decode, encode, event_kind, optional, stored_as
 
 GOAL_STARTED = "goal.started"
 GOAL_FINISH_REQUESTED = "goal.finish_requested"
@@ -53,13 +59,29 @@ TERMINAL_ALLOWED_KINDS = frozenset({WAKE_CLAIMED, RECEIPT_RECORDED, GOAL_RECOVER
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    kind: str
-    data: Mapping[str, Any]
+    """What the decider emits: a typed payload (its class says the kind) and
+    when it happened."""
+
+    payload: Payload
     at: datetime
+
+    @property
+    def kind(self) -> str:
+        return self.payload.KIND
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The payload as stored and hashed (``codec.encode``)."""
+        return encode(self.payload)
 
     @property
     def family(self) -> str:
         return self.kind.partition(".")[0]
+
+    @classmethod
+    def stored(cls, kind: str, data: Mapping[str, Any], at: datetime) -> "Event":
+        """An event read back from its stored kind and data (``codec.decode``)."""
+        return cls(decode(kind, data), at)
 
 
 def iso(moment: datetime) -> str:
@@ -90,15 +112,256 @@ def _remember_iso(moment: datetime, text: str) -> None:
 _last_iso: tuple[datetime | None, str] = (None, "")
 
 
-# ---------------------------------------------------------------- typed payloads
+# ---------------------------------------------------------------- payloads, one per kind
+#
+# Fields are declared in the order the domain wrote their keys before payloads
+# existed. A field without a default is always stored (None as null); an
+# ``optional()`` one only when set. Nested values (a policy, a checkpoint, an
+# artifact, evidence items) stay the JSON the domain validated: they are
+# stored as they are and compared byte for byte.
+
+Json = dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class WakeClaimed:
-    """The data of a ``wake.claimed`` event, built in one place for every path
-    that records one (``ledger.domain.claims``: a claim, settle's unblocked
-    host goal, a job that ended on a host goal). The optional fields are
-    recorded only when set."""
+@event_kind(GOAL_STARTED)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GoalStarted(Payload):
+    goal_id: str
+    workspace: str
+    goal_key: str
+    objective: str
+    done_criteria: list[str]
+    agent: str
+    policy: Json
+    session: Json
+    timeout_seconds: int | None
+    estimated_duration_seconds: int | None
+    checkpoint: Json  # the plan: the goal's first checkpoint
+
+
+@event_kind(WORKSPACE_BOUND)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkspaceBound(Payload):
+    workspace: str
+
+
+@event_kind(WORKSPACE_RELEASED)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkspaceReleased(Payload):
+    workspace: str
+    by_operator: bool
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseGranted(Payload):
+    """What both kinds that grant a lease record (not a kind of its own)."""
+
+    holder: str
+    generation: int
+    token_sha256: str
+    lease_seconds: int
+    expires_at: str
+    # agent | wake (an automatic continuation, rule 6 watches it) | pull.
+    # Leases granted before it was recorded are read as "agent" (upcasters).
+    via: str
+    # A lease call that resumed a due wake (rule 5): which one.
+    pulled: Json | None = optional()
+
+
+@event_kind(LEASE_ACQUIRED, version=2)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseAcquired(LeaseGranted):
+    pass
+
+
+@event_kind(LEASE_TAKEN_OVER, version=2)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseTakenOver(LeaseGranted):
+    previous_holder: str
+    previous_generation: int
+    previous_expires_at: str
+
+
+@event_kind(LEASE_RENEWED)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseRenewed(Payload):
+    generation: int
+    expires_at: str
+
+
+@event_kind(LEASE_RELEASED)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseReleased(Payload):
+    generation: int
+    why: str | None = optional()  # a dispatch that certainly started nothing
+
+
+@event_kind(LEASE_EXPIRED)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseExpired(Payload):
+    generation: int
+    holder: str
+    expired_at: str
+
+
+@event_kind(CHECKPOINT_RECORDED)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointRecorded(Payload):
+    current_step: str
+    progress_pct: int
+    completed: list[str]
+    next_actions: list[str]
+    artifacts: list[Json]  # {path, sha256, bytes}
+    errors: list[str]
+    note: str
+    generation: int
+
+
+@event_kind(GOAL_FINISH_REQUESTED)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GoalFinishRequested(Payload):
+    status: str  # completed | failed | blocked
+    summary: str
+    generation: int
+    evidence: list[Json] | None = optional()  # with completed
+
+
+@event_kind(GOAL_COMPLETED)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GoalCompleted(Payload):
+    summary: str
+    generation: int
+    # One {criterion, evidence} per done criterion; a completion recorded
+    # before evidence existed has none.
+    evidence: list[Json] | None = optional()
+
+
+@event_kind(GOAL_FAILED)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GoalFailed(Payload):
+    summary: str
+    generation: int
+    reason: str
+
+
+@event_kind(GOAL_BLOCKED)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GoalBlocked(Payload):
+    summary: str
+    generation: int
+    reason: str
+
+
+@event_kind(GOAL_PAUSED)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GoalPaused(Payload):
+    until: str
+    basis: str
+    generation: int
+
+
+@event_kind(GOAL_STOPPED)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GoalStopped(Payload):
+    operator: str
+    reason: str
+    summary: str
+
+
+@event_kind(GOAL_RECOVERED)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GoalRecovered(Payload):
+    operator: str
+    reason: str
+    from_status: str
+    from_reason: str
+    written_off_jobs: list[str] | None = optional()  # a silence's running jobs
+
+
+@event_kind(RUN_REPORTED)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunReported(Payload):
+    outcome: str  # ok | error
+    error_class: str = stored_as("class")
+    reset_at: str
+    retry_after: str
+
+
+@event_kind(CONTINUATION_CHARGED)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContinuationCharged(Payload):
+    attempt: int
+    max: int
+    occurrence_id: str
+
+
+@event_kind(CONTINUATION_DISPATCHED)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContinuationDispatched(Payload):
+    occurrence_id: str
+    dispatcher: str
+    ok: bool
+    detail: str
+    uncertain: bool | None = optional()  # when not ok
+
+
+@event_kind(APPROVAL_REQUESTED)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequested(Payload):
+    gate: str
+    generation: int
+    summary: str
+
+
+@event_kind(APPROVAL_RESOLVED)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalResolved(Payload):
+    gate: str
+    decision: str  # approve | reject
+    operator: str
+    note: str
+
+
+@event_kind(WAKE_SCHEDULED, version=2)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WakeScheduled(Payload):
+    """A watchdog prepared (no ``kind``), or a one-off wake (``kind`` reset or
+    requested); a repair (``repair``) recreates a wake's schedule row."""
+
+    backend: str | None = optional()  # the watchdog's
+    interval_seconds: int | None = optional()
+    tzid: str | None = optional()
+    first_due_at: str | None = optional()
+    # A watchdog's create attempt (1, or 2 for the one retry); a repair's count
+    # since the wake last fired (older repairs, which had none, count one).
+    attempt: int | None = optional()
+    schedule_name: str | None = optional()  # internal only
+    kind: str | None = optional()  # reset | requested (a one-off wake)
+    due_at: str | None = optional()
+    reason: str | None = optional()  # requested: why
+    requested_by: str | None = optional()
+    replaces: str | None = optional()  # the pending requested wake's due time
+    repair: str | None = optional()  # missing | exhausted | late
+
+    @property
+    def one_off(self) -> bool:
+        return self.kind in ("reset", "requested")
+
+
+@event_kind(WAKE_CANCEL_REQUESTED)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WakeCancelRequested(Payload):
+    backend: str
+    note: str
+
+
+@event_kind(WAKE_CLAIMED)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WakeClaimed(Payload):
+    """A wake's claim, built in one place for every path that records one
+    (``ledger.domain.claims``: a claim, settle's unblocked host goal, a job
+    that ended on a host goal). The optional fields are recorded only when set."""
 
     occurrence_id: str
     source: str  # internal | host | operator
@@ -106,17 +369,73 @@ class WakeClaimed:
     outcome: str
     reason: str  # one of WAKE_REASONS
     notes: str
-    slot: str | None = None  # the recurring slot it belongs to (ISO)
-    next_due_at: str | None = None  # the watchdog's next slot, when it moves
-    operator: str | None = None  # an operator's wake: who
-    why: str | None = None  # and why
-    retry_count: int | None = None  # granted: wakes since the last checkpoint (rule 7)
-    retry_after_seconds: int | None = None
-    charge: bool | None = None  # ready_for_pull: a recovery continuation (rule 5)
-
-    def to_data(self) -> dict[str, Any]:
-        return {f.name: value for f in fields(self)
-                if (value := getattr(self, f.name)) is not None}
+    slot: str | None = optional()  # the recurring slot it belongs to (ISO)
+    next_due_at: str | None = optional()  # the watchdog's next slot, when it moves
+    operator: str | None = optional()  # an operator's wake: who
+    why: str | None = optional()  # and why
+    retry_count: int | None = optional()  # granted: wakes since the last checkpoint (rule 7)
+    retry_after_seconds: int | None = optional()
+    charge: bool | None = optional()  # ready_for_pull: a recovery continuation (rule 5)
 
     def event(self, now: datetime) -> Event:
-        return Event(WAKE_CLAIMED, self.to_data(), now)
+        return Event(self, now)
+
+
+@event_kind(RECEIPT_RECORDED, version=2)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReceiptRecorded(Payload):
+    backend: str  # internal | host
+    status: str  # one of watchdogs.RECEIPT_STATUSES
+    schedule_name: str | None = optional()  # internal
+    due_at: str | None = optional()
+    note: str | None = optional()
+    host_ref_sha256: str | None = optional()  # host, created
+    runs_on: str | None = optional()
+    attested_by: str | None = optional()  # user_attested_deleted
+    retry_allowed: bool | None = optional()  # create_failed
+    repair: str | None = optional()  # missing | exhausted | late | orphaned
+    attempt: int | None = optional()  # a repair's count since the wake last fired
+
+
+@event_kind(JOB_TRACKED)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobTracked(Payload):
+    job_id: str
+    kind: str
+    ref: str
+    notify_sha256: str | None = optional()
+    link: str | None = optional()
+
+
+@event_kind(JOB_UPDATED)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobUpdated(Payload):
+    job_id: str
+    status: str
+    conclusion: str
+    reported_by: str | None = optional()  # notify_token: the job's own token said it
+    link: str | None = optional()
+
+
+@event_kind(LIVENESS_MISSED)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LivenessMissed(Payload):
+    """A deadline passed without its evidence; the facts each reason has."""
+
+    reason: str  # JOB_SILENT | NO_PROGRESS | HOST_SILENT | WAKE_NOT_FIRING
+    expected: str
+    detail: str
+    deadline: str | None = optional()
+    job_id: str | None = optional()  # JOB_SILENT
+    last_progress: str | None = optional()  # NO_PROGRESS
+    missed_since: str | None = optional()  # HOST_SILENT, with a live watchdog
+    schedule_name: str | None = optional()  # WAKE_NOT_FIRING: the row, its due time,
+    due_at: str | None = optional()
+    problem: str | None = optional()  # what is wrong with it,
+    repairs: int | None = optional()  # how often it was repaired,
+    last_error: str | None = optional()  # and its task's last exception type
+
+
+# The older stored shapes' upcasters register themselves with the codec; they
+# are loaded with the classes, so nothing can decode before they are known.
+from ledger.domain import upcasters  # noqa: E402, F401
