@@ -464,7 +464,7 @@ def test_an_old_completion_without_evidence_still_replays():
     """goal.completed (and goal.finish_requested) stored before evidence existed
     have no evidence key: folding them must still end the goal."""
     state = started()
-    old = fold([Event("goal.completed", {"summary": "merged", "generation": 1}, T0)], state)
+    old = fold([Event.stored("goal.completed", {"summary": "merged", "generation": 1}, T0)], state)
     assert (old.status, old.summary, old.lease) == ("done", "merged", {})
 
 
@@ -495,7 +495,7 @@ def test_commands_before_start_are_refused():
 def test_evolve_refuses_unknown_kinds_and_naive_times():
     state = started()
     with pytest.raises(ValueError, match="no evolver"):
-        evolve(state, Event("mystery.happened", {}, T0))
+        evolve(state, Event.stored("mystery.happened", {}, T0))
     with pytest.raises(ValueError):
         decide(state, checkpoint(state), T0.replace(tzinfo=None))
 

@@ -355,7 +355,7 @@ def test_a_finish_requested_before_evidence_existed_still_completes():
     requested, *cancel = decide(state, completed(state, "merged"), T0)
     assert requested.kind == "goal.finish_requested"
     old = {k: v for k, v in requested.data.items() if k != "evidence"}
-    pending = fold([Event(requested.kind, old, requested.at), *cancel], state)
+    pending = fold([Event.stored(requested.kind, old, requested.at), *cancel], state)
     events = decide(pending, RecordReceipt(proof_of(state), "cancelled"), T0)
     assert events[-1].kind == "goal.completed" and events[-1].data["evidence"] == []
     assert fold(events, pending).status == "done"

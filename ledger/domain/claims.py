@@ -14,8 +14,8 @@ from typing import Any
 from ledger.domain import timing, validation
 from ledger.domain.errors import DomainError, InvalidCommand
 from ledger.domain.events import (
-    GOAL_BLOCKED,
     Event,
+    GoalBlocked,
     WakeClaimed,
     iso,
 )
@@ -78,7 +78,8 @@ class WakeNow:
 def ready_for_pull(occurrence_id: str, source: str, kind: str, reason: str, notes: str,
                    retry_count: int, now: datetime) -> Event:
     """A wake.claimed that makes a goal ready for its agent to pull, charging nothing."""
-    return WakeClaimed(occurrence_id, source, kind, "ready_for_pull", reason, notes,
+    return WakeClaimed(occurrence_id=occurrence_id, source=source, kind=kind,
+                       outcome="ready_for_pull", reason=reason, notes=notes,
                        retry_count=retry_count, charge=False).event(now)
 
 
@@ -235,7 +236,8 @@ def claim(state: GoalState, cmd: ClaimWake, now: datetime) -> list[Event]:
     slot = _slot(state, cmd, now)
     operator = cmd.source == OPERATOR
     record = WakeClaimed(
-        occurrence, cmd.source, cmd.kind, outcome, _reason(state, cmd), answer["notes"],
+        occurrence_id=occurrence, source=cmd.source, kind=cmd.kind, outcome=outcome,
+        reason=_reason(state, cmd), notes=answer["notes"],
         slot=iso(slot) if slot is not None else None, next_due_at=_next_due(state, slot, now),
         operator=validation.text(cmd.operator, "operator", limit=validation.MAX_KEY, required=True)
         if operator else None,
@@ -280,8 +282,8 @@ def _claim_effects(state: GoalState, cmd: ClaimWake, answer: dict[str, Any], occ
         elif answer.get("block"):
             if state.lease:
                 events.append(lease_expired_event(state, now))
-            events.append(Event(GOAL_BLOCKED, {"summary": answer["notes"], "generation": 0,
-                                               "reason": answer["block"]}, now))
+            events.append(Event(GoalBlocked(summary=answer["notes"], generation=0,
+                                            reason=answer["block"]), now))
         else:
             events += cancel_events(state, now, why=answer["notes"])
     if outcome == "recurring_acquired":
@@ -312,16 +314,16 @@ def operator_wake(state: GoalState, cmd: WakeNow, now: datetime) -> list[Event]:
                           retry_after_seconds=answer.get("retry_after_seconds"))
     return claim(state, claim_cmd, now)
 
-def claimed(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
-    outcome = data["outcome"]
+def claimed(state: GoalState, data: WakeClaimed, at: str) -> dict[str, Any]:
+    outcome = data.outcome
     changes: dict[str, Any] = {
-        "last_wake": {"occurrence_id": data["occurrence_id"], "outcome": outcome,
-                      "reason": data["reason"], "at": at},
+        "last_wake": {"occurrence_id": data.occurrence_id, "outcome": outcome,
+                      "reason": data.reason, "at": at},
     }
     if outcome in CONSUMING:
-        changes["claimed"] = [*state.claimed, data["occurrence_id"]][-CLAIM_MEMORY:]
-    if state.watchdog and data.get("next_due_at"):
-        changes["watchdog"] = {**state.watchdog, "next_due_at": data["next_due_at"]}
+        changes["claimed"] = [*state.claimed, data.occurrence_id][-CLAIM_MEMORY:]
+    if state.watchdog and data.next_due_at:
+        changes["watchdog"] = {**state.watchdog, "next_due_at": data.next_due_at}
     # A wake fired: its row works. Its repairs count from none again, and a
     # WAKE_NOT_FIRING listing is answered.
     if "repairs" in changes.get("watchdog", state.watchdog):
@@ -329,8 +331,8 @@ def claimed(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
                                if k != "repairs"}
     if state.liveness_alert.get("reason") == "WAKE_NOT_FIRING":
         changes["liveness_alert"] = {}
-    if "retry_count" in data:
-        changes["retry_count"] = data["retry_count"]
+    if data.retry_count is not None:
+        changes["retry_count"] = data.retry_count
     if outcome in GRANTED:
         # The wake is what the pause waited for; a requested or reset wake is
         # used up by whichever wake resumed the goal.
@@ -340,11 +342,9 @@ def claimed(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
     if outcome == "ready_for_pull":
         # ``since``: when the goal first became ready, kept across the further
         # slots that find it still unpulled (its READY_UNCLAIMED deadline).
-        changes["ready"] = {"occurrence_id": data["occurrence_id"], "reason": data["reason"],
+        changes["ready"] = {"occurrence_id": data.occurrence_id, "reason": data.reason,
                             "at": at, "since": state.ready.get("since", at) if state.ready
-                            else at, "charge": data.get("charge", False)}
-    if data.get("source") == HOST:
+                            else at, "charge": data.charge or False}
+    if data.source == HOST:
         changes.update(host_heard(state))
     return changes
-
-

@@ -130,7 +130,7 @@ def decode(kind: str, data: Mapping[str, Any]) -> Payload:
     """A stored event's data as its payload (upcast to the current shape first)."""
     spec = _BY_KIND.get(kind)
     if spec is None:
-        raise UnknownKind(f"no payload class for event kind {kind!r}")
+        raise UnknownKind(f"unknown event kind {kind!r}: no payload class, no evolver")
     if (kind, 1) in _FIRST_VERSIONS:
         data = _upcast(spec, data)
     attribute_of = spec.attribute_of

@@ -385,7 +385,8 @@ def _recorded_only(state: GoalState, data: Payload, at: str) -> Changes:
 
 
 def _workspace(bound: bool) -> Evolver:
-    def apply(state: GoalState, data: events.WorkspaceBound | WorkspaceReleased, at: str) -> Changes:
+    def apply(state: GoalState, data: events.WorkspaceBound | WorkspaceReleased,
+              at: str) -> Changes:
         return {"workspace_bound": bound}
 
     return apply

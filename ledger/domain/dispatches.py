@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ledger.domain import validation
-from ledger.domain.events import CONTINUATION_DISPATCHED, LEASE_RELEASED, Event
+from ledger.domain.events import ContinuationDispatched, Event, LeaseReleased
 from ledger.domain.state import GoalState
 
 
@@ -24,23 +24,22 @@ class RecordDispatch:
 
 
 def dispatched(state: GoalState, cmd: RecordDispatch, now: datetime) -> list[Event]:
-    data = {
-        "occurrence_id": validation.text(cmd.occurrence_id, "occurrence_id", limit=300,
-                                         required=True),
-        "dispatcher": validation.text(cmd.dispatcher, "dispatcher", limit=64, required=True),
-        "ok": bool(cmd.ok),
-        "detail": validation.text(cmd.detail, "detail", limit=500),
-    }
-    if not cmd.ok:
-        data["uncertain"] = bool(cmd.uncertain)
-    events = [Event(CONTINUATION_DISPATCHED, data, now)]
+    result = ContinuationDispatched(
+        occurrence_id=validation.text(cmd.occurrence_id, "occurrence_id", limit=300,
+                                      required=True),
+        dispatcher=validation.text(cmd.dispatcher, "dispatcher", limit=64, required=True),
+        ok=bool(cmd.ok),
+        detail=validation.text(cmd.detail, "detail", limit=500),
+        uncertain=None if cmd.ok else bool(cmd.uncertain),
+    )
+    events = [Event(result, now)]
     if (not cmd.ok and not cmd.uncertain and state.lease
             and state.lease["generation"] == cmd.generation):
         # Rule 6: a dispatch that certainly started nothing is not uncertain.
         # Its lease goes at once and the goal waits for the next wake (the
         # charge is not refunded: the budget bounds attempts, not successes).
-        events.append(Event(LEASE_RELEASED, {"generation": cmd.generation,
-                                             "why": f"dispatch failed: {data['detail']}"}, now))
+        events.append(Event(LeaseReleased(generation=cmd.generation,
+                                          why=f"dispatch failed: {result.detail}"), now))
     return events
 
 

@@ -10,14 +10,15 @@ from typing import Any
 
 from ledger.domain import timing, validation, watchdogs
 from ledger.domain.claims import ready_for_pull
+from ledger.domain.codec import encode
 from ledger.domain.commands import FINISH_STATUSES, Finish
 from ledger.domain.errors import DomainError, InvalidCommand
 from ledger.domain.events import (
-    GOAL_BLOCKED,
-    GOAL_COMPLETED,
-    GOAL_FAILED,
-    GOAL_FINISH_REQUESTED,
     Event,
+    GoalBlocked,
+    GoalCompleted,
+    GoalFailed,
+    GoalFinishRequested,
     iso,
 )
 from ledger.domain.leases import fence
@@ -91,21 +92,24 @@ def finish_events(state: GoalState, status: str, summary: str, generation: int,
     backend = state.watchdog.get("backend")
     if watchdog_live(state) and backend == HOST:
         events = [] if state.finish_requested else [
-            Event(GOAL_FINISH_REQUESTED, request, now)]
+            Event(GoalFinishRequested(**request), now)]
         return events + cancel_events(state, now, why="the goal is finishing")
     events = cancel_events(state, now, why="the goal finished")  # internal: cancelled now
     return events + complete(state, request, now)
 
 
 def complete(state: GoalState, request: dict[str, Any], now: datetime) -> list[Event]:
-    data = {"summary": request["summary"], "generation": request["generation"]}
+    """The ending a finish asked for. ``request`` is the finish as the goal
+    keeps it (``finish_requested``, the stored JSON of its event)."""
+    summary, generation = request["summary"], request["generation"]
     if request["status"] == "completed":
         # A finish requested before evidence existed has none: read it as [].
-        return [Event(GOAL_COMPLETED, {**data, "evidence": list(request.get("evidence", []))},
-                      now)]
+        return [Event(GoalCompleted(summary=summary, generation=generation,
+                                    evidence=list(request.get("evidence", []))), now)]
     if request["status"] == "failed":
-        return [Event(GOAL_FAILED, {**data, "reason": ""}, now)]
-    return [Event(GOAL_BLOCKED, {**data, "reason": "AGENT_BLOCKED"}, now)]
+        return [Event(GoalFailed(summary=summary, generation=generation, reason=""), now)]
+    return [Event(GoalBlocked(summary=summary, generation=generation, reason="AGENT_BLOCKED"),
+                  now)]
 
 
 def completion_state(state: GoalState) -> str:
@@ -166,7 +170,9 @@ def cancel_on_stop(state: GoalState, now: datetime) -> list[Event]:
     return cancel_events(state, now, why="stopped by an operator")
 
 
-def finish_requested(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
-    return {"finish_requested": dict(data), "reason": "PENDING_NATIVE_CLEANUP"}
+def finish_requested(state: GoalState, data: GoalFinishRequested, at: str) -> dict[str, Any]:
+    # The goal keeps the request as it was stored (a renewal it carried too):
+    # ``complete`` reads it when the cancellation receipt arrives.
+    return {"finish_requested": encode(data), "reason": "PENDING_NATIVE_CLEANUP"}
 
 

@@ -4,7 +4,7 @@ blindly."""
 
 from datetime import datetime
 
-from ledger.domain.events import GOAL_BLOCKED, LEASE_EXPIRED, Event
+from ledger.domain.events import Event, GoalBlocked, LeaseExpired
 from ledger.domain.leases import lease_stale_at
 from ledger.domain.state import GoalState
 
@@ -25,11 +25,9 @@ def interrupted_events(state: GoalState, now: datetime) -> list[Event]:
     why = ("the last continuation's lease expired without a heartbeat, checkpoint or "
            "outcome: INTERRUPTED_UNKNOWN")
     return [lease_expired_event(state, now),
-            Event(GOAL_BLOCKED, {"summary": why, "generation": 0,
-                                 "reason": "INTERRUPTED_UNKNOWN"}, now)]
+            Event(GoalBlocked(summary=why, generation=0, reason="INTERRUPTED_UNKNOWN"), now)]
 
 
 def lease_expired_event(state: GoalState, now: datetime) -> Event:
-    return Event(LEASE_EXPIRED, {"generation": state.lease["generation"],
-                                 "holder": state.lease["holder"],
-                                 "expired_at": state.lease["expires_at"]}, now)
+    return Event(LeaseExpired(generation=state.lease["generation"], holder=state.lease["holder"],
+                              expired_at=state.lease["expires_at"]), now)

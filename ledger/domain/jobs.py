@@ -10,7 +10,7 @@ from typing import Any
 from ledger.domain import validation
 from ledger.domain.commands import LeaseProof
 from ledger.domain.errors import DomainError, InvalidCommand
-from ledger.domain.events import JOB_TRACKED, JOB_UPDATED, Event
+from ledger.domain.events import Event, JobTracked, JobUpdated
 from ledger.domain.leases import fence
 from ledger.domain.requested import one_off_wake
 from ledger.domain.state import BLOCKED, GoalState
@@ -58,12 +58,11 @@ def track_job(state: GoalState, cmd: TrackJob, now: datetime) -> list[Event]:
     if len(state.jobs) >= 100:
         raise InvalidCommand("a goal tracks at most 100 blocking jobs", field="ref")
     job_id = validation.text(cmd.job_id, "job_id", limit=64, required=True)
-    data = {"job_id": job_id, "kind": kind, "ref": ref}
-    if cmd.notify_sha256:
-        data["notify_sha256"] = validation.sha256(cmd.notify_sha256, "notify")
-    if cmd.link:
-        data["link"] = validation.text(cmd.link, "link", limit=500)
-    return [Event(JOB_TRACKED, data, now)]
+    return [Event(JobTracked(
+        job_id=job_id, kind=kind, ref=ref,
+        notify_sha256=validation.sha256(cmd.notify_sha256, "notify")
+        if cmd.notify_sha256 else None,
+        link=validation.text(cmd.link, "link", limit=500) if cmd.link else None), now)]
 
 
 def update_job(state: GoalState, cmd: UpdateJob, now: datetime) -> list[Event]:
@@ -81,9 +80,9 @@ def update_job(state: GoalState, cmd: UpdateJob, now: datetime) -> list[Event]:
                           code="job_terminal", field="status")
     if cmd.status == "running":
         return []
-    return [Event(JOB_UPDATED, {"job_id": cmd.job_id, "status": cmd.status,
-                                "conclusion": validation.text(cmd.conclusion, "conclusion",
-                                                              limit=validation.MAX_NOTE)}, now)]
+    return [Event(JobUpdated(job_id=cmd.job_id, status=cmd.status,
+                             conclusion=validation.text(cmd.conclusion, "conclusion",
+                                                        limit=validation.MAX_NOTE)), now)]
 
 
 def notify_job(state: GoalState, cmd: NotifyJob, now: datetime) -> list[Event]:
@@ -101,12 +100,11 @@ def notify_job(state: GoalState, cmd: NotifyJob, now: datetime) -> list[Event]:
             return []  # idempotent: reported already
         raise DomainError(f"job {cmd.job_id} already ended as {job['status']}",
                           code="job_terminal", field="status")
-    data = {"job_id": cmd.job_id, "status": cmd.status,
-            "conclusion": validation.text(cmd.conclusion, "conclusion", limit=validation.MAX_NOTE),
-            "reported_by": "notify_token"}
-    if cmd.link:
-        data["link"] = validation.text(cmd.link, "link", limit=500)
-    events = [Event(JOB_UPDATED, data, now)]
+    events = [Event(JobUpdated(
+        job_id=cmd.job_id, status=cmd.status,
+        conclusion=validation.text(cmd.conclusion, "conclusion", limit=validation.MAX_NOTE),
+        reported_by="notify_token",
+        link=validation.text(cmd.link, "link", limit=500) if cmd.link else None), now)]
     if state.terminal or state.status == BLOCKED or state.lease or state.finish_requested:
         return events  # a worker holds it (it learns itself), or it needs a human
     if any(j["status"] == "running" for j in state.jobs if j["job_id"] != cmd.job_id):
@@ -115,20 +113,22 @@ def notify_job(state: GoalState, cmd: NotifyJob, now: datetime) -> list[Event]:
     return events + one_off_wake(state, now, "dependency_ready", now)
 
 
-def job_tracked(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
-    job = {"job_id": data["job_id"], "kind": data["kind"], "ref": data["ref"],
+def job_tracked(state: GoalState, data: JobTracked, at: str) -> dict[str, Any]:
+    job = {"job_id": data.job_id, "kind": data.kind, "ref": data.ref,
            "status": "running", "conclusion": "", "tracked_at": at, "updated_at": at}
-    for optional in ("notify_sha256", "link"):
-        if optional in data:
-            job[optional] = data[optional]
+    if data.notify_sha256 is not None:
+        job["notify_sha256"] = data.notify_sha256
+    if data.link is not None:
+        job["link"] = data.link
     return {"jobs": [*state.jobs, job]}
 
 
-def job_updated(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
-    extra = {k: data[k] for k in ("link", "reported_by") if k in data}
+def job_updated(state: GoalState, data: JobUpdated, at: str) -> dict[str, Any]:
+    extra = {k: v for k, v in (("link", data.link), ("reported_by", data.reported_by))
+             if v is not None}
     # Waiting on a job is not a lack of progress (its own deadline covers
     # it): the progress clock starts again when a job ends.
-    return {"jobs": [{**job, "status": data["status"], "conclusion": data["conclusion"],
-                      "updated_at": at, **extra} if job["job_id"] == data["job_id"] else job
+    return {"jobs": [{**job, "status": data.status, "conclusion": data.conclusion,
+                      "updated_at": at, **extra} if job["job_id"] == data.job_id else job
                      for job in state.jobs],
             "progress_since": at}

@@ -7,6 +7,7 @@ that changes work presents the current lease (``fence``).
 """
 
 import hmac
+from dataclasses import replace
 from datetime import datetime, timedelta
 from math import ceil
 from typing import Any
@@ -27,6 +28,10 @@ from ledger.domain.events import (
     LEASE_RENEWED,
     LEASE_TAKEN_OVER,
     Event,
+    LeaseAcquired,
+    LeaseReleased,
+    LeaseRenewed,
+    LeaseTakenOver,
     iso,
 )
 from ledger.domain.state import BLOCKED, PAUSED, RUNNING, WAITING, GoalState
@@ -104,24 +109,21 @@ def acquire_events(state: GoalState, holder: str, token_sha256: str, now: dateti
                           code="forbidden")
     digest = validation.sha256(token_sha256, "token_sha256")
     seconds = state.setting("lease_seconds")
-    data = {
-        "holder": holder,
-        "generation": state.lease_generation + 1,
-        "token_sha256": digest,
-        "lease_seconds": seconds,
-        "expires_at": iso(now + timedelta(seconds=seconds)),
+    grant = dict(
+        holder=holder,
+        generation=state.lease_generation + 1,
+        token_sha256=digest,
+        lease_seconds=seconds,
+        expires_at=iso(now + timedelta(seconds=seconds)),
         # "wake": granted to an automatic continuation (rule 6 watches it).
-        "via": via,
-    }
+        via=via,
+    )
     if not state.lease:
-        return [Event(LEASE_ACQUIRED, data, now)]
+        return [Event(LeaseAcquired(**grant), now)]
     previous = state.lease
-    return [Event(LEASE_TAKEN_OVER, {
-        **data,
-        "previous_holder": previous["holder"],
-        "previous_generation": previous["generation"],
-        "previous_expires_at": previous["expires_at"],
-    }, now)]
+    return [Event(LeaseTakenOver(**grant, previous_holder=previous["holder"],
+                                 previous_generation=previous["generation"],
+                                 previous_expires_at=previous["expires_at"]), now)]
 
 
 _LEASE_ENDS = {"released": "was released", "expired": "expired",
@@ -168,8 +170,7 @@ def fence(state: GoalState, proof: LeaseProof | None) -> dict[str, Any]:
 def heartbeat(state: GoalState, cmd: Heartbeat, now: datetime) -> list[Event]:
     lease = fence(state, cmd.proof)
     expires = now + timedelta(seconds=lease["lease_seconds"])
-    return [Event(LEASE_RENEWED, {"generation": lease["generation"],
-                                  "expires_at": iso(expires)}, now)]
+    return [Event(LeaseRenewed(generation=lease["generation"], expires_at=iso(expires)), now)]
 
 
 # Kinds after which the lease a fenced call presented is no longer held as it
@@ -193,39 +194,39 @@ def renewing(state: GoalState, command: object, events: list[Event],
         return events
     first = events[0]
     expires = iso(now + timedelta(seconds=state.lease["lease_seconds"]))
-    return [Event(first.kind, {**first.data, "lease_expires_at": expires}, first.at),
-            *events[1:]]
+    return [Event(replace(first.payload, lease_expires_at=expires), first.at), *events[1:]]
 
 
-def renewed_by(state: GoalState, changes: Changes, data: dict[str, Any], at: str) -> Changes:
+def renewed_by(state: GoalState, changes: Changes, expires_at: str, at: str) -> Changes:
     """Fold a renewal carried by a fenced call's event into its changes."""
     lease = changes.get("lease", state.lease)
     if not lease:
         return changes
-    return {**changes, "lease": {**lease, "expires_at": data["lease_expires_at"],
+    return {**changes, "lease": {**lease, "expires_at": expires_at,
                                  "last_heartbeat_at": at, "active": True}}
 
 
 def release(state: GoalState, cmd: ReleaseLease, now: datetime) -> list[Event]:
     lease = fence(state, cmd.proof)
-    return [Event(LEASE_RELEASED, {"generation": lease["generation"]}, now)]
+    return [Event(LeaseReleased(generation=lease["generation"]), now)]
 
 
-def leased(state: GoalState, data: dict[str, Any], at: str) -> Changes:
+def leased(state: GoalState, data: LeaseAcquired | LeaseTakenOver, at: str) -> Changes:
     return {
         "status": RUNNING,
         "lease": {
-            "holder": data["holder"],
-            "generation": data["generation"],
-            "token_sha256": data["token_sha256"],
-            "lease_seconds": data["lease_seconds"],
+            "holder": data.holder,
+            "generation": data.generation,
+            "token_sha256": data.token_sha256,
+            "lease_seconds": data.lease_seconds,
             "acquired_at": at,
-            "expires_at": data["expires_at"],
+            "expires_at": data.expires_at,
             "last_heartbeat_at": at,
-            "via": data.get("via", "agent"),
+            # A lease granted before "via" was recorded is upcast to "agent".
+            "via": data.via,
             "active": False,
         },
-        "lease_generation": data["generation"],
+        "lease_generation": data.generation,
         "lease_end": "",
         # Whoever takes the lease resumes the goal: a due wake is pulled, and
         # a pause (past its reset) and a requested wake are over.
@@ -238,13 +239,13 @@ def leased(state: GoalState, data: dict[str, Any], at: str) -> Changes:
     }
 
 
-def renewed(state: GoalState, data: dict[str, Any], at: str) -> Changes:
-    return {"lease": {**state.lease, "expires_at": data["expires_at"], "last_heartbeat_at": at,
+def renewed(state: GoalState, data: LeaseRenewed, at: str) -> Changes:
+    return {"lease": {**state.lease, "expires_at": data.expires_at, "last_heartbeat_at": at,
                       "active": True}}
 
 
 def unleased(how: str) -> Any:
-    def apply(state: GoalState, data: dict[str, Any], at: str) -> Changes:
+    def apply(state: GoalState, data: object, at: str) -> Changes:
         # A paused or blocked goal stays so; only a running one goes back to waiting.
         status = WAITING if state.status == RUNNING else state.status
         return {"lease": {}, "status": status, "lease_end": how}

@@ -28,11 +28,11 @@ from typing import Any
 
 from ledger.domain import liveness, timing
 from ledger.domain.events import (
-    GOAL_BLOCKED,
-    LIVENESS_MISSED,
-    RECEIPT_RECORDED,
-    WAKE_SCHEDULED,
     Event,
+    GoalBlocked,
+    LivenessMissed,
+    ReceiptRecorded,
+    WakeScheduled,
     iso,
 )
 from ledger.domain.interruptions import interrupted, interrupted_events, lease_expired_event
@@ -85,7 +85,7 @@ def check(state: GoalState, cmd: CheckLiveness, now: datetime) -> list[Event]:
     acted = _deadlines(state, cmd, now)
     # NO_PROGRESS only when nothing more specific was said this pass (a goal
     # that blocks, or whose host went silent, is listed with that reason).
-    if not any(event.kind in (LIVENESS_MISSED, GOAL_BLOCKED) for event in acted):
+    if not any(isinstance(event.payload, LivenessMissed | GoalBlocked) for event in acted):
         acted += _no_progress(state, now)
     return acted + events if state.lease else events + acted
 
@@ -98,10 +98,10 @@ def _deadlines(state: GoalState, cmd: CheckLiveness, now: datetime) -> list[Even
         # READY_UNCLAIMED's (issue 35).
         if state.status != "blocked" and now >= liveness.ready_deadline(state):
             minutes = state.setting("ready_timeout_minutes")
-            return [Event(GOAL_BLOCKED, {
-                "summary": f"a due wake ({state.ready['reason']}) waited {minutes} min and "
-                           f"nobody pulled it: {liveness.READY_UNCLAIMED}",
-                "generation": 0, "reason": liveness.READY_UNCLAIMED}, now)]
+            return [Event(GoalBlocked(
+                summary=f"a due wake ({state.ready['reason']}) waited {minutes} min and "
+                        f"nobody pulled it: {liveness.READY_UNCLAIMED}",
+                generation=0, reason=liveness.READY_UNCLAIMED), now)]
         return []
     if state.status == "blocked" or state.finish_requested:
         return []  # a human's turn: nothing else is due
@@ -132,10 +132,10 @@ def _silent_jobs(state: GoalState, now: datetime) -> list[Event]:
     for job in state.running_jobs():
         deadline = liveness.job_deadline(state, job)
         if not job.get("silent_at") and now >= deadline:
-            events.append(Event(LIVENESS_MISSED, {
-                "reason": liveness.JOB_SILENT, "expected": liveness.JOB_REPORT,
-                "deadline": iso(deadline), "job_id": job["job_id"],
-                "detail": f"{job['kind']} {job['ref']} was not reported by its deadline"}, now))
+            events.append(Event(LivenessMissed(
+                reason=liveness.JOB_SILENT, expected=liveness.JOB_REPORT,
+                deadline=iso(deadline), job_id=job["job_id"],
+                detail=f"{job['kind']} {job['ref']} was not reported by its deadline"), now))
     return events
 
 
@@ -143,10 +143,10 @@ def _no_progress(state: GoalState, now: datetime) -> list[Event]:
     expected = liveness.progress_expectation(state)
     if expected is None or expected.deadline is None or now < expected.deadline:
         return []
-    return [Event(LIVENESS_MISSED, {
-        "reason": liveness.NO_PROGRESS, "expected": liveness.CHECKPOINT,
-        "deadline": iso(expected.deadline), "detail": expected.detail,
-        "last_progress": iso(liveness.progress_since(state))}, now)]
+    return [Event(LivenessMissed(
+        reason=liveness.NO_PROGRESS, expected=liveness.CHECKPOINT,
+        deadline=iso(expected.deadline), detail=expected.detail,
+        last_progress=iso(liveness.progress_since(state))), now)]
 
 
 def _host(state: GoalState, now: datetime) -> list[Event]:
@@ -155,11 +155,11 @@ def _host(state: GoalState, now: datetime) -> list[Event]:
     if state.liveness_alert.get("reason", liveness.NO_PROGRESS) != liveness.NO_PROGRESS \
             or expected.deadline is None or now < expected.deadline:
         return []
-    data: dict[str, Any] = {"reason": liveness.HOST_SILENT, "expected": liveness.HOST_CLAIM,
-                            "deadline": iso(expected.deadline), "detail": expected.detail}
-    if state.watchdog.get("status") == "live" and state.watchdog.get("next_due_at"):
-        data["missed_since"] = state.watchdog["next_due_at"]
-    return [Event(LIVENESS_MISSED, data, now)]
+    live = state.watchdog.get("status") == "live" and state.watchdog.get("next_due_at")
+    return [Event(LivenessMissed(reason=liveness.HOST_SILENT, expected=liveness.HOST_CLAIM,
+                                 deadline=iso(expected.deadline), detail=expected.detail,
+                                 missed_since=state.watchdog["next_due_at"] if live else None),
+                  now)]
 
 
 # ---------------------------------------------------------------- internal rows
@@ -216,23 +216,21 @@ def repairs(state: GoalState, rows: tuple[ScheduleRow, ...], now: datetime,
             if state.liveness_alert.get("reason") != liveness.WAKE_NOT_FIRING:
                 events.append(_not_firing(name, due, problem, count, row, now))
             continue
-        repair = {"repair": problem, "attempt": count + 1}
         note = f"repaired: the schedule row was {problem}"
         if name == state.watchdog.get("schedule_name"):
             # The owed slot itself (its due time, maybe past): django-q2 fires
             # it at once with that intended time, and steps on from there, on
             # the anchor's grid (a row due "now" would shift every later slot).
-            events.append(Event(RECEIPT_RECORDED, {
-                "backend": INTERNAL, "status": "created", "schedule_name": name,
-                "due_at": due or iso(now), "note": note, **repair}, now))
+            events.append(Event(ReceiptRecorded(
+                backend=INTERNAL, status="created", schedule_name=name,
+                due_at=due or iso(now), note=note, repair=problem, attempt=count + 1), now))
         else:
-            wake = state.reset_wake if state.reset_wake.get("schedule_name") == name \
-                else state.requested_wake
-            data = {"kind": "reset" if wake is state.reset_wake else "requested",
-                    "due_at": wake["due_at"], "schedule_name": name, **repair}
-            if data["kind"] == "requested":
-                data["reason"] = wake.get("reason", "timeout_recovery")
-            events.append(Event(WAKE_SCHEDULED, data, now))
+            reset = state.reset_wake.get("schedule_name") == name
+            wake = state.reset_wake if reset else state.requested_wake
+            events.append(Event(WakeScheduled(
+                kind="reset" if reset else "requested", due_at=wake["due_at"],
+                schedule_name=name, repair=problem, attempt=count + 1,
+                reason=None if reset else wake.get("reason", "timeout_recovery")), now))
     return events
 
 
@@ -250,18 +248,18 @@ def _not_firing(name: str, due: str, problem: str, count: int, row: ScheduleRow 
     detail = (f"its schedule row {name} (due {due or '-'}) was repaired {count} times and "
               f"never fired; it is {problem} again"
               + (f"; its task last failed with {error}" if error else ""))
-    return Event(LIVENESS_MISSED, {
-        "reason": liveness.WAKE_NOT_FIRING, "expected": liveness.SCHEDULER_FIRE,
-        "schedule_name": name, "due_at": due, "problem": problem, "repairs": count,
-        "last_error": error, "detail": detail}, now)
+    return Event(LivenessMissed(
+        reason=liveness.WAKE_NOT_FIRING, expected=liveness.SCHEDULER_FIRE,
+        schedule_name=name, due_at=due, problem=problem, repairs=count,
+        last_error=error, detail=detail), now)
 
 
 def _orphans(state: GoalState, names: tuple[str, ...], now: datetime) -> list[Event]:
     expected = expected_schedules(state)
-    return [Event(RECEIPT_RECORDED, {
-        "backend": INTERNAL, "status": "cancelled", "schedule_name": name,
-        "note": "repaired: a schedule row the projection does not expect was deleted",
-        "repair": "orphaned"}, now) for name in names if name not in expected]
+    return [Event(ReceiptRecorded(
+        backend=INTERNAL, status="cancelled", schedule_name=name,
+        note="repaired: a schedule row the projection does not expect was deleted",
+        repair="orphaned"), now) for name in names if name not in expected]
 
 
 def _internal(state: GoalState, cmd: CheckLiveness, now: datetime) -> list[Event]:
@@ -277,12 +275,14 @@ def _internal(state: GoalState, cmd: CheckLiveness, now: datetime) -> list[Event
 # ---------------------------------------------------------------- evolve
 
 
-def missed(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+def missed(state: GoalState, data: LivenessMissed, at: str) -> dict[str, Any]:
     """liveness.missed: HOST_SILENT stands on the goal until its host is heard
     from; JOB_SILENT marks the job, until it is reported."""
-    if data["reason"] == liveness.JOB_SILENT:
-        return {"jobs": [{**job, "silent_at": at} if job["job_id"] == data["job_id"] else job
+    if data.reason == liveness.JOB_SILENT:
+        return {"jobs": [{**job, "silent_at": at} if job["job_id"] == data.job_id else job
                          for job in state.jobs]}
-    facts = ("missed_since", "last_progress", "schedule_name", "last_error")
-    return {"liveness_alert": {"reason": data["reason"], "at": at, "detail": data["detail"],
-                               **{name: data[name] for name in facts if data.get(name)}}}
+    # The facts its reason has (an empty last_error says the task never failed).
+    facts = {"missed_since": data.missed_since, "last_progress": data.last_progress,
+             "schedule_name": data.schedule_name, "last_error": data.last_error}
+    return {"liveness_alert": {"reason": data.reason, "at": at, "detail": data.detail,
+                               **{name: value for name, value in facts.items() if value}}}

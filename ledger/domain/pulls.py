@@ -1,10 +1,11 @@
 """Pulls (rule 5): the agent's own lease call on a goal with a due wake
 takes it, and a recovery continuation is charged once, whichever came first."""
 
+from dataclasses import replace
 from datetime import datetime
 
 from ledger.domain import timing
-from ledger.domain.events import GOAL_BLOCKED, Event
+from ledger.domain.events import Event, GoalBlocked
 from ledger.domain.leases import acquire_events
 from ledger.domain.runs import budget_block, budget_spent_why, charge_event
 from ledger.domain.state import GoalState
@@ -26,11 +27,11 @@ def pull_events(state: GoalState, holder: str, token_sha256: str, now: datetime)
     if charge:
         block = budget_block(state)
         if block:
-            return [Event(GOAL_BLOCKED, {"summary": budget_spent_why(state, block),
-                                         "generation": 0, "reason": block}, now)]
+            return [Event(GoalBlocked(summary=budget_spent_why(state, block), generation=0,
+                                      reason=block), now)]
         events.append(charge_event(state, pulled["occurrence_id"], now))
     grant = acquire_events(state, holder, token_sha256, now, via="pull")
-    grant[-1] = Event(grant[-1].kind, {**grant[-1].data, "pulled": pulled}, now)
+    grant[-1] = Event(replace(grant[-1].payload, pulled=pulled), now)
     return events + grant
 
 

@@ -2,14 +2,14 @@
 one a job that ended (``dependency_ready``) or the sweeper (timeout recovery)
 asks for. They never retime or replace the recurring watchdog."""
 
+from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
 
 from ledger.domain import validation
 from ledger.domain.claims import WAKE_REASONS, ready_for_pull
 from ledger.domain.commands import WakeRequest
 from ledger.domain.errors import InvalidCommand
-from ledger.domain.events import WAKE_SCHEDULED, Event, iso
+from ledger.domain.events import Event, WakeScheduled, iso
 from ledger.domain.state import GoalState
 from ledger.domain.watchdogs import HOST, INTERNAL, interval_of, requested_schedule_name
 
@@ -43,19 +43,17 @@ def one_off_wake(state: GoalState, due: datetime, reason: str, now: datetime, *,
     """A one-off wake at ``due``: the agent's own request, a job that ended
     (``dependency_ready``), or the sweeper's timeout recovery
     (``requested_by`` "liveness")."""
-    data: dict[str, Any] = {"kind": "requested", "due_at": iso(due), "reason": reason}
-    if requested_by:
-        data["requested_by"] = requested_by
-    if state.requested_wake:
-        data["replaces"] = state.requested_wake["due_at"]
+    wake = WakeScheduled(kind="requested", due_at=iso(due), reason=reason,
+                         requested_by=requested_by or None,
+                         replaces=state.requested_wake["due_at"] if state.requested_wake
+                         else None)
     if state.setting("scheduler") == INTERNAL:
-        data["schedule_name"] = requested_schedule_name(state.goal_id)
-        return [Event(WAKE_SCHEDULED, data, now)]
+        return [Event(replace(wake, schedule_name=requested_schedule_name(state.goal_id)), now)]
     # A host goal: only its host can schedule it. The wake is due now, so
     # the goal is ready for its agent to pull; a later one is the host's to
     # create, from the answer (recorded here for the audit).
     if due <= now:
         return [ready_for_pull(f"dependency:{iso(now)}", HOST, "requested", reason,
                                "ready: a job it waited for ended", state.retry_count + 1, now)]
-    return [Event(WAKE_SCHEDULED, data, now)]
+    return [Event(wake, now)]
 

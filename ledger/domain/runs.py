@@ -15,18 +15,18 @@ from ledger.domain import validation
 from ledger.domain.commands import LeaseProof
 from ledger.domain.errors import DomainError, InvalidCommand
 from ledger.domain.events import (
-    APPROVAL_REQUESTED,
-    APPROVAL_RESOLVED,
-    CONTINUATION_CHARGED,
-    GOAL_BLOCKED,
-    GOAL_FAILED,
-    GOAL_PAUSED,
-    GOAL_RECOVERED,
-    GOAL_STOPPED,
-    LEASE_RELEASED,
-    RUN_REPORTED,
-    WAKE_SCHEDULED,
+    ApprovalRequested,
+    ApprovalResolved,
+    ContinuationCharged,
     Event,
+    GoalBlocked,
+    GoalFailed,
+    GoalPaused,
+    GoalRecovered,
+    GoalStopped,
+    LeaseReleased,
+    RunReported,
+    WakeScheduled,
     iso,
 )
 from ledger.domain.failures import AUTH, CLASSES, OWNER_VERIFICATION, UNCLASSIFIED
@@ -118,13 +118,13 @@ def report(state: GoalState, cmd: ReportRun, now: datetime) -> list[Event]:
         raise InvalidCommand(f"error_class must be one of {', '.join(CLASSES)}",
                              field="error_class")
     retry_after = validation.text(cmd.retry_after, "retry_after", limit=64)
-    data: dict[str, Any] = {
-        "outcome": cmd.outcome,
-        "class": cmd.error_class if cmd.outcome == "error" else "",
-        "reset_at": iso(cmd.reset_at) if cmd.reset_at else "",
-        "retry_after": retry_after,
-    }
-    events = [Event(RUN_REPORTED, data, now)]
+    reported = RunReported(
+        outcome=cmd.outcome,
+        error_class=cmd.error_class if cmd.outcome == "error" else "",
+        reset_at=iso(cmd.reset_at) if cmd.reset_at else "",
+        retry_after=retry_after,
+    )
+    events = [Event(reported, now)]
     changed = _session_change(state, cmd.session)
     if changed:
         why = f"the run's {changed} differs from the goal's registered session"
@@ -133,13 +133,12 @@ def report(state: GoalState, cmd: ReportRun, now: datetime) -> list[Event]:
         return events
     generation = state.lease["generation"]
     if cmd.error_class == AUTH:
-        return [*events, Event(GOAL_FAILED, {"summary": "authentication failed",
-                                             "reason": "AUTH_FAILED",
-                                             "generation": generation}, now)]
+        return [*events, Event(GoalFailed(summary="authentication failed",
+                                          reason="AUTH_FAILED", generation=generation), now)]
     if cmd.error_class == OWNER_VERIFICATION:
-        return [*events, Event(GOAL_FAILED, {"summary": "the owner must verify the account",
-                                             "reason": "OWNER_VERIFICATION",
-                                             "generation": generation}, now)]
+        return [*events, Event(GoalFailed(summary="the owner must verify the account",
+                                          reason="OWNER_VERIFICATION", generation=generation),
+                               now)]
     if cmd.error_class == UNCLASSIFIED:
         why = "the run failed for a reason a human must look at"
         return [*events, _block("UNCLASSIFIED", why, now)]
@@ -157,13 +156,12 @@ def report(state: GoalState, cmd: ReportRun, now: datetime) -> list[Event]:
         wait = backoff(state.rate_limits)
         until = now + wait
         hint = f"backoff {int(wait.total_seconds() // 60)} min"
-    events.append(Event(GOAL_PAUSED, {"until": iso(until), "basis": hint,
-                                      "generation": generation}, now))
-    events.append(Event(LEASE_RELEASED, {"generation": generation}, now))
+    events.append(Event(GoalPaused(until=iso(until), basis=hint, generation=generation), now))
+    events.append(Event(LeaseReleased(generation=generation), now))
     if state.setting("scheduler") == "internal" and cmd.reset_schedule_name:
         # Rule 9: a one-off wake at the reset, besides the one watchdog.
-        events.append(Event(WAKE_SCHEDULED, {"kind": "reset", "due_at": iso(until),
-                                             "schedule_name": cmd.reset_schedule_name}, now))
+        events.append(Event(WakeScheduled(kind="reset", due_at=iso(until),
+                                          schedule_name=cmd.reset_schedule_name), now))
     return events
 
 
@@ -176,7 +174,7 @@ def _session_change(state: GoalState, given: dict[str, Any]) -> str:
 
 
 def _block(reason: str, summary: str, now: datetime) -> Event:
-    return Event(GOAL_BLOCKED, {"summary": summary, "reason": reason, "generation": 0}, now)
+    return Event(GoalBlocked(summary=summary, reason=reason, generation=0), now)
 
 
 # ---------------------------------------------------------------- budget (rule 5)
@@ -201,10 +199,9 @@ def budget_block(state: GoalState, *, rate_limited: bool | None = None) -> str:
 
 def charge_event(state: GoalState, occurrence: str, now: datetime) -> Event:
     """Rule 5: a recovery continuation charged, in the transaction that grants its lease."""
-    return Event(CONTINUATION_CHARGED, {
-        "attempt": state.continuations_used + 1,
-        "max": state.setting("max_continuations"),
-        "occurrence_id": occurrence}, now)
+    return Event(ContinuationCharged(attempt=state.continuations_used + 1,
+                                     max=state.setting("max_continuations"),
+                                     occurrence_id=occurrence), now)
 
 
 def budget_spent_why(state: GoalState, block: str) -> str:
@@ -220,9 +217,9 @@ def request_approval(state: GoalState, cmd: RequestApproval, now: datetime) -> l
     gate = validation.text(cmd.gate, "gate", limit=100, required=True)
     if any(pending["gate"] == gate for pending in state.pending_approvals):
         return []
-    return [Event(APPROVAL_REQUESTED, {"gate": gate, "generation": lease["generation"],
-                                       "summary": validation.text(cmd.summary, "summary",
-                                                                  limit=validation.MAX_NOTE)}, now)]
+    return [Event(ApprovalRequested(gate=gate, generation=lease["generation"],
+                                    summary=validation.text(cmd.summary, "summary",
+                                                            limit=validation.MAX_NOTE)), now)]
 
 
 def resolve_approval(state: GoalState, cmd: ResolveApproval, now: datetime) -> list[Event]:
@@ -232,13 +229,13 @@ def resolve_approval(state: GoalState, cmd: ResolveApproval, now: datetime) -> l
         raise DomainError(f"no pending approval gate {cmd.gate!r}", code="not_found",
                           field="gate")
     operator = validation.text(cmd.operator, "operator", limit=validation.MAX_KEY, required=True)
-    data = {"gate": cmd.gate, "decision": cmd.decision, "operator": operator,
-            "note": validation.text(cmd.note, "note", limit=validation.MAX_NOTE)}
-    events = [Event(APPROVAL_RESOLVED, data, now)]
+    events = [Event(ApprovalResolved(gate=cmd.gate, decision=cmd.decision, operator=operator,
+                                     note=validation.text(cmd.note, "note",
+                                                          limit=validation.MAX_NOTE)), now)]
     if cmd.decision == "reject":
         # A rejection closes the goal.
-        events.append(Event(GOAL_FAILED, {"summary": f"gate {cmd.gate} rejected by {operator}",
-                                          "reason": "APPROVAL_REJECTED", "generation": 0}, now))
+        events.append(Event(GoalFailed(summary=f"gate {cmd.gate} rejected by {operator}",
+                                       reason="APPROVAL_REJECTED", generation=0), now))
     return events
 
 
@@ -248,8 +245,7 @@ def resolve_approval(state: GoalState, cmd: ResolveApproval, now: datetime) -> l
 def stop(state: GoalState, cmd: Stop, now: datetime) -> list[Event]:
     operator = validation.text(cmd.operator, "operator", limit=validation.MAX_KEY, required=True)
     reason = validation.text(cmd.reason, "reason", limit=validation.MAX_NOTE, required=True)
-    return [Event(GOAL_STOPPED, {"operator": operator, "reason": reason, "summary": reason},
-                  now)]
+    return [Event(GoalStopped(operator=operator, reason=reason, summary=reason), now)]
 
 
 def recover(state: GoalState, cmd: Recover, now: datetime) -> list[Event]:
@@ -258,9 +254,8 @@ def recover(state: GoalState, cmd: Recover, now: datetime) -> list[Event]:
     silence = _silence(state)
     if silence:
         silent = [job["job_id"] for job in state.running_jobs() if job.get("silent_at")]
-        return [Event(GOAL_RECOVERED, {"operator": operator, "reason": reason,
-                                       "from_status": state.status, "from_reason": silence,
-                                       **({"written_off_jobs": silent} if silent else {})},
+        return [Event(GoalRecovered(operator=operator, reason=reason, from_status=state.status,
+                                    from_reason=silence, written_off_jobs=silent or None),
                       now)]
     recoverable = (state.status == BLOCKED or (state.status == FAILED
                                                and state.reason == "AUTH_FAILED"))
@@ -272,51 +267,50 @@ def recover(state: GoalState, cmd: Recover, now: datetime) -> list[Event]:
             + (" (an approval gate is resolved with approve/reject)"
                if state.reason == "BLOCKED_APPROVAL" else ""),
             code="not_recoverable")
-    return [Event(GOAL_RECOVERED, {"operator": operator, "reason": reason,
-                                   "from_status": state.status, "from_reason": state.reason},
-                  now)]
+    return [Event(GoalRecovered(operator=operator, reason=reason, from_status=state.status,
+                                from_reason=state.reason), now)]
 
 
 # ---------------------------------------------------------------- evolve
 
 
-def reported(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+def reported(state: GoalState, data: RunReported, at: str) -> dict[str, Any]:
     changes: dict[str, Any] = {}
     if state.lease:
         changes["lease"] = {**state.lease, "active": True}  # a sign of life (rule 6)
-    if data["outcome"] == "ok":
+    if data.outcome == "ok":
         changes["rate_limits"] = 0
     return changes
 
 
-def paused(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+def paused(state: GoalState, data: GoalPaused, at: str) -> dict[str, Any]:
     # The wait for a stated reset is not a lack of progress: the clock starts
     # again when the pause ends.
-    return {"status": PAUSED, "reason": RATE_LIMITED, "paused_until": data["until"],
-            "rate_limits": state.rate_limits + 1, "progress_since": data["until"]}
+    return {"status": PAUSED, "reason": RATE_LIMITED, "paused_until": data.until,
+            "rate_limits": state.rate_limits + 1, "progress_since": data.until}
 
 
-def charged(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
-    return {"continuations_used": data["attempt"]}
+def charged(state: GoalState, data: ContinuationCharged, at: str) -> dict[str, Any]:
+    return {"continuations_used": data.attempt}
 
 
-def approval_requested(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
-    gate = {"gate": data["gate"], "summary": data["summary"], "requested_at": at}
+def approval_requested(state: GoalState, data: ApprovalRequested, at: str) -> dict[str, Any]:
+    gate = {"gate": data.gate, "summary": data.summary, "requested_at": at}
     return {"status": BLOCKED, "reason": "BLOCKED_APPROVAL", "lease": {},
             "lease_end": "released" if state.lease else state.lease_end,
             "pending_approvals": [*state.pending_approvals, gate]}
 
 
-def approval_resolved(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
-    pending = [g for g in state.pending_approvals if g["gate"] != data["gate"]]
+def approval_resolved(state: GoalState, data: ApprovalResolved, at: str) -> dict[str, Any]:
+    pending = [g for g in state.pending_approvals if g["gate"] != data.gate]
     changes: dict[str, Any] = {"pending_approvals": pending}
-    if data["decision"] == "approve" and not pending:
+    if data.decision == "approve" and not pending:
         changes.update(status=WAITING, reason="", retry_count=0, progress_since=at)
     return changes
 
 
-def stopped(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
-    return {"status": "stopped", "reason": "", "summary": data["summary"], "lease": {},
+def stopped(state: GoalState, data: GoalStopped, at: str) -> dict[str, Any]:
+    return {"status": "stopped", "reason": "", "summary": data.summary, "lease": {},
             "finish_requested": {}}
 
 
@@ -331,10 +325,10 @@ def _silence(state: GoalState) -> str:
     return ""
 
 
-def recovered(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
-    if data["from_reason"] in SILENCES:
+def recovered(state: GoalState, data: GoalRecovered, at: str) -> dict[str, Any]:
+    if data.from_reason in SILENCES:
         # The goal was never stopped: it keeps its status and lease.
-        written_off = set(data.get("written_off_jobs", ()))
+        written_off = set(data.written_off_jobs or ())
         jobs = [{**job, "status": "cancelled", "conclusion": "written off by an operator",
                  "updated_at": at} if job["job_id"] in written_off else job
                 for job in state.jobs]

@@ -7,7 +7,7 @@ once it is cancelled (``ledger.domain.finishing``). The evolvers of
 ``wake.scheduled``, ``receipt.recorded`` and ``wake.cancel_requested`` are here.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -15,10 +15,10 @@ from ledger.domain import validation
 from ledger.domain.commands import LeaseProof
 from ledger.domain.errors import DomainError, InvalidCommand
 from ledger.domain.events import (
-    RECEIPT_RECORDED,
-    WAKE_CANCEL_REQUESTED,
-    WAKE_SCHEDULED,
     Event,
+    ReceiptRecorded,
+    WakeCancelRequested,
+    WakeScheduled,
     iso,
 )
 from ledger.domain.leases import fence
@@ -117,22 +117,15 @@ def prepare(state: GoalState, cmd: PrepareWatchdog, now: datetime) -> list[Event
         if not state.watchdog.get("retry_allowed"):
             return []
         retry = True  # a definitive failure allows exactly one retry of the same create
-    data = {
-        "backend": backend,
-        "interval_seconds": seconds,
-        "tzid": tzid,
-        "first_due_at": _due(now, seconds),
-        "attempt": 2 if retry else 1,
-    }
+    scheduled = WakeScheduled(backend=backend, interval_seconds=seconds, tzid=tzid,
+                              first_due_at=_due(now, seconds), attempt=2 if retry else 1)
     if backend == INTERNAL:
         name = validation.text(cmd.schedule_name or schedule_name(state.goal_id), "schedule_name",
                                limit=200, required=True)
-        data["schedule_name"] = name
-        return [Event(WAKE_SCHEDULED, data, now),
-                Event(RECEIPT_RECORDED, {"backend": INTERNAL, "status": "created",
-                                         "schedule_name": name,
-                                         "due_at": data["first_due_at"]}, now)]
-    return [Event(WAKE_SCHEDULED, data, now)]
+        return [Event(replace(scheduled, schedule_name=name), now),
+                Event(ReceiptRecorded(backend=INTERNAL, status="created", schedule_name=name,
+                                      due_at=scheduled.first_due_at), now)]
+    return [Event(scheduled, now)]
 
 
 def cancel(state: GoalState, cmd: CancelWatchdog, now: datetime) -> list[Event]:
@@ -146,12 +139,12 @@ def cancel_events(state: GoalState, now: datetime, *, why: str) -> list[Event]:
         return []
     if state.watchdog["backend"] == INTERNAL:
         # The server cancels its own schedule in the same transaction.
-        return [Event(RECEIPT_RECORDED, {"backend": INTERNAL, "status": "cancelled",
-                                         "schedule_name": state.watchdog["schedule_name"],
-                                         "note": why}, now)]
+        return [Event(ReceiptRecorded(backend=INTERNAL, status="cancelled",
+                                      schedule_name=state.watchdog["schedule_name"], note=why),
+                      now)]
     if status == "cancel_requested":
         return []
-    return [Event(WAKE_CANCEL_REQUESTED, {"backend": HOST, "note": why}, now)]
+    return [Event(WakeCancelRequested(backend=HOST, note=why), now)]
 
 
 def receipt(state: GoalState, cmd: RecordReceipt, now: datetime) -> list[Event]:
@@ -187,7 +180,7 @@ def receipt(state: GoalState, cmd: RecordReceipt, now: datetime) -> list[Event]:
                                               limit=validation.MAX_KEY, required=True)
     if cmd.status == "create_failed":
         data["retry_allowed"] = state.watchdog.get("attempt", 1) == 1
-    return [Event(RECEIPT_RECORDED, data, now)]
+    return [Event(ReceiptRecorded(**data), now)]
 
 
 RECEIPT_DUE_AT_MISMATCH = "receipt_due_at_mismatch"
@@ -216,61 +209,62 @@ def _near_slot(state: GoalState, due: datetime, now: datetime) -> None:
 
 def arm_events(state: GoalState, interval: int, first_due_at: str, now: datetime) -> list[Event]:
     name = schedule_name(state.goal_id)
-    data = {"backend": INTERNAL, "interval_seconds": interval,
-            "tzid": state.zone(state.watchdog.get("tzid", "")),
-            "first_due_at": first_due_at, "attempt": 1, "schedule_name": name}
-    return [Event(WAKE_SCHEDULED, data, now),
-            Event(RECEIPT_RECORDED, {"backend": INTERNAL, "status": "created",
-                                     "schedule_name": name, "due_at": first_due_at}, now)]
+    return [Event(WakeScheduled(backend=INTERNAL, interval_seconds=interval,
+                                tzid=state.zone(state.watchdog.get("tzid", "")),
+                                first_due_at=first_due_at, attempt=1, schedule_name=name), now),
+            Event(ReceiptRecorded(backend=INTERNAL, status="created", schedule_name=name,
+                                  due_at=first_due_at), now)]
 
 
 
 # ---------------------------------------------------------------- evolve
 
 
-def repaired(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+def repaired(state: GoalState, data: WakeScheduled | ReceiptRecorded,
+             at: str) -> dict[str, Any]:
     """What a repair event adds to its wake: a fresh lateness window and the
-    count of repairs since the wake last fired (``attempt``; events before it
-    was recorded count one each)."""
-    if "repair" not in data:
+    count of repairs since the wake last fired (``attempt``; a repair recorded
+    before it existed is upcast to one, ``ledger.domain.upcasters``)."""
+    if data.repair is None:
         return {}
-    return {"repaired_at": at, "repairs": data.get("attempt", 1)}
+    return {"repaired_at": at, "repairs": data.attempt}
 
 
-def unlisted_by_repair(state: GoalState, data: dict[str, Any]) -> dict[str, Any]:
+def unlisted_by_repair(state: GoalState, data: WakeScheduled | ReceiptRecorded) -> dict[str, Any]:
     """A repair while WAKE_NOT_FIRING stands is an operator's (the automatic
     one stops): the goal is off the list until the bound is reached again."""
-    if "repair" in data and state.liveness_alert.get("reason") == "WAKE_NOT_FIRING":
+    if data.repair is not None and state.liveness_alert.get("reason") == "WAKE_NOT_FIRING":
         return {"liveness_alert": {}}
     return {}
 
 
-def scheduled(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+def scheduled(state: GoalState, data: WakeScheduled, at: str) -> dict[str, Any]:
     # A repaired row gets the scheduler's lateness anew (liveness deadlines).
     repair = repaired(state, data, at)
-    if data.get("kind") == "reset":  # the one-off wake at a rate-limit reset
-        return {"reset_wake": {"due_at": data["due_at"],
-                               "schedule_name": data["schedule_name"], **repair},
+    if data.kind == "reset":  # the one-off wake at a rate-limit reset
+        return {"reset_wake": {"due_at": data.due_at,
+                               "schedule_name": data.schedule_name, **repair},
                 **unlisted_by_repair(state, data)}
-    if data.get("kind") == "requested":  # the one-off wake the agent asked for
-        return {"requested_wake": {"due_at": data["due_at"], "reason": data["reason"],
-                                   "schedule_name": data.get("schedule_name", ""),
+    if data.kind == "requested":  # the one-off wake the agent asked for
+        # A host goal's has no schedule row: its host creates the wake.
+        return {"requested_wake": {"due_at": data.due_at, "reason": data.reason,
+                                   "schedule_name": data.schedule_name or "",
                                    **repair},
                 **unlisted_by_repair(state, data)}
     watchdog = {
-        "backend": data["backend"],
-        "interval_seconds": data["interval_seconds"],
-        "tzid": data["tzid"],
+        "backend": data.backend,
+        "interval_seconds": data.interval_seconds,
+        "tzid": data.tzid,
         "status": "requested",
-        "attempt": data["attempt"],
-        "first_due_at": data["first_due_at"],
+        "attempt": data.attempt,
+        "first_due_at": data.first_due_at,
         # Slots are anchor + k x interval; no claim ever moves the anchor.
-        "anchor": data["first_due_at"],
-        "next_due_at": data["first_due_at"],
+        "anchor": data.first_due_at,
+        "next_due_at": data.first_due_at,
         "retry_allowed": False,
     }
-    if "schedule_name" in data:
-        watchdog["schedule_name"] = data["schedule_name"]
+    if data.schedule_name is not None:
+        watchdog["schedule_name"] = data.schedule_name
     return {"watchdog": watchdog, **host_heard(state)}
 
 
@@ -279,28 +273,28 @@ _RECEIPT_STATUS = {"created": "live", "create_failed": "create_failed",
                    "disabled": "disabled", "user_attested_deleted": "cancelled"}
 
 
-def receipted(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
-    if data.get("repair") == "orphaned":
+def receipted(state: GoalState, data: ReceiptRecorded, at: str) -> dict[str, Any]:
+    if data.repair == "orphaned":
         return {}  # a stray row deleted: history only, the goal's own wakes are untouched
-    watchdog = {**state.watchdog, "status": _RECEIPT_STATUS[data["status"]],
-                "last_receipt": data["status"], "last_receipt_at": at}
-    if data["status"] == "created":
-        watchdog["next_due_at"] = data["due_at"]
-        if data.get("backend") == HOST:
-            watchdog["anchor"] = data["due_at"]  # the host's schedule is what fires
-        if "host_ref_sha256" in data:
-            watchdog["host_ref_sha256"] = data["host_ref_sha256"]
-            watchdog["runs_on"] = data["runs_on"]
-    if data["status"] == "create_failed":
-        watchdog["retry_allowed"] = data["retry_allowed"]
-        if not data["retry_allowed"]:
+    watchdog = {**state.watchdog, "status": _RECEIPT_STATUS[data.status],
+                "last_receipt": data.status, "last_receipt_at": at}
+    if data.status == "created":
+        watchdog["next_due_at"] = data.due_at
+        if data.backend == HOST:
+            watchdog["anchor"] = data.due_at  # the host's schedule is what fires
+        if data.host_ref_sha256 is not None:
+            watchdog["host_ref_sha256"] = data.host_ref_sha256
+            watchdog["runs_on"] = data.runs_on
+    if data.status == "create_failed":
+        watchdog["retry_allowed"] = data.retry_allowed
+        if not data.retry_allowed:
             watchdog["status"] = "failed"
     watchdog.update(repaired(state, data, at))
-    return {"watchdog": watchdog, **(host_heard(state) if data.get("backend") == HOST else {}),
+    return {"watchdog": watchdog, **(host_heard(state) if data.backend == HOST else {}),
             **unlisted_by_repair(state, data)}
 
 
-def cancel_requested(state: GoalState, data: dict[str, Any], at: str) -> dict[str, Any]:
+def cancel_requested(state: GoalState, data: WakeCancelRequested, at: str) -> dict[str, Any]:
     return {"watchdog": {**state.watchdog, "status": "cancel_requested"}}
 
 
@@ -309,5 +303,3 @@ def host_heard(state: GoalState) -> dict[str, Any]:
     if state.liveness_alert.get("reason") == "HOST_SILENT":
         return {"liveness_alert": {}}
     return {}
-
-
