@@ -180,7 +180,9 @@ def diff_goal(goal: Goal, events: Iterable[tuple]) -> tuple[list[Difference], di
     def folded() -> Iterator[Event]:
         row = None
         for row in events:
-            yield Event(row[0], row[1], row[2])
+            # The one place a stored event is read back: decoded (and upcast)
+            # into its payload; the stored JSON itself is only ever hashed.
+            yield Event.stored(row[0], row[1], row[2])
         if row is not None:
             last[0] = row[3]
 

@@ -36,6 +36,7 @@ from ledger.domain import (
     decision,
     liveness,
 )
+from ledger.domain.codec import Payload, encode
 from ledger.domain.state import TERMINAL_STATUSES
 from ledger.domain.timing import next_wake_at
 from ledger.domain.validation import canonical_workspace
@@ -60,7 +61,7 @@ class StoredEvent:
     goal_id: str
     seq: int
     kind: str
-    data: dict[str, Any]
+    data: dict[str, Any]  # as stored and hashed: ``codec.encode(payload)``
     actor: str
     recorded_at: datetime
     idempotency_key: str | None
@@ -69,6 +70,8 @@ class StoredEvent:
     # ``data`` in its canonical JSON text: hashed into the chain, and what
     # SQLite stores (PostgreSQL keeps jsonb in its own spelling anyway).
     data_text: str = field(default="", repr=False, compare=False)
+    # The typed event the data was encoded from: what readers look at.
+    payload: Payload | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -402,11 +405,12 @@ def _fold(goal_id: str, before: GoalState, head: str, decided: Decision, actor: 
     fold to, which the decision already holds: every event is one version."""
     stored = []
     for seq, event in enumerate(decided.events, start=before.version + 1):
-        data = dict(event.data)
+        # The one place an appended event becomes its stored JSON.
+        data = encode(event.payload)
         text = canonical_text(data)
         digest = linked_hash(head, goal_id, seq, event.kind, text, actor, event.at)
         stored.append(StoredEvent(goal_id, seq, event.kind, data, actor, event.at,
-                                  idempotency_key, head, digest, text))
+                                  idempotency_key, head, digest, text, event.payload))
         head = digest
     return decided.state, stored, head
 

@@ -25,7 +25,7 @@ from django.db import transaction
 from ledger import clock, failpoints, store
 from ledger.domain import DomainError
 from ledger.domain.dispatches import RecordDispatch, dispatches
-from ledger.domain.events import WAKE_CLAIMED
+from ledger.domain.events import WakeClaimed
 from ledger.services import wakes
 from scheduling import dispatch
 from scheduling.models import Dispatch
@@ -42,15 +42,16 @@ def record(goal_id: str, outcome: store.Outcome) -> None:
         return
     name = outcome.state.setting("dispatch")
     for event in outcome.events:
-        if event.kind != WAKE_CLAIMED or event.data["source"] not in ("internal", "operator"):
+        claim = event.payload
+        if not isinstance(claim, WakeClaimed) or claim.source not in ("internal", "operator"):
             continue
-        if event.data["outcome"] == "recurring_acquired":
+        if claim.outcome == "recurring_acquired":
             generation = outcome.state.lease["generation"]
-        elif event.data["outcome"] == "ready_for_pull":
+        elif claim.outcome == "ready_for_pull":
             generation = 0
         else:
             continue
-        Dispatch.objects.create(goal_id=goal_id, occurrence_id=event.data["occurrence_id"],
+        Dispatch.objects.create(goal_id=goal_id, occurrence_id=claim.occurrence_id,
                                 dispatcher=name, generation=generation, created_at=clock.now())
 
 

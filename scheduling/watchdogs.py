@@ -22,7 +22,7 @@ from django_q.models import Schedule
 
 from ledger import store
 from ledger.doctor import FIRE, SWEEPER_NAME, ensure_sweeper
-from ledger.domain.events import RECEIPT_RECORDED, WAKE_SCHEDULED
+from ledger.domain.events import ReceiptRecorded, WakeScheduled
 from ledger.domain.policy import interval_minutes
 from ledger.domain.watchdogs import requested_schedule_name, reset_schedule_name, schedule_name
 
@@ -34,20 +34,21 @@ def apply(goal_id: str, outcome: store.Outcome) -> None:
     """The store effect: schedule rows follow the events (see the module doc)."""
     before, after = outcome.before, outcome.state
     for event in outcome.events:
-        if (event.kind == WAKE_SCHEDULED and event.data.get("kind") in ("reset", "requested")
-                and event.data.get("schedule_name")):  # none: a host goal's host schedules it
-            _one_off(goal_id, event.data["schedule_name"], event.data["kind"],
-                     datetime.fromisoformat(event.data["due_at"]))
-        elif event.kind == RECEIPT_RECORDED and event.data.get("backend") == "internal":
-            name = event.data["schedule_name"]
+        payload = event.payload
+        if (isinstance(payload, WakeScheduled) and payload.one_off
+                and payload.schedule_name):  # none: a host goal's host schedules it
+            _one_off(goal_id, payload.schedule_name, str(payload.kind),
+                     datetime.fromisoformat(str(payload.due_at)))
+        elif isinstance(payload, ReceiptRecorded) and payload.backend == "internal":
+            name = str(payload.schedule_name)
             # Any stray schedule of that name goes first: exactly one watchdog.
             Schedule.objects.filter(name=name).delete()
-            if event.data["status"] == "created":
+            if payload.status == "created":
                 Schedule.objects.create(
                     name=name, func=FIRE, args=repr(goal_id),
                     schedule_type=Schedule.MINUTES,
                     minutes=interval_minutes(after.watchdog["interval_seconds"]),
-                    repeats=-1, next_run=datetime.fromisoformat(event.data["due_at"]),
+                    repeats=-1, next_run=datetime.fromisoformat(str(payload.due_at)),
                     # The task learns which slot fired it: that is its claim id.
                     intended_date_kwarg="intended_date")
     # One-off wakes used up or dropped by this command.

@@ -13,6 +13,7 @@ from typing import Any
 
 from ledger import clock
 from ledger.domain import GoalState, lease_refusal, liveness
+from ledger.domain.events import ContinuationCharged, LeaseGranted
 from ledger.domain.smartwake import resume_packet
 from ledger.domain.timing import next_wake_at
 
@@ -69,7 +70,9 @@ class WakeReport:
 def lease_answer(state: GoalState, granted: bool, raw_token: str,
                  events: Iterable[Any] = ()) -> dict[str, Any]:
     """The answer to a lease request: the grant (and, when it resumed a due
-    wake, which one and the resume packet), or the domain's refusal."""
+    wake, which one and the resume packet), or the domain's refusal.
+    ``events``: the command's appended events (``store.StoredEvent``), read
+    by their typed payloads."""
     if not granted:
         refusal = lease_refusal(state, clock.now()) or {}
         refusal.pop("why", None)
@@ -79,11 +82,12 @@ def lease_answer(state: GoalState, granted: bool, raw_token: str,
     answer: dict[str, Any] = {"acquired": True, "retry_after_seconds": None,
                               "next_required_action": None,
                               "lease": LeaseGrant.of(state, raw_token).as_dict()}
-    pulled = next((e.data["pulled"] for e in events
-                   if e.kind.startswith("lease.") and "pulled" in e.data), None)
+    pulled = next((e.payload.pulled for e in events
+                   if isinstance(e.payload, LeaseGranted) and e.payload.pulled is not None),
+                  None)
     if pulled is not None:
         # The lease resumed a due wake: say which, and hand the resume packet.
-        charged = any(e.kind == "continuation.charged" for e in events)
+        charged = any(isinstance(e.payload, ContinuationCharged) for e in events)
         answer["resumed"] = {**pulled, "charged": charged}
         answer["resume_packet"] = resume_packet(state)
     instructions = host_instructions(state)
