@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ledger.domain import GoalState
+from ledger.domain import events as ev
+from ledger.domain.codec import decode_or_none
 from ledger.domain.runs import budget_left
 from ledger.domain.timing import next_wake_at
 from ledger.domain.watchdogs import watchdog_health
@@ -134,23 +136,32 @@ def _items(values: object, limit: int = 3) -> str:
 
 
 # ----------------------------------------------------------------------------- summaries
+#
+# One summary per payload class (ledger.domain.events): the stored data is
+# decoded (and upcast) by the codec first, so a summary reads attributes,
+# never string keys. Nested JSON (a plan, evidence items) is read defensively.
 
-Summary = Callable[[Mapping[str, Any]], str]
+Summary = Callable[[Any], str]
 
 
-def _started(d: Mapping[str, Any]) -> str:
-    plan = _items((d.get("checkpoint") or {}).get("next_actions", []))
-    policy = d.get("policy") or {}
-    text = f"“{clean(d.get('objective', ''), 80)}” by {clean(d.get('agent') or '?')}"
+def _v(value: object) -> object:
+    """A field an older or damaged event lacks (decoded as None) reads "?"."""
+    return "?" if value is None else value
+
+
+def _started(d: ev.GoalStarted) -> str:
+    plan = _items((d.checkpoint or {}).get("next_actions", []))
+    policy = d.policy or {}
+    text = f"“{clean(_v(d.objective), 80)}” by {clean(d.agent or '?')}"
     text += f" ({policy['scheduler']} scheduler)" if policy.get("scheduler") else ""
     return text + (f" → plan: {plan}" if plan else "")
 
 
 def _ended(verb: str) -> Summary:
-    def text(d: Mapping[str, Any]) -> str:
-        reason = f" ({d['reason']})" if d.get("reason") else ""
-        said = clean(d.get("summary", ""), 120)
-        return f"{verb}{reason}" + (f": {said}" if said else "")
+    def text(d: ev.GoalCompleted | ev.GoalFailed | ev.GoalBlocked) -> str:
+        reason = getattr(d, "reason", "")
+        said = clean(_v(d.summary), 120)
+        return f"{verb}{f' ({reason})' if reason else ''}" + (f": {said}" if said else "")
 
     return text
 
@@ -168,9 +179,10 @@ def _evidence(items: object, limit: int = 5) -> str:
 
 
 def evidence_lines(data: Mapping[str, Any]) -> list[str]:
-    """`ledger show`'s block for a completed goal: each criterion and its evidence
-    in full (still one safe line each)."""
-    items = data.get("evidence") if isinstance(data, Mapping) else None
+    """`ledger show`'s block for a completed goal (the stored data of its
+    goal.completed): each criterion and its evidence in full (one safe line each)."""
+    completion = decode_or_none(ev.GOAL_COMPLETED, data)
+    items = completion.evidence if isinstance(completion, ev.GoalCompleted) else None
     items = [i for i in items if isinstance(i, Mapping)] if isinstance(items, list) else []
     if not items:
         return [f"{'evidence:':<15}none recorded (no done criteria, or completed before "
@@ -179,132 +191,125 @@ def evidence_lines(data: Mapping[str, Any]) -> list[str]:
             f"{clean(i.get('evidence', ''))}" for n, i in enumerate(items)]
 
 
-def _checkpoint(d: Mapping[str, Any]) -> str:
-    text = f"step “{clean(d.get('current_step', ''), 60)}” ({d.get('progress_pct', '?')} %)"
-    nxt = _items(d.get("next_actions", []), 2)
+def _checkpoint(d: ev.CheckpointRecorded) -> str:
+    text = f"step “{clean(_v(d.current_step), 60)}” ({_v(d.progress_pct)} %)"
+    nxt = _items(d.next_actions, 2)
     text += f" → next: {nxt}" if nxt else ""
-    artifacts = d.get("artifacts") or []
-    text += f", {len(artifacts)} artifact(s)" if artifacts else ""
-    text += f", {len(d['errors'])} error(s)" if d.get("errors") else ""
-    return text + (f", note: {clean(d['note'], 60)}" if d.get("note") else "")
+    text += f", {len(d.artifacts)} artifact(s)" if d.artifacts else ""
+    text += f", {len(d.errors)} error(s)" if d.errors else ""
+    return text + (f", note: {clean(_v(d.note), 60)}" if d.note else "")
 
 
-def _lease(d: Mapping[str, Any]) -> str:
-    text = f"gen {d.get('generation', '?')} to {clean(d.get('holder', '?'))} until " \
-           f"{_short(d.get('expires_at'))}"
-    text += " (automatic continuation)" if d.get("via") == "wake" else ""
-    if "previous_generation" in d:
-        text += (f", taken over from gen {d['previous_generation']} of "
-                 f"{clean(d.get('previous_holder', '?'))} (expired "
-                 f"{_short(d.get('previous_expires_at'))})")
+def _lease(d: ev.LeaseGranted) -> str:
+    text = f"gen {_v(d.generation)} to {clean(_v(d.holder))} until {_short(d.expires_at)}"
+    text += " (automatic continuation)" if d.via == "wake" else ""
+    if isinstance(d, ev.LeaseTakenOver):
+        text += (f", taken over from gen {_v(d.previous_generation)} of "
+                 f"{clean(_v(d.previous_holder))} (expired {_short(d.previous_expires_at)})")
     return text
 
 
-def _scheduled(d: Mapping[str, Any]) -> str:
-    if d.get("kind") == "reset":
-        return f"one-off wake at the reset, {_short(d.get('due_at'))}"
-    if d.get("kind") == "requested":
-        replaces = f" (replaces {_short(d['replaces'])})" if d.get("replaces") else ""
-        return (f"one-off wake asked for ({d.get('reason', '?')}), "
-                f"{_short(d.get('due_at'))}{replaces}")
-    minutes = round(d.get("interval_seconds", 0) / 60, 1)
-    every = f"{minutes:g} min" if minutes >= 1 else f"{d.get('interval_seconds')} s"
-    retry = " (retry)" if d.get("attempt", 1) > 1 else ""
-    return (f"{d.get('backend', '?')} watchdog every {every}{retry}, first due "
-            f"{_short(d.get('first_due_at'))}")
+def _scheduled(d: ev.WakeScheduled) -> str:
+    if d.kind == "reset":
+        return f"one-off wake at the reset, {_short(d.due_at)}"
+    if d.kind == "requested":
+        replaces = f" (replaces {_short(d.replaces)})" if d.replaces else ""
+        return f"one-off wake asked for ({d.reason or '?'}), {_short(d.due_at)}{replaces}"
+    seconds = d.interval_seconds or 0
+    minutes = round(seconds / 60, 1)
+    every = f"{minutes:g} min" if minutes >= 1 else f"{_v(d.interval_seconds)} s"
+    retry = " (retry)" if (d.attempt or 1) > 1 else ""
+    return (f"{d.backend or '?'} watchdog every {every}{retry}, first due "
+            f"{_short(d.first_due_at)}")
 
 
-def _receipt(d: Mapping[str, Any]) -> str:
-    text = f"{d.get('backend', '?')} watchdog {d.get('status', '?')}"
-    text += f", due {_short(d['due_at'])}" if d.get("due_at") else ""
-    text += f", runs on {d['runs_on']}" if d.get("runs_on") else ""
-    text += f", attested by {clean(d['attested_by'])}" if d.get("attested_by") else ""
-    return text + (f": {clean(d['note'], 80)}" if d.get("note") else "")
+def _receipt(d: ev.ReceiptRecorded) -> str:
+    text = f"{_v(d.backend)} watchdog {_v(d.status)}"
+    text += f", due {_short(d.due_at)}" if d.due_at else ""
+    text += f", runs on {_v(d.runs_on)}" if d.runs_on else ""
+    text += f", attested by {clean(_v(d.attested_by))}" if d.attested_by else ""
+    return text + (f": {clean(_v(d.note), 80)}" if d.note else "")
 
 
-def _claimed(d: Mapping[str, Any]) -> str:
-    text = f"{d.get('outcome', '?')} ({d.get('reason') or '?'}), {d.get('source', '?')}"
-    if d.get("retry_after_seconds") is not None:
-        text += f", retry in {d['retry_after_seconds']} s"
-    if d.get("outcome") in ("recurring_acquired", "ready_for_pull") and "retry_count" in d:
-        text += f", wake {d['retry_count']} since the last checkpoint"
-    if d.get("operator"):
-        text += f", by {clean(d['operator'])} ({clean(d.get('why', ''), 60)})"
-    return text + (f": {clean(d['notes'], 90)}" if d.get("notes") else "")
+def _claimed(d: ev.WakeClaimed) -> str:
+    text = f"{_v(d.outcome)} ({d.reason or '?'}), {_v(d.source)}"
+    if d.retry_after_seconds is not None:
+        text += f", retry in {_v(d.retry_after_seconds)} s"
+    if d.outcome in ("recurring_acquired", "ready_for_pull") and d.retry_count is not None:
+        text += f", wake {_v(d.retry_count)} since the last checkpoint"
+    if d.operator:
+        text += f", by {clean(_v(d.operator))} ({clean(d.why or '', 60)})"
+    return text + (f": {clean(_v(d.notes), 90)}" if d.notes else "")
 
 
-def _run(d: Mapping[str, Any]) -> str:
-    if d.get("outcome") == "ok":
+def _run(d: ev.RunReported) -> str:
+    if d.outcome == "ok":
         return "ok"
-    text = d.get("class") or "error"
-    text += f", reset {_short(d['reset_at'])}" if d.get("reset_at") else ""
-    return text + (f", retry-after {clean(d['retry_after'])}" if d.get("retry_after") else "")
+    text = d.error_class or "error"
+    text += f", reset {_short(d.reset_at)}" if d.reset_at else ""
+    return text + (f", retry-after {clean(_v(d.retry_after))}" if d.retry_after else "")
 
 
-def _dispatched(d: Mapping[str, Any]) -> str:
-    result = "ok" if d.get("ok") else "uncertain" if d.get("uncertain") else "failed"
-    detail = f" ({clean(d['detail'], 60)})" if d.get("detail") else ""
-    return f"via {clean(d.get('dispatcher', '?'))}: {result}{detail}"
+def _dispatched(d: ev.ContinuationDispatched) -> str:
+    result = "ok" if d.ok else "uncertain" if d.uncertain else "failed"
+    detail = f" ({clean(_v(d.detail), 60)})" if d.detail else ""
+    return f"via {clean(_v(d.dispatcher))}: {result}{detail}"
 
 
-def _approval_resolved(d: Mapping[str, Any]) -> str:
-    verb = "approved" if d.get("decision") == "approve" else "rejected"
-    note = f": {clean(d['note'], 80)}" if d.get("note") else ""
-    return f"gate {clean(d.get('gate', '?'))} {verb} by {clean(d.get('operator', '?'))}{note}"
+def _approval_resolved(d: ev.ApprovalResolved) -> str:
+    verb = "approved" if d.decision == "approve" else "rejected"
+    note = f": {clean(_v(d.note), 80)}" if d.note else ""
+    return f"gate {clean(_v(d.gate))} {verb} by {clean(_v(d.operator))}{note}"
 
 
-def _workspace_released(d: Mapping[str, Any]) -> str:
-    by = "an operator" if d.get("by_operator") else "the lease holder"
-    why = f": {clean(d['reason'], 80)}" if d.get("reason") else ""
-    return f"{clean(d.get('workspace', '?'), 60, keep_end=True)} released by {by}{why}"
+def _workspace_released(d: ev.WorkspaceReleased) -> str:
+    by = "an operator" if d.by_operator else "the lease holder"
+    why = f": {clean(_v(d.reason), 80)}" if d.reason else ""
+    return f"{clean(_v(d.workspace), 60, keep_end=True)} released by {by}{why}"
 
 
-_SUMMARIES: dict[str, Summary] = {
-    "goal.started": _started,
-    "goal.completed": lambda d: _ended("completed")(d) + _evidence(d.get("evidence")),
-    "goal.failed": _ended("failed"),
-    "goal.blocked": _ended("blocked"),
-    "goal.finish_requested": lambda d: (f"finish as {d.get('status', '?')} requested; waits "
-                                        "for the host watchdog's cancellation"),
-    "goal.paused": lambda d: f"paused until {_short(d.get('until'))} ({clean(d.get('basis', ''))})",
-    "goal.stopped": lambda d: (f"stopped by {clean(d.get('operator', '?'))}: "
-                               f"{clean(d.get('reason', ''), 100)}"),
-    "goal.recovered": lambda d: (f"recovered by {clean(d.get('operator', '?'))} from "
-                                 f"{d.get('from_status', '?')}/{d.get('from_reason') or '-'}: "
-                                 f"{clean(d.get('reason', ''), 80)}"),
-    "workspace.bound": lambda d: clean(d.get("workspace", "?"), 80, keep_end=True),
-    "workspace.released": _workspace_released,
-    "lease.acquired": _lease,
-    "lease.taken_over": _lease,
-    "lease.renewed": lambda d: (f"gen {d.get('generation', '?')} renewed until "
-                                f"{_short(d.get('expires_at'))}"),
-    "lease.released": lambda d: f"gen {d.get('generation', '?')} released",
-    "lease.expired": lambda d: (f"gen {d.get('generation', '?')} of "
-                                f"{clean(d.get('holder', '?'))} expired at "
-                                f"{_short(d.get('expired_at'))}"),
-    "checkpoint.recorded": _checkpoint,
-    "wake.scheduled": _scheduled,
-    "wake.cancel_requested": lambda d: (f"{d.get('backend', '?')} watchdog cancellation "
-                                        f"requested: {clean(d.get('note', ''), 80)}"),
-    "wake.claimed": _claimed,
-    "receipt.recorded": _receipt,
-    "run.reported": _run,
-    "continuation.charged": lambda d: (f"continuation {d.get('attempt', '?')} of "
-                                       f"{d.get('max', '?')} charged"),
-    "continuation.dispatched": _dispatched,
-    "approval.requested": lambda d: (f"gate {clean(d.get('gate', '?'))}"
-                                     + (f": {clean(d['summary'], 100)}"
-                                        if d.get("summary") else "")),
-    "approval.resolved": _approval_resolved,
-    "job.tracked": lambda d: (f"{clean(d.get('kind', '?'))} {clean(d.get('ref', '?'), 60)} "
-                              f"(job {clean(d.get('job_id', '?'))})"),
-    "liveness.missed": lambda d: (f"{d.get('reason', '?')}: {clean(d.get('detail', ''))} "
-                                  f"(deadline {str(d.get('deadline', '?'))[:19]})"),
-    "job.updated": lambda d: (f"job {clean(d.get('job_id', '?'))} {d.get('status', '?')}"
-                              + (" (reported by its notify token)"
-                                 if d.get("reported_by") == "notify_token" else "")
-                              + (f": {clean(d['conclusion'], 80)}"
-                                 if d.get("conclusion") else "")),
+def _job_updated(d: ev.JobUpdated) -> str:
+    return (f"job {clean(_v(d.job_id))} {_v(d.status)}"
+            + (" (reported by its notify token)" if d.reported_by == "notify_token" else "")
+            + (f": {clean(_v(d.conclusion), 80)}" if d.conclusion else ""))
+
+
+_SUMMARIES: dict[type, Summary] = {
+    ev.GoalStarted: _started,
+    ev.GoalCompleted: lambda d: _ended("completed")(d) + _evidence(d.evidence),
+    ev.GoalFailed: _ended("failed"),
+    ev.GoalBlocked: _ended("blocked"),
+    ev.GoalFinishRequested: lambda d: (f"finish as {_v(d.status)} requested; waits for the host "
+                                       "watchdog's cancellation"),
+    ev.GoalPaused: lambda d: f"paused until {_short(d.until)} ({clean(_v(d.basis))})",
+    ev.GoalStopped: lambda d: f"stopped by {clean(_v(d.operator))}: {clean(_v(d.reason), 100)}",
+    ev.GoalRecovered: lambda d: (f"recovered by {clean(_v(d.operator))} from {_v(d.from_status)}/"
+                                 f"{d.from_reason or '-'}: {clean(_v(d.reason), 80)}"),
+    ev.WorkspaceBound: lambda d: clean(_v(d.workspace), 80, keep_end=True),
+    ev.WorkspaceReleased: _workspace_released,
+    ev.LeaseAcquired: _lease,
+    ev.LeaseTakenOver: _lease,
+    ev.LeaseRenewed: lambda d: f"gen {_v(d.generation)} renewed until {_short(d.expires_at)}",
+    ev.LeaseReleased: lambda d: f"gen {_v(d.generation)} released",
+    ev.LeaseExpired: lambda d: (f"gen {_v(d.generation)} of {clean(_v(d.holder))} expired at "
+                                f"{_short(d.expired_at)}"),
+    ev.CheckpointRecorded: _checkpoint,
+    ev.WakeScheduled: _scheduled,
+    ev.WakeCancelRequested: lambda d: (f"{_v(d.backend)} watchdog cancellation requested: "
+                                       f"{clean(_v(d.note), 80)}"),
+    ev.WakeClaimed: _claimed,
+    ev.ReceiptRecorded: _receipt,
+    ev.RunReported: _run,
+    ev.ContinuationCharged: lambda d: f"continuation {_v(d.attempt)} of {_v(d.max)} charged",
+    ev.ContinuationDispatched: _dispatched,
+    ev.ApprovalRequested: lambda d: (f"gate {clean(_v(d.gate))}"
+                                     + (f": {clean(_v(d.summary), 100)}" if d.summary else "")),
+    ev.ApprovalResolved: _approval_resolved,
+    ev.JobTracked: lambda d: (f"{clean(_v(d.kind))} {clean(_v(d.ref), 60)} "
+                              f"(job {clean(_v(d.job_id))})"),
+    ev.LivenessMissed: lambda d: (f"{_v(d.reason)}: {clean(_v(d.detail))} "
+                                  f"(deadline {str(d.deadline or '?')[:19]})"),
+    ev.JobUpdated: _job_updated,
 }
 
 # Never worth a line: digests, and the data a summary already says elsewhere.
@@ -312,21 +317,23 @@ _GENERIC_SKIP = frozenset({"token_sha256", "host_ref_sha256", "notify_sha256"})
 
 
 def summary(kind: str, data: Mapping[str, Any]) -> str:
-    """One readable line for an event, in plain text (no colour, no markup).
+    """One readable line for an event's stored data, in plain text (no colour,
+    no markup).
 
-    Events are stored forever and older ones may lack a field a newer kind
-    has: a summary never raises, it falls back to ``key=value`` pairs.
+    The data is decoded into its payload (older shapes upcast) and summarised
+    from its attributes. Whatever does not decode (a kind this release does not
+    know, a damaged row) falls back to ``key=value`` pairs: a summary never raises.
     """
     data = data if isinstance(data, Mapping) else {}
-    text = _SUMMARIES.get(kind)
+    payload = decode_or_none(kind, data, partial=True)
+    text = _SUMMARIES.get(type(payload))
     if text is not None:
         try:
-            return clean(text(data))
+            return clean(text(payload))
         except (KeyError, TypeError, ValueError, AttributeError):
-            pass
+            pass  # a nested value of an unexpected shape
     return clean(", ".join(f"{k}={v}" for k, v in sorted(data.items())
                            if k not in _GENERIC_SKIP), 160)
-
 
 # ----------------------------------------------------------------------------- timeline
 

@@ -149,13 +149,22 @@ def decode(kind: str, data: Mapping[str, Any]) -> Payload:
                          f"({error}); an older shape needs an upcaster") from None
 
 
-def decode_or_none(kind: str, data: Any) -> Payload | None:
+def decode_or_none(kind: str, data: Any, *, partial: bool = False) -> Payload | None:
     """``decode`` for readers that show whatever is stored (and fall back to
-    the raw keys): None for an unknown kind or a shape that does not decode."""
+    the raw keys): None for an unknown kind or a shape that does not decode.
+    With ``partial``, a required key the data lacks (a damaged row, a shape no
+    upcaster knows) is read as None, for a display that says "?" instead."""
     if not isinstance(data, Mapping):
         return None
     try:
         return decode(kind, data)
+    except (ValueError, TypeError, KeyError):
+        if not partial or kind not in _BY_KIND:
+            return None
+    spec = _BY_KIND[kind]
+    missing = {key: None for _name, key, _omit in spec.out if key not in data}
+    try:
+        return decode(kind, {**missing, **data})
     except (ValueError, TypeError, KeyError):
         return None
 
