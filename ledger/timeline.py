@@ -21,6 +21,8 @@ from django.utils.safestring import SafeString, mark_safe
 from ledger import alerts, clock, doctor
 from ledger.chain import event_hash, head_break
 from ledger.domain import TERMINAL_STATUSES, liveness
+from ledger.domain import events as ev
+from ledger.domain.codec import decode_or_none
 from ledger.domain.state import BLOCKED, RATE_LIMIT_STOPPED
 from ledger.models import Event, Goal
 from ledger.terminal import summary
@@ -222,17 +224,18 @@ def _series(recent: list[dict[str, Any]], x: Any, y: Any, whole_life: bool, left
             paused_at = None
         if kind in RESUME_KINDS and kind not in MARKER_KINDS:
             continue  # read only to end a pause
-        if row["kind"] == "checkpoint.recorded":
+        payload = decode_or_none(kind, row["data"], partial=True)
+        if isinstance(payload, ev.CheckpointRecorded):
             # Never left of (or on) the previous checkpoint: same-second
             # checkpoints step right by CHECKPOINT_GAP, within the plot.
             at = round(min(max(at, last_x + CHECKPOINT_GAP), right), 1)
             last_x = at
             if pct is not None:
                 points.append(f"{at},{y(pct)}")
-            pct = row["data"].get("progress_pct", pct or 0)
+            pct = payload.progress_pct if payload.progress_pct is not None else pct or 0
             points.append(f"{at},{y(pct)}")
             checkpoints.append({"x": at, "y": y(pct), "seq": row["seq"], "pct": pct})
-        elif row["kind"] != "run.reported" or row["data"].get("outcome") == "error":
+        elif not isinstance(payload, ev.RunReported) or payload.outcome == "error":
             colour, label = MARKERS[row["kind"]]
             markers.append({"x": at, "y": y(pct or 0), "seq": row["seq"], "kind": row["kind"],
                             "colour": colour, "label": label})
@@ -247,7 +250,8 @@ def _series(recent: list[dict[str, Any]], x: Any, y: Any, whole_life: bool, left
 def _pause_span(row: dict[str, Any], start_x: float, end_x: float) -> dict[str, Any]:
     """A shaded band from the pause to its end, at least 2 px wide to be seen."""
     return {"x": start_x, "width": round(max(end_x - start_x, 2.0), 1), "seq": row["seq"],
-            "until": str(row["data"].get("until", ""))[:19]}
+            "until": str(getattr(decode_or_none(row["kind"], row["data"], partial=True),
+                                 "until", None) or "")[:19]}
 
 
 # The header's interruptions: each rate limit (a pause, or the block once the
@@ -267,9 +271,10 @@ def header(goal: Goal) -> dict[str, Any]:
         row = (Event.objects.filter(goal=goal, kind__in=ENDING_KINDS).order_by("-seq")
                .values("seq", "kind", "data", "recorded_at").first())
         if row is not None:
-            items = row["data"].get("evidence")
-            ending = {**row, "summary": str(row["data"].get("summary", "")),
-                      "reason": str(row["data"].get("reason", "")),
+            end = decode_or_none(row["kind"], row["data"], partial=True)
+            items = getattr(end, "evidence", None)
+            ending = {**row, "summary": str(getattr(end, "summary", None) or ""),
+                      "reason": str(getattr(end, "reason", None) or ""),
                       "evidence": [i for i in items if isinstance(i, dict)]
                       if isinstance(items, list) else []}
     rows = list(Event.objects.filter(goal=goal, kind__in=INTERRUPTION_KINDS)
@@ -278,15 +283,17 @@ def header(goal: Goal) -> dict[str, Any]:
     lines = []
     for row in rows[:INTERRUPTIONS][::-1]:
         data = row["data"]
-        if row["kind"] == "goal.blocked" and data.get("reason") != RATE_LIMIT_STOPPED:
+        payload = decode_or_none(row["kind"], data, partial=True)
+        if isinstance(payload, ev.GoalBlocked) and payload.reason != RATE_LIMIT_STOPPED:
             continue  # other blocks are the status badge's, not a rate limit's
-        label = {"goal.paused": "rate limit, paused", "goal.recovered": "recovered",
-                 "goal.blocked": "rate limit, blocked"}[row["kind"]]
-        until = str(data.get("until", ""))[:19]
+        label = {ev.GOAL_PAUSED: "rate limit, paused", ev.GOAL_RECOVERED: "recovered",
+                 ev.GOAL_BLOCKED: "rate limit, blocked"}[row["kind"]]
+        paused = payload if isinstance(payload, ev.GoalPaused) else None
+        until = str(paused.until or "")[:19] if paused else ""
         lines.append({"seq": row["seq"], "kind": row["kind"], "label": label,
                       "at": row["recorded_at"], "until": until,
                       # A pause's summary would repeat its reset: say its basis.
-                      "text": str(data.get("basis", "")) if row["kind"] == "goal.paused"
+                      "text": str(paused.basis or "") if paused
                       else summary(row["kind"], data)})
     return {"ending": ending, "interruptions": lines,
             "more_interruptions": len(rows) > INTERRUPTIONS}
