@@ -8,6 +8,7 @@ shell imports vocabulary from the domain and never a command or a rule
 (``tests/test_layers.py`` holds the shells to it).
 """
 
+from ledger.domain import events
 from ledger.domain.claims import WAKE_REASONS
 from ledger.domain.commands import FINISH_STATUSES
 from ledger.domain.liveness import LABELS, WHY
@@ -27,8 +28,13 @@ from ledger.domain.validation import (
 )
 from ledger.domain.watchdogs import HOST, INTERNAL, SCHEDULE_PREFIXES
 
+# Every event kind (family.past_tense), for the admin's filter: read off the
+# catalogue, so a kind added there is listed without a second list.
+EVENT_KINDS = tuple(sorted(value for name, value in vars(events).items()
+                           if name.isupper() and isinstance(value, str) and "." in value))
+
 __all__ = [
-    "ACTIVE_STATUSES", "DONE", "FINISH_STATUSES", "HOST", "INTERNAL", "LABELS",
+    "ACTIVE_STATUSES", "DONE", "EVENT_KINDS", "FINISH_STATUSES", "HOST", "INTERNAL", "LABELS",
     "LEASE_IN_ENVIRONMENT", "MAX_ARTIFACTS", "MAX_ITEM", "MAX_ITEMS", "MAX_KEY", "MAX_NOTE",
     "MAX_OBJECTIVE", "MAX_PATH", "MAX_STEP", "MAX_WORKSPACE", "RANGES", "REASONS",
     "SCHEDULERS", "SCHEDULE_PREFIXES", "STATUSES", "TERMINAL_STATUSES", "WAKE_REASONS", "WHY",
