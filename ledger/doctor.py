@@ -44,8 +44,7 @@ from ledger import alerts, clock
 from ledger.domain import DomainError, GoalState, housekeeping, liveness
 from ledger.domain.events import iso
 from ledger.domain.overdue import ScheduleRow, expected_schedules, row_problem
-from ledger.domain.vocabulary import ACTIVE_STATUSES, SCHEDULE_PREFIXES
-from ledger.domain.watchdogs import schedule_goal
+from ledger.domain.vocabulary import ACTIVE_STATUSES, SCHEDULE_PREFIXES, schedule_goal
 from ledger.models import Goal
 from ledger.services import sweeps
 from ledger.services.caller import GoalNotFound, Outcome, state_of

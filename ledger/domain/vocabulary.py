@@ -26,7 +26,14 @@ from ledger.domain.validation import (
     MAX_STEP,
     MAX_WORKSPACE,
 )
-from ledger.domain.watchdogs import HOST, INTERNAL, SCHEDULE_PREFIXES
+from ledger.domain.watchdogs import (
+    HOST,
+    INTERNAL,
+    SCHEDULE_PREFIXES,
+    reset_schedule_name,
+    schedule_goal,
+    schedule_name,
+)
 
 # Every event kind (family.past_tense), for the admin's filter: read off the
 # catalogue, so a kind added there is listed without a second list.
@@ -38,5 +45,5 @@ __all__ = [
     "LEASE_IN_ENVIRONMENT", "MAX_ARTIFACTS", "MAX_ITEM", "MAX_ITEMS", "MAX_KEY", "MAX_NOTE",
     "MAX_OBJECTIVE", "MAX_PATH", "MAX_STEP", "MAX_WORKSPACE", "RANGES", "REASONS",
     "SCHEDULERS", "SCHEDULE_PREFIXES", "STATUSES", "TERMINAL_STATUSES", "WAKE_REASONS", "WHY",
-    "packet_lines", "resume_prompt",
+    "packet_lines", "reset_schedule_name", "resume_prompt", "schedule_goal", "schedule_name",
 ]
