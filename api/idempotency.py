@@ -48,9 +48,9 @@ from rest_framework.response import Response
 from api.problems import Problem
 from api.serializers import validated
 from ledger import clock, failpoints
-from ledger.domain.validation import looks_like_secret
 from ledger.models import IdempotencyRecord
 from ledger.services import tokens
+from ledger.services.inputs import looks_like_secret
 
 HEADER = "Idempotency-Key"
 _META_KEY = "HTTP_" + HEADER.upper().replace("-", "_")  # as WSGI names it

@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from api.problems import Problem
 from api.schema import QUERY, responses
 from api.serializers import StrictSerializer, validated
-from api.views import READERS, LedgerView
+from api.views.common import READERS, LedgerView
 from ledger import merkle_store
 from ledger.accounts import AGENT, AUDITOR, OPERATOR, role_of
 from ledger.models import Event, LogLeaf, SigningKey, TreeHead

@@ -34,11 +34,11 @@ from django.utils.http import urlencode
 
 from ledger import alerts, clock, export, goalids, projection, timeline
 from ledger.accounts import OPERATOR, ROLES, role_of
-from ledger.domain import TERMINAL_STATUSES, DomainError, GoalState, liveness
-from ledger.domain.watchdogs import watchdog_health
+from ledger.domain import DomainError, GoalState
+from ledger.domain.vocabulary import EVENT_KINDS, TERMINAL_STATUSES, WHY
 from ledger.models import Event, Goal
 from ledger.services import operators
-from ledger.services.operators import command_for, refusal_of, refusals
+from ledger.services.bodies import Standing
 from ledger.terminal import summary
 
 
@@ -172,7 +172,7 @@ class NeedsHumanFilter(admin.SimpleListFilter):
         # The reasons the domain explains, not a count over the goals: the
         # list's counts stay bounded (the dashboard counts per reason). Any
         # other reason still filters, by its URL (the dashboard's links).
-        return [(self.ANY, "any reason"), *((reason, reason) for reason in sorted(liveness.WHY))]
+        return [(self.ANY, "any reason"), *((reason, reason) for reason in sorted(WHY))]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         if not self.value():
@@ -298,19 +298,20 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
                 for e in page.events]
         operator = is_operator(request)
         me = request.user.get_username()
-        offer = refusals(state, me) if operator else {}
+        offer = operators.refusals(state, me) if operator else {}
+        standing = Standing.of(state, clock.now())
         context = {
             **self.admin_site.each_context(request),
             "title": f"{goal.goal_key} — timeline",
             "opts": self.model._meta,
             "goal": goal,
             "state": state,
-            "watchdog_health": watchdog_health(state),
+            "watchdog_health": standing.watchdog_health,
             # Liveness (ledger.domain.liveness): the same label, evidence and
-            # alert as the API, /alerts and the dashboard.
-            "liveness": liveness.label(state, clock.now()),
-            "expected": liveness.expectation(state).as_dict(),
-            "alert": liveness.alert(state, clock.now()),
+            # alert as the API, /alerts and the dashboard (services.bodies).
+            "liveness": standing.liveness,
+            "expected": standing.expected,
+            "alert": standing.alert,
             "page": page,
             "rows": rows,
             "chart": timeline.chart(goal),
@@ -324,8 +325,8 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
                 refusal is None for refusal in offer.values()),
             "header": timeline.header(goal),
             # Approve/reject a gate: offered while the domain would resolve it.
-            "gates": [{**gate, "offered": operator and refusal_of(
-                state, command_for("approve", me, "probe", gate["gate"])) is None}
+            "gates": [{**gate, "offered": operator and operators.refusal(
+                state, "approve", me, gate["gate"]) is None}
                 for gate in state.pending_approvals],
             "running_jobs": state.running_jobs(),
         }
@@ -399,8 +400,7 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
             # No form for what the domain would refuse now (a stale page, a
             # typed URL); a POST still goes through the domain, which decides.
             state = GoalState.from_dict(goal.state)
-            refusal = refusal_of(state, command_for(action, request.user.get_username(),
-                                                    "probe", gate))
+            refusal = operators.refusal(state, action, request.user.get_username(), gate)
             if refusal and request.method != "POST":
                 form = None
         context = {**self.admin_site.each_context(request), "opts": self.model._meta,
@@ -444,11 +444,7 @@ class KindFilter(admin.SimpleListFilter):
     parameter_name = "kind"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        from ledger.domain import events
-
-        kinds = sorted(value for name, value in vars(events).items()
-                       if name.isupper() and isinstance(value, str) and "." in value)
-        return [(kind, kind) for kind in kinds]
+        return [(kind, kind) for kind in EVENT_KINDS]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         return queryset.filter(kind=self.value()) if self.value() else queryset

@@ -2,8 +2,8 @@
 `make run` finds a populated admin.
 
 Every goal is told through the commands the API and the scheduler run
-(``store.start``, ``store.execute``, ``services.wakes.claim``, the sweeper's
-``CheckLiveness``), under a frozen clock moved forward step by
+(the application layer's use cases: ``goals.run_goal``, ``work.checkpoint``,
+``wakes.fire``, the sweeper's ``sweeps.check``, …), under a frozen clock moved forward step by
 step. Nothing writes a Goal or Event row itself, so the histories are real:
 ``ledger replay --check`` and ``ledger verify`` pass, and internal watchdogs
 get their django-q2 schedules exactly as in production.
@@ -14,35 +14,22 @@ scheduler then carries them on like any other goal.
 """
 
 import hashlib
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django_q.models import Schedule
 
-from ledger import clock, store
-from ledger.domain import (
-    AcquireLease,
-    Artifact,
-    Finish,
-    GoalState,
-    Heartbeat,
-    LeaseProof,
-    RecordCheckpoint,
-    RunGoal,
-    StartGoal,
-    lease_stale_at,
-)
+from ledger import clock
+from ledger.domain import Artifact, GoalState, LeaseProof
 from ledger.domain.commands import Evidence
-from ledger.domain.jobs import TrackJob, UpdateJob
-from ledger.domain.overdue import CheckLiveness
-from ledger.domain.runs import ReportRun, RequestApproval
-from ledger.domain.watchdogs import PrepareWatchdog, reset_schedule_name, schedule_name
+from ledger.domain.vocabulary import reset_schedule_name, schedule_name
 from ledger.models import Goal
-from ledger.services import tokens, wakes
+from ledger.services import goals, jobs, runs, sweeps, tokens, wakes, watchdogs, work
+from ledger.services.bodies import Standing
+from ledger.services.goals import Caller
 
 ROOT = "/srv/demo"
 AGENT = "demo-agent"
@@ -74,9 +61,11 @@ class Story:
         # pick any moment of the last hours.
         self.clock = clock.FrozenClock(base - timedelta(days=1))
         self.key, self.workspace = key, workspace
-        self.start_cmd: StartGoal | None = None
+        self.started: dict[str, Any] | None = None  # run_goal's fields, for every worker
         self.state = GoalState()
         self.token = ""  # the current worker's raw lease token
+        self.caller = Caller(AGENT, owner=AGENT)
+        self.jobs: dict[str, str] = {}  # the story's name of a job -> its id
 
     # ------------------------------------------------------------------ time
 
@@ -87,9 +76,11 @@ class Story:
     def after_stale(self, seconds: float = 30) -> "Story":
         """Shortly after the current lease may be taken over (expiry + grace):
         when a retrying worker or the once-a-minute sweeper gets to it."""
-        stale_at = lease_stale_at(self.state)
-        assert stale_at is not None, "no lease to go stale"
-        self._move(stale_at + timedelta(seconds=seconds))
+        # While a lease is held, the evidence expected next (a heartbeat) is
+        # due when the lease goes stale: that is the deadline shown.
+        deadline = Standing.of(self.state, clock.now()).expected["deadline"]
+        assert self.state.lease and deadline, "no lease to go stale"
+        self._move(datetime.fromisoformat(deadline) + timedelta(seconds=seconds))
         return self
 
     def _move(self, moment: datetime) -> None:
@@ -102,29 +93,20 @@ class Story:
 
     def start(self, objective: str, plan: tuple[str, ...], *, done: tuple[str, ...] = (),
               policy: dict | None = None, session: dict | None = None) -> "Story":
-        self.start_cmd = StartGoal(
-            goal_id=str(uuid.uuid4()), workspace=self.workspace, goal_key=self.key,
-            objective=objective, done_criteria=done, next_actions=plan, agent=AGENT,
-            # As the API does: the stale grace is the server's, frozen into the goal.
-            policy={**(policy or {}),
-                    "stale_grace_seconds": settings.WAKELEDGER_STALE_GRACE_SECONDS},
-            session=session or {}, dispatchers=frozenset(),
-            cadence_unit_seconds=settings.WAKELEDGER_CADENCE_UNIT_SECONDS)
+        self.started = {"workspace": self.workspace, "goal_key": self.key,
+                        "objective": objective, "done_criteria": done, "next_actions": plan,
+                        "policy": policy or {}, "session": session or {}}
         return self.new_worker()
 
     def new_worker(self) -> "Story":
         """A worker (maybe on another host) runs `wakeledger start`: the same
-        RunGoal, which takes over the lease once the old one is stale."""
-        assert self.start_cmd is not None
+        run_goal, which takes over the lease once the old one is stale."""
+        assert self.started is not None
         self.token = tokens.random_lease()
-        command = RunGoal(self.start_cmd, AGENT, self._digest())
-        self.state = store.start(command, actor=AGENT).state
-        if self.state.lease.get("token_sha256") != self._digest():
+        answer = goals.run_goal(self.caller, self.token, **self.started)
+        self.state = answer.state
+        if not answer.lease["acquired"]:
             raise RuntimeError(f"{self.key}: the demo worker did not get the lease")
-        return self
-
-    def do(self, command: object, *, actor: str = AGENT) -> "Story":
-        self.state = store.execute(self.state.goal_id, command, actor=actor).state
         return self
 
     def proof(self) -> LeaseProof:
@@ -134,27 +116,63 @@ class Story:
                    next_: tuple[str, ...] = (), files: tuple[str, ...] = (),
                    note: str = "", release: bool = False) -> "Story":
         artifacts = tuple(_artifact(path, f"{self.key}:{step}") for path in files)
-        return self.do(RecordCheckpoint(step, pct, done, next_, artifacts, note=note,
-                                        release_lease=release, proof=self.proof()))
+        work.checkpoint(self.caller, self.goal_id, self.proof(), current_step=step,
+                        progress_pct=pct, completed=done, next_actions=next_,
+                        artifacts=artifacts, errors=(), note=note, release_lease=release,
+                        wake=None, api_url="")
+        return self._reload()
 
     def heartbeat(self) -> "Story":
-        return self.do(Heartbeat(self.proof()))
+        goals.heartbeat(self.caller, self.goal_id, self.proof())
+        return self._reload()
 
     def watchdog(self) -> "Story":
-        return self.do(PrepareWatchdog(self.proof(), 0, "UTC"))
+        self.state = watchdogs.ensure(self.caller, self.goal_id, self.proof(), tzid="UTC",
+                                      api_url="").state
+        return self
 
-    def rate_limited(self, error_text: str, *, resets_in: timedelta) -> "Story":
+    def rate_limited(self, error_text: str) -> "Story":
         """What POST /runs does with a provider's error: it classifies the text
-        and parses its reset, keeps only those and drops the text. The story
-        states the reset its text says (``resets_in``)."""
-        return self.do(ReportRun(self.proof(), "error", "rate_limit", clock.now() + resets_in,
-                                 reset_schedule_name=reset_schedule_name(self.state.goal_id),
-                                 margin_seconds=settings.WAKELEDGER_RESET_MARGIN_SECONDS))
+        and parses its reset, keeps only those and drops the text."""
+        runs.report_run(self.caller, self.goal_id, self.proof(), outcome="error",
+                        error_text=error_text)
+        return self._reload()
+
+    def ran_ok(self) -> "Story":
+        runs.report_run(self.caller, self.goal_id, self.proof(), outcome="ok")
+        return self._reload()
+
+    def track(self, name: str, kind: str, ref: str) -> "Story":
+        tracked = jobs.track(self.caller, self.goal_id, self.proof(), kind=kind, ref=ref,
+                             link="", notify=False)
+        self.jobs[name] = tracked.job["job_id"]
+        return self._reload()
+
+    def job_done(self, name: str, status: str, conclusion: str) -> "Story":
+        jobs.update(self.caller, self.goal_id, self.proof(), self.jobs[name], status=status,
+                    conclusion=conclusion)
+        return self._reload()
+
+    def ask_approval(self, gate: str, summary: str) -> "Story":
+        self.state = work.request_approval(self.caller, self.goal_id, self.proof(), gate=gate,
+                                           summary=summary).state
+        return self
 
     def finish(self, summary: str, evidence: dict[str, str] | None = None) -> "Story":
         """Completed, with ``evidence`` as {done criterion: what shows it holds}."""
         items = tuple(Evidence(c, e) for c, e in (evidence or {}).items())
-        return self.do(Finish("completed", summary, self.proof(), items))
+        self.state = work.finish(self.caller, self.goal_id, self.proof(), status="completed",
+                                 summary=summary, evidence=items).state
+        return self
+
+    @property
+    def goal_id(self) -> str:
+        return self.state.goal_id
+
+    def _reload(self) -> "Story":
+        # The use cases answer what the API does, not always the whole state.
+        self.state = goals.state_of(self.caller, self.goal_id)
+        return self
 
     # ------------------------------------------------------------------ scheduler
 
@@ -184,13 +202,14 @@ class Story:
             # Dispatcher "none": the wake made the goal ready; its agent, polling
             # as the skill document says, pulls it by taking the lease.
             self.token = tokens.random_lease()
-            self.do(AcquireLease(AGENT, self._digest()))
+            goals.acquire(self.caller, goal_id, self.token)
+            self._reload()
         return self
 
     def sweep(self) -> "Story":
         """The lease sweeper's command for this goal (its task sweeps them all,
         which here would touch goals outside the demo)."""
-        self.state = store.execute(self.state.goal_id, CheckLiveness(), actor=SCHEDULER).state
+        self.state = sweeps.check(self.goal_id, actor=SCHEDULER).state
         return self
 
     def _digest(self) -> str:
@@ -224,9 +243,9 @@ def _completed(s: Story) -> str:
     s.wake()  # the hourly watchdog fires while the agent works: worker_busy_noop
     s.at(305).checkpoint("fixed 23 broken links", 70, done=("link checker clean",),
                          next_=("open a pull request", "wait for CI"))
-    s.at(300).do(TrackJob(s.proof(), "ci-1", "ci", "github-actions run 8812345"))
+    s.at(300).track("ci-1", "ci", "github-actions run 8812345")
     s.at(290).heartbeat()
-    s.at(281).do(UpdateJob(s.proof(), "ci-1", "succeeded", "412 checks passed"))
+    s.at(281).job_done("ci-1", "succeeded", "412 checks passed")
     s.at(279).checkpoint("pull request #311 opened, CI green", 100,
                          done=("PR #311 opened", "CI green"))
     s.at(277).finish("PR #311 merged: reference regenerated, 23 links fixed, CI green", {
@@ -246,8 +265,7 @@ def _rate_limited(s: Story) -> str:
                     session={"agent_id": "claude-code"})
     s.at(288).checkpoint("reproduced: fails 3 times in 50 runs", 25,
                          next_=("find the race",), files=("notes/flake.md",))
-    s.at(281).rate_limited("Claude usage limit reached. Your limit will reset in 35 minutes.",
-                           resets_in=timedelta(minutes=35))
+    s.at(281).rate_limited("Claude usage limit reached. Your limit will reset in 35 minutes.")
     s.wake()  # the one-off wake at the reset; the agent pulls it, charged with its lease
     s.at(242).heartbeat()
     s.at(236).checkpoint("found the race: the coupon cache is shared between tests", 60,
@@ -256,7 +274,7 @@ def _rate_limited(s: Story) -> str:
                          next_=("run the test 50 times",))
     s.at(225).heartbeat()
     s.at(214).checkpoint("50 of 50 runs green", 100, done=("flake fixed",))
-    s.at(213).do(ReportRun(s.proof(), "ok"))
+    s.at(213).ran_ok()
     s.at(212).finish("Flaky checkout test fixed (shared coupon cache); 50/50 runs green", {
         "50 of 50 runs green": "pytest --count=50 tests/test_checkout.py::"
                                "test_checkout_applies_coupon: 50 passed",
@@ -275,10 +293,10 @@ def _approval(s: Story) -> str:
     s.at(120).heartbeat()
     s.at(104).checkpoint("measured on staging: 4 min, CONCURRENTLY, no table lock", 60,
                          next_=("ask for the go-ahead", "run it on production"))
-    s.at(101).do(RequestApproval(
-        s.proof(), "run-on-production",
+    s.at(101).ask_approval(
+        "run-on-production",
         "Creates an index CONCURRENTLY on orders (38 M rows, about 4 min on staging). "
-        "Needs a DBA's go-ahead."))
+        "Needs a DBA's go-ahead.")
     return "waits at the approval gate run-on-production (try `ledger approve`)"
 
 
@@ -329,7 +347,7 @@ def _running(s: Story) -> str:
     s.wake()  # due while the agent holds the lease: worker_busy_noop
     s.at(45).heartbeat()
     s.at(33).checkpoint("indexed 1.6 M of 2.4 M", 62, next_=("index the last batch",))
-    s.at(30).do(TrackJob(s.proof(), "batch-3", "reindex", "batch 3 of 3 (800 k products)"))
+    s.at(30).track("batch-3", "reindex", "batch 3 of 3 (800 k products)")
     s.wake()
     s.at(15).heartbeat()
     s.at(8).checkpoint("indexed 2.1 M of 2.4 M", 80,
@@ -346,7 +364,7 @@ def _paused(s: Story) -> str:
                         files=("CHANGELOG.draft.md",))
     s.at(26).heartbeat()
     s.at(21).rate_limited("Error code: 429 - Rate limit reached for gpt-5-codex on tokens "
-                          "per min. Please try again in 48m0s.", resets_in=timedelta(minutes=48))
+                          "per min. Please try again in 48m0s.")
     return "paused by a rate limit; its one-off wake fires after the reset"
 
 

@@ -40,12 +40,15 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from django_q.models import Schedule, Task
 
-from ledger import alerts, clock, store
+from ledger import alerts, clock
 from ledger.domain import DomainError, GoalState, housekeeping, liveness
 from ledger.domain.events import iso
-from ledger.domain.overdue import CheckLiveness, ScheduleRow, expected_schedules, row_problem
-from ledger.domain.state import ACTIVE_STATUSES
+from ledger.domain.overdue import ScheduleRow, expected_schedules, row_problem
+from ledger.domain.vocabulary import ACTIVE_STATUSES, SCHEDULE_PREFIXES, schedule_goal
 from ledger.models import Goal
+from ledger.services import sweeps
+from ledger.services.caller import GoalNotFound, Outcome, state_of
+from ledger.services.goals import Caller
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +59,8 @@ SWEEP = "scheduling.tasks.sweep_leases"
 SWEEPER_NAME = "wakeledger-lease-sweeper"
 REPAIR = "scheduling.maintenance.repair_schedules"
 REPAIR_NAME = "wakeledger-schedule-repair"
-PREFIXES = ("wakeledger-watchdog-", "wakeledger-reset-", "wakeledger-wake-")
-_GOAL_ROWS = r"^wakeledger-(watchdog|reset|wake)-"
+# A wake's row, by the domain's names (``watchdogs.SCHEDULE_PREFIXES``).
+_GOAL_ROWS = "^(" + "|".join(SCHEDULE_PREFIXES) + ")"  # letters and dashes only
 
 
 @dataclass(frozen=True)
@@ -115,13 +118,11 @@ def _goal_arg(args: str | None) -> str:
 
 
 def check_goal(goal_id: str, state: GoalState, *, actor: str = "scheduler",
-               orphans: tuple[str, ...] = ()) -> store.Outcome:
-    """Act on the goal's passed deadlines, with its schedule rows as facts.
-    An operator's repair (``actor`` operator) repairs a wake the scheduler
-    stopped repairing (WAKE_NOT_FIRING)."""
+               orphans: tuple[str, ...] = ()) -> Outcome:
+    """Act on the goal's passed deadlines, with its schedule rows as facts
+    (the use case ``sweeps.check`` runs the domain's liveness check)."""
     rows = row_facts(goal_id, set(expected_schedules(state)))
-    return store.execute(goal_id, CheckLiveness(rows=rows, orphans=orphans,
-                                                by_operator=actor == "operator"), actor=actor)
+    return sweeps.check(goal_id, rows=rows, orphans=orphans, actor=actor)
 
 
 # ---------------------------------------------------------------- findings
@@ -235,7 +236,7 @@ def _goal_rows() -> set[str]:
 
 
 def goal_of(name: str) -> str:
-    return next((name[len(p):] for p in PREFIXES if name.startswith(p)), "")
+    return schedule_goal(name)
 
 
 # ---------------------------------------------------------------- repairs
@@ -266,8 +267,8 @@ def fix(goal_ids: list[str] | None = None, *, actor: str = "scheduler") -> list[
 
 def _fix_goal(goal_id: str, orphans: tuple[str, ...], actor: str) -> list[str]:
     try:
-        state = store.load(goal_id)
-    except store.GoalNotFound:
+        state = state_of(Caller(actor), goal_id)
+    except GoalNotFound:
         # No goal to record it on (deleted by hand): the rows just go.
         Schedule.objects.filter(name__in=orphans).delete()
         return [f"deleted {name}: its goal does not exist" for name in orphans]

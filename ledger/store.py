@@ -36,6 +36,7 @@ from ledger.domain import (
     decision,
     liveness,
 )
+from ledger.domain.claims import Verdict
 from ledger.domain.codec import Payload, encode
 from ledger.domain.state import TERMINAL_STATUSES
 from ledger.domain.timing import next_wake_at
@@ -82,6 +83,9 @@ class Outcome:
     events: list[StoredEvent] = field(default_factory=list)
     created: bool = False
     before: GoalState = field(default_factory=GoalState)  # the state the command was decided on
+    # A claim's verdict (occurrence and outcome), as the domain decided it in
+    # this transaction: the claimant is answered from it, never a re-decision.
+    claim: Verdict | None = None
 
 
 def projected_columns(state: GoalState) -> dict[str, Any]:
@@ -315,7 +319,7 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
             raise GoalNotFound(f"no goal {goal_id}")
         version, head, raw_state = row
         before, old = _decoded(gid, raw_state)
-        if owner is not None and before.agent != owner:
+        if not before.seen_by(owner):
             raise GoalNotFound(f"no goal {goal_id}")
         # Read the clock only once the row is locked, so a goal's events are
         # recorded in the order they were decided; and never earlier than the
@@ -323,7 +327,7 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
         # little behind another must not record time running backwards.
         decided = decision(before, command, monotonic_now(before))
         if not decided.events:
-            return Outcome(before, before=before)
+            return Outcome(before, before=before, claim=decided.claim)
         state, stored, head = _fold(gid, before, head, decided, actor, idempotency_key)
         insert, insert_values = _insert_sql(conn, sql, pk, stored)
         # Only the columns that changed: fewer values to adapt, and SQLite
@@ -351,7 +355,7 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
             raise IntegrityError("goal version moved under its row lock")
         if isinstance(stored_text, str):
             _remember(gid, stored_text, state, new)
-    return Outcome(state, stored, before=before)
+    return Outcome(state, stored, before=before, claim=decided.claim)
 
 
 # The states this process decoded or wrote last, by goal, with the exact JSON

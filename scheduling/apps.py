@@ -7,16 +7,17 @@ class SchedulingConfig(AppConfig):
     verbose_name = "Scheduling"
 
     def ready(self) -> None:
-        from ledger import doctor, store
+        from ledger import doctor
         from ledger import sealing as ledger_sealing
+        from ledger.services import effects
         from scheduling import dispatch, maintenance, outbox, sealing, watchdogs
 
         # A bad dispatcher configuration stops start-up, not the first wake.
         dispatch.configured()
         # Schedule rows and outbox rows are written in the transaction of the
         # events that call for them, whichever shell ran the command.
-        store.register_effect(watchdogs.apply)
-        store.register_effect(outbox.record)
+        effects.register(watchdogs.apply)
+        effects.register(outbox.record)
         # The head webhook, for every seal (the task and `ledger seal`).
         ledger_sealing.register_witness(sealing.push_witness)
         post_migrate.connect(watchdogs.ensure_sweeper, sender=self,

@@ -52,6 +52,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from ledger import siteurl
 from ledger.dispatchers import OPENCLAW, lease_dispatchers
+from ledger.domain.vocabulary import LEASE_IN_ENVIRONMENT, resume_prompt
 from ledger.files import open_private, private_dir
 from scheduling.signatures import HEADER as SIGNATURE_HEADER
 from scheduling.signatures import sign, verify_signature
@@ -255,29 +256,17 @@ def hands_over_lease(name: str) -> bool:
 
 # ------------------------------------------------------------------- prompt
 
-# Where each dispatcher puts the lease; the prompt must say the truth.
-LEASE_IN_ENVIRONMENT = ("Your lease is in the environment: WAKELEDGER_LEASE_TOKEN / "
-                        "WAKELEDGER_LEASE_GENERATION (API: WAKELEDGER_URL).")
+# Where each dispatcher puts the lease; the prompt must say the truth. The
+# prompt's wording is the domain's (``vocabulary.resume_prompt``), shared with
+# ``wakeledger supervise`` and the Claude Code hook.
 LEASE_IN_BODY = ("Your lease is in this request's lease field (token, generation; "
                  "API: api_url).")
 
 
 def prompt(packet: dict[str, Any], goal_id: str, *, lease_hint: str | None = None) -> str:
-    """The message a resumed agent gets: what to do, from where, and how.
-    ``lease_hint`` says where this dispatcher put the lease."""
-    checkpoint = packet["checkpoint"]
-    lines = [
-        f"Resume Wake Ledger goal {goal_id}: {packet['objective']}",
-        f"Latest checkpoint: {checkpoint['current_step']} ({checkpoint['progress_pct']} %).",
-        "Next actions: " + ("; ".join(packet["next_actions"]) or "(none recorded)"),
-        "Done when: " + ("; ".join(packet["done_criteria"]) or "(not stated)"),
-    ]
-    if packet["artifacts_to_verify"]:
-        lines.append("Verify before continuing: " + ", ".join(
-            f"{a['path']} (sha256 {a['sha256'][:12]}…)" for a in packet["artifacts_to_verify"]))
-    lines.append((lease_hint or LEASE_IN_ENVIRONMENT)
-                 + " Checkpoint after each verified step and stop on lease_lost.")
-    return "\n".join(lines)
+    """The message a resumed agent gets; ``lease_hint`` says where this
+    dispatcher put the lease (default: the environment)."""
+    return resume_prompt(packet, goal_id, lease_hint=lease_hint or LEASE_IN_ENVIRONMENT)
 
 
 def _lease_to_take(goal_id: str) -> str:

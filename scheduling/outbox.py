@@ -22,48 +22,36 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 
-from ledger import clock, failpoints, store
-from ledger.domain import DomainError
-from ledger.domain.dispatches import RecordDispatch, dispatches
-from ledger.domain.events import WakeClaimed
+from ledger import clock, failpoints
+from ledger.domain import GoalState
 from ledger.services import wakes
+from ledger.services.effects import Outcome
 from scheduling import dispatch
 from scheduling.models import Dispatch
 
 logger = logging.getLogger(__name__)
 
 
-def record(goal_id: str, outcome: store.Outcome) -> None:
+def record(goal_id: str, outcome: Outcome) -> None:
     """Store effect: a wake to dispatch gets its outbox row in the same
-    transaction. A granted push wake hands over its lease (``generation``); a
-    ready wake of a dispatcher that carries no lease (OpenClaw's Gateway) is a
-    notification (generation 0): its agent pulls the lease itself."""
-    if not dispatches(outcome.state):
-        return
-    name = outcome.state.setting("dispatch")
-    for event in outcome.events:
-        claim = event.payload
-        if not isinstance(claim, WakeClaimed) or claim.source not in ("internal", "operator"):
-            continue
-        if claim.outcome == "recurring_acquired":
-            generation = outcome.state.lease["generation"]
-        elif claim.outcome == "ready_for_pull":
-            generation = 0
-        else:
-            continue
-        Dispatch.objects.create(goal_id=goal_id, occurrence_id=claim.occurrence_id,
-                                dispatcher=name, generation=generation, created_at=clock.now())
+    transaction (which rows: ``wakes.orders``, the application layer's answer)."""
+    for order in wakes.orders(outcome):
+        Dispatch.objects.create(goal_id=goal_id, occurrence_id=order.occurrence_id,
+                                dispatcher=order.dispatcher, generation=order.generation,
+                                created_at=clock.now())
 
 
-def send_pending(goal_id: str | None = None) -> int:
-    """Send every pending row (of one goal, or all); returns how many were sent."""
+def send_pending(goal_id: str | None = None, state: GoalState | None = None) -> int:
+    """Send every pending row (of one goal, or all); returns how many were sent.
+    ``state``: the goal as the claim that just committed left it, so a push
+    wake reads its goal once (the claim's locked read), not again to send."""
     rows = Dispatch.objects.filter(status=Dispatch.PENDING)
     if goal_id is not None:
         rows = rows.filter(goal_id=goal_id)
-    return sum(send(pk) for pk in rows.order_by("created_at").values_list("pk", flat=True))
+    return sum(send(pk, state) for pk in rows.order_by("created_at").values_list("pk", flat=True))
 
 
-def send(pk: int) -> bool:
+def send(pk: int, state: GoalState | None = None) -> bool:
     with transaction.atomic():
         row = Dispatch.objects.select_for_update().filter(pk=pk, status=Dispatch.PENDING).first()
         if row is None:
@@ -72,7 +60,8 @@ def send(pk: int) -> bool:
         row.save(update_fields=["status", "sending_at"])
     failpoints.reached("outbox.after_sending_mark")
     goal_id = str(row.goal_id)
-    order = wakes.delivery(goal_id, row.occurrence_id, row.generation)
+    known = state if state is not None and state.goal_id == goal_id else None
+    order = wakes.delivery(goal_id, row.occurrence_id, row.generation, known)
     if order is None:  # the wake is no longer pending: nothing was sent
         _finish(row, Dispatch.FAILED, "superseded: the wake is no longer pending")
         return False
@@ -107,12 +96,11 @@ def resolve_stuck() -> int:
 
 
 def _record(row: Dispatch, ok: bool, detail: str, uncertain: bool) -> None:
-    command = RecordDispatch(row.occurrence_id, row.dispatcher, ok, detail, uncertain=uncertain,
-                             generation=row.generation)
-    try:
-        store.execute(row.goal_id, command, actor="scheduler")
-    except DomainError as error:  # the goal ended meanwhile: nothing to record on it
-        logger.info("dispatch of %s not recorded: %s", row.occurrence_id, error.detail)
+    why_not = wakes.record_dispatch(str(row.goal_id), row.occurrence_id, row.dispatcher, ok=ok,
+                                    detail=detail, uncertain=uncertain,
+                                    generation=row.generation)
+    if why_not:  # the goal ended meanwhile: nothing to record on it
+        logger.info("dispatch of %s not recorded: %s", row.occurrence_id, why_not)
 
 
 def _finish(row: Dispatch, status: str, detail: str) -> None:

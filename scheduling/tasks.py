@@ -9,12 +9,12 @@ from datetime import datetime, timedelta
 
 from django.db import DatabaseError
 
-from ledger import alerts, clock, doctor, failpoints, store
+from ledger import alerts, clock, doctor, failpoints
 from ledger.domain import DomainError, GoalState
-from ledger.domain.dispatches import dispatches
-from ledger.domain.state import ACTIVE_STATUSES
+from ledger.domain.vocabulary import ACTIVE_STATUSES
 from ledger.models import Goal
 from ledger.services import wakes
+from ledger.services.caller import GoalNotFound
 from scheduling import outbox
 
 logger = logging.getLogger(__name__)
@@ -25,7 +25,7 @@ def fire_watchdog(goal_id: str, intended_date: str | None = None,
     """A wake fired (django-q2 passes the schedule's intended run time)."""
     try:
         result = wakes.fire(goal_id, intended_date, kind)
-    except store.GoalNotFound:
+    except GoalNotFound:
         logger.warning("a wake fired for unknown goal %s", goal_id)
         return "unknown_goal"
     logger.info("wake %s for goal %s: %s", result.occurrence_id, goal_id, result.outcome)
@@ -34,12 +34,13 @@ def fire_watchdog(goal_id: str, intended_date: str | None = None,
         # recorded), so a crash from here on never hands out a continuation
         # the ledger does not know of.
         failpoints.reached("claim.after_commit")
-        if dispatches(result.state):
+        if result.dispatched:
             # With no dispatcher the claim wrote no outbox row (outbox.record
             # asks the same question of the same state), so none of this
             # wake's is pending: the query was a seventh of a pulled claim's
             # cost. Rows an earlier crash left pending are the sweeper's.
-            outbox.send_pending(result.state.goal_id)
+            # The claim's state goes along: the sender reads the goal no more.
+            outbox.send_pending(result.state.goal_id, result.state)
     return result.outcome
 
 

@@ -20,17 +20,17 @@ from datetime import datetime
 
 from django_q.models import Schedule
 
-from ledger import store
 from ledger.doctor import FIRE, SWEEPER_NAME, ensure_sweeper
 from ledger.domain.events import ReceiptRecorded, WakeScheduled
 from ledger.domain.policy import interval_minutes
 from ledger.domain.watchdogs import requested_schedule_name, reset_schedule_name, schedule_name
+from ledger.services.effects import Outcome
 
 __all__ = ["FIRE", "SWEEPER_NAME", "apply", "ensure_sweeper", "requested_schedule_name",
            "reset_schedule_name", "schedule_name"]
 
 
-def apply(goal_id: str, outcome: store.Outcome) -> None:
+def apply(goal_id: str, outcome: Outcome) -> None:
     """The store effect: schedule rows follow the events (see the module doc)."""
     before, after = outcome.before, outcome.state
     for event in outcome.events:

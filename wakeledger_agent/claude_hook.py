@@ -29,6 +29,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from ledger.domain.vocabulary import packet_lines
 from wakeledger_agent import client, runend
 from wakeledger_agent.client import ApiError, Client
 from wakeledger_agent.errors import CliError
@@ -205,17 +206,11 @@ class Hook:
 
 def context(goal_id: str, packet: dict[str, Any], lease_note: str) -> str:
     """The SessionStart context: where the work stands and how to record it."""
-    checkpoint = packet.get("checkpoint") or {}
     lines = [
         f"Wake Ledger goal {goal_id} is bound to this session: {packet.get('objective', '')}",
-        f"Latest checkpoint: {checkpoint.get('current_step') or '(none)'} "
-        f"({checkpoint.get('progress_pct', 0)} %).",
-        "Next actions: " + ("; ".join(packet.get("next_actions") or []) or "(none recorded)"),
-        "Done when: " + ("; ".join(packet.get("done_criteria") or []) or "(not stated)"),
+        # Where the work stands, worded as every resumed agent reads it.
+        *packet_lines(packet),
     ]
-    if packet.get("artifacts_to_verify"):
-        lines.append("Verify before continuing: " + ", ".join(
-            f"{a['path']} (sha256 {a['sha256'][:12]}…)" for a in packet["artifacts_to_verify"]))
     lines += [
         lease_note + " The hooks keep it: never ask for it or print it.",
         f"Record each verified step with the MCP tool checkpoint_goal (goal_id {goal_id}) or "

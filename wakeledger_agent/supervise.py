@@ -28,10 +28,13 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from ledger.domain.liveness import SCHEDULER_LATENESS
+from ledger.domain.state import TERMINAL_STATUSES
+from ledger.domain.vocabulary import resume_prompt
 from wakeledger_agent import child as childrun
 from wakeledger_agent import client, runend
 from wakeledger_agent.errors import (
@@ -43,11 +46,10 @@ from wakeledger_agent.errors import (
 )
 from wakeledger_agent.leases import FileLeases
 
-TERMINAL = ("done", "failed", "stopped")
-# A wake the scheduler should have fired this long ago and has not: its agent
-# pulls anyway (the server decides whether anything is due). The same five
-# minutes after which the server itself calls a wake missed.
-SCHEDULER_GRACE = timedelta(minutes=5)
+# A wake the scheduler should have fired SCHEDULER_LATENESS ago and has not:
+# its agent pulls anyway (the server decides whether anything is due). The
+# server's own lateness, after which it calls a wake missed (imported: the
+# agent package may use the pure domain).
 
 # Answers after which a lease will never work again: the agent released it
 # itself, finished the goal or asked for an approval, or another holder has it.
@@ -244,7 +246,7 @@ def next_step(goal: dict[str, Any], now: datetime, poll: float) -> Step:
     pending or the wake is not due, pull a ready wake (or one the scheduler
     is minutes late with)."""
     status = goal.get("status")
-    if status in TERMINAL:
+    if status in TERMINAL_STATUSES:
         return Step("terminal", why=f"the goal is {status}")
     if goal.get("pending_approvals"):
         gates = ", ".join(a.get("gate", "?") for a in goal["pending_approvals"])
@@ -259,7 +261,7 @@ def next_step(goal: dict[str, Any], now: datetime, poll: float) -> Step:
     due = _instant(goal.get("next_wake_at")) or _instant(goal.get("paused_until"))
     if due is None:
         return Step("wait", poll, "no wake scheduled yet")
-    if now >= due + SCHEDULER_GRACE:
+    if now >= due + SCHEDULER_LATENESS:
         return Step("pull", why="its wake is overdue; pulling without it")
     left = (due - now).total_seconds()
     return Step("wait", min(poll, left) if left > 0 else poll, str(status), due)
@@ -269,23 +271,6 @@ def next_step(goal: dict[str, Any], now: datetime, poll: float) -> Step:
 
 
 PLACEHOLDER = re.compile(r"\{(goal_id|session_key|prompt)\}")
-
-
-def resume_prompt(packet: dict[str, Any], goal_id: str) -> str:
-    """What the resumed agent is told: the wording of the server's command
-    dispatcher (scheduling/dispatch.py), which cannot be imported here."""
-    checkpoint = packet.get("checkpoint") or {}
-    lines = [
-        f"Resume Wake Ledger goal {goal_id}: {packet.get('objective', '')}",
-        f"Latest checkpoint: {checkpoint.get('current_step', '')} "
-        f"({checkpoint.get('progress_pct', 0)} %).",
-        "Next actions: " + ("; ".join(packet.get("next_actions") or []) or "(none recorded)"),
-        "Done when: " + ("; ".join(packet.get("done_criteria") or []) or "(not stated)"),
-        "Your lease is in the environment: WAKELEDGER_LEASE_TOKEN / "
-        "WAKELEDGER_LEASE_GENERATION (API: WAKELEDGER_URL). Checkpoint after each "
-        "verified step and stop on lease_lost.",
-    ]
-    return "\n".join(lines)
 
 
 def fill(template: list[str], values: dict[str, str]) -> list[str]:

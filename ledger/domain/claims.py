@@ -106,21 +106,48 @@ def _intended(cmd: ClaimWake, now: datetime) -> datetime:
     return fired if fired.tzinfo is not None else now
 
 
-def occurrence_of(state: GoalState, cmd: ClaimWake, now: datetime) -> str:
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A claim's decision, made once: its occurrence (the identity
+    already_claimed compares), the slot it belongs to, and the outcome with
+    its notes. The store hands it back with the claim's outcome, so the
+    claimant's answer reads it instead of deciding again with a later clock."""
+
+    occurrence_id: str
+    slot: datetime | None
+    answer: dict[str, Any]
+
+    @property
+    def outcome(self) -> str:
+        return self.answer["outcome"]
+
+
+def occurrence_of(cmd: ClaimWake, slot: datetime | None) -> str:
     """A claim's identity. A host fire without an id of its own is its slot."""
     if cmd.occurrence_id:
         return validation.text(cmd.occurrence_id, "occurrence_id", limit=300, required=True)
-    slot = _slot(state, cmd, now)
     if slot is None:
         raise InvalidCommand("occurrence_id is required when the goal has no watchdog",
                              field="occurrence_id")
     return f"{cmd.source}:slot:{iso(slot)}"
 
 
+def judge(state: GoalState, cmd: ClaimWake, now: datetime) -> Verdict:
+    """The claim's verdict: slot and occurrence computed once, then the outcome."""
+    slot = _slot(state, cmd, now)
+    occurrence = occurrence_of(cmd, slot)
+    return Verdict(occurrence, slot, _outcome(state, cmd, now, occurrence, slot))
+
+
 def claim_outcome(state: GoalState, cmd: ClaimWake, now: datetime) -> dict[str, Any]:
     """Which of the outcomes a claim gets, and why. Pure; ``claim`` turns it
     into events and the shell reports it."""
-    if occurrence_of(state, cmd, now) in state.claimed:
+    return judge(state, cmd, now).answer
+
+
+def _outcome(state: GoalState, cmd: ClaimWake, now: datetime, occurrence: str,
+             slot: datetime | None) -> dict[str, Any]:
+    if occurrence in state.claimed:
         return {"outcome": "already_claimed", "notes": "this occurrence was handled already"}
     ended = _not_resumable(state)
     if ended is not None:
@@ -131,7 +158,7 @@ def claim_outcome(state: GoalState, cmd: ClaimWake, now: datetime) -> dict[str, 
                 "notes": "the host watchdog's creation is not confirmed; record a receipt "
                          "(created, create_failed or user_attested_deleted) first"}
     operator = cmd.source == OPERATOR
-    early = None if operator else _not_due(state, cmd, now)
+    early = None if operator else _not_due(state, slot, now)
     if early is not None:
         return early
     if interrupted(state, now):
@@ -186,13 +213,12 @@ def _not_resumable(state: GoalState) -> dict[str, Any] | None:
     return None
 
 
-def _not_due(state: GoalState, cmd: ClaimWake, now: datetime) -> dict[str, Any] | None:
+def _not_due(state: GoalState, slot: datetime | None, now: datetime) -> dict[str, Any] | None:
     """A fire before its time (a pause not over yet, a slot still ahead): not_due, or None."""
     wait = timing.pause_left(state, now)
     if wait:
         return {"outcome": "not_due", "notes": f"paused until {state.paused_until}",
                 "retry_after_seconds": wait}
-    slot = _slot(state, cmd, now)
     if slot is not None and timing.early_by(state.watchdog, slot, now) > 0:
         return {"outcome": "not_due", "notes": f"the next wake is due at {iso(slot)}",
                 "retry_after_seconds": ceil((slot - now).total_seconds())}
@@ -224,16 +250,20 @@ def _reason(state: GoalState, cmd: ClaimWake) -> str:
 
 
 def claim(state: GoalState, cmd: ClaimWake, now: datetime) -> list[Event]:
+    return decided(state, cmd, now)[1]
+
+
+def _claim(state: GoalState, cmd: ClaimWake, now: datetime,
+           verdict: Verdict | None = None) -> tuple[Verdict, list[Event]]:
     if cmd.source not in (INTERNAL, HOST, OPERATOR):
         raise InvalidCommand("source must be internal, host or operator", field="source")
     if cmd.kind not in WAKE_KINDS:
         raise InvalidCommand(f"kind must be one of {', '.join(WAKE_KINDS)}", field="kind")
-    occurrence = occurrence_of(state, cmd, now)
-    answer = claim_outcome(state, cmd, now)
+    verdict = verdict or judge(state, cmd, now)
+    occurrence, slot, answer = verdict.occurrence_id, verdict.slot, verdict.answer
     outcome = answer["outcome"]
     if outcome in ("already_claimed", "receipt_required"):
-        return []  # nothing changes, not even the record of a claim
-    slot = _slot(state, cmd, now)
+        return verdict, []  # nothing changes, not even the record of a claim
     operator = cmd.source == OPERATOR
     record = WakeClaimed(
         occurrence_id=occurrence, source=cmd.source, kind=cmd.kind, outcome=outcome,
@@ -250,7 +280,7 @@ def claim(state: GoalState, cmd: ClaimWake, now: datetime) -> list[Event]:
         retry_after_seconds=answer.get("retry_after_seconds"),
         charge=answer["charge"] or bool(state.ready.get("charge"))
         if outcome == "ready_for_pull" else None)
-    return [record.event(now), *_claim_effects(state, cmd, answer, occurrence, now)]
+    return verdict, [record.event(now), *_claim_effects(state, cmd, answer, occurrence, now)]
 
 
 def _next_due(state: GoalState, slot: datetime | None, now: datetime) -> str | None:
@@ -298,21 +328,40 @@ def _claim_effects(state: GoalState, cmd: ClaimWake, answer: dict[str, Any], occ
     return events
 
 
+def operator_claim(cmd: WakeNow) -> ClaimWake:
+    """The claim an operator's "wake now" makes (built here alone)."""
+    return ClaimWake(cmd.occurrence_id, OPERATOR, "", cmd.token_sha256, kind="operator",
+                     push=cmd.push, push_dispatchers=cmd.push_dispatchers,
+                     note=cmd.reason, operator=cmd.operator)
+
+
 def operator_wake(state: GoalState, cmd: WakeNow, now: datetime) -> list[Event]:
+    return decided(state, cmd, now)[1]
+
+
+def _operator_wake(state: GoalState, cmd: WakeNow,
+                   now: datetime) -> tuple[Verdict, list[Event]]:
     """An operator's "wake now": ends a pause early and resumes the goal as a
     wake would (pull or push), recorded with who and why."""
     if state.terminal or state.status == BLOCKED:
         raise DomainError(f"a {state.status} goal cannot be woken; "
                           + ("recover it first" if state.status == BLOCKED else
                              "start a new one"), code="not_wakeable")
-    claim_cmd = ClaimWake(cmd.occurrence_id, OPERATOR, "", cmd.token_sha256, kind="operator",
-                          push=cmd.push, push_dispatchers=cmd.push_dispatchers,
-                          note=cmd.reason, operator=cmd.operator)
-    answer = claim_outcome(state, claim_cmd, now)
-    if answer["outcome"] == "worker_busy_noop":
-        raise DomainError(f"there is nothing to wake: {answer['notes']}", code="not_wakeable",
-                          retry_after_seconds=answer.get("retry_after_seconds"))
-    return claim(state, claim_cmd, now)
+    claim_cmd = operator_claim(cmd)
+    verdict = judge(state, claim_cmd, now)
+    if verdict.outcome == "worker_busy_noop":
+        raise DomainError(f"there is nothing to wake: {verdict.answer['notes']}",
+                          code="not_wakeable",
+                          retry_after_seconds=verdict.answer.get("retry_after_seconds"))
+    return _claim(state, claim_cmd, now, verdict)
+
+
+def decided(state: GoalState, cmd: ClaimWake | WakeNow,
+            now: datetime) -> tuple[Verdict, list[Event]]:
+    """A claim (or an operator's wake) decided: its verdict and its events."""
+    if isinstance(cmd, WakeNow):
+        return _operator_wake(state, cmd, now)
+    return _claim(state, cmd, now)
 
 def claimed(state: GoalState, data: WakeClaimed, at: str) -> dict[str, Any]:
     outcome = data.outcome

@@ -10,7 +10,7 @@ state instead of folding the same events a second time.
 """
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import reduce
 from typing import Any
@@ -75,6 +75,9 @@ INITIAL_STEP = "plan"
 class Decision:
     events: list[Event]
     state: GoalState  # fold(events, the state decided on)
+    # A claim's (or an operator wake's) verdict: its occurrence and outcome,
+    # decided once, even when nothing is recorded (already_claimed).
+    claim: "claims.Verdict | None" = None
 
 
 def decide(state: GoalState, command: "Command", now: datetime) -> list[Event]:
@@ -95,8 +98,13 @@ def decision(state: GoalState, command: "Command", now: datetime) -> Decision:
     handler = _DECIDERS.get(type(command))
     if handler is None:
         raise TypeError(f"unknown command {type(command).__name__}")
-    return _settled(state, leases.renewing(state, command, handler(state, command, now), now),
-                    now)
+    verdict = None
+    if isinstance(command, (claims.ClaimWake, claims.WakeNow)):
+        verdict, events = claims.decided(state, command, now)
+    else:
+        events = handler(state, command, now)
+    settled = _settled(state, leases.renewing(state, command, events, now), now)
+    return replace(settled, claim=verdict) if verdict is not None else settled
 
 
 def _settled(state: GoalState, events: list[Event], now: datetime) -> Decision:

@@ -30,7 +30,6 @@ from ledger.domain.watchdogs import (
     RecordReceipt,
     arm_events,
     cancel_events,
-    interval_of,
     watchdog_live,
 )
 
@@ -155,7 +154,7 @@ def settle(before: GoalState, after: GoalState, now: datetime) -> list[Event]:
         return []
     backend = after.setting("scheduler")
     if backend == INTERNAL and after.watchdog.get("status") not in timing.FIRING:
-        interval = interval_of(after)
+        interval = after.interval_seconds
         first = now if unblocked else now + timedelta(seconds=interval)
         return arm_events(after, interval, iso(first), now)
     if backend == HOST and unblocked and stuck:

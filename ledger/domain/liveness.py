@@ -128,12 +128,6 @@ class Expectation:
                 "detail": self.detail}
 
 
-def interval(state: GoalState) -> timedelta:
-    seconds = (state.watchdog.get("interval_seconds") or state.policy.get("interval_seconds")
-               or state.setting("cadence_minutes") * 60)
-    return timedelta(seconds=seconds)
-
-
 # ---------------------------------------------------------------- needs a human
 
 
@@ -240,7 +234,7 @@ def progress_expectation(state: GoalState) -> Expectation | None:
                            f"without one since {iso(start)}; else {NO_PROGRESS}")
     # The next slot may come one interval later, and fire half an interval
     # late (a host's lateness, the most any wake is allowed): then a chunk.
-    every = interval(state)
+    every = timedelta(seconds=state.interval_seconds)
     return Expectation(SCHEDULED, CHECKPOINT, since + every + every / 2 + bound,
                        f"a checkpoint (none since {iso(since)}): the next wake resumes the "
                        f"goal and its agent records one; else {NO_PROGRESS}")
@@ -261,8 +255,7 @@ def _main_expectation(state: GoalState) -> Expectation:
         return Expectation(READY, PULL, ready_deadline(state),
                            "its agent takes the lease (run_goal, lease or claim) to resume "
                            f"the due wake; else {READY_UNCLAIMED}")
-    backend = state.watchdog.get("backend") or state.setting("scheduler")
-    if backend == "host":
+    if state.scheduler_backend == "host":
         return _host_expectation(state)
     if state.liveness_alert.get("reason") == WAKE_NOT_FIRING:
         # Repaired MAX_REPAIRS times and never fired: said once, repaired no
@@ -296,7 +289,7 @@ def ready_deadline(state: GoalState) -> datetime:
 def _host_expectation(state: GoalState) -> Expectation:
     """A host goal: only its host fires it. The server never creates a native
     task for it (the seeds forbid that fallback): it waits, then says so."""
-    watchdog, every = state.watchdog, interval(state)
+    watchdog, every = state.watchdog, timedelta(seconds=state.interval_seconds)
     lateness = every / 2
     status = watchdog.get("status", "")
     if state.liveness_alert.get("reason") == HOST_SILENT:

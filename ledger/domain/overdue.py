@@ -39,7 +39,7 @@ from ledger.domain.interruptions import interrupted, interrupted_events, lease_e
 from ledger.domain.leases import lease_stale_at
 from ledger.domain.requested import one_off_wake
 from ledger.domain.state import GoalState
-from ledger.domain.watchdogs import INTERNAL, arm_events, interval_of
+from ledger.domain.watchdogs import INTERNAL, arm_events
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +105,7 @@ def _deadlines(state: GoalState, cmd: CheckLiveness, now: datetime) -> list[Even
         return []
     if state.status == "blocked" or state.finish_requested:
         return []  # a human's turn: nothing else is due
-    backend = state.watchdog.get("backend") or state.setting("scheduler")
-    if backend == "host":
+    if state.scheduler_backend == "host":
         return _host(state, now)
     return _internal(state, cmd, now)
 
@@ -264,7 +263,7 @@ def _orphans(state: GoalState, names: tuple[str, ...], now: datetime) -> list[Ev
 
 def _internal(state: GoalState, cmd: CheckLiveness, now: datetime) -> list[Event]:
     if timing.nothing_fires(state):
-        return arm_events(state, interval_of(state), iso(now), now)
+        return arm_events(state, state.interval_seconds, iso(now), now)
     if cmd.rows is None:
         return []
     if state.liveness_alert.get("reason") == liveness.WAKE_NOT_FIRING and not cmd.by_operator:

@@ -11,7 +11,7 @@ from ledger.domain.commands import WakeRequest
 from ledger.domain.errors import InvalidCommand
 from ledger.domain.events import Event, WakeScheduled, iso
 from ledger.domain.state import GoalState
-from ledger.domain.watchdogs import HOST, INTERNAL, interval_of, requested_schedule_name
+from ledger.domain.watchdogs import HOST, INTERNAL, requested_schedule_name
 
 
 def requested_wake_events(state: GoalState, request: WakeRequest, now: datetime) -> list[Event]:
@@ -30,7 +30,7 @@ def requested_wake_events(state: GoalState, request: WakeRequest, now: datetime)
         due = now + timedelta(seconds=request.in_seconds)
     else:
         due = datetime.fromisoformat(validation.instant(request.at, "wake.at"))
-    limit = interval_of(state)
+    limit = state.interval_seconds
     seconds = (due - now).total_seconds()
     if not 60 <= seconds <= limit:
         raise InvalidCommand(f"a requested wake must be between 60 s and the watchdog's "

@@ -81,3 +81,35 @@ def resume_packet(state: GoalState) -> dict[str, Any]:
                    f"(POST …/jobs/{job['job_id']}/status) before running it again"}
             for job in state.running_jobs()],
     }
+
+
+# The wording a resumed agent reads, written once: the server's dispatchers,
+# ``wakeledger supervise`` and the Claude Code hook all tell it this way.
+LEASE_IN_ENVIRONMENT = ("Your lease is in the environment: WAKELEDGER_LEASE_TOKEN / "
+                        "WAKELEDGER_LEASE_GENERATION (API: WAKELEDGER_URL).")
+
+
+def packet_lines(packet: dict[str, Any]) -> list[str]:
+    """Where the work stands, from a resume packet: the latest checkpoint,
+    the next actions, when it is done, and what to verify before going on."""
+    checkpoint = packet.get("checkpoint") or {}
+    lines = [
+        f"Latest checkpoint: {checkpoint.get('current_step') or '(none)'} "
+        f"({checkpoint.get('progress_pct', 0)} %).",
+        "Next actions: " + ("; ".join(packet.get("next_actions") or []) or "(none recorded)"),
+        "Done when: " + ("; ".join(packet.get("done_criteria") or []) or "(not stated)"),
+    ]
+    if packet.get("artifacts_to_verify"):
+        lines.append("Verify before continuing: " + ", ".join(
+            f"{a['path']} (sha256 {a['sha256'][:12]}…)" for a in packet["artifacts_to_verify"]))
+    return lines
+
+
+def resume_prompt(packet: dict[str, Any], goal_id: str, *,
+                  lease_hint: str = LEASE_IN_ENVIRONMENT) -> str:
+    """The message a resumed agent gets: what to do, from where, and how.
+    ``lease_hint`` says where the lease is (the environment, a request's
+    body, or: take it yourself)."""
+    return "\n".join([f"Resume Wake Ledger goal {goal_id}: {packet.get('objective', '')}",
+                      *packet_lines(packet),
+                      lease_hint + " Checkpoint after each verified step and stop on lease_lost."])

@@ -142,6 +142,26 @@ class GoalState:
 
         return self.policy.get(name, DEFAULT_POLICY[name])
 
+    @property
+    def scheduler_backend(self) -> str:
+        """Who fires this goal's wakes (internal or host): its watchdog's
+        backend once it has one, else the policy's choice (the one place of
+        the fallback: liveness, the sweeper's checks and the answers read it)."""
+        return self.watchdog.get("backend") or self.setting("scheduler")
+
+    @property
+    def interval_seconds(self) -> int:
+        """The watchdog's interval: the armed watchdog's own, else the one
+        frozen into the policy at start, else the cadence (the one place)."""
+        return (self.watchdog.get("interval_seconds") or self.policy.get("interval_seconds")
+                or self.setting("cadence_minutes") * 60)
+
+    def seen_by(self, owner: str | None) -> bool:
+        """Who may see the goal: everyone but an agent (``owner`` None: an
+        operator, an auditor, the scheduler), and its own agent. Another
+        agent's goal does not exist for it (a 404, never a 403)."""
+        return owner is None or self.agent == owner
+
     def running_jobs(self) -> list[dict[str, Any]]:
         """Blocking jobs still running: they keep a goal from finishing."""
         return [job for job in self.jobs if job["status"] == "running"]

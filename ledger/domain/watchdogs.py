@@ -78,23 +78,28 @@ def _due(moment: datetime, seconds: int) -> str:
     return iso(moment + timedelta(seconds=seconds))
 
 
-def interval_of(state: GoalState) -> int:
-    """The watchdog's interval in seconds, frozen into the goal's policy at start."""
-    policy = state.policy
-    return policy.get("interval_seconds") or state.setting("cadence_minutes") * 60
+# The django-q2 schedule rows of a goal's wakes, named after it: one of each
+# (the recurring watchdog, a rate limit's reset, a requested one-off wake).
+# The doctor finds a row's goal by these prefixes: named once, here.
+SCHEDULE_PREFIXES = ("wakeledger-watchdog-", "wakeledger-reset-", "wakeledger-wake-")
+_WATCHDOG, _RESET, _REQUESTED = SCHEDULE_PREFIXES
 
 
-# The django-q2 schedule rows of a goal's wakes, named after it: one of each.
 def schedule_name(goal_id: str) -> str:
-    return f"wakeledger-watchdog-{goal_id}"
+    return f"{_WATCHDOG}{goal_id}"
 
 
 def reset_schedule_name(goal_id: str) -> str:
-    return f"wakeledger-reset-{goal_id}"
+    return f"{_RESET}{goal_id}"
 
 
 def requested_schedule_name(goal_id: str) -> str:
-    return f"wakeledger-wake-{goal_id}"
+    return f"{_REQUESTED}{goal_id}"
+
+
+def schedule_goal(name: str) -> str:
+    """The goal a wake's schedule row is named after ("" for another row)."""
+    return next((name[len(p):] for p in SCHEDULE_PREFIXES if name.startswith(p)), "")
 
 
 # ---------------------------------------------------------------- watchdog
@@ -103,7 +108,7 @@ def requested_schedule_name(goal_id: str) -> str:
 def prepare(state: GoalState, cmd: PrepareWatchdog, now: datetime) -> list[Event]:
     fence(state, cmd.proof)
     backend = state.setting("scheduler")
-    seconds = cmd.interval_seconds or interval_of(state)
+    seconds = cmd.interval_seconds or state.interval_seconds
     if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 1:
         raise InvalidCommand("interval_seconds must be a positive whole number")
     tzid = timezone(cmd.tzid or "UTC", "tzid")
@@ -193,7 +198,7 @@ def _near_slot(state: GoalState, due: datetime, now: datetime) -> None:
     within one interval plus the host's lateness (half an interval) of the slot
     the server prepared — or, for a receipt recorded long after the prepare
     (a reconciled uncertain create), of the host's next run from now."""
-    every = timedelta(seconds=interval_of(state))
+    every = timedelta(seconds=state.interval_seconds)
     tolerance = every + every / 2
     prepared = state.watchdog.get("next_due_at") or state.watchdog.get("first_due_at")
     slot = datetime.fromisoformat(prepared) if prepared else now + every

@@ -1,10 +1,7 @@
-"""An agent's use cases on its goal: run (start or resume), take the lease,
-heartbeat, release, checkpoint, finish, and the commands that need nothing
-but the store (watchdog, receipts, approvals, jobs, the workspace binding).
-
-``Caller`` is who asks: an agent sees only its own goals (``owner``), checked
-by the store on the row it locks, so a use case costs no separate read.
-"""
+"""An agent's use cases on its goal's lease: run (start or resume), take
+the lease, heartbeat. (Checkpoints, release and finish are ``work``; the
+watchdog is ``watchdogs``.) ``Caller`` and ``state_of`` are ``caller``'s,
+imported here where the shells have always found them."""
 
 import uuid
 from dataclasses import dataclass
@@ -23,32 +20,11 @@ from ledger.domain import (
 )
 from ledger.domain.smartwake import preflight
 from ledger.services.answers import holds, lease_answer
+from ledger.services.bodies import goal_body
+from ledger.services.caller import Caller, run, state_of
+
+__all__ = ["Caller", "RunAnswer", "acquire", "heartbeat", "run_goal", "state_of"]
 from ledger.services.tokens import digest
-
-
-@dataclass(frozen=True, slots=True)
-class Caller:
-    """Who runs a use case: the actor recorded on its events, the agent whose
-    goals alone it may touch (None: an operator or the scheduler sees all),
-    and the request's Idempotency-Key."""
-
-    name: str
-    owner: str | None = None
-    idempotency_key: str | None = None
-
-
-def execute(caller: Caller, goal_id: str | uuid.UUID, command: Any) -> store.Outcome:
-    """One command on a goal this caller may see (GoalNotFound otherwise)."""
-    return store.execute(goal_id, command, actor=caller.name, owner=caller.owner,
-                         idempotency_key=caller.idempotency_key)
-
-
-def state_of(caller: Caller, goal_id: str | uuid.UUID) -> GoalState:
-    """A goal's state, if this caller may see it (GoalNotFound otherwise)."""
-    state = store.load(goal_id)
-    if caller.owner is not None and state.agent != caller.owner:
-        raise store.GoalNotFound(f"no goal {goal_id}")
-    return state
 
 
 @dataclass(frozen=True)
@@ -59,6 +35,10 @@ class RunAnswer:
     created: bool
     lease: dict[str, Any]
     preflight: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"goal": goal_body(self.state), "created": self.created, **self.lease,
+                "preflight": self.preflight}
 
 
 def run_goal(caller: Caller, token: str, *, workspace: str, goal_key: str, objective: str,
@@ -93,7 +73,7 @@ def acquire(caller: Caller, goal_id: str | uuid.UUID, token: str) -> dict[str, A
     held by another is a refusal in the answer, not an error."""
     digest_ = digest(token)
     try:
-        outcome = execute(caller, goal_id, AcquireLease(caller.name, digest_))
+        outcome = run(caller, goal_id, AcquireLease(caller.name, digest_))
     except DomainError as refused:
         if refused.code != "lease_held":
             raise
@@ -102,7 +82,7 @@ def acquire(caller: Caller, goal_id: str | uuid.UUID, token: str) -> dict[str, A
 
 
 def heartbeat(caller: Caller, goal_id: str | uuid.UUID, proof: Any) -> dict[str, Any]:
-    state = execute(caller, goal_id, Heartbeat(proof)).state
+    state = run(caller, goal_id, Heartbeat(proof)).state
     return {"generation": state.lease["generation"], "expires_at": state.lease["expires_at"],
             "preflight": preflight(state, clock.now())}
 

@@ -7,8 +7,9 @@ from typing import Any
 
 from ledger import store
 from ledger.domain import DomainError, LeaseProof
-from ledger.domain.jobs import NotifyJob, TrackJob
-from ledger.services.goals import Caller, execute
+from ledger.domain.jobs import NotifyJob, TrackJob, UpdateJob
+from ledger.services.bodies import job_body
+from ledger.services.caller import Caller, run
 from ledger.services.tokens import digest, goal_of, issued_for, notify_token
 
 
@@ -18,6 +19,12 @@ class Tracked:
     job: dict[str, Any]
     notify_token: str = ""  # shown once, when the job is new
 
+    def as_dict(self) -> dict[str, Any]:
+        answer: dict[str, Any] = {"job": job_body(self.job), "goal_id": self.goal_id}
+        if self.notify_token:
+            answer["notify_token"] = self.notify_token
+        return answer
+
 
 def track(caller: Caller, goal_id: str | uuid.UUID, proof: LeaseProof | None, *, kind: str,
           ref: str, link: str, notify: bool) -> Tracked:
@@ -26,7 +33,7 @@ def track(caller: Caller, goal_id: str | uuid.UUID, proof: LeaseProof | None, *,
     job_id = str(uuid.uuid4())
     token = notify_token(goal_id, job_id) if notify else ""
     command = TrackJob(proof, job_id, kind, ref, digest(token) if token else "", link)
-    state = execute(caller, goal_id, command).state
+    state = run(caller, goal_id, command).state
     job = next(j for j in reversed(state.jobs) if j["kind"] == kind and j["ref"] == ref)
     return Tracked(state.goal_id, job, token if job["job_id"] == job_id else "")
 
@@ -42,9 +49,16 @@ class NotMyJob(DomainError):
         super().__init__("no such job for this notify token", code="not_found", field="job_id")
 
 
+def update(caller: Caller, goal_id: str | uuid.UUID, proof: LeaseProof | None, job_id: str, *,
+           status: str, conclusion: str) -> dict[str, Any]:
+    """The holder records a job's status; the answer is the job as shown."""
+    state = run(caller, goal_id, UpdateJob(proof, job_id, status, conclusion)).state
+    return {"job": job_body(next(j for j in state.jobs if j["job_id"] == job_id))}
+
+
 def notify(token: str, job_id: str, *, status: str, conclusion: str,
-           link: str) -> tuple[str, dict[str, Any]]:
-    """A job's end reported with its notify token; returns (goal id, job)."""
+           link: str) -> dict[str, Any]:
+    """A job's end reported with its notify token; the answer names its goal."""
     goal_id = goal_of(token)
     if goal_id is None or not issued_for(token, job_id):
         raise NotMyJob
@@ -55,4 +69,5 @@ def notify(token: str, job_id: str, *, status: str, conclusion: str,
         if error.code == "not_found":
             raise NotMyJob from None
         raise
-    return state.goal_id, next(j for j in state.jobs if j["job_id"] == job_id)
+    job = next(j for j in state.jobs if j["job_id"] == job_id)
+    return {"job": job_body(job), "goal_id": state.goal_id}

@@ -12,7 +12,8 @@ from ledger.domain import DomainError, GoalState, decide
 from ledger.domain.claims import WakeNow
 from ledger.domain.runs import Recover, ResolveApproval, Stop
 from ledger.services import wakes
-from ledger.services.goals import Caller, execute
+from ledger.services.bodies import GoalAnswer
+from ledger.services.caller import Caller, run
 
 ACTS = ("stop", "recover", "wake", "approve", "reject")
 
@@ -36,6 +37,10 @@ class Acted:
     state: GoalState
     claim: wakes.Claim | None = None
 
+    def as_dict(self) -> dict[str, Any]:
+        """A wake answers its claim; the other acts answer the goal."""
+        return self.claim.as_dict() if self.claim else GoalAnswer(self.state).as_dict()
+
 
 def act(act: str, goal_id: str | uuid.UUID, *, operator: str, reason: str, gate: str = "",
         idempotency_key: str | None = None) -> Acted:
@@ -44,7 +49,7 @@ def act(act: str, goal_id: str | uuid.UUID, *, operator: str, reason: str, gate:
                                idempotency_key=idempotency_key)
         return Acted(claim.state, claim)
     caller = Caller(operator, idempotency_key=idempotency_key)
-    return Acted(execute(caller, goal_id, command_for(act, operator, reason, gate)).state)
+    return Acted(run(caller, goal_id, command_for(act, operator, reason, gate)).state)
 
 
 def refusal_of(state: GoalState, command: Any) -> DomainError | None:
@@ -56,6 +61,11 @@ def refusal_of(state: GoalState, command: Any) -> DomainError | None:
     except DomainError as error:
         return error
     return None
+
+
+def refusal(state: GoalState, act: str, operator: str, gate: str = "") -> DomainError | None:
+    """What the domain would say to this act now (None: it would accept it)."""
+    return refusal_of(state, command_for(act, operator, "probe", gate))
 
 
 def refusals(state: GoalState, operator: str) -> dict[str, DomainError | None]:

@@ -15,7 +15,7 @@ from ledger.domain.events import iso
 from ledger.domain.runs import ReportRun
 from ledger.domain.timing import next_wake_at
 from ledger.domain.watchdogs import reset_schedule_name
-from ledger.services.goals import Caller, execute, state_of
+from ledger.services.caller import Caller, run, state_of
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def report_run(caller: Caller, goal_id: str | uuid.UUID, proof: LeaseProof | Non
     command = ReportRun(proof, outcome, error_class, reset_at, hint, dict(session or {}),
                         reset_schedule_name(store.canonical_id(goal_id)),
                         settings.WAKELEDGER_RESET_MARGIN_SECONDS)
-    after = execute(caller, goal_id, command).state
+    after = run(caller, goal_id, command).state
     return RunReport(error_class, reset_at, after.status, after.reason,
                      after.paused_until or None, next_wake_at(after) or None,
                      after.continuations_used, after.setting("max_continuations"))

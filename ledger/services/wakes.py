@@ -11,12 +11,14 @@ from typing import Any
 
 from ledger import clock, store
 from ledger.dispatchers import lease_dispatchers
-from ledger.domain import GoalState
-from ledger.domain.claims import ClaimWake, WakeNow, claim_outcome, occurrence_of
-from ledger.domain.dispatches import superseded
-from ledger.domain.events import WAKE_CLAIMED
+from ledger.domain import DomainError, GoalState
+from ledger.domain.claims import ClaimWake, WakeNow
+from ledger.domain.dispatches import RecordDispatch, dispatches, superseded
+from ledger.domain.events import WakeClaimed
 from ledger.domain.smartwake import resume_packet
+from ledger.domain.watchdogs import HOST
 from ledger.services.answers import LeaseGrant, WakeReport
+from ledger.services.caller import Caller, Outcome
 from ledger.services.tokens import digest, dispatch_lease, random_lease
 
 GRANTED = "recurring_acquired"
@@ -40,6 +42,12 @@ class Claim:
     def resumes(self) -> bool:
         """The wake goes on: a lease granted, or a ready wake to pull."""
         return self.outcome in (GRANTED, PULLABLE)
+
+    @property
+    def dispatched(self) -> bool:
+        """A dispatcher carries this goal's wakes (so the claim may have left
+        an outbox row to send): asked of the state the claim decided."""
+        return dispatches(self.state)
 
     def as_dict(self) -> dict[str, Any]:
         return {"outcome": self.outcome, "occurrence_id": self.occurrence_id,
@@ -67,7 +75,18 @@ def claim(goal_id: str | uuid.UUID, *, source: str, occurrence_id: str = "", rea
                         push_dispatchers=lease_dispatchers())
     outcome = store.execute(goal_id, command, actor=actor, idempotency_key=idempotency_key,
                             owner=owner)
-    return _answer(outcome, command, raw)
+    return _answer(outcome, raw)
+
+
+def host_claim(caller: Caller, goal_id: str | uuid.UUID, *, occurrence_id: str, reason: str,
+               token: str) -> Claim:
+    """POST /claim: a host-fired task claims its wake. Without an occurrence
+    id the domain names the claim after the watchdog's slot it belongs to,
+    so two fires for one slot are one claim."""
+    occurrence = f"host:{occurrence_id}" if occurrence_id else ""
+    return claim(goal_id, source=HOST, occurrence_id=occurrence, reason=reason,
+                 holder=caller.name, actor=caller.name, idempotency_key=caller.idempotency_key,
+                 token=token, owner=caller.owner)
 
 
 def fire(goal_id: str, intended_at: str | None = None, kind: str = "recurring") -> Claim:
@@ -92,25 +111,21 @@ def wake_now(goal_id: str | uuid.UUID, *, operator: str, reason: str,
     command = WakeNow(operator, reason, occurrence, digest(token),
                       push_dispatchers=lease_dispatchers())
     outcome = store.execute(goal_id, command, actor=operator, idempotency_key=idempotency_key)
-    wake = ClaimWake(occurrence, "operator", "", command.token_sha256, kind="operator",
-                     push_dispatchers=command.push_dispatchers, note=reason, operator=operator)
-    return _answer(outcome, wake, token)
+    return _answer(outcome, token)
 
 
-def _answer(outcome: store.Outcome, command: ClaimWake, raw: str) -> Claim:
-    state = outcome.state
-    wake = next((e for e in outcome.events if e.kind == WAKE_CLAIMED), None)
-    # Nothing recorded (already_claimed, receipt_required): the same pure rule
-    # says why, on the state the claim was decided on.
-    answer = dict(wake.data) if wake else claim_outcome(outcome.before, command, clock.now())
-    occurrence = (wake.data["occurrence_id"] if wake
-                  else occurrence_of(outcome.before, command, clock.now()))
-    granted = answer["outcome"] == GRANTED
-    result = Claim(answer["outcome"],
+def _answer(outcome: store.Outcome, raw: str) -> Claim:
+    """The claimant's answer, read from the verdict the domain decided in the
+    claim's transaction (its occurrence and outcome, recorded or not)."""
+    state, verdict = outcome.state, outcome.claim
+    assert verdict is not None, "a claim's outcome carries its verdict"
+    answer = verdict.answer
+    granted = verdict.outcome == GRANTED
+    result = Claim(verdict.outcome,
                    WakeReport.of(state, resumed=granted, notes=answer.get("notes", "")),
                    state, events=outcome.events,
                    retry_after_seconds=answer.get("retry_after_seconds"),
-                   occurrence_id=occurrence)
+                   occurrence_id=verdict.occurrence_id)
     if granted:
         result.packet = resume_packet(state)
         result.lease = LeaseGrant.of(state, raw)
@@ -131,13 +146,63 @@ class Delivery:
     lease: LeaseGrant | None
 
 
-def delivery(goal_id: str, occurrence_id: str, generation: int) -> Delivery | None:
+def delivery(goal_id: str, occurrence_id: str, generation: int,
+             state: GoalState | None = None) -> Delivery | None:
     """The dispatch of a recorded wake, or None when sending it now would only
-    be refused (``dispatches.superseded``)."""
-    state = store.load(goal_id)
+    be refused (``dispatches.superseded``). ``state``: the goal as the claim
+    that granted the wake left it (a push wake then reads its goal once); the
+    outbox's later passes (a crashed sender's rows) read it here."""
+    state = state if state is not None else store.load(goal_id)
     if superseded(state, generation):
         return None
     lease = (LeaseGrant.of(state, dispatch_lease(state.goal_id, occurrence_id))
              if generation else None)
     return Delivery(state.goal_id, occurrence_id, state.session_key, resume_packet(state),
                     WakeReport.of(state, resumed=True, notes="dispatched"), lease)
+
+
+@dataclass(frozen=True)
+class Order:
+    """An outbox row a committed claim needs: which wake, through which
+    dispatcher, handing over which lease generation (0: a notification)."""
+
+    occurrence_id: str
+    dispatcher: str
+    generation: int
+
+
+def orders(outcome: Outcome) -> list[Order]:
+    """What a command's outcome asks the outbox to send (a store effect's
+    question, asked inside the command's transaction): a granted push wake
+    hands over its lease; a ready wake of a dispatcher that carries no lease
+    (OpenClaw's Gateway) is a notification, and its agent pulls the lease."""
+    if not dispatches(outcome.state):
+        return []
+    name = outcome.state.setting("dispatch")
+    found = []
+    for event in outcome.events:
+        claim = event.payload
+        if not isinstance(claim, WakeClaimed) or claim.source not in ("internal", "operator"):
+            continue
+        if claim.outcome == GRANTED:
+            generation = outcome.state.lease["generation"]
+        elif claim.outcome == PULLABLE:
+            generation = 0
+        else:
+            continue
+        found.append(Order(claim.occurrence_id, name, generation))
+    return found
+
+
+def record_dispatch(goal_id: str, occurrence_id: str, dispatcher: str, *, ok: bool, detail: str,
+                    uncertain: bool, generation: int) -> str:
+    """What a dispatcher did with a wake, recorded on its goal (the domain
+    decides what follows: a dispatch that started nothing frees its lease).
+    Returns "" when recorded, else why not (the goal ended meanwhile)."""
+    command = RecordDispatch(occurrence_id, dispatcher, ok, detail, uncertain=uncertain,
+                             generation=generation)
+    try:
+        store.execute(goal_id, command, actor="scheduler")
+    except DomainError as error:
+        return error.detail
+    return ""

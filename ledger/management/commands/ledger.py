@@ -48,8 +48,8 @@ from ledger.accounts import (
     prune_idempotency_records,
     role_of,
 )
-from ledger.domain import STATUSES, DomainError, GoalState
-from ledger.domain.state import DONE, REASONS
+from ledger.domain import DomainError, GoalState
+from ledger.domain.vocabulary import DONE, REASONS, STATUSES
 from ledger.models import ApiToken, Event, Goal, TreeHead
 from ledger.progress import Progress
 from ledger.services import operators

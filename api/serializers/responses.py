@@ -1,0 +1,308 @@
+"""Response shapes: what the OpenAPI document says each answer holds (the
+views answer the use cases' ``as_dict()``; these describe it)."""
+
+from rest_framework import serializers
+
+from ledger.domain import vocabulary
+
+
+class LeaseSerializer(serializers.Serializer):
+    holder = serializers.CharField()
+    generation = serializers.IntegerField()
+    lease_seconds = serializers.IntegerField(help_text="How long each grant or renewal lasts.")
+    acquired_at = serializers.CharField()
+    expires_at = serializers.CharField()
+    last_heartbeat_at = serializers.CharField()
+    via = serializers.ChoiceField(
+        choices=["agent", "wake", "pull"], required=False,
+        help_text="How it was granted: the agent asked (or took over a stale lease), a push "
+                  "wake handed it to a continuation, or the agent pulled a due wake.")
+    active = serializers.BooleanField(help_text="The lease is live: not past its expiry.")
+    heard_from_holder = serializers.BooleanField(
+        help_text="The holder sent a heartbeat, checkpoint or run report since the grant "
+                  "(a wake's continuation that stays silent ends INTERRUPTED_UNKNOWN).")
+
+
+class GrantedLeaseSerializer(serializers.Serializer):
+    token = serializers.CharField(help_text="Shown once. Keep it; every fenced call needs it.")
+    generation = serializers.IntegerField()
+    holder = serializers.CharField()
+    expires_at = serializers.CharField()
+
+
+class ExpectedSerializer(serializers.Serializer):
+    evidence = serializers.CharField(allow_null=True, help_text=(
+        "heartbeat, job_report, pull, scheduler_fire, host_claim or operator."))
+    deadline = serializers.CharField(allow_null=True, help_text="ISO 8601 (UTC).")
+    detail = serializers.CharField()
+
+
+class GoalAlertSerializer(serializers.Serializer):
+    reason = serializers.CharField()
+    why = serializers.CharField()
+
+
+class GoalSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    goal_key = serializers.CharField()
+    workspace = serializers.CharField()
+    objective = serializers.CharField()
+    done_criteria = serializers.ListField(child=serializers.CharField())
+    agent = serializers.CharField()
+    status = serializers.ChoiceField(choices=vocabulary.STATUSES)
+    reason = serializers.CharField(allow_blank=True)
+    current_step = serializers.CharField()
+    progress_pct = serializers.IntegerField()
+    last_completed = serializers.ListField(child=serializers.CharField())
+    next_actions = serializers.ListField(child=serializers.CharField())
+    artifacts = serializers.ListField(child=serializers.DictField())
+    errors = serializers.ListField(child=serializers.CharField())
+    retry_count = serializers.IntegerField()
+    checkpoints = serializers.IntegerField()
+    summary = serializers.CharField(allow_blank=True)
+    policy = serializers.DictField()
+    session = serializers.DictField()
+    timeout_seconds = serializers.IntegerField(allow_null=True)
+    estimated_duration_seconds = serializers.IntegerField(allow_null=True)
+    workspace_bound = serializers.BooleanField()
+    lease = LeaseSerializer(allow_null=True)
+    lease_generation = serializers.IntegerField()
+    lease_end = serializers.ChoiceField(
+        choices=["", "released", "expired", "finished"], allow_blank=True,
+        help_text="How the last lease ended ('' while one is held or none ever was).")
+    paused_until = serializers.CharField(
+        allow_blank=True, help_text="A rate limit's reset plus margin ('' when not paused).")
+    rate_limits = serializers.IntegerField(help_text="Consecutive rate limits (the back-off's "
+                                                     "exponent); a checkpoint resets it.")
+    continuations_used = serializers.IntegerField(
+        help_text="Recovery continuations charged, of policy.max_continuations.")
+    last_checkpoint_seq = serializers.IntegerField()
+    checkpointed_at = serializers.CharField(help_text="When the latest checkpoint was made.")
+    progress_since = serializers.CharField(
+        help_text="Since when the goal's progress deadline counts: its latest checkpoint, or "
+                  "a fresh start without one (a recovery, an approval, a pause's end, a "
+                  "blocking job's end). See expected when evidence is checkpoint.")
+    watchdog = serializers.DictField(
+        allow_null=True, help_text="The one watchdog (backend, interval, status, next due, "
+                                   "receipt state, health); null when never prepared.")
+    last_wake = serializers.DictField(help_text="The last wake claimed ({} when none).")
+    reset_wake = serializers.DictField(
+        help_text="The one-off wake at a rate limit's reset ({} when none).")
+    requested_wake = serializers.DictField(
+        help_text="The one-off wake the agent asked for at a turn boundary ({} when none).")
+    jobs = serializers.ListField(child=serializers.DictField(),
+                                 help_text="Blocking jobs tracked (CI runs, deploys).")
+    pending_approvals = serializers.ListField(child=serializers.DictField())
+    finish_requested = serializers.DictField(
+        help_text="A finish waiting for its watchdog's cancellation receipt ({} when none).")
+    ready = serializers.DictField(help_text="A due wake waiting for this goal's agent to pull "
+                                            "it by taking the lease ({} when none).")
+    next_wake_at = serializers.CharField(
+        allow_null=True, help_text="When the next wake will fire (a watchdog slot or a "
+                                   "one-off wake); the scheduler looks every 30 s.")
+    liveness = serializers.ChoiceField(
+        choices=list(vocabulary.LABELS),
+        help_text="What the goal is doing now, judged against its deadline: working (a live "
+                  "lease), expired (a lease past its expiry, not yet swept), scheduled, ready "
+                  "(a due wake waits for its agent's pull), needs_human and overdue (both "
+                  "listed in /alerts), terminal.")
+    expected = ExpectedSerializer(
+        help_text="The next expected evidence and the deadline by which it must arrive.")
+    alert = GoalAlertSerializer(allow_null=True,
+                            help_text="Why a human must look (null: nobody must).")
+    version = serializers.IntegerField()
+    created_at = serializers.CharField()
+    updated_at = serializers.CharField()
+
+
+class GoalPageSerializer(serializers.Serializer):
+    """One page of GET /goals: a cursor page, newest first."""
+
+    next = serializers.URLField(allow_null=True, help_text="The next page; null on the last.")
+    previous = serializers.URLField(allow_null=True)
+    results = GoalSerializer(many=True)
+
+
+class PreflightSerializer(serializers.Serializer):
+    wakes_needed = serializers.BooleanField(allow_null=True)
+    wakes_threshold_pct = serializers.IntegerField()
+    estimated_duration_seconds = serializers.IntegerField(allow_null=True)
+    timeout_seconds = serializers.IntegerField(allow_null=True)
+    suggested_chunk_seconds = serializers.IntegerField()
+    autosave_reserve_pct = serializers.IntegerField()
+    autosave_deadline = serializers.CharField(allow_null=True)
+
+
+class LeaseAnswerSerializer(serializers.Serializer):
+    acquired = serializers.BooleanField()
+    lease = GrantedLeaseSerializer(allow_null=True)
+    retry_after_seconds = serializers.IntegerField(allow_null=True)
+    next_required_action = serializers.CharField(allow_null=True)
+    holder = serializers.CharField(required=False)
+    expires_at = serializers.CharField(required=False)
+    resumed = serializers.DictField(
+        allow_null=True, required=False,
+        help_text="When this lease pulled a due wake: its occurrence_id, reason and whether "
+                  "a recovery continuation was charged.")
+    resume_packet = serializers.DictField(
+        allow_null=True, required=False,
+        help_text="When this lease pulled a due wake: where to pick up, exactly.")
+    host_instructions = serializers.DictField(
+        required=False,
+        help_text="When the goal is HOST_SILENT (its host stopped claiming slots): what to "
+                  "check in the host and how to re-create its scheduled task.")
+
+
+class RunGoalAnswerSerializer(LeaseAnswerSerializer):
+    goal = GoalSerializer()
+    created = serializers.BooleanField()
+    preflight = PreflightSerializer()
+
+
+class CheckpointContractSerializer(serializers.Serializer):
+    task_id = serializers.CharField()
+    goal = serializers.CharField()
+    status = serializers.CharField()
+    current_step = serializers.CharField()
+    progress_pct = serializers.IntegerField()
+    last_completed = serializers.ListField(child=serializers.CharField())
+    next_actions = serializers.ListField(child=serializers.CharField())
+    artifacts = serializers.ListField(child=serializers.DictField())
+    errors = serializers.ListField(child=serializers.CharField())
+    retry_count = serializers.IntegerField()
+    updated_at = serializers.CharField()
+
+
+class CheckpointAnswerSerializer(serializers.Serializer):
+    checkpoint = CheckpointContractSerializer()
+    version = serializers.IntegerField()
+    lease_released = serializers.BooleanField()
+    requested_wake = serializers.DictField(allow_null=True, required=False)
+
+
+class HeartbeatAnswerSerializer(serializers.Serializer):
+    generation = serializers.IntegerField()
+    expires_at = serializers.CharField()
+    preflight = PreflightSerializer()
+
+
+class ReleaseAnswerSerializer(serializers.Serializer):
+    released = serializers.BooleanField()
+    status = serializers.CharField()
+    requested_wake = serializers.DictField(
+        allow_null=True, required=False,
+        help_text="The one-off wake asked for (due_at, reason); for a host goal, the one-off "
+                  "task its host must create.")
+
+
+class FinishAnswerSerializer(serializers.Serializer):
+    completion_state = serializers.ChoiceField(
+        choices=["completed", "failed", "blocked", "pending_native_cleanup"])
+    goal = GoalSerializer()
+
+
+class WorkspaceAnswerSerializer(serializers.Serializer):
+    workspace = serializers.CharField()
+    workspace_bound = serializers.BooleanField()
+
+
+class EventSerializer(serializers.Serializer):
+    seq = serializers.IntegerField()
+    kind = serializers.CharField()
+    data = serializers.DictField()
+    actor = serializers.CharField()
+    recorded_at = serializers.CharField()
+    prev_hash = serializers.CharField()
+    hash = serializers.CharField()
+
+
+class EventPageSerializer(serializers.Serializer):
+    events = EventSerializer(many=True)
+    next_after = serializers.IntegerField(allow_null=True)
+
+
+class ResumePacketSerializer(serializers.Serializer):
+    task_id = serializers.CharField()
+    objective = serializers.CharField()
+    done_criteria = serializers.ListField(child=serializers.CharField())
+    status = serializers.CharField()
+    checkpoint = serializers.DictField()
+    next_actions = serializers.ListField(child=serializers.CharField())
+    artifacts_to_verify = serializers.ListField(child=serializers.DictField())
+    jobs_to_inspect = serializers.ListField(
+        child=serializers.DictField(), required=False,
+        help_text="Blocking jobs still running when the goal resumed: their tracker is gone, "
+                  "their status unknown. Inspect each exact ref and report it first.")
+
+
+class WatchdogAnswerSerializer(serializers.Serializer):
+    watchdog = serializers.DictField(allow_null=True)
+    next_required_action = serializers.CharField(allow_null=True)
+    host_schedule = serializers.DictField(required=False, allow_null=True,
+                                          help_text="What the agent's host must create.")
+    cleanup = serializers.DictField(required=False, allow_null=True)
+
+
+class ClaimAnswerSerializer(serializers.Serializer):
+    outcome = serializers.ChoiceField(choices=[
+        "recurring_acquired", "ready_for_pull", "worker_busy_noop", "already_claimed",
+        "not_due", "terminal_cleanup_required", "terminal_noop", "receipt_required"])
+    occurrence_id = serializers.CharField(
+        allow_blank=True, help_text="The occurrence this claim was decided as (a host fire "
+                                    "without an id is named after its watchdog slot).")
+    report = serializers.DictField()
+    retry_after_seconds = serializers.IntegerField(allow_null=True)
+    resume_packet = ResumePacketSerializer(allow_null=True)
+    lease = GrantedLeaseSerializer(allow_null=True)
+
+
+class JobAnswerSerializer(serializers.Serializer):
+    job = serializers.DictField()
+    goal_id = serializers.CharField(required=False)
+    notify_token = serializers.CharField(
+        required=False, help_text="Shown once: the job's own token for "
+                                  "POST /api/v1/jobs/{job_id}/status.")
+
+
+class RunAnswerSerializer(serializers.Serializer):
+    classification = serializers.CharField(allow_blank=True)
+    reset_at = serializers.CharField(allow_null=True)
+    status = serializers.CharField()
+    reason = serializers.CharField(allow_blank=True)
+    paused_until = serializers.CharField(allow_null=True)
+    next_wake_at = serializers.CharField(allow_null=True)
+    continuations = serializers.DictField()
+
+
+class AlertSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    goal_key = serializers.CharField()
+    workspace = serializers.CharField()
+    agent = serializers.CharField()
+    status = serializers.CharField()
+    reason = serializers.CharField(help_text="A blocked reason, PENDING_NATIVE_CLEANUP, "
+                                   "HOST_SILENT, JOB_SILENT, a failure for a human, or OVERDUE "
+                                   "(a deadline passed and nothing recorded why).")
+    why = serializers.CharField(help_text="What it means and what to do.")
+    since = serializers.CharField()
+    expected = ExpectedSerializer()
+
+
+class AlertPageSerializer(serializers.Serializer):
+    """One page of GET /alerts: a cursor page, oldest goal first, with the total."""
+
+    count = serializers.IntegerField(help_text="How many goals need a human in all (an SQL "
+                                               "count over the same query as the pages).")
+    next = serializers.URLField(allow_null=True, help_text="The next page; null on the last.")
+    previous = serializers.URLField(allow_null=True)
+    results = AlertSerializer(many=True)
+
+
+class ProblemSerializer(serializers.Serializer):
+    type = serializers.CharField()
+    title = serializers.CharField()
+    status = serializers.IntegerField()
+    detail = serializers.CharField()
+    code = serializers.CharField()
+    errors = serializers.DictField(child=serializers.ListField(child=serializers.CharField()),
+                                   required=False)

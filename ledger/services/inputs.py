@@ -1,0 +1,22 @@
+"""What a shell's parser asks of a value before it calls a use case: whether
+a text encodes (no lone surrogates), whether a Retry-After reads, whether a
+text looks like a secret. The domain answers; the shells ask here, so they
+import no rule of the domain."""
+
+from ledger import clock
+from ledger.domain import resets, validation
+
+
+def encodes(text: str) -> bool:
+    """The text encodes as UTF-8 (no lone surrogate): one call, no walk."""
+    return validation.encodes(text)
+
+
+def retry_after_readable(value: str) -> bool:
+    """A Retry-After value at all (delta-seconds, an HTTP-date, ISO 8601 with
+    an offset); an absurd but well-formed one reads (the parser clamps it)."""
+    return resets.parse_retry_after(value, clock.now()) is not None
+
+
+def looks_like_secret(text: str) -> bool:
+    return validation.looks_like_secret(text)

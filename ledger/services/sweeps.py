@@ -1,0 +1,20 @@
+"""The liveness check on one goal: what the sweeper (every minute) and the
+doctor's repair (every hour, or an operator's ``ledger doctor --fix``) run
+once a goal's deadline passed. The domain decides (``CheckLiveness``); the
+caller brings the facts it gathered (the goal's schedule rows)."""
+
+from typing import Any
+
+from ledger import store
+from ledger.domain.overdue import CheckLiveness
+from ledger.store import Outcome
+
+SCHEDULER = "scheduler"
+
+
+def check(goal_id: str, *, rows: tuple[Any, ...] = (), orphans: tuple[str, ...] = (),
+          actor: str = SCHEDULER) -> Outcome:
+    """Act on the goal's passed deadlines. An operator's repair (``actor``
+    operator) repairs a wake the scheduler stopped repairing (WAKE_NOT_FIRING)."""
+    return store.execute(goal_id, CheckLiveness(rows=rows, orphans=orphans,
+                                                by_operator=actor == "operator"), actor=actor)
