@@ -138,7 +138,7 @@ def emit(rows: Sequence[Row], out: Path | None) -> None:
 
 
 def django_setup(var_dir: str, database_url: str | None = None,
-                 settings: str = "ledger.settings") -> None:
+                 settings: str = "ledger.project.settings") -> None:
     """Point Django at a throwaway var/ (and database) and set it up."""
     os.environ["WAKELEDGER_VAR_DIR"] = var_dir
     os.environ["DJANGO_SETTINGS_MODULE"] = settings

@@ -74,8 +74,9 @@ def server_env(var_dir: str, port: int) -> dict[str, str]:
 def start_server(var_dir: str, port: int) -> subprocess.Popen:
     bin_dir = Path(sys.executable).parent
     # The Procfile's web line, with its defaults.
-    command = [str(bin_dir / "gunicorn"), "-c", "python:ledger.gunicorn_conf", "ledger.wsgi",
-               "--bind", f"127.0.0.1:{port}", "--workers", "2", "--access-logfile", "-"]
+    command = [str(bin_dir / "gunicorn"), "-c", "python:ledger.project.gunicorn_conf",
+               "ledger.project.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "2",
+               "--access-logfile", "-"]
     server = subprocess.Popen(command, cwd=ROOT, env=server_env(var_dir, port),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)

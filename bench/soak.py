@@ -4,7 +4,7 @@
     SOAK_SECONDS=60 make soak      # any length
 
 A throwaway PostgreSQL (tests/postgres.py's), **two** gunicorn instances on
-their own ports (as the Procfile starts them, with ledger/gunicorn_conf.py,
+their own ports (as the Procfile starts them, with ledger/project/gunicorn_conf.py,
 each with its own control socket and var dir, one SECRET_KEY and
 DATABASE_URL), **two** schedulers (`manage.py scheduler`, the Procfile's
 clean-shutdown launcher of qcluster) and a local webhook receiver. 50
@@ -793,7 +793,7 @@ def main() -> int:
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("WAKELEDGER_")},
             **FAST,
-            "DJANGO_SETTINGS_MODULE": "ledger.settings",
+            "DJANGO_SETTINGS_MODULE": "ledger.project.settings",
             "DATABASE_URL": url,
             "SECRET_KEY": secrets.token_urlsafe(50),
             "SITE_URL": f"http://127.0.0.1:{ports[0]}",
@@ -817,8 +817,9 @@ def main() -> int:
         for port in ports:
             own = {**env, "PORT": str(port), "WAKELEDGER_VAR_DIR": str(logs / f"web-{port}")}
             processes.append(start(f"web-{port}", [
-                str(BIN / "gunicorn"), "-c", "python:ledger.gunicorn_conf", "ledger.wsgi",
-                "--bind", f"127.0.0.1:{port}", "--workers", "2", "--access-logfile", "-"],
+                str(BIN / "gunicorn"), "-c", "python:ledger.project.gunicorn_conf",
+                "ledger.project.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "2",
+                "--access-logfile", "-"],
                 own, logs))
         for number in (1, 2):
             own = {**env, "WAKELEDGER_VAR_DIR": str(logs / f"scheduler-{number}")}

@@ -3,7 +3,7 @@
 from django.urls import path
 
 from bench.bare import BareInsertView
-from ledger.urls import handler404, handler500  # noqa: F401
-from ledger.urls import urlpatterns as product
+from ledger.project.urls import handler404, handler500  # noqa: F401
+from ledger.project.urls import urlpatterns as product
 
 urlpatterns = [path("bench/bare", BareInsertView.as_view()), *product]

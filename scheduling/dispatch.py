@@ -50,10 +50,10 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from ledger import siteurl
-from ledger.dispatchers import OPENCLAW, lease_dispatchers
 from ledger.domain.vocabulary import LEASE_IN_ENVIRONMENT, resume_prompt
-from ledger.files import open_private, private_dir
+from ledger.project import siteurl
+from ledger.project.dispatchers import OPENCLAW, lease_dispatchers
+from ledger.project.files import open_private, private_dir
 from scheduling.signatures import HEADER as SIGNATURE_HEADER
 from scheduling.signatures import sign, verify_signature
 

@@ -98,7 +98,7 @@ def main(argv: list[str]) -> int:
         return 0
     with server(bindir) as url:
         print(f"PostgreSQL {bindir.parent.name} started for the tests ({url})", flush=True)
-        # A PostgreSQL deployment must set SECRET_KEY (ledger/settings.py):
+        # A PostgreSQL deployment must set SECRET_KEY (ledger/project/settings.py):
         # one for the run, shared by every process the tests start.
         key = os.environ.get("SECRET_KEY") or secrets.token_urlsafe(50)
         return subprocess.call(argv, env={**os.environ, "DATABASE_URL": url, "SECRET_KEY": key})

@@ -1,6 +1,6 @@
 """Settings for the test suite: the project's own, plus what tests need.
 
-Environment defaults are set before ledger.settings is imported, because it
+Environment defaults are set before ledger.project.settings is imported, because it
 reads them at import time.
 """
 
@@ -10,7 +10,7 @@ import os
 # the append-only triggers otherwise refuse (see ledger/management/commands/flush.py).
 os.environ.setdefault("WAKELEDGER_ALLOW_FLUSH", "1")
 
-from ledger.settings import *  # noqa: F403
+from ledger.project.settings import *  # noqa: F403
 
 # Hashing passwords at full strength only slows the suite down.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

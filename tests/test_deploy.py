@@ -37,7 +37,8 @@ pytestmark = [
 def environment(var: Path, **extra: str) -> dict[str, str]:
     base = {k: v for k, v in os.environ.items()
             if not k.startswith(("WAKELEDGER_", "DJANGO_", "PYTEST_")) and k != "DATABASE_URL"}
-    return {**base, "WAKELEDGER_VAR_DIR": str(var), "DJANGO_SETTINGS_MODULE": "ledger.settings",
+    return {**base, "WAKELEDGER_VAR_DIR": str(var),
+            "DJANGO_SETTINGS_MODULE": "ledger.project.settings",
             "PATH": f"{BIN}:{base.get('PATH', '/usr/bin:/bin')}", **extra}
 
 

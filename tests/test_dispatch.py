@@ -15,8 +15,8 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from api.digests import host_ref_digest
-from ledger import siteurl
 from ledger.models import Event, Goal
+from ledger.project import siteurl
 from scheduling import dispatch, tasks
 from scheduling.dispatch import Result
 from scheduling.signatures import sign, verify_signature

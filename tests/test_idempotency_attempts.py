@@ -225,7 +225,8 @@ def test_the_retention_setting_is_read_strictly(tmp_path, raw, message):
 
     result = subprocess.run(
         [sys.executable, "-c", "import django; django.setup()"],
-        env={"DJANGO_SETTINGS_MODULE": "ledger.settings", "WAKELEDGER_VAR_DIR": str(tmp_path),
+        env={"DJANGO_SETTINGS_MODULE": "ledger.project.settings",
+             "WAKELEDGER_VAR_DIR": str(tmp_path),
              "WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS": raw, "PATH": "/usr/bin:/bin"},
         capture_output=True, text=True, check=False, timeout=60,
     )

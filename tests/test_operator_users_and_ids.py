@@ -13,9 +13,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from ledger import siteurl
 from ledger.accounts import role_of
 from ledger.models import ApiToken, Goal
+from ledger.project import siteurl
 from tests.factories import GoalFactory
 
 pytestmark = pytest.mark.django_db
@@ -225,7 +225,7 @@ def test_without_a_request_links_use_site_url_or_the_local_port(settings):
 def test_wakeledger_port_reaches_the_settings_make_run_passes_it(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("SITE_URL", "DATABASE_URL")}
     env.update(WAKELEDGER_PORT="8765", WAKELEDGER_VAR_DIR=str(tmp_path),
-               DJANGO_SETTINGS_MODULE="ledger.settings")
+               DJANGO_SETTINGS_MODULE="ledger.project.settings")
     code = ("import django; django.setup(); from ledger import siteurl; "
             "from django.conf import settings; "
             "print(siteurl.api_url(), settings.LOCAL_PORT_KNOWN)")

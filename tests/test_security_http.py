@@ -168,7 +168,7 @@ def manage(*args: str, **env: str) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items()
             if not k.startswith(("WAKELEDGER_", "DJANGO_")) and k != "DATABASE_URL"}
     return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT,
-                          env={**base, "DJANGO_SETTINGS_MODULE": "ledger.settings", **env},
+                          env={**base, "DJANGO_SETTINGS_MODULE": "ledger.project.settings", **env},
                           capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -224,7 +224,7 @@ def test_the_settings_read_the_profile_from_the_environment(tmp_path):
     base = {k: v for k, v in os.environ.items() if not k.startswith("WAKELEDGER_")}
     result = subprocess.run(
         [sys.executable, "-c", f"import django; django.setup(); {code}"], cwd=ROOT,
-        env={**base, "DJANGO_SETTINGS_MODULE": "ledger.settings", **PRODUCTION,
+        env={**base, "DJANGO_SETTINGS_MODULE": "ledger.project.settings", **PRODUCTION,
              "WAKELEDGER_VAR_DIR": str(tmp_path), "DATABASE_URL": ""},
         capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
@@ -312,7 +312,7 @@ def test_expected_conflicts_are_logged_at_info_not_as_alarms(agent, clock, caplo
 
 
 def test_server_errors_stay_errors():
-    from ledger.logfilters import ClientErrorsAreInfo
+    from ledger.project.logfilters import ClientErrorsAreInfo
 
     record = logging.LogRecord("django.request", logging.ERROR, __file__, 1,
                                "Internal Server Error: %s", ("/api/v1/goals",), None)

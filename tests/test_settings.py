@@ -3,7 +3,7 @@
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from ledger.env import database_from_url, env_bool, env_int, env_list
+from ledger.project.env import database_from_url, env_bool, env_int, env_list
 
 
 @pytest.mark.parametrize("raw, expected", [("1", True), ("yes", True), ("ON", True),
@@ -60,7 +60,7 @@ def test_bad_settings_fail_at_start_up(tmp_path):
 
     result = subprocess.run(
         [sys.executable, "-c", "import django; django.setup()"],
-        env={"DJANGO_SETTINGS_MODULE": "ledger.settings", "WAKELEDGER_CONN_MAX_AGE": "ten",
+        env={"DJANGO_SETTINGS_MODULE": "ledger.project.settings", "WAKELEDGER_CONN_MAX_AGE": "ten",
              "WAKELEDGER_VAR_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"},
         capture_output=True, text=True, check=False,
     )

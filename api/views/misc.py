@@ -15,7 +15,8 @@ from api import serializers
 from api.schema import QUERY, responses
 from api.serializers import validated
 from api.views.common import GoalPagination, LedgerView, caller
-from ledger import alerts, clock, siteurl
+from ledger import alerts, clock
+from ledger.project import siteurl
 from ledger.services import reads
 
 

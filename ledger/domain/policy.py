@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from ledger.domain import validation
 from ledger.domain.errors import InvalidCommand
 
-# The server's policy, set by operators (ledger/settings.py takes its
+# The server's policy, set by operators (ledger/project/settings.py takes its
 # defaults and bounds from here: WAKELEDGER_STALE_GRACE_SECONDS,
 # WAKELEDGER_RESET_MARGIN_SECONDS).
 #
@@ -60,7 +60,7 @@ RANGES = {
 # Operator caps (issue 35): the longest an agent may make each duration that
 # hides a dead holder, host or job from every list. RANGES say what a value
 # may be at all; a cap says how long this server lets a goal stay silent.
-# ledger/settings.py reads them from WAKELEDGER_MAX_* (bounded by RANGES);
+# ledger/project/settings.py reads them from WAKELEDGER_MAX_* (bounded by RANGES);
 # a value over its cap is refused (``over_cap``), never silently clamped: an
 # agent that asked for a day-long lease must learn it does not have one.
 DEFAULT_CAPS: dict[str, int] = {
@@ -120,7 +120,7 @@ def _within_caps(result: dict[str, Any], given: dict[str, Any],
     """Refuse a duration over the server's cap (``over_cap``, naming the cap).
     A default is never refused: the server's defaults lie within its caps or
     the operator set a cap below a default on purpose and is told at start-up
-    (ledger/settings.py checks it)."""
+    (ledger/project/settings.py checks it)."""
     for name in ("lease_seconds", "cadence_minutes", "ready_timeout_minutes",
                  "job_deadline_minutes", "progress_minutes"):
         cap = caps.get(name)

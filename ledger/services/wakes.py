@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger import clock, store
-from ledger.dispatchers import lease_dispatchers
 from ledger.domain import DomainError, GoalState
 from ledger.domain.claims import ClaimWake, WakeNow
 from ledger.domain.dispatches import RecordDispatch, dispatches, superseded
 from ledger.domain.events import WakeClaimed
 from ledger.domain.smartwake import resume_packet
 from ledger.domain.watchdogs import HOST
+from ledger.project.dispatchers import lease_dispatchers
 from ledger.services.answers import LeaseGrant, WakeReport
 from ledger.services.caller import Caller, Outcome
 from ledger.services.tokens import digest, dispatch_lease, random_lease

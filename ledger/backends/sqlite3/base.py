@@ -1,6 +1,6 @@
 """Django's SQLite backend, with writers queued on a file lock.
 
-Every write transaction here is ``BEGIN IMMEDIATE`` (ledger/settings.py): it
+Every write transaction here is ``BEGIN IMMEDIATE`` (ledger/project/settings.py): it
 takes SQLite's one write lock at its start. A second writer that finds it
 taken is put to sleep by SQLite's busy handler for 1, 2, 5, 10, 15, 20, 25 …
 ms at a time and only then looks again, however soon the lock was freed: with

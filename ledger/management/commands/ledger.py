@@ -36,7 +36,6 @@ from ledger import (
     projection,
     sealing,
     signing,
-    siteurl,
     terminal,
 )
 from ledger.accounts import (
@@ -52,6 +51,7 @@ from ledger.domain import DomainError, GoalState
 from ledger.domain.vocabulary import DONE, REASONS, STATUSES
 from ledger.models import ApiToken, Event, Goal, TreeHead
 from ledger.progress import Progress
+from ledger.project import siteurl
 from ledger.services import operators
 from wakeledger_verify import heads
 

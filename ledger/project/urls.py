@@ -1,8 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from ledger.project.views import favicon, home
 from ledger.security import LockoutAuthenticationForm
-from ledger.views import favicon, home
 
 # Repeated failed logins lock a username out from one address (ledger/security.py).
 admin.site.login_form = LockoutAuthenticationForm

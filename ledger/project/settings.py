@@ -7,10 +7,11 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from ledger.domain import policy as domain_policy
-from ledger.env import database_from_url, env_bool, env_int, env_json, env_list, env_str
-from ledger.files import private_var
+from ledger.project.env import database_from_url, env_bool, env_int, env_json, env_list, env_str
+from ledger.project.files import private_var
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+# The checkout (this file is ledger/project/settings.py).
+BASE_DIR = Path(__file__).resolve().parents[2]
 VAR_DIR = Path(env_str("WAKELEDGER_VAR_DIR", str(BASE_DIR / "var")))
 # var/ holds the SQLite ledger (admin sessions included), its WAL, the secret
 # key and the runs' logs: nobody but the service's user reads them.
@@ -90,8 +91,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
-ROOT_URLCONF = "ledger.urls"
-WSGI_APPLICATION = "ledger.wsgi.application"
+ROOT_URLCONF = "ledger.project.urls"
+WSGI_APPLICATION = "ledger.project.wsgi.application"
 
 TEMPLATES = [
     {
@@ -152,8 +153,8 @@ AUTH_PASSWORD_VALIDATORS = [
 LANGUAGE_CODE = "en-us"
 USE_I18N = True
 USE_TZ = True
-# Times in the admin's lists and pages: UTC to the second (ledger/formats/).
-FORMAT_MODULE_PATH = ["ledger.formats"]
+# Times in the admin's lists and pages: UTC to the second (ledger/project/formats/).
+FORMAT_MODULE_PATH = ["ledger.project.formats"]
 TIME_ZONE = "UTC"
 
 STATIC_URL = "static/"
@@ -371,8 +372,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     # Tokens never reach a log, whoever logs them (a query string in
     # django.server's request line, a library quoting a header).
-    "filters": {"redact": {"()": "ledger.redact.RedactSecrets"},
-                "client_errors_are_info": {"()": "ledger.logfilters.ClientErrorsAreInfo"}},
+    "filters": {"redact": {"()": "ledger.project.redact.RedactSecrets"},
+                "client_errors_are_info": {"()": "ledger.project.logfilters.ClientErrorsAreInfo"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
                              "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},

@@ -1,5 +1,5 @@
 """Gunicorn's configuration (the Procfile and the systemd unit use it:
-``gunicorn -c python:ledger.gunicorn_conf ledger.wsgi``).
+``gunicorn -c python:ledger.project.gunicorn_conf ledger.project.wsgi``).
 
 Command-line options given after it win, so the bind address, the worker
 count and the access log stay in the Procfile.
@@ -9,11 +9,11 @@ import os
 
 from gunicorn.glogging import Logger
 
-from ledger.redact import gunicorn_atoms
+from ledger.project.redact import gunicorn_atoms
 
 
 class RedactingLogger(Logger):
-    """The access log never shows a token (see ledger/redact.py)."""
+    """The access log never shows a token (see ledger/project/redact.py)."""
 
     def atoms(self, resp, req, environ, request_time):  # type: ignore[no-untyped-def]
         return gunicorn_atoms(super().atoms(resp, req, environ, request_time))
@@ -29,8 +29,9 @@ access_log_format = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s %(L)ss %(p)s "%
 # and gunicornc would talk to whichever bound last. Each instance gets its own
 # under var/ named after its port, or WAKELEDGER_GUNICORN_CONTROL_SOCKET
 # (empty to disable).
+# The checkout's var/ (this file is ledger/project/gunicorn_conf.py).
 _var = os.environ.get("WAKELEDGER_VAR_DIR") or os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "var")
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "var")
 _socket = os.environ.get("WAKELEDGER_GUNICORN_CONTROL_SOCKET",
                          os.path.join(_var, f"gunicorn-{os.environ.get('PORT', '8000')}.ctl"))
 if _socket and len(_socket.encode()) < 100:  # AF_UNIX paths are at most 107 bytes
