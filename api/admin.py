@@ -1,8 +1,8 @@
 from django.contrib import admin
 
-from ledger.accounts import role_of
+from ledger.access.accounts import role_of
+from ledger.access.models import ApiToken
 from ledger.admin import ReadOnlyAdmin
-from ledger.models import ApiToken
 
 
 @admin.register(ApiToken)

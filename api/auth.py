@@ -7,8 +7,8 @@ from rest_framework.request import Request
 
 from api import tokens
 from api.problems import CHALLENGE
-from ledger import throttle
-from ledger.accounts import role_of
+from ledger.access import throttle
+from ledger.access.accounts import role_of
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):

@@ -47,8 +47,8 @@ from rest_framework.response import Response
 
 from api.problems import Problem
 from api.serializers import validated
-from ledger import clock, failpoints
-from ledger.models import IdempotencyRecord
+from ledger.access.models import IdempotencyRecord
+from ledger.eventstore import clock, failpoints
 from ledger.services import tokens
 from ledger.services.inputs import looks_like_secret
 

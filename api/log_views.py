@@ -1,6 +1,6 @@
 """The verifiable log over HTTP (/api/v1/ledger/…): signed tree heads and
 RFC 9162 inclusion and consistency proofs. Thin, like api.views: the tree
-lives in ledger.merkle_store, the checks in wakeledger_verify.
+lives in ledger.log.merkle_store, the checks in wakeledger_verify.
 
 Who may ask: every role reads heads (an agent may keep them too); an agent
 gets inclusion proofs for its own goals' events only (another's is 404, as
@@ -19,8 +19,8 @@ from api.problems import Problem
 from api.schema import QUERY, responses
 from api.serializers import StrictSerializer, validated
 from api.views.common import READERS, LedgerView
-from ledger import merkle_store
-from ledger.accounts import AGENT, AUDITOR, OPERATOR, role_of
+from ledger.access.accounts import AGENT, AUDITOR, OPERATOR, role_of
+from ledger.log import merkle_store
 from ledger.models import Event, LogLeaf, SigningKey, TreeHead
 
 # ----------------------------------------------------------------------- shapes

@@ -1,6 +1,6 @@
 """Bearer authentication: the live API token a request names, in one query.
 
-Tokens are ``wl_<prefix>_<secret>``, issued by ``ledger.accounts.issue_token`` and
+Tokens are ``wl_<prefix>_<secret>``, issued by ``ledger.access.accounts.issue_token`` and
 stored as prefix + HMAC-SHA256 digest."""
 
 import hmac
@@ -9,8 +9,8 @@ from functools import cache
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from ledger.accounts import OPERATOR, PRIORITY, token_digest
-from ledger.models import ApiToken
+from ledger.access.accounts import OPERATOR, PRIORITY, token_digest
+from ledger.access.models import ApiToken
 
 _NO_DIGEST = "0" * 64
 

@@ -49,8 +49,8 @@ class Ours:
     """store.execute of one ~300-byte checkpoint per transaction."""
 
     def __init__(self) -> None:
-        from ledger import store
         from ledger.domain import LeaseProof, RecordCheckpoint, RunGoal, StartGoal
+        from ledger.eventstore import store
 
         self.store = store
         self.goal_id = str(uuid.uuid4())

@@ -41,8 +41,9 @@ def main() -> None:
         from django.urls import reverse
 
         from bench import seed
-        from ledger import accounts, timeline
+        from ledger.access import accounts
         from ledger.management.commands.ledger import ensure_user
+        from ledger.operators import timeline
 
         started = time.perf_counter()
         goal_id = seed.long_goal(seed.template(100), events, fix=False)

@@ -31,12 +31,12 @@ STAGES = (
     ("DRF initial(): authentication, permissions, throttles", "rest_framework/views.py",
      "initial"),
     ("bearer token lookup (api/tokens.authenticate)", "api/tokens.py", "authenticate"),
-    ("role lookup (ledger/accounts.role_of)", "ledger/accounts.py", "role_of"),
+    ("role lookup (ledger/access/accounts.role_of)", "ledger/access/accounts.py", "role_of"),
     ("Idempotency-Key: claiming the key (_claim)", "api/idempotency.py", "_claim"),
     ("Idempotency-Key: recording the answer (_complete)", "api/idempotency.py", "_complete"),
     ("the view (CheckpointsView.post)", "api/views.py", "post"),
     ("goal visibility (api/views.load_goal)", "api/views.py", "load_goal"),
-    ("the command (store.execute)", "ledger/store.py", "execute"),
+    ("the command (store.execute)", "ledger/eventstore/store.py", "execute"),
     ("request validation (api/views.validated)", "api/views.py", "validated"),
     ("COMMIT (sqlite3, with its fsync)", "~", "<method 'commit' of 'sqlite3.Connection' objects>"),
     ("SQL statements (Django's cursor wrapper)", "~",
@@ -69,7 +69,7 @@ def main() -> None:
         django_setup(tmp)
         from django.test import Client
 
-        from ledger import accounts
+        from ledger.access import accounts
         from ledger.management.commands.ledger import ensure_user
 
         token = accounts.issue_token(ensure_user("bench-agent", "agent"))

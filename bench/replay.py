@@ -43,7 +43,7 @@ def main() -> None:
         from django.db import connection
 
         from bench import seed
-        from ledger import projection
+        from ledger.eventstore import projection
 
         started = time.perf_counter()
         source = seed.template(100)

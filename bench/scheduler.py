@@ -36,10 +36,10 @@ from bench.common import Row, django_setup, emit, interleaved, parser, percentil
 def seed_goals(count: int) -> list[str]:
     from django.db import transaction
 
-    from ledger import store
     from ledger.domain import LeaseProof, RunGoal, StartGoal
     from ledger.domain.commands import ReleaseLease
     from ledger.domain.watchdogs import PrepareWatchdog
+    from ledger.eventstore import store
 
     ids = []
     proof = LeaseProof("0" * 64, 1)
@@ -59,7 +59,7 @@ def seed_goals(count: int) -> list[str]:
 
 def claims(goals: int, per_round: int, reps: int) -> Row:
     from bench.append import Ours
-    from ledger import clock, store
+    from ledger.eventstore import clock, store
     from scheduling.tasks import fire_watchdog
 
     logging.getLogger("scheduling").setLevel(logging.WARNING)  # one INFO line per wake

@@ -19,8 +19,8 @@ import uuid
 
 from django.db import connection, transaction
 
-from ledger import projection, store
 from ledger.domain import Artifact, Finish, LeaseProof, RecordCheckpoint, RunGoal, StartGoal
+from ledger.eventstore import projection, store
 from ledger.models import Event, Goal
 
 TOKEN = "0" * 64  # a lease token's digest: the seeding code holds the lease

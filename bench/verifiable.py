@@ -10,7 +10,7 @@ the store (a valid chain, so the verifier can check it) and copies of a
 - seal: events entering the tree per second, one seal over the whole log
   (a first seal after an upgrade; the scheduled seal of a minute's events
   is the same work on fewer);
-- inclusion proofs served per second (ledger.merkle_store.inclusion, what
+- inclusion proofs served per second (ledger.log.merkle_store.inclusion, what
   GET /api/v1/ledger/proof/inclusion computes), random events;
 - export of the M-event goal: seconds, and the bundle's size in MB;
 - wakeledger-verify of that bundle: events checked per second (chain link,
@@ -45,7 +45,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="wakeledger-bench-") as tmp:
         django_setup(tmp)
         from bench import seed
-        from ledger import export, log_audit, merkle_store, sealing, signing
+        from ledger.log import export, log_audit, merkle_store, sealing, signing
         from ledger.models import Event, LogLeaf
         from wakeledger_verify import bundle
 

@@ -32,14 +32,16 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
-from ledger import alerts, clock, export, goalids, projection, timeline
-from ledger.accounts import OPERATOR, ROLES, role_of
+from ledger.access.accounts import OPERATOR, ROLES, role_of
 from ledger.domain import DomainError, GoalState
 from ledger.domain.vocabulary import EVENT_KINDS, TERMINAL_STATUSES, WHY
+from ledger.eventstore import clock, projection
+from ledger.log import export
 from ledger.models import Event, Goal
+from ledger.operators import alerts, goalids, timeline
+from ledger.operators.terminal import summary
 from ledger.services import operators
 from ledger.services.bodies import Standing
-from ledger.terminal import summary
 
 
 class BoundedCountPaginator(Paginator):
@@ -161,7 +163,7 @@ def cut(text: str, *, width: str = "") -> str:
 
 
 class NeedsHumanFilter(admin.SimpleListFilter):
-    """The goals GET /alerts lists (``ledger.alerts``: one query), by reason:
+    """The goals GET /alerts lists (``ledger.operators.alerts``: one query), by reason:
     where the dashboard sends a human for the goals it does not show."""
 
     title = "needs a human"
@@ -472,7 +474,7 @@ class EventAdmin(UUIDSearchMixin, ReadOnlyAdmin):
 
     @admin.display(description="summary")
     def event_summary(self, event: Event) -> str:
-        # The timeline's one-line reading of the event (ledger/terminal.py).
+        # The timeline's one-line reading of the event (ledger/operators/terminal.py).
         return cut(summary(event.kind, event.data), width="long")
 
     @admin.display(description="recorded (UTC)", ordering="id")
@@ -538,7 +540,7 @@ _register_django_q_read_only()
 #
 # Accounts are the one thing superusers edit here (Django's own user and group
 # admin, which only superusers may use): who may log in, with which role. The
-# three role groups are named in code (ledger.accounts), so they cannot be renamed
+# three role groups are named in code (ledger.access.accounts), so they cannot be renamed
 # or deleted here; a deleted one would silently strip every member's role.
 
 

@@ -6,7 +6,7 @@ from django.db.models.signals import post_migrate
 
 
 def _reinstall_triggers(sender: AppConfig, using: str = "default", **kwargs: Any) -> None:
-    from ledger import triggers
+    from ledger.eventstore import triggers
 
     connection = connections[using]
     if triggers.table_exists(connection):
@@ -43,7 +43,7 @@ class LedgerConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from ledger import checks  # noqa: F401  (registers the trigger check)
+        from ledger.eventstore import checks  # noqa: F401  (registers the trigger check)
 
         # After every migrate (and flush), whatever rebuilt the events table.
         post_migrate.connect(_reinstall_triggers, sender=self,

@@ -1,13 +1,18 @@
 """The event store's two tables, ``Event`` (the truth) and ``Goal`` (its projection),
-the verifiable log's, and who may call the API (``ApiToken``, ``IdempotencyRecord``)."""
+and the verifiable log's.
+
+The app's models module: Django imports it, so it also imports the models that
+live with their subpackage (``ledger.access.models``: who may call the API),
+which registers them."""
 
 import uuid
 from typing import Any, NoReturn
 
-from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+# Imported to register them with the app (see the docstring); nothing here uses them.
+from ledger.access.models import ApiToken, IdempotencyRecord  # noqa: F401
 from ledger.domain import ACTIVE_STATUSES, STATUSES, TERMINAL_STATUSES
 
 
@@ -197,7 +202,7 @@ class Event(models.Model):
 
 # --------------------------------------------------------------------------- the verifiable log
 # One Merkle tree over all events (docs/integrity.md, "The verifiable log"),
-# written only by the sealing step (ledger/sealing.py), never by an append.
+# written only by the sealing step (ledger/log/sealing.py), never by an append.
 
 
 class LogLeaf(models.Model):
@@ -262,68 +267,3 @@ class SigningKey(models.Model):
 
     def __str__(self) -> str:
         return self.key_id
-
-
-# Who may call the API lives with the ledger (ledger.accounts: roles, tokens,
-# housekeeping), so that the ledger's operator commands, admin and scheduled
-# housekeeping need nothing from the ``api`` app. The two models keep the
-# ``api`` app label they were created under: their tables, migrations
-# (api/migrations), admin URLs (/admin/api/apitoken/) and permissions stay
-# exactly as they were, with no data migration.
-
-
-class ApiToken(models.Model):
-    """An agent's (or auditor's, operator's) bearer token.
-
-    Only the public prefix and an HMAC-SHA256 digest of the whole token are
-    stored; the token itself is printed once when it is created.
-    """
-
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
-                             related_name="api_tokens")
-    prefix = models.CharField(max_length=16, unique=True)
-    digest = models.CharField(max_length=64)
-    created_at = models.DateTimeField(auto_now_add=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        app_label = "api"  # see the comment above
-        verbose_name = "API token"
-
-    def __str__(self) -> str:
-        return f"{self.prefix}… ({self.user})"
-
-
-class IdempotencyRecord(models.Model):
-    """The first response to a POST with an Idempotency-Key, per caller.
-
-    Written in the same transaction as the events the command appended, or
-    not at all (see api.idempotency): a record is always complete. Records
-    that an earlier release wrote "in flight" (``status_code`` NULL,
-    committed before the command ran) are still honoured until their
-    ``locked_until``.
-    """
-
-    owner = models.CharField(max_length=150)
-    key = models.CharField(max_length=255)
-    fingerprint = models.CharField(max_length=64)  # sha256 of method, path and body
-    status_code = models.PositiveSmallIntegerField(null=True)  # null: an old in-flight record
-    # Text, not JSON: PostgreSQL's jsonb reorders keys and a replay must be
-    # the first answer byte for byte. A granted lease's token is not in here
-    # (see api.idempotency.lease_token).
-    response = models.TextField(blank=True, default="")
-    created_at = models.DateTimeField()
-    # Only an earlier release's in-flight records use these two: until when
-    # their attempt owned the key, and its random id.
-    locked_until = models.DateTimeField()
-    attempt = models.CharField(max_length=32, blank=True, default="")
-
-    class Meta:
-        app_label = "api"
-        constraints = [
-            models.UniqueConstraint(fields=["owner", "key"], name="api_idempotency_owner_key"),
-        ]
-        indexes = [models.Index(fields=["created_at"], name="api_idempotency_created")]
-
-    def __str__(self) -> str:
-        return f"{self.owner}: {self.key}"

@@ -7,8 +7,8 @@ class SchedulingConfig(AppConfig):
     verbose_name = "Scheduling"
 
     def ready(self) -> None:
-        from ledger import doctor
-        from ledger import sealing as ledger_sealing
+        from ledger.log import sealing as ledger_sealing
+        from ledger.operators import doctor
         from ledger.services import effects
         from scheduling import dispatch, maintenance, outbox, sealing, watchdogs
 

@@ -12,7 +12,8 @@ from typing import Any
 from django.conf import settings
 from django_q.models import Schedule
 
-from ledger import accounts, doctor
+from ledger.access import accounts
+from ledger.operators import doctor
 
 logger = logging.getLogger(__name__)
 

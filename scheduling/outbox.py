@@ -22,8 +22,8 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 
-from ledger import clock, failpoints
 from ledger.domain import GoalState
+from ledger.eventstore import clock, failpoints
 from ledger.services import wakes
 from ledger.services.effects import Outcome
 from scheduling import dispatch

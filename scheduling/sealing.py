@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django_q.models import Schedule
 
-from ledger import sealing
+from ledger.log import sealing
 from ledger.models import TreeHead
 from scheduling import dispatch
 

@@ -9,10 +9,11 @@ from datetime import datetime, timedelta
 
 from django.db import DatabaseError
 
-from ledger import alerts, clock, doctor, failpoints
 from ledger.domain import DomainError, GoalState
 from ledger.domain.vocabulary import ACTIVE_STATUSES
+from ledger.eventstore import clock, failpoints
 from ledger.models import Goal
+from ledger.operators import alerts, doctor
 from ledger.services import wakes
 from ledger.services.caller import GoalNotFound
 from scheduling import outbox

@@ -20,10 +20,10 @@ from datetime import datetime
 
 from django_q.models import Schedule
 
-from ledger.doctor import FIRE, SWEEPER_NAME, ensure_sweeper
 from ledger.domain.events import ReceiptRecorded, WakeScheduled
 from ledger.domain.policy import interval_minutes
 from ledger.domain.watchdogs import requested_schedule_name, reset_schedule_name, schedule_name
+from ledger.operators.doctor import FIRE, SWEEPER_NAME, ensure_sweeper
 from ledger.services.effects import Outcome
 
 __all__ = ["FIRE", "SWEEPER_NAME", "apply", "ensure_sweeper", "requested_schedule_name",

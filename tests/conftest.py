@@ -3,7 +3,7 @@ from datetime import UTC, datetime
 import pytest
 from django.db import connection
 
-from ledger import clock as ledger_clock
+from ledger.eventstore import clock as ledger_clock
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -34,7 +34,7 @@ class Api:
         from django.contrib.auth.models import Group
         from rest_framework.test import APIClient
 
-        from ledger import accounts
+        from ledger.access import accounts
 
         user, _ = get_user_model().objects.get_or_create(username=username)
         user.groups.add(Group.objects.get_or_create(name=role)[0])

@@ -25,7 +25,7 @@ from scheduling import tasks  # noqa: E402
 if sys.argv[1] == "fire":
     print(tasks.fire_watchdog(sys.argv[2], intended_date=sys.argv[3], kind=sys.argv[4]))
 elif sys.argv[1] == "replay-fix":
-    from ledger import projection
+    from ledger.eventstore import projection
 
     print(len(list(projection.replay(projection.goal_ids(), fix=True))))
 elif sys.argv[1] == "post":

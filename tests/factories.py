@@ -13,9 +13,9 @@ from pathlib import Path
 import factory
 from django.db import connection
 
-from ledger import store
 from ledger.domain import Finish, GoalState, LeaseProof, RecordCheckpoint, RunGoal, StartGoal
 from ledger.domain.commands import Evidence
+from ledger.eventstore import store
 from ledger.models import Event, Goal
 
 

@@ -29,7 +29,7 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
         "NAME": os.path.join(tempfile.gettempdir(), f"wakeledger-test-{os.getpid()}.sqlite3"),
     }
 
-# The head-signing key (ledger/signing.py) of this test process, never the
+# The head-signing key (ledger/log/signing.py) of this test process, never the
 # repository's var/ key.
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402

@@ -13,12 +13,13 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from ledger import chain, clock, store, timeline
 from ledger.admin import EventAdmin
 from ledger.domain import GoalState, RecordCheckpoint, evolve
 from ledger.domain.commands import AcquireLease
 from ledger.domain.runs import ReportRun, RequestApproval
+from ledger.eventstore import chain, clock, store
 from ledger.models import Event, Goal
+from ledger.operators import timeline
 from tests.factories import GoalFactory, completed, new_token, proof_of
 
 pytestmark = pytest.mark.django_db
@@ -131,7 +132,7 @@ def test_timeline_shows_a_completions_evidence():
 
 
 def test_timeline_names_a_broken_link():
-    from ledger import triggers
+    from ledger.eventstore import triggers
 
     client = staff("audrey", "auditor")
     goal = GoalFactory(checkpoints=3)

@@ -22,9 +22,10 @@ from rest_framework.test import APIClient
 
 from api import serializers as s
 from api import tokens
-from ledger import accounts, clock, throttle
-from ledger.accounts import AGENT, AUDITOR, OPERATOR, role_of
-from ledger.models import ApiToken
+from ledger.access import accounts, throttle
+from ledger.access.accounts import AGENT, AUDITOR, OPERATOR, role_of
+from ledger.access.models import ApiToken
+from ledger.eventstore import clock
 from tests.conftest import Api
 
 pytestmark = pytest.mark.django_db
@@ -83,7 +84,7 @@ def test_an_authenticated_checkpoint_reads_token_user_and_role_in_one_statement(
             assert first == 1 and "wakeledger_cache" in statements[0], statements[:3]
         else:
             # The address's "not locked out" is kept in the process for a
-            # while (ledger/throttle.py): the cache is not read again.
+            # while (ledger/access/throttle.py): the cache is not read again.
             assert first == 0, statements[:3]
             assert not any("wakeledger_cache" in sql for sql in statements), statements
 

@@ -12,9 +12,11 @@ from django.core.management.base import CommandError
 from django.db import connection
 from rest_framework.test import APIClient
 
-from ledger import accounts, sealing
-from ledger import clock as ledger_clock
-from ledger.models import ApiToken, Event, Goal
+from ledger.access import accounts
+from ledger.access.models import ApiToken
+from ledger.eventstore import clock as ledger_clock
+from ledger.log import sealing
+from ledger.models import Event, Goal
 from tests.factories import COMPLETED
 
 pytestmark = pytest.mark.django_db

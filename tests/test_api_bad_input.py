@@ -6,7 +6,8 @@ import json
 import pytest
 from django.conf import settings
 
-from ledger.models import Event, Goal, IdempotencyRecord
+from ledger.access.models import IdempotencyRecord
+from ledger.models import Event, Goal
 
 pytestmark = pytest.mark.django_db
 

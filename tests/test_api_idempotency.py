@@ -15,8 +15,9 @@ from rest_framework.test import APIRequestFactory
 
 from api import idempotency
 from api.parsers import StrictJSONParser
-from ledger import accounts
-from ledger.models import Event, Goal, IdempotencyRecord
+from ledger.access import accounts
+from ledger.access.models import IdempotencyRecord
+from ledger.models import Event, Goal
 from tests.factories import COMPLETED, lease_of
 
 D = idempotency.key_digest  # what is stored of a key

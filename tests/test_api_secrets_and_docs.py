@@ -44,7 +44,7 @@ def test_no_raw_token_reaches_the_database_the_logs_or_the_admin(agent, clock, c
     admin = get_user_model().objects.create_superuser("root", password="pw-for-the-test")
     browser = Client()
     browser.force_login(admin)
-    from ledger.models import ApiToken
+    from ledger.access.models import ApiToken
 
     token_pk = ApiToken.objects.first().pk
     pages = [browser.get(url) for url in (

@@ -5,7 +5,7 @@ from django.core.checks import run_checks
 from django.core.management import call_command
 from django.db import DatabaseError, connection, transaction
 
-from ledger import triggers
+from ledger.eventstore import triggers
 from ledger.models import AppendOnlyError, Event
 from tests.factories import GoalFactory
 

@@ -16,11 +16,12 @@ from django.contrib.auth.models import Group
 from django.db import connection
 from django_q.models import Schedule
 
-from ledger import demo, store, timeline
 from ledger.admin import EventAdmin
 from ledger.domain import GoalState
 from ledger.domain.runs import ReportRun, Stop
+from ledger.eventstore import store
 from ledger.models import Event, Goal
+from ledger.operators import demo, timeline
 from tests.factories import GoalFactory, proof_of
 
 CHROMIUM = os.environ.get("WAKELEDGER_CHROMIUM", "/usr/bin/chromium")

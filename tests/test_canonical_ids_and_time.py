@@ -9,9 +9,9 @@ import pytest
 from django.core.management import call_command
 from django_q.models import Schedule
 
-from ledger import clock as ledger_clock
-from ledger import store
 from ledger.domain import Heartbeat
+from ledger.eventstore import clock as ledger_clock
+from ledger.eventstore import store
 from ledger.models import Event, Goal
 from scheduling import watchdogs
 from tests.factories import COMPLETED, proof_of

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger import accounts
+from ledger.access import accounts
 from ledger.domain.failures import CLASSES, classify
 from ledger.models import Event, Goal
 from wakeledger_agent import runend

@@ -22,7 +22,7 @@ import pytest
 from django.db import connection
 from django_q.models import Schedule
 
-from ledger import accounts
+from ledger.access import accounts
 from ledger.models import Event, Goal
 from scheduling import tasks, watchdogs
 from tests.fake_anthropic import FakeAnthropic

@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from django.test import Client
 
-from ledger import accounts
+from ledger.access import accounts
 from ledger.models import Event, Goal
 from tests.factories import kinds
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger import accounts
+from ledger.access import accounts
 from ledger.models import Event
 
 pytestmark = pytest.mark.django_db(transaction=True)

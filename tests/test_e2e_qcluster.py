@@ -18,7 +18,7 @@ from django.db import connection
 from django_q.models import Schedule, Task
 from django_q.tasks import async_task
 
-from ledger import accounts
+from ledger.access import accounts
 from ledger.models import Event, Goal
 from scheduling import watchdogs
 from scheduling.signatures import verify_signature

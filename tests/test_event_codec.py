@@ -12,11 +12,12 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given, settings
 
-from ledger import demo, projection
-from ledger.chain import GENESIS, StoredLink, canonical_text, event_hash, first_break
 from ledger.domain import Event, events, fold
 from ledger.domain.codec import Payload, decode, encode, kinds, stored_version
+from ledger.eventstore import projection
+from ledger.eventstore.chain import GENESIS, StoredLink, canonical_text, event_hash, first_break
 from ledger.models import Event as EventRow
+from ledger.operators import demo
 from tests.test_domain_properties import histories, run
 from tests.test_domain_wakes import prepared
 

@@ -10,9 +10,9 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django_q.models import Schedule
 
-from ledger import alerts
 from ledger.domain.runs import backoff
 from ledger.models import Event, Goal
+from ledger.operators import alerts
 from ledger.services import wakes as claims
 from scheduling import tasks, watchdogs
 from tests.factories import lease_of

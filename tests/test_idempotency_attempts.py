@@ -14,8 +14,9 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from api import idempotency
-from ledger import accounts
-from ledger.models import Event, IdempotencyRecord
+from ledger.access import accounts
+from ledger.access.models import IdempotencyRecord
+from ledger.models import Event
 from tests.factories import errors_since, server_log
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -16,9 +16,9 @@ from django.test import Client
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger import chain, projection, store, triggers
-from ledger.chain import canonical_json, canonical_text, event_hash, linked_hash
 from ledger.domain import RecordCheckpoint, iso
+from ledger.eventstore import chain, projection, store, triggers
+from ledger.eventstore.chain import canonical_json, canonical_text, event_hash, linked_hash
 from ledger.models import Event, Goal
 from tests.factories import GoalFactory, proof_of
 

@@ -339,7 +339,8 @@ def test_an_idempotency_key_is_stored_and_shown_as_its_digest_and_scanned(agent,
                                                                          clock):
     import hashlib
 
-    from ledger.models import Event, IdempotencyRecord
+    from ledger.access.models import IdempotencyRecord
+    from ledger.models import Event
 
     key = "my-run-7f3a"
     started = agent.post("goals", {"goal_key": "k", "workspace": "/srv/k", "objective": "o"},

@@ -33,7 +33,7 @@ def imported(source: str, module: str) -> set[str]:
                 parent = module.split(".")[: -node.level]
                 base = ".".join([*parent, base] if base else parent)
             names.add(base)
-            # "from ledger import store" imports ledger.store
+            # "from ledger.eventstore import store" imports ledger.eventstore.store
             names.update(f"{base}.{alias.name}" for alias in node.names)
     return names
 
@@ -94,18 +94,18 @@ def test_the_check_sees_lazy_relative_and_from_imports():
     """The checker itself: an import inside a function, a relative import and
     a ``from package import module`` are all seen."""
     source = ("import json\n"
-              "from ledger import store\n"
+              "from ledger.eventstore import store\n"
               "from ..api import views\n"
               "def later():\n"
               "    from scheduling.tasks import sweep_leases\n"
               "    import django.db\n")
     names = imported(source, "ledger.domain.example")
-    assert {"ledger.store", "ledger.api.views", "scheduling.tasks", "django.db",
+    assert {"ledger.eventstore.store", "ledger.api.views", "scheduling.tasks", "django.db",
             "json"} <= names
     allowed, refused = RULES["ledger/domain"]
     assert [n for n in sorted(names) if refused(n) and not allowed(n)] == [
-        "django.db", "ledger", "ledger.api", "ledger.api.views", "ledger.store",
-        "scheduling.tasks", "scheduling.tasks.sweep_leases"]
+        "django.db", "ledger.api", "ledger.api.views", "ledger.eventstore",
+        "ledger.eventstore.store", "scheduling.tasks", "scheduling.tasks.sweep_leases"]
 
 
 def test_the_domain_is_importable_without_django():
@@ -134,8 +134,8 @@ def test_the_domain_is_importable_without_django():
 # them imports the store, nor a command or a rule of the domain (that is
 # where a rule restated in a shell used to hide). Checked on the imports
 # (the AST), not on how a call is spelled.
-SHELLS = ("api", "scheduling", "ledger/admin.py", "ledger/management", "ledger/demo.py",
-          "ledger/doctor.py")
+SHELLS = ("api", "scheduling", "ledger/admin.py", "ledger/management", "ledger/operators/demo.py",
+          "ledger/operators/doctor.py")
 
 # What a shell may take from the domain: the value types it parses into or
 # serializes, and the vocabulary (``ledger.domain.vocabulary``: statuses,
@@ -159,7 +159,7 @@ EXCEPTIONS = {
     "scheduling/watchdogs.py": lambda module, name: True,
     # The doctor's read-only judgments of the machinery (no command: its
     # repairs are ``services.sweeps.check``).
-    "ledger/doctor.py": lambda module, name: (module, name) in {
+    "ledger/operators/doctor.py": lambda module, name: (module, name) in {
         ("ledger.domain", "housekeeping"), ("ledger.domain", "liveness"),
         ("ledger.domain.events", "iso"), ("ledger.domain.overdue", "ScheduleRow"),
         ("ledger.domain.overdue", "expected_schedules"),
@@ -168,7 +168,7 @@ EXCEPTIONS = {
 
 
 def reached(source: str, module: str) -> list[tuple[str, str, int]]:
-    """(module, name, line) for every import of ``ledger.store`` or of
+    """(module, name, line) for every import of ``ledger.eventstore.store`` or of
     anything in ``ledger.domain``; ``name`` is "*" for a whole module
     (``import ledger.domain.claims``, ``from ledger import domain``)."""
     found = []
@@ -181,19 +181,19 @@ def reached(source: str, module: str) -> list[tuple[str, str, int]]:
                 parent = module.split(".")[: -node.level]
                 base = ".".join([*parent, base] if base else parent)
             for alias in node.names:
-                if base == "ledger" and alias.name in ("store", "domain"):
-                    found.append((f"ledger.{alias.name}", "*", node.lineno))
+                if (base, alias.name) in {("ledger.eventstore", "store"), ("ledger", "domain")}:
+                    found.append((f"{base}.{alias.name}", "*", node.lineno))
                 else:
                     found.append((base, alias.name, node.lineno))
     return [(m, n, line) for m, n, line in found
-            if in_package(m, "ledger.store") or in_package(m, "ledger.domain")]
+            if in_package(m, "ledger.eventstore.store") or in_package(m, "ledger.domain")]
 
 
 def shell_violations(path: Path, module: str) -> list[str]:
     excepted = EXCEPTIONS.get(str(path.relative_to(ROOT)), lambda module, name: False)
     bad = []
     for name_module, name, line in reached(path.read_text(), module):
-        if in_package(name_module, "ledger.store"):
+        if in_package(name_module, "ledger.eventstore.store"):
             bad.append(f"{path.relative_to(ROOT)}:{line} imports the store")
         elif (name_module == VOCABULARY and name != "*") or (name_module, name) in SHELL_DOMAIN:
             continue
@@ -221,7 +221,7 @@ def test_the_shells_call_use_cases_not_the_store_or_the_rules():
 def test_the_shell_check_refuses_what_the_old_views_imported(tmp_path):
     """The check itself, on the imports api/views.py had before issue 36."""
     old = tmp_path / "views.py"
-    old.write_text("from ledger import alerts, clock, siteurl, store, throttle\n"
+    old.write_text("from ledger.eventstore import clock, store\n"
                    "from ledger.domain import Artifact, Finish, LeaseProof, liveness\n"
                    "from ledger.domain.commands import Evidence, WakeRequest\n"
                    "from ledger.domain.leases import lease_live\n"
@@ -229,11 +229,11 @@ def test_the_shell_check_refuses_what_the_old_views_imported(tmp_path):
                    "def later():\n"
                    "    from ledger.domain.vocabulary import STATUSES\n")
     found = [(m, n) for m, n, _ in reached(old.read_text(), "api.views")]
-    assert ("ledger.store", "*") in found
+    assert ("ledger.eventstore.store", "*") in found
     refused = [(m, n) for m, n in found
-               if in_package(m, "ledger.store")
+               if in_package(m, "ledger.eventstore.store")
                or not ((m == VOCABULARY and n != "*") or (m, n) in SHELL_DOMAIN)]
-    assert refused == [("ledger.store", "*"), ("ledger.domain", "Finish"),
+    assert refused == [("ledger.eventstore.store", "*"), ("ledger.domain", "Finish"),
                        ("ledger.domain", "liveness"), ("ledger.domain.leases", "lease_live"),
                        ("ledger.domain.claims", "*")]
 

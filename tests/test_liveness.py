@@ -14,8 +14,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django_q.models import Schedule
 
-from ledger import alerts
 from ledger.models import Event, Goal
+from ledger.operators import alerts
 from scheduling import tasks, watchdogs
 from scheduling.models import Dispatch
 from tests.factories import COMPLETED, kinds, lease_of

@@ -14,8 +14,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django_q.models import Schedule
 
-from ledger import alerts
 from ledger.models import Event, Goal
+from ledger.operators import alerts
 from scheduling import maintenance, tasks, watchdogs
 from tests.factories import COMPLETED, kinds, lease_of
 from tests.test_liveness import fire_schedule

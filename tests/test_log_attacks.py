@@ -20,8 +20,9 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django_q.models import Schedule
 
-from ledger import chain, merkle_store, sealing, signing, store, triggers
 from ledger.domain import RecordCheckpoint
+from ledger.eventstore import chain, store, triggers
+from ledger.log import merkle_store, sealing, signing
 from ledger.models import Event, Goal, LogLeaf, LogNode, SigningKey, TreeHead
 from tests.factories import GoalFactory, proof_of
 

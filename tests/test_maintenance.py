@@ -8,7 +8,7 @@ from django.core.management import call_command
 from django_q.models import Schedule, Task
 from django_q.tasks import async_task
 
-from ledger.models import IdempotencyRecord
+from ledger.access.models import IdempotencyRecord
 from scheduling import maintenance
 
 pytestmark = pytest.mark.django_db

@@ -38,7 +38,7 @@ def agent_token(transactional_db):
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
 
-    from ledger import accounts
+    from ledger.access import accounts
 
     user = get_user_model().objects.create(username="mcp-agent")
     user.groups.add(Group.objects.get_or_create(name="agent")[0])

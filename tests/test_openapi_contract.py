@@ -227,7 +227,7 @@ def test_each_header_the_server_sends_is_declared_there(served, agent, settings,
     from rest_framework.test import APIClient
 
     from api.idempotency import key_digest
-    from ledger.models import IdempotencyRecord
+    from ledger.access.models import IdempotencyRecord
 
     def check(response, method: str, path: str, header: str) -> str:
         value = response[header]  # sent ...

@@ -8,7 +8,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
-from ledger import triggers
+from ledger.eventstore import triggers
 from ledger.models import Event, Goal
 from tests.factories import GoalFactory
 

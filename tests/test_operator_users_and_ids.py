@@ -13,8 +13,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from ledger.accounts import role_of
-from ledger.models import ApiToken, Goal
+from ledger.access.accounts import role_of
+from ledger.access.models import ApiToken
+from ledger.models import Goal
 from ledger.project import siteurl
 from tests.factories import GoalFactory
 
@@ -120,8 +121,8 @@ def short(goal: Goal) -> str:
 
 
 def test_every_goal_taking_action_accepts_the_short_id():
-    from ledger import store
     from ledger.domain.runs import ReportRun
+    from ledger.eventstore import store
     from tests.factories import proof_of
 
     blocked = GoalFactory()
@@ -147,8 +148,8 @@ def test_a_short_id_longer_than_eight_digits_and_with_hyphens():
 
 
 def test_approve_takes_a_short_id():
-    from ledger import store
     from ledger.domain.runs import RequestApproval
+    from ledger.eventstore import store
     from tests.factories import proof_of
 
     goal = GoalFactory()

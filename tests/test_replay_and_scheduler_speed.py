@@ -12,8 +12,8 @@ from django.test.utils import CaptureQueriesContext
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger import chain, projection, store, triggers
 from ledger.domain import RecordCheckpoint
+from ledger.eventstore import chain, projection, store, triggers
 from ledger.models import Event, Goal
 from tests.factories import GoalFactory, lease_of, proof_of
 

@@ -16,7 +16,7 @@ from django.core.cache import cache
 from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
-from ledger import throttle
+from ledger.access import throttle
 from tests.factories import GoalFactory
 
 ROOT = Path(__file__).resolve().parent.parent

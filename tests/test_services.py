@@ -12,7 +12,7 @@ from django.test import override_settings
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger import store
+from ledger.eventstore import store
 from ledger.models import Event
 from ledger.services import goals, operators, tokens, wakes
 from ledger.services.goals import Caller

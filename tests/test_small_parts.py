@@ -2,7 +2,7 @@ import io
 
 import pytest
 
-from ledger.progress import Progress
+from ledger.operators.progress import Progress
 
 
 class FakeTTY(io.StringIO):
@@ -68,8 +68,8 @@ def test_every_command_of_the_domain_is_in_the_one_catalogue():
 def test_every_event_kind_has_its_own_timeline_style_and_markers_name_real_kinds():
     """A kind added to the domain without a family style is drawn as a bare
     "event" dot in the admin's timeline (liveness.missed was, until this test)."""
-    from ledger import timeline
     from ledger.domain import events
+    from ledger.operators import timeline
 
     kinds = {value for name, value in vars(events).items()
              if name.isupper() and isinstance(value, str) and "." in value}

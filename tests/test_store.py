@@ -11,10 +11,10 @@ from django.db import IntegrityError, connections, transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger import store
-from ledger.chain import GENESIS, event_hash
 from ledger.domain import Finish, GoalState, RecordCheckpoint, RunGoal, StartGoal
 from ledger.domain.errors import GoalTerminal, ProgressRegressed, SessionBound, WorkspaceBound
+from ledger.eventstore import store
+from ledger.eventstore.chain import GENESIS, event_hash
 from ledger.models import Event, Goal
 from tests.factories import (
     GoalFactory,
@@ -221,7 +221,7 @@ def test_concurrent_commands_serialize_on_the_goal_row():
     assert goal.version == 3 + writers * per_writer
     seqs = list(Event.objects.filter(goal=goal).order_by("seq").values_list("seq", flat=True))
     assert seqs == list(range(1, goal.version + 1))
-    from ledger import projection
+    from ledger.eventstore import projection
 
     assert [r.broken for r in projection.verify([str(goal.pk)])] == [None]
     assert errors_since(log, offset) == []

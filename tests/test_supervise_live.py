@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger import accounts
+from ledger.access import accounts
 from ledger.models import Event, Goal
 
 ROOT = Path(__file__).resolve().parent.parent

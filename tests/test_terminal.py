@@ -1,4 +1,5 @@
-"""`manage.py ledger goals | show | demo` and the rendering they share (ledger/terminal.py)."""
+"""`manage.py ledger goals | show | demo` and the rendering they share
+(ledger/operators/terminal.py)."""
 
 import io
 import re
@@ -12,10 +13,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django_q.models import Schedule
 
-from ledger import demo, doctor, store, terminal
 from ledger.domain import Heartbeat, RecordCheckpoint
 from ledger.domain import events as kinds
+from ledger.eventstore import store
 from ledger.models import Event, Goal
+from ledger.operators import demo, doctor, terminal
 from scheduling import maintenance, sealing, watchdogs
 from tests.factories import GoalFactory, proof_of
 

@@ -20,9 +20,9 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 from django_q.models import Schedule
 
-from ledger import alerts, doctor
 from ledger.domain import housekeeping
 from ledger.models import Goal, SchedulerBeat
+from ledger.operators import alerts, doctor
 from scheduling import tasks
 from tests.factories import GoalFactory
 from tests.test_admin import blocked_goal, staff

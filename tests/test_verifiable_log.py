@@ -18,8 +18,9 @@ from django.core.management.base import CommandError
 from django.db import connection, connections, transaction
 from django_q.models import Schedule
 
-from ledger import merkle_store, sealing, signing, store
 from ledger.domain import RecordCheckpoint
+from ledger.eventstore import store
+from ledger.log import merkle_store, sealing, signing
 from ledger.models import Event, LogLeaf, LogNode, SigningKey, TreeHead
 from scheduling import sealing as scheduled
 from tests.factories import GoalFactory, proof_of

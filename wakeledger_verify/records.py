@@ -13,7 +13,7 @@ from typing import Any
 
 from wakeledger_verify.merkle import leaf_hash
 
-# The same encoding as the per-goal chain (ledger/chain.py): sorted keys (jsonb
+# The same encoding as the per-goal chain (ledger/eventstore/chain.py): sorted keys (jsonb
 # keeps no key order), no spaces, UTF-8 as is, NaN refused.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                               allow_nan=False)

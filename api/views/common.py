@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from api.auth import HasRole
 from api.problems import PROBLEM_CONTENT_TYPE, Problem
 from api.schema import BODY, GOAL, IDEMPOTENT
-from ledger.accounts import AGENT, AUDITOR, OPERATOR, role_of
+from ledger.access.accounts import AGENT, AUDITOR, OPERATOR, role_of
 from ledger.domain import LeaseProof
 from ledger.project import siteurl
 from ledger.services import tokens

@@ -12,7 +12,7 @@ from api.idempotency import idempotent, lease_token
 from api.schema import BODY, GOAL, IDEMPOTENT, QUERY, responses
 from api.serializers import validated
 from api.views.common import IDEMPOTENCY, READERS, GoalPagination, LedgerView, caller
-from ledger.accounts import AGENT
+from ledger.access.accounts import AGENT
 from ledger.services import goals, reads
 
 

@@ -16,8 +16,8 @@ from api.problems import Problem
 from api.schema import BODY, CALLER, responses
 from api.serializers import validated
 from api.views.common import FENCED, IDEMPOTENCY, LedgerView, caller, proof
-from ledger import throttle
-from ledger.accounts import AGENT
+from ledger.access import throttle
+from ledger.access.accounts import AGENT
 from ledger.services import jobs, tokens
 
 

@@ -11,7 +11,7 @@ from api import serializers
 from api.idempotency import idempotent
 from api.schema import responses
 from api.views.common import FENCED, IDEMPOTENCY, WRITE, LedgerView, actor, caller, proof
-from ledger.accounts import AGENT, OPERATOR
+from ledger.access.accounts import AGENT, OPERATOR
 from ledger.services import operators, work
 
 

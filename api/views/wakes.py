@@ -22,7 +22,7 @@ from api.views.common import (
     caller,
     proof,
 )
-from ledger.accounts import AGENT
+from ledger.access.accounts import AGENT
 from ledger.services import wakes, watchdogs
 
 

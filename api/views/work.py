@@ -22,7 +22,7 @@ from api.views.common import (
     caller,
     proof,
 )
-from ledger.accounts import AGENT, OPERATOR, role_of
+from ledger.access.accounts import AGENT, OPERATOR, role_of
 from ledger.domain import Artifact
 from ledger.domain.commands import Evidence, WakeRequest
 from ledger.services import goals, runs, work

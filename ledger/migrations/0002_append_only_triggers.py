@@ -8,13 +8,13 @@ from django.db import migrations
 
 
 def install(apps, schema_editor):
-    from ledger import triggers
+    from ledger.eventstore import triggers
 
     triggers.install(schema_editor.connection)
 
 
 def drop(apps, schema_editor):
-    from ledger import triggers
+    from ledger.eventstore import triggers
 
     triggers.drop(schema_editor.connection)
 

@@ -81,7 +81,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "api.middleware.RefuseChunkedBodies",
-    "ledger.security.ContentSecurityPolicyMiddleware",
+    "ledger.access.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -104,7 +104,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "ledger.security.csp_nonce",
+                "ledger.access.security.csp_nonce",
             ],
         },
     },
@@ -340,7 +340,7 @@ WAKELEDGER_SWEEP_MINUTES = env_int("WAKELEDGER_SWEEP_MINUTES", 1, minimum=1, max
 # belongs to a sender that died mid-call: recorded as uncertain (rule 6).
 WAKELEDGER_OUTBOX_GRACE_SECONDS = env_int("WAKELEDGER_OUTBOX_GRACE_SECONDS", 60, minimum=0,
                                           maximum=3600)
-# Fail points (ledger/failpoints.py) for the crash tests; never in production.
+# Fail points (ledger/eventstore/failpoints.py) for the crash tests; never in production.
 WAKELEDGER_FAILPOINTS_ENABLED = env_bool("WAKELEDGER_FAILPOINTS_ENABLED", False)
 # Dispatchers (what a granted internal wake does), configured by operators,
 # never by agents. JSON: {"name": {"type": "webhook" | "command", ...}}; see

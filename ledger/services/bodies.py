@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ledger import clock
 from ledger.domain import GoalState, liveness
 from ledger.domain.leases import lease_live
 from ledger.domain.timing import next_wake_at
 from ledger.domain.watchdogs import watchdog_health
+from ledger.eventstore import clock
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from ledger import store
 from ledger.domain import GoalState
-from ledger.store import GoalNotFound, Outcome
+from ledger.eventstore import store
+from ledger.eventstore.store import GoalNotFound, Outcome
 
 __all__ = ["Caller", "GoalNotFound", "Outcome", "canonical_id", "run", "state_of"]
 

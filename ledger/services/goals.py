@@ -9,7 +9,6 @@ from typing import Any
 
 from django.conf import settings
 
-from ledger import clock, store
 from ledger.domain import (
     AcquireLease,
     DomainError,
@@ -19,6 +18,7 @@ from ledger.domain import (
     StartGoal,
 )
 from ledger.domain.smartwake import preflight
+from ledger.eventstore import clock, store
 from ledger.project import dispatchers
 from ledger.services.answers import holds, lease_answer
 from ledger.services.bodies import goal_body

@@ -3,8 +3,8 @@ a text encodes (no lone surrogates), whether a Retry-After reads, whether a
 text looks like a secret. The domain answers; the shells ask here, so they
 import no rule of the domain."""
 
-from ledger import clock
 from ledger.domain import resets, validation
+from ledger.eventstore import clock
 
 
 def encodes(text: str) -> bool:

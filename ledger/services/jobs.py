@@ -5,9 +5,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from ledger import store
 from ledger.domain import DomainError, LeaseProof
 from ledger.domain.jobs import NotifyJob, TrackJob, UpdateJob
+from ledger.eventstore import store
 from ledger.services.bodies import job_body
 from ledger.services.caller import Caller, run
 from ledger.services.tokens import digest, goal_of, issued_for, notify_token

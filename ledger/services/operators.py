@@ -7,10 +7,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from ledger import clock
 from ledger.domain import DomainError, GoalState, decide
 from ledger.domain.claims import WakeNow
 from ledger.domain.runs import Recover, ResolveApproval, Stop
+from ledger.eventstore import clock
 from ledger.services import wakes
 from ledger.services.bodies import GoalAnswer
 from ledger.services.caller import Caller, run

@@ -9,12 +9,12 @@ from typing import Any
 
 from django.conf import settings
 
-from ledger import clock, store
 from ledger.domain import LeaseProof, failures, resets
 from ledger.domain.events import iso
 from ledger.domain.runs import ReportRun
 from ledger.domain.timing import next_wake_at
 from ledger.domain.watchdogs import reset_schedule_name
+from ledger.eventstore import clock, store
 from ledger.services.caller import Caller, run, state_of
 
 

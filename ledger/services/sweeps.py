@@ -5,9 +5,9 @@ caller brings the facts it gathered (the goal's schedule rows)."""
 
 from typing import Any
 
-from ledger import store
 from ledger.domain.overdue import CheckLiveness
-from ledger.store import Outcome
+from ledger.eventstore import store
+from ledger.eventstore.store import Outcome
 
 SCHEDULER = "scheduler"
 

@@ -9,13 +9,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger import clock, store
 from ledger.domain import DomainError, GoalState
 from ledger.domain.claims import ClaimWake, WakeNow
 from ledger.domain.dispatches import RecordDispatch, dispatches, superseded
 from ledger.domain.events import WakeClaimed
 from ledger.domain.smartwake import resume_packet
 from ledger.domain.watchdogs import HOST
+from ledger.eventstore import clock, store
 from ledger.project.dispatchers import lease_dispatchers
 from ledger.services.answers import LeaseGrant, WakeReport
 from ledger.services.caller import Caller, Outcome

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core.management.commands import flush
 from django.db import connections
 
-from ledger import triggers
+from ledger.eventstore import triggers
 
 
 class Command(flush.Command):

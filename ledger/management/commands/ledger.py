@@ -25,20 +25,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.urls import reverse
 
-from ledger import (
-    alerts,
-    clock,
-    demo,
-    doctor,
-    export,
-    goalids,
-    log_audit,
-    projection,
-    sealing,
-    signing,
-    terminal,
-)
-from ledger.accounts import (
+from ledger.access.accounts import (
     AGENT,
     AUDITOR,
     OPERATOR,
@@ -47,10 +34,14 @@ from ledger.accounts import (
     prune_idempotency_records,
     role_of,
 )
+from ledger.access.models import ApiToken
 from ledger.domain import DomainError, GoalState
 from ledger.domain.vocabulary import DONE, REASONS, STATUSES
-from ledger.models import ApiToken, Event, Goal, TreeHead
-from ledger.progress import Progress
+from ledger.eventstore import clock, projection
+from ledger.log import export, log_audit, sealing, signing
+from ledger.models import Event, Goal, TreeHead
+from ledger.operators import alerts, demo, doctor, goalids, terminal
+from ledger.operators.progress import Progress
 from ledger.project import siteurl
 from ledger.services import operators
 from wakeledger_verify import heads

@@ -16,7 +16,7 @@ from django import forms
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.http import HttpRequest, HttpResponse
 
-from ledger import throttle
+from ledger.access import throttle
 
 POLICY = (
     "default-src 'self'; "

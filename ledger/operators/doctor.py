@@ -40,12 +40,13 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from django_q.models import Schedule, Task
 
-from ledger import alerts, clock
 from ledger.domain import DomainError, GoalState, housekeeping, liveness
 from ledger.domain.events import iso
 from ledger.domain.overdue import ScheduleRow, expected_schedules, row_problem
 from ledger.domain.vocabulary import ACTIVE_STATUSES, SCHEDULE_PREFIXES, schedule_goal
+from ledger.eventstore import clock
 from ledger.models import Goal
+from ledger.operators import alerts
 from ledger.services import sweeps
 from ledger.services.caller import GoalNotFound, Outcome, state_of
 from ledger.services.goals import Caller

@@ -24,8 +24,6 @@ from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Q
 
-from ledger import clock
-from ledger.chain import GENESIS, canonical_text, linked_hash
 from ledger.domain import (
     Command,
     Decision,
@@ -41,6 +39,8 @@ from ledger.domain.codec import Payload, encode
 from ledger.domain.state import TERMINAL_STATUSES
 from ledger.domain.timing import next_wake_at
 from ledger.domain.validation import canonical_workspace
+from ledger.eventstore import clock
+from ledger.eventstore.chain import GENESIS, canonical_text, linked_hash
 from ledger.models import Event as EventRow
 from ledger.models import Goal
 

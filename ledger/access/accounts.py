@@ -20,8 +20,8 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.utils.crypto import salted_hmac
 
-from ledger import clock
-from ledger.models import ApiToken, IdempotencyRecord
+from ledger.access.models import ApiToken, IdempotencyRecord
+from ledger.eventstore import clock
 
 AGENT, AUDITOR, OPERATOR = "agent", "auditor", "operator"
 ROLES = (AGENT, AUDITOR, OPERATOR)

@@ -21,10 +21,10 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count, Q, QuerySet
 
-from ledger import clock
 from ledger.domain import GoalState, liveness
 from ledger.domain.events import iso
 from ledger.domain.state import ACTIVE_STATUSES
+from ledger.eventstore import clock
 from ledger.models import Goal, SchedulerBeat
 
 # Every list of alerts walks the goals oldest first, by a key that never

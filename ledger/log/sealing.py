@@ -40,8 +40,9 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connections, transaction
 from django.db.models import Max
 
-from ledger import clock, merkle_store, signing
 from ledger.domain import iso
+from ledger.eventstore import clock
+from ledger.log import merkle_store, signing
 from ledger.models import Event, LogLeaf, SigningKey, TreeHead
 
 logger = logging.getLogger(__name__)

@@ -18,14 +18,15 @@ from django.db import transaction
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from ledger import alerts, clock, doctor
-from ledger.chain import event_hash, head_break
 from ledger.domain import TERMINAL_STATUSES, liveness
 from ledger.domain import events as ev
 from ledger.domain.codec import decode_or_none
 from ledger.domain.state import BLOCKED, RATE_LIMIT_STOPPED
+from ledger.eventstore import clock
+from ledger.eventstore.chain import event_hash, head_break
 from ledger.models import Event, Goal
-from ledger.terminal import summary
+from ledger.operators import alerts, doctor
+from ledger.operators.terminal import summary
 
 PAGE = 50
 CHART_POINTS = 300

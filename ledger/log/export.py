@@ -13,8 +13,9 @@ so they are always its first N.
 from collections.abc import Iterable
 from typing import Any
 
-from ledger import clock, merkle_store
 from ledger.domain import iso
+from ledger.eventstore import clock
+from ledger.log import merkle_store
 from ledger.models import Event, Goal, LogLeaf, SigningKey, TreeHead
 from wakeledger_verify import BUNDLE_FORMAT
 

@@ -16,7 +16,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from django.db.models import Exists, OuterRef
 
-from ledger import merkle_store
+from ledger.log import merkle_store
 from ledger.models import Event, LogLeaf, TreeHead
 from wakeledger_verify import heads, merkle
 

@@ -30,12 +30,12 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 
-from ledger import failpoints
-from ledger.chain import Break, StoredLink, first_break
 from ledger.domain import Event, fold
+from ledger.eventstore import failpoints
+from ledger.eventstore.chain import Break, StoredLink, first_break
+from ledger.eventstore.store import projected_columns
 from ledger.models import Event as EventRow
 from ledger.models import Goal
-from ledger.store import projected_columns
 
 BATCH = 500
 CHUNK = 2000

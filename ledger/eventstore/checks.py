@@ -15,7 +15,7 @@ from django.db import connections
 @register(Tags.database)
 def append_only_triggers(app_configs: Any = None, databases: Iterable[str] | None = None,
                          **kwargs: Any) -> list[Error]:
-    from ledger import triggers
+    from ledger.eventstore import triggers
 
     errors = []
     for alias in databases or ():

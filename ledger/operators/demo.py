@@ -22,10 +22,10 @@ from typing import Any
 from django.db import transaction
 from django_q.models import Schedule
 
-from ledger import clock
 from ledger.domain import Artifact, GoalState, LeaseProof
 from ledger.domain.commands import Evidence
 from ledger.domain.vocabulary import reset_schedule_name, schedule_name
+from ledger.eventstore import clock
 from ledger.models import Goal
 from ledger.services import goals, jobs, runs, sweeps, tokens, wakes, watchdogs, work
 from ledger.services.bodies import Standing

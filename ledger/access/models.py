@@ -1,0 +1,71 @@
+"""Who may call the API: its bearer tokens (``ApiToken``) and the first answers
+to its idempotent POSTs (``IdempotencyRecord``).
+
+They live with the ledger's accounts (``ledger.access.accounts`` issues tokens
+and prunes records; ``ledger agent create|revoke`` and ``ledger prune`` run it),
+because the ledger imports nothing from ``api`` (DESIGN section 2). They keep
+the ``api`` app label they were created under: their tables, migrations
+(api/migrations), admin URLs (/admin/api/apitoken/) and permissions stay as
+they were (docs/decisions.md, 2026-12 "ApiToken and IdempotencyRecord keep the
+api label"). ``ledger/models.py`` imports this module, which registers them.
+"""
+
+from django.conf import settings
+from django.db import models
+
+
+class ApiToken(models.Model):
+    """An agent's (or auditor's, operator's) bearer token.
+
+    Only the public prefix and an HMAC-SHA256 digest of the whole token are
+    stored; the token itself is printed once when it is created.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="api_tokens")
+    prefix = models.CharField(max_length=16, unique=True)
+    digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        app_label = "api"  # see the comment above
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"
+
+
+class IdempotencyRecord(models.Model):
+    """The first response to a POST with an Idempotency-Key, per caller.
+
+    Written in the same transaction as the events the command appended, or
+    not at all (see api.idempotency): a record is always complete. Records
+    that an earlier release wrote "in flight" (``status_code`` NULL,
+    committed before the command ran) are still honoured until their
+    ``locked_until``.
+    """
+
+    owner = models.CharField(max_length=150)
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64)  # sha256 of method, path and body
+    status_code = models.PositiveSmallIntegerField(null=True)  # null: an old in-flight record
+    # Text, not JSON: PostgreSQL's jsonb reorders keys and a replay must be
+    # the first answer byte for byte. A granted lease's token is not in here
+    # (see api.idempotency.lease_token).
+    response = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField()
+    # Only an earlier release's in-flight records use these two: until when
+    # their attempt owned the key, and its random id.
+    locked_until = models.DateTimeField()
+    attempt = models.CharField(max_length=32, blank=True, default="")
+
+    class Meta:
+        app_label = "api"
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "key"], name="api_idempotency_owner_key"),
+        ]
+        indexes = [models.Index(fields=["created_at"], name="api_idempotency_created")]
+
+    def __str__(self) -> str:
+        return f"{self.owner}: {self.key}"

@@ -1,0 +1,2 @@
+"""The operator surfaces: the terminal, the admin's timeline and dashboard, alerts, the
+doctor, the demo, and the `ledger` command's actions (commands/)."""
