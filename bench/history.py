@@ -42,7 +42,7 @@ def main() -> None:
 
         from bench import seed
         from ledger.access import accounts
-        from ledger.management.commands.ledger import ensure_user
+        from ledger.operators.commands.accounts import ensure_user
         from ledger.operators import timeline
 
         started = time.perf_counter()

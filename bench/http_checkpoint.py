@@ -52,7 +52,7 @@ django_setup({var_dir!r}, settings="bench.settings")
 from django.db import connection
 from bench.bare import CREATE
 from ledger import accounts
-from ledger.management.commands.ledger import ensure_user
+from ledger.operators.commands.accounts import ensure_user
 with connection.cursor() as cursor:
     cursor.execute(CREATE)
 print(json.dumps([accounts.issue_token(ensure_user(f"bench-agent-{{i}}", "agent"))

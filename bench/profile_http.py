@@ -70,7 +70,7 @@ def main() -> None:
         from django.test import Client
 
         from ledger.access import accounts
-        from ledger.management.commands.ledger import ensure_user
+        from ledger.operators.commands.accounts import ensure_user
 
         token = accounts.issue_token(ensure_user("bench-agent", "agent"))
         client = Client(HTTP_HOST="localhost", HTTP_AUTHORIZATION=f"Bearer {token}")

@@ -1,0 +1,1 @@
+"""The `ledger` command's actions, one module per group (see base.py for what they share)."""
