@@ -2,7 +2,7 @@ from django.contrib import admin
 
 from ledger.access.accounts import role_of
 from ledger.access.models import ApiToken
-from ledger.admin import ReadOnlyAdmin
+from ledger.admin.base import ReadOnlyAdmin
 
 
 @admin.register(ApiToken)

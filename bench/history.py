@@ -42,8 +42,8 @@ def main() -> None:
 
         from bench import seed
         from ledger.access import accounts
-        from ledger.operators.commands.accounts import ensure_user
         from ledger.operators import timeline
+        from ledger.operators.commands.accounts import ensure_user
 
         started = time.perf_counter()
         goal_id = seed.long_goal(seed.template(100), events, fix=False)

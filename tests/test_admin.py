@@ -13,7 +13,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from ledger.admin import EventAdmin
+from ledger.admin.events import EventAdmin
 from ledger.domain import GoalState, RecordCheckpoint, evolve
 from ledger.domain.commands import AcquireLease
 from ledger.domain.runs import ReportRun, RequestApproval

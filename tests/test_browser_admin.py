@@ -16,7 +16,7 @@ from django.contrib.auth.models import Group
 from django.db import connection
 from django_q.models import Schedule
 
-from ledger.admin import EventAdmin
+from ledger.admin.events import EventAdmin
 from ledger.domain import GoalState
 from ledger.domain.runs import ReportRun, Stop
 from ledger.eventstore import store

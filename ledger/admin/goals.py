@@ -1,165 +1,39 @@
-"""The admin for auditors and operators.
+"""A goal's admin: the list (with "needs a human"), the timeline page, the
+dashboard, the verifiable export and the operator acts."""
 
-Read-only for everyone (superusers included): nobody adds, changes or deletes
-a goal or an event here; state changes only through domain commands that
-append events. A goal's page is its timeline; operators (and superusers) get
-actions on it — stop, recover, approve/reject a gate, replay — each through the
-same domain command as the API, with their name and a reason, offered only
-when the domain would accept it. Lists count boundedly and say so. Superusers
-edit accounts (users, groups) and nothing else; django-q2's models are shown
-read-only, since goal schedules belong to goals.
-"""
 
 import json
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
-from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin.views.main import PAGE_VAR
-from django.contrib.auth.admin import GroupAdmin
-from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
-from django.db import connections
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
-from django.urls import path, reverse, reverse_lazy
-from django.utils.functional import cached_property
+from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
-from ledger.access.accounts import OPERATOR, ROLES, role_of
+from ledger.admin.base import (
+    ReadOnlyAdmin,
+    ReasonForm,
+    UUIDSearchMixin,
+    cut,
+    int_or_none,
+    is_operator,
+    utc,
+)
 from ledger.domain import DomainError, GoalState
-from ledger.domain.vocabulary import EVENT_KINDS, TERMINAL_STATUSES, WHY
+from ledger.domain.vocabulary import TERMINAL_STATUSES, WHY
 from ledger.eventstore import clock, projection
 from ledger.log import export
-from ledger.models import Event, Goal
+from ledger.models import Goal
 from ledger.operators import alerts, goalids, timeline
 from ledger.operators.terminal import summary
 from ledger.services import operators
 from ledger.services.bodies import Standing
-
-
-class BoundedCountPaginator(Paginator):
-    """Counts at most ``limit`` + 1 rows (``SELECT COUNT(*)`` over a
-    ``LIMIT``ed subquery), so a changelist over millions of events costs a
-    bounded count, and every number it shows is true: the exact count when
-    there are at most ``limit`` rows, otherwise "more than ``limit``" — with
-    pages offered only as far as rows are known to exist."""
-
-    def __init__(self, object_list: QuerySet, per_page: int, orphans: int = 0,
-                 allow_empty_first_page: bool = True, *, limit: int) -> None:
-        super().__init__(object_list, per_page, orphans, allow_empty_first_page)
-        self.limit = limit
-
-    @cached_property
-    def count(self) -> int:
-        return self.object_list[: self.limit + 1].count()
-
-    @property
-    def capped(self) -> bool:
-        """True when there are more than ``limit`` rows (how many more is not known)."""
-        return self.count > self.limit
-
-    @cached_property
-    def estimate(self) -> int | None:
-        """PostgreSQL's planner estimate of an unfiltered list's rows (its
-        table's ``pg_class.reltuples``), shown as "about" next to a capped
-        count; None when filtered, not PostgreSQL, or never analysed."""
-        query = self.object_list.query
-        connection = connections[self.object_list.db]
-        if not self.capped or query.where or connection.vendor != "postgresql":
-            return None
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%s)",
-                           [connection.ops.quote_name(self.object_list.model._meta.db_table)])
-            row = cursor.fetchone()
-        return row[0] if row and row[0] > self.limit else None
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    show_full_result_count = False  # its COUNT(*) is unbounded
-    show_facets = admin.ShowFacets.NEVER  # so are the facets' counts
-    list_per_page = 50
-    count_limit = 10_000  # rows a changelist counts exactly, at the least
-    # Page links the changelist shows after the current page (Django's
-    # get_elided_page_range: 3 on each side, then the last 2).
-    PAGES_AHEAD = 3
-
-    def get_paginator(self, request: HttpRequest, queryset: QuerySet, per_page: int,
-                      orphans: int = 0, allow_empty_first_page: bool = True
-                      ) -> BoundedCountPaginator:
-        # Count far enough to know that each page linked from the current one
-        # has rows (a deep page costs its OFFSET anyway), and past "show all"'s
-        # ceiling, so a capped list never offers to show all its rows.
-        page = max(_int(request.GET.get(PAGE_VAR)) or 1, 1)
-        limit = max(self.count_limit, self.list_max_show_all,
-                    (page + self.PAGES_AHEAD) * per_page)
-        return BoundedCountPaginator(queryset, per_page, orphans, allow_empty_first_page,
-                                     limit=limit)
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-class UUIDSearchMixin:
-    """Search by a goal id, or by the first hex digits of one (what the lists
-    and `ledger goals` print), without letting a non-UUID term reach a UUID
-    lookup. Other terms search the text fields as usual."""
-
-    uuid_field = "pk"
-
-    def get_search_results(self, request: HttpRequest, queryset: QuerySet,
-                           search_term: str) -> tuple[QuerySet, bool]:
-        try:
-            goal_id = uuid.UUID(search_term.strip())
-        except ValueError:
-            pass
-        else:
-            return queryset.filter(**{self.uuid_field: goal_id}), False
-        if goalids.prefix_of(search_term) is not None:
-            ids = goalids.matching(search_term)
-            by_text, duplicates = super().get_search_results(  # type: ignore[misc]
-                request, queryset, search_term)
-            return (queryset.filter(**{f"{self.uuid_field}__in": ids}) | by_text), duplicates
-        return super().get_search_results(request, queryset, search_term)  # type: ignore[misc]
-
-
-def is_operator(request: HttpRequest) -> bool:
-    return role_of(request.user) == OPERATOR
-
-
-class ReasonForm(forms.Form):
-    reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 3}),
-                             help_text="Recorded with your name in the goal's history.")
-
-
-def utc(moment: datetime | None) -> str:
-    """An instant as every list shows it: UTC to the second, like the timeline."""
-    if moment is None:
-        return "—"
-    at = moment.astimezone(UTC)
-    # Two unbreakable halves, so a narrow column wraps between date and time.
-    return format_html('<time class="wl-time" datetime="{}"><span>{}</span> <span>{} UTC</span>'
-                       '</time>', at.isoformat(), at.strftime("%Y-%m-%d"),
-                       at.strftime("%H:%M:%S"))
-
-
-def cut(text: str, *, width: str = "") -> str:
-    """A long text cut to its column's width (CSS: "", "short" or "long"),
-    the whole of it in the title."""
-    return format_html('<span class="wl-cut{}" title="{}">{}</span>',
-                       f" wl-cut-{width}" if width else "", text, text)
 
 
 class NeedsHumanFilter(admin.SimpleListFilter):
@@ -289,7 +163,7 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
         if isinstance(goal, HttpResponse):
             return goal
         state = GoalState.from_dict(goal.state)
-        cursor = {name: _int(request.GET.get(name)) for name in ("before", "after")}
+        cursor = {name: int_or_none(request.GET.get(name)) for name in ("before", "after")}
         page = timeline.page(goal, **cursor)
         full = None
         if request.GET.get("verify") == "all":
@@ -431,134 +305,3 @@ def _uuid_or_404(value: str) -> uuid.UUID:
     except ValueError:
         raise Http404("No goal has this id") from None
 
-
-def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-class KindFilter(admin.SimpleListFilter):
-    """Event kinds from the catalogue, not a DISTINCT over millions of rows."""
-
-    title = "kind"
-    parameter_name = "kind"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(kind, kind) for kind in EVENT_KINDS]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
-        return queryset.filter(kind=self.value()) if self.value() else queryset
-
-
-@admin.register(Event)
-class EventAdmin(UUIDSearchMixin, ReadOnlyAdmin):
-    uuid_field = "goal_id"
-    list_display = ("id", "goal_prefix", "goal_link", "seq", "kind", "event_summary", "actor",
-                    "recorded")
-    list_filter = (KindFilter, ("recorded_at", admin.DateFieldListFilter))
-    list_select_related = ("goal",)
-    search_fields = ("goal__goal_key", "actor")
-    ordering = ("-id",)
-
-    @admin.display(description="goal id", ordering="goal_id")
-    def goal_prefix(self, event: Event) -> str:
-        return format_html('<span class="wl-id" title="{}">{}</span>', event.goal_id,
-                           event.goal_id.hex[:8])
-
-    @admin.display(description="goal")
-    def goal_link(self, event: Event) -> str:
-        url = reverse("admin:ledger_goal_timeline", args=[event.goal_id])
-        return format_html('<a href="{}#seq-{}">{}</a>', url, event.seq, event.goal.goal_key)
-
-    @admin.display(description="summary")
-    def event_summary(self, event: Event) -> str:
-        # The timeline's one-line reading of the event (ledger/operators/terminal.py).
-        return cut(summary(event.kind, event.data), width="long")
-
-    @admin.display(description="recorded (UTC)", ordering="id")
-    def recorded(self, event: Event) -> str:
-        # Sorted by id: ids grow with time, and recorded_at has no index.
-        return utc(event.recorded_at)
-
-
-# ---------------------------------------------------------------- the site
-
-admin.site.site_header = "Wake Ledger"
-admin.site.site_title = "Wake Ledger admin"
-admin.site.index_title = "Goals, events and who may see them"
-# The lists are wide (a goal's id, key, objective, holder, next wake ...);
-# the app sidebar's 290 px clipped them at 1400 px, and the breadcrumbs and
-# the index already lead everywhere it did.
-admin.site.enable_nav_sidebar = False
-# "View site": the one public page a person reads, the API's documentation.
-admin.site.site_url = reverse_lazy("api:docs")
-
-
-# ---------------------------------------------------------------- django-q2, read-only
-#
-# Goal schedules belong to goals: a wake is scheduled, moved and cancelled by
-# the goal's own commands, which record why in its history. Editing a
-# Schedule row here would change when a goal wakes behind its ledger's back,
-# and resubmitting a task would replay a wake outside its claim. So django-q2's
-# own admin is shown read-only: no add, change, delete or resubmit action.
-
-
-def _read_only(base: type[admin.ModelAdmin]) -> type[admin.ModelAdmin]:
-    class ReadOnly(base):  # type: ignore[valid-type, misc]
-        actions = ()
-
-        def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-            return False
-
-        def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-            return False
-
-        def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-            return False
-
-    ReadOnly.__name__ = ReadOnly.__qualname__ = f"ReadOnly{base.__name__}"
-    return ReadOnly
-
-
-def _register_django_q_read_only() -> None:
-    from django_q import admin as q_admin
-    from django_q.models import Failure, OrmQ, Schedule, Success
-
-    for model, base in ((Schedule, q_admin.ScheduleAdmin), (Success, q_admin.TaskAdmin),
-                        (Failure, q_admin.FailAdmin), (OrmQ, q_admin.QueueAdmin)):
-        if admin.site.is_registered(model):
-            admin.site.unregister(model)
-            admin.site.register(model, _read_only(base))
-
-
-_register_django_q_read_only()
-
-
-# ---------------------------------------------------------------- users and groups
-#
-# Accounts are the one thing superusers edit here (Django's own user and group
-# admin, which only superusers may use): who may log in, with which role. The
-# three role groups are named in code (ledger.access.accounts), so they cannot be renamed
-# or deleted here; a deleted one would silently strip every member's role.
-
-
-class RoleGroupAdmin(GroupAdmin):
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple:
-        fields = tuple(super().get_readonly_fields(request, obj))
-        return (*fields, "name") if obj is not None and obj.name in ROLES else fields
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        if obj is not None and obj.name in ROLES:
-            return False
-        return super().has_delete_permission(request, obj)
-
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
-        # The bulk action too: role groups are kept.
-        super().delete_queryset(request, queryset.exclude(name__in=ROLES))
-
-
-if admin.site.is_registered(Group):
-    admin.site.unregister(Group)
-admin.site.register(Group, RoleGroupAdmin)
