@@ -83,3 +83,56 @@ def test_the_layout_names_every_module():
                if "migrations" not in path.parts and path.name != "__init__.py"
                and path.name not in layout]
     assert not missing, f"modules docs/layout.md does not name: {missing}"
+
+
+# docs/layout.md is the house as built: every product module is named in its
+# tree, and every path the tree names exists.
+PRODUCT = ("ledger", "api", "scheduling", "wakeledger_agent", "wakeledger_verify")
+
+
+def layout_tree() -> dict[str, str]:
+    """Each path the tree in docs/layout.md names (directories end in "/"),
+    with its description. A name's path is its parents' names by indentation;
+    a line indented deeper than a child of the line above continues its text."""
+    block = (ROOT / "docs" / "layout.md").read_text().split("```")[1]
+    named: dict[str, str] = {}
+    stack: list[tuple[int, str]] = []  # (indent, directory)
+    previous = -2
+    for line in block.splitlines()[2:]:  # the fence's tail and the top-level files
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        if indent > previous + 2:
+            continue  # a description's continuation
+        previous = indent
+        parts = re.split(r"\s{2,}", line.strip(), maxsplit=1)
+        names, text = parts[0], parts[1] if len(parts) > 1 else ""
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        parent = stack[-1][1] if stack else ""
+        for name in (n.strip() for n in names.split(",")):
+            named[parent + name] = text
+            if name.endswith("/"):
+                stack.append((indent, parent + name))
+    return named
+
+
+def test_every_path_docs_layout_names_exists():
+    missing = [path for path in layout_tree() if not (ROOT / path).exists()]
+    assert missing == []
+
+
+def test_every_product_module_is_in_docs_layout():
+    """Named by its path, or in its directory's description (api/serializers/)."""
+    named = layout_tree()
+    unnamed = []
+    for package in PRODUCT:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            relative = path.relative_to(ROOT)
+            if "migrations" in relative.parts or path.name == "__init__.py":
+                continue
+            directory = f"{relative.parent.as_posix()}/"
+            if (relative.as_posix() not in named
+                    and path.name not in named.get(directory, "")):
+                unnamed.append(relative.as_posix())
+    assert unnamed == []
