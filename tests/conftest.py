@@ -92,3 +92,13 @@ def auditor(db):
 @pytest.fixture
 def operator(db):
     return Api("operator-1", "operator")
+
+
+@pytest.fixture
+def lock_waits(monkeypatch):
+    """``lock_waits.wait()`` returns once another connection waits for a
+    database lock (tests/helpers.py LockWaits): the sync point of a test that
+    proves something waits, in place of a timed join."""
+    from tests.helpers import LockWaits
+
+    return LockWaits(monkeypatch)
