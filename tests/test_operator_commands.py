@@ -1,29 +1,16 @@
 """`manage.py ledger replay | verify | bootstrap`."""
 
-import io
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
-from django.core.management.base import CommandError
 from django.db import connection
 
 from ledger import triggers
 from ledger.models import Event, Goal
 from tests.factories import GoalFactory
+from tests.helpers import ledger
 
 pytestmark = pytest.mark.django_db
-
-
-def ledger(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        call_command("ledger", *args, stdout=out, stderr=err)
-        code = 0
-    except CommandError as exc:
-        code = exc.returncode
-        err.write(str(exc))
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture
