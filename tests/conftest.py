@@ -70,11 +70,10 @@ def agent(db):
 def started(agent, clock):
     """Start agent-1's goals through the API with a 300 s lease: ``start(**policy)``
     returns (goal id, lease proof). Modules that need another start define their own."""
-    from tests.factories import lease_of
+    from tests.factories import start_goal
 
     def start(**policy):
-        body = agent.start(policy={"lease_seconds": 300, **policy}).json()
-        return body["goal"]["id"], lease_of(body)
+        return start_goal(agent, **policy)
 
     return start
 

@@ -394,3 +394,35 @@ def test_agent_create_refuses_to_change_a_users_role(db):
     ledger_text("agent", "create", "audit-bot", "--role", "auditor")
     with pytest.raises(CommandError, match="already has the role auditor"):
         ledger_text("agent", "create", "audit-bot", "--role", "operator")
+
+
+# ------------------------------------------------ the notify endpoint tells no goal from another
+
+
+def test_the_notify_endpoint_answers_alike_for_an_existing_and_a_random_goal(agent, clock):
+    import uuid
+
+    from rest_framework.test import APIClient
+
+    from ledger.services import tokens as jobtokens
+    from tests.factories import start_goal
+
+    gid, lease = start_goal(agent)
+    tracked = agent.post(f"goals/{gid}/jobs", {"lease": lease, "kind": "ci", "ref": "a",
+                                               "notify": True}).json()
+    job_id = tracked["job"]["job_id"]
+    real = tracked["notify_token"]
+    forged_same_goal = real[:-6] + ("A" * 6 if not real.endswith("AAAAAA") else "B" * 6)
+    # The real token's HMAC part on a random goal id (the shape is wlj_<32 hex>_<43>).
+    prefix = jobtokens.NOTIFY_PREFIX
+    random_goal = prefix + uuid.uuid4().hex + real[len(prefix) + 32:]
+    issued_for_random = jobtokens.notify_token(str(uuid.uuid4()), job_id)  # no such goal
+
+    def notify(token: str):
+        return APIClient().post(f"/api/v1/jobs/{job_id}/status", {"status": "succeeded"},
+                                format="json", HTTP_AUTHORIZATION=f"Bearer {token}")
+
+    answers = [notify(t) for t in (forged_same_goal, random_goal, issued_for_random)]
+    assert {a.status_code for a in answers} == {404}
+    assert all(a.json() == answers[0].json() for a in answers), [a.json() for a in answers]
+    assert notify(real).status_code == 200

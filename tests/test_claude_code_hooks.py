@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from ledger import accounts
 from ledger.domain.failures import CLASSES, classify
 from ledger.models import Event, Goal
+from tests.helpers import issue_agent_token
 from wakeledger_agent import runend
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,12 +28,7 @@ PROVIDER_TEXT = "PROVIDER-SECRET-TEXT"
 
 @pytest.fixture
 def agent_token(transactional_db):
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
-
-    user = get_user_model().objects.create(username="claude-code-agent")
-    user.groups.add(Group.objects.get_or_create(name="agent")[0])
-    return accounts.issue_token(user)
+    return issue_agent_token("claude-code-agent")
 
 
 class Hooks:

@@ -13,9 +13,9 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from django.test import Client
 
-from ledger import accounts
 from ledger.models import Event, Goal
 from tests.factories import kinds
+from tests.helpers import issue_agent_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,12 +24,7 @@ RATE_LIMIT = "Claude usage limit reached. Your limit will reset at 8am (Europe/I
 
 @pytest.fixture
 def agent_token(transactional_db):
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
-
-    user = get_user_model().objects.create(username="cli-agent")
-    user.groups.add(Group.objects.get_or_create(name="agent")[0])
-    return accounts.issue_token(user)
+    return issue_agent_token("cli-agent")
 
 
 class Shell:

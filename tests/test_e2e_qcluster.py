@@ -22,6 +22,7 @@ from ledger import accounts
 from ledger.models import Event, Goal
 from scheduling import watchdogs
 from scheduling.signatures import verify_signature
+from tests.helpers import wait_for
 from tests.receivers import Receiver, receiving
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,16 +111,6 @@ def agent_http(live_server, transactional_db):
             return json.loads(response.read())
 
     return call
-
-
-def wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.25)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
 def test_a_vanished_agent_is_resumed_by_the_real_scheduler(agent_http, cluster, tmp_path):

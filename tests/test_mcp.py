@@ -35,14 +35,9 @@ WAITING = {"not_due", "worker_busy_noop"}
 
 @pytest.fixture
 def agent_token(transactional_db):
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
+    from tests.helpers import issue_agent_token
 
-    from ledger import accounts
-
-    user = get_user_model().objects.create(username="mcp-agent")
-    user.groups.add(Group.objects.get_or_create(name="agent")[0])
-    return accounts.issue_token(user)
+    return issue_agent_token("mcp-agent")
 
 
 @pytest.fixture

@@ -371,3 +371,20 @@ def test_demo_goals_keep_working_with_the_real_commands(clock):
         "compared hit counts", 90, proof=proof_of(state)), actor="demo-agent").state
     assert after.progress_pct == 90
     assert "compared hit counts" in ledger_text("show", terminal.short_id(goal.pk), "--limit", "1")
+
+
+# ------------------------------------------------------------- relative times in the goals table
+
+
+def test_the_goals_table_says_30s_ago_not_now(clock):
+    import io
+
+    from django.core.management import call_command
+
+    from tests.factories import GoalFactory
+
+    GoalFactory(checkpoints=1)
+    clock.advance(seconds=30)
+    out = io.StringIO()
+    call_command("ledger", "goals", stdout=out)
+    assert "30s ago" in out.getvalue() and " now" not in out.getvalue()
