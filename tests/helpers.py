@@ -15,10 +15,12 @@ Fixtures stay in tests/conftest.py; builders of goals in tests/factories.py.
 from __future__ import annotations
 
 import io
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -69,6 +71,21 @@ def wait_for(condition: Callable[[], Any], timeout: float = WAIT, what: str = "t
         if time.monotonic() >= deadline:
             pytest.fail(f"timed out after {timeout} s waiting for {what}")
         time.sleep(interval)
+
+
+def written_json(path: Path, timeout: float = WAIT) -> str:
+    """The text a child process writes to ``path``, once it is whole JSON: a
+    file that exists may still be mid-write, so its text must parse."""
+
+    def whole() -> str | None:
+        try:
+            text = path.read_text()
+            json.loads(text)
+        except (FileNotFoundError, ValueError):
+            return None
+        return text
+
+    return wait_for(whole, timeout, f"{path} to be written")
 
 
 # ------------------------------------------------------------------ threads and locks

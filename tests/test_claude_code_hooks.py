@@ -279,7 +279,10 @@ def test_a_server_that_is_down_costs_the_session_nothing(tmp_path):
         assert hooks(event, error="rate_limit") == {}
     hooks.env["WAKELEDGER_TOKEN"] = "wl_do-not-print-me"
     hooks("SessionStart", source="startup")
-    assert hooks.seconds < 5, hooks.seconds
+    # A bound must stay here, as the behaviour is "never holds up the session":
+    # a refused connection is answered at once, so a generous 20 s still fails
+    # a hook that retries or backs off, without timing the machine.
+    assert hooks.seconds < 20, hooks.seconds
     assert hooks.stderr.count("\n") == 1 and "cannot reach" in hooks.stderr
     assert "do-not-print-me" not in hooks.stderr
 

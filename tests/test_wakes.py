@@ -19,6 +19,7 @@ from ledger.services import wakes as claims
 from scheduling import tasks, watchdogs
 from scheduling.signatures import verify_signature
 from tests.factories import COMPLETED, EXTREME_INSTANTS, kinds, lease_of
+from tests.helpers import written_json
 from tests.receivers import Gateway, openclaw_gateway, receiving
 
 pytestmark = pytest.mark.django_db
@@ -431,11 +432,7 @@ def test_command_dispatcher_runs_without_a_shell(agent, clock, settings, tmp_pat
                        session={"session_key": "agent:main/shop@x"}).json()
     gid = body["goal"]["id"]
     assert vanish_and_wake(agent, gid, lease_of(body), clock) == "recurring_acquired"
-    deadline = time.monotonic() + 20
-    while not out.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.1)
-    result = json.loads(out.read_text())
+    result = json.loads(written_json(out))
     assert result["argv"] == [str(out), "agent:main/shop@x", gid]
     assert result["generation"] == "2" and result["token"].startswith("wll_")
     assert list((tmp_path / "runs").glob(f"{gid}-*.log"))
