@@ -20,7 +20,7 @@ from ledger.models import Event, Goal
 from tests.helpers import issue_agent_token
 from wakeledger_agent import runend
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]  # live server, processes
 
 SESSION = "5e77941c-081d-4da8-8fa3-2b76de4145dc"
 PROVIDER_TEXT = "PROVIDER-SECRET-TEXT"

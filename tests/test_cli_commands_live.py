@@ -17,7 +17,7 @@ from ledger.models import Event, Goal
 from tests.factories import kinds
 from tests.helpers import issue_agent_token
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]  # live server, processes
 
 RATE_LIMIT = "Claude usage limit reached. Your limit will reset at 8am (Europe/Istanbul).\n"
 

@@ -15,7 +15,7 @@ import pytest
 from ledger.models import Event
 from tests.helpers import issue_agent_token
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]  # live server, processes
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from tests.helpers import issue_agent_token, wait_for
 ROOT = Path(__file__).resolve().parent.parent
 SUPERVISE = [sys.executable, "-m", "wakeledger_agent", "supervise"]
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]  # live server, processes
 
 
 @pytest.fixture

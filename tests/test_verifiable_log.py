@@ -646,6 +646,7 @@ def test_the_admin_timeline_offers_the_verifiable_export_as_a_download(db):
     assert Client().get(url).status_code == 302  # the login page, for no one logged in
 
 
+@pytest.mark.slow  # real processes or many examples: not in make test-quick
 def test_the_verifiable_log_benchmark_runs_and_reports_its_rows(tmp_path):
     """bench/verifiable.py on a tiny log (the figures are make bench's)."""
     out = tmp_path / "rows.json"
