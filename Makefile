@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test test-sqlite test-postgres browser claude-code lint bench bench-quick soak simulate clean
+.PHONY: run test test-quick test-sqlite test-postgres browser claude-code lint bench bench-quick soak simulate clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,13 @@ claude-code: $(CLAUDE_BIN)
 test-sqlite: $(VENV)/.installed-dev browser claude-code
 	@echo "== test suite on SQLite =="
 	env -u DATABASE_URL $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# For development: the SQLite half without the tests marked `slow` (real
+# processes, browsers, fuzzing, the simulation, big data sets). `make test`
+# still runs everything.
+test-quick: $(VENV)/.installed-dev
+	@echo "== quick test suite on SQLite (not slow) =="
+	env -u DATABASE_URL $(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 test-postgres: $(VENV)/.installed-dev claude-code
 	@echo "== test suite on PostgreSQL =="

@@ -51,7 +51,7 @@ from bench.common import django_setup
 django_setup({var_dir!r}, settings="bench.settings")
 from django.db import connection
 from bench.bare import CREATE
-from ledger import accounts
+from ledger.access import accounts
 from ledger.operators.commands.accounts import ensure_user
 with connection.cursor() as cursor:
     cursor.execute(CREATE)

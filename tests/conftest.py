@@ -70,11 +70,10 @@ def agent(db):
 def started(agent, clock):
     """Start agent-1's goals through the API with a 300 s lease: ``start(**policy)``
     returns (goal id, lease proof). Modules that need another start define their own."""
-    from tests.factories import lease_of
+    from tests.factories import start_goal
 
     def start(**policy):
-        body = agent.start(policy={"lease_seconds": 300, **policy}).json()
-        return body["goal"]["id"], lease_of(body)
+        return start_goal(agent, **policy)
 
     return start
 
@@ -92,3 +91,13 @@ def auditor(db):
 @pytest.fixture
 def operator(db):
     return Api("operator-1", "operator")
+
+
+@pytest.fixture
+def lock_waits(monkeypatch):
+    """``lock_waits.wait()`` returns once another connection waits for a
+    database lock (tests/helpers.py LockWaits): the sync point of a test that
+    proves something waits, in place of a timed join."""
+    from tests.helpers import LockWaits
+
+    return LockWaits(monkeypatch)

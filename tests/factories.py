@@ -90,6 +90,20 @@ def lease_of(body: dict) -> dict:
     return {"token": body["lease"]["token"], "generation": body["lease"]["generation"]}
 
 
+def start_goal(agent, **policy) -> tuple[str, dict]:
+    """Start ``agent``'s goal through the API (``Api.start`` in conftest) with a
+    300 s lease and ``policy``: its id and the lease proof."""
+    body = agent.start(policy={"lease_seconds": 300, **policy}).json()
+    return body["goal"]["id"], lease_of(body)
+
+
+# Instants at the edges of what a datetime holds, in several offsets: a time
+# field given one is recorded and read back, or refused as a problem, never a 500.
+EXTREME_INSTANTS = ["0001-01-01T00:00:00Z", "0999-06-01T12:00:00+00:00",
+                    "0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59-05:00",
+                    "9999-12-31T23:59:59.999999Z"]
+
+
 def kinds(goal_id: str) -> list[str]:
     """A stored goal's event kinds, in order."""
     return list(Event.objects.filter(goal_id=goal_id).order_by("seq")

@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import connection
 from django.test import Client
@@ -21,20 +20,9 @@ from ledger.eventstore import chain, clock, store
 from ledger.models import Event, Goal
 from ledger.operators import timeline
 from tests.factories import GoalFactory, completed, new_token, proof_of
+from tests.helpers import staff
 
 pytestmark = pytest.mark.django_db
-
-
-def staff(username: str, role: str | None = None, superuser: bool = False) -> Client:
-    users = get_user_model()
-    if superuser:
-        user = users.objects.create_superuser(username, password="pw-for-tests")
-    else:
-        user = users.objects.create_user(username, password="pw-for-tests", is_staff=True)
-        user.groups.add(Group.objects.get(name=role))
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def blocked_goal(reason_class: str = "unclassified") -> Goal:
@@ -564,3 +552,89 @@ def test_a_goal_still_paused_is_shaded_to_now():
     chart = timeline.chart(Goal.objects.get(pk=goal.pk))
     [pause] = chart["pauses"]
     assert pause["x"] + pause["width"] == pytest.approx(chart["right"], abs=0.2)
+
+
+# ------------------------------ goal URLs by prefix, UTC to the second, favicon, timeline styles
+
+
+def test_an_admin_goal_url_takes_a_prefix_says_ambiguous_or_404s():
+    one = GoalFactory(checkpoints=1, goal_id="96c8cf9f-0000-4000-8000-000000000001")
+    GoalFactory(checkpoints=1, goal_id="abcd1234-0000-4000-8000-000000000001")
+    GoalFactory(checkpoints=1, goal_id="abcd1234-0000-4000-8000-000000000002")
+    auditor = staff("auditor-24", "auditor")
+    timeline = f"/admin/ledger/goal/{one.pk}/timeline/"
+    # The 8 digits `ledger goals` prints open the goal, through each door.
+    for url in ("/admin/ledger/goal/96c8cf9f/", "/admin/ledger/goal/96c8cf9f/change/",
+                "/admin/ledger/goal/96C8-CF9F/timeline/"):
+        answer = auditor.get(url, follow=True)
+        assert answer.status_code == 200, url
+        assert answer.redirect_chain[-1][0] == timeline, (url, answer.redirect_chain)
+    # Several goals start with it: the list of them, and a message saying so.
+    answer = auditor.get("/admin/ledger/goal/abcd1234/timeline/", follow=True)
+    assert answer.status_code == 200
+    assert "matches several goals" in answer.content.decode()
+    for suffix in ("1", "2"):
+        assert f"abcd1234-0000-4000-8000-00000000000{suffix}" in answer.content.decode()
+    # Garbage is a 404, never a NoReverseMatch.
+    for url in ("/admin/ledger/goal/abc/", "/admin/ledger/goal/abc/timeline/",
+                "/admin/ledger/goal/abc/verify/", "/admin/ledger/goal/zzzzzzzz/change/",
+                "/admin/ledger/goal/ffff0000/timeline/",
+                "/admin/ledger/goal/00000000-0000-4000-8000-000000000000/timeline/"):
+        assert auditor.get(url, follow=True).status_code == 404, url
+    operator = staff("operator-24", "operator")
+    assert operator.get("/admin/ledger/goal/abc/act/stop/").status_code == 404
+    assert operator.post("/admin/ledger/goal/abc/act/stop/", {"reason": "x"}).status_code == 404
+    answer = operator.get("/admin/ledger/goal/96c8cf9f/act/stop/", follow=True)
+    assert answer.redirect_chain[-1][0] == f"/admin/ledger/goal/{one.pk}/act/stop/"
+    # The goal list's search takes the prefix too.
+    listed = auditor.get("/admin/ledger/goal/", {"q": "96c8cf9f"}).content.decode()
+    assert str(one.pk) in listed and "abcd1234" not in listed
+
+
+def test_lists_and_pages_show_utc_to_the_second_and_the_new_columns(clock):
+    import re
+
+    from ledger.models import Event
+    from tests.factories import GoalFactory
+
+    goal = GoalFactory(checkpoints=1)
+    auditor = staff("auditor-24", "auditor")
+    goals = auditor.get("/admin/ledger/goal/").content.decode()
+    assert goal.pk.hex[:8] in goals and goal.state["objective"][:10] in goals
+    assert "agent-1" in goals  # the lease holder
+    assert "2026-12-02</span> <span>09:00:00 UTC" in goals
+    assert "o=" in goals  # sortable headers
+    events = auditor.get("/admin/ledger/event/").content.decode()
+    assert 'class="wl-cut wl-cut-long"' in events and "step 1" in events  # the summary
+    event = Event.objects.filter(goal=goal).first()
+    page = auditor.get(f"/admin/ledger/event/{event.pk}/change/").content.decode()
+    assert re.search(r"2026-12-02 09:00:00 UTC", page), "Django's own fields in UTC too"
+    for text in (goals, events, page):
+        assert "a.m." not in text and "p.m." not in text
+
+
+def test_every_admin_page_has_a_favicon_and_so_has_the_site(clock):
+    from django.contrib.staticfiles import finders
+
+    page = staff("auditor-24", "auditor").get("/admin/").content.decode()
+    assert '<link rel="icon" type="image/svg+xml" href="/static/ledger/favicon.svg">' in page
+    assert finders.find("ledger/favicon.svg")
+    answer = Client().get("/favicon.ico")
+    assert answer.status_code == 302 and answer["Location"] == "/static/ledger/favicon.svg"
+    login = Client().get("/admin/login/").content.decode()
+    assert "ledger/favicon.svg" in login
+
+
+def test_every_event_kind_has_its_own_timeline_style_and_markers_name_real_kinds():
+    """A kind added to the domain without a family style is drawn as a bare
+    "event" dot in the admin's timeline (liveness.missed was, until this test)."""
+    from ledger.domain import events
+    from ledger.operators import timeline
+
+    kinds = {value for name, value in vars(events).items()
+             if name.isupper() and isinstance(value, str) and "." in value}
+    assert {"liveness.missed", "wake.claimed", "goal.started"} <= kinds
+    unstyled = sorted(kind for kind in kinds if timeline.style(kind) == timeline.OTHER_STYLE)
+    assert not unstyled, f"event kinds the timeline draws as a bare dot: {unstyled}"
+    assert set(timeline.MARKER_KINDS) <= kinds
+    assert set(timeline.RESUME_KINDS) <= kinds

@@ -270,6 +270,7 @@ def bodies(cls) -> st.SearchStrategy:
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
+@pytest.mark.slow  # real processes or many examples: not in make test-quick
 def test_a_shared_tree_answers_exactly_what_a_fresh_drf_serializer_answers(data):
     cls = data.draw(st.sampled_from(REQUEST_SERIALIZERS))
     body = data.draw(st.one_of(bodies(cls), VALUES))

@@ -1,13 +1,11 @@
 """Who may call what: a role x endpoint matrix over every /api/v1/ endpoint,
 bearer-token failures, and the `ledger agent create | revoke` commands."""
 
-import io
 import json
 import uuid
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 from rest_framework.test import APIClient
@@ -18,6 +16,7 @@ from ledger.eventstore import clock as ledger_clock
 from ledger.log import sealing
 from ledger.models import Event, Goal
 from tests.factories import COMPLETED
+from tests.helpers import ledger_text
 
 pytestmark = pytest.mark.django_db
 
@@ -345,15 +344,9 @@ def test_a_superusers_token_acts_as_an_operator(goal):
 # ------------------------------------------------------------- manage.py ledger agent
 
 
-def ledger(*args: str) -> str:
-    out = io.StringIO()
-    call_command("ledger", *args, stdout=out)
-    return out.getvalue()
-
-
 def test_agent_create_prints_a_token_once_and_stores_only_prefix_and_digest(goal):
     gid, _ = goal
-    printed = ledger("agent", "create", "audit-bot", "--role", "auditor")
+    printed = ledger_text("agent", "create", "audit-bot", "--role", "auditor")
     token = printed.split()[-1]
     assert token.startswith("wl_")
     assert "auditor audit-bot" in printed
@@ -372,7 +365,7 @@ def test_agent_create_prints_a_token_once_and_stores_only_prefix_and_digest(goal
     secret = token.split("_", 2)[2]
     assert token not in table and secret not in table
 
-    listing = ledger("agent", "list")
+    listing = ledger_text("agent", "list")
     assert prefix in listing and token not in listing and secret not in listing
 
     client = APIClient()
@@ -380,19 +373,19 @@ def test_agent_create_prints_a_token_once_and_stores_only_prefix_and_digest(goal
     assert client.get(f"/api/v1/goals/{gid}/events").status_code == 200
     assert_problem(client.post("/api/v1/goals", NEW_GOAL, format="json"), 403, "forbidden")
 
-    assert ledger("agent", "revoke", prefix).strip() == f"revoked {prefix}"
+    assert ledger_text("agent", "revoke", prefix).strip() == f"revoked {prefix}"
     refused = client.get(f"/api/v1/goals/{gid}/events")
     assert_problem(refused, 401, "unauthenticated")
     assert refused["WWW-Authenticate"] == WWW_AUTHENTICATE
     with pytest.raises(CommandError, match="no active token"):
-        ledger("agent", "revoke", prefix)
+        ledger_text("agent", "revoke", prefix)
 
 
 def test_agent_create_issues_a_new_token_each_time_and_revoking_one_keeps_the_other(db):
-    first = ledger("agent", "create", "worker-1").split()[-1]
-    second = ledger("agent", "create", "worker-1").split()[-1]
+    first = ledger_text("agent", "create", "worker-1").split()[-1]
+    second = ledger_text("agent", "create", "worker-1").split()[-1]
     assert first != second
-    ledger("agent", "revoke", first.split("_")[1])
+    ledger_text("agent", "revoke", first.split("_")[1])
     for token, status in ((first, 401), (second, 200)):
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
@@ -400,6 +393,38 @@ def test_agent_create_issues_a_new_token_each_time_and_revoking_one_keeps_the_ot
 
 
 def test_agent_create_refuses_to_change_a_users_role(db):
-    ledger("agent", "create", "audit-bot", "--role", "auditor")
+    ledger_text("agent", "create", "audit-bot", "--role", "auditor")
     with pytest.raises(CommandError, match="already has the role auditor"):
-        ledger("agent", "create", "audit-bot", "--role", "operator")
+        ledger_text("agent", "create", "audit-bot", "--role", "operator")
+
+
+# ------------------------------------------------ the notify endpoint tells no goal from another
+
+
+def test_the_notify_endpoint_answers_alike_for_an_existing_and_a_random_goal(agent, clock):
+    import uuid
+
+    from rest_framework.test import APIClient
+
+    from ledger.services import tokens as jobtokens
+    from tests.factories import start_goal
+
+    gid, lease = start_goal(agent)
+    tracked = agent.post(f"goals/{gid}/jobs", {"lease": lease, "kind": "ci", "ref": "a",
+                                               "notify": True}).json()
+    job_id = tracked["job"]["job_id"]
+    real = tracked["notify_token"]
+    forged_same_goal = real[:-6] + ("A" * 6 if not real.endswith("AAAAAA") else "B" * 6)
+    # The real token's HMAC part on a random goal id (the shape is wlj_<32 hex>_<43>).
+    prefix = jobtokens.NOTIFY_PREFIX
+    random_goal = prefix + uuid.uuid4().hex + real[len(prefix) + 32:]
+    issued_for_random = jobtokens.notify_token(str(uuid.uuid4()), job_id)  # no such goal
+
+    def notify(token: str):
+        return APIClient().post(f"/api/v1/jobs/{job_id}/status", {"status": "succeeded"},
+                                format="json", HTTP_AUTHORIZATION=f"Bearer {token}")
+
+    answers = [notify(t) for t in (forged_same_goal, random_goal, issued_for_random)]
+    assert {a.status_code for a in answers} == {404}
+    assert all(a.json() == answers[0].json() for a in answers), [a.json() for a in answers]
+    assert notify(real).status_code == 200

@@ -386,3 +386,19 @@ def test_an_unknown_url_is_a_problem_for_every_method(agent):
         response = agent.client.generic(method, "/api/v1/goals/x/y/z")
         body = assert_problem(response, 404, "not_found")
         assert "/api/v1/goals/x/y/z" in body["detail"]
+
+
+# -------------------------------------------------------------------------------- chunked bodies
+
+
+def test_a_chunked_api_body_is_refused_with_411_never_read_as_empty(agent, clock):
+    from ledger.models import Event
+    from tests.factories import start_goal
+
+    gid, _lease = start_goal(agent)
+    before = Event.objects.count()
+    answer = agent.client.generic("POST", f"/api/v1/goals/{gid}/lease/release", b"",
+                                  "application/json", HTTP_TRANSFER_ENCODING="chunked")
+    assert answer.status_code == 411 and answer["Content-Type"] == PROBLEM
+    assert answer.json()["code"] == "length_required"
+    assert Event.objects.count() == before

@@ -383,3 +383,52 @@ def test_concurrent_starts_over_the_api_answer_one_goal_per_agent_and_log_no_err
     assert Goal.objects.filter(goal_key="issue-1").count() == 3
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert errors_since(log, offset) == []
+
+
+# ------------------------------------------- the checkpoint's time, 100 % when completed, health
+
+
+def test_the_resume_packet_carries_the_checkpoint_time_not_the_pull_time(agent, clock):
+    from ledger.domain.events import iso
+    from tests.factories import start_goal
+
+    gid, lease = start_goal(agent)
+    agent.post(f"goals/{gid}/checkpoints", {"lease": lease, "current_step": "tests written",
+                                            "progress_pct": 40, "release_lease": True})
+    written = iso(clock())
+    clock.advance(seconds=900)
+    assert agent.get(f"goals/{gid}/resume").json()["checkpoint"]["updated_at"] == written
+    taken = agent.post(f"goals/{gid}/lease").json()
+    assert taken["acquired"]
+    assert agent.get(f"goals/{gid}/resume").json()["checkpoint"]["updated_at"] == written
+    assert agent.get(f"goals/{gid}/checkpoint").json()["updated_at"] == written
+    assert agent.get(f"goals/{gid}").json()["updated_at"] == iso(clock())
+
+
+def test_a_completed_goal_is_at_100_percent(agent, clock):
+    from tests.factories import start_goal
+
+    gid, lease = start_goal(agent)
+    agent.post(f"goals/{gid}/checkpoints", {"lease": lease, "current_step": "merged",
+                                            "progress_pct": 60})
+    done = agent.post(f"goals/{gid}/finish", {
+        "lease": lease, "status": "completed", "summary": "merged",
+        "evidence": [{"criterion": "CI green", "evidence": "run 7 green"}]})
+    assert done.json()["completion_state"] == "completed", done.json()
+    assert agent.get(f"goals/{gid}").json()["progress_pct"] == 100
+    assert agent.get(f"goals/{gid}/checkpoint").json()["progress_pct"] == 100
+    # A failed finish says nothing about progress: it stays where it was.
+    failing = agent.start(goal_key="issue-2", workspace="/srv/repos/two")
+    lease = lease_of(failing)  # this module's: of a response
+    gid = failing.json()["goal"]["id"]
+    agent.post(f"goals/{gid}/checkpoints", {"lease": lease, "current_step": "half",
+                                            "progress_pct": 50})
+    agent.post(f"goals/{gid}/finish", {"lease": lease, "status": "failed", "summary": "no"})
+    assert agent.get(f"goals/{gid}").json()["progress_pct"] == 50
+
+
+@pytest.mark.django_db
+def test_health_endpoint(client):
+    response = client.get("/api/v1/health")
+    assert response.status_code == 200
+    assert response.json()["status"] == "ok"

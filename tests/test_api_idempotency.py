@@ -399,3 +399,36 @@ def test_api_modules_import_on_their_own():
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr[-500:]
+
+
+# ------------------------------------------------------------------ the key stored as its digest
+
+
+def test_an_idempotency_key_is_stored_and_shown_as_its_digest_and_scanned(agent, auditor,
+                                                                         clock):
+    import hashlib
+
+    from ledger.models import Event, IdempotencyRecord
+    from tests.helpers import staff
+
+    key = "my-run-7f3a"
+    started = agent.post("goals", {"goal_key": "k", "workspace": "/srv/k", "objective": "o"},
+                         key=key)
+    assert started.status_code == 201
+    gid = started.json()["goal"]["id"]
+    digest = "sha256:" + hashlib.sha256(key.encode()).hexdigest()
+    assert set(Event.objects.filter(goal_id=gid).values_list("idempotency_key", flat=True)) \
+        == {digest}
+    assert list(IdempotencyRecord.objects.values_list("key", flat=True)) == [digest]
+    event = Event.objects.filter(goal_id=gid).first()
+    page = staff("auditor-24", "auditor").get(
+        f"/admin/ledger/event/{event.pk}/change/").content.decode()
+    assert key not in page and digest in page
+    # The same key still replays; a key that is a credential is refused.
+    again = agent.post("goals", {"goal_key": "k", "workspace": "/srv/k", "objective": "o"},
+                       key=key)
+    assert again["Idempotent-Replayed"] == "true"
+    refused = agent.post("goals", {"goal_key": "k2", "workspace": "/srv/k2",
+                                   "objective": "o"}, key="ghp_" + "A" * 36)
+    assert refused.status_code == 400 and refused.json()["code"] == "validation_error"
+    assert "credential" in refused.json()["detail"]

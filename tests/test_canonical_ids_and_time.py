@@ -14,7 +14,7 @@ from ledger.eventstore import clock as ledger_clock
 from ledger.eventstore import store
 from ledger.models import Event, Goal
 from scheduling import watchdogs
-from tests.factories import COMPLETED, proof_of
+from tests.factories import COMPLETED, EXTREME_INSTANTS, proof_of
 
 pytestmark = pytest.mark.django_db
 
@@ -65,3 +65,42 @@ def test_a_host_whose_clock_is_behind_never_records_time_running_backwards(agent
                  .values_list("recorded_at", flat=True))
     assert times == sorted(times) and times[-1] == last
     assert Goal.objects.get(pk=gid).updated_at == last
+
+
+# ----------------------------------- instants at the edges of the calendar, invisible characters
+
+
+@pytest.mark.parametrize("at", EXTREME_INSTANTS)
+def test_a_wake_at_any_instant_is_a_problem_never_a_500(agent, clock, at):
+    from api.problems import PROBLEM_CONTENT_TYPE as PROBLEM
+    from tests.factories import start_goal
+
+    gid, lease = start_goal(agent)
+    for path, body in ((f"goals/{gid}/checkpoints",
+                        {"current_step": "x", "progress_pct": 10, "release_lease": True}),
+                       (f"goals/{gid}/lease/release", {})):
+        answer = agent.post(path, {"lease": lease, **body,
+                                   "wake": {"at": at, "reason": "scheduled_progress"}})
+        assert answer.status_code == 400, answer.content
+        assert answer["Content-Type"] == PROBLEM
+        assert answer.json()["code"] == "time_out_of_range", answer.json()
+
+
+def test_every_instant_the_ledger_formats_parses_back():
+    from datetime import UTC, datetime
+
+    from ledger.domain.events import iso
+
+    for moment in (datetime(1, 1, 1, tzinfo=UTC), datetime(999, 6, 1, 12, tzinfo=UTC),
+                   datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)):
+        assert datetime.fromisoformat(iso(moment)) == moment
+    assert iso(datetime(1, 1, 1, tzinfo=UTC)) == "0001-01-01T00:00:00.000000Z"
+
+
+def test_a_zero_width_character_in_a_workspace_is_the_same_workspace(agent, clock):
+    first = agent.start(workspace="/srv/repos/zw")
+    assert first.status_code == 201
+    again = agent.start(goal_key="issue-2", workspace="/srv/repos/\u200bzw")
+    assert again.status_code == 409 and again.json()["code"] == "workspace_bound", again.json()
+    same = agent.start(workspace="/srv/re\u2060pos/zw\ufeff")
+    assert same.status_code == 200 and same.json()["goal"]["id"] == first.json()["goal"]["id"]

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from ledger.access import accounts
 from ledger.domain.failures import CLASSES, classify
 from ledger.models import Event, Goal
+from tests.helpers import issue_agent_token
 from wakeledger_agent import runend
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]  # live server, processes
 
 SESSION = "5e77941c-081d-4da8-8fa3-2b76de4145dc"
 PROVIDER_TEXT = "PROVIDER-SECRET-TEXT"
@@ -28,12 +28,7 @@ PROVIDER_TEXT = "PROVIDER-SECRET-TEXT"
 
 @pytest.fixture
 def agent_token(transactional_db):
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
-
-    user = get_user_model().objects.create(username="claude-code-agent")
-    user.groups.add(Group.objects.get_or_create(name="agent")[0])
-    return accounts.issue_token(user)
+    return issue_agent_token("claude-code-agent")
 
 
 class Hooks:
@@ -284,7 +279,10 @@ def test_a_server_that_is_down_costs_the_session_nothing(tmp_path):
         assert hooks(event, error="rate_limit") == {}
     hooks.env["WAKELEDGER_TOKEN"] = "wl_do-not-print-me"
     hooks("SessionStart", source="startup")
-    assert hooks.seconds < 5, hooks.seconds
+    # A bound must stay here, as the behaviour is "never holds up the session":
+    # a refused connection is answered at once, so a generous 20 s still fails
+    # a hook that retries or backs off, without timing the machine.
+    assert hooks.seconds < 20, hooks.seconds
     assert hooks.stderr.count("\n") == 1 and "cannot reach" in hooks.stderr
     assert "do-not-print-me" not in hooks.stderr
 

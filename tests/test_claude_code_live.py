@@ -22,10 +22,10 @@ import pytest
 from django.db import connection
 from django_q.models import Schedule
 
-from ledger.access import accounts
 from ledger.models import Event, Goal
 from scheduling import tasks, watchdogs
 from tests.fake_anthropic import FakeAnthropic
+from tests.helpers import issue_agent_token, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 CLAUDE = Path(os.environ.get("WAKELEDGER_CLAUDE_BIN")
@@ -50,22 +50,7 @@ def claude():
 
 @pytest.fixture
 def agent_token(transactional_db):
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
-
-    user = get_user_model().objects.create(username="claude-code-live")
-    user.groups.add(Group.objects.get_or_create(name="agent")[0])
-    return accounts.issue_token(user)
-
-
-def wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.25)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
+    return issue_agent_token("claude-code-live")
 
 
 def database_text() -> str:

@@ -13,23 +13,18 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from django.test import Client
 
-from ledger.access import accounts
 from ledger.models import Event, Goal
 from tests.factories import kinds
+from tests.helpers import issue_agent_token
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]  # live server, processes
 
 RATE_LIMIT = "Claude usage limit reached. Your limit will reset at 8am (Europe/Istanbul).\n"
 
 
 @pytest.fixture
 def agent_token(transactional_db):
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
-
-    user = get_user_model().objects.create(username="cli-agent")
-    user.groups.add(Group.objects.get_or_create(name="agent")[0])
-    return accounts.issue_token(user)
+    return issue_agent_token("cli-agent")
 
 
 class Shell:

@@ -12,20 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from ledger.access import accounts
 from ledger.models import Event
+from tests.helpers import issue_agent_token
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]  # live server, processes
 
 
 @pytest.fixture
 def agent_token(transactional_db):
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
-
-    user = get_user_model().objects.create(username="cli-agent")
-    user.groups.add(Group.objects.get_or_create(name="agent")[0])
-    return accounts.issue_token(user)
+    return issue_agent_token("cli-agent")
 
 
 class Shell:
@@ -133,3 +128,36 @@ def test_evidence_splits_at_the_goals_own_criterion_first():
     with pytest.raises(CliError) as usage:
         _evidence_item("CI green", criteria)
     assert usage.value.exit_code == 2
+
+
+# -------------------------------------------------------------------- the CLI after a rate limit
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cli_says_what_is_true_after_a_rate_limit_and_names_each_refusal_once(
+        live_server, tmp_path, monkeypatch, capsys):
+    from tests.conftest import Api
+    from wakeledger_agent import cli, errors
+
+    agent = Api("cli-24", "agent")
+    monkeypatch.setenv("WAKELEDGER_URL", live_server.url)
+    monkeypatch.setenv("WAKELEDGER_TOKEN", agent.token)
+    monkeypatch.setenv("WAKELEDGER_STATE_DIR", str(tmp_path))
+    assert cli.main(["start", "--goal-key", "g24", "--workspace", "/srv/g24",
+                     "--objective", "Try the CLI"]) == 0
+    assert cli.main(["report-run", "--outcome", "error", "--error-text",
+                     "429 rate limit exceeded", "--retry-after", "600"]) == 0
+    capsys.readouterr()
+    assert cli.main(["release"]) == errors.EXIT_LEASE_LOST
+    err = capsys.readouterr().err
+    assert "run `wakeledger lease` or" not in err
+    assert "already released" in err and "paused until" in err
+    # A domain refusal's detail is printed once, with its field named.
+    assert cli.main(["start", "--goal-key", "g24b", "--workspace", "/srv/g24b",
+                     "--objective", "Try the CLI again"]) == 0
+    assert cli.main(["checkpoint", "--step", "half", "--progress", "50"]) == 0
+    capsys.readouterr()
+    assert cli.main(["checkpoint", "--step", "less", "--progress", "40"]) == errors.EXIT_CONFLICT
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.count("is below the recorded 50") == 1, line
+    assert line.endswith("(field: progress_pct)"), line

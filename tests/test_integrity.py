@@ -3,14 +3,11 @@ record of where it ends; `replay --fix` never loses an update that commits
 while it runs."""
 
 import hashlib
-import io
 from datetime import UTC
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.core.management import call_command
-from django.core.management.base import CommandError
 from django.db import connection
 from django.test import Client
 from hypothesis import given, settings
@@ -21,19 +18,9 @@ from ledger.eventstore import chain, projection, store, triggers
 from ledger.eventstore.chain import canonical_json, canonical_text, event_hash, linked_hash
 from ledger.models import Event, Goal
 from tests.factories import GoalFactory, proof_of
+from tests.helpers import ledger
 
 pytestmark = pytest.mark.django_db
-
-
-def ledger(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        call_command("ledger", *args, stdout=out, stderr=err)
-        code = 0
-    except CommandError as exc:
-        code = exc.returncode
-        err.write(str(exc))
-    return code, out.getvalue(), err.getvalue()
 
 
 def tamper(sql: str, *params) -> None:

@@ -8,15 +8,12 @@ Each attack is plain SQL on the tables, then the same command an auditor runs.
 DDL is transactional on both databases: each test's changes roll back.
 """
 
-import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.management import call_command
-from django.core.management.base import CommandError
 from django.db import connection
 from django_q.models import Schedule
 
@@ -25,19 +22,9 @@ from ledger.eventstore import chain, store, triggers
 from ledger.log import merkle_store, sealing, signing
 from ledger.models import Event, Goal, LogLeaf, LogNode, SigningKey, TreeHead
 from tests.factories import GoalFactory, proof_of
+from tests.helpers import ledger
 
 pytestmark = pytest.mark.django_db
-
-
-def ledger(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        call_command("ledger", *args, stdout=out, stderr=err)
-        code = 0
-    except CommandError as exc:
-        code = exc.returncode
-        err.write(str(exc))
-    return code, out.getvalue(), err.getvalue()
 
 
 def sql(statement: str, *params: Any) -> None:

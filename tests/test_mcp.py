@@ -35,14 +35,9 @@ WAITING = {"not_due", "worker_busy_noop"}
 
 @pytest.fixture
 def agent_token(transactional_db):
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
+    from tests.helpers import issue_agent_token
 
-    from ledger.access import accounts
-
-    user = get_user_model().objects.create(username="mcp-agent")
-    user.groups.add(Group.objects.get_or_create(name="agent")[0])
-    return accounts.issue_token(user)
+    return issue_agent_token("mcp-agent")
 
 
 @pytest.fixture
@@ -86,6 +81,7 @@ def events(url: str, token: str, goal_id: str) -> list[dict[str, Any]]:
         return json.loads(answer.read())["events"]
 
 
+@pytest.mark.slow  # real processes or many examples: not in make test-quick
 def test_a_goal_through_the_mcp_server(live_server, agent_token, fast_wakes):
     url = f"{live_server.url}/api/v1"
     seen: dict[str, Any] = {}
@@ -245,6 +241,7 @@ async def drive(client: Client, url: str, seen: dict[str, Any]) -> None:
     seen["claims"] = outcomes
 
 
+@pytest.mark.slow  # real processes or many examples: not in make test-quick
 def test_the_other_tools_and_a_lost_lease(live_server, agent_token, settings):
     """Two MCP server processes on one goal: the second takes over the first's
     stale lease, and the first is fenced off with lease_lost."""
@@ -321,6 +318,7 @@ async def two_workers(one: Session, two: Session) -> None:
     assert not any("wll_" in text for text in one.texts + two.texts)
 
 
+@pytest.mark.slow  # real processes or many examples: not in make test-quick
 def test_start_up_failures_are_clear(live_server, caplog):
     from wakeledger_agent import mcp_server
 

@@ -287,3 +287,47 @@ def test_the_401_challenge_is_the_api_tokens_own():
     from api.problems import CHALLENGE
 
     assert BearerTokenAuthentication().authenticate_header(None) == CHALLENGE
+
+
+# ---------------------------------------------------- the schema names every field the API sends
+
+
+def _schema(client) -> dict:
+    import yaml
+
+    answer = client.client.get("/api/v1/schema", HTTP_ACCEPT="application/vnd.oai.openapi")
+    assert answer.status_code == 200
+    return yaml.safe_load(answer.content)
+
+
+def _resolve(schema: dict, node: dict) -> dict:
+    while "$ref" in node or "allOf" in node:
+        ref = node["$ref"] if "$ref" in node else node["allOf"][0]["$ref"]
+        node = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    return node
+
+
+def test_a_granted_lease_is_active_and_the_schema_names_every_field_sent(agent, clock):
+    from tests.factories import start_goal
+
+    gid, lease = start_goal(agent, cadence_minutes=60)
+    # Right after the grant: the lease is live (active), nothing heard yet.
+    granted = agent.get(f"goals/{gid}").json()["lease"]
+    assert granted["active"] is True and granted["heard_from_holder"] is False
+    clock.advance(seconds=200)
+    agent.post(f"goals/{gid}/watchdog", {"lease": lease})
+    agent.post(f"goals/{gid}/jobs", {"lease": lease, "kind": "ci", "ref": "run 7"})
+    body = agent.get(f"goals/{gid}").json()
+    # Every fenced call is a sign of life and renews the lease (issue 35).
+    assert body["lease"]["heard_from_holder"] is True
+    assert body["lease"]["expires_at"] > granted["expires_at"]
+    clock.advance(seconds=301)
+    assert agent.get(f"goals/{gid}").json()["lease"]["active"] is False
+
+    schema = _schema(agent)
+    goal = _resolve(schema, schema["components"]["schemas"]["Goal"])
+    missing = sorted(set(body) - set(goal["properties"]))
+    assert not missing, f"sent but not in the schema: {missing}"
+    lease_schema = _resolve(schema, goal["properties"]["lease"])
+    missing = sorted(set(body["lease"]) - set(lease_schema["properties"]))
+    assert not missing, f"lease fields sent but not in the schema: {missing}"

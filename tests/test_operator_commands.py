@@ -1,29 +1,16 @@
 """`manage.py ledger replay | verify | bootstrap`."""
 
-import io
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
-from django.core.management.base import CommandError
 from django.db import connection
 
 from ledger.eventstore import triggers
 from ledger.models import Event, Goal
 from tests.factories import GoalFactory
+from tests.helpers import ledger
 
 pytestmark = pytest.mark.django_db
-
-
-def ledger(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        call_command("ledger", *args, stdout=out, stderr=err)
-        code = 0
-    except CommandError as exc:
-        code = exc.returncode
-        err.write(str(exc))
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture
@@ -135,3 +122,45 @@ def test_bootstrap_creates_the_first_admin_once_and_never_stores_the_password():
     assert code == 0
     assert out.strip() == "Wake Ledger admin: http://127.0.0.1:8000/admin/"
     assert get_user_model().objects.count() == 1
+
+
+# ------------------------------------------------------------- the admin address printed, --help
+
+
+@pytest.mark.parametrize("command", [("demo",), ("user", "create", "ann", "--role", "auditor",
+                                                 "--generate")])
+def test_commands_print_the_admin_address_they_know_never_a_guessed_port(
+        clock, settings, command):
+    import io
+
+    from django.core.management import call_command
+
+    settings.SITE_URL, settings.LOCAL_PORT_KNOWN = "", False
+    out = io.StringIO()
+    call_command("ledger", *command, stdout=out)
+    assert "127.0.0.1:8000" not in out.getvalue()
+    assert "/admin/ on the server's address" in out.getvalue()
+    settings.SITE_URL = "https://ledger.example.org"
+    out = io.StringIO()
+    call_command("ledger", *(("demo", "--again") if command == ("demo",) else
+                             ("user", "create", "bob", "--role", "auditor", "--generate")),
+                 stdout=out)
+    assert "https://ledger.example.org/admin/" in out.getvalue()
+    settings.SITE_URL, settings.LOCAL_PORT_KNOWN = "", True
+    settings.LOCAL_URL = "http://127.0.0.1:8123"
+    out = io.StringIO()
+    call_command("ledger", *(("demo", "--again") if command == ("demo",) else
+                             ("user", "create", "cy", "--role", "auditor", "--generate")),
+                 stdout=out)
+    assert "http://127.0.0.1:8123/admin/" in out.getvalue()
+
+
+def test_ledger_help_names_every_action(capsys):
+    from django.core.management import call_command
+
+    with pytest.raises(SystemExit):
+        call_command("ledger", "--help")
+    text = " ".join(capsys.readouterr().out.split())
+    named = text.split("Wake Ledger operator commands: ", 1)[1].split(". GOAL_ID")[0]
+    for action in ("wake", "doctor", "goals", "show", "alerts", "bootstrap"):
+        assert action in named.split(", "), named

@@ -18,6 +18,7 @@ from ledger.access.models import ApiToken
 from ledger.models import Goal
 from ledger.project import siteurl
 from tests.factories import GoalFactory
+from tests.helpers import ledger_text
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,12 +27,6 @@ ROOT = Path(__file__).resolve().parent.parent
 class Tty(io.StringIO):
     def isatty(self) -> bool:
         return True
-
-
-def ledger(*args: str, stderr: io.StringIO | None = None) -> str:
-    out = io.StringIO()
-    call_command("ledger", *args, stdout=out, stderr=stderr or io.StringIO())
-    return out.getvalue()
 
 
 @pytest.fixture
@@ -49,7 +44,7 @@ def typed(monkeypatch):
 def test_user_create_asks_twice_and_makes_a_staff_member_of_the_role(typed):
     typed += ["first-try-Secret-1", "typo", "Calm-horse-battery-9", "Calm-horse-battery-9"]
     err = io.StringIO()
-    out = ledger("user", "create", "ayse", "--role", "auditor", "--email", "a@example.test",
+    out = ledger_text("user", "create", "ayse", "--role", "auditor", "--email", "a@example.test",
                  stderr=err)
     assert "The passwords differ; try again." in err.getvalue()
     assert "created auditor ayse (staff)" in out and "/admin/" in out
@@ -66,13 +61,13 @@ def test_user_create_refuses_a_weak_password_and_gives_up_after_three_tries(type
     typed += ["123", "123"] * 3
     err = io.StringIO()
     with pytest.raises(CommandError, match="no password set after three tries"):
-        ledger("user", "create", "bora", "--role", "operator", stderr=err)
+        ledger_text("user", "create", "bora", "--role", "operator", stderr=err)
     assert "too short" in err.getvalue() or "too common" in err.getvalue()
     assert not get_user_model().objects.filter(username="bora").exists()
 
 
 def test_user_create_generate_prints_the_password_once():
-    out = ledger("user", "create", "cem", "--role", "operator", "--generate")
+    out = ledger_text("user", "create", "cem", "--role", "operator", "--generate")
     password = out.split("password (shown once, keep it secret): ")[1].strip()
     user = get_user_model().objects.get(username="cem")
     assert user.is_staff and role_of(user) == "operator" and user.check_password(password)
@@ -82,24 +77,24 @@ def test_user_create_generate_prints_the_password_once():
 def test_user_create_without_a_terminal_asks_for_generate(monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO())
     with pytest.raises(CommandError, match="pass --generate"):
-        ledger("user", "create", "deniz", "--role", "auditor")
+        ledger_text("user", "create", "deniz", "--role", "auditor")
     assert not get_user_model().objects.filter(username="deniz").exists()
 
 
 def test_user_create_refuses_an_existing_name_and_the_agent_role():
-    ledger("agent", "create", "bot-1")
+    ledger_text("agent", "create", "bot-1")
     with pytest.raises(CommandError, match="exists already"):
-        ledger("user", "create", "bot-1", "--role", "operator", "--generate")
+        ledger_text("user", "create", "bot-1", "--role", "operator", "--generate")
     assert role_of(get_user_model().objects.get(username="bot-1")) == "agent"
     with pytest.raises(CommandError, match="invalid choice: 'agent'"):
-        ledger("user", "create", "eda", "--role", "agent", "--generate")
+        ledger_text("user", "create", "eda", "--role", "agent", "--generate")
 
 
 # ------------------------------------------------------------------ agent create
 
 
 def test_agent_create_takes_several_names_each_with_its_own_token():
-    out = ledger("agent", "create", "ci-1", "ci-2", "ci-3", "--role", "agent")
+    out = ledger_text("agent", "create", "ci-1", "ci-2", "ci-3", "--role", "agent")
     printed = [line for line in out.splitlines() if line.startswith("wl_")]
     assert len(printed) == 3 and len(set(printed)) == 3
     for n in (1, 2, 3):
@@ -109,7 +104,7 @@ def test_agent_create_takes_several_names_each_with_its_own_token():
 
 def test_agent_create_with_one_bad_name_makes_none():
     with pytest.raises(CommandError, match="NAME must be"):
-        ledger("agent", "create", "good-1", "bad name", "good-2")
+        ledger_text("agent", "create", "good-1", "bad name", "good-2")
     assert not get_user_model().objects.filter(username__startswith="good-").exists()
 
 
@@ -130,21 +125,21 @@ def test_every_goal_taking_action_accepts_the_short_id():
                                              "unclassified", None, "", {}, "", 120),
                   actor="agent-1")
     assert Goal.objects.get(pk=blocked.pk).reason == "UNCLASSIFIED"
-    ledger("recover", short(blocked), "--reason", "looked at it", "--operator", "op")
+    ledger_text("recover", short(blocked), "--reason", "looked at it", "--operator", "op")
     assert Goal.objects.get(pk=blocked.pk).status != "blocked"
     running = GoalFactory()
-    assert f"goal {running.pk}: stopped" in ledger("stop", short(running), "--reason", "done",
+    assert f"goal {running.pk}: stopped" in ledger_text("stop", short(running), "--reason", "done",
                                                    "--operator", "op")
-    assert "verified 1 goal(s)" in ledger("verify", short(running))
-    assert "replayed 1 goal(s): 0 differ" in ledger("replay", short(running), "--check")
-    assert str(blocked.pk) in ledger("show", short(blocked))
+    assert "verified 1 goal(s)" in ledger_text("verify", short(running))
+    assert "replayed 1 goal(s): 0 differ" in ledger_text("replay", short(running), "--check")
+    assert str(blocked.pk) in ledger_text("show", short(blocked))
 
 
 def test_a_short_id_longer_than_eight_digits_and_with_hyphens():
     goal = GoalFactory()
     hexa = str(goal.pk).replace("-", "")
     for typed in (hexa[:12], str(goal.pk)[:13], hexa[:20].upper()):
-        assert "verified 1 goal(s)" in ledger("verify", typed)
+        assert "verified 1 goal(s)" in ledger_text("verify", typed)
 
 
 def test_approve_takes_a_short_id():
@@ -156,7 +151,7 @@ def test_approve_takes_a_short_id():
     state = goal_state(goal)
     store.execute(str(goal.pk), RequestApproval(proof_of(state), "deploy", "ship?"),
                   actor="agent-1")
-    out = ledger("approve", short(goal), "deploy", "--operator", "op")
+    out = ledger_text("approve", short(goal), "deploy", "--operator", "op")
     assert f"goal {goal.pk}:" in out and "blocked" not in out
 
 
@@ -172,12 +167,12 @@ def test_an_ambiguous_or_unknown_short_id_is_a_clear_error():
     for action in (("verify",), ("replay",), ("stop", "--reason", "x"),
                    ("recover", "--reason", "x"), ("show",)):
         with pytest.raises(CommandError, match="matches several goals; give more digits"):
-            ledger(action[0], "abcd1234", *action[1:])
+            ledger_text(action[0], "abcd1234", *action[1:])
         with pytest.raises(CommandError, match="no such goal: ffff0000"):
-            ledger(action[0], "ffff0000", *action[1:])
+            ledger_text(action[0], "ffff0000", *action[1:])
     with pytest.raises(CommandError, match="is not a goal id"):
-        ledger("stop", "xyz", "--reason", "x")
-    assert "verified 1 goal(s)" in ledger("verify", "abcd12340000")  # more digits: one
+        ledger_text("stop", "xyz", "--reason", "x")
+    assert "verified 1 goal(s)" in ledger_text("verify", "abcd12340000")  # more digits: one
     assert Goal.objects.get(pk=first.pk).status != "stopped"
 
 
@@ -189,7 +184,7 @@ def test_verify_and_replay_print_no_progress_off_a_terminal():
         GoalFactory()
     for action in ("verify", "replay"):
         err = io.StringIO()
-        out = ledger(action, stderr=err)
+        out = ledger_text(action, stderr=err)
         assert err.getvalue() == "" and "3 goal(s)" in out
 
 
@@ -217,10 +212,10 @@ def test_without_a_request_links_use_site_url_or_the_local_port(settings):
     settings.SITE_URL = ""
     settings.LOCAL_URL, settings.LOCAL_PORT_KNOWN = "http://127.0.0.1:8765", True
     assert siteurl.api_url() == "http://127.0.0.1:8765/api/v1"
-    assert "http://127.0.0.1:8765/admin/" in ledger("bootstrap")
-    assert "http://127.0.0.1:8765/admin/" in ledger("demo")
+    assert "http://127.0.0.1:8765/admin/" in ledger_text("bootstrap")
+    assert "http://127.0.0.1:8765/admin/" in ledger_text("demo")
     settings.SITE_URL = "https://ledger.example.test"
-    assert "https://ledger.example.test/admin/" in ledger("bootstrap")
+    assert "https://ledger.example.test/admin/" in ledger_text("bootstrap")
 
 
 def test_wakeledger_port_reaches_the_settings_make_run_passes_it(tmp_path):

@@ -193,3 +193,14 @@ def test_a_checkpoint_names_the_one_field_with_a_secret(field, value):
     with pytest.raises(InvalidCommand) as refused:
         decide(state, cmd, T0)
     assert refused.value.field == field
+
+
+# ------------------------------------------------------------ credentials split by bidi controls
+
+
+@pytest.mark.parametrize("control", ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e",
+                                     "\u2066", "\u2067", "\u2068", "\u2069"])
+def test_a_credential_split_by_a_bidi_control_is_still_caught(control):
+    from ledger.domain.validation import looks_like_secret
+
+    assert looks_like_secret(f"use ghp_{'A' * 18}{control}{'A' * 18}")

@@ -46,7 +46,7 @@ def test_a_write_transaction_holds_the_queue_until_it_ends():
     assert stat.S_IMODE(os.stat(queue_path()).st_mode) == 0o600
 
 
-def test_a_second_writer_waits_in_the_queue_and_goes_on_when_the_first_commits():
+def test_a_second_writer_waits_in_the_queue_and_goes_on_when_the_first_commits(lock_waits):
     inside, release, order = threading.Event(), threading.Event(), []
 
     def first() -> None:
@@ -71,8 +71,8 @@ def test_a_second_writer_waits_in_the_queue_and_goes_on_when_the_first_commits()
     assert inside.wait(WAIT)
     b = threading.Thread(target=second)
     b.start()
-    b.join(0.3)
-    assert b.is_alive(), "the second writer did not wait for the first"
+    lock_waits.wait()  # the second writer found the queue taken and waits in it
+    assert b.is_alive() and order == ["first in"], "the second writer did not wait"
     release.set()
     a.join(WAIT)
     b.join(WAIT)

@@ -202,6 +202,7 @@ def test_the_supervisor_stops_at_a_terminal_goal_or_one_that_needs_a_human(looks
     assert ("POST", "goals/g/lease") not in api.calls
 
 
+@pytest.mark.slow  # real processes or many examples: not in make test-quick
 def test_a_child_that_ignores_ctrl_c_is_killed_after_the_grace(monkeypatch, tmp_path):
     import signal
     import sys
@@ -315,6 +316,7 @@ def run_within(supervisor, argv, seconds):
     return result["ended"]
 
 
+@pytest.mark.slow  # real processes or many examples: not in make test-quick
 def test_a_silent_child_is_stopped_its_lease_no_longer_renewed_and_reported_unclassified(
         monkeypatch, tmp_path):
     import sys
@@ -352,6 +354,7 @@ def test_a_silent_child_is_stopped_its_lease_no_longer_renewed_and_reported_uncl
     assert supervisor.lease is None
 
 
+@pytest.mark.slow  # real processes or many examples: not in make test-quick
 def test_a_child_that_keeps_printing_is_not_stopped(tmp_path):
     import sys
 
@@ -369,6 +372,7 @@ def test_a_child_that_keeps_printing_is_not_stopped(tmp_path):
     assert api.paths()[-1] == ("POST", "goals/g/lease/release")
 
 
+@pytest.mark.slow  # real processes or many examples: not in make test-quick
 def test_a_child_that_prints_nothing_but_checkpoints_is_not_stopped(tmp_path):
     import sys
 

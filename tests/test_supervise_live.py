@@ -15,23 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from ledger.access import accounts
 from ledger.models import Event, Goal
+from tests.helpers import issue_agent_token, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 SUPERVISE = [sys.executable, "-m", "wakeledger_agent", "supervise"]
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]  # live server, processes
 
 
 @pytest.fixture
 def agent_token(transactional_db):
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
-
-    user = get_user_model().objects.create(username="supervised-agent")
-    user.groups.add(Group.objects.get_or_create(name="agent")[0])
-    return accounts.issue_token(user)
+    return issue_agent_token("supervised-agent")
 
 
 @pytest.fixture
@@ -61,16 +56,6 @@ def start(env: dict, key: str, command: list[str], *extra: str) -> subprocess.Po
                              "--objective", f"supervised {key}", "--timezone", "UTC", *extra,
                              "--", *command], env=env, cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-
-
-def wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
 def goal_of(key: str) -> Goal:

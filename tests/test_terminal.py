@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -20,6 +19,7 @@ from ledger.models import Event, Goal
 from ledger.operators import demo, doctor, terminal
 from scheduling import maintenance, sealing, watchdogs
 from tests.factories import GoalFactory, proof_of
+from tests.helpers import ledger_text
 
 pytestmark = pytest.mark.django_db
 
@@ -34,12 +34,6 @@ class Tty(io.StringIO):
 
     def isatty(self) -> bool:
         return True
-
-
-def ledger(*args: str, stdout: io.StringIO | None = None, **options: object) -> str:
-    out = stdout if stdout is not None else io.StringIO()
-    call_command("ledger", *args, stdout=out, stderr=io.StringIO(), **options)
-    return out.getvalue()
 
 
 def seqs(output: str) -> list[int]:
@@ -69,7 +63,7 @@ def rows_of(output: str) -> list[str]:
 
 
 def test_goals_lists_the_most_recently_updated_first(goals):
-    out = ledger("goals")
+    out = ledger_text("goals")
     header, *_ = out.splitlines()
     assert header.split("  ")[0] == "ID" and "NEXT WAKE" in header and "UPDATED" in header
     expected = [terminal.short_id(goals[n].pk) for n in ("other", "blocked", "running", "done")]
@@ -84,16 +78,16 @@ def test_goals_lists_the_most_recently_updated_first(goals):
 
 def test_goals_filters_by_status_reason_and_agent_and_limits(goals):
     short = {name: terminal.short_id(goal.pk) for name, goal in goals.items()}
-    assert rows_of(ledger("goals", "--status", "done")) == [short["done"]]
-    assert rows_of(ledger("goals", "--status", "running", "blocked")) == [
+    assert rows_of(ledger_text("goals", "--status", "done")) == [short["done"]]
+    assert rows_of(ledger_text("goals", "--status", "running", "blocked")) == [
         short["other"], short["blocked"], short["running"]]
-    assert rows_of(ledger("goals", "--status", "done", "--status", "blocked")) == [
+    assert rows_of(ledger_text("goals", "--status", "done", "--status", "blocked")) == [
         short["blocked"], short["done"]]
     # reasons are matched case-insensitively on input, as listed in the domain
-    assert rows_of(ledger("goals", "--reason", "agent_blocked")) == [short["blocked"]]
-    assert rows_of(ledger("goals", "--agent", "agent-2")) == [short["other"]]
-    assert rows_of(ledger("goals", "--agent", "nobody")) == []
-    limited = ledger("goals", "--limit", "2")
+    assert rows_of(ledger_text("goals", "--reason", "agent_blocked")) == [short["blocked"]]
+    assert rows_of(ledger_text("goals", "--agent", "agent-2")) == [short["other"]]
+    assert rows_of(ledger_text("goals", "--agent", "nobody")) == []
+    limited = ledger_text("goals", "--limit", "2")
     assert rows_of(limited) == [short["other"], short["blocked"]]
     assert limited.rstrip().endswith("2 goal(s) of 4 (raise --limit to see more)")
 
@@ -102,7 +96,7 @@ def test_goals_filters_by_status_reason_and_agent_and_limits(goals):
                                   ("--limit", "0")])
 def test_goals_refuses_unknown_filters(goals, args):
     with pytest.raises(CommandError):
-        ledger("goals", *args)
+        ledger_text("goals", *args)
 
 
 # ----------------------------------------------------------------------------- show
@@ -110,7 +104,7 @@ def test_goals_refuses_unknown_filters(goals, args):
 
 def test_show_prints_the_state_then_the_events_in_order_with_summaries(clock):
     goal = GoalFactory(checkpoints=2, objective="Fix the flaky checkout test")
-    out = ledger("show", str(goal.pk))
+    out = ledger_text("show", str(goal.pk))
     head, timeline = out.split("\ntimeline: ")
     assert f"goal:          {goal.pk}  ({goal.goal_key} @ {goal.workspace}" in head
     assert "objective:     Fix the flaky checkout test" in head
@@ -137,7 +131,7 @@ def test_show_prints_the_state_then_the_events_in_order_with_summaries(clock):
 
 def test_show_prints_a_completed_goals_evidence_and_the_timeline_line(clock):
     goal = GoalFactory(done_criteria=("tests pass", "PR opened"), finish="completed")
-    out = ledger("show", str(goal.pk))
+    out = ledger_text("show", str(goal.pk))
     head, timeline = out.split("\ntimeline: ")
     assert ("summary:       finished\n"
             "evidence:      “tests pass” ⇒ checked: tests pass\n"
@@ -160,8 +154,8 @@ def test_show_of_a_completion_without_evidence_says_so():
 
 def test_show_accepts_the_short_id_the_table_prints(clock):
     goal = GoalFactory()
-    assert str(goal.pk) in ledger("show", terminal.short_id(goal.pk))
-    assert str(goal.pk) in ledger("show", str(goal.pk).upper())
+    assert str(goal.pk) in ledger_text("show", terminal.short_id(goal.pk))
+    assert str(goal.pk) in ledger_text("show", str(goal.pk).upper())
 
 
 def test_show_prints_the_last_50_events_of_a_long_history_and_streams_all(clock):
@@ -174,7 +168,7 @@ def test_show_prints_the_last_50_events_of_a_long_history_and_streams_all(clock)
         state = store.execute(goal.pk, Heartbeat(proof_of(state)), actor="agent-1").state
 
     with CaptureQueriesContext(connection) as queries:
-        out = ledger("show", str(goal.pk))
+        out = ledger_text("show", str(goal.pk))
     assert seqs(out) == list(range(1951, 2001))
     assert "timeline: last 50 of 2000 event(s); --all for the 1950 before" in out
     # The goal row and one slice of its events: never the whole history.
@@ -182,10 +176,10 @@ def test_show_prints_the_last_50_events_of_a_long_history_and_streams_all(clock)
     event_queries = [q["sql"] for q in queries if Event._meta.db_table in q["sql"]]
     assert len(event_queries) == 1 and "LIMIT 50" in event_queries[0]
 
-    assert seqs(ledger("show", str(goal.pk), "--limit", "7")) == list(range(1994, 2001))
+    assert seqs(ledger_text("show", str(goal.pk), "--limit", "7")) == list(range(1994, 2001))
 
     with CaptureQueriesContext(connection) as queries:
-        out = ledger("show", str(goal.pk), "--all")
+        out = ledger_text("show", str(goal.pk), "--all")
     assert seqs(out) == list(range(1, 2001))
     assert "timeline: all 2000 event(s)" in out
     assert "lease.renewed" in out.splitlines()[-1]
@@ -195,7 +189,7 @@ def test_show_prints_the_last_50_events_of_a_long_history_and_streams_all(clock)
 def test_show_refuses_all_with_limit(clock):
     goal = GoalFactory()
     with pytest.raises(CommandError):
-        ledger("show", str(goal.pk), "--all", "--limit", "5")
+        ledger_text("show", str(goal.pk), "--all", "--limit", "5")
 
 
 @pytest.mark.parametrize("value, message", [
@@ -210,7 +204,7 @@ def test_show_refuses_unknown_malformed_and_ambiguous_ids(clock, value, message)
     GoalFactory(goal_id="abcd0000-0000-4000-8000-000000000001")
     GoalFactory(goal_id="abcd0000-0000-4000-8000-000000000002")
     with pytest.raises(CommandError, match=message):
-        ledger("show", value)
+        ledger_text("show", value)
 
 
 # ----------------------------------------------------------------------------- colour
@@ -218,23 +212,24 @@ def test_show_refuses_unknown_malformed_and_ambiguous_ids(clock, value, message)
 
 def test_colour_only_on_a_terminal(goals):
     goal_id = str(goals["running"].pk)
-    assert not ANSI.search(ledger("goals") + ledger("show", goal_id))
+    assert not ANSI.search(ledger_text("goals") + ledger_text("show", goal_id))
 
-    tty_goals, tty_show = ledger("goals", stdout=Tty()), ledger("show", goal_id, stdout=Tty())
+    tty_goals = ledger_text("goals", stdout=Tty())
+    tty_show = ledger_text("show", goal_id, stdout=Tty())
     assert "\x1b[32mrunning" in tty_goals  # status colour
     assert "\x1b[32m✓ checkpoint.recorded" in tty_show  # family colour
     assert "\x1b[36m⇄ lease.acquired" in tty_show
     # Colour does not shift the columns: without the escapes, the same text.
-    assert SGR.sub("", tty_goals) == ledger("goals")
-    assert SGR.sub("", tty_show) == ledger("show", goal_id)
+    assert SGR.sub("", tty_goals) == ledger_text("goals")
+    assert SGR.sub("", tty_show) == ledger_text("show", goal_id)
 
-    assert not ANSI.search(ledger("goals", stdout=Tty(), no_color=True))
-    assert ANSI.search(ledger("goals", force_color=True))
+    assert not ANSI.search(ledger_text("goals", stdout=Tty(), no_color=True))
+    assert ANSI.search(ledger_text("goals", force_color=True))
 
 
 def test_colour_respects_no_color(goals, monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
-    assert not ANSI.search(ledger("goals", stdout=Tty()))
+    assert not ANSI.search(ledger_text("goals", stdout=Tty()))
 
 
 # ----------------------------------------------------------------------------- summaries
@@ -303,7 +298,7 @@ def test_relative_times():
 
 
 def test_demo_tells_real_histories_that_replay_and_verify(clock):
-    out = ledger("demo")
+    out = ledger_text("demo")
     goals = {g.goal_key: g for g in Goal.objects.filter(agent="demo-agent")}
     assert out.startswith(f"made {len(goals)} demo goal(s) for agent demo-agent:")
     assert 5 <= len(goals) <= 7
@@ -311,8 +306,8 @@ def test_demo_tells_real_histories_that_replay_and_verify(clock):
         ("done", ""), ("running", ""), ("paused", "RATE_LIMITED"), ("blocked", "BLOCKED_APPROVAL"),
         ("blocked", "INTERRUPTED_UNKNOWN")}
     # Nothing written by hand: the events fold into exactly the stored projections.
-    ledger("replay", "--check")
-    ledger("verify")
+    ledger_text("replay", "--check")
+    ledger_text("verify")
 
     def kinds_of(key: str) -> list[str]:
         return list(Event.objects.filter(goal=goals[key]).order_by("seq")
@@ -354,27 +349,44 @@ def test_demo_tells_real_histories_that_replay_and_verify(clock):
 
 
 def test_demo_twice_keeps_one_set_and_again_adds_another(clock):
-    ledger("demo")
+    ledger_text("demo")
     count = Goal.objects.count()
-    again = ledger("demo")
+    again = ledger_text("demo")
     assert f"{count} demo goal(s) already exist" in again
     assert Goal.objects.count() == count
 
     clock.advance(hours=1)
-    out = ledger("demo", "--again")
+    out = ledger_text("demo", "--again")
     assert "docs-api-reference-2" in out
     assert Goal.objects.count() == 2 * count
     assert Goal.objects.filter(workspace__startswith="/srv/demo/set-2/").count() == count
-    ledger("replay", "--check")
-    ledger("verify")
+    ledger_text("replay", "--check")
+    ledger_text("verify")
 
 
 def test_demo_goals_keep_working_with_the_real_commands(clock):
     """The demo's running goal is an ordinary goal: its agent can go on."""
-    ledger("demo")
+    ledger_text("demo")
     goal = Goal.objects.get(goal_key="search-reindex")
     state = store.load(goal.pk)
     after = store.execute(goal.pk, RecordCheckpoint(
         "compared hit counts", 90, proof=proof_of(state)), actor="demo-agent").state
     assert after.progress_pct == 90
-    assert "compared hit counts" in ledger("show", terminal.short_id(goal.pk), "--limit", "1")
+    assert "compared hit counts" in ledger_text("show", terminal.short_id(goal.pk), "--limit", "1")
+
+
+# ------------------------------------------------------------- relative times in the goals table
+
+
+def test_the_goals_table_says_30s_ago_not_now(clock):
+    import io
+
+    from django.core.management import call_command
+
+    from tests.factories import GoalFactory
+
+    GoalFactory(checkpoints=1)
+    clock.advance(seconds=30)
+    out = io.StringIO()
+    call_command("ledger", "goals", stdout=out)
+    assert "30s ago" in out.getvalue() and " now" not in out.getvalue()

@@ -13,9 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
-from django.core.management.base import CommandError
-from django.db import connection, connections, transaction
+from django.db import connection
 from django_q.models import Schedule
 
 from ledger.domain import RecordCheckpoint
@@ -24,20 +22,10 @@ from ledger.log import merkle_store, sealing, signing
 from ledger.models import Event, LogLeaf, LogNode, SigningKey, TreeHead
 from scheduling import sealing as scheduled
 from tests.factories import GoalFactory, proof_of
+from tests.helpers import ledger, started, transaction_held_open
 from wakeledger_verify import bundle, cli, heads, merkle, records
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def ledger(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        call_command("ledger", *args, stdout=out, stderr=err)
-        code = 0
-    except CommandError as exc:
-        code = exc.returncode
-        err.write(str(exc))
-    return code, out.getvalue(), err.getvalue()
 
 
 def append_checkpoint(goal_id: str, step: str = "meanwhile") -> None:
@@ -166,87 +154,40 @@ def test_sealing_in_small_batches_builds_the_same_tree():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_seal_waits_for_an_append_in_flight_and_then_includes_it():
+def test_the_seal_waits_for_an_append_in_flight_and_then_includes_it(lock_waits):
     """The horizon: an event inserted by a transaction still open when the seal
     starts is sealed once it commits, never skipped (PostgreSQL: the table
     lock waits for it; SQLite: the write lock does)."""
     goal = GoalFactory(checkpoints=1)
-    inserted, release = threading.Event(), threading.Event()
-
-    def slow_append() -> None:
-        try:
-            with transaction.atomic():
-                append_checkpoint(str(goal.pk), "in flight")
-                inserted.set()
-                release.wait(10)
-        finally:
-            connections.close_all()  # this thread's own connection
-
-    writer = threading.Thread(target=slow_append)
-    writer.start()
-    assert inserted.wait(10)
-    sealed: list = []
-    def seal() -> None:
-        try:
-            sealed.append(sealing.seal())
-        finally:
-            connections.close_all()
-
-    sealer = threading.Thread(target=seal)
-    sealer.start()
-    sealer.join(0.5)
-    assert sealer.is_alive(), "the seal must wait for the append in flight"
-    release.set()
-    writer.join(10)
-    sealer.join(20)
-    assert sealed and sealed[0].size == Event.objects.count() == goal.version + 1
+    with transaction_held_open(lambda: append_checkpoint(str(goal.pk), "in flight")):
+        sealer = started(sealing.seal)
+        lock_waits.wait()  # the seal is queued behind the open append
+        assert not sealer.done.is_set(), "the seal must wait for the append in flight"
+    sealed = sealer.result()
+    assert sealed.size == Event.objects.count() == goal.version + 1
     assert LogLeaf.objects.filter(event_id=Event.objects.latest("id").id).exists()
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_id_that_commits_after_a_larger_one_is_never_skipped():
+def test_an_id_that_commits_after_a_larger_one_is_never_skipped(lock_waits):
     """PostgreSQL hands out ids at insert, not at commit: event n can commit
     after event n + 1. A seal that moved its mark past n + 1 would skip n for
     good (Eventuous#222); the horizon's table lock waits for n instead."""
     if connection.vendor != "postgresql":
         pytest.skip("SQLite has one writer at a time: ids commit in order")
     slow, fast = GoalFactory(), GoalFactory()
-    inserted, release = threading.Event(), threading.Event()
-
-    def slow_append() -> None:
-        try:
-            with transaction.atomic():
-                append_checkpoint(str(slow.pk), "takes its time")
-                inserted.set()
-                release.wait(10)
-        finally:
-            connections.close_all()
-
-    writer = threading.Thread(target=slow_append)
-    writer.start()
-    assert inserted.wait(10)
-    append_checkpoint(str(fast.pk), "commits first")  # a larger id, committed now
-    sealed: list = []
-
-    def seal() -> None:
-        try:
-            sealed.append(sealing.seal())
-        finally:
-            connections.close_all()
-
-    sealer = threading.Thread(target=seal)
-    sealer.start()
-    sealer.join(0.5)
-    assert sealer.is_alive(), "the seal must wait for the smaller id still in flight"
-    release.set()
-    writer.join(10)
-    sealer.join(20)
+    with transaction_held_open(lambda: append_checkpoint(str(slow.pk), "takes its time")):
+        append_checkpoint(str(fast.pk), "commits first")  # a larger id, committed now
+        sealer = started(sealing.seal)
+        lock_waits.wait()  # the seal's table lock waits for the smaller id
+        assert not sealer.done.is_set(), "the seal must wait for the smaller id still in flight"
+    sealed = sealer.result()
     late = Event.objects.get(goal=slow, seq=2)
     early = Event.objects.get(goal=fast, seq=2)
     assert late.id < early.id
     positions = dict(LogLeaf.objects.values_list("event_id", "position"))
     assert positions[late.id] < positions[early.id]  # both in, in id order
-    assert sealed[0].size == Event.objects.count()
+    assert sealed.size == Event.objects.count()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -254,28 +195,11 @@ def test_behind_an_append_stuck_past_the_lock_timeout_the_seal_gives_up(caplog):
     if connection.vendor != "postgresql":
         pytest.skip("SQLite's seal waits for its write lock like every writer")
     goal = GoalFactory()
-    inserted, release = threading.Event(), threading.Event()
-
-    def stuck_append() -> None:
-        try:
-            with transaction.atomic():
-                append_checkpoint(str(goal.pk), "stuck")
-                inserted.set()
-                release.wait(10)
-        finally:
-            connections.close_all()
-
-    writer = threading.Thread(target=stuck_append)
-    writer.start()
-    try:
-        assert inserted.wait(10)
+    with transaction_held_open(lambda: append_checkpoint(str(goal.pk), "stuck")):
         with pytest.raises(sealing.HorizonBusy, match="could not lock ledger_event within 1s"):
             sealing.seal()
         assert scheduled.seal_log() == -1 and "seal skipped" in caplog.text
         assert LogLeaf.objects.count() == 0 and TreeHead.objects.count() == 0
-    finally:
-        release.set()
-        writer.join(10)
     assert sealing.seal().size == Event.objects.count()
 
 
@@ -723,6 +647,7 @@ def test_the_admin_timeline_offers_the_verifiable_export_as_a_download(db):
     assert Client().get(url).status_code == 302  # the login page, for no one logged in
 
 
+@pytest.mark.slow  # real processes or many examples: not in make test-quick
 def test_the_verifiable_log_benchmark_runs_and_reports_its_rows(tmp_path):
     """bench/verifiable.py on a tiny log (the figures are make bench's)."""
     out = tmp_path / "rows.json"

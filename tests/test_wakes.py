@@ -18,7 +18,8 @@ from ledger.models import Event, Goal
 from ledger.services import wakes as claims
 from scheduling import tasks, watchdogs
 from scheduling.signatures import verify_signature
-from tests.factories import COMPLETED, kinds, lease_of
+from tests.factories import COMPLETED, EXTREME_INSTANTS, kinds, lease_of
+from tests.helpers import written_json
 from tests.receivers import Gateway, openclaw_gateway, receiving
 
 pytestmark = pytest.mark.django_db
@@ -431,11 +432,7 @@ def test_command_dispatcher_runs_without_a_shell(agent, clock, settings, tmp_pat
                        session={"session_key": "agent:main/shop@x"}).json()
     gid = body["goal"]["id"]
     assert vanish_and_wake(agent, gid, lease_of(body), clock) == "recurring_acquired"
-    deadline = time.monotonic() + 20
-    while not out.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.1)
-    result = json.loads(out.read_text())
+    result = json.loads(written_json(out))
     assert result["argv"] == [str(out), "agent:main/shop@x", gid]
     assert result["generation"] == "2" and result["token"].startswith("wll_")
     assert list((tmp_path / "runs").glob(f"{gid}-*.log"))
@@ -454,3 +451,38 @@ def test_an_unknown_dispatcher_is_refused_at_start(agent, clock):
     refused = agent.start(policy={"dispatch": "pager"})
     assert refused.status_code == 400
     assert "policy.dispatch" in refused.json()["errors"]
+
+
+# ------------------------------------------------------------- a receipt's due_at at any instant
+
+
+@pytest.mark.parametrize("due", [*EXTREME_INSTANTS, "1970-01-01T00:00:00+00:00",
+                                 "9998-12-31T23:59:59-05:00"])
+def test_a_receipt_due_at_any_instant_round_trips_or_is_refused(agent, clock, due):
+    from datetime import datetime
+
+    from tests.factories import start_goal
+    from tests.helpers import staff
+
+    gid, lease = start_goal(agent, cadence_minutes=60, scheduler="host")
+    agent.post(f"goals/{gid}/watchdog", {"lease": lease})
+    answer = agent.post(f"goals/{gid}/watchdog/receipts", {
+        "lease": lease, "status": "created", "host_ref": "42", "due_at": due,
+        "runs_on": "local"})
+    assert answer.status_code in (200, 400), answer.content
+    if answer.status_code == 400:
+        # Outside what the ledger records, or (issue 35) far from the slot the
+        # server prepared: never an anchor a year (or eight thousand) away.
+        assert answer.json()["code"] in ("time_out_of_range", "receipt_due_at_mismatch"), \
+            answer.json()
+    else:
+        # Accepted: it reads back, in the API and in the admin's lists.
+        assert agent.get(f"goals/{gid}").status_code == 200
+        assert agent.get(f"goals/{gid}/events").status_code == 200
+        watchdog = Goal.objects.get(pk=gid).state["watchdog"]
+        assert datetime.fromisoformat(watchdog["due_at"] if "due_at" in watchdog
+                                      else watchdog["anchor"]) == datetime.fromisoformat(due)
+        auditor = staff("auditor-24", "auditor")
+        for url in (f"/admin/ledger/goal/{gid}/timeline/", "/admin/ledger/goal/",
+                    "/admin/ledger/event/"):
+            assert auditor.get(url).status_code == 200, url

@@ -20,8 +20,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
-
 from ledger.env import env_int
+
 from tests.simulation import invariants as inv
 from tests.simulation.world import Report, simulate
 
