@@ -222,7 +222,7 @@ def test_wakeledger_port_reaches_the_settings_make_run_passes_it(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("SITE_URL", "DATABASE_URL")}
     env.update(WAKELEDGER_PORT="8765", WAKELEDGER_VAR_DIR=str(tmp_path),
                DJANGO_SETTINGS_MODULE="ledger.project.settings")
-    code = ("import django; django.setup(); from ledger import siteurl; "
+    code = ("import django; django.setup(); from ledger.project import siteurl; "
             "from django.conf import settings; "
             "print(siteurl.api_url(), settings.LOCAL_PORT_KNOWN)")
     result = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT,
