@@ -19,6 +19,7 @@ import ast
 import contextlib
 import hashlib
 import json
+import logging
 import queue
 import uuid
 from collections.abc import Iterator
@@ -405,7 +406,10 @@ def run_scheduler() -> int:
 
 def take_tasks() -> list[dict[str, Any]]:
     """What a cluster's pusher does: dequeue every ready task from the ORM
-    broker (and acknowledge it). The task dicts are django-q2's own."""
+    broker. The task dicts are django-q2's own, with the broker's ``ack_id``:
+    django-q2 acknowledges a task after it ran (the monitor), so a task whose
+    worker never reports back is handed out again after the cluster's
+    ``retry`` seconds."""
     from django_q.brokers import get_broker
     from django_q.signing import SignedPackage
 
@@ -417,25 +421,85 @@ def take_tasks() -> list[dict[str, Any]]:
             if not got:
                 return tasks_taken
             for ack, payload in got:
-                tasks_taken.append(SignedPackage.loads(payload))
-                broker.acknowledge(ack)
+                tasks_taken.append({**SignedPackage.loads(payload), "ack_id": ack})
 
 
-def run_task(task: dict[str, Any]) -> Any:
-    """django-q2's worker (django_q/worker.py) runs one task in process: it
-    locates the function by name and calls it with the task's args and
-    kwargs. Answers the function's result (a wake's claim outcome)."""
+def cluster_retry_seconds() -> int:
+    """The cluster's ``retry``: how long a taken, unacknowledged task stays hidden."""
+    return int(settings.Q_CLUSTER["retry"])
+
+
+def tasks_in_flight() -> int:
+    """Tasks in the ORM broker's queue, taken or not (a taken task that was
+    never acknowledged becomes visible again after the cluster's ``retry``)."""
+    from django_q.brokers import get_broker
+
+    return get_broker().queue_size() + get_broker().lock_size()
+
+
+@dataclass
+class TaskRun:
+    success: bool
+    result: Any  # the function's answer, or django-q2's "error : traceback" text
+
+
+def run_task(task: dict[str, Any]) -> TaskRun:
+    """django-q2's worker (django_q/worker.py) runs one task in process, not in
+    sync mode: it locates the function by name and calls it; an exception is
+    caught and becomes a failed result. Then what the cluster's monitor does
+    (django_q/monitor.py): a failure is saved as a Task with success=False
+    (attempt_count counted) and acknowledged only if the cluster acks
+    failures (``ack_failures``) or its attempts are spent; otherwise the
+    broker hands it out again after ``retry``. A success is acknowledged
+    without saving its result row (django-q2 keeps up to ``save_limit`` of
+    them; keeping them here costs a locked scan of the Success table per task
+    and shows nothing the ledger's events do not)."""
     from multiprocessing import Value
 
-    from django_q.worker import worker
+    from django_q import monitor as q_monitor
+    from django_q import worker as q_worker
+    from django_q.brokers import get_broker
 
-    todo, done = queue.Queue(), queue.Queue()
-    # "sync": the worker keeps the world's database connection open.
-    todo.put({**task, "sync": True})
+    todo: queue.Queue[Any] = queue.Queue()
+    done: queue.Queue[Any] = queue.Queue()
+    todo.put(task)
     todo.put("STOP")
-    with _django_q_time():
-        worker(todo, done, Value("f", -1))
-    return done.get_nowait()["result"]
+    broker = get_broker()
+    # Not sync: the worker would close "old" connections, which in the world's
+    # one rolled-back transaction means the connection itself.
+    with _django_q_time(), \
+            mock.patch.object(q_worker, "close_old_django_connections", lambda: None), \
+            mock.patch.object(q_monitor, "close_old_django_connections", lambda: None):
+        q_worker.worker(todo, done, Value("f", -1))
+        ran = done.get_nowait()
+        if ran["success"]:
+            if ran.get("ack_id"):
+                broker.acknowledge(ran["ack_id"])
+        else:
+            results: queue.Queue[Any] = queue.Queue()
+            results.put(ran)
+            results.put("STOP")
+            # The monitor logs each failure with its traceback at ERROR: the
+            # world counts them instead (Report.task_failures).
+            muted = logging.root.manager.disable
+            logging.disable(logging.ERROR)
+            try:
+                q_monitor.monitor(results, broker)  # type: ignore[arg-type]
+            finally:
+                logging.disable(muted)
+    return TaskRun(bool(ran["success"]), ran["result"])
+
+
+def failed_tasks() -> list[tuple[str, str, int]]:
+    """django-q2's failures (Task rows with success=False): (func, first
+    argument, attempts)."""
+    from django_q.models import Task
+
+    rows = []
+    for func, args, attempts in Task.objects.filter(success=False).values_list(
+            "func", "args", "attempt_count"):
+        rows.append((str(func), str(args[0]) if args else "", int(attempts)))
+    return rows
 
 
 def load(goal_id: str) -> GoalState:
@@ -507,11 +571,6 @@ def jobs_to_inspect(state: GoalState) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- liveness
 
 
-def alert_reasons() -> dict[str, str]:
-    """GET /alerts, as the operators' dashboard reads it: goal -> reason."""
-    return {row["id"]: row["reason"] for row in ledger_alerts.alerts(Goal.objects.all())}
-
-
 def deadline(state: GoalState) -> datetime | None:
     """The product's claim: by when the goal's next evidence must arrive."""
     return liveness.expectation(state).deadline
@@ -525,6 +584,12 @@ def attention(state: GoalState) -> str:
     return liveness.attention(state)
 
 
+def delete_sweeper_row() -> bool:
+    """An admin deletes the lease sweeper's django-q2 row (the hourly repair
+    restores it)."""
+    return Schedule.objects.filter(name=doctor.SWEEPER_NAME).delete()[0] > 0
+
+
 def damage_row(goal_id: str, how: str) -> bool:
     """An operator (an admin page, a restore, hand-written SQL) deletes the
     goal's watchdog row or exhausts it (repeats 0, which django-q2 skips
@@ -533,3 +598,151 @@ def damage_row(goal_id: str, how: str) -> bool:
     if how == "delete":
         return rows.delete()[0] > 0
     return rows.update(repeats=0) > 0
+
+
+# --------------------------------------------------------------------------- the API over HTTP
+
+
+class Api:
+    """A caller of the REST API with a real bearer token the product issued
+    (``ledger.accounts.issue_token``, as tests/conftest.py's ``Api``), through
+    Django's test client: authentication, the role's visibility and the
+    serializer are the product's own."""
+
+    def __init__(self, username: str, role: str):
+        from django.contrib.auth import get_user_model
+        from django.contrib.auth.models import Group
+        from django.test import Client
+
+        from ledger import accounts
+
+        user, _ = get_user_model().objects.get_or_create(username=username)
+        user.groups.add(Group.objects.get_or_create(name=role)[0])
+        self.client = Client(HTTP_AUTHORIZATION=f"Bearer {accounts.issue_token(user)}")
+
+    def get(self, url: str) -> Any:
+        response = self.client.get(url)
+        body = response.json() if response.content else {}
+        if response.status_code >= 400:
+            raise Refused(str(body.get("code", response.status_code)), str(body.get("detail", "")))
+        return body
+
+
+@dataclass
+class AlertsRead:
+    """Every page of GET /alerts: goal -> reason, the pages read, and the
+    total the first page announced (None while /alerts answers a bare list)."""
+
+    reasons: dict[str, str]
+    rows: int
+    pages: int
+    count: int | None
+
+
+ALERTS_URL = "/api/v1/alerts"
+_MAX_PAGES = 10_000  # a cursor that never ends is a product bug, not a long list
+
+
+def read_alerts(api: Api) -> AlertsRead:
+    """GET /alerts as a dashboard reads it, every page: a JSON list (one page,
+    the shape before issue 35), or a page ``{"count", "next", "previous",
+    "results"}`` whose ``next`` is followed to the end. Reasons are read as
+    given, whatever their names."""
+    reasons: dict[str, str] = {}
+    url: str | None = ALERTS_URL
+    rows = pages = 0
+    count: int | None = None
+    while url:
+        body = api.get(url)
+        pages += 1
+        if isinstance(body, list):
+            results, url = body, None
+        else:
+            results, url = body["results"], body.get("next")
+            if pages == 1:
+                count = body.get("count")
+        rows += len(results)
+        for row in results:
+            reasons.setdefault(str(row["id"]), str(row["reason"]))
+        if pages > _MAX_PAGES:
+            raise RuntimeError(f"/alerts still has a next page after {_MAX_PAGES} pages")
+    return AlertsRead(reasons, rows, pages, count)
+
+
+# --------------------------------------------------------------------------- planted faults
+
+
+class DatabaseDown(Exception):
+    """Raised for the world by ``database_down`` (django.db.OperationalError)."""
+
+
+_PASS_THROUGH = ("SAVEPOINT", "RELEASE", "ROLLBACK")
+
+
+@contextlib.contextmanager
+def database_down() -> Iterator[None]:
+    """The database is unreachable: every query of whoever runs inside raises
+    ``django.db.OperationalError`` before it reaches the database. Savepoint
+    statements pass, so the product's own atomic blocks unwind as they would
+    after a dropped connection, and the world's one transaction stays usable."""
+    from django.db import OperationalError
+
+    def refuse(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if str(sql).lstrip().upper().startswith(_PASS_THROUGH):
+            return execute(sql, params, many, context)
+        raise OperationalError("simulated: the database is unreachable")
+
+    with connection.execute_wrapper(refuse):
+        yield
+
+
+def is_database_down(error: BaseException) -> bool:
+    from django.db import OperationalError
+
+    return isinstance(error, OperationalError) and "simulated" in str(error)
+
+
+POISON_TEXT = "simulated poisoned wake"
+
+
+@contextlib.contextmanager
+def planted(faults: tuple[str, ...], poisoned: set[str]) -> Iterator[None]:
+    """Bugs a world may plant in the product, to show its figures catch them:
+
+    * ``sweeper_off``: the minutely lease sweeper does nothing;
+    * ``repair_off``: the hourly schedule repair does nothing;
+    * ``overdue_unlisted``: /alerts never lists a goal OVERDUE (the read-time
+      listing of a passed deadline is lost);
+    * and, whatever the faults, the wake task raises for every goal id in
+      ``poisoned`` (a set the world fills as it starts goals): django-q2
+      records each run as a failed task.
+    """
+    from scheduling import maintenance
+    from scheduling import tasks as q_tasks
+
+    fire = q_tasks.fire_watchdog
+
+    def poisoned_fire(goal_id: str, *args: Any, **kwargs: Any) -> Any:
+        if str(goal_id) in poisoned:
+            raise RuntimeError(f"{POISON_TEXT} for goal {goal_id}")
+        return fire(goal_id, *args, **kwargs)
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(q_tasks, "fire_watchdog", poisoned_fire))
+        if "sweeper_off" in faults:
+            stack.enter_context(mock.patch.object(q_tasks, "sweep_leases", lambda: 0))
+        if "repair_off" in faults:
+            stack.enter_context(mock.patch.object(maintenance, "repair_schedules",
+                                                  lambda *a, **k: 0))
+        if "overdue_unlisted" in faults:
+            # Only /alerts' query loses its second half (a passed deadline):
+            # the sweeper and the doctor keep their own reading of OVERDUE.
+            def attention_only(goals: Any, now: datetime) -> Any:
+                return goals.exclude(attention="")
+
+            stack.enter_context(mock.patch.object(ledger_alerts, "needing_a_human",
+                                                  attention_only))
+        unknown = set(faults) - {"sweeper_off", "repair_off", "overdue_unlisted"}
+        if unknown:
+            raise ValueError(f"unknown planted faults: {sorted(unknown)}")
+        yield
