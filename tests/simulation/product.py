@@ -22,7 +22,7 @@ import json
 import logging
 import queue
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -745,4 +745,38 @@ def planted(faults: tuple[str, ...], poisoned: set[str]) -> Iterator[None]:
         unknown = set(faults) - {"sweeper_off", "repair_off", "overdue_unlisted"}
         if unknown:
             raise ValueError(f"unknown planted faults: {sorted(unknown)}")
+        yield
+
+
+# --------------------------------------------------------------------------- push dispatch
+
+PUSH = "sim-push"  # the world's webhook dispatcher (a goal's policy.dispatch)
+_PUSH_SECRET = "sim-webhook-secret"
+
+
+@contextlib.contextmanager
+def push_dispatcher(receive: Callable[[dict[str, Any]], bool]) -> Iterator[None]:
+    """A webhook dispatcher configured as operators do (WAKELEDGER_DISPATCHERS,
+    validated by scheduling.dispatch), whose one POST reaches the world's agent
+    instead of a socket: the outbox builds, signs and records the dispatch as
+    in production (scheduling/outbox.py, from the wake task or the sweeper, on
+    django-q2's worker path); ``receive`` gets the JSON body (goal_id,
+    occurrence_id, resume_packet, lease) and answers whether it took it."""
+    from django.test import override_settings
+
+    from scheduling import dispatch
+    from scheduling.signatures import verify_signature
+
+    spec = {"type": "webhook", "url": "http://127.0.0.1:9/sim-agent", "secret": _PUSH_SECRET,
+            "timeout": 5}
+
+    def deliver(url: str, body: bytes, headers: dict[str, str], timeout: float) -> Any:
+        if not verify_signature(_PUSH_SECRET, headers.get(dispatch.SIGNATURE_HEADER), body):
+            return dispatch.Result(False, "401")  # a receiver refuses an unsigned body
+        taken = receive(json.loads(body))
+        return dispatch.Result(taken, "200" if taken else "503")
+
+    with override_settings(WAKELEDGER_DISPATCHERS={PUSH: spec}), \
+            mock.patch.object(dispatch, "_send", deliver):
+        dispatch.validate({PUSH: spec})
         yield

@@ -68,6 +68,7 @@ class Config:
     long_outage: bool = True  # worlds of 7 days or more: django-q2 down 1-3 days once
     db_outages_per_day: float = 0.5  # the database unreachable for 1-15 minutes
     poisoned: float = 0.0  # internal goals whose wake task raises every time
+    push: float = 0.25  # internal goals whose wakes a webhook dispatcher pushes to the agent
     # (start, length) in hours: every agent's calls fail authentication (a
     # revoked provider key): a burst of goals needing a human at once.
     auth_burst: tuple[float, float] | None = None
@@ -143,6 +144,8 @@ class GoalSim:
     ended: bool = False
     host_only: bool = False  # acts only when its host fires (or a human asks it)
     poisoned: bool = False  # its wake task raises every time (planted)
+    push: bool = False  # its wakes are pushed (product.PUSH) with the lease they grant
+    undelivered: dict[int, datetime] = field(default_factory=dict)  # pushed generations due
     # Judged from outside (issue 35): the last progress its agent saw succeed
     # (start, checkpoint, finish), the last time /alerts listed it, and the
     # end of a wait the world itself caused and knows (a rate limit's reset).
@@ -301,7 +304,8 @@ class World:
 
     def run(self) -> Report:
         with ledger_clock.use(self.clock), \
-                product.planted(self.config.planted, self.poisoned):
+                product.planted(self.config.planted, self.poisoned), \
+                product.push_dispatcher(self.receive_push):
             for slot in range(self.config.goals):
                 self.at(START + self.minutes(0, self.config.start_within * 60),
                         self.start_goal, slot)
@@ -368,11 +372,14 @@ class World:
         rng = self.rng
         goal_id = str(_uuid(rng))
         healthy = rng.random() < self.config.healthy_share
+        push = rng.random() < self.config.push
         goal = GoalSim(
             slot=slot, goal_id=goal_id, agent=f"agent-{slot:02d}",
             scheduler="host" if rng.random() < self.config.host_share else "internal",
             cadence=rng.choice([15, 30, 60, 60, 60, 120]),
             turns_needed=rng.randint(3, 30), healthy=healthy, started_at=self.now)
+        goal.push = push and goal.scheduler == "internal"
+        policy: dict[str, Any] = {"dispatch": product.PUSH} if goal.push else {}
         token = self.token()
         try:
             gid, answer = product.run_goal(
@@ -382,7 +389,7 @@ class World:
                 policy={"scheduler": goal.scheduler, "cadence_minutes": goal.cadence,
                         "lease_seconds": LEASE_SECONDS,
                         "ready_timeout_minutes": READY_TIMEOUT_MINUTES,
-                        "host_silent_slots": HOST_SILENT_SLOTS}, token=token)
+                        "host_silent_slots": HOST_SILENT_SLOTS, **policy}, token=token)
         except Refused as refused:
             self.violation(inv.PROGRESS, goal_id, f"run_goal refused: {refused}")
             return
@@ -400,7 +407,8 @@ class World:
         self.note(goal, f"agent starts ({'healthy' if healthy else 'eventful'}, "
                         f"{goal.turns_needed} turns, {goal.scheduler} every {goal.cadence} min"
                         f"{', runs only when its host fires' if goal.host_only else ''}"
-                        f"{', its wake task is poisoned' if goal.poisoned else ''})")
+                        f"{', its wake task is poisoned' if goal.poisoned else ''}"
+                        f"{', its wakes are pushed' if goal.push else ''})")
         if not answer.acquired or answer.lease is None:
             self.violation(inv.PROGRESS, gid, "a new goal's run_goal did not grant its lease")
             return
@@ -622,6 +630,31 @@ class World:
                        self.now + done_in, left)
             return
         self.chunk_done(goal, turn, left)
+
+    def receive_push(self, payload: dict[str, Any]) -> bool:
+        """The push dispatcher's receiver: the goal's agent gets the resume
+        packet and the lease the wake granted, and starts a turn with it
+        seconds later (the product's task is still running: nothing here
+        calls back into it)."""
+        goal = self.goals.get(str(payload.get("goal_id", "")))
+        lease = payload.get("lease") or {}
+        if goal is None or goal.ended or not lease.get("token"):
+            return True  # taken, and nothing to do (a notification, a goal it dropped)
+        handed = Lease(str(lease["token"]), int(lease["generation"]))
+        goal.handed.add(handed.generation)
+        self.count("push_received")
+        goal.turn += 1  # whatever it was waiting for is superseded by this wake
+        goal.mode = "pushed"
+        self.note(goal, f"the push dispatcher hands the agent generation {handed.generation} "
+                        f"({str(payload.get('occurrence_id', ''))[:40]})")
+        self.after(timedelta(seconds=self.rng.uniform(1, 30)), self.pushed_turn, goal,
+                   goal.turn, handed)
+        return True
+
+    def pushed_turn(self, goal: GoalSim, turn: int, lease: Lease) -> None:
+        if turn != goal.turn or goal.ended:
+            return
+        self.begin_turn(goal, lease)
 
     def excuse(self, goal: GoalSim, paused_until: str, retry_after: str) -> None:
         """The world knows its own provider: the goal may wait for the reset it
@@ -1239,7 +1272,12 @@ class World:
                 self.violation(name, goal_id, message)
             if event["kind"] in ("lease.acquired", "lease.taken_over"):
                 generation = event["data"]["generation"]
-                if generation not in goal.handed:
+                if generation not in goal.handed and goal.push \
+                        and event["data"].get("via") == "wake":
+                    # The outbox sends it from the wake task, or (an operator's
+                    # wake) from the sweeper's next pass: checked in minutes.
+                    goal.undelivered[generation] = self.now
+                elif generation not in goal.handed:
                     self.violation(inv.PULL_WAKES, goal_id,
                                    f"lease generation {generation} granted "
                                    f"via {event['data'].get('via')} to no one who got its "
@@ -1383,8 +1421,27 @@ class World:
                        f"no progress since {_clock(since)}, past the world's bound of "
                        f"{self.bound(goal)}")
 
+    def push_check(self) -> None:
+        """A pushed wake's lease reaches its agent within minutes (the sweeper
+        sends what the wake task did not), unless django-q2 was down meanwhile."""
+        if "sweeper_off" in self.config.planted:
+            return
+        for goal in self.goals.values():
+            for generation, granted in sorted(goal.undelivered.items()):
+                if generation in goal.handed:
+                    del goal.undelivered[generation]
+                elif self.now - granted > timedelta(minutes=5) and not any(
+                        s <= self.now and e + timedelta(minutes=3) >= granted
+                        for s, e in self.outages + self.db_outages):
+                    del goal.undelivered[generation]
+                    self.violation(inv.PULL_WAKES, goal.goal_id,
+                                   f"lease generation {generation}, granted by a wake at "
+                                   f"{_clock(granted)} for the push dispatcher, never reached "
+                                   "the agent")
+
     def periodic_check(self) -> None:
         self.after(CHECK_EVERY, self.periodic_check)
+        self.push_check()
         states = product.load_many(self.active())
         self.evidence_check(states)
         by_goal: dict[str, list[Any]] = {}
