@@ -32,30 +32,24 @@ from django.conf import settings
 from django.db import connection
 from django_q.models import Schedule
 
-from api.digests import host_ref_digest
 from ledger import alerts as ledger_alerts
 from ledger import clock, dispatchers, doctor, projection, store
 from ledger.domain import (
     AcquireLease,
     DomainError,
-    Finish,
     GoalState,
-    Heartbeat,
     LeaseProof,
-    RecordCheckpoint,
     ReleaseLease,
     RunGoal,
     StartGoal,
     lease_refusal,
     liveness,
 )
-from ledger.domain.commands import Evidence, WakeRequest
-from ledger.domain.finishing import completion_state
 from ledger.domain.jobs import TrackJob, UpdateJob
 from ledger.domain.runs import RequestApproval
-from ledger.domain.watchdogs import HOST, PrepareWatchdog, RecordReceipt
+from ledger.domain.watchdogs import PrepareWatchdog
 from ledger.models import Event, Goal
-from ledger.services import jobs, operators, runs, tokens, wakes
+from ledger.services import jobs, operators, runs, tokens
 from ledger.services.goals import Caller
 from scheduling import sealing, watchdogs
 
@@ -184,18 +178,21 @@ def is_ready(state: GoalState | dict[str, Any]) -> bool:
 
 
 def heartbeat(goal_id: str, agent: str, lease: Lease) -> None:
-    _run(goal_id, Heartbeat(_proof(lease)), agent)
+    """POST /goals/{id}/lease/heartbeat, through the API."""
+    _agent(agent).post(f"goals/{goal_id}/lease/heartbeat", _fenced(lease), _key(goal_id))
 
 
 def checkpoint(goal_id: str, agent: str, lease: Lease, *, step: str, pct: int,
                next_actions: list[str], release: bool = False, errors: tuple[str, ...] = (),
                note: str = "", wake_in: int | None = None) -> None:
-    """POST /goals/{id}/checkpoints; ``wake_in``: "wake me in N seconds" with the release."""
-    wake = WakeRequest(wake_in, "", "timeout_recovery") if wake_in else None
-    _run(goal_id, RecordCheckpoint(current_step=step, progress_pct=pct,
-                                   completed=(step,), next_actions=tuple(next_actions),
-                                   errors=errors, note=note, release_lease=release,
-                                   proof=_proof(lease), wake=wake), agent)
+    """POST /goals/{id}/checkpoints, through the API; ``wake_in``: "wake me in N
+    seconds" with the release."""
+    body: dict[str, Any] = {**_fenced(lease), "current_step": step, "progress_pct": pct,
+                            "completed": [step], "next_actions": list(next_actions),
+                            "errors": list(errors), "note": note, "release_lease": release}
+    if wake_in:
+        body["wake"] = {"in_seconds": wake_in, "reason": "timeout_recovery"}
+    _agent(agent).post(f"goals/{goal_id}/checkpoints", body, _key(goal_id))
 
 
 def report_run(goal_id: str, agent: str, lease: Lease, *, error_text: str = "",
@@ -247,34 +244,47 @@ def prepare_watchdog(goal_id: str, agent: str, lease: Lease) -> dict[str, Any]:
 
 def host_receipt(goal_id: str, agent: str, lease: Lease | None, *, status: str,
                  host_ref: str = "", due_at: str = "") -> str:
-    """POST /goals/{id}/watchdog/receipts; answers the completion state."""
-    command = RecordReceipt(_proof(lease), status, host_ref_digest(host_ref) if host_ref else "",
-                            due_at, "local" if status == "created" else "unverified",
-                            attested_by=agent if status == "user_attested_deleted" else "")
-    return completion_state(_run(goal_id, command, agent).state)
+    """POST /goals/{id}/watchdog/receipts, through the API; answers the
+    completion state. A 4xx (e.g. a due_at far from the prepared slot) is
+    Refused: the agent must fix what it sent."""
+    body: dict[str, Any] = {**_fenced(lease), "status": status,
+                            "runs_on": "local" if status == "created" else "unverified"}
+    if host_ref:
+        body["host_ref"] = host_ref
+    if due_at:
+        body["due_at"] = due_at
+    if status == "user_attested_deleted":
+        body["attested_by"] = agent
+    answer = _agent(agent).post(f"goals/{goal_id}/watchdog/receipts", body, _key(goal_id))
+    return str(answer["completion_state"])
 
 
 def finish(goal_id: str, agent: str, lease: Lease, status: str = "completed") -> str:
-    """POST /goals/{id}/finish; answers completed, pending_native_cleanup, …
-    A completion shows evidence for the goal's one done criterion."""
-    evidence = (tuple(Evidence(c, "every step checkpointed and verified")
-                      for c in DONE_CRITERIA) if status == "completed" else ())
-    command = Finish(status, "done", _proof(lease), evidence)
-    return completion_state(_run(goal_id, command, agent).state)
+    """POST /goals/{id}/finish, through the API; answers completed,
+    pending_native_cleanup, … A completion shows evidence for the goal's one
+    done criterion."""
+    evidence = ([{"criterion": c, "evidence": "every step checkpointed and verified"}
+                 for c in DONE_CRITERIA] if status == "completed" else [])
+    answer = _agent(agent).post(f"goals/{goal_id}/finish",
+                                {**_fenced(lease), "status": status, "summary": "done",
+                                 "evidence": evidence}, _key(goal_id))
+    return str(answer["completion_state"])
 
 
 def host_claim(goal_id: str, agent: str, token: str,
                occurrence_id: str | None) -> ClaimAnswer:
-    """POST /goals/{id}/claim as a host-fired task sends it (what ClaimView does:
-    without an occurrence id, the domain names the claim after its slot)."""
-    occurrence = f"host:{occurrence_id}" if occurrence_id else ""
-    try:
-        result = wakes.claim(goal_id, source=HOST, occurrence_id=occurrence,
-                             holder=agent, actor=agent, token=token, owner=agent)
-    except DomainError as error:
-        raise Refused(error.code, error.detail, **error.extra) from None
-    lease = Lease(token, result.lease.generation) if result.lease else None
-    return ClaimAnswer(result.outcome, lease, result.retry_after_seconds, result.packet)
+    """POST /goals/{id}/claim as a host-fired task sends it, through the API
+    (without an occurrence id, the domain names the claim after its slot).
+    The Idempotency-Key is a UUID made from the world's ``token``: the server
+    derives the lease token it grants from it (and refuses keys that look
+    like credentials)."""
+    body = {"occurrence_id": occurrence_id} if occurrence_id else {}
+    key = str(uuid.UUID(hashlib.sha256(token.encode()).hexdigest()[:32]))
+    answer = _agent(agent).post(f"goals/{goal_id}/claim", body, key)
+    granted = answer.get("lease") or None
+    lease = Lease(str(granted["token"]), int(granted["generation"])) if granted else None
+    return ClaimAnswer(str(answer["outcome"]), lease, answer.get("retry_after_seconds"),
+                       answer.get("resume_packet"))
 
 
 # --------------------------------------------------------------------------- operators
@@ -621,11 +631,52 @@ class Api:
         self.client = Client(HTTP_AUTHORIZATION=f"Bearer {accounts.issue_token(user)}")
 
     def get(self, url: str) -> Any:
-        response = self.client.get(url)
+        return self._answer(self.client.get(url))
+
+    def post(self, path: str, body: dict[str, Any], key: str) -> Any:
+        """A write with an Idempotency-Key (the world's own, from its seed: the
+        lease token the server derives from it is then the same every run)."""
+        return self._answer(self.client.post(f"/api/v1/{path}", body,
+                                             content_type="application/json",
+                                             HTTP_IDEMPOTENCY_KEY=key))
+
+    @staticmethod
+    def _answer(response: Any) -> Any:
         body = response.json() if response.content else {}
         if response.status_code >= 400:
-            raise Refused(str(body.get("code", response.status_code)), str(body.get("detail", "")))
+            # A problem (4xx): the agent must do something else.
+            raise Refused(str(body.get("code", response.status_code)), str(body.get("detail", "")),
+                          status=response.status_code)
         return body
+
+
+_AGENTS: dict[str, Api] = {}
+
+
+def new_world() -> None:
+    """Forget the API callers of an earlier world (its rolled-back users)."""
+    _AGENTS.clear()
+    _calls[0] = 0
+
+
+def _agent(name: str) -> Api:
+    """The agent's caller: a user named as the goal's agent, with its own token."""
+    if name not in _AGENTS:
+        _AGENTS[name] = Api(name, "agent")
+    return _AGENTS[name]
+
+
+def _fenced(lease: Lease | None) -> dict[str, Any]:
+    return {"lease": {"token": lease.token, "generation": lease.generation}} if lease else {}
+
+
+_calls = [0]  # writes this world made through the API
+
+
+def _key(goal_id: str) -> str:
+    """An Idempotency-Key: unique per call, the same sequence every run."""
+    _calls[0] += 1
+    return f"sim-{goal_id[:8]}-{_calls[0]}"
 
 
 @dataclass
@@ -692,8 +743,19 @@ def database_down() -> Iterator[None]:
             return execute(sql, params, many, context)
         raise OperationalError("simulated: the database is unreachable")
 
-    with connection.execute_wrapper(refuse):
-        yield
+    muted = logging.root.manager.disable
+    logging.disable(logging.ERROR)  # django.request's "Internal Server Error" per refused call
+    try:
+        with connection.execute_wrapper(refuse):
+            yield
+    finally:
+        logging.disable(muted)
+        # An ORM write outside any savepoint (an update, a delete) marks the
+        # enclosing atomic block broken when it raises. Here that block is the
+        # world's own rolled-back transaction, which production does not have,
+        # and the statement never reached the database: nothing to roll back.
+        if connection.needs_rollback and is_database_down(connection.rollback_exc):
+            connection.needs_rollback = False
 
 
 def is_database_down(error: BaseException) -> bool:

@@ -154,6 +154,10 @@ class GoalSim:
     excused_until: datetime | None = None
     listing: tuple[str, datetime] | None = None  # (reason, since) while /alerts lists it
     hung_until: datetime | None = None
+    # The product accepted a receipt whose due_at the world knows was wrong:
+    # its slots are no longer the host's, so no_drift cannot judge the fires
+    # (the headline still judges the goal).
+    wrong_anchor: bool = False
     listed_for: timedelta = timedelta()  # time /alerts asked a human to look at it
 
     @property
@@ -306,6 +310,7 @@ class World:
         with ledger_clock.use(self.clock), \
                 product.planted(self.config.planted, self.poisoned), \
                 product.push_dispatcher(self.receive_push):
+            product.new_world()
             for slot in range(self.config.goals):
                 self.at(START + self.minutes(0, self.config.start_within * 60),
                         self.start_goal, slot)
@@ -425,6 +430,7 @@ class World:
         ref = f"host-task-{self.rng.getrandbits(48):012x}"
         due = datetime.fromisoformat(watchdog["first_due_at"])
         goal.host = HostSchedule(ref, due, goal.interval, passes_ids=self.rng.random() < 0.5)
+        goal.wrong_anchor = False
         if not goal.healthy and self.rng.random() < self.config.bad_due_at \
                 and self.bad_receipt(goal, ref, due):
             pass  # the product took the wrong due_at; the agent never knows
@@ -454,6 +460,7 @@ class World:
                             f"({refused.code}); the agent sends the host's own")
             return False
         self.count("receipt_bad_due_at_accepted")
+        goal.wrong_anchor = True
         self.note(goal, f"receipt with a wrong due_at ({kind}: {wrong}) accepted")
         return True
 
@@ -938,6 +945,7 @@ class World:
             return
         late = (self.now - slot_at).total_seconds()
         if (answer.outcome == "not_due" and not duplicate and not retries
+                and not goal.wrong_anchor
                 and before.status != "paused" and -30 <= late < host.interval.total_seconds() / 2):
             self.violation(inv.NO_DRIFT, goal.goal_id,
                            f"the host's slot {k} ({slot_at:%H:%M:%S}) fired {late:.0f} s from "
