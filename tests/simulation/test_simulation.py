@@ -382,10 +382,10 @@ def test_the_world_catches_a_tampered_projection_and_a_lost_schedule() -> None:
 # the product (tests/simulation/product.py's ``planted``) must report it. Short
 # worlds, so they stay cheap; SQLite only (the PostgreSQL half runs one world).
 
-def _planted(**overrides: object) -> Report:
+def _planted(days: float = 1, **overrides: object) -> Report:
     if connection.vendor != "sqlite":
         pytest.skip("the planted-bug worlds run on SQLite")
-    return _run(1, 6, 1, **overrides)
+    return _run(1, 6, days, **overrides)
 
 
 @pytest.mark.slow
@@ -413,7 +413,9 @@ def test_a_poisoned_wake_is_a_failed_task_and_a_failure_figure() -> None:
     records each run as a failed task (the world goes on), and the goals,
     never woken, either wait unlisted without progress (the headline, on a
     product without WAKE_NOT_FIRING) or are listed — never neither."""
-    report = _planted(poisoned=1.0, host_share=0.0)
+    # Half a day, goals starting in the first hour: each poisoned slot costs a
+    # failed task per sweep, so a longer world only repeats itself.
+    report = _planted(poisoned=1.0, host_share=0.0, start_within=1.0, days=0.5)
     assert report.acts.get("poisoned_goal", 0) > 0
     assert report.task_failures > 0 and report.acts.get("wake_task_failed", 0) > 0
     listed = sum(report.visible_stuck.values())

@@ -157,7 +157,7 @@ class GoalSim:
     # The product accepted a receipt whose due_at the world knows was wrong:
     # its slots are no longer the host's, so no_drift cannot judge the fires
     # (the headline still judges the goal).
-    wrong_anchor: bool = False
+    wrong_anchor: str = ""  # which slip: typo, time_zone, year
     listed_for: timedelta = timedelta()  # time /alerts asked a human to look at it
 
     @property
@@ -201,6 +201,9 @@ class Report:
     # beyond the world's own bound (World.bound); must be 0.
     unseen_hours: float = 0.0
     unseen_goals: set[str] = field(default_factory=set)
+    # What the world knows was wrong with those goals (its own injections):
+    # hours by cause, to tell which product fix each part of the figure needs.
+    unseen_causes: dict[str, float] = field(default_factory=dict)
     longest_listing: tuple[float, str, str] = (0.0, "", "")  # hours, reason, goal
     most_listed: int = 0  # goals /alerts listed at once, at most
     alerts_pages: int = 0  # pages of the longest /alerts read
@@ -223,7 +226,9 @@ class Report:
                  f"  endings: {dict(sorted(self.endings.items()))}",
                  f"  acts: {dict(sorted(self.acts.items()))}",
                  f"  HEADLINE: {self.unseen_hours:.1f} goal-hours unlisted without progress "
-                 f"beyond the world's bound ({len(self.unseen_goals)} goal(s))",
+                 f"beyond the world's bound ({len(self.unseen_goals)} goal(s); by what the "
+                 f"world injected: "
+                 f"{ {k: round(v, 1) for k, v in sorted(self.unseen_causes.items())} })",
                  f"  listed in /alerts, goal-hours by reason: "
                  f"{ {k: round(v, 1) for k, v in sorted(self.visible_stuck.items())} }; "
                  f"longest listing {self.longest_listing[0]:.1f} h "
@@ -430,7 +435,7 @@ class World:
         ref = f"host-task-{self.rng.getrandbits(48):012x}"
         due = datetime.fromisoformat(watchdog["first_due_at"])
         goal.host = HostSchedule(ref, due, goal.interval, passes_ids=self.rng.random() < 0.5)
-        goal.wrong_anchor = False
+        goal.wrong_anchor = ""
         if not goal.healthy and self.rng.random() < self.config.bad_due_at \
                 and self.bad_receipt(goal, ref, due):
             pass  # the product took the wrong due_at; the agent never knows
@@ -460,7 +465,7 @@ class World:
                             f"({refused.code}); the agent sends the host's own")
             return False
         self.count("receipt_bad_due_at_accepted")
-        goal.wrong_anchor = True
+        goal.wrong_anchor = kind
         self.note(goal, f"receipt with a wrong due_at ({kind}: {wrong}) accepted")
         return True
 
@@ -1422,7 +1427,13 @@ class World:
         over = self.now - (since + self.bound(goal))
         if over <= timedelta():
             return
-        self.report.unseen_hours += min(over, CHECK_EVERY).total_seconds() / 3600
+        hours = min(over, CHECK_EVERY).total_seconds() / 3600
+        self.report.unseen_hours += hours
+        cause = ("hung_holder" if goal.hung_until is not None else
+                 f"wrong_due_at:{goal.wrong_anchor}" if goal.wrong_anchor else
+                 "poisoned_wake" if goal.poisoned else
+                 "host_only" if goal.host_only else "none")
+        self.report.unseen_causes[cause] = self.report.unseen_causes.get(cause, 0.0) + hours
         self.report.unseen_goals.add(goal.goal_id)
         self.violation(inv.UNSEEN, goal.goal_id,
                        f"{state.status} goal ({product.label(state)}) unlisted in /alerts with "
