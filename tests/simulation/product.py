@@ -650,6 +650,19 @@ class Api:
         return body
 
 
+@contextlib.contextmanager
+def quiet_requests() -> Iterator[None]:
+    """Django logs every 4xx the agents meet (lease_lost, a refused receipt) as a
+    warning: the world notes them on the goal's trace instead."""
+    logger = logging.getLogger("django.request")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 _AGENTS: dict[str, Api] = {}
 
 

@@ -314,7 +314,7 @@ class World:
     def run(self) -> Report:
         with ledger_clock.use(self.clock), \
                 product.planted(self.config.planted, self.poisoned), \
-                product.push_dispatcher(self.receive_push):
+                product.push_dispatcher(self.receive_push), product.quiet_requests():
             product.new_world()
             for slot in range(self.config.goals):
                 self.at(START + self.minutes(0, self.config.start_within * 60),
@@ -1356,8 +1356,10 @@ class World:
                                                     "was not swept")
 
     def recently_down(self, moment: datetime) -> bool:
-        """The scheduler was down at ``moment`` or came back less than 3 min before."""
-        return any(s <= moment < e + timedelta(minutes=3) for s, e in self.outages)
+        """The scheduler (or the database it needs) was down at ``moment`` or came
+        back less than 3 min before."""
+        return any(s <= moment < e + timedelta(minutes=3)
+                   for s, e in self.outages + self.db_outages)
 
     def read_alerts(self) -> product.AlertsRead:
         if self.reader is None:
