@@ -73,8 +73,6 @@ DEFECTS: dict[str, str] = {
                 "checkpoints is never listed), receipt_due_at_mismatch (a receipt a year "
                 "ahead re-anchors the host's slots, the goal waits unlisted) and "
                 "WAKE_NOT_FIRING (a wake that raises every time is repaired forever)",
-    inv.NO_DRIFT: NEEDS_35 + "receipt_due_at_mismatch (a host receipt's wrong due_at is "
-                  "accepted; the host's on-time fires are then answered not_due)",
 }
 RARE_DEFECTS: dict[str, str] = {}
 KNOWN = {**DEFECTS, **RARE_DEFECTS}

@@ -1440,7 +1440,7 @@ class World:
         self.violation(inv.UNSEEN, goal.goal_id,
                        f"{state.status} goal ({product.label(state)}) unlisted in /alerts with "
                        f"no progress since {_clock(since)}, past the world's bound of "
-                       f"{self.bound(goal)}")
+                       f"{self.bound(goal)} (the world injected: {cause})")
 
     def push_check(self) -> None:
         """A pushed wake's lease reaches its agent within minutes (the sweeper
