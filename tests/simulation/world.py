@@ -158,6 +158,9 @@ class GoalSim:
     # its slots are no longer the host's, so no_drift cannot judge the fires
     # (the headline still judges the goal).
     wrong_anchor: str = ""  # which slip: typo, time_zone, year
+    # A hang the world injected, kept until the goal's next progress (the
+    # headline's cause; a wrong anchor lasts until the next right receipt).
+    injected: str = ""
     listed_for: timedelta = timedelta()  # time /alerts asked a human to look at it
 
     @property
@@ -546,6 +549,7 @@ class World:
             return None
         if fn in (product.checkpoint, product.finish):
             goal.last_progress = self.now  # progress, as the agent saw it succeed
+            goal.injected = ""
         return answer
 
     def work_chunk(self, goal: GoalSim, turn: int, left: int) -> None:
@@ -690,6 +694,7 @@ class World:
         client keeps renewing the lease: heartbeats, never a checkpoint."""
         low, high = self.config.hang_hours
         goal.hung_until = self.now + timedelta(hours=self.rng.uniform(low, high))
+        goal.injected = "hung_holder"
         self.count("hung_holder")
         self.note(goal, f"agent hangs until {_clock(goal.hung_until)}; its client heartbeats")
         self.after(timedelta(minutes=4), self.hung_beat, goal, turn, left)
@@ -1377,7 +1382,11 @@ class World:
         waits the product may take before it must list the goal (a lease and
         its stale grace, a ready wake's timeout, the progress bound, a host's
         silent slots), plus a margin."""
-        host = HOST_SILENT_SLOTS * goal.interval if goal.scheduler == "host" else timedelta()
+        # A host goal: the silence before HOST_SILENT (its slots and half a slot
+        # of lateness), then the re-created task's first slot. A listing that
+        # short falls between two samples of /alerts: it cannot reset the bound.
+        host = ((HOST_SILENT_SLOTS + 1.5) * goal.interval if goal.scheduler == "host"
+                else timedelta())
         return goal.interval + max(timedelta(seconds=LEASE_SECONDS) + STALE_GRACE,
                                    timedelta(minutes=READY_TIMEOUT_MINUTES), PROGRESS_BOUND,
                                    host) + MARGIN
@@ -1431,10 +1440,9 @@ class World:
             return
         hours = min(over, CHECK_EVERY).total_seconds() / 3600
         self.report.unseen_hours += hours
-        cause = ("hung_holder" if goal.hung_until is not None else
-                 f"wrong_due_at:{goal.wrong_anchor}" if goal.wrong_anchor else
-                 "poisoned_wake" if goal.poisoned else
-                 "host_only" if goal.host_only else "none")
+        cause = goal.injected or (f"wrong_due_at:{goal.wrong_anchor}" if goal.wrong_anchor
+                                  else "poisoned_wake" if goal.poisoned
+                                  else "host_only" if goal.host_only else "none")
         self.report.unseen_causes[cause] = self.report.unseen_causes.get(cause, 0.0) + hours
         self.report.unseen_goals.add(goal.goal_id)
         self.violation(inv.UNSEEN, goal.goal_id,
