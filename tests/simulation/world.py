@@ -162,6 +162,9 @@ class GoalSim:
     # headline's cause; a wrong anchor lasts until the next right receipt).
     injected: str = ""
     listed_for: timedelta = timedelta()  # time /alerts asked a human to look at it
+    # Time its host cost it (missed slots, the silence before HOST_SILENT and
+    # the re-created task's first slot): not the agent's, nor the product's.
+    host_delay: timedelta = timedelta()
 
     @property
     def interval(self) -> timedelta:
@@ -476,6 +479,7 @@ class World:
         """The host loses the goal's task (a restart, a user, a quota): no receipt."""
         if goal.host is host and host.active and not goal.ended:
             host.active = False
+            goal.host_delay += (HOST_SILENT_SLOTS + 1.5) * host.interval
             self.count("host_drops_task")
             self.note(goal, "the host silently drops its task")
 
@@ -499,6 +503,7 @@ class World:
         if goal.host is not None:
             goal.host.active = False
         self.count("host_recreated")
+        goal.host_delay += 1.5 * goal.interval  # the detection's lateness and the first slot
         self.note(goal, "agent told HOST_SILENT: its host task is gone; it re-creates it")
         self.call(goal, product.host_receipt, goal.goal_id, goal.agent, goal.lease,
                   status="user_attested_deleted")
@@ -925,6 +930,7 @@ class World:
         roll = self.rng.random()
         if roll < 0.05:
             self.count("host_missed_slot")
+            goal.host_delay += host.interval
             self.note(goal, f"host misses slot {k}")
             return
         early = roll < 0.05 + self.config.host_early
@@ -1511,7 +1517,7 @@ class World:
                          timedelta())
             # Time the goal was listed in /alerts waited for a human, not for it.
             deadline = goal.started_at + goal.turns_needed * (goal.interval + slack) + outage \
-                + goal.listed_for
+                + goal.listed_for + goal.host_delay
             if goal.healthy and not state.terminal and self.end > deadline:
                 self.violation(inv.PROGRESS, goal_id,
                                f"a goal whose agent always succeeds is still {state.status} "
