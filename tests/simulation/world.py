@@ -1314,8 +1314,14 @@ class World:
                     self.violation(inv.INTERRUPTED_ONLY_AFTER_SILENCE, goal_id,
                                    f"INTERRUPTED_UNKNOWN for generation {generation}, held by "
                                    f"{who}: nothing went silent")
+            # An operator who stops a listed goal ("not worth it") decides for
+            # it: no product fault (seed 4, 30 days: a host drop during a
+            # scheduler outage, HOST_SILENT recorded when the sweeper came back,
+            # and an operator stopped the healthy goal from /alerts).
+            stopped_by_operator = event["kind"] == "goal.stopped" and \
+                str(event["actor"]).startswith("operator")
             if event["kind"] in ("goal.completed", "goal.failed", "goal.blocked",
-                                 "goal.stopped") and goal.healthy:
+                                 "goal.stopped") and goal.healthy and not stopped_by_operator:
                 if event["kind"] != "goal.completed":
                     self.violation(inv.PROGRESS, goal_id,
                                    f"a goal whose agent always succeeds ended "
