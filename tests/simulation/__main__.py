@@ -16,7 +16,16 @@ def main() -> int:
     parser.add_argument("--goals", type=int, default=30)
     parser.add_argument("--traces", type=int, default=1,
                         help="traces shown per broken invariant (default 1)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a world setting (world.Config), a Python literal: "
+                             "--set poisoned=0.5 --set \"planted=('sweeper_off',)\"")
     args = parser.parse_args()
+    import ast
+
+    overrides = {}
+    for item in args.set:
+        name, _, value = item.partition("=")
+        overrides[name.strip()] = ast.literal_eval(value.strip())
     os.environ.pop("DATABASE_URL", None)  # SQLite, as the brief says
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
     import django
@@ -26,17 +35,18 @@ def main() -> int:
 
     logging.disable(logging.INFO)  # the scheduler's per-wake lines would drown the report
     from django.db import transaction
-    from django.test.utils import setup_databases, teardown_databases
+    from django.test.utils import setup_databases, setup_test_environment, teardown_databases
 
     from tests.simulation.world import simulate
 
+    setup_test_environment()  # as pytest-django does: the test client's host is allowed
     config = setup_databases(verbosity=0, interactive=False)
     broken = False
     try:
         for seed in args.seed or [1]:
             started = time.perf_counter()
             with transaction.atomic():
-                report = simulate(seed, days=args.days, goals=args.goals)
+                report = simulate(seed, days=args.days, goals=args.goals, **overrides)
                 transaction.set_rollback(True)
             print(report.summary())
             print(f"  ({time.perf_counter() - started:.1f} s)")

@@ -28,6 +28,9 @@ VERIFIED_COMPLETION = "verified_completion"
 INTERRUPTED_ONLY_AFTER_SILENCE = "interrupted_only_after_silence"
 PULL_WAKES = "no_lease_to_nobody"
 LIVENESS = "liveness"
+# Issue 35, judged from outside: unlisted in /alerts with no progress beyond
+# the world's own bound (the headline figure).
+UNSEEN = "unlisted_without_progress"
 DOCTOR = "doctor_consistency"
 SWEPT = "expired_leases_swept"
 NO_DRIFT = "no_drift"
@@ -38,7 +41,7 @@ OPERATOR_CAN_RECOVER = "operator_can_recover"
 
 ALL = (ONE_LIVE_LEASE, FENCING, EXACTLY_ONCE, BUDGET, CHARGED_ONLY_RECOVERY, NO_CROSSED_GATE,
        VERIFIED_COMPLETION, INTERRUPTED_ONLY_AFTER_SILENCE, PULL_WAKES, LIVENESS, DOCTOR, SWEPT,
-       NO_DRIFT, PROGRESS, REPLAY, CHAIN, OPERATOR_CAN_RECOVER)
+       NO_DRIFT, PROGRESS, REPLAY, CHAIN, OPERATOR_CAN_RECOVER, UNSEEN)
 
 
 @dataclass

@@ -19,9 +19,10 @@ import ast
 import contextlib
 import hashlib
 import json
+import logging
 import queue
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -31,30 +32,24 @@ from django.conf import settings
 from django.db import connection
 from django_q.models import Schedule
 
-from api.digests import host_ref_digest
 from ledger import alerts as ledger_alerts
 from ledger import clock, dispatchers, doctor, projection, store
 from ledger.domain import (
     AcquireLease,
     DomainError,
-    Finish,
     GoalState,
-    Heartbeat,
     LeaseProof,
-    RecordCheckpoint,
     ReleaseLease,
     RunGoal,
     StartGoal,
     lease_refusal,
     liveness,
 )
-from ledger.domain.commands import Evidence, WakeRequest
-from ledger.domain.finishing import completion_state
 from ledger.domain.jobs import TrackJob, UpdateJob
 from ledger.domain.runs import RequestApproval
-from ledger.domain.watchdogs import HOST, PrepareWatchdog, RecordReceipt
+from ledger.domain.watchdogs import PrepareWatchdog
 from ledger.models import Event, Goal
-from ledger.services import jobs, operators, runs, tokens, wakes
+from ledger.services import jobs, operators, runs, tokens
 from ledger.services.goals import Caller
 from scheduling import sealing, watchdogs
 
@@ -183,18 +178,21 @@ def is_ready(state: GoalState | dict[str, Any]) -> bool:
 
 
 def heartbeat(goal_id: str, agent: str, lease: Lease) -> None:
-    _run(goal_id, Heartbeat(_proof(lease)), agent)
+    """POST /goals/{id}/lease/heartbeat, through the API."""
+    _agent(agent).post(f"goals/{goal_id}/lease/heartbeat", _fenced(lease), _key(goal_id))
 
 
 def checkpoint(goal_id: str, agent: str, lease: Lease, *, step: str, pct: int,
                next_actions: list[str], release: bool = False, errors: tuple[str, ...] = (),
                note: str = "", wake_in: int | None = None) -> None:
-    """POST /goals/{id}/checkpoints; ``wake_in``: "wake me in N seconds" with the release."""
-    wake = WakeRequest(wake_in, "", "timeout_recovery") if wake_in else None
-    _run(goal_id, RecordCheckpoint(current_step=step, progress_pct=pct,
-                                   completed=(step,), next_actions=tuple(next_actions),
-                                   errors=errors, note=note, release_lease=release,
-                                   proof=_proof(lease), wake=wake), agent)
+    """POST /goals/{id}/checkpoints, through the API; ``wake_in``: "wake me in N
+    seconds" with the release."""
+    body: dict[str, Any] = {**_fenced(lease), "current_step": step, "progress_pct": pct,
+                            "completed": [step], "next_actions": list(next_actions),
+                            "errors": list(errors), "note": note, "release_lease": release}
+    if wake_in:
+        body["wake"] = {"in_seconds": wake_in, "reason": "timeout_recovery"}
+    _agent(agent).post(f"goals/{goal_id}/checkpoints", body, _key(goal_id))
 
 
 def report_run(goal_id: str, agent: str, lease: Lease, *, error_text: str = "",
@@ -246,34 +244,47 @@ def prepare_watchdog(goal_id: str, agent: str, lease: Lease) -> dict[str, Any]:
 
 def host_receipt(goal_id: str, agent: str, lease: Lease | None, *, status: str,
                  host_ref: str = "", due_at: str = "") -> str:
-    """POST /goals/{id}/watchdog/receipts; answers the completion state."""
-    command = RecordReceipt(_proof(lease), status, host_ref_digest(host_ref) if host_ref else "",
-                            due_at, "local" if status == "created" else "unverified",
-                            attested_by=agent if status == "user_attested_deleted" else "")
-    return completion_state(_run(goal_id, command, agent).state)
+    """POST /goals/{id}/watchdog/receipts, through the API; answers the
+    completion state. A 4xx (e.g. a due_at far from the prepared slot) is
+    Refused: the agent must fix what it sent."""
+    body: dict[str, Any] = {**_fenced(lease), "status": status,
+                            "runs_on": "local" if status == "created" else "unverified"}
+    if host_ref:
+        body["host_ref"] = host_ref
+    if due_at:
+        body["due_at"] = due_at
+    if status == "user_attested_deleted":
+        body["attested_by"] = agent
+    answer = _agent(agent).post(f"goals/{goal_id}/watchdog/receipts", body, _key(goal_id))
+    return str(answer["completion_state"])
 
 
 def finish(goal_id: str, agent: str, lease: Lease, status: str = "completed") -> str:
-    """POST /goals/{id}/finish; answers completed, pending_native_cleanup, …
-    A completion shows evidence for the goal's one done criterion."""
-    evidence = (tuple(Evidence(c, "every step checkpointed and verified")
-                      for c in DONE_CRITERIA) if status == "completed" else ())
-    command = Finish(status, "done", _proof(lease), evidence)
-    return completion_state(_run(goal_id, command, agent).state)
+    """POST /goals/{id}/finish, through the API; answers completed,
+    pending_native_cleanup, … A completion shows evidence for the goal's one
+    done criterion."""
+    evidence = ([{"criterion": c, "evidence": "every step checkpointed and verified"}
+                 for c in DONE_CRITERIA] if status == "completed" else [])
+    answer = _agent(agent).post(f"goals/{goal_id}/finish",
+                                {**_fenced(lease), "status": status, "summary": "done",
+                                 "evidence": evidence}, _key(goal_id))
+    return str(answer["completion_state"])
 
 
 def host_claim(goal_id: str, agent: str, token: str,
                occurrence_id: str | None) -> ClaimAnswer:
-    """POST /goals/{id}/claim as a host-fired task sends it (what ClaimView does:
-    without an occurrence id, the domain names the claim after its slot)."""
-    occurrence = f"host:{occurrence_id}" if occurrence_id else ""
-    try:
-        result = wakes.claim(goal_id, source=HOST, occurrence_id=occurrence,
-                             holder=agent, actor=agent, token=token, owner=agent)
-    except DomainError as error:
-        raise Refused(error.code, error.detail, **error.extra) from None
-    lease = Lease(token, result.lease.generation) if result.lease else None
-    return ClaimAnswer(result.outcome, lease, result.retry_after_seconds, result.packet)
+    """POST /goals/{id}/claim as a host-fired task sends it, through the API
+    (without an occurrence id, the domain names the claim after its slot).
+    The Idempotency-Key is a UUID made from the world's ``token``: the server
+    derives the lease token it grants from it (and refuses keys that look
+    like credentials)."""
+    body = {"occurrence_id": occurrence_id} if occurrence_id else {}
+    key = str(uuid.UUID(hashlib.sha256(token.encode()).hexdigest()[:32]))
+    answer = _agent(agent).post(f"goals/{goal_id}/claim", body, key)
+    granted = answer.get("lease") or None
+    lease = Lease(str(granted["token"]), int(granted["generation"])) if granted else None
+    return ClaimAnswer(str(answer["outcome"]), lease, answer.get("retry_after_seconds"),
+                       answer.get("resume_packet"))
 
 
 # --------------------------------------------------------------------------- operators
@@ -405,7 +416,10 @@ def run_scheduler() -> int:
 
 def take_tasks() -> list[dict[str, Any]]:
     """What a cluster's pusher does: dequeue every ready task from the ORM
-    broker (and acknowledge it). The task dicts are django-q2's own."""
+    broker. The task dicts are django-q2's own, with the broker's ``ack_id``:
+    django-q2 acknowledges a task after it ran (the monitor), so a task whose
+    worker never reports back is handed out again after the cluster's
+    ``retry`` seconds."""
     from django_q.brokers import get_broker
     from django_q.signing import SignedPackage
 
@@ -417,25 +431,85 @@ def take_tasks() -> list[dict[str, Any]]:
             if not got:
                 return tasks_taken
             for ack, payload in got:
-                tasks_taken.append(SignedPackage.loads(payload))
-                broker.acknowledge(ack)
+                tasks_taken.append({**SignedPackage.loads(payload), "ack_id": ack})
 
 
-def run_task(task: dict[str, Any]) -> Any:
-    """django-q2's worker (django_q/worker.py) runs one task in process: it
-    locates the function by name and calls it with the task's args and
-    kwargs. Answers the function's result (a wake's claim outcome)."""
+def cluster_retry_seconds() -> int:
+    """The cluster's ``retry``: how long a taken, unacknowledged task stays hidden."""
+    return int(settings.Q_CLUSTER["retry"])
+
+
+def tasks_in_flight() -> int:
+    """Tasks in the ORM broker's queue, taken or not (a taken task that was
+    never acknowledged becomes visible again after the cluster's ``retry``)."""
+    from django_q.brokers import get_broker
+
+    return get_broker().queue_size() + get_broker().lock_size()
+
+
+@dataclass
+class TaskRun:
+    success: bool
+    result: Any  # the function's answer, or django-q2's "error : traceback" text
+
+
+def run_task(task: dict[str, Any]) -> TaskRun:
+    """django-q2's worker (django_q/worker.py) runs one task in process, not in
+    sync mode: it locates the function by name and calls it; an exception is
+    caught and becomes a failed result. Then what the cluster's monitor does
+    (django_q/monitor.py): a failure is saved as a Task with success=False
+    (attempt_count counted) and acknowledged only if the cluster acks
+    failures (``ack_failures``) or its attempts are spent; otherwise the
+    broker hands it out again after ``retry``. A success is acknowledged
+    without saving its result row (django-q2 keeps up to ``save_limit`` of
+    them; keeping them here costs a locked scan of the Success table per task
+    and shows nothing the ledger's events do not)."""
     from multiprocessing import Value
 
-    from django_q.worker import worker
+    from django_q import monitor as q_monitor
+    from django_q import worker as q_worker
+    from django_q.brokers import get_broker
 
-    todo, done = queue.Queue(), queue.Queue()
-    # "sync": the worker keeps the world's database connection open.
-    todo.put({**task, "sync": True})
+    todo: queue.Queue[Any] = queue.Queue()
+    done: queue.Queue[Any] = queue.Queue()
+    todo.put(task)
     todo.put("STOP")
-    with _django_q_time():
-        worker(todo, done, Value("f", -1))
-    return done.get_nowait()["result"]
+    broker = get_broker()
+    # Not sync: the worker would close "old" connections, which in the world's
+    # one rolled-back transaction means the connection itself.
+    with _django_q_time(), \
+            mock.patch.object(q_worker, "close_old_django_connections", lambda: None), \
+            mock.patch.object(q_monitor, "close_old_django_connections", lambda: None):
+        q_worker.worker(todo, done, Value("f", -1))
+        ran = done.get_nowait()
+        if ran["success"]:
+            if ran.get("ack_id"):
+                broker.acknowledge(ran["ack_id"])
+        else:
+            results: queue.Queue[Any] = queue.Queue()
+            results.put(ran)
+            results.put("STOP")
+            # The monitor logs each failure with its traceback at ERROR: the
+            # world counts them instead (Report.task_failures).
+            muted = logging.root.manager.disable
+            logging.disable(logging.ERROR)
+            try:
+                q_monitor.monitor(results, broker)  # type: ignore[arg-type]
+            finally:
+                logging.disable(muted)
+    return TaskRun(bool(ran["success"]), ran["result"])
+
+
+def failed_tasks() -> list[tuple[str, str, int]]:
+    """django-q2's failures (Task rows with success=False): (func, first
+    argument, attempts)."""
+    from django_q.models import Task
+
+    rows = []
+    for func, args, attempts in Task.objects.filter(success=False).values_list(
+            "func", "args", "attempt_count"):
+        rows.append((str(func), str(args[0]) if args else "", int(attempts)))
+    return rows
 
 
 def load(goal_id: str) -> GoalState:
@@ -507,11 +581,6 @@ def jobs_to_inspect(state: GoalState) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- liveness
 
 
-def alert_reasons() -> dict[str, str]:
-    """GET /alerts, as the operators' dashboard reads it: goal -> reason."""
-    return {row["id"]: row["reason"] for row in ledger_alerts.alerts(Goal.objects.all())}
-
-
 def deadline(state: GoalState) -> datetime | None:
     """The product's claim: by when the goal's next evidence must arrive."""
     return liveness.expectation(state).deadline
@@ -525,6 +594,12 @@ def attention(state: GoalState) -> str:
     return liveness.attention(state)
 
 
+def delete_sweeper_row() -> bool:
+    """An admin deletes the lease sweeper's django-q2 row (the hourly repair
+    restores it)."""
+    return Schedule.objects.filter(name=doctor.SWEEPER_NAME).delete()[0] > 0
+
+
 def damage_row(goal_id: str, how: str) -> bool:
     """An operator (an admin page, a restore, hand-written SQL) deletes the
     goal's watchdog row or exhausts it (repeats 0, which django-q2 skips
@@ -533,3 +608,250 @@ def damage_row(goal_id: str, how: str) -> bool:
     if how == "delete":
         return rows.delete()[0] > 0
     return rows.update(repeats=0) > 0
+
+
+# --------------------------------------------------------------------------- the API over HTTP
+
+
+class Api:
+    """A caller of the REST API with a real bearer token the product issued
+    (``ledger.accounts.issue_token``, as tests/conftest.py's ``Api``), through
+    Django's test client: authentication, the role's visibility and the
+    serializer are the product's own."""
+
+    def __init__(self, username: str, role: str):
+        from django.contrib.auth import get_user_model
+        from django.contrib.auth.models import Group
+        from django.test import Client
+
+        from ledger import accounts
+
+        user, _ = get_user_model().objects.get_or_create(username=username)
+        user.groups.add(Group.objects.get_or_create(name=role)[0])
+        self.client = Client(HTTP_AUTHORIZATION=f"Bearer {accounts.issue_token(user)}")
+
+    def get(self, url: str) -> Any:
+        return self._answer(self.client.get(url))
+
+    def post(self, path: str, body: dict[str, Any], key: str) -> Any:
+        """A write with an Idempotency-Key (the world's own, from its seed: the
+        lease token the server derives from it is then the same every run)."""
+        return self._answer(self.client.post(f"/api/v1/{path}", body,
+                                             content_type="application/json",
+                                             HTTP_IDEMPOTENCY_KEY=key))
+
+    @staticmethod
+    def _answer(response: Any) -> Any:
+        body = response.json() if response.content else {}
+        if response.status_code >= 400:
+            # A problem (4xx): the agent must do something else.
+            raise Refused(str(body.get("code", response.status_code)), str(body.get("detail", "")),
+                          status=response.status_code)
+        return body
+
+
+@contextlib.contextmanager
+def quiet_requests() -> Iterator[None]:
+    """Django logs every 4xx the agents meet (lease_lost, a refused receipt) as a
+    warning: the world notes them on the goal's trace instead."""
+    logger = logging.getLogger("django.request")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+_AGENTS: dict[str, Api] = {}
+
+
+def new_world() -> None:
+    """Forget the API callers of an earlier world (its rolled-back users)."""
+    _AGENTS.clear()
+    _calls[0] = 0
+
+
+def _agent(name: str) -> Api:
+    """The agent's caller: a user named as the goal's agent, with its own token."""
+    if name not in _AGENTS:
+        _AGENTS[name] = Api(name, "agent")
+    return _AGENTS[name]
+
+
+def _fenced(lease: Lease | None) -> dict[str, Any]:
+    return {"lease": {"token": lease.token, "generation": lease.generation}} if lease else {}
+
+
+_calls = [0]  # writes this world made through the API
+
+
+def _key(goal_id: str) -> str:
+    """An Idempotency-Key: unique per call, the same sequence every run."""
+    _calls[0] += 1
+    return f"sim-{goal_id[:8]}-{_calls[0]}"
+
+
+@dataclass
+class AlertsRead:
+    """Every page of GET /alerts: goal -> reason, the pages read, and the
+    total the first page announced (None while /alerts answers a bare list)."""
+
+    reasons: dict[str, str]
+    rows: int
+    pages: int
+    count: int | None
+
+
+ALERTS_URL = "/api/v1/alerts"
+_MAX_PAGES = 10_000  # a cursor that never ends is a product bug, not a long list
+
+
+def read_alerts(api: Api) -> AlertsRead:
+    """GET /alerts as a dashboard reads it, every page: a JSON list (one page,
+    the shape before issue 35), or a page ``{"count", "next", "previous",
+    "results"}`` whose ``next`` is followed to the end. Reasons are read as
+    given, whatever their names."""
+    reasons: dict[str, str] = {}
+    url: str | None = ALERTS_URL
+    rows = pages = 0
+    count: int | None = None
+    while url:
+        body = api.get(url)
+        pages += 1
+        if isinstance(body, list):
+            results, url = body, None
+        else:
+            results, url = body["results"], body.get("next")
+            if pages == 1:
+                count = body.get("count")
+        rows += len(results)
+        for row in results:
+            reasons.setdefault(str(row["id"]), str(row["reason"]))
+        if pages > _MAX_PAGES:
+            raise RuntimeError(f"/alerts still has a next page after {_MAX_PAGES} pages")
+    return AlertsRead(reasons, rows, pages, count)
+
+
+# --------------------------------------------------------------------------- planted faults
+
+
+class DatabaseDown(Exception):
+    """Raised for the world by ``database_down`` (django.db.OperationalError)."""
+
+
+_PASS_THROUGH = ("SAVEPOINT", "RELEASE", "ROLLBACK")
+
+
+@contextlib.contextmanager
+def database_down() -> Iterator[None]:
+    """The database is unreachable: every query of whoever runs inside raises
+    ``django.db.OperationalError`` before it reaches the database. Savepoint
+    statements pass, so the product's own atomic blocks unwind as they would
+    after a dropped connection, and the world's one transaction stays usable."""
+    from django.db import OperationalError
+
+    def refuse(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if str(sql).lstrip().upper().startswith(_PASS_THROUGH):
+            return execute(sql, params, many, context)
+        raise OperationalError("simulated: the database is unreachable")
+
+    muted = logging.root.manager.disable
+    logging.disable(logging.ERROR)  # django.request's "Internal Server Error" per refused call
+    try:
+        with connection.execute_wrapper(refuse):
+            yield
+    finally:
+        logging.disable(muted)
+        # An ORM write outside any savepoint (an update, a delete) marks the
+        # enclosing atomic block broken when it raises. Here that block is the
+        # world's own rolled-back transaction, which production does not have,
+        # and the statement never reached the database: nothing to roll back.
+        if connection.needs_rollback and is_database_down(connection.rollback_exc):
+            connection.needs_rollback = False
+
+
+def is_database_down(error: BaseException) -> bool:
+    from django.db import OperationalError
+
+    return isinstance(error, OperationalError) and "simulated" in str(error)
+
+
+POISON_TEXT = "simulated poisoned wake"
+
+
+@contextlib.contextmanager
+def planted(faults: tuple[str, ...], poisoned: set[str]) -> Iterator[None]:
+    """Bugs a world may plant in the product, to show its figures catch them:
+
+    * ``sweeper_off``: the minutely lease sweeper does nothing;
+    * ``repair_off``: the hourly schedule repair does nothing;
+    * ``overdue_unlisted``: /alerts never lists a goal OVERDUE (the read-time
+      listing of a passed deadline is lost);
+    * and, whatever the faults, the wake task raises for every goal id in
+      ``poisoned`` (a set the world fills as it starts goals): django-q2
+      records each run as a failed task.
+    """
+    from scheduling import maintenance
+    from scheduling import tasks as q_tasks
+
+    fire = q_tasks.fire_watchdog
+
+    def poisoned_fire(goal_id: str, *args: Any, **kwargs: Any) -> Any:
+        if str(goal_id) in poisoned:
+            raise RuntimeError(f"{POISON_TEXT} for goal {goal_id}")
+        return fire(goal_id, *args, **kwargs)
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(q_tasks, "fire_watchdog", poisoned_fire))
+        if "sweeper_off" in faults:
+            stack.enter_context(mock.patch.object(q_tasks, "sweep_leases", lambda: 0))
+        if "repair_off" in faults:
+            stack.enter_context(mock.patch.object(maintenance, "repair_schedules",
+                                                  lambda *a, **k: 0))
+        if "overdue_unlisted" in faults:
+            # Only /alerts' query loses its second half (a passed deadline):
+            # the sweeper and the doctor keep their own reading of OVERDUE.
+            def attention_only(goals: Any, now: datetime) -> Any:
+                return goals.exclude(attention="")
+
+            stack.enter_context(mock.patch.object(ledger_alerts, "needing_a_human",
+                                                  attention_only))
+        unknown = set(faults) - {"sweeper_off", "repair_off", "overdue_unlisted"}
+        if unknown:
+            raise ValueError(f"unknown planted faults: {sorted(unknown)}")
+        yield
+
+
+# --------------------------------------------------------------------------- push dispatch
+
+PUSH = "sim-push"  # the world's webhook dispatcher (a goal's policy.dispatch)
+_PUSH_SECRET = "sim-webhook-secret"
+
+
+@contextlib.contextmanager
+def push_dispatcher(receive: Callable[[dict[str, Any]], bool]) -> Iterator[None]:
+    """A webhook dispatcher configured as operators do (WAKELEDGER_DISPATCHERS,
+    validated by scheduling.dispatch), whose one POST reaches the world's agent
+    instead of a socket: the outbox builds, signs and records the dispatch as
+    in production (scheduling/outbox.py, from the wake task or the sweeper, on
+    django-q2's worker path); ``receive`` gets the JSON body (goal_id,
+    occurrence_id, resume_packet, lease) and answers whether it took it."""
+    from django.test import override_settings
+
+    from scheduling import dispatch
+    from scheduling.signatures import verify_signature
+
+    spec = {"type": "webhook", "url": "http://127.0.0.1:9/sim-agent", "secret": _PUSH_SECRET,
+            "timeout": 5}
+
+    def deliver(url: str, body: bytes, headers: dict[str, str], timeout: float) -> Any:
+        if not verify_signature(_PUSH_SECRET, headers.get(dispatch.SIGNATURE_HEADER), body):
+            return dispatch.Result(False, "401")  # a receiver refuses an unsigned body
+        taken = receive(json.loads(body))
+        return dispatch.Result(taken, "200" if taken else "503")
+
+    with override_settings(WAKELEDGER_DISPATCHERS={PUSH: spec}), \
+            mock.patch.object(dispatch, "_send", deliver):
+        dispatch.validate({PUSH: spec})
+        yield

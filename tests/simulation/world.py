@@ -23,6 +23,14 @@ from tests.simulation.product import Lease, Refused, Unsupported
 
 START = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 CHECK_EVERY = timedelta(minutes=30)
+# The policy every simulated goal asks for, and the world's own bound on how
+# long a goal may go unlisted without progress (World.bound, README).
+LEASE_SECONDS = 600
+READY_TIMEOUT_MINUTES = 120
+HOST_SILENT_SLOTS = 2
+PROGRESS_BOUND = timedelta(minutes=60)  # a checkpoint at least this often (smart-wake: 5-15 min)
+STALE_GRACE = timedelta(seconds=60)  # the server's (WAKELEDGER_STALE_GRACE_SECONDS) default
+MARGIN = timedelta(minutes=30)
 REPLAY_EVERY = timedelta(hours=6)
 
 
@@ -51,6 +59,22 @@ class Config:
     host_stops: float = 0.15  # host goals whose host silently stops firing at some point
     ci_crash: float = 0.15  # a CI wait during which the agent dies
     row_damage_per_day: float = 1.0  # a watchdog row deleted or exhausted by hand
+    # Issue 35's actors (the audit of what the world never did).
+    host_only: float = 0.5  # host goals whose agent runs only when its host fires
+    hang: float = 0.004  # per chunk: the agent hangs; its client keeps renewing the lease
+    hang_hours: tuple[float, float] = (1.0, 8.0)
+    bad_due_at: float = 0.15  # a host receipt's due_at is wrong (typo, time zone, year)
+    slow_operator: float = 0.3  # a listing an operator leaves for 6 hours to 4 days
+    long_outage: bool = True  # worlds of 7 days or more: django-q2 down 1-3 days once
+    db_outages_per_day: float = 0.5  # the database unreachable for 1-15 minutes
+    poisoned: float = 0.0  # internal goals whose wake task raises every time
+    push: float = 0.25  # internal goals whose wakes a webhook dispatcher pushes to the agent
+    # (start, length) in hours: every agent's calls fail authentication (a
+    # revoked provider key): a burst of goals needing a human at once.
+    auth_burst: tuple[float, float] | None = None
+    planted: tuple[str, ...] = ()  # product bugs planted for a test (product.planted)
+    sweeper_row_deleted_at: float | None = None  # hours: an admin deletes the sweeper's row
+    start_within: float = 12.0  # hours over which the first goals start
 
 
 # ------------------------------------------------------------------ failure texts
@@ -118,6 +142,29 @@ class GoalSim:
     notes: list[tuple[datetime, str]] = field(default_factory=list)
     monitor: inv.GoalMonitor | None = None
     ended: bool = False
+    host_only: bool = False  # acts only when its host fires (or a human asks it)
+    poisoned: bool = False  # its wake task raises every time (planted)
+    push: bool = False  # its wakes are pushed (product.PUSH) with the lease they grant
+    undelivered: dict[int, datetime] = field(default_factory=dict)  # pushed generations due
+    # Judged from outside (issue 35): the last progress its agent saw succeed
+    # (start, checkpoint, finish), the last time /alerts listed it, and the
+    # end of a wait the world itself caused and knows (a rate limit's reset).
+    last_progress: datetime | None = None
+    last_listed: datetime | None = None
+    excused_until: datetime | None = None
+    listing: tuple[str, datetime] | None = None  # (reason, since) while /alerts lists it
+    hung_until: datetime | None = None
+    # The product accepted a receipt whose due_at the world knows was wrong:
+    # its slots are no longer the host's, so no_drift cannot judge the fires
+    # (the headline still judges the goal).
+    wrong_anchor: str = ""  # which slip: typo, time_zone, year
+    # A hang the world injected, kept until the goal's next progress (the
+    # headline's cause; a wrong anchor lasts until the next right receipt).
+    injected: str = ""
+    listed_for: timedelta = timedelta()  # time /alerts asked a human to look at it
+    # Time its host cost it (missed slots, the silence before HOST_SILENT and
+    # the re-created task's first slot): not the agent's, nor the product's.
+    host_delay: timedelta = timedelta()
 
     @property
     def interval(self) -> timedelta:
@@ -154,8 +201,21 @@ class Report:
     # listed in /alerts (by reason) or not (must be 0).
     active_hours: float = 0.0
     working_hours: float = 0.0
-    visible_stuck: dict[str, float] = field(default_factory=dict)
-    invisible_stuck_hours: float = 0.0
+    visible_stuck: dict[str, float] = field(default_factory=dict)  # listed hours by reason
+    invisible_stuck_hours: float = 0.0  # past the product's own deadline and unlisted
+    # The headline (issue 35): hours goals spent unlisted with no progress
+    # beyond the world's own bound (World.bound); must be 0.
+    unseen_hours: float = 0.0
+    unseen_goals: set[str] = field(default_factory=set)
+    # What the world knows was wrong with those goals (its own injections):
+    # hours by cause, to tell which product fix each part of the figure needs.
+    unseen_causes: dict[str, float] = field(default_factory=dict)
+    longest_listing: tuple[float, str, str] = (0.0, "", "")  # hours, reason, goal
+    most_listed: int = 0  # goals /alerts listed at once, at most
+    alerts_pages: int = 0  # pages of the longest /alerts read
+    alerts_count_mismatch: int = 0  # reads whose announced count differed from the rows
+    task_failures: int = 0  # django-q2 tasks that failed (Task success=False)
+    db_refusals: int = 0  # actor steps that met the unreachable database and retried
 
     @property
     def progress_share(self) -> float:
@@ -171,11 +231,21 @@ class Report:
                  f"  claims: {dict(sorted(self.claims.items()))}",
                  f"  endings: {dict(sorted(self.endings.items()))}",
                  f"  acts: {dict(sorted(self.acts.items()))}",
-                 f"  liveness: {self.invisible_stuck_hours:.1f} invisible stuck goal-hours; "
-                 f"visible (in /alerts) by reason: "
+                 f"  HEADLINE: {self.unseen_hours:.1f} goal-hours unlisted without progress "
+                 f"beyond the world's bound ({len(self.unseen_goals)} goal(s); by what the "
+                 f"world injected: "
+                 f"{ {k: round(v, 1) for k, v in sorted(self.unseen_causes.items())} })",
+                 f"  listed in /alerts, goal-hours by reason: "
                  f"{ {k: round(v, 1) for k, v in sorted(self.visible_stuck.items())} }; "
+                 f"longest listing {self.longest_listing[0]:.1f} h "
+                 f"({self.longest_listing[1] or '-'} {self.longest_listing[2][:8]}); "
+                 f"at most {self.most_listed} listed at once "
+                 f"({self.alerts_pages} page(s), {self.alerts_count_mismatch} count mismatches)",
+                 f"  past own deadline and unlisted: {self.invisible_stuck_hours:.1f} goal-hours; "
                  f"progress share {self.progress_share:.0%} of "
-                 f"{self.active_hours:.0f} active goal-hours"]
+                 f"{self.active_hours:.0f} active goal-hours; "
+                 f"{self.task_failures} failed django-q2 tasks; "
+                 f"{self.db_refusals} steps retried after the database was down"]
         counts: dict[str, int] = {}
         for v in self.violations:
             counts[v.invariant] = counts.get(v.invariant, 0) + 1
@@ -205,6 +275,9 @@ class World:
         self.touched: set[str] = set()
         self.replayed: dict[str, int] = {}  # goal -> version at its last replay
         self._schedules: list[Any] | None = None  # every FIRE row, while unchanged
+        self.db_outages = self._db_outages()
+        self.poisoned: set[str] = set()  # goal ids whose wake task raises (product.planted)
+        self.reader: product.Api | None = None  # the dashboard's bearer token (an operator)
 
     def active(self) -> list[str]:
         return sorted(goal_id for goal_id, goal in self.goals.items() if not goal.ended)
@@ -245,19 +318,26 @@ class World:
     # -------------------------------------------------------------- run
 
     def run(self) -> Report:
-        with ledger_clock.use(self.clock):
+        with ledger_clock.use(self.clock), \
+                product.planted(self.config.planted, self.poisoned), \
+                product.push_dispatcher(self.receive_push), product.quiet_requests():
+            product.new_world()
             for slot in range(self.config.goals):
-                self.at(START + self.minutes(0, 12 * 60), self.start_goal, slot)
+                self.at(START + self.minutes(0, self.config.start_within * 60),
+                        self.start_goal, slot)
             self.at(START + timedelta(seconds=30), self.scheduler_tick)
             product.rewind_housekeeping(START)  # the sweeper's and repair's rows
             self.at(START + CHECK_EVERY, self.periodic_check)
             self.at(START + timedelta(minutes=20), self.operator_tick)
             self.at(START + self.minutes(60, 24 * 60), self.damage_tick)
+            if self.config.sweeper_row_deleted_at is not None:
+                self.at(START + timedelta(hours=self.config.sweeper_row_deleted_at),
+                        self.delete_sweeper_row)
             while self.queue and self.queue[0][0] <= self.end:
                 when, _seq, action, args = heapq.heappop(self.queue)
                 self.clock.current = max(self.clock.current, when)
                 self.touched = set()
-                action(*args)
+                self.step(action, args)
                 self.report.steps += 1
                 for goal_id in sorted(self.touched):
                     self.check_goal(goal_id)
@@ -265,17 +345,57 @@ class World:
             self.final_check()
         return self.report
 
+    # The world's own steps: they observe, and keep running while the database
+    # is down (the world is no client of it). Ticks queue their successor
+    # first: one that meets the unreachable database is simply skipped.
+    def step(self, action: Callable[..., None], args: tuple[Any, ...]) -> None:
+        name = getattr(action, "__name__", "")
+        down_until = self.db_down(self.now)
+        if down_until is None or name in ("periodic_check",):
+            action(*args)
+            return
+        try:
+            with product.database_down():
+                action(*args)
+        except Exception as error:
+            if not product.is_database_down(error):
+                raise
+            self.report.db_refusals += 1
+            if name in ("scheduler_tick", "operator_tick", "damage_tick"):
+                return
+            # A real client retries: after the outage, with jitter.
+            self.at(down_until + timedelta(seconds=self.rng.uniform(1, 120)), action, *args)
+
+    def db_down(self, moment: datetime) -> datetime | None:
+        for start, end in self.db_outages:
+            if start <= moment < end:
+                return end
+        return None
+
+    def _db_outages(self) -> list[tuple[datetime, datetime]]:
+        rng = random.Random(self.config.seed * 7919 + 2)  # noqa: S311 (its own stream)
+        outages, day = [], 0
+        while day < self.config.days:
+            if rng.random() < self.config.db_outages_per_day:
+                start = START + timedelta(days=day, hours=rng.uniform(0, 24))
+                outages.append((start, start + timedelta(minutes=rng.uniform(1, 15))))
+            day += 1
+        return outages
+
     # -------------------------------------------------------------- goals and agents
 
     def start_goal(self, slot: int) -> None:
         rng = self.rng
         goal_id = str(_uuid(rng))
         healthy = rng.random() < self.config.healthy_share
+        push = rng.random() < self.config.push
         goal = GoalSim(
             slot=slot, goal_id=goal_id, agent=f"agent-{slot:02d}",
             scheduler="host" if rng.random() < self.config.host_share else "internal",
             cadence=rng.choice([15, 30, 60, 60, 60, 120]),
             turns_needed=rng.randint(3, 30), healthy=healthy, started_at=self.now)
+        goal.push = push and goal.scheduler == "internal"
+        policy: dict[str, Any] = {"dispatch": product.PUSH} if goal.push else {}
         token = self.token()
         try:
             gid, answer = product.run_goal(
@@ -283,17 +403,28 @@ class World:
                 goal_key=f"task-{self.report.goals_started}", objective="simulated work",
                 steps=["plan", "work", "verify"], session_key=f"sim-{goal_id}",
                 policy={"scheduler": goal.scheduler, "cadence_minutes": goal.cadence,
-                        "lease_seconds": 600}, token=token)
+                        "lease_seconds": LEASE_SECONDS,
+                        "ready_timeout_minutes": READY_TIMEOUT_MINUTES,
+                        "host_silent_slots": HOST_SILENT_SLOTS, **policy}, token=token)
         except Refused as refused:
             self.violation(inv.PROGRESS, goal_id, f"run_goal refused: {refused}")
             return
         goal.goal_id = gid
         goal.monitor = inv.GoalMonitor(gid)
+        goal.last_progress = self.now
+        goal.host_only = goal.scheduler == "host" and rng.random() < self.config.host_only
+        if goal.scheduler == "internal" and rng.random() < self.config.poisoned:
+            goal.poisoned = True
+            self.poisoned.add(gid)
+            self.count("poisoned_goal")
         self.goals[gid] = goal
         self.report.goals_started += 1
         self.touched.add(gid)
         self.note(goal, f"agent starts ({'healthy' if healthy else 'eventful'}, "
-                        f"{goal.turns_needed} turns, {goal.scheduler} every {goal.cadence} min)")
+                        f"{goal.turns_needed} turns, {goal.scheduler} every {goal.cadence} min"
+                        f"{', runs only when its host fires' if goal.host_only else ''}"
+                        f"{', its wake task is poisoned' if goal.poisoned else ''}"
+                        f"{', its wakes are pushed' if goal.push else ''})")
         if not answer.acquired or answer.lease is None:
             self.violation(inv.PROGRESS, gid, "a new goal's run_goal did not grant its lease")
             return
@@ -310,16 +441,45 @@ class World:
         ref = f"host-task-{self.rng.getrandbits(48):012x}"
         due = datetime.fromisoformat(watchdog["first_due_at"])
         goal.host = HostSchedule(ref, due, goal.interval, passes_ids=self.rng.random() < 0.5)
-        self.call(goal, product.host_receipt, goal.goal_id, goal.agent, goal.lease,
-                  status="created", host_ref=ref, due_at=watchdog["first_due_at"])
+        goal.wrong_anchor = ""
+        if not goal.healthy and self.rng.random() < self.config.bad_due_at \
+                and self.bad_receipt(goal, ref, due):
+            pass  # the product took the wrong due_at; the agent never knows
+        else:
+            self.call(goal, product.host_receipt, goal.goal_id, goal.agent, goal.lease,
+                      status="created", host_ref=ref, due_at=watchdog["first_due_at"])
         self.at(due, self.host_slot, goal, goal.host, 0)
         if self.rng.random() < self.config.host_stops:
             self.after(self.minutes(60, 3 * 24 * 60), self.host_drops, goal, goal.host)
+
+    def bad_receipt(self, goal: GoalSim, ref: str, due: datetime) -> bool:
+        """The agent copies the host's answer wrong: a typo in the minutes, a time
+        zone slip of hours, a year ahead. Whether the product accepted it (else
+        the agent reads the refusal and sends the right one)."""
+        kind, shift = self.rng.choice([
+            ("typo", timedelta(minutes=self.rng.choice([-40, -20, 10, 30, 50]))),
+            ("time_zone", timedelta(hours=self.rng.choice([-8, -5, -1, 1, 3, 9]))),
+            ("year", timedelta(days=365))])
+        self.count("receipt_bad_due_at")
+        wrong = (due + shift).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            product.host_receipt(goal.goal_id, goal.agent, goal.lease, status="created",
+                                 host_ref=ref, due_at=wrong)
+        except Refused as refused:
+            self.count("receipt_bad_due_at_refused")
+            self.note(goal, f"receipt with a wrong due_at ({kind}: {wrong}) refused "
+                            f"({refused.code}); the agent sends the host's own")
+            return False
+        self.count("receipt_bad_due_at_accepted")
+        goal.wrong_anchor = kind
+        self.note(goal, f"receipt with a wrong due_at ({kind}: {wrong}) accepted")
+        return True
 
     def host_drops(self, goal: GoalSim, host: HostSchedule) -> None:
         """The host loses the goal's task (a restart, a user, a quota): no receipt."""
         if goal.host is host and host.active and not goal.ended:
             host.active = False
+            goal.host_delay += (HOST_SILENT_SLOTS + 1.5) * host.interval
             self.count("host_drops_task")
             self.note(goal, "the host silently drops its task")
 
@@ -327,15 +487,23 @@ class World:
         """HOST_SILENT: the agent's next contact was told to check its host task.
         It finds it gone: records so, prepares the watchdog again, and the host
         creates the new task (then the agent releases its lease)."""
-        answer = product.pull(goal.goal_id, goal.agent, self.token())
+        try:
+            answer = product.pull(goal.goal_id, goal.agent, self.token())
+        except Refused as refused:
+            self.note(goal, f"re-creating the host task: pull refused ({refused.code})")
+            return
         if not answer.acquired or answer.lease is None:
-            self.after(self.minutes(10, 30), self.agent_poll, goal, goal.turn)
+            if goal.host_only:  # the human asks again a little later
+                self.after(self.minutes(10, 30), self.host_recreates, goal)
+            else:
+                self.after(self.minutes(10, 30), self.agent_poll, goal, goal.turn)
             return
         goal.handed.add(answer.lease.generation)
         goal.lease = answer.lease
         if goal.host is not None:
             goal.host.active = False
         self.count("host_recreated")
+        goal.host_delay += 1.5 * goal.interval  # the detection's lateness and the first slot
         self.note(goal, "agent told HOST_SILENT: its host task is gone; it re-creates it")
         self.call(goal, product.host_receipt, goal.goal_id, goal.agent, goal.lease,
                   status="user_attested_deleted")
@@ -378,12 +546,16 @@ class World:
         turn, as the skill says for lease_lost and goal_terminal)."""
         self.touched.add(goal.goal_id)
         try:
-            return fn(*args, **kwargs)
+            answer = fn(*args, **kwargs)
         except Refused as refused:
             self.note(goal, f"{fn.__name__} refused: {refused.code}")
             if goal.mode in ("working", "waiting_ci"):
                 self.end_turn(goal, f"refused with {refused.code}")
             return None
+        if fn in (product.checkpoint, product.finish):
+            goal.last_progress = self.now  # progress, as the agent saw it succeed
+            goal.injected = ""
+        return answer
 
     def work_chunk(self, goal: GoalSim, turn: int, left: int) -> None:
         if turn != goal.turn or goal.lease is None:
@@ -393,6 +565,17 @@ class World:
                 and goal.turn != turn:
             return
         eventful = not goal.healthy
+        if eventful and rng.random() < config.hang:
+            self.hang(goal, turn, left)
+            return
+        if self.auth_burst():
+            goal.healthy = False  # the world broke it: PROGRESS no longer applies
+            self.count("auth_burst_failure")
+            self.call(goal, product.report_run, goal.goal_id, goal.agent, lease,
+                      error_text=rng.choice(self.auth_texts))
+            if goal.turn == turn:
+                self.end_turn(goal, "authentication failed (the provider key was revoked)")
+            return
         if eventful and rng.random() < config.crash:
             goal.crashed.add(lease.generation)
             self.count("crash")
@@ -414,6 +597,7 @@ class World:
             if answer is not None:
                 self.note(goal, f"rate limited: {text[:60]!r} retry_after={retry_after!r} -> "
                                 f"{answer['status']} until {answer['paused_until']}")
+                self.excuse(goal, answer["paused_until"], retry_after)
                 self.end_turn(goal, "rate limited")
             return
         if eventful and rng.random() < config.auth:
@@ -467,6 +651,80 @@ class World:
                        self.now + done_in, left)
             return
         self.chunk_done(goal, turn, left)
+
+    def receive_push(self, payload: dict[str, Any]) -> bool:
+        """The push dispatcher's receiver: the goal's agent gets the resume
+        packet and the lease the wake granted, and starts a turn with it
+        seconds later (the product's task is still running: nothing here
+        calls back into it)."""
+        goal = self.goals.get(str(payload.get("goal_id", "")))
+        lease = payload.get("lease") or {}
+        if goal is None or goal.ended or not lease.get("token"):
+            return True  # taken, and nothing to do (a notification, a goal it dropped)
+        handed = Lease(str(lease["token"]), int(lease["generation"]))
+        goal.handed.add(handed.generation)
+        self.count("push_received")
+        goal.turn += 1  # whatever it was waiting for is superseded by this wake
+        goal.mode = "pushed"
+        self.note(goal, f"the push dispatcher hands the agent generation {handed.generation} "
+                        f"({str(payload.get('occurrence_id', ''))[:40]})")
+        self.after(timedelta(seconds=self.rng.uniform(1, 30)), self.pushed_turn, goal,
+                   goal.turn, handed)
+        return True
+
+    def pushed_turn(self, goal: GoalSim, turn: int, lease: Lease) -> None:
+        if turn != goal.turn or goal.ended:
+            return
+        self.begin_turn(goal, lease)
+
+    def excuse(self, goal: GoalSim, paused_until: str, retry_after: str) -> None:
+        """The world knows its own provider: the goal may wait for the reset it
+        was told, but never longer than what the world injected says (the
+        Retry-After it sent, else a week: the longest reset its texts name)."""
+        if not paused_until:
+            return
+        cap = timedelta(seconds=int(retry_after)) if retry_after.isdigit() else timedelta(days=7)
+        stated = datetime.fromisoformat(paused_until.replace("Z", "+00:00"))
+        goal.excused_until = min(stated, self.now + cap)
+
+    def auth_burst(self) -> bool:
+        burst = self.config.auth_burst
+        if burst is None:
+            return False
+        start = START + timedelta(hours=burst[0])
+        return start <= self.now < start + timedelta(hours=burst[1])
+
+    def hang(self, goal: GoalSim, turn: int, left: int) -> None:
+        """The agent hangs (a stuck tool call, a dead model stream) while its
+        client keeps renewing the lease: heartbeats, never a checkpoint."""
+        low, high = self.config.hang_hours
+        goal.hung_until = self.now + timedelta(hours=self.rng.uniform(low, high))
+        goal.injected = "hung_holder"
+        self.count("hung_holder")
+        self.note(goal, f"agent hangs until {_clock(goal.hung_until)}; its client heartbeats")
+        self.after(timedelta(minutes=4), self.hung_beat, goal, turn, left)
+
+    def hung_beat(self, goal: GoalSim, turn: int, left: int) -> None:
+        if turn != goal.turn or goal.lease is None:
+            return
+        if goal.hung_until is not None and self.now >= goal.hung_until:
+            goal.hung_until = None
+            if self.rng.random() < 0.5:
+                self.note(goal, "the hung agent comes back and works on")
+                self.work_chunk(goal, turn, left)
+                return
+            goal.crashed.add(goal.lease.generation)
+            self.count("hung_holder_dies")
+            self.note(goal, f"the hung agent's process dies (generation {goal.lease.generation})")
+            goal.turn += 1
+            goal.lease = None
+            goal.mode = "idle"
+            goal.last_turn_end = self.now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            self.after(self.minutes(10, 40), self.agent_poll, goal, goal.turn)
+            return
+        self.call(goal, product.heartbeat, goal.goal_id, goal.agent, goal.lease)
+        if goal.turn == turn:
+            self.after(timedelta(minutes=4), self.hung_beat, goal, turn, left)
 
     def chunk_done(self, goal: GoalSim, turn: int, left: int) -> None:
         lease = goal.lease
@@ -610,8 +868,10 @@ class World:
             self.call(goal, product.heartbeat, goal.goal_id, goal.agent, lease)
 
     def agent_poll(self, goal: GoalSim, turn: int) -> None:
-        """The agent comes back on its own and looks at its goal (skill: pull a due wake)."""
-        if turn != goal.turn or goal.mode != "idle" or goal.ended:
+        """The agent comes back on its own and looks at its goal (skill: pull a due wake).
+        An agent that runs only when its host fires (a ChatGPT or OpenClaw task
+        agent) never does: between host fires it does not exist."""
+        if turn != goal.turn or goal.mode != "idle" or goal.ended or goal.host_only:
             return
         state = product.load(goal.goal_id)
         if state.terminal:
@@ -670,6 +930,7 @@ class World:
         roll = self.rng.random()
         if roll < 0.05:
             self.count("host_missed_slot")
+            goal.host_delay += host.interval
             self.note(goal, f"host misses slot {k}")
             return
         early = roll < 0.05 + self.config.host_early
@@ -700,6 +961,7 @@ class World:
             return
         late = (self.now - slot_at).total_seconds()
         if (answer.outcome == "not_due" and not duplicate and not retries
+                and not goal.wrong_anchor
                 and before.status != "paused" and -30 <= late < host.interval.total_seconds() / 2):
             self.violation(inv.NO_DRIFT, goal.goal_id,
                            f"the host's slot {k} ({slot_at:%H:%M:%S}) fired {late:.0f} s from "
@@ -764,6 +1026,11 @@ class World:
                 start = START + timedelta(days=day, hours=rng.uniform(0, 24))
                 outages.append((start, start + timedelta(hours=rng.uniform(1, 6))))
             day += 1
+        if self.config.long_outage and self.config.days >= 7:
+            # Issue 35: a cluster down for days (a weekend nobody looked).
+            start = START + timedelta(days=rng.uniform(1, self.config.days - 4))
+            outages.append((start, start + timedelta(days=rng.uniform(1, 3))))
+            outages.sort()
         return outages
 
     def scheduler_tick(self) -> None:
@@ -789,13 +1056,20 @@ class World:
             return
         for task in product.take_tasks():
             self.run_task(task, duplicate=False)
+        if product.tasks_in_flight():
+            # A failed task the cluster does not acknowledge is handed out
+            # again after its `retry` seconds (ack_failures off).
+            self.after(timedelta(seconds=product.cluster_retry_seconds() + 1), self.worker_takes)
 
     def run_task(self, task: dict[str, Any], duplicate: bool) -> None:
         if task["func"] != product.FIRE:
             # The lease sweeper, the hourly schedule repair, the prune, the
             # seal: their own django-q2 rows, as `migrate` created them. Only
             # the first two change goals (they answer how many).
-            if product.run_task(task) and task["func"] in product.GOAL_CHANGING_TASKS:
+            ran = product.run_task(task)
+            if not ran.success:
+                self.report.task_failures += 1
+            elif ran.result and task["func"] in product.GOAL_CHANGING_TASKS:
                 self._schedules = None
                 self.touched.update(self.active())
             return
@@ -816,7 +1090,15 @@ class World:
         goal_id = str(args[0]) if args else ""
         goal = self.goals.get(goal_id)
         before = product.load(goal_id) if goal else None
-        outcome = product.run_task(task)
+        ran = product.run_task(task)
+        if not ran.success:
+            # Recorded by django-q2 as a failed task; the world goes on.
+            self.report.task_failures += 1
+            self.count("wake_task_failed")
+            if goal is not None:
+                self.note(goal, f"django-q2's wake task failed: {str(ran.result)[:60]}")
+            return
+        outcome = ran.result
         if datetime.fromisoformat(intended) < self.now - timedelta(minutes=15):
             self.count("fire_after_outage")  # django-q2 was down or busy when it was due
         self.report.fires += 1
@@ -848,7 +1130,9 @@ class World:
     def operator_tick(self) -> None:
         """Operators look at /alerts (the dashboard) and act after a while."""
         self.after(timedelta(minutes=20), self.operator_tick)
-        listed = product.alert_reasons()  # the web answers even while the scheduler is down
+        # Every page of the real /alerts, with an operator's bearer token; the
+        # web answers even while the scheduler is down.
+        listed = self.read_alerts().reasons
         for goal_id, state in product.load_many(self.active()).items():
             goal = self.goals[goal_id]
             reason = listed.get(goal_id, "")
@@ -866,7 +1150,11 @@ class World:
                 if key in goal.blocked_seen:
                     continue
                 goal.blocked_seen.add(key)
-                self.after(self.minutes(10, 6 * 60), self.operator_act, goal, state.version)
+                # Not every listing is acted on within hours: some wait days.
+                delay = (self.minutes(6 * 60, 4 * 24 * 60)
+                         if self.rng.random() < self.config.slow_operator
+                         else self.minutes(10, 6 * 60))
+                self.after(delay, self.operator_act, goal, state.version, reason)
             elif (state.status == "paused" and state.paused_until and
                   datetime.fromisoformat(state.paused_until) - self.now > timedelta(hours=6)
                   and ("pause", state.version) not in goal.blocked_seen):
@@ -890,11 +1178,24 @@ class World:
             self.note(goal, f"an operator {how}s the goal's watchdog row by hand")
             goal.damaged_at = self.now
 
-    def operator_act(self, goal: GoalSim, version: int) -> None:
+    def delete_sweeper_row(self) -> None:
+        """An admin deletes the lease sweeper's own django-q2 row: only the
+        hourly schedule repair restores it."""
+        if product.delete_sweeper_row():
+            self.count("sweeper_row_deleted")
+
+    def operator_act(self, goal: GoalSim, version: int, reason: str = "") -> None:
         state = product.load(goal.goal_id)
         if state.version != version or goal.ended:
             return  # something happened meanwhile; the next look decides again
         self.touched.add(goal.goal_id)
+        if reason == "HOST_SILENT" and goal.host_only:
+            # The agent never runs unless its host fires: the human reads the
+            # alert and asks the agent (in its chat) to re-create the task.
+            self.count("operator_recreates_host_task")
+            self.note(goal, "an operator reads HOST_SILENT and has the agent re-create its task")
+            self.host_recreates(goal)
+            return
         operator = f"operator-{self.rng.randint(1, 3)}"
         roll = self.rng.random()
         try:
@@ -995,7 +1296,12 @@ class World:
                 self.violation(name, goal_id, message)
             if event["kind"] in ("lease.acquired", "lease.taken_over"):
                 generation = event["data"]["generation"]
-                if generation not in goal.handed:
+                if generation not in goal.handed and goal.push \
+                        and event["data"].get("via") == "wake":
+                    # The outbox sends it from the wake task, or (an operator's
+                    # wake) from the sweeper's next pass: checked in minutes.
+                    goal.undelivered[generation] = self.now
+                elif generation not in goal.handed:
                     self.violation(inv.PULL_WAKES, goal_id,
                                    f"lease generation {generation} granted "
                                    f"via {event['data'].get('via')} to no one who got its "
@@ -1008,8 +1314,14 @@ class World:
                     self.violation(inv.INTERRUPTED_ONLY_AFTER_SILENCE, goal_id,
                                    f"INTERRUPTED_UNKNOWN for generation {generation}, held by "
                                    f"{who}: nothing went silent")
+            # An operator who stops a listed goal ("not worth it") decides for
+            # it: no product fault (seed 4, 30 days: a host drop during a
+            # scheduler outage, HOST_SILENT recorded when the sweeper came back,
+            # and an operator stopped the healthy goal from /alerts).
+            stopped_by_operator = event["kind"] == "goal.stopped" and \
+                str(event["actor"]).startswith("operator")
             if event["kind"] in ("goal.completed", "goal.failed", "goal.blocked",
-                                 "goal.stopped") and goal.healthy:
+                                 "goal.stopped") and goal.healthy and not stopped_by_operator:
                 if event["kind"] != "goal.completed":
                     self.violation(inv.PROGRESS, goal_id,
                                    f"a goal whose agent always succeeds ended "
@@ -1061,18 +1373,51 @@ class World:
                                                     "was not swept")
 
     def recently_down(self, moment: datetime) -> bool:
-        """The scheduler was down at ``moment`` or came back less than 3 min before."""
-        return any(s <= moment < e + timedelta(minutes=3) for s, e in self.outages)
+        """The scheduler (or the database it needs) was down at ``moment`` or came
+        back less than 3 min before."""
+        return any(s <= moment < e + timedelta(minutes=3)
+                   for s, e in self.outages + self.db_outages)
+
+    def read_alerts(self) -> product.AlertsRead:
+        if self.reader is None:
+            self.reader = product.Api("sim-dashboard", "operator")
+        read = product.read_alerts(self.reader)
+        self.report.most_listed = max(self.report.most_listed, len(read.reasons))
+        self.report.alerts_pages = max(self.report.alerts_pages, read.pages)
+        if read.count is not None and read.count != read.rows:
+            self.report.alerts_count_mismatch += 1
+        return read
+
+    def bound(self, goal: GoalSim) -> timedelta:
+        """The world's own bound on unlisted time without progress, from the
+        policy it gave the goal (README): a cadence, plus the longest of the
+        waits the product may take before it must list the goal (a lease and
+        its stale grace, a ready wake's timeout, the progress bound, a host's
+        silent slots), plus a margin."""
+        # A host goal: the silence before HOST_SILENT (its slots and half a slot
+        # of lateness), then the re-created task's first slot. A listing that
+        # short falls between two samples of /alerts: it cannot reset the bound.
+        host = ((HOST_SILENT_SLOTS + 1.5) * goal.interval if goal.scheduler == "host"
+                else timedelta())
+        return goal.interval + max(timedelta(seconds=LEASE_SECONDS) + STALE_GRACE,
+                                   timedelta(minutes=READY_TIMEOUT_MINUTES), PROGRESS_BOUND,
+                                   host) + MARGIN
 
     def evidence_check(self, states: dict[str, Any]) -> None:
-        """DESIGN section 6's invariant, with the real /alerts query: no active
-        goal past its own deadline (and two sweeps) unless /alerts lists it
-        with a reason. Samples the goal-hours for the report."""
-        listed = product.alert_reasons()
+        """Liveness judged from outside (issue 35), with every page of the real
+        /alerts. The headline: a goal unlisted with no progress its agent saw
+        succeed for longer than the world's bound (since its last progress,
+        its last listing, or the end of a wait the world knows it caused).
+        Also DESIGN section 6's narrower invariant with the product's own
+        deadline, the listed hours by reason and the longest listing."""
+        listed = self.read_alerts().reasons
         hours = CHECK_EVERY.total_seconds() / 3600
         slack = timedelta(minutes=5)
         for goal_id, state in sorted(states.items()):
+            goal = self.goals.get(goal_id)
             if state.terminal:
+                if goal is not None:
+                    goal.listing = None
                 continue
             self.report.active_hours += hours
             if product.label(state) == "working":
@@ -1081,7 +1426,17 @@ class World:
             if reason:
                 self.report.visible_stuck[reason] = \
                     self.report.visible_stuck.get(reason, 0.0) + hours
+                if goal is not None:
+                    goal.last_listed = self.now
+                    goal.listed_for += CHECK_EVERY
+                    goal.listing = goal.listing or (reason, self.now)
+                    length = (self.now - goal.listing[1]).total_seconds() / 3600
+                    if length > self.report.longest_listing[0]:
+                        self.report.longest_listing = (length, goal.listing[0], goal_id)
                 continue
+            if goal is not None:
+                goal.listing = None
+                self.unseen_check(goal, state)
             deadline = product.deadline(state)
             if deadline is not None and self.now > deadline + slack:
                 self.report.invisible_stuck_hours += hours
@@ -1089,8 +1444,45 @@ class World:
                                f"{state.status} goal past its deadline {deadline:%H:%M:%S} "
                                f"({product.label(state)}) and not listed in /alerts")
 
+    def unseen_check(self, goal: GoalSim, state: Any) -> None:
+        since = max(t for t in (goal.started_at, goal.last_progress, goal.last_listed,
+                                goal.excused_until) if t is not None)
+        over = self.now - (since + self.bound(goal))
+        if over <= timedelta():
+            return
+        hours = min(over, CHECK_EVERY).total_seconds() / 3600
+        self.report.unseen_hours += hours
+        cause = goal.injected or (f"wrong_due_at:{goal.wrong_anchor}" if goal.wrong_anchor
+                                  else "poisoned_wake" if goal.poisoned
+                                  else "host_only" if goal.host_only else "none")
+        self.report.unseen_causes[cause] = self.report.unseen_causes.get(cause, 0.0) + hours
+        self.report.unseen_goals.add(goal.goal_id)
+        self.violation(inv.UNSEEN, goal.goal_id,
+                       f"{state.status} goal ({product.label(state)}) unlisted in /alerts with "
+                       f"no progress since {_clock(since)}, past the world's bound of "
+                       f"{self.bound(goal)} (the world injected: {cause})")
+
+    def push_check(self) -> None:
+        """A pushed wake's lease reaches its agent within minutes (the sweeper
+        sends what the wake task did not), unless django-q2 was down meanwhile."""
+        if "sweeper_off" in self.config.planted:
+            return
+        for goal in self.goals.values():
+            for generation, granted in sorted(goal.undelivered.items()):
+                if generation in goal.handed:
+                    del goal.undelivered[generation]
+                elif self.now - granted > timedelta(minutes=5) and not any(
+                        s <= self.now and e + timedelta(minutes=3) >= granted
+                        for s, e in self.outages + self.db_outages):
+                    del goal.undelivered[generation]
+                    self.violation(inv.PULL_WAKES, goal.goal_id,
+                                   f"lease generation {generation}, granted by a wake at "
+                                   f"{_clock(granted)} for the push dispatcher, never reached "
+                                   "the agent")
+
     def periodic_check(self) -> None:
         self.after(CHECK_EVERY, self.periodic_check)
+        self.push_check()
         states = product.load_many(self.active())
         self.evidence_check(states)
         by_goal: dict[str, list[Any]] = {}
@@ -1129,7 +1521,9 @@ class World:
             outage = sum(((min(e, self.end) - max(s, goal.started_at))
                           for s, e in self.outages if e > goal.started_at and s < self.end),
                          timedelta())
-            deadline = goal.started_at + goal.turns_needed * (goal.interval + slack) + outage
+            # Time the goal was listed in /alerts waited for a human, not for it.
+            deadline = goal.started_at + goal.turns_needed * (goal.interval + slack) + outage \
+                + goal.listed_for + goal.host_delay
             if goal.healthy and not state.terminal and self.end > deadline:
                 self.violation(inv.PROGRESS, goal_id,
                                f"a goal whose agent always succeeds is still {state.status} "
