@@ -80,6 +80,30 @@ def send(pk: int, state: GoalState | None = None) -> bool:
     return result.ok
 
 
+NEVER_SENT = ("never sent: its lease expired before a sender took it (was the scheduler "
+              "down?)")
+
+
+def release_lapsed() -> int:
+    """Pending rows whose lease expired before any sender took them: recorded
+    as dispatches that started nothing, which frees the lease (the goal waits
+    for its next wake). Run by the sweeper before it expires leases, or a
+    push goal woken while the scheduler was down would be blocked
+    INTERRUPTED_UNKNOWN for a continuation nobody ever received."""
+    count = 0
+    for pk in Dispatch.objects.filter(status=Dispatch.PENDING, generation__gt=0) \
+            .values_list("pk", flat=True):
+        with transaction.atomic():
+            row = Dispatch.objects.select_for_update() \
+                .filter(pk=pk, status=Dispatch.PENDING).first()
+            if row is None or not wakes.lapsed(str(row.goal_id), row.generation):
+                continue
+            _record(row, False, NEVER_SENT, False)
+            _finish(row, Dispatch.FAILED, NEVER_SENT)
+        count += 1
+    return count
+
+
 def resolve_stuck() -> int:
     """Rows left ``sending`` by a sender that died mid-call: uncertain, never resent."""
     timeout = max((float(spec.get("timeout", 10)) for spec in dispatch.configured().values()),

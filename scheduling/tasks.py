@@ -54,6 +54,9 @@ def sweep_leases() -> int:
     Candidates come from the indexed deadline_at column; the domain decides.
     Returns how many goals it changed."""
     now = clock.now()
+    # First the outbox rows no sender took before their lease expired: they
+    # started nothing, so their goals must not read as interrupted below.
+    outbox.release_lapsed()
     changed = 0
     candidates = Goal.objects.filter(deadline_at__lte=now, status__in=ACTIVE_STATUSES) \
         .values_list("id", "state")

@@ -26,6 +26,7 @@ from ledger.domain.events import iso
 from ledger.domain.overdue import MAX_REPAIRS
 from ledger.models import Event, Goal
 from scheduling import tasks
+from scheduling.models import Dispatch
 
 pytestmark = pytest.mark.django_db
 
@@ -316,3 +317,33 @@ def test_a_ready_goal_waits_for_its_own_ready_deadline_not_a_jobs(agent, operato
     tasks.sweep_leases()
     assert agent.get(f"goals/{gid}").json()["reason"] == "READY_UNCLAIMED"
 
+
+
+# ------------------------------------------------ a push wake nobody sent
+
+
+def test_a_push_wake_no_sender_took_before_its_lease_expired_started_nothing(
+        agent, operator, started, clock, settings):
+    """An operator wakes a push goal from the web while the scheduler is down:
+    the outbox row waits for a sender that does not come. When the sweeper is
+    back, the lease has long expired — but nobody ever received it, so the goal
+    is not INTERRUPTED_UNKNOWN (found by the simulation, issue 35): the row is
+    recorded as a dispatch that started nothing and the goal waits."""
+    settings.WAKELEDGER_DISPATCHERS = {"hook": {"type": "webhook",
+                                                "url": "https://hooks.invalid/wake",
+                                                "secret": "s" * 32}}
+    gid, lease = started(dispatch="hook")
+    agent.post(f"goals/{gid}/checkpoints", {"lease": lease, "current_step": "half",
+                                            "progress_pct": 50, "release_lease": True})
+    answer = operator.post(f"goals/{gid}/wake", {"reason": "go on"})
+    assert answer.status_code == 200 and answer.json()["outcome"] == "recurring_acquired"
+    row = Dispatch.objects.get(goal_id=gid)
+    assert row.status == Dispatch.PENDING
+    clock.advance(hours=3)  # the scheduler was down: no sender, no sweep
+    tasks.sweep_leases()
+    body = agent.get(f"goals/{gid}").json()
+    assert body["status"] == "waiting" and body["reason"] != "INTERRUPTED_UNKNOWN", body
+    row.refresh_from_db()
+    assert row.status == Dispatch.FAILED and "never sent" in row.detail
+    dispatched = Event.objects.get(goal_id=gid, kind="continuation.dispatched")
+    assert dispatched.data["ok"] is False and dispatched.data["uncertain"] is False

@@ -58,3 +58,14 @@ def superseded(state: GoalState, generation: int) -> bool:
     if generation == 0:
         return not state.ready
     return state.lease.get("generation") != generation
+
+
+def lapsed_unsent(state: GoalState, generation: int, now: datetime) -> bool:
+    """Whether a dispatch still waiting in the outbox hands over a lease that
+    has already expired: no sender took it in time (the scheduler was down
+    when an operator's wake was granted from the web, or right after a claim).
+    Nobody ever received that lease, so nothing can have started — rule 6's
+    "uncertain" does not apply: it is a dispatch that certainly started
+    nothing (``dispatched`` then frees the lease), not INTERRUPTED_UNKNOWN."""
+    return (generation > 0 and state.lease.get("generation") == generation
+            and now >= datetime.fromisoformat(state.lease["expires_at"]))

@@ -11,7 +11,7 @@ from typing import Any
 
 from ledger.domain import DomainError, GoalState
 from ledger.domain.claims import ClaimWake, WakeNow
-from ledger.domain.dispatches import RecordDispatch, dispatches, superseded
+from ledger.domain.dispatches import RecordDispatch, dispatches, lapsed_unsent, superseded
 from ledger.domain.events import WakeClaimed
 from ledger.domain.smartwake import resume_packet
 from ledger.domain.watchdogs import HOST
@@ -159,6 +159,17 @@ def delivery(goal_id: str, occurrence_id: str, generation: int,
              if generation else None)
     return Delivery(state.goal_id, occurrence_id, state.session_key, resume_packet(state),
                     WakeReport.of(state, resumed=True, notes="dispatched"), lease)
+
+
+def lapsed(goal_id: str, generation: int) -> bool:
+    """Whether an unsent dispatch's lease expired before any sender took it
+    (``dispatches.lapsed_unsent``): the outbox then records it as a dispatch
+    that started nothing."""
+    try:
+        state = store.load(goal_id)
+    except store.GoalNotFound:
+        return False
+    return lapsed_unsent(state, generation, clock.now())
 
 
 @dataclass(frozen=True)

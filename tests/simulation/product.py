@@ -5,7 +5,7 @@ is the only place that knows their names and shapes, so a change of the
 domain, the store entry point or the wake semantics is adapted here, in one
 place. Each function does what the corresponding API view does (api/views.py):
 build the domain command, run it through the one store entry point
-(``ledger.store.execute`` / ``store.start``, which applies schedule changes and
+(``ledger.eventstore.store.execute`` / ``store.start``, which applies schedule changes and
 outbox rows in the same transaction), the application layer
 ``ledger.services`` (claims, run reports, jobs, operator acts) or
 ``scheduling.tasks``, and answer a plain value the simulated actors
@@ -32,8 +32,6 @@ from django.conf import settings
 from django.db import connection
 from django_q.models import Schedule
 
-from ledger import alerts as ledger_alerts
-from ledger import clock, dispatchers, doctor, projection, store
 from ledger.domain import (
     AcquireLease,
     DomainError,
@@ -48,7 +46,11 @@ from ledger.domain import (
 from ledger.domain.jobs import TrackJob, UpdateJob
 from ledger.domain.runs import RequestApproval
 from ledger.domain.watchdogs import PrepareWatchdog
+from ledger.eventstore import clock, projection, store
 from ledger.models import Event, Goal
+from ledger.operators import alerts as ledger_alerts
+from ledger.operators import doctor
+from ledger.project import dispatchers
 from ledger.services import jobs, operators, runs, tokens
 from ledger.services.goals import Caller
 from scheduling import sealing, watchdogs
@@ -615,7 +617,7 @@ def damage_row(goal_id: str, how: str) -> bool:
 
 class Api:
     """A caller of the REST API with a real bearer token the product issued
-    (``ledger.accounts.issue_token``, as tests/conftest.py's ``Api``), through
+    (``ledger.access.accounts.issue_token``, as tests/conftest.py's ``Api``), through
     Django's test client: authentication, the role's visibility and the
     serializer are the product's own."""
 
@@ -624,7 +626,7 @@ class Api:
         from django.contrib.auth.models import Group
         from django.test import Client
 
-        from ledger import accounts
+        from ledger.access import accounts
 
         user, _ = get_user_model().objects.get_or_create(username=username)
         user.groups.add(Group.objects.get_or_create(name=role)[0])

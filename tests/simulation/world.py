@@ -1,6 +1,6 @@
 """The simulated world: goals with their agents, django-q2's scheduler, the
 agents' hosts, operators — one seeded ``random.Random`` and one virtual clock
-(``ledger.clock``) drive all of them, through the real product (``product``).
+(``ledger.eventstore.clock``) drive all of them, through the real product (``product``).
 
 Everything happens in an event queue ordered by virtual time; ties break in the
 order things were queued, so a seed always replays the same history. After
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ledger import clock as ledger_clock
+from ledger.eventstore import clock as ledger_clock
 from tests.simulation import invariants as inv
 from tests.simulation import product
 from tests.simulation.product import Lease, Refused, Unsupported
