@@ -14,14 +14,12 @@ from wakeledger_agent.runend import PHRASES
 from wakeledger_agent.supervise import (
     LEASE_GONE,
     Options,
-    Progress,
     Supervisor,
     code_of,
     fill,
     judge,
-    next_step,
-    span,
 )
+from wakeledger_agent.waiting import Progress, next_step, span
 
 NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 
@@ -114,6 +112,17 @@ def test_a_waiting_supervisor_pulls_only_a_due_wake():
     late = (NOW - timedelta(minutes=6)).isoformat()
     assert next_step(goal(next_wake_at=late, liveness="overdue"), NOW, 30).action == "pull"
     assert next_step(goal(status="paused", paused_until=soon), NOW, 30).action == "wait"
+
+
+@pytest.mark.parametrize("reason", ["NO_PROGRESS", "WAKE_NOT_FIRING", "HOST_SILENT",
+                                    "JOB_SILENT"])
+def test_a_listing_that_does_not_block_the_goal_does_not_stop_the_wait(reason):
+    """Issue 35's alerts list the goal for a human but its next run answers
+    them (a checkpoint clears NO_PROGRESS): the supervisor goes on."""
+    listed = goal(liveness="needs_human", alert={"reason": reason}, ready={"reason": "x"})
+    assert next_step(listed, NOW, 30).action == "pull"
+    pending = goal(liveness="needs_human", alert={"reason": "PENDING_NATIVE_CLEANUP"})
+    assert next_step(pending, NOW, 30).action == "human"
 
 
 def test_never_while_an_approval_is_pending_or_a_human_is_needed():
