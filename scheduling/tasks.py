@@ -57,12 +57,13 @@ def sweep_leases() -> int:
     # First the outbox rows no sender took before their lease expired: they
     # started nothing, so their goals must not read as interrupted below.
     outbox.release_lapsed()
+    unheard = alerts.unheard_window(now)
     changed = 0
     candidates = Goal.objects.filter(deadline_at__lte=now, status__in=ACTIVE_STATUSES) \
         .values_list("id", "state")
     for goal_id, raw in candidates.iterator(chunk_size=200):
         try:
-            outcome = doctor.check_goal(str(goal_id), GoalState.from_dict(raw))
+            outcome = doctor.check_goal(str(goal_id), GoalState.from_dict(raw), unheard=unheard)
         except (DomainError, DatabaseError) as error:
             logger.warning("sweeper could not check goal %s: %s", goal_id, error)
             continue

@@ -23,7 +23,7 @@ what a missed deadline changes — always as events, with the reason:
 """
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ledger.domain import liveness, timing
@@ -69,6 +69,26 @@ class CheckLiveness:
     # An operator's repair (`ledger doctor --fix`): repairs even a wake listed
     # WAKE_NOT_FIRING, once more, and counts its repairs from one again.
     by_operator: bool = False
+    # When no sweep completed (the scheduler or the database was down), from
+    # the last beat before the silence to the first pass after it: the server
+    # may not have heard its clients then (``unheard_grace``).
+    unheard: tuple[datetime, datetime] | None = None
+
+
+# A client that met an unreachable server retries within minutes of its
+# return: a lease that went stale while no sweep could run is given this long
+# after the first sweep back before it expires (and rule 6 reads it as silent).
+RECONNECT_GRACE = timedelta(minutes=5)
+
+
+def unheard_grace(stale_at: datetime, unheard: tuple[datetime, datetime] | None) -> datetime:
+    """When a lease may be expired: its stale point, or — when it went stale
+    during a window in which the server itself could not be heard from — the
+    end of that window plus RECONNECT_GRACE. A holder must not be judged silent
+    (INTERRUPTED_UNKNOWN for a continuation) for calls an outage refused."""
+    if unheard is None or stale_at <= unheard[0]:
+        return stale_at
+    return max(stale_at, unheard[1] + RECONNECT_GRACE)
 
 
 # Repairs of one wake with no fire between them before it is listed
@@ -92,7 +112,7 @@ def check(state: GoalState, cmd: CheckLiveness, now: datetime) -> list[Event]:
 
 def _deadlines(state: GoalState, cmd: CheckLiveness, now: datetime) -> list[Event]:
     if state.lease:
-        return _lease(state, now)
+        return _lease(state, now, cmd.unheard)
     if state.ready:
         # Its own deadline: a tracked job's earlier one is JOB_SILENT's, never
         # READY_UNCLAIMED's (issue 35).
@@ -110,9 +130,10 @@ def _deadlines(state: GoalState, cmd: CheckLiveness, now: datetime) -> list[Even
     return _internal(state, cmd, now)
 
 
-def _lease(state: GoalState, now: datetime) -> list[Event]:
+def _lease(state: GoalState, now: datetime,
+           unheard: tuple[datetime, datetime] | None = None) -> list[Event]:
     stale_at = lease_stale_at(state)
-    if stale_at is None or now < stale_at:
+    if stale_at is None or now < unheard_grace(stale_at, unheard):
         return []
     if interrupted(state, now):
         return interrupted_events(state, now)

@@ -23,9 +23,10 @@ from django.db.models import Count, Q, QuerySet
 
 from ledger.domain import GoalState, liveness
 from ledger.domain.events import iso
+from ledger.domain.overdue import RECONNECT_GRACE
 from ledger.domain.state import ACTIVE_STATUSES
 from ledger.eventstore import clock
-from ledger.models import Goal, SchedulerBeat
+from ledger.models import Event, Goal, SchedulerBeat
 
 # Every list of alerts walks the goals oldest first, by a key that never
 # changes: created_at (then id, for goals created in the same microsecond).
@@ -114,6 +115,34 @@ def beat(name: str = SWEEPER) -> None:
     now = clock.now()
     if not SchedulerBeat.objects.filter(name=name).update(at=now):
         SchedulerBeat.objects.get_or_create(name=name, defaults={"at": now})
+
+
+# The last silence of the sweeper: from its last beat before it to the first
+# pass after it (rows of their own, so every pass in the grace after it knows).
+GAP_FROM, GAP_UNTIL = "sweeper.gap_from", "sweeper.gap_until"
+
+
+def unheard_window(now: datetime) -> tuple[datetime, datetime] | None:
+    """Called by the sweeper as a pass begins: the window in which no sweep
+    completed, when it ended less than the reconnect grace ago (else None).
+    No sweep and no write at all means the database was down — and with it
+    every client's heartbeat was refused."""
+    limit = timedelta(minutes=3 * settings.WAKELEDGER_SWEEP_MINUTES)
+    beats = dict(SchedulerBeat.objects.filter(name__in=(SWEEPER, GAP_FROM, GAP_UNTIL))
+                 .values_list("name", "at"))
+    last = beats.get(SWEEPER)
+    # Only a silence in which nothing at all was recorded: had the database
+    # taken any write, clients could reach it and a stale lease is a silent
+    # holder (a scheduler outage alone, or a sweep that merely ran late).
+    if last is not None and now - last > limit and not Event.objects.filter(
+            recorded_at__gt=last, recorded_at__lt=now).exists():
+        for name, moment in ((GAP_FROM, last), (GAP_UNTIL, now)):
+            SchedulerBeat.objects.update_or_create(name=name, defaults={"at": moment})
+        beats.update({GAP_FROM: last, GAP_UNTIL: now})
+    start, end = beats.get(GAP_FROM), beats.get(GAP_UNTIL)
+    if start is None or end is None or not end <= now <= end + RECONNECT_GRACE:
+        return None
+    return start, end
 
 
 def scheduler_health(now: datetime | None = None) -> dict[str, Any]:

@@ -119,11 +119,12 @@ def _goal_arg(args: str | None) -> str:
 
 
 def check_goal(goal_id: str, state: GoalState, *, actor: str = "scheduler",
-               orphans: tuple[str, ...] = ()) -> Outcome:
+               orphans: tuple[str, ...] = (),
+               unheard: tuple[datetime, datetime] | None = None) -> Outcome:
     """Act on the goal's passed deadlines, with its schedule rows as facts
     (the use case ``sweeps.check`` runs the domain's liveness check)."""
     rows = row_facts(goal_id, set(expected_schedules(state)))
-    return sweeps.check(goal_id, rows=rows, orphans=orphans, actor=actor)
+    return sweeps.check(goal_id, rows=rows, orphans=orphans, actor=actor, unheard=unheard)
 
 
 # ---------------------------------------------------------------- findings
