@@ -26,7 +26,7 @@ from ledger.domain.events import iso
 from ledger.domain.overdue import RECONNECT_GRACE
 from ledger.domain.state import ACTIVE_STATUSES
 from ledger.eventstore import clock
-from ledger.models import Event, Goal, SchedulerBeat
+from ledger.models import Goal, SchedulerBeat
 
 # Every list of alerts walks the goals oldest first, by a key that never
 # changes: created_at (then id, for goals created in the same microsecond).
@@ -125,17 +125,17 @@ GAP_FROM, GAP_UNTIL = "sweeper.gap_from", "sweeper.gap_until"
 def unheard_window(now: datetime) -> tuple[datetime, datetime] | None:
     """Called by the sweeper as a pass begins: the window in which no sweep
     completed, when it ended less than the reconnect grace ago (else None).
-    No sweep and no write at all means the database was down — and with it
-    every client's heartbeat was refused."""
+    No sweep means the scheduler or the database was down — and with the
+    database, every client's heartbeat was refused too."""
     limit = timedelta(minutes=3 * settings.WAKELEDGER_SWEEP_MINUTES)
     beats = dict(SchedulerBeat.objects.filter(name__in=(SWEEPER, GAP_FROM, GAP_UNTIL))
                  .values_list("name", "at"))
     last = beats.get(SWEEPER)
-    # Only a silence in which nothing at all was recorded: had the database
-    # taken any write, clients could reach it and a stale lease is a silent
-    # holder (a scheduler outage alone, or a sweep that merely ran late).
-    if last is not None and now - last > limit and not Event.objects.filter(
-            recorded_at__gt=last, recorded_at__lt=now).exists():
+    # Whether the database or only the scheduler was down cannot be told
+    # afterwards (clients retrying after the outage write before the first
+    # sweep back): either way nothing could act on a stale lease meanwhile, so
+    # five more minutes for a holder that may have been refused cost little.
+    if last is not None and now - last > limit:
         for name, moment in ((GAP_FROM, last), (GAP_UNTIL, now)):
             SchedulerBeat.objects.update_or_create(name=name, defaults={"at": moment})
         beats.update({GAP_FROM: last, GAP_UNTIL: now})
