@@ -126,8 +126,10 @@ def unheard_window(now: datetime) -> tuple[datetime, datetime] | None:
     """Called by the sweeper as a pass begins: the window in which no sweep
     completed, when it ended less than the reconnect grace ago (else None).
     No sweep means the scheduler or the database was down — and with the
-    database, every client's heartbeat was refused too."""
-    limit = timedelta(minutes=3 * settings.WAKELEDGER_SWEEP_MINUTES)
+    database, every client's heartbeat was refused too. One missed pass is
+    enough (passes come 60-90 s apart: django-q2 looks at its rows every 30 s);
+    the health check's "silent" waits for three."""
+    limit = timedelta(minutes=2 * settings.WAKELEDGER_SWEEP_MINUTES)
     beats = dict(SchedulerBeat.objects.filter(name__in=(SWEEPER, GAP_FROM, GAP_UNTIL))
                  .values_list("name", "at"))
     last = beats.get(SWEEPER)
