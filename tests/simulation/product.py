@@ -44,6 +44,7 @@ from ledger.domain import (
     liveness,
 )
 from ledger.domain.jobs import TrackJob, UpdateJob
+from ledger.domain.overdue import RECONNECT_GRACE  # noqa: F401 (the world reads it here)
 from ledger.domain.runs import RequestApproval
 from ledger.domain.watchdogs import PrepareWatchdog
 from ledger.eventstore import clock, projection, store

@@ -1367,15 +1367,18 @@ class World:
                                f"remains for a {state.status} goal whose watchdog is "
                                f"{watchdog.get('status')}")
         stale = product.stale_at(state)
+        # After an outage the product gives a lease that went stale in it
+        # RECONNECT_GRACE from the first sweep back (its holder's heartbeats
+        # may have been refused): swept by then, not 3 minutes after.
         if (stale is not None and self.now > stale + timedelta(minutes=3)
-                and not self.recently_down(self.now)):
+                and not self.recently_down(self.now, product.RECONNECT_GRACE)):
             self.violation(inv.SWEPT, goal.goal_id, f"a lease stale since {stale:%H:%M:%S} "
                                                     "was not swept")
 
-    def recently_down(self, moment: datetime) -> bool:
+    def recently_down(self, moment: datetime, grace: timedelta = timedelta(0)) -> bool:
         """The scheduler (or the database it needs) was down at ``moment`` or came
-        back less than 3 min before."""
-        return any(s <= moment < e + timedelta(minutes=3)
+        back less than 3 min (and ``grace``) before."""
+        return any(s <= moment < e + timedelta(minutes=3) + grace
                    for s, e in self.outages + self.db_outages)
 
     def read_alerts(self) -> product.AlertsRead:
