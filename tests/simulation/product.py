@@ -24,7 +24,7 @@ import queue
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from unittest import mock
 
@@ -59,6 +59,10 @@ from scheduling import sealing, watchdogs
 FIRE = watchdogs.FIRE  # the django-q2 func of watchdog and reset schedules
 # Housekeeping tasks that change goals (the sweeper, the hourly repair): they
 # answer how many they changed.
+SWEEP = doctor.SWEEP  # the lease sweeper's func
+# A silence of the sweeper longer than this is one the product excuses
+# (ledger.operators.alerts.unheard_window: two sweep intervals).
+SWEEP_SILENCE = timedelta(minutes=2)
 GOAL_CHANGING_TASKS = frozenset({doctor.SWEEP, doctor.REPAIR})
 DONE_CRITERIA = ("all steps verified",)  # every simulated goal's; a completion shows evidence
 
