@@ -262,12 +262,16 @@ def fix(goal_ids: list[str] | None = None, *, actor: str = "scheduler") -> list[
             orphans.setdefault(finding.goal_id, []).append(finding.row)
         elif finding.goal_id:
             goals.add(finding.goal_id)
+    # The sweeper's reconnect grace holds for the repair too: after an outage
+    # the hourly repair may run before the first sweep back.
+    unheard = alerts.unheard_window(clock.now())
     for goal_id in sorted(goals | set(orphans)):
-        done += _fix_goal(goal_id, tuple(orphans.get(goal_id, ())), actor)
+        done += _fix_goal(goal_id, tuple(orphans.get(goal_id, ())), actor, unheard)
     return done
 
 
-def _fix_goal(goal_id: str, orphans: tuple[str, ...], actor: str) -> list[str]:
+def _fix_goal(goal_id: str, orphans: tuple[str, ...], actor: str,
+              unheard: tuple[datetime, datetime] | None = None) -> list[str]:
     try:
         state = state_of(Caller(actor), goal_id)
     except GoalNotFound:
@@ -275,7 +279,7 @@ def _fix_goal(goal_id: str, orphans: tuple[str, ...], actor: str) -> list[str]:
         Schedule.objects.filter(name__in=orphans).delete()
         return [f"deleted {name}: its goal does not exist" for name in orphans]
     try:
-        outcome = check_goal(goal_id, state, actor=actor, orphans=orphans)
+        outcome = check_goal(goal_id, state, actor=actor, orphans=orphans, unheard=unheard)
     except (DomainError, DatabaseError) as error:
         logger.warning("could not repair goal %s: %s", goal_id, error)
         return [f"goal {goal_id}: not repaired ({error})"]
