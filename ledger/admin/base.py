@@ -58,7 +58,21 @@ class BoundedCountPaginator(Paginator):
         return row[0] if row and row[0] > self.limit else None
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class NoWrites:
+    """Admin permissions for records nobody edits by hand: the ledger's own
+    (append-only) and django-q2's (the scheduler's)."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class ReadOnlyAdmin(NoWrites, admin.ModelAdmin):
     show_full_result_count = False  # its COUNT(*) is unbounded
     show_facets = admin.ShowFacets.NEVER  # so are the facets' counts
     list_per_page = 50
@@ -79,14 +93,6 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return BoundedCountPaginator(queryset, per_page, orphans, allow_empty_first_page,
                                      limit=limit)
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class UUIDSearchMixin:

@@ -12,6 +12,7 @@ from django.http import HttpRequest
 from django.urls import reverse_lazy
 
 from ledger.access.accounts import ROLES
+from ledger.admin.base import NoWrites
 
 admin.site.site_header = "Wake Ledger"
 admin.site.site_title = "Wake Ledger admin"
@@ -34,17 +35,8 @@ admin.site.site_url = reverse_lazy("api:docs")
 
 
 def _read_only(base: type[admin.ModelAdmin]) -> type[admin.ModelAdmin]:
-    class ReadOnly(base):  # type: ignore[valid-type, misc]
+    class ReadOnly(NoWrites, base):  # type: ignore[valid-type, misc]
         actions = ()
-
-        def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-            return False
-
-        def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-            return False
-
-        def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-            return False
 
     ReadOnly.__name__ = ReadOnly.__qualname__ = f"ReadOnly{base.__name__}"
     return ReadOnly
