@@ -371,10 +371,7 @@ class World:
             self.at(down_until + timedelta(seconds=self.rng.uniform(1, 120)), action, *args)
 
     def db_down(self, moment: datetime) -> datetime | None:
-        for start, end in self.db_outages:
-            if start <= moment < end:
-                return end
-        return None
+        return _outage_end(self.db_outages, moment)
 
     def _db_outages(self) -> list[tuple[datetime, datetime]]:
         rng = random.Random(self.config.seed * 7919 + 2)  # noqa: S311 (its own stream)
@@ -1016,10 +1013,7 @@ class World:
     # -------------------------------------------------------------- django-q2
 
     def in_outage(self, moment: datetime) -> datetime | None:
-        for start, end in self.outages:
-            if start <= moment < end:
-                return end
-        return None
+        return _outage_end(self.outages, moment)
 
     def _outages(self) -> list[tuple[datetime, datetime]]:
         # Its own stream, so the outage plan does not depend on what else happened.
@@ -1600,3 +1594,8 @@ def _uuid(rng: random.Random) -> Any:
 def simulate(seed: int, days: float = 7.0, goals: int = 30, **overrides: Any) -> Report:
     """Run one world on the current database (which must hold no goals yet)."""
     return World(Config(seed=seed, days=days, goals=goals, **overrides)).run()
+
+
+def _outage_end(outages: list[tuple[datetime, datetime]], moment: datetime) -> datetime | None:
+    """When the outage ``moment`` falls in ends (None: none does)."""
+    return next((end for start, end in outages if start <= moment < end), None)
