@@ -44,6 +44,10 @@ class LedgerConfig(AppConfig):
 
     def ready(self) -> None:
         from ledger.eventstore import checks  # noqa: F401  (registers the trigger check)
+        from ledger.notify import channels
+
+        # A bad WAKELEDGER_NOTIFY stops start-up (every process), not the first notice.
+        channels.env_channels()
 
         # After every migrate (and flush), whatever rebuilt the events table.
         post_migrate.connect(_reinstall_triggers, sender=self,

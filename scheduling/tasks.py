@@ -16,7 +16,7 @@ from ledger.models import Goal
 from ledger.operators import alerts, doctor
 from ledger.services import wakes
 from ledger.services.caller import GoalNotFound
-from scheduling import outbox
+from scheduling import notify, outbox
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +77,8 @@ def sweep_leases() -> int:
     # The scheduler's heartbeat, once the pass completed: a sweep that
     # crashes part way must not look healthy.
     alerts.beat()
+    # After the beat, so a sweep that ends a silence tells that it is back.
+    notify.tick()
     return changed
 
 

@@ -32,7 +32,7 @@ from ledger.log import export
 from ledger.models import Goal
 from ledger.operators import alerts, goalids, timeline
 from ledger.operators.terminal import summary
-from ledger.services import operators
+from ledger.services import notifications, operators
 from ledger.services.bodies import Standing
 
 
@@ -205,6 +205,8 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
                 state, "approve", me, gate["gate"]) is None}
                 for gate in state.pending_approvals],
             "running_jobs": state.running_jobs(),
+            # Who was told (docs/notifications.md): the newest notices, redacted.
+            "notifications": notifications.of_goal(goal.pk),
         }
         return TemplateResponse(request, "admin/ledger/goal/timeline.html", context)
 
@@ -240,9 +242,16 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
         """The dashboard's sections, in order: each an id, a heading, the
         template that draws it and what that template needs. A new kind of
         list (a liveness check, say) is one more entry and one template."""
+        groups = timeline.stuck_goals()
+        # Each goal's notification state: when a human was last told, delivered or not.
+        notices = notifications.states(item["goal"].pk for group in groups
+                                       for item in group["goals"])
+        for group in groups:
+            for item in group["goals"]:
+                item["notice"] = notices.get(str(item["goal"].pk))
         return [{"id": "stuck", "title": "Goals needing attention",
                  "template": "admin/ledger/goal/dashboard_stuck.html",
-                 "groups": timeline.stuck_goals(), "scheduler": alerts.scheduler_health()}]
+                 "groups": groups, "scheduler": alerts.scheduler_health()}]
 
     # ------------------------------------------------------------------ operator acts
 

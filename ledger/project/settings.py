@@ -348,6 +348,28 @@ WAKELEDGER_FAILPOINTS_ENABLED = env_bool("WAKELEDGER_FAILPOINTS_ENABLED", False)
 WAKELEDGER_DISPATCHERS = env_json("WAKELEDGER_DISPATCHERS", {})
 WAKELEDGER_RUNS_DIR = VAR_DIR / "runs"
 
+# ---------------------------------------------------------------- notifications
+# Channels told when a goal starts or stops needing a human (docs/notifications.md):
+# Apprise URLs separated by whitespace, or a JSON list of URLs and
+# {"url", "agents", "workspaces", "reasons"} objects. Checked when the app
+# loads (ledger.notify.channels); the URLs are never logged nor stored.
+WAKELEDGER_NOTIFY = env_str("WAKELEDGER_NOTIFY", "")
+# A reminder every this many hours while a goal stays unattended (0: none).
+WAKELEDGER_NOTIFY_REMIND_HOURS = env_int("WAKELEDGER_NOTIFY_REMIND_HOURS", 8, minimum=0,
+                                         maximum=24 * 30)
+# The daily digest's hour (UTC, 0-23); unset or empty: no digest.
+WAKELEDGER_NOTIFY_DIGEST_HOUR = (env_int("WAKELEDGER_NOTIFY_DIGEST_HOUR", 0, minimum=0,
+                                         maximum=23)
+                                 if os.environ.get("WAKELEDGER_NOTIFY_DIGEST_HOUR", "").strip()
+                                 else None)
+# Attempts per notification before it is marked failed (backoff 1, 2, 4 … 60 min).
+WAKELEDGER_NOTIFY_MAX_ATTEMPTS = env_int("WAKELEDGER_NOTIFY_MAX_ATTEMPTS", 8, minimum=1,
+                                         maximum=100)
+# How long one send may take before a row left "sending" is sent again
+# (plus WAKELEDGER_OUTBOX_GRACE_SECONDS).
+WAKELEDGER_NOTIFY_TIMEOUT_SECONDS = env_int("WAKELEDGER_NOTIFY_TIMEOUT_SECONDS", 30, minimum=5,
+                                            maximum=600)
+
 # ---------------------------------------------------------------- the verifiable log
 # The Ed25519 key that signs tree heads (docs/integrity.md): a PEM file,
 # generated 0600 on first use when absent. Every process that seals (the

@@ -9,18 +9,18 @@ acts, setup); this is Django's entry point that puts them together.
 from argparse import ArgumentParser
 from typing import Any
 
-from ledger.operators.commands import accounts, acts, auditing, reading, setup
+from ledger.operators.commands import accounts, acts, auditing, notifying, reading, setup
 
 
 class Command(reading.Reading, auditing.Auditing, accounts.Accounts, acts.Acts,
-              setup.Setup):
+              notifying.Notifying, setup.Setup):
     help = ("Wake Ledger operator commands: goals, show, replay, verify, seal, head, key, "
-            "export, agent, user, prune, stop, recover, approve, alerts, demo, bootstrap. "
+            "export, agent, user, prune, stop, recover, approve, alerts, notify, demo, bootstrap. "
             "GOAL_ID is a full id or its first 4+ hex digits (the 8 `goals` prints).")
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-        for group in (reading, auditing, accounts, acts, setup):
+        for group in (reading, auditing, accounts, acts, notifying, setup):
             group.add(actions)
         # The description names every action from the parser itself, so an
         # action added above can never be missing from it (wake and doctor were).

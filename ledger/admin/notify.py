@@ -1,0 +1,107 @@
+"""Notifications in the admin (issue 38): the channels, and every notification
+for an auditor — what, to which channel (redacted), when, delivered or not,
+attempts, the last error's type. Notifications are read-only like the rest of
+the ledger. Channels are configuration: a superuser adds, edits or removes
+them; the URL is written once and never shown again (stored encrypted, shown
+redacted; docs/notifications.md)."""
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+
+from ledger.admin.base import ReadOnlyAdmin, UUIDSearchMixin, utc
+from ledger.models import Channel, Notification
+from ledger.services import notifications
+
+
+class ChannelForm(forms.ModelForm):
+    # Write-only: the field is never filled from the stored value, so a
+    # saved URL cannot be read back through the page or its HTML.
+    url = forms.CharField(
+        label="Apprise URL", required=False, max_length=2000,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off",
+                                                              "size": 80}),
+        help_text="e.g. mailto://user:password@smtp.example.com?to=ops@example.com, "
+                  "slack://…, ntfy://…, json://host/path. Stored encrypted, shown redacted; "
+                  "leave empty to keep the current one.")
+
+    class Meta:
+        model = Channel
+        fields = ("name", "url", "agents", "workspaces", "reasons", "enabled")
+
+    def clean_url(self) -> str:
+        url = self.cleaned_data.get("url", "").strip()
+        if not url and not self.instance.pk:
+            raise forms.ValidationError("An Apprise URL is required.")
+        if url and not notifications.url_is_valid(url):
+            # Never echo the text back: it carries credentials.
+            raise forms.ValidationError("Apprise cannot load this URL (check its scheme "
+                                        "and parts; see the Apprise wiki).")
+        return url
+
+
+@admin.register(Channel)
+class ChannelAdmin(admin.ModelAdmin):
+    form = ChannelForm
+    list_display = ("name", "url_redacted", "routing", "enabled", "created")
+    readonly_fields = ("url_redacted",)
+
+    @admin.display(description="routing")
+    def routing(self, channel: Channel) -> str:
+        parts = [f"{name}: {', '.join(getattr(channel, name).split())}"
+                 for name in ("agents", "workspaces", "reasons") if getattr(channel, name).strip()]
+        return "; ".join(parts) or "everything"
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, channel: Channel) -> str:
+        return utc(channel.created_at)
+
+    # Only superusers write channels (auditors and operators see them redacted).
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_superuser
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.is_superuser
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.is_superuser
+
+    def save_model(self, request: HttpRequest, obj: Channel, form: forms.ModelForm,
+                   change: bool) -> None:
+        url = form.cleaned_data.get("url", "")
+        if url:
+            notifications.protect_url(obj, url)
+        super().save_model(request, obj, form, change)
+
+
+@admin.register(Notification)
+class NotificationAdmin(UUIDSearchMixin, ReadOnlyAdmin):
+    uuid_field = "goal_id"
+    list_display = ("id", "kind", "goal", "reason", "channel_redacted", "status", "attempts",
+                    "last_error", "created", "done")
+    list_filter = ("status", "kind", "reason")
+    search_fields = ("key", "channel_redacted")
+    ordering = ("-id",)
+    fields = ("key", "kind", "goal_id", "reason", "channel", "channel_redacted", "title",
+              "body", "status", "attempts", "last_error", "created_at", "next_attempt_at",
+              "sending_at", "done_at")
+
+    @admin.display(description="goal", ordering="goal_id")
+    def goal(self, row: Notification) -> str:
+        if row.goal_id is None:
+            return "—"
+        return format_html('<a class="wl-id" href="{}" title="{}">{}</a>',
+                           reverse("admin:ledger_goal_timeline", args=[row.goal_id]),
+                           row.goal_id, row.goal_id.hex[:8])
+
+    @admin.display(description="recorded", ordering="created_at")
+    def created(self, row: Notification) -> str:
+        return utc(row.created_at)
+
+    @admin.display(description="done", ordering="done_at")
+    def done(self, row: Notification) -> str:
+        return utc(row.done_at)

@@ -1,0 +1,256 @@
+"""Telling a human (issue 38): the use cases behind notifications.
+
+- ``record``: a store effect (registered by the scheduling app). When a
+  command flips a goal's standing (``notices.flip`` of its attention before
+  and after), it writes the goal's notification state and one outbox row per
+  channel that takes it — in the command's own transaction, so a flip is
+  recorded exactly once with the event that caused it, or not at all.
+- ``remind``, ``digest``, ``scheduler_standing``: what the sweeper (and
+  ``ledger notify``) record on a clock; each keyed so a second caller records
+  nothing twice.
+- ``send_due``: deliver what is due (``ledger.notify.sending``).
+- ``counts_by_outcome``: sent, failed and pending, one SQL aggregate (for
+  metrics); ``states``: each goal's last notice, for the admin.
+"""
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Max, Q
+from django.urls import reverse
+
+from ledger.domain import GoalState, liveness, notices
+from ledger.domain.events import iso
+from ledger.eventstore import clock
+from ledger.eventstore.store import Outcome
+from ledger.models import Goal, SchedulerBeat
+from ledger.notify import channels, sending
+from ledger.notify.models import Channel, GoalNotice, Notification
+from ledger.operators import alerts
+from ledger.project.siteurl import base_url
+
+DIGEST_BEAT = "notify.digest"  # SchedulerBeat row: when the last digest was recorded
+SILENT_BEAT = "notify.silent_since"  # the last beat of the silence last told
+
+
+def goal_link(goal_id: str) -> str:
+    return base_url() + reverse("admin:ledger_goal_timeline", args=[goal_id])
+
+
+def _subject(state: GoalState, reason: str, since: datetime) -> notices.Subject:
+    return notices.Subject(goal_id=state.goal_id, goal_key=state.goal_key, agent=state.agent,
+                           workspace=state.workspace, reason=reason, since=iso(since))
+
+
+def _enqueue(key: str, kind: str, title: str, body_of: Any, *, goal_id: str | None = None,
+             reason: str = "", agent: str = "", workspace: str = "", goal: bool = True,
+             now: datetime) -> int:
+    """One row per channel that takes the notice; a key already recorded is
+    skipped (a second recorder, or a retried pass). Returns rows written."""
+    written = 0
+    for route in channels.routes():
+        if not route.takes(agent=agent, workspace=workspace, reason=reason, goal=goal):
+            continue
+        row_key = f"{key}:{route.ref}"
+        if Notification.objects.filter(key=row_key).exists():
+            continue
+        try:
+            with transaction.atomic():  # a savepoint: a racing recorder's row wins
+                Notification.objects.create(
+                    key=row_key, kind=kind, goal_id=goal_id, reason=reason, channel=route.ref,
+                    channel_redacted=route.redacted, title=title[:300], body=body_of(row_key),
+                    created_at=now, next_attempt_at=now)
+        except IntegrityError:
+            continue
+        written += 1
+    return written
+
+
+def record(goal_id: str, outcome: Outcome) -> int:
+    """Store effect: a flip of the goal's standing gets its notice, in the
+    command's transaction. Costs two pure calls on commands that flip nothing.
+    Returns how many outbox rows it wrote (one per channel that takes it)."""
+    before, after = liveness.attention(outcome.before), liveness.attention(outcome.state)
+    kind = notices.flip(before, after)
+    if kind is None or not outcome.events:
+        return 0
+    last = outcome.events[-1]
+    now = last.recorded_at
+    reason = after or before
+    GoalNotice.objects.update_or_create(goal_id=goal_id, defaults={
+        "needs_human": kind == notices.STARTED, "reason": after, "since": now,
+        "last_notified_at": now})
+    subject = _subject(outcome.state, reason, now)
+    link = goal_link(goal_id)
+    return _enqueue(f"{kind}:{goal_id}:{last.seq}", kind, notices.title(kind, subject),
+             lambda key: notices.body(kind, subject, liveness.why(reason), link, key),
+             goal_id=goal_id, reason=reason, agent=subject.agent,
+             workspace=subject.workspace, now=now)
+
+
+def remind(now: datetime | None = None) -> int:
+    """A reminder for each goal still needing a human WAKELEDGER_NOTIFY_REMIND_HOURS
+    after it was last told (0: off). Returns how many goals were reminded."""
+    now = now or clock.now()
+    every = timedelta(hours=settings.WAKELEDGER_NOTIFY_REMIND_HOURS)
+    if every <= timedelta(0):
+        return 0
+    due = GoalNotice.objects.filter(needs_human=True, last_notified_at__lte=now - every)
+    reminded = 0
+    for notice in due.iterator(chunk_size=200):
+        if not notices.reminder_due(notice.since, notice.last_notified_at, now, every):
+            continue
+        goal = Goal.objects.filter(pk=notice.goal_id).values_list("state", "attention").first()
+        if goal is None or not goal[1]:
+            continue  # resolved meanwhile: its flip says so
+        state = GoalState.from_dict(goal[0])
+        subject = _subject(state, goal[1], notice.since)
+        link, gid = goal_link(state.goal_id), state.goal_id
+        with transaction.atomic():
+            # Keyed by the instant it became due: one reminder per period.
+            _enqueue(f"{notices.REMINDER}:{gid}:{iso(notice.last_notified_at)}",
+                     notices.REMINDER, notices.title(notices.REMINDER, subject),
+                     lambda key, s=subject, lk=link, r=goal[1]: notices.body(
+                         notices.REMINDER, s, liveness.why(r), lk, key),
+                     goal_id=gid, reason=goal[1], agent=state.agent,
+                     workspace=state.workspace, now=now)
+            GoalNotice.objects.filter(pk=notice.goal_id).update(last_notified_at=now)
+        reminded += 1
+    return reminded
+
+
+def digest(now: datetime | None = None) -> int:
+    """Once a UTC day at WAKELEDGER_NOTIFY_DIGEST_HOUR (unset: off): the list
+    of goals needing a human, oldest first (the /alerts query; at most 50 named)."""
+    now = now or clock.now()
+    last = SchedulerBeat.objects.filter(name=DIGEST_BEAT).values_list("at", flat=True).first()
+    if not notices.digest_due(settings.WAKELEDGER_NOTIFY_DIGEST_HOUR, last, now):
+        return 0
+    listed = alerts.needing_a_human(Goal.objects.all(), now)
+    total = listed.count()
+    lines = [f"{total} goal(s) need a human."]
+    for goal in listed[:50]:
+        row = alerts.row(goal, now)
+        lines.append(f"- {row['id']} {row['goal_key'] or '-'} ({row['agent']}): "
+                     f"{row['reason']} since {row['since']}  {goal_link(row['id'])}")
+    if total > 50:
+        lines.append(f"… and {total - 50} more: {base_url()}{reverse('admin:index')}")
+    title = notices.title(notices.DIGEST, count=total)
+    with transaction.atomic():
+        written = _enqueue(f"{notices.DIGEST}:{now.date().isoformat()}", notices.DIGEST, title,
+                           lambda key: "\n".join([*lines, f"notification: {key}"]),
+                           reason="", goal=False, now=now)
+        SchedulerBeat.objects.update_or_create(name=DIGEST_BEAT, defaults={"at": now})
+    return written
+
+
+def scheduler_standing(now: datetime | None = None) -> str:
+    """The scheduler's own flip: record SCHEDULER_SILENT once per silence
+    (keyed by its last beat) when the sweeper stopped beating, and
+    SCHEDULER_BACK once it beats again. Run by ``ledger notify`` (cron: the
+    scheduler cannot report its own death) and by every sweep (which tells
+    that it is back). Returns the scheduler's status."""
+    now = now or clock.now()
+    health = alerts.scheduler_health(now)
+    told = SchedulerBeat.objects.filter(name=SILENT_BEAT).values_list("at", flat=True).first()
+    last = health["last_sweep_at"]
+    admin = base_url() + reverse("admin:index")
+    if health["status"] == "silent" and last:
+        with transaction.atomic():
+            _enqueue(f"{notices.SCHEDULER_SILENT}:{last}", notices.SCHEDULER_SILENT,
+                     notices.title(notices.SCHEDULER_SILENT),
+                     lambda key: (f"No lease sweep has completed since {last}: is the "
+                                  f"scheduler (manage.py qcluster) running?\nopen: {admin}\n"
+                                  f"notification: {key}"),
+                     reason=notices.SCHEDULER_REASON, goal=False, now=now)
+            SchedulerBeat.objects.update_or_create(
+                name=SILENT_BEAT, defaults={"at": datetime.fromisoformat(last)})
+    elif health["status"] == "ok" and told is not None:
+        with transaction.atomic():
+            _enqueue(f"{notices.SCHEDULER_BACK}:{iso(told)}", notices.SCHEDULER_BACK,
+                     notices.title(notices.SCHEDULER_BACK),
+                     lambda key: (f"Lease sweeps run again (silent since {iso(told)}).\n"
+                                  f"open: {admin}\nnotification: {key}"),
+                     reason=notices.SCHEDULER_REASON, goal=False, now=now)
+            SchedulerBeat.objects.filter(name=SILENT_BEAT).delete()
+    return health["status"]
+
+
+def send_due(now: datetime | None = None) -> int:
+    """Deliver every due notification (rows a dead sender left first)."""
+    sending.resolve_stuck(now)
+    return sending.send_due(now)
+
+
+def tick(now: datetime | None = None) -> int:
+    """What the sweeper runs each pass: the clock's notices, then delivery."""
+    return run_pass(now)["sent"]
+
+
+def run_pass(now: datetime | None = None) -> dict[str, Any]:
+    """The clock's notices (the scheduler's standing, reminders, the digest),
+    then delivery: the sweeper's pass and ``ledger notify``'s."""
+    now = now or clock.now()
+    status = scheduler_standing(now)
+    reminded = remind(now)
+    digested = digest(now)
+    return {"scheduler": status, "reminded": reminded, "digest": digested,
+            "sent": send_due(now)}
+
+
+def url_is_valid(url: str) -> bool:
+    """Whether Apprise can load an operator's URL (the admin's form)."""
+    return channels.valid(url)
+
+
+def protect_url(channel: Channel, url: str) -> None:
+    """Set an admin channel's URL: kept encrypted, shown only redacted."""
+    channel.url_encrypted = channels.encrypt(url)
+    channel.url_redacted = channels.redact(url)
+
+
+def of_goal(goal_id: Any, limit: int = 10) -> list[Notification]:
+    """A goal's newest notifications (its timeline page)."""
+    return list(Notification.objects.filter(goal_id=goal_id).order_by("-created_at", "-pk")
+                [:limit])
+
+
+def channel_list() -> list[dict[str, str]]:
+    """The channels, redacted, with their routing (``ledger notify --channels``)."""
+    return [{"ref": route.ref, "redacted": route.redacted,
+             "routing": "; ".join(f"{name}: {', '.join(values)}" for name, values in (
+                 ("agents", route.agents), ("workspaces", route.workspaces),
+                 ("reasons", route.reasons)) if values)} for route in channels.routes()]
+
+
+def counts_by_outcome() -> dict[str, int]:
+    """Notifications by outcome — sent, failed, pending (pending and sending
+    rows, still to be delivered) — in one SQL aggregate over the outbox: what
+    the metrics expose as ``wakeledger_notifications_*``."""
+    return Notification.objects.aggregate(
+        sent=Count("pk", filter=Q(status=Notification.SENT)),
+        failed=Count("pk", filter=Q(status=Notification.FAILED)),
+        pending=Count("pk", filter=Q(status__in=(Notification.PENDING, Notification.SENDING))))
+
+
+def states(goal_ids: Iterable[Any]) -> dict[str, dict[str, Any]]:
+    """Each goal's notification state, for the admin: whether the last notice
+    said it needs a human, when it was sent (or not), and its delivery."""
+    ids = [str(g) for g in goal_ids]
+    found: dict[str, dict[str, Any]] = {}
+    for notice in GoalNotice.objects.filter(goal_id__in=ids):
+        found[str(notice.goal_id)] = {"needs_human": notice.needs_human,
+                                      "since": notice.since, "status": "", "at": None,
+                                      "kind": ""}
+    # The newest row of each goal: one indexed MAX per goal of the page.
+    newest = Notification.objects.filter(goal_id__in=ids).values("goal_id") \
+        .annotate(last=Max("pk")).values_list("last", flat=True)
+    for row in Notification.objects.filter(pk__in=list(newest)) \
+            .values("goal_id", "status", "created_at", "done_at", "kind"):
+        entry = found.setdefault(str(row["goal_id"]), {"needs_human": None, "since": None})
+        entry.update(status=row["status"], at=row["done_at"] or row["created_at"],
+                     kind=row["kind"])
+    return found
