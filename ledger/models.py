@@ -13,8 +13,8 @@ from django.db.models import Q
 
 # Imported to register them with the app (see the docstring); nothing here uses them.
 from ledger.access.models import ApiToken, IdempotencyRecord  # noqa: F401
-from ledger.notify.models import Channel, GoalNotice, Notification  # noqa: F401
 from ledger.domain import ACTIVE_STATUSES, STATUSES, TERMINAL_STATUSES
+from ledger.notify.models import Channel, GoalNotice, Notification  # noqa: F401
 
 
 class AppendOnlyError(Exception):
