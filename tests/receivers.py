@@ -167,3 +167,35 @@ def openclaw_gateway(*, token: str = "hooks-token",  # noqa: S107 - a test token
     Gateway.accepted, Gateway.refused = [], []
     with serving(Gateway) as port:
         yield f"http://127.0.0.1:{port}/hooks/agent"
+
+
+# ------------------------------------------------------------------ SMTP
+
+
+@contextmanager
+def smtp_receiving() -> Iterator[tuple[int, list]]:
+    """A real SMTP server (aiosmtpd) on 127.0.0.1; yields its port and the
+    list of messages (``email.message.Message``) it accepted."""
+    import email
+    import socket
+
+    from aiosmtpd.controller import Controller
+
+    messages: list = []
+
+    class Handler:
+        async def handle_DATA(self, server, session, envelope):  # aiosmtpd's naming
+            messages.append(email.message_from_bytes(envelope.content))
+            return "250 OK"
+
+    # aiosmtpd checks its own port once started, so it needs a known one:
+    # a port the kernel just handed out and nobody holds.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    controller = Controller(Handler(), hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        yield port, messages
+    finally:
+        controller.stop()
