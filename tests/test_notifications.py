@@ -330,3 +330,20 @@ def test_auditors_see_notifications_read_only_and_operators_cannot_add_channels(
     dashboard = auditor.get("/admin/ledger/goal/dashboard/").content.decode()
     assert 'data-testid="notified">needs_human: sent' in dashboard
     assert Goal.objects.get(pk=gid).attention == "BLOCKED_APPROVAL"
+
+
+def test_no_url_secret_reaches_a_log(agent, started, settings, caplog):
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    with receiving(status=500) as (url, received):
+        settings.WAKELEDGER_NOTIFY = url.replace("http://", "json://bot:hunter2@") + "/s3cr3t"
+        gid, lease = started()
+        gate(agent, gid, lease)
+        notifications.send_due()
+    assert len(received) == 1  # it was tried, and refused
+    ours = [r.getMessage() for r in caplog.records if not r.name.startswith("apprise")]
+    assert any("not_delivered" in line for line in ours)
+    assert not [line for line in ours if "hunter2" in line or "s3cr3t" in line]
+    # Apprise's own records (which quote URLs and answers) stop at its logger.
+    assert logging.getLogger("apprise").propagate is False

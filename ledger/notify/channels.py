@@ -15,15 +15,23 @@ it when it sends, so a URL never sits in a notification row.
 import base64
 import hashlib
 import json
+import logging
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 from urllib.parse import urlsplit
 
-import apprise
 from cryptography.fernet import Fernet, InvalidToken
 from django.core.exceptions import ImproperlyConfigured
 
 from ledger.notify.models import Channel
+
+# Apprise logs a service's answers and parts of URLs (a webhook's path, an
+# e-mail address): none of it reaches our logs. A handler of its own, so
+# Python's last-resort handler does not print what propagation would have.
+_apprise_log = logging.getLogger("apprise")
+_apprise_log.propagate = False
+_apprise_log.addHandler(logging.NullHandler())
 
 
 @dataclass(frozen=True)
@@ -55,11 +63,19 @@ def _under(workspace: str, prefix: str) -> bool:
     return workspace == prefix or workspace.startswith(prefix + "/")
 
 
+def _load(url: str) -> "Any":
+    # Imported here: Apprise costs a tenth of a second to import, which a
+    # process with no channel (every `ledger` command, most tests) never pays.
+    import apprise
+
+    return apprise.Apprise.instantiate(url)
+
+
 def redact(url: str) -> str:
     """What may be shown of an Apprise URL: its scheme and host (as Apprise
     masks it when the host is itself a token), never a password, a path or a
     query (a webhook's path is often its secret)."""
-    plugin = apprise.Apprise.instantiate(url)
+    plugin = _load(url)
     shown = plugin.url(privacy=True) if plugin is not None else url
     parts = urlsplit(shown)
     host = parts.hostname or ""
@@ -71,7 +87,7 @@ def redact(url: str) -> str:
 
 
 def valid(url: str) -> bool:
-    return apprise.Apprise.instantiate(url) is not None
+    return _load(url) is not None
 
 
 def env_ref(url: str) -> str:

@@ -22,9 +22,9 @@ Apprise's own log, which may quote a service's answer, is not propagated.
 """
 
 import logging
+import time
 from datetime import datetime, timedelta
 
-import apprise
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
@@ -34,8 +34,6 @@ from ledger.notify import channels
 from ledger.notify.models import Notification
 
 logger = logging.getLogger(__name__)
-# Apprise logs a service's answers (and parts of URLs) at WARNING and above.
-logging.getLogger("apprise").propagate = False
 
 NOT_DELIVERED = "not_delivered"
 CHANNEL_GONE = "channel_gone"
@@ -46,12 +44,22 @@ def backoff(attempts: int) -> timedelta:
     return timedelta(minutes=min(2 ** max(attempts - 1, 0), 60))
 
 
+# A pass stops taking rows after this long, well inside django-q2's task
+# timeout: a task killed mid-send would leave its row to the stuck timeout.
+PASS_SECONDS = 30.0
+
+
 def send_due(now: datetime | None = None, limit: int = 200) -> int:
     """Send the pending rows that are due, oldest first; returns how many were sent."""
     now = now or clock.now()
     due = Notification.objects.filter(status=Notification.PENDING, next_attempt_at__lte=now) \
         .order_by("next_attempt_at", "pk").values_list("pk", flat=True)[:limit]
-    return sum(send(pk) for pk in list(due))
+    started, sent = time.monotonic(), 0
+    for pk in list(due):
+        if time.monotonic() - started > PASS_SECONDS:
+            break  # the rest is the next pass's
+        sent += send(pk)
+    return sent
 
 
 def send(pk: int) -> bool:
@@ -84,12 +92,13 @@ def send(pk: int) -> bool:
 
 def _deliver(url: str, title: str, body: str) -> str | None:
     """None when Apprise says the service took it; else an error type."""
+    import apprise  # only a process that sends pays for its import
+
     try:
         sender = apprise.Apprise()
         if not sender.add(url):
             return CHANNEL_GONE
-        with apprise.LogCapture(level=logging.WARNING):  # kept from every log
-            ok = sender.notify(title=title, body=body, body_format=apprise.NotifyFormat.TEXT)
+        ok = sender.notify(title=title, body=body, body_format=apprise.NotifyFormat.TEXT)
     except Exception as error:  # a plugin's failure is a failed attempt
         return type(error).__name__[:64]
     return None if ok else NOT_DELIVERED
