@@ -399,6 +399,8 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
                              "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django.db.backends": {"level": "INFO"},
+    # urllib3 logs every request line at DEBUG: a notification channel's
+    # webhook path is often its secret (docs/notifications.md).
+    "loggers": {"django.db.backends": {"level": "INFO"}, "urllib3": {"level": "INFO"},
                 "django.request": {"filters": ["client_errors_are_info"]}},
 }
