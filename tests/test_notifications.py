@@ -100,12 +100,37 @@ def test_a_goal_that_blocks_and_is_resolved_records_one_notice_each(
     assert state["needs_human"] is False and state["kind"] == notices.STOPPED
 
 
-def test_a_command_that_fails_records_no_notice(agent, operator, started, hook):
+def test_a_command_rolled_back_records_no_notice(agent, started, hook, monkeypatch):
+    """The notice is written in the command's transaction: a command that
+    fails after it (here a later effect raising) leaves neither."""
+    from ledger.eventstore import store
+
+    def crash(goal_id, outcome):
+        raise RuntimeError("a later effect failed")
+
+    gid, lease = started()
+    monkeypatch.setattr(store, "_effects", [*store._effects, crash])
+    with pytest.raises(RuntimeError):
+        gate(agent, gid, lease)
+    assert Notification.objects.count() == 0 and Goal.objects.get(pk=gid).attention == ""
+    monkeypatch.setattr(store, "_effects", store._effects[:-1])
+    gate(agent, gid, lease)
+    assert Notification.objects.count() == 1
+
+
+def test_a_goal_blocked_before_notifications_is_reminded(agent, started, hook, settings,
+                                                         clock):
+    from ledger.models import GoalNotice
+
+    settings.WAKELEDGER_NOTIFY_REMIND_HOURS = 2
     gid, lease = started()
     gate(agent, gid, lease)
-    refused = approve(operator, gid.replace(gid[-4:], "0000"))
-    assert refused.status_code == 404
-    assert Notification.objects.count() == 1
+    GoalNotice.objects.all().delete()  # as if it blocked before notifications existed
+    Notification.objects.all().delete()
+    assert notifications.remind() == 0
+    clock.advance(hours=2)
+    assert notifications.remind() == 1
+    assert Notification.objects.get().kind == notices.REMINDER
 
 
 def test_notices_are_routed_by_agent_workspace_and_reason(agent, started, settings):

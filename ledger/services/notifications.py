@@ -19,7 +19,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Max, Q
+from django.db.models import Count, Exists, Max, OuterRef, Q
 from django.urls import reverse
 
 from ledger.domain import GoalState, liveness, notices
@@ -98,6 +98,7 @@ def remind(now: datetime | None = None) -> int:
     every = timedelta(hours=settings.WAKELEDGER_NOTIFY_REMIND_HOURS)
     if every <= timedelta(0):
         return 0
+    _track_untold(now)
     due = GoalNotice.objects.filter(needs_human=True, last_notified_at__lte=now - every)
     reminded = 0
     for notice in due.iterator(chunk_size=200):
@@ -120,6 +121,19 @@ def remind(now: datetime | None = None) -> int:
             GoalNotice.objects.filter(pk=notice.goal_id).update(last_notified_at=now)
         reminded += 1
     return reminded
+
+
+def _track_untold(now: datetime, batch: int = 500) -> None:
+    """Goals that needed a human before notifications existed (no flip was
+    recorded for them) get a notification state, so reminders cover them
+    too: counted from their last change, at most ``batch`` a pass."""
+    untold = Goal.objects.exclude(attention="") \
+        .filter(~Exists(GoalNotice.objects.filter(goal_id=OuterRef("pk")))) \
+        .values_list("pk", "attention", "updated_at")[:batch]
+    GoalNotice.objects.bulk_create(
+        [GoalNotice(goal_id=pk, needs_human=True, reason=reason, since=since or now,
+                    last_notified_at=since or now) for pk, reason, since in untold],
+        ignore_conflicts=True)
 
 
 def digest(now: datetime | None = None) -> int:
