@@ -372,3 +372,16 @@ def test_no_url_secret_reaches_a_log(agent, started, settings, caplog):
     assert not [line for line in ours if "hunter2" in line or "s3cr3t" in line]
     # Apprise's own records (which quote URLs and answers) stop at its logger.
     assert logging.getLogger("apprise").propagate is False
+
+
+def test_counts_by_outcome_is_one_aggregate_query(agent, started, hook,
+                                                  django_assert_num_queries):
+    for _ in range(3):
+        gid, lease = started()
+        gate(agent, gid, lease)
+    first, second, _ = Notification.objects.order_by("pk")
+    Notification.objects.filter(pk=first.pk).update(status="sent")
+    Notification.objects.filter(pk=second.pk).update(status="sending")
+    with django_assert_num_queries(1):
+        counts = notifications.counts_by_outcome()
+    assert counts == {"sent": 1, "failed": 0, "pending": 2}
