@@ -374,11 +374,13 @@ def test_no_url_secret_reaches_a_log(agent, started, settings, caplog):
     assert logging.getLogger("apprise").propagate is False
 
 
-def test_counts_by_outcome_is_one_aggregate_query(agent, started, hook,
+def test_counts_by_outcome_is_one_aggregate_query(agent, clock, hook,
                                                   django_assert_num_queries):
-    for _ in range(3):
-        gid, lease = started()
-        gate(agent, gid, lease)
+    from tests.factories import lease_of
+
+    for n in range(3):
+        body = agent.start(goal_key=f"goal-{n}", policy={"lease_seconds": 300}).json()
+        gate(agent, body["goal"]["id"], lease_of(body))
     first, second, _ = Notification.objects.order_by("pk")
     Notification.objects.filter(pk=first.pk).update(status="sent")
     Notification.objects.filter(pk=second.pk).update(status="sending")
