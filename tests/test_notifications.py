@@ -379,7 +379,8 @@ def test_counts_by_outcome_is_one_aggregate_query(agent, clock, hook,
     from tests.factories import lease_of
 
     for n in range(3):
-        body = agent.start(goal_key=f"goal-{n}", policy={"lease_seconds": 300}).json()
+        body = agent.start(goal_key=f"goal-{n}", workspace=f"/srv/repos/w{n}",
+                           policy={"lease_seconds": 300}).json()
         gate(agent, body["goal"]["id"], lease_of(body))
     first, second, _ = Notification.objects.order_by("pk")
     Notification.objects.filter(pk=first.pk).update(status="sent")
