@@ -51,6 +51,25 @@ def test_a_reminder_is_due_every_period_after_the_last_notice(since, told, now, 
     assert due == (every > 0 and now - since >= every and now - told >= every)
 
 
+@given(st.integers(0, 23), st.lists(st.integers(0, 24 * 10), min_size=1, max_size=60))
+def test_the_digest_is_due_once_a_day_at_its_hour(hour, offsets):
+    """Whenever the sweeper happens to look, a day gets at most one digest,
+    and every day looked at after its hour gets one."""
+    from datetime import UTC, datetime
+
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+    last, sent = None, []
+    for moment in sorted(base + timedelta(hours=h) for h in offsets):
+        if notices.digest_due(hour, last, moment):
+            last = moment
+            sent.append(moment)
+    assert len({m.date() for m in sent}) == len(sent)
+    assert all(m.hour >= hour for m in sent)
+    looked = {m.date() for m in (base + timedelta(hours=h) for h in offsets) if m.hour >= hour}
+    assert {m.date() for m in sent} == looked
+    assert not notices.digest_due(None, None, base)
+
+
 # ------------------------------------------------------------------ recording
 
 
