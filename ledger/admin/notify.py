@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from ledger.admin.base import ReadOnlyAdmin, UUIDSearchMixin, utc
+from ledger.admin.base import ReadOnlyAdmin, UUIDSearchMixin, cut, utc
 from ledger.models import Channel, Notification
 from ledger.services import notifications
 
@@ -81,8 +81,10 @@ class ChannelAdmin(admin.ModelAdmin):
 @admin.register(Notification)
 class NotificationAdmin(UUIDSearchMixin, ReadOnlyAdmin):
     uuid_field = "goal_id"
-    list_display = ("id", "kind", "goal", "reason", "channel_redacted", "status", "attempts",
-                    "last_error", "created", "done")
+    # Fits a 1400 px window: the channel cut (whole in its title), no id column.
+    list_display = ("kind", "goal", "reason", "to", "status", "attempts", "last_error",
+                    "created", "done")
+    list_display_links = ("kind",)
     list_filter = ("status", "kind", "reason")
     search_fields = ("key", "channel_redacted")
     ordering = ("-id",)
@@ -97,6 +99,10 @@ class NotificationAdmin(UUIDSearchMixin, ReadOnlyAdmin):
         return format_html('<a class="wl-id" href="{}" title="{}">{}</a>',
                            reverse("admin:ledger_goal_timeline", args=[row.goal_id]),
                            row.goal_id, row.goal_id.hex[:8])
+
+    @admin.display(description="channel", ordering="channel_redacted")
+    def to(self, row: Notification) -> str:
+        return cut(row.channel_redacted, width="short")
 
     @admin.display(description="recorded", ordering="created_at")
     def created(self, row: Notification) -> str:
