@@ -307,8 +307,11 @@ def test_the_scheduler_silent_alarm_flips_once_each_way(hook, clock, settings):
         assert notifications.scheduler_standing() == "silent"
         clock.advance(minutes=2)
     alerts.beat()
+    notifications.tick()  # the first sweep back tells so
     assert notifications.scheduler_standing() == "ok"
-    assert notifications.scheduler_standing() == "ok"
+    # Cron did not send the silence here, so the first sweep back sends both.
+    assert [json.loads(body)["title"] for _, body in hook] == [
+        "Wake Ledger: the scheduler is silent", "Wake Ledger: the scheduler runs again"]
     kinds = list(Notification.objects.order_by("pk").values_list("kind", flat=True))
     assert kinds == [notices.SCHEDULER_SILENT, notices.SCHEDULER_BACK]
     assert not SchedulerBeat.objects.filter(name=notifications.SILENT_BEAT).exists()
@@ -407,3 +410,14 @@ def test_counts_by_outcome_is_one_aggregate_query(agent, clock, hook,
     with django_assert_num_queries(1):
         counts = notifications.counts_by_outcome()
     assert counts == {"sent": 1, "failed": 0, "pending": 2}
+
+
+def test_an_idle_sweep_costs_the_notifications_two_queries(clock, settings,
+                                                           django_assert_max_num_queries):
+    """Nothing told, nothing pending, no digest: the sweeper's pass asks
+    whether a silence was told and whether a row is unfinished (reminders are
+    looked for every ten minutes)."""
+    notifications.tick()  # the first pass looks for reminders
+    clock.advance(minutes=1)
+    with django_assert_max_num_queries(2):
+        assert notifications.tick() == 0

@@ -140,6 +140,8 @@ def digest(now: datetime | None = None) -> int:
     """Once a UTC day at WAKELEDGER_NOTIFY_DIGEST_HOUR (unset: off): the list
     of goals needing a human, oldest first (the /alerts query; at most 50 named)."""
     now = now or clock.now()
+    if settings.WAKELEDGER_NOTIFY_DIGEST_HOUR is None:
+        return 0
     last = SchedulerBeat.objects.filter(name=DIGEST_BEAT).values_list("at", flat=True).first()
     if not notices.digest_due(settings.WAKELEDGER_NOTIFY_DIGEST_HOUR, last, now):
         return 0
@@ -199,9 +201,31 @@ def send_due(now: datetime | None = None) -> int:
     return sending.send_due(now)
 
 
+# Reminders count hours: the sweeper looks for due ones every ten minutes,
+# not every pass (two queries a minute for a rule measured in hours).
+REMIND_LOOK_EVERY = timedelta(minutes=10)
+_reminders_looked_at: datetime | None = None
+
+
 def tick(now: datetime | None = None) -> int:
-    """What the sweeper runs each pass: the clock's notices, then delivery."""
-    return run_pass(now)["sent"]
+    """What the sweeper runs each pass, cheaply: it has just beaten, so the
+    scheduler's standing matters only when a silence was told; reminders
+    every ten minutes; the digest only when set; delivery only when a row is
+    unfinished (one indexed query). Returns how many were sent."""
+    global _reminders_looked_at
+    now = now or clock.now()
+    if SchedulerBeat.objects.filter(name=SILENT_BEAT).exists():
+        scheduler_standing(now)
+    looked = _reminders_looked_at
+    if looked is None or not timedelta(0) <= now - looked < REMIND_LOOK_EVERY:
+        remind(now)
+        _reminders_looked_at = now
+    if settings.WAKELEDGER_NOTIFY_DIGEST_HOUR is not None:
+        digest(now)
+    if not Notification.objects.filter(
+            status__in=(Notification.PENDING, Notification.SENDING)).exists():
+        return 0
+    return send_due(now)
 
 
 def run_pass(now: datetime | None = None) -> dict[str, Any]:
