@@ -43,7 +43,14 @@ class LedgerConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from ledger.eventstore import checks  # noqa: F401  (registers the trigger check)
+        from ledger.eventstore import (
+            checks,  # noqa: F401  (registers the trigger check)
+            store,
+            tallies,
+        )
+
+        # The metrics' counters move with the events, in their transaction.
+        store.register_effect(tallies.count)
 
         # After every migrate (and flush), whatever rebuilt the events table.
         post_migrate.connect(_reinstall_triggers, sender=self,

@@ -1,0 +1,130 @@
+"""/metrics (docs/metrics.md): who may scrape, and that every number comes
+from the database — goals and alerts by indexed aggregates, the event
+counters and the wake-lateness histogram from the tallies the store keeps in
+the events' own transaction."""
+
+import math
+from datetime import timedelta
+
+import pytest
+from django.test import override_settings
+from prometheus_client.parser import text_string_to_metric_families
+from rest_framework.test import APIClient
+
+from ledger.eventstore import tallies
+from ledger.models import Tally
+from scheduling import tasks
+from tests.factories import lease_of
+
+SCRAPE_TOKEN = "s" * 40
+
+
+def scrape(client: APIClient) -> dict[tuple[str, tuple], float]:
+    answer = client.get("/metrics")
+    assert answer.status_code == 200, answer.content
+    assert answer["Content-Type"].startswith("text/plain")
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(answer.content.decode())
+            for sample in family.samples}
+
+
+def bearer(token: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client
+
+
+@pytest.mark.django_db
+def test_auditors_operators_and_the_scrape_token_may_scrape_nobody_else(agent, auditor,
+                                                                        operator):
+    assert APIClient().get("/metrics").status_code == 401
+    assert bearer(agent.token).get("/metrics").status_code == 403
+    assert bearer(auditor.token).get("/metrics").status_code == 200
+    assert bearer(operator.token).get("/metrics").status_code == 200
+    # No scrape token configured: any value is just a bad API token.
+    assert bearer(SCRAPE_TOKEN).get("/metrics").status_code == 401
+    with override_settings(WAKELEDGER_METRICS_TOKEN=SCRAPE_TOKEN):
+        assert bearer(SCRAPE_TOKEN).get("/metrics").status_code == 200
+        assert bearer(SCRAPE_TOKEN[:-1] + "t").get("/metrics").status_code == 401
+        # The API tokens still work beside it.
+        assert bearer(auditor.token).get("/metrics").status_code == 200
+
+
+@pytest.mark.django_db
+def test_goals_alerts_sweeper_and_seal_lag_are_read_from_the_database(started, agent, auditor,
+                                                                      operator, clock):
+    first, _ = started()
+    agent_second = agent.start(goal_key="issue-2", workspace="/srv/repos/other",
+                               policy={"lease_seconds": 300})
+    assert agent_second.status_code == 201
+    before = scrape(bearer(auditor.token))
+    assert before["wakeledger_goals", (("reason", ""), ("status", "running"))] == 2
+    # Never swept: +Inf, which the example rule treats as silent.
+    assert math.isinf(before["wakeledger_last_sweep_age_seconds", ()])
+    assert before["wakeledger_seal_lag_events", ()] > 0
+    assert ("wakeledger_alerts", (("reason", "operator_stopped"),)) not in before
+
+    operator.post(f"goals/{first}/stop", {"reason": "wrong repository"})
+    tasks.sweep_leases()  # beats
+    clock.advance(seconds=90)
+    after = scrape(bearer(auditor.token))
+    assert after["wakeledger_goals", (("reason", ""), ("status", "running"))] == 1
+    stopped = {labels: n for (name, labels), n in after.items()
+               if name == "wakeledger_goals" and dict(labels)["status"] != "running"}
+    assert sum(stopped.values()) == 1
+    assert after["wakeledger_last_sweep_age_seconds", ()] == 90
+    assert after["wakeledger_seal_lag_seconds", ()] >= 90
+
+
+@pytest.mark.django_db
+def test_claims_charges_dispatches_and_lateness_are_counted_with_their_events(
+        agent, auditor, clock, settings, tmp_path):
+    settings.WAKELEDGER_DISPATCHERS = {"cmd": {"type": "command", "argv": ["/bin/true"]}}
+    settings.WAKELEDGER_RUNS_DIR = tmp_path / "runs"
+    body = agent.start(policy={"dispatch": "cmd", "lease_seconds": 300}).json()
+    gid = body["goal"]["id"]
+    agent.post(f"goals/{gid}/watchdog", {"lease": lease_of(body)})
+    clock.advance(hours=1, minutes=1)
+    assert tasks.fire_watchdog(gid, intended_date="occ-1") == "recurring_acquired"
+    assert tasks.fire_watchdog(gid, intended_date="occ-1") == "already_claimed"
+
+    found = scrape(bearer(auditor.token))
+    assert found["wakeledger_claims_total", (("outcome", "recurring_acquired"),
+                                             ("source", "internal"))] == 1
+    # A duplicate fire records nothing, so counts nothing.
+    assert not [labels for name, labels in found if name == "wakeledger_claims_total"
+                and dict(labels)["outcome"] != "recurring_acquired"]
+    assert found["wakeledger_continuations_charged_total", ()] == 1
+    assert found["wakeledger_dispatches_total", (("dispatcher", "cmd"), ("result", "ok"))] == 1
+    assert found["wakeledger_wake_lateness_seconds_count", ()] == 1
+    late = found["wakeledger_wake_lateness_seconds_sum", ()]
+    assert 0 <= late <= 3600
+    buckets = {dict(labels)["le"]: n for (name, labels), n in found.items()
+               if name == "wakeledger_wake_lateness_seconds_bucket"}
+    assert buckets["+Inf"] == 1
+    assert all(n == (1 if float(le) >= late else 0) for le, n in buckets.items())
+
+
+@pytest.mark.django_db
+def test_a_deadline_miss_is_counted_once_by_reason(agent, auditor, clock):
+    body = agent.start(policy={"lease_seconds": 300}).json()
+    # A host goal whose host never reports: the sweeper records HOST_SILENT.
+    agent.post(f"goals/{body['goal']['id']}/watchdog",
+               {"lease": lease_of(body), "backend": "host", "cadence_minutes": 15})
+    clock.advance(hours=2)
+    tasks.sweep_leases()
+    tasks.sweep_leases()
+    misses = {dict(labels)["reason"]: n for (name, labels), n in
+              scrape(bearer(auditor.token)).items() if name == "wakeledger_deadline_misses_total"}
+    assert misses and all(n >= 1 for n in misses.values())
+    assert sum(misses.values()) == Tally.objects.get(
+        name=tallies.DEADLINE_MISSES, labels=tallies.labels(reason=next(iter(misses)))).value
+
+
+def test_an_observation_lands_in_exactly_one_bucket():
+    assert tallies.bucket_of(0) == "1"
+    assert tallies.bucket_of(1) == "1"
+    assert tallies.bucket_of(1.5) == "5"
+    assert tallies.bucket_of(timedelta(days=1).total_seconds()) == tallies.INF
+    assert tallies.parse_labels(tallies.labels(source="host", outcome="x")) == {
+        "outcome": "x", "source": "host"}
