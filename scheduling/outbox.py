@@ -40,6 +40,8 @@ def record(goal_id: str, outcome: Outcome) -> None:
         Dispatch.objects.create(goal_id=goal_id, occurrence_id=order.occurrence_id,
                                 dispatcher=order.dispatcher, generation=order.generation,
                                 created_at=clock.now(), request_id=requestid.current())
+        logger.info("dispatch %s of goal %s via %s: in the outbox", order.occurrence_id,
+                    goal_id, order.dispatcher)
 
 
 def send_pending(goal_id: str | None = None, state: GoalState | None = None) -> int:

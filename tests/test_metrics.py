@@ -128,3 +128,31 @@ def test_an_observation_lands_in_exactly_one_bucket():
     assert tallies.bucket_of(timedelta(days=1).total_seconds()) == tallies.INF
     assert tallies.parse_labels(tallies.labels(source="host", outcome="x")) == {
         "outcome": "x", "source": "host"}
+
+
+@pytest.mark.django_db
+def test_alert_counts_by_reason_agree_with_the_one_query(clock):
+    """``counts_by_reason`` counts ``needing_a_human``'s two halves on their
+    own indexes: per reason, the same goals as the rows the list shows."""
+    import itertools
+    import uuid
+
+    from ledger.domain import liveness
+    from ledger.models import Goal
+    from ledger.operators import alerts
+
+    now = clock()
+    past, future = now - timedelta(hours=2), now + timedelta(hours=2)
+    combos = itertools.product(("", "BLOCKED_ON_HUMAN", "HOST_SILENT"), (None, past, future),
+                               ("running", "blocked", "done", "failed"))
+    Goal.objects.bulk_create([
+        Goal(id=uuid.uuid4(), workspace=f"/w/{i}", goal_key=f"g{i}", agent="a", status=status,
+             attention=attention, deadline_at=deadline, created_at=now, updated_at=now,
+             version=1, last_hash="", state={})
+        for i, (attention, deadline, status) in enumerate(combos)])
+    listed: dict[str, int] = {}
+    for goal in alerts.needing_a_human(Goal.objects.all(), now):
+        listed[alerts.matched_reason(goal)] = listed.get(alerts.matched_reason(goal), 0) + 1
+    assert alerts.counts_by_reason(Goal.objects.all(), now) == listed
+    assert listed[liveness.OVERDUE_REASON] == 2  # attention "", deadline past, active
+    assert sum(listed.values()) == alerts.count(Goal.objects.all(), now)

@@ -105,7 +105,7 @@ def test_a_real_prometheus_scrapes_and_fires_the_sweeper_rule(tools, live_server
     base = f"http://{web}"
     with override_settings(WAKELEDGER_METRICS_TOKEN=SCRAPE_TOKEN), \
             (tmp_path / "prometheus.log").open("w") as log:
-        prometheus = subprocess.Popen(  # noqa: S603
+        prometheus = subprocess.Popen(
             [tools[0], f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
              f"--web.listen-address={web}"], stdout=log, stderr=subprocess.STDOUT)
         try:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from ledger.domain import events, timing
+from ledger.domain.state import TERMINAL_STATUSES
 from ledger.models import Tally
 
 if TYPE_CHECKING:
@@ -36,6 +37,11 @@ CLAIMS = "claims"
 DISPATCHES = "dispatches"
 CHARGED = "continuations_charged"
 LATENESS = "wake_lateness"
+# Ended goals by status and reason: they only grow, so a scrape must not
+# count them (the active ones it counts on the index, ledger/operators/metrics.py).
+# Bumped when a goal ends and when a recovered one leaves its end; the goals
+# that had ended before the tallies existed were counted by their migration.
+ENDED = "goals_ended"
 # Seconds from a wake's due time to its claim. django-q2 looks at its
 # schedule every 30 s, so most claims land in the first buckets; an hour or
 # more means the scheduler was down.
@@ -64,6 +70,12 @@ def bucket_of(seconds: float) -> str:
 def deltas(outcome: "Outcome") -> Counter[tuple[str, str]]:
     """What one command adds to each tally, read from its typed events."""
     added: Counter[tuple[str, str]] = Counter()
+    before, after = outcome.before, outcome.state
+    if (before.status, before.reason) != (after.status, after.reason):
+        if before.status in TERMINAL_STATUSES:
+            added[ENDED, labels(reason=before.reason, status=before.status)] -= 1
+        if after.status in TERMINAL_STATUSES:
+            added[ENDED, labels(reason=after.reason, status=after.status)] += 1
     for stored in outcome.events:
         payload = stored.payload
         if isinstance(payload, events.LivenessMissed):
@@ -96,9 +108,9 @@ def lateness(claim: events.WakeClaimed, outcome: "Outcome", at: datetime) -> flo
 
 
 def count(goal_id: str, outcome: "Outcome") -> None:
-    """Store effect: the command's counted events added to their tallies, in
-    one statement (nothing at all for the kinds not counted)."""
-    added = deltas(outcome)
+    """Store effect: the command's counted events (and a goal ending) added
+    to their tallies, in one statement (none for the other commands)."""
+    added = {key: delta for key, delta in deltas(outcome).items() if delta}
     if not added:
         return
     conn = connections[DEFAULT_DB_ALIAS]

@@ -6,7 +6,8 @@ the requests it served and a scrape would see whichever worker answered.
 Every number here is read from the database, so every web process answers
 the same. What one scrape costs (docs/metrics.md has the measurements):
 
-- goals by status and reason: a GROUP BY on the (status, reason) index;
+- goals by status and reason: the active ones by a GROUP BY on the
+  (status, reason) index, the ended ones (which only grow) from a tally;
 - alerts by reason: ``alerts.counts_by_reason``, the /alerts query's
   COUNT (the partial attention index and the deadline index);
 - deadline misses, claims, dispatches, charges, wake lateness: the
@@ -27,6 +28,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from ledger.domain.vocabulary import ACTIVE_STATUSES
 from ledger.eventstore import clock, tallies
 from ledger.models import Event, Goal, SchedulerBeat, TreeHead
 from ledger.operators import alerts
@@ -51,9 +53,10 @@ class LedgerCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         now = self.now or clock.now()
-        yield from goals()
+        counts = tallies.read()
+        yield from goals(counts.get(tallies.ENDED, {}))
         yield from alert_counts(now)
-        yield from counted(tallies.read())
+        yield from counted(counts)
         yield from seal_lag(now)
         yield from sweeper(now)
         yield from notifications(notification_counts())
@@ -67,12 +70,19 @@ def registry(now: datetime | None = None) -> CollectorRegistry:
     return found
 
 
-def goals() -> Iterator[Metric]:
-    family = GaugeMetricFamily(f"{PREFIX}goals", "Goals by status and reason (the projection).",
+def goals(ended: dict[str, float]) -> Iterator[Metric]:
+    """Active goals counted on the (status, reason) index (as many as there
+    is live work); ended goals, which only grow, from their tally."""
+    family = GaugeMetricFamily(f"{PREFIX}goals", "Goals by status and reason.",
                                labels=["status", "reason"])
-    grouped = Goal.objects.order_by().values("status", "reason").annotate(n=Count("id"))
+    grouped = (Goal.objects.filter(status__in=ACTIVE_STATUSES).order_by()
+               .values("status", "reason").annotate(n=Count("*")))
     for row in grouped:
         family.add_metric([row["status"], row["reason"]], row["n"])
+    for text, value in sorted(ended.items()):
+        if value:
+            found = tallies.parse_labels(text)
+            family.add_metric([found["status"], found["reason"]], value)
     yield family
 
 
