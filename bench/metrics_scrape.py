@@ -54,8 +54,10 @@ def seed(goals: int) -> None:
            f"{deadline}, {reason}, {now}, {now}, 1, '', '{{}}' {tail}")
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, [goals])
+    # What autovacuum keeps up in production: statistics, and on PostgreSQL
+    # the visibility map that lets a count read the index alone.
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")
+        cursor.execute("VACUUM ANALYZE" if connection.vendor == "postgresql" else "ANALYZE")
 
 
 def main() -> int:

@@ -156,3 +156,42 @@ def test_alert_counts_by_reason_agree_with_the_one_query(clock):
     assert alerts.counts_by_reason(Goal.objects.all(), now) == listed
     assert listed[liveness.OVERDUE_REASON] == 2  # attention "", deadline past, active
     assert sum(listed.values()) == alerts.count(Goal.objects.all(), now)
+
+
+def test_a_goal_ending_or_recovered_moves_the_ended_tally():
+    from ledger.domain import GoalState
+    from ledger.eventstore.store import Outcome
+
+    running = GoalState(goal_id="g", status="running")
+    failed = GoalState(goal_id="g", status="failed", reason="AUTH_FAILED")
+    ended = tallies.labels(reason="AUTH_FAILED", status="failed")
+    assert tallies.deltas(Outcome(failed, before=running)) == {(tallies.ENDED, ended): 1}
+    assert tallies.deltas(Outcome(running, before=failed)) == {(tallies.ENDED, ended): -1}
+    assert tallies.deltas(Outcome(running, before=running)) == {}
+
+
+@pytest.mark.django_db
+def test_the_migration_counts_the_goals_that_had_ended(auditor, clock):
+    """Goals that ended before the tallies existed are counted once, by 0009."""
+    import importlib
+    import uuid
+    from types import SimpleNamespace
+
+    from django.apps import apps
+    from django.db import connection
+
+    from ledger.models import Goal
+
+    now = clock()
+    Goal.objects.bulk_create([
+        Goal(id=uuid.uuid4(), workspace=f"/w/{i}", goal_key=f"g{i}", agent="a", status=status,
+             reason=reason, created_at=now, updated_at=now, version=1, last_hash="", state={})
+        for i, (status, reason) in enumerate([("done", ""), ("done", ""),
+                                              ("failed", "AUTH_FAILED"), ("running", "")])])
+    migration = importlib.import_module("ledger.migrations.0009_metric_tallies")
+    migration.count_ended_goals(apps, SimpleNamespace(connection=connection))
+    found = scrape(bearer(auditor.token))
+    assert found["wakeledger_goals", (("reason", ""), ("status", "done"))] == 2
+    assert found["wakeledger_goals", (("reason", "AUTH_FAILED"), ("status", "failed"))] == 1
+    assert found["wakeledger_goals", (("reason", ""), ("status", "running"))] == 1
+    assert migration.ENDED == tallies.ENDED
