@@ -65,6 +65,12 @@ class MetricsView(APIView):
     permission_classes = [MayScrape]
     roles = {"GET": (AUDITOR, OPERATOR)}
 
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        # The answer is Prometheus' text whatever Accept says (a scraper
+        # asking for text/plain only must not get 406); a refusal is the
+        # API's problem JSON.
+        return super().perform_content_negotiation(request, force=True)
+
     def get(self, request: Request) -> HttpResponse:
         body = generate_latest(metrics.registry())
         return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

@@ -45,6 +45,13 @@ def test_auditors_operators_and_the_scrape_token_may_scrape_nobody_else(agent, a
     assert bearer(SCRAPE_TOKEN).get("/metrics").status_code == 401
     with override_settings(WAKELEDGER_METRICS_TOKEN=SCRAPE_TOKEN):
         assert bearer(SCRAPE_TOKEN).get("/metrics").status_code == 200
+        # Whatever the scraper accepts.
+        for accept in ("text/plain", "application/openmetrics-text; version=1.0.0"):
+            answer = bearer(SCRAPE_TOKEN).get("/metrics", HTTP_ACCEPT=accept)
+            assert answer.status_code == 200 and b"wakeledger_goals" in answer.content
+        refused = APIClient().get("/metrics", HTTP_ACCEPT="text/plain")
+        assert refused.status_code == 401
+        assert refused.json()["code"] == "unauthenticated"
         assert bearer(SCRAPE_TOKEN[:-1] + "t").get("/metrics").status_code == 401
         # The API tokens still work beside it.
         assert bearer(auditor.token).get("/metrics").status_code == 200
