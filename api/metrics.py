@@ -21,6 +21,7 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from api.auth import BearerTokenAuthentication, HasRole
+from api.problems import CHALLENGE
 from ledger.access.accounts import AUDITOR, OPERATOR
 from ledger.operators import metrics
 
@@ -39,6 +40,9 @@ class ScrapeTokenAuthentication(authentication.BaseAuthentication):
         if secrets.compare_digest(token.strip().encode(), expected.encode()):
             return _Scraper(), SCRAPER
         return None  # perhaps an API token: the next authenticator decides
+
+    def authenticate_header(self, request: Request) -> str:
+        return CHALLENGE  # DRF asks the first authenticator: 401 with a challenge
 
 
 class _Scraper:

@@ -50,7 +50,7 @@ def test_auditors_operators_and_the_scrape_token_may_scrape_nobody_else(agent, a
             answer = bearer(SCRAPE_TOKEN).get("/metrics", HTTP_ACCEPT=accept)
             assert answer.status_code == 200 and b"wakeledger_goals" in answer.content
         refused = APIClient().get("/metrics", HTTP_ACCEPT="text/plain")
-        assert refused.status_code == 401
+        assert refused.status_code == 401 and refused["WWW-Authenticate"].startswith("Bearer")
         assert refused.json()["code"] == "unauthenticated"
         assert bearer(SCRAPE_TOKEN[:-1] + "t").get("/metrics").status_code == 401
         # The API tokens still work beside it.
