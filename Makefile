@@ -7,8 +7,8 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test test-quick test-sqlite test-postgres browser claude-code node24 openclaw \
-	claude-code-current tools lint bench bench-quick soak simulate clean
+.PHONY: run test test-quick test-sqlite test-postgres browser prometheus claude-code node24 \
+	openclaw claude-code-current tools lint bench bench-quick soak simulate clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,15 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
 	  >/dev/null; } || echo "chromium is not installed: the browser tests will be skipped"
+
+# A real Prometheus (and promtool) for tests/test_metrics_prometheus.py: it
+# scrapes /metrics and evaluates docs/prometheus/wakeledger.rules.yml. From
+# Debian's packages, when missing and when we may (root).
+prometheus:
+	@command -v prometheus >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	  --no-install-recommends prometheus >/dev/null; } || \
+	  echo "prometheus is not installed: the real Prometheus test will be skipped"
 
 # The real Claude Code CLI for tests/test_claude_code_live.py, from the npm
 # registry into var/node/ (nothing global, no user config touched). Pinned: the
@@ -89,7 +98,7 @@ $(CLAUDE_CURRENT_BIN): | $(NODE24_BIN)
 claude-code-current: $(CLAUDE_CURRENT_BIN)
 
 # Every outside program a test drives, installed where we may.
-tools: browser claude-code node24 openclaw claude-code-current
+tools: browser prometheus claude-code node24 openclaw claude-code-current
 
 test-sqlite: $(VENV)/.installed-dev tools
 	@echo "== test suite on SQLite =="

@@ -118,6 +118,26 @@ class SchedulerBeat(models.Model):
         return f"{self.name} at {self.at:%Y-%m-%d %H:%M:%S}"
 
 
+class Tally(models.Model):
+    """A counter the metrics report (``ledger/eventstore/tallies.py``): how
+    many events of a kind, by label, and the wake-lateness histogram's
+    buckets, sum and count. Bumped in the transaction that appends the
+    events, so a scrape reads a handful of rows instead of the events; not a
+    fact (the events are), so not chained, and rebuilt by nothing: counters
+    count from the migration that made this table onwards."""
+
+    name = models.CharField(max_length=64)
+    labels = models.CharField(max_length=200, blank=True, default="")  # k=v,k=v sorted
+    value = models.FloatField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["name", "labels"],
+                                               name="ledger_tally_key")]
+
+    def __str__(self) -> str:
+        return f"{self.name}{{{self.labels}}} {self.value:g}"
+
+
 class EventQuerySet(models.QuerySet):
     def update(self, **kwargs: Any) -> NoReturn:
         raise AppendOnlyError("events are append-only; they cannot be updated")

@@ -28,6 +28,10 @@ class Dispatch(models.Model):
     # timeout belongs to a sender that died mid-call (uncertain, rule 6).
     sending_at = models.DateTimeField(null=True, blank=True)
     done_at = models.DateTimeField(null=True, blank=True)
+    # The id of the web request whose claim wrote the row (ledger/project/requestid.py;
+    # "" for a scheduler's wake): the sender logs under it, so a request's
+    # lines and its dispatch's lines can be followed by one id.
+    request_id = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         constraints = [

@@ -24,6 +24,7 @@ from django.db import transaction
 
 from ledger.domain import GoalState
 from ledger.eventstore import clock, failpoints
+from ledger.project import requestid
 from ledger.services import wakes
 from ledger.services.effects import Outcome
 from scheduling import dispatch
@@ -38,7 +39,9 @@ def record(goal_id: str, outcome: Outcome) -> None:
     for order in wakes.orders(outcome):
         Dispatch.objects.create(goal_id=goal_id, occurrence_id=order.occurrence_id,
                                 dispatcher=order.dispatcher, generation=order.generation,
-                                created_at=clock.now())
+                                created_at=clock.now(), request_id=requestid.current())
+        logger.info("dispatch %s of goal %s via %s: in the outbox", order.occurrence_id,
+                    goal_id, order.dispatcher)
 
 
 def send_pending(goal_id: str | None = None, state: GoalState | None = None) -> int:
@@ -58,6 +61,13 @@ def send(pk: int, state: GoalState | None = None) -> bool:
             return False  # another sender has it, or it is done
         row.status, row.sending_at = Dispatch.SENDING, clock.now()
         row.save(update_fields=["status", "sending_at"])
+    # Under the id of the request that wrote the row: the dispatch's lines
+    # (here, in the dispatcher, in the result's command) share it.
+    with requestid.bound(row.request_id or requestid.current()):
+        return _send(row, state)
+
+
+def _send(row: Dispatch, state: GoalState | None) -> bool:
     failpoints.reached("outbox.after_sending_mark")
     goal_id = str(row.goal_id)
     known = state if state is not None and state.goal_id == goal_id else None

@@ -341,3 +341,46 @@ def test_requested_wake_and_dependency_ready_on_a_real_cluster(agent_http, clust
     # Never a second recurring watchdog for either goal.
     for goal_id in (gid, gid2):
         assert Schedule.objects.filter(name=watchdogs.schedule_name(goal_id)).count() <= 1
+
+
+def test_a_request_id_leads_from_the_request_to_the_dispatch_in_the_cluster(
+        agent_http, cluster, live_server, tmp_path):
+    """Structured logs (docs/metrics.md): an operator's wake now over HTTP,
+    with its own X-Request-ID, writes the push wake's outbox row; the real
+    cluster's sweeper sends it at start-up, and its JSON log line about the
+    dispatch carries the request's id."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    from scheduling.models import Dispatch
+
+    started = agent_http("POST", "goals", {
+        "goal_key": "e2e-rid", "workspace": "/srv/e2e-rid", "objective": "Be followed",
+        "policy": {"lease_seconds": 60, "dispatch": "hook"}})
+    gid = started["goal"]["id"]
+    agent_http("POST", f"goals/{gid}/lease/release",
+               {"lease": {"token": started["lease"]["token"], "generation": 1}})
+    operator = get_user_model().objects.create(username="e2e-operator")
+    operator.groups.add(Group.objects.get_or_create(name="operator")[0])
+    request = urllib.request.Request(  # noqa: S310  (the live server's http URL)
+        f"{live_server.url}/api/v1/goals/{gid}/wake", method="POST",
+        data=json.dumps({"reason": "follow this request"}).encode(),
+        headers={"Authorization": f"Bearer {accounts.issue_token(operator)}",
+                 "Content-Type": "application/json", "X-Request-ID": "req-e2e-follow-1"})
+    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+        assert response.headers["X-Request-ID"] == "req-e2e-follow-1"
+    assert Dispatch.objects.get(goal_id=gid).request_id == "req-e2e-follow-1"
+
+    cluster(WAKELEDGER_LOG_FORMAT="json", WAKELEDGER_Q_GUARD_CYCLE="30")  # sweeps at start-up
+    wait_for(lambda: Dispatch.objects.get(goal_id=gid).status == Dispatch.SENT, 60,
+             "the cluster's sweeper to send the dispatch")
+    log = tmp_path / "qcluster-0.log"
+
+    def dispatch_lines() -> list[dict]:
+        lines = [json.loads(line) for line in log.read_text().splitlines()
+                 if line.startswith("{")]
+        return [line for line in lines if line.get("request_id") == "req-e2e-follow-1"]
+
+    lines = wait_for(dispatch_lines, 30, "the dispatch's JSON log line")
+    assert any(line["logger"] == "scheduling.outbox" and ": sent (" in line["message"]
+               and gid in line["message"] for line in lines), lines

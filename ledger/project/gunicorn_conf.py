@@ -21,8 +21,10 @@ class RedactingLogger(Logger):
 
 logger_class = RedactingLogger
 # The common log format without the referer: an admin page's referer is
-# harmless, but a client's may carry anything.
-access_log_format = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s %(L)ss %(p)s "%(a)s"'
+# harmless, but a client's may carry anything. Last, the request id the
+# response carries (ledger/project/requestid.py): the id of the app's lines.
+access_log_format = ('%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s %(L)ss %(p)s "%(a)s" '
+                     '%({x-request-id}o)s')
 
 # Gunicorn >= 25 opens a control socket at one per-user path
 # ($XDG_RUNTIME_DIR/gunicorn.ctl): two instances on one host would share it,

@@ -79,6 +79,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every log line of the request, and the outbox row it writes, carry its id.
+    "ledger.project.requestid.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "api.middleware.RefuseChunkedBodies",
     "ledger.access.security.ContentSecurityPolicyMiddleware",
@@ -388,16 +390,35 @@ WAKELEDGER_HEAD_WITNESS_URL = env_str("WAKELEDGER_HEAD_WITNESS_URL", "")
 LOG_LEVEL = env_str("WAKELEDGER_LOG_LEVEL", "INFO").upper()
 if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
     raise ImproperlyConfigured(f"WAKELEDGER_LOG_LEVEL={LOG_LEVEL!r} is not a log level.")
+# text (one plain line) or json (one JSON object a line, for a log shipper);
+# both carry the request id and both are redacted.
+LOG_FORMAT = env_str("WAKELEDGER_LOG_FORMAT", "text")
+if LOG_FORMAT not in {"text", "json"}:
+    raise ImproperlyConfigured(f"WAKELEDGER_LOG_FORMAT={LOG_FORMAT!r} must be text or json.")
+
+# /metrics (docs/metrics.md): an auditor's or operator's API token, or this
+# scrape token of its own (empty: none). At least 32 characters: it guards
+# numbers about every goal.
+WAKELEDGER_METRICS_TOKEN = env_str("WAKELEDGER_METRICS_TOKEN", "")
+if WAKELEDGER_METRICS_TOKEN and (len(WAKELEDGER_METRICS_TOKEN) < 32
+                                 or any(c.isspace() for c in WAKELEDGER_METRICS_TOKEN)):
+    raise ImproperlyConfigured("WAKELEDGER_METRICS_TOKEN must be at least 32 characters, "
+                               "without spaces.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
+        "json": {"()": "ledger.project.jsonlogs.JsonLines"},
+    },
     # Tokens never reach a log, whoever logs them (a query string in
-    # django.server's request line, a library quoting a header).
+    # django.server's request line, a library quoting a header). The request
+    # id (ledger/project/requestid.py) goes on every record.
     "filters": {"redact": {"()": "ledger.project.redact.RedactSecrets"},
+                "request_id": {"()": "ledger.project.requestid.RequestIdFilter"},
                 "client_errors_are_info": {"()": "ledger.project.logfilters.ClientErrorsAreInfo"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
-                             "filters": ["redact"]}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT,
+                             "filters": ["request_id", "redact"]}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     # urllib3 logs every request line at DEBUG: a notification channel's
     # webhook path is often its secret (docs/notifications.md).

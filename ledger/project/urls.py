@@ -12,6 +12,7 @@ urlpatterns = [
     path("favicon.ico", favicon, name="favicon"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("api.urls")),
+    path("", include("api.metrics")),  # /metrics, for Prometheus (docs/metrics.md)
 ]
 
 handler404 = "api.errors.not_found_view"

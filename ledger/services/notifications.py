@@ -278,6 +278,16 @@ def counts_by_outcome() -> dict[str, int]:
     return counts
 
 
+def delivered_by_channel() -> dict[tuple[str, str], int]:
+    """Notifications sent and failed per channel, {(channel, "sent"|"failed"):
+    n}: the ``wakeledger_notifications_total`` samples. The channel is its
+    stored name (``env:<digest>`` or ``admin:<pk>``), never its URL."""
+    rows = Notification.objects.order_by() \
+        .filter(status__in=(Notification.SENT, Notification.FAILED)) \
+        .values_list("channel", "status").annotate(n=Count("pk"))
+    return {(channel, status): n for channel, status, n in rows}
+
+
 def states(goal_ids: Iterable[Any]) -> dict[str, dict[str, Any]]:
     """Each goal's notification state, for the admin: whether the last notice
     said it needs a human, when it was sent (or not), and its delivery."""

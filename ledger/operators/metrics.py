@@ -1,0 +1,152 @@
+"""What ``/metrics`` reports (docs/metrics.md): one Prometheus collector that
+reads every number from the database at scrape time.
+
+Not process-global counters: under gunicorn each worker would count only
+the requests it served and a scrape would see whichever worker answered.
+Every number here is read from the database, so every web process answers
+the same. What one scrape costs (docs/metrics.md has the measurements):
+
+- goals by status and reason: the active ones by a GROUP BY on the
+  (status, reason) index, the ended ones (which only grow) from a tally;
+- alerts by reason: ``alerts.counts_by_reason``, the /alerts query's
+  COUNT (the partial attention index and the deadline index);
+- deadline misses, claims, dispatches, charges, wake lateness: the
+  ``Tally`` rows the store keeps in step with the events (ledger/eventstore/tallies.py);
+- seal lag: three primary-key lookups; the sweeper's age: one row.
+"""
+
+import math
+from collections.abc import Iterator
+from datetime import datetime
+
+from django.db.models import Count, Max
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from ledger.domain.vocabulary import ACTIVE_STATUSES
+from ledger.eventstore import clock, tallies
+from ledger.models import Event, Goal, SchedulerBeat, TreeHead
+from ledger.operators import alerts
+from ledger.services.notifications import delivered_by_channel
+
+PREFIX = "wakeledger_"
+
+
+def notification_counts() -> dict[tuple[str, str], float]:
+    """Notifications sent and failed, {(channel, result): count}, result one
+    of "sent" | "failed" (docs/notifications.md): one GROUP BY over the
+    notifications' outbox."""
+    return {key: float(n) for key, n in delivered_by_channel().items()}
+
+
+class LedgerCollector(Collector):
+    """Every ``wakeledger_`` metric, read from the database when scraped."""
+
+    def __init__(self, now: datetime | None = None) -> None:
+        self.now = now
+
+    def collect(self) -> Iterator[Metric]:
+        now = self.now or clock.now()
+        counts = tallies.read()
+        yield from goals(counts.get(tallies.ENDED, {}))
+        yield from alert_counts(now)
+        yield from counted(counts)
+        yield from seal_lag(now)
+        yield from sweeper(now)
+        yield from notifications(notification_counts())
+
+
+def registry(now: datetime | None = None) -> CollectorRegistry:
+    """A registry holding only the ledger's collector (none of the client
+    library's process metrics: they would differ per worker)."""
+    found = CollectorRegistry(auto_describe=False)
+    found.register(LedgerCollector(now))
+    return found
+
+
+def goals(ended: dict[str, float]) -> Iterator[Metric]:
+    """Active goals counted on the (status, reason) index (as many as there
+    is live work); ended goals, which only grow, from their tally."""
+    family = GaugeMetricFamily(f"{PREFIX}goals", "Goals by status and reason.",
+                               labels=["status", "reason"])
+    grouped = (Goal.objects.filter(status__in=ACTIVE_STATUSES).order_by()
+               .values("status", "reason").annotate(n=Count("*")))
+    for row in grouped:
+        family.add_metric([row["status"], row["reason"]], row["n"])
+    for text, value in sorted(ended.items()):
+        if value:
+            found = tallies.parse_labels(text)
+            family.add_metric([found["status"], found["reason"]], value)
+    yield family
+
+
+def alert_counts(now: datetime) -> Iterator[Metric]:
+    family = GaugeMetricFamily(f"{PREFIX}alerts", "Goals that need a human, by reason "
+                               "(the /alerts list's count).", labels=["reason"])
+    for reason, n in sorted(alerts.counts_by_reason(Goal.objects.all(), now).items()):
+        family.add_metric([reason], n)
+    yield family
+
+
+def counted(found: dict[str, dict[str, float]]) -> Iterator[Metric]:
+    """The counters and the histogram the store keeps (tallies)."""
+    for name, help_text, label_names in (
+            (tallies.DEADLINE_MISSES, "Deadlines missed (liveness.missed events), by reason.",
+             ["reason"]),
+            (tallies.CLAIMS, "Wake claims, by outcome and source (wake.claimed events).",
+             ["outcome", "source"]),
+            (tallies.DISPATCHES, "Dispatches of a continuation, by result and dispatcher "
+             "(continuation.dispatched events).", ["dispatcher", "result"]),
+            (tallies.CHARGED, "Continuations charged to goals' budgets "
+             "(continuation.charged events).", [])):
+        family = CounterMetricFamily(f"{PREFIX}{name}", help_text, labels=label_names)
+        for text, value in sorted(found.get(name, {}).items()):
+            values = tallies.parse_labels(text)
+            family.add_metric([values.get(label, "") for label in label_names], value)
+        yield family
+    buckets = found.get(f"{tallies.LATENESS}_bucket", {})
+    cumulative, running = [], 0.0
+    for bound in [*(f"{b:g}" for b in tallies.LATENESS_BUCKETS), tallies.INF]:
+        running += buckets.get(tallies.labels(le=bound), 0.0)
+        cumulative.append((bound, running))
+    histogram = HistogramMetricFamily(
+        f"{PREFIX}wake_lateness_seconds", "Seconds from a wake's due time to its claim.",
+        labels=[])
+    histogram.add_metric([], cumulative, found.get(f"{tallies.LATENESS}_sum", {}).get("", 0.0))
+    yield histogram
+
+
+def seal_lag(now: datetime) -> Iterator[Metric]:
+    """Events not yet under a signed tree head: how many (by id) and how long
+    the oldest has waited. Primary-key lookups only."""
+    head = TreeHead.objects.order_by("-id").values_list("horizon", flat=True).first() or 0
+    last = Event.objects.aggregate(last=Max("id"))["last"] or 0
+    oldest = (Event.objects.filter(id__gt=head).order_by("id")
+              .values_list("recorded_at", flat=True).first())
+    yield GaugeMetricFamily(f"{PREFIX}seal_lag_events", "Events recorded after the last "
+                            "signed tree head's horizon (by event id).", value=max(0, last - head))
+    yield GaugeMetricFamily(f"{PREFIX}seal_lag_seconds", "How long the oldest event not under "
+                            "a signed head has waited (0 when all are sealed).",
+                            value=max(0.0, (now - oldest).total_seconds()) if oldest else 0.0)
+
+
+def sweeper(now: datetime) -> Iterator[Metric]:
+    """The sweeper's heartbeat: +Inf seconds when no sweep ever completed."""
+    last = SchedulerBeat.objects.filter(name=alerts.SWEEPER) \
+        .values_list("at", flat=True).first()
+    yield GaugeMetricFamily(f"{PREFIX}last_sweep_age_seconds", "Seconds since the liveness "
+                            "sweeper last completed a pass (+Inf: never).",
+                            value=(now - last).total_seconds() if last else math.inf)
+
+
+def notifications(found: dict[tuple[str, str], float]) -> Iterator[Metric]:
+    family = CounterMetricFamily(f"{PREFIX}notifications", "Notifications sent or failed, by "
+                                 "channel.", labels=["channel", "result"])
+    for (channel, result), value in sorted(found.items()):
+        family.add_metric([channel, result], value)
+    yield family
