@@ -403,3 +403,87 @@ def test_install_for_the_user_goes_to_claude_codes_config_dir(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "hook claude-code" in (config / "settings.json").read_text()
     assert not (tmp_path / ".claude").exists()
+
+
+def transcript_entry(at: datetime, text: str, *, error: str = "rate_limit",
+                     uuid: str = "a07a2384-9c21-4936-b6ac-115f75eb6c86") -> str:
+    """The entry Claude Code (2.1.197 and 2.1.332 alike, as recorded) writes
+    for a turn an API error ended, before any hook runs."""
+    return json.dumps({
+        "parentUuid": "d0f7bf9e", "isSidechain": False, "type": "assistant", "uuid": uuid,
+        "timestamp": at.isoformat().replace("+00:00", "Z"), "error": error,
+        "isApiErrorMessage": True, "apiErrorStatus": 429, "sessionId": SESSION,
+        "message": {"role": "assistant", "model": "<synthetic>",
+                    "content": [{"type": "text", "text": text}]}})
+
+
+def write_transcript(hooks: Hooks, *entries: str) -> None:
+    user = json.dumps({"type": "user", "uuid": "u1", "isSidechain": False,
+                       "timestamp": "2026-01-01T00:00:00Z",
+                       "message": {"role": "user", "content": "Build it"}})
+    (hooks.cwd / f"{SESSION}.jsonl").write_text("\n".join([user, *entries]) + "\n")
+
+
+def test_a_limit_no_hook_reported_is_read_from_the_transcript_at_the_next_start(hooks, settings):
+    """`claude -p` of Claude Code 2.1.332 kills StopFailure and SessionEnd: the
+    next SessionStart of the session finds the limit in the transcript, and
+    its reset (read from when the limit was met) still ahead, pauses the goal
+    once."""
+    settings.WAKELEDGER_RESET_MARGIN_SECONDS = 0
+    hooks("SessionStart", source="startup")
+    goal_id = str(Goal.objects.get().id)
+    met = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)
+    write_transcript(hooks, transcript_entry(
+        met, f"API Error: Request rejected (429) · {PROVIDER_TEXT} You've hit your limit · "
+             "resets in 2 hours"))  # 2 hours from when it was met
+    context = hooks("SessionStart", source="resume")["hookSpecificOutput"]["additionalContext"]
+    goal = Goal.objects.get()
+    assert (goal.status, goal.reason) == ("paused", "RATE_LIMITED")
+    assert goal.paused_until == met + timedelta(hours=2)
+    assert "paused until" in context and "holds no lease" in context
+    assert not lease_file(hooks, goal_id).exists()
+    # Reported once: the next start (or claude-run) finds the entry accounted for.
+    hooks("SessionStart", source="resume")
+    assert Event.objects.filter(goal_id=goal_id, kind="run.reported").count() == 1
+    assert PROVIDER_TEXT not in json.dumps(list(Event.objects.values_list("data", flat=True)))
+
+
+def test_a_limit_long_lifted_or_another_failure_is_history_at_the_next_start(hooks):
+    hooks("SessionStart", source="startup")
+    # "resets 3am" met two days ago is the 3am after it: long past, not tonight's.
+    write_transcript(hooks, transcript_entry(
+        datetime.now(UTC) - timedelta(days=2), "You've hit your limit · resets 3am (UTC)"))
+    hooks("SessionStart", source="resume")
+    assert Goal.objects.get().status == "running"
+    # An auth failure the human came back to fix: not a reason to fail the goal now.
+    write_transcript(hooks, transcript_entry(datetime.now(UTC), "Invalid API key",
+                                             error="authentication_failed", uuid="other"))
+    hooks("SessionStart", source="resume")
+    assert Goal.objects.get().status == "running"
+    assert not Event.objects.filter(kind="run.reported").exists()
+
+
+def test_stop_failure_marks_the_transcript_end_it_reported(hooks):
+    """2.1.197's hook survives: what it reported is not reported again by the
+    next start, even with the reset still ahead."""
+    hooks("SessionStart", source="startup")
+    text = "API Error: Request rejected (429) · You've hit your limit · resets in 2 hours"
+    write_transcript(hooks, transcript_entry(datetime.now(UTC), text))
+    hooks("StopFailure", error="rate_limit", last_assistant_message=text)
+    assert Goal.objects.get().status == "paused"
+    hooks("SessionStart", source="resume")
+    assert Event.objects.filter(kind="run.reported").count() == 1
+
+
+@pytest.mark.parametrize(("error", "status", "reason"), [
+    ("verification_required", "failed", "OWNER_VERIFICATION"),
+    ("account_on_hold", "failed", "OWNER_VERIFICATION"),
+    ("cloud_credential_error", "failed", "AUTH_FAILED"),
+])
+def test_claude_codes_newer_error_values_ask_a_human(hooks, error, status, reason):
+    """Claude Code 2.1.332's StopFailure values whose text says nothing our
+    classifier knows: the value alone decides, and a human must act."""
+    hooks("SessionStart", source="startup")
+    hooks("StopFailure", error=error, last_assistant_message=f"API Error · {PROVIDER_TEXT}")
+    goal = Goal.objects.get()
+    assert (goal.status, goal.reason) == (status, reason)

@@ -32,6 +32,10 @@ BY_ERROR = {
     "billing_error": RATE_LIMIT,  # a prepaid balance: topping up lifts it (docs/failures.md)
     "authentication_failed": AUTH,
     "oauth_org_not_allowed": AUTH,
+    # Claude Code 2.1.332's newer values: each needs a human, none lifts by waiting.
+    "cloud_credential_error": AUTH,  # Bedrock/Vertex credentials expired or refused
+    "verification_required": OWNER_VERIFICATION,  # the account must be verified first
+    "account_on_hold": OWNER_VERIFICATION,  # the account owner must settle the hold
 }
 
 
