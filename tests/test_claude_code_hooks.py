@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.domain.failures import CLASSES, classify
+from ledger.domain.failures import CLASSES, classify, usage_window
 from ledger.models import Event, Goal
 from tests.helpers import issue_agent_token
 from wakeledger_agent import runend
@@ -312,6 +312,13 @@ def test_the_phrases_sent_are_read_back_as_their_class():
     assert runend.failure_class("authentication_failed", "rate limit") == "auth"
     assert runend.failure_class("unknown", "OAuth token has expired") == "auth"
     assert runend.run_report("server_error", "boom", now=now)["retry_after"] == ""
+    # A usage window travels as its own phrase: the server picks the long backoff.
+    assert classify(runend.USAGE_PHRASE) == "rate_limit" and usage_window(runend.USAGE_PHRASE)
+    assert not usage_window(runend.PHRASES["rate_limit"])
+    assert runend.run_report("rate_limit", "You've hit your limit",
+                             now=now)["error_text"] == runend.USAGE_PHRASE
+    assert runend.run_report("rate_limit", "API Error: Request rejected (429) · try again "
+                             "later", now=now)["error_text"] == "rate limit"
 
 
 def wakeledger(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -405,6 +412,14 @@ def test_install_for_the_user_goes_to_claude_codes_config_dir(tmp_path):
     assert not (tmp_path / ".claude").exists()
 
 
+@pytest.fixture
+def once():
+    """The transcript tests need no particular database: they run once."""
+    from django.db import connection
+    if connection.vendor != "sqlite":
+        pytest.skip("the transcript tests run once, in the SQLite half of the suite")
+
+
 def transcript_entry(at: datetime, text: str, *, error: str = "rate_limit",
                      uuid: str = "a07a2384-9c21-4936-b6ac-115f75eb6c86") -> str:
     """The entry Claude Code (2.1.197 and 2.1.332 alike, as recorded) writes
@@ -424,7 +439,8 @@ def write_transcript(hooks: Hooks, *entries: str) -> None:
     (hooks.cwd / f"{SESSION}.jsonl").write_text("\n".join([user, *entries]) + "\n")
 
 
-def test_a_limit_no_hook_reported_is_read_from_the_transcript_at_the_next_start(hooks, settings):
+def test_a_limit_no_hook_reported_is_read_from_the_transcript_at_the_next_start(
+        once, hooks, settings):
     """`claude -p` of Claude Code 2.1.332 kills StopFailure and SessionEnd: the
     next SessionStart of the session finds the limit in the transcript, and
     its reset (read from when the limit was met) still ahead, pauses the goal
@@ -448,7 +464,7 @@ def test_a_limit_no_hook_reported_is_read_from_the_transcript_at_the_next_start(
     assert PROVIDER_TEXT not in json.dumps(list(Event.objects.values_list("data", flat=True)))
 
 
-def test_a_limit_long_lifted_or_another_failure_is_history_at_the_next_start(hooks):
+def test_a_limit_long_lifted_or_another_failure_is_history_at_the_next_start(once, hooks):
     hooks("SessionStart", source="startup")
     # "resets 3am" met two days ago is the 3am after it: long past, not tonight's.
     write_transcript(hooks, transcript_entry(
@@ -463,7 +479,7 @@ def test_a_limit_long_lifted_or_another_failure_is_history_at_the_next_start(hoo
     assert not Event.objects.filter(kind="run.reported").exists()
 
 
-def test_stop_failure_marks_the_transcript_end_it_reported(hooks):
+def test_stop_failure_marks_the_transcript_end_it_reported(once, hooks):
     """2.1.197's hook survives: what it reported is not reported again by the
     next start, even with the reset still ahead."""
     hooks("SessionStart", source="startup")
@@ -480,7 +496,7 @@ def test_stop_failure_marks_the_transcript_end_it_reported(hooks):
     ("account_on_hold", "failed", "OWNER_VERIFICATION"),
     ("cloud_credential_error", "failed", "AUTH_FAILED"),
 ])
-def test_claude_codes_newer_error_values_ask_a_human(hooks, error, status, reason):
+def test_claude_codes_newer_error_values_ask_a_human(once, hooks, error, status, reason):
     """Claude Code 2.1.332's StopFailure values whose text says nothing our
     classifier knows: the value alone decides, and a human must act."""
     hooks("SessionStart", source="startup")
