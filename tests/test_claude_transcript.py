@@ -86,3 +86,15 @@ def test_the_session_claude_run_reports_for():
     assert named(["claude", "--session-id=abc", "-p", "go"]) == "abc"
     assert named(["claude", "-p", "go"]) == ""
     assert named(["claude", "--resume", "-p", "go"]) == ""  # the picker, no id
+
+
+def test_claude_run_settles_only_a_session_started_in_its_own_directory(tmp_path):
+    leases = FileLeases(tmp_path / "state")
+    transcript.remember_transcript(leases, "sess-1", str(tmp_path / "s.jsonl"), "/srv/shop")
+    assert transcript.transcript_of(leases, "sess-1") == str(tmp_path / "s.jsonl")
+    assert transcript._started_session(leases, 0, "/srv/shop") == "sess-1"
+    # Another project's session, started meanwhile: still running, not ours.
+    assert transcript._started_session(leases, 0, "/srv/other") == ""
+    # Started before this run: an earlier run's session.
+    later = (tmp_path / "state" / "last-session").stat().st_mtime + 60
+    assert transcript._started_session(leases, later, "/srv/shop") == ""

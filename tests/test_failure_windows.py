@@ -29,6 +29,9 @@ NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)  # 12:00 in Istanbul
 NOTICES = [
     # Claude Code's API-key 429: a per-minute limit, no reset (issue 37).
     ("API Error: Request rejected (429) · try again later", RATE_LIMIT, False),
+    # Codex's 429 with no reset in its text (the reset only in a header), openai/codex#10550.
+    ("exceeded retry limit, last status: 429 Too Many Requests, request id: "
+     "9c84b52ce87fbe62-SJC", RATE_LIMIT, False),
     # Anthropic's server throttling, anthropics/claude-code#62527.
     ("API Error: Server is temporarily limiting requests (not your usage limit) · Rate "
      "limited", RATE_LIMIT, False),

@@ -72,7 +72,8 @@ class Hook:
             lease_note = self._take_lease(goal_id)
         self.leases.bind_session(self.session_id, goal_id)
         self.leases.set_current(goal_id)
-        transcript.remember_transcript(self.leases, self.session_id, self._transcript())
+        transcript.remember_transcript(self.leases, self.session_id, self._transcript(),
+                                       str(self.event.get("cwd") or ""))
         lease_note = self._settle_earlier_end(goal_id) or lease_note
         packet = self.api.call("GET", f"goals/{goal_id}/resume")
         return {"hookSpecificOutput": {"hookEventName": "SessionStart",

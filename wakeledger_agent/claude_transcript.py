@@ -133,12 +133,12 @@ def account(leases: FileLeases, session_id: str, uuid: str) -> None:
         write_private(_marker(leases, session_id), uuid)
 
 
-def remember_transcript(leases: FileLeases, session_id: str, path: str) -> None:
+def remember_transcript(leases: FileLeases, session_id: str, path: str, cwd: str) -> None:
     """Where the session's transcript is (the hooks are told; claude-run is not),
-    and that this session is the latest started here."""
+    and that this session is the latest started in ``cwd``."""
     with contextlib.suppress(OSError, ValueError):
         write_private(leases._session_path(session_id).with_suffix(".transcript"), path)
-        write_private(leases.root / "last-session", session_id)
+        write_private(leases.root / "last-session", json.dumps([session_id, cwd]))
 
 
 def transcript_of(leases: FileLeases, session_id: str) -> str:
@@ -180,12 +180,16 @@ def _named_session(argv: list[str]) -> str:
     return ""
 
 
-def _started_session(leases: FileLeases, since: float) -> str:
-    """The session a SessionStart hook recorded during this run."""
+def _started_session(leases: FileLeases, since: float, cwd: str) -> str:
+    """The session a SessionStart hook recorded during this run, in this
+    directory: another project's claude, started meanwhile, is not ours to
+    settle (its lease is still in use). One directory has one active goal."""
     path = leases.root / "last-session"
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, ValueError, TypeError):
         if path.stat().st_mtime >= since:
-            return path.read_text().strip()
+            session, where = json.loads(path.read_text())
+            if where == cwd and isinstance(session, str):
+                return session
     return ""
 
 
@@ -207,7 +211,7 @@ def run(argv: list[str]) -> int:
         return 127
     except KeyboardInterrupt:
         return 130
-    session = _named_session(argv) or _started_session(leases, since)
+    session = _named_session(argv) or _started_session(leases, since, os.getcwd())
     if not session:
         claude_hook.log("claude-run: no session was started (no SessionStart hook ran)")
         return code
