@@ -13,7 +13,10 @@ Claude Code runs it with one hook event as JSON on stdin (``session_id``,
   last turn's end gave it back (an interactive session's next prompt).
 - ``StopFailure``: report the run's end through the run-report endpoint, as
   a class and a reset only (``runend``): a usage limit pauses the goal until
-  its reset, and the reset's wake resumes this session.
+  its reset, and the reset's wake resumes this session. Claude Code 2.1.332's
+  print mode kills this hook as it exits: ``claude_transcript`` reads the
+  same end from the session's transcript (``claude-run``, and the next
+  ``SessionStart`` here), each end reported once.
 - ``Stop`` / ``SessionEnd``: release the lease at the end of the turn (the
   goal stays active, its watchdog armed), unless the goal finished.
 
