@@ -503,3 +503,23 @@ def test_claude_codes_newer_error_values_ask_a_human(once, hooks, error, status,
     hooks("StopFailure", error=error, last_assistant_message=f"API Error · {PROVIDER_TEXT}")
     goal = Goal.objects.get()
     assert (goal.status, goal.reason) == (status, reason)
+
+
+def test_a_hosts_claim_reads_the_transcript_first(once, hooks, settings):
+    """The watchdog's claim on the agent's side (`wakeledger claim`, what a
+    host-fired task runs first): the unreported limit pauses the goal, and
+    the claim finds no wake to take."""
+    settings.WAKELEDGER_RESET_MARGIN_SECONDS = 0
+    hooks("SessionStart", source="startup")
+    goal_id = str(Goal.objects.get().id)
+    met = datetime.now(UTC).replace(microsecond=0)
+    write_transcript(hooks, transcript_entry(met, "You've hit your limit · resets in 3 hours"))
+    hooks("Stop", stop_hook_active=False)  # the lease given back; no report was made
+    assert Goal.objects.get().status == "waiting"
+    done = subprocess.run([sys.executable, "-m", "wakeledger_agent", "claim", "--goal", goal_id,
+                           "--reason", "timeout_recovery"], env=hooks.env, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 8, done.stderr  # no wake for this turn
+    goal = Goal.objects.get()
+    assert (goal.status, goal.reason) == ("paused", "RATE_LIMITED")
+    assert goal.paused_until == met + timedelta(hours=3)

@@ -166,6 +166,28 @@ def still_ahead(end: TurnEnd, now: datetime, tz: str) -> bool:
     return reset is not None and reset > now
 
 
+def settle_goal(goal_id: str) -> None:
+    """Before a host's claim of the goal's wake (``wakeledger claim``): a Claude
+    Code session bound to the goal here whose last turn met a rate limit no
+    hook reported, its reset still ahead, is reported first (the goal pauses,
+    and the claim finds nothing to do). Quiet and harmless without sessions."""
+    from wakeledger_agent import claude_hook, client
+
+    leases = FileLeases()
+    with contextlib.suppress(OSError):
+        for bound in sorted((leases.root / "sessions").glob("*")):
+            if bound.suffix or not bound.is_file() or bound.read_text().strip() != goal_id:
+                continue
+            event = {"session_id": bound.name, "hook_event_name": "claim",
+                     "transcript_path": transcript_of(leases, bound.name)}
+            if unreported(leases, bound.name, event["transcript_path"]) is None:
+                continue
+            try:
+                claude_hook.Hook(client.from_env(), leases, event)._settle_earlier_end(goal_id)
+            except Exception as error:  # the claim goes on: the server decides
+                claude_hook.log(f"claim: the session's last end was not reported ({error})")
+
+
 # ---------------------------------------------------------------- claude-run
 
 
