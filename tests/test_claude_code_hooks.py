@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.domain.failures import CLASSES, classify
+from ledger.domain.failures import CLASSES, classify, usage_window
 from ledger.models import Event, Goal
 from tests.helpers import issue_agent_token
 from wakeledger_agent import runend
@@ -312,6 +312,13 @@ def test_the_phrases_sent_are_read_back_as_their_class():
     assert runend.failure_class("authentication_failed", "rate limit") == "auth"
     assert runend.failure_class("unknown", "OAuth token has expired") == "auth"
     assert runend.run_report("server_error", "boom", now=now)["retry_after"] == ""
+    # A usage window travels as its own phrase: the server picks the long backoff.
+    assert classify(runend.USAGE_PHRASE) == "rate_limit" and usage_window(runend.USAGE_PHRASE)
+    assert not usage_window(runend.PHRASES["rate_limit"])
+    assert runend.run_report("rate_limit", "You've hit your limit",
+                             now=now)["error_text"] == runend.USAGE_PHRASE
+    assert runend.run_report("rate_limit", "API Error: Request rejected (429) · try again "
+                             "later", now=now)["error_text"] == "rate limit"
 
 
 def wakeledger(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -403,3 +410,116 @@ def test_install_for_the_user_goes_to_claude_codes_config_dir(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "hook claude-code" in (config / "settings.json").read_text()
     assert not (tmp_path / ".claude").exists()
+
+
+@pytest.fixture
+def once():
+    """The transcript tests need no particular database: they run once."""
+    from django.db import connection
+    if connection.vendor != "sqlite":
+        pytest.skip("the transcript tests run once, in the SQLite half of the suite")
+
+
+def transcript_entry(at: datetime, text: str, *, error: str = "rate_limit",
+                     uuid: str = "a07a2384-9c21-4936-b6ac-115f75eb6c86") -> str:
+    """The entry Claude Code (2.1.197 and 2.1.332 alike, as recorded) writes
+    for a turn an API error ended, before any hook runs."""
+    return json.dumps({
+        "parentUuid": "d0f7bf9e", "isSidechain": False, "type": "assistant", "uuid": uuid,
+        "timestamp": at.isoformat().replace("+00:00", "Z"), "error": error,
+        "isApiErrorMessage": True, "apiErrorStatus": 429, "sessionId": SESSION,
+        "message": {"role": "assistant", "model": "<synthetic>",
+                    "content": [{"type": "text", "text": text}]}})
+
+
+def write_transcript(hooks: Hooks, *entries: str) -> None:
+    user = json.dumps({"type": "user", "uuid": "u1", "isSidechain": False,
+                       "timestamp": "2026-01-01T00:00:00Z",
+                       "message": {"role": "user", "content": "Build it"}})
+    (hooks.cwd / f"{SESSION}.jsonl").write_text("\n".join([user, *entries]) + "\n")
+
+
+def test_a_limit_no_hook_reported_is_read_from_the_transcript_at_the_next_start(
+        once, hooks, settings):
+    """`claude -p` of Claude Code 2.1.332 kills StopFailure and SessionEnd: the
+    next SessionStart of the session finds the limit in the transcript, and
+    its reset (read from when the limit was met) still ahead, pauses the goal
+    once."""
+    settings.WAKELEDGER_RESET_MARGIN_SECONDS = 0
+    hooks("SessionStart", source="startup")
+    goal_id = str(Goal.objects.get().id)
+    met = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)
+    write_transcript(hooks, transcript_entry(
+        met, f"API Error: Request rejected (429) · {PROVIDER_TEXT} You've hit your limit · "
+             "resets in 2 hours"))  # 2 hours from when it was met
+    context = hooks("SessionStart", source="resume")["hookSpecificOutput"]["additionalContext"]
+    goal = Goal.objects.get()
+    assert (goal.status, goal.reason) == ("paused", "RATE_LIMITED")
+    assert goal.paused_until == met + timedelta(hours=2)
+    assert "paused until" in context and "holds no lease" in context
+    assert not lease_file(hooks, goal_id).exists()
+    # Reported once: the next start (or claude-run) finds the entry accounted for.
+    hooks("SessionStart", source="resume")
+    assert Event.objects.filter(goal_id=goal_id, kind="run.reported").count() == 1
+    assert PROVIDER_TEXT not in json.dumps(list(Event.objects.values_list("data", flat=True)))
+
+
+def test_a_limit_long_lifted_or_another_failure_is_history_at_the_next_start(once, hooks):
+    hooks("SessionStart", source="startup")
+    # "resets 3am" met two days ago is the 3am after it: long past, not tonight's.
+    write_transcript(hooks, transcript_entry(
+        datetime.now(UTC) - timedelta(days=2), "You've hit your limit · resets 3am (UTC)"))
+    hooks("SessionStart", source="resume")
+    assert Goal.objects.get().status == "running"
+    # An auth failure the human came back to fix: not a reason to fail the goal now.
+    write_transcript(hooks, transcript_entry(datetime.now(UTC), "Invalid API key",
+                                             error="authentication_failed", uuid="other"))
+    hooks("SessionStart", source="resume")
+    assert Goal.objects.get().status == "running"
+    assert not Event.objects.filter(kind="run.reported").exists()
+
+
+def test_stop_failure_marks_the_transcript_end_it_reported(once, hooks):
+    """2.1.197's hook survives: what it reported is not reported again by the
+    next start, even with the reset still ahead."""
+    hooks("SessionStart", source="startup")
+    text = "API Error: Request rejected (429) · You've hit your limit · resets in 2 hours"
+    write_transcript(hooks, transcript_entry(datetime.now(UTC), text))
+    hooks("StopFailure", error="rate_limit", last_assistant_message=text)
+    assert Goal.objects.get().status == "paused"
+    hooks("SessionStart", source="resume")
+    assert Event.objects.filter(kind="run.reported").count() == 1
+
+
+@pytest.mark.parametrize(("error", "status", "reason"), [
+    ("verification_required", "failed", "OWNER_VERIFICATION"),
+    ("account_on_hold", "failed", "OWNER_VERIFICATION"),
+    ("cloud_credential_error", "failed", "AUTH_FAILED"),
+])
+def test_claude_codes_newer_error_values_ask_a_human(once, hooks, error, status, reason):
+    """Claude Code 2.1.332's StopFailure values whose text says nothing our
+    classifier knows: the value alone decides, and a human must act."""
+    hooks("SessionStart", source="startup")
+    hooks("StopFailure", error=error, last_assistant_message=f"API Error · {PROVIDER_TEXT}")
+    goal = Goal.objects.get()
+    assert (goal.status, goal.reason) == (status, reason)
+
+
+def test_a_hosts_claim_reads_the_transcript_first(once, hooks, settings):
+    """The watchdog's claim on the agent's side (`wakeledger claim`, what a
+    host-fired task runs first): the unreported limit pauses the goal, and
+    the claim finds no wake to take."""
+    settings.WAKELEDGER_RESET_MARGIN_SECONDS = 0
+    hooks("SessionStart", source="startup")
+    goal_id = str(Goal.objects.get().id)
+    met = datetime.now(UTC).replace(microsecond=0)
+    write_transcript(hooks, transcript_entry(met, "You've hit your limit · resets in 3 hours"))
+    hooks("Stop", stop_hook_active=False)  # the lease given back; no report was made
+    assert Goal.objects.get().status == "waiting"
+    done = subprocess.run([sys.executable, "-m", "wakeledger_agent", "claim", "--goal", goal_id,
+                           "--reason", "timeout_recovery"], env=hooks.env, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 8, done.stderr  # no wake for this turn
+    goal = Goal.objects.get()
+    assert (goal.status, goal.reason) == ("paused", "RATE_LIMITED")
+    assert goal.paused_until == met + timedelta(hours=3)

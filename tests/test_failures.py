@@ -22,6 +22,7 @@ from ledger.domain.failures import (
     CLASSES,
     OWNER_VERIFICATION,
     RATE_LIMIT,
+    REQUEST_TOO_LARGE,
     UNCLASSIFIED,
     classify,
 )
@@ -1212,6 +1213,34 @@ CLASSIFICATIONS = [
         "API key usage pattern? Check the api key in your config.",
         RATE_LIMIT,
     ),
+    # --- Added for issue 37: what still fell through -----------------------------------
+    # Claude Code's API-key 429, which names no usage window and no reset.
+    ("API Error: Request rejected (429) · try again later", RATE_LIMIT),
+    # Anthropic's server-side throttling, anthropics/claude-code#62527, wrapped by the
+    # terminal as the issue quotes it.
+    ("API Error: Server is temporarily limiting requests (not your usage limit) · Rate\n"
+     "      limited", RATE_LIMIT),
+    # The same wrapped mid-word: nothing of it readable without the join.
+    ("API Error: Server is tempo\n     rarily limiting requests", RATE_LIMIT),
+    # Codex, openai/codex#6498 (an expired refresh token): a human must sign in again.
+    ("Your access token could not be refreshed because your refresh token was already "
+     "used. Please log out and sign in again.", AUTH),
+    # Codex through cc-switch, farion1231/cc-switch#4022.
+    ("Your access token could not be refreshed because your refresh token was revoked. "
+     "Please log out and sign in again.", AUTH),
+    # A refresh at 401, jlcodes99/cockpit-tools#2093 (the English part).
+    ("Token refresh failed: status=401 Unauthorized, error_code=refresh_token_invalidated",
+     AUTH),
+    # OpenAI's 429 for one request larger than the per-minute limit, openai/codex#38366
+    # and continuedev/continue#10602: no wait lifts it.
+    ("■ stream disconnected before completion: Request too large for gpt-5.6-luna in "
+     "organization org-b4g4X7AHZEEhfU5LlCT6H4N4 on tokens per min (TPM): Limit 200000, "
+     "Requested 208334. The input or output tokens must be reduced in order to run "
+     "successfully. Visit https://platform.openai.com/account/rate-limits to learn more.",
+     REQUEST_TOO_LARGE),
+    ("429 Request too large for gpt-4o in organization org-vyUrKHsIdLcZGKR3zqCqllrS on "
+     "tokens per min (TPM): Limit 30000, Requested 61337. The input or output tokens must "
+     "be reduced in order to run successfully.", REQUEST_TOO_LARGE),
 ]
 
 

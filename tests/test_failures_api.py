@@ -2,6 +2,7 @@
 and the scheduler's tasks."""
 
 import io
+import json
 from datetime import timedelta
 
 import pytest
@@ -78,15 +79,39 @@ def test_retry_after_header_and_backoff_without_a_reset(agent, started, clock):
                     retry_after="120")
     assert answer["reset_at"] == "2026-12-02T09:02:00.000000Z"
     assert answer["paused_until"] == "2026-12-02T09:04:00.000000Z"
+    # A per-minute request limit (no usage window named): minutes, bounded (issue 37).
     waits = []
     for n in range(4):
         clock.advance(days=2)
         lease = resume(gid, f"o-{n}")
         answer = report(agent, gid, lease, outcome="error", error_text="rate limit exceeded")
         waits.append(Goal.objects.get(pk=gid).paused_until - clock())
-    assert [w.total_seconds() / 60 for w in waits] == [60, 120, 240, 480]
+    assert [w.total_seconds() / 60 for w in waits] == [2, 4, 8, 15]
     assert [backoff(n).total_seconds() / 3600 for n in (0, 1, 5, 6, 12)] == \
         [0.5, 1, 16, 24, 24]
+
+
+def test_a_usage_window_without_a_reset_backs_off_in_hours(agent, started, clock):
+    """Codex's "try again later" with the reset only in a header: a usage
+    window, so the long backoff, not the per-minute one."""
+    gid, lease = started(max_continuations=10)
+    report(agent, gid, lease, outcome="error",
+           error_text="You've hit your usage limit. Upgrade to Pro or try again later.")
+    goal = Goal.objects.get(pk=gid)
+    assert goal.paused_until - clock() == timedelta(minutes=30)
+    paused = Event.objects.filter(goal_id=gid, kind="goal.paused").last()
+    assert paused.data["basis"] == "backoff 30 min"
+
+
+def test_a_request_too_large_for_the_limit_blocks_for_a_human(agent, started):
+    gid, lease = started()
+    answer = report(agent, gid, lease, outcome="error", error_text=(
+        "429 Request too large for gpt-4o in organization org-x on tokens per min (TPM): "
+        "Limit 30000, Requested 61337. The input or output tokens must be reduced in order "
+        "to run successfully."))
+    assert (answer["classification"], answer["status"], answer["reason"]) == \
+        ("request_too_large", "blocked", "REQUEST_TOO_LARGE")
+    assert "61337" not in json.dumps(list(Event.objects.values_list("data", flat=True)))
 
 
 @pytest.mark.parametrize("text, status, reason", [
@@ -342,8 +367,8 @@ def test_a_blank_retry_after_is_no_retry_after(agent, started, clock):
     gid, lease = started()
     answer = report(agent, gid, lease, outcome="error", error_text="429 Too Many Requests",
                     retry_after="   ")
-    # No reset named anywhere: the first backoff step, 30 minutes.
-    assert answer["paused_until"] == at_iso(clock() + timedelta(minutes=30))
+    # No reset named anywhere, nor a usage window: the first request-rate step, 1 minute.
+    assert answer["paused_until"] == at_iso(clock() + timedelta(minutes=1))
 
 
 # --------------------------------------------------------- a rate-limited pause, said everywhere

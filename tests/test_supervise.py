@@ -43,21 +43,26 @@ def ended(tail: str, code: int = 1, sig: int | None = None) -> Ended:
     return Ended(code, sig, tail, None)
 
 
-@pytest.mark.parametrize(("text", "reset"), [
-    (CODEX, datetime(2026, 12, 2, 12, 2, tzinfo=UTC)),
-    (CLAUDE_CODE, datetime(2026, 12, 3, 1, 0, tzinfo=UTC)),
-    (ANTHROPIC_API, None),
+# The phrase sent: "usage limit" for a usage window (or a quota: Gemini's
+# RESOURCE_EXHAUSTED), "rate limit" for a per-minute limit (issue 37's backoffs).
+USAGE, RATE = "usage limit", PHRASES[RATE_LIMIT]
+
+
+@pytest.mark.parametrize(("text", "reset", "phrase"), [
+    (CODEX, datetime(2026, 12, 2, 12, 2, tzinfo=UTC), USAGE),
+    (CLAUDE_CODE, datetime(2026, 12, 3, 1, 0, tzinfo=UTC), USAGE),
+    (ANTHROPIC_API, None, RATE),
     # 9.816 s, to the second rounded up: waking a moment early meets the limit again.
-    (OPENAI, datetime(2026, 12, 2, 9, 0, 10, tzinfo=UTC)),
-    (GEMINI, datetime(2026, 12, 2, 9, 0, 38, tzinfo=UTC)),
+    (OPENAI, datetime(2026, 12, 2, 9, 0, 10, tzinfo=UTC), RATE),
+    (GEMINI, datetime(2026, 12, 2, 9, 0, 38, tzinfo=UTC), USAGE),
 ], ids=["codex", "claude-code", "anthropic-api", "openai", "gemini"])
-def test_a_limit_notice_in_the_last_lines_is_a_rate_limit_with_its_reset(text, reset):
+def test_a_limit_notice_in_the_last_lines_is_a_rate_limit_with_its_reset(text, reset, phrase):
     tail = "\n".join(["working on it…", "ran 12 tests", text])
     verdict = judge(ended(tail), NOW, "UTC")
     assert (verdict.outcome, verdict.error_class, verdict.reset_at) == ("error", RATE_LIMIT,
                                                                         reset)
     # Only the class (its fixed phrase) and the reset reach the server, never the output.
-    assert verdict.body == {"outcome": "error", "error_text": PHRASES[RATE_LIMIT],
+    assert verdict.body == {"outcome": "error", "error_text": phrase,
                             "retry_after": reset.isoformat() if reset else ""}
     assert classify(verdict.body["error_text"]) == RATE_LIMIT
     if reset is None:

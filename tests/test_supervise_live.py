@@ -74,7 +74,7 @@ def next_wall_time(now: datetime, hour: int, minute: int) -> datetime:
 
 # Each provider's notice as tests/test_failures.py quotes it (the Codex and Claude Code
 # wall times as issue 25 quotes them), and how its reset is read: an absolute wall
-# time, a delay from now, or none (the server's 30 min backoff).
+# time, a delay from now, or none (the server's per-minute backoff, 1 min: issue 37).
 LIMITS = {
     "codex": ("■ You've hit your usage limit. Upgrade to Pro "
               "(https://openai.com/chatgpt/pricing) or try again at 6:44 PM.",
@@ -114,7 +114,7 @@ def test_a_limit_notice_pauses_the_goal_until_its_reset(shell, tmp_path, provide
     stated = datetime.fromisoformat(reported.data["reset_at"]) if reported.data["reset_at"] \
         else None
     if reset is None:
-        assert stated is None and "backoff 30 min" in next(
+        assert stated is None and "request-rate backoff 1 min" in next(
             e for e in history(goal) if e.kind == "goal.paused").data["basis"]
     elif reset[0] == "at":
         assert stated == next_wall_time(before, reset[1], reset[2])

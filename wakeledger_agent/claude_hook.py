@@ -13,7 +13,10 @@ Claude Code runs it with one hook event as JSON on stdin (``session_id``,
   last turn's end gave it back (an interactive session's next prompt).
 - ``StopFailure``: report the run's end through the run-report endpoint, as
   a class and a reset only (``runend``): a usage limit pauses the goal until
-  its reset, and the reset's wake resumes this session.
+  its reset, and the reset's wake resumes this session. Claude Code 2.1.332's
+  print mode kills this hook as it exits: ``claude_transcript`` reads the
+  same end from the session's transcript (``claude-run``, and the next
+  ``SessionStart`` here), each end reported once.
 - ``Stop`` / ``SessionEnd``: release the lease at the end of the turn (the
   goal stays active, its watchdog armed), unless the goal finished.
 
@@ -30,6 +33,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from ledger.domain.vocabulary import packet_lines
+from wakeledger_agent import claude_transcript as transcript
 from wakeledger_agent import client, runend
 from wakeledger_agent.client import ApiError, Client
 from wakeledger_agent.errors import CliError
@@ -71,6 +75,9 @@ class Hook:
             lease_note = self._take_lease(goal_id)
         self.leases.bind_session(self.session_id, goal_id)
         self.leases.set_current(goal_id)
+        transcript.remember_transcript(self.leases, self.session_id, self._transcript(),
+                                       str(self.event.get("cwd") or ""))
+        lease_note = self._settle_earlier_end(goal_id) or lease_note
         packet = self.api.call("GET", f"goals/{goal_id}/resume")
         return {"hookSpecificOutput": {"hookEventName": "SessionStart",
                                        "additionalContext": context(goal_id, packet,
@@ -152,20 +159,70 @@ class Hook:
         goal_id = self.goal()
         if goal_id is None:
             return
+        text = "\n".join(str(self.event.get(key) or "")
+                         for key in ("error_details", "last_assistant_message"))
+        # The transcript has this end already (Claude Code writes it before the
+        # hook): its uuid keeps claude-run or the next SessionStart from
+        # reporting it a second time.
+        end = transcript.last_turn_end(self._transcript())
+        uuid = end.uuid if end is not None and end.failed else ""
+        self._report(goal_id, _optional(self.event, "error"), text, datetime.now(UTC), uuid)
+
+    def _report(self, goal_id: str, error: str | None, text: str, at: datetime,
+                uuid: str) -> dict[str, Any] | None:
+        """Report a failed end, once: under the goal's lock, unless its
+        transcript entry (``uuid``) was accounted for already."""
         with self.leases.locked(goal_id):
+            if uuid and transcript.accounted(self.leases, self.session_id) == uuid:
+                return None
             lease = self.leases.get(goal_id) or self._lease_to_report(goal_id)
             if lease is None:
-                return
-            text = "\n".join(str(self.event.get(key) or "")
-                             for key in ("error_details", "last_assistant_message"))
-            body = runend.run_report(_optional(self.event, "error"), text,
-                                     now=datetime.now(UTC), tz=os.environ.get("TZ") or "UTC")
+                return None
+            body = runend.run_report(error, text, now=at, tz=os.environ.get("TZ") or "UTC")
             answer = self._fenced(goal_id, "runs", {**body, "session": self.session()}, lease)
+            if uuid:
+                transcript.account(self.leases, self.session_id, uuid)
             if answer.get("status") != "running":
                 self.leases.forget(goal_id)  # a reported failure ended the lease
             log(f"{self.event['hook_event_name']}: goal {goal_id} {answer.get('status')} "
                 f"({answer.get('classification')}"
                 + (f", until {answer['paused_until']})" if answer.get("paused_until") else ")"))
+            return answer
+
+    def _transcript(self) -> str:
+        path = self.event.get("transcript_path")
+        return path if isinstance(path, str) else ""
+
+    def _settle_earlier_end(self, goal_id: str) -> str:
+        """SessionStart: the session's last turn ended in a rate limit that no
+        hook reported (``claude -p`` of Claude Code 2.1.332 kills them) and
+        whose reset is still ahead: report it now, which pauses the goal. An
+        older or other failure is only marked as seen (the human is back)."""
+        end = transcript.unreported(self.leases, self.session_id, self._transcript())
+        if end is None:
+            return ""
+        tz = os.environ.get("TZ") or "UTC"
+        if not transcript.still_ahead(end, datetime.now(UTC), tz):
+            transcript.account(self.leases, self.session_id, end.uuid)
+            return ""
+        answer = self._report(goal_id, end.error, end.text, end.at, end.uuid)
+        if not answer or answer.get("status") != "paused":
+            return ""
+        return (f"This session holds no lease: its last turn met a usage limit, and the goal "
+                f"is paused until {answer['paused_until']}, when its wake resumes this "
+                f"session. Do not work on the goal until `wakeledger lease` grants one.")
+
+    def after_exit(self) -> None:
+        """``claude-run``, once claude has exited: report the transcript's
+        failed end if no hook did, then give back a lease the turn's killed
+        ``SessionEnd`` left held."""
+        goal_id = self.goal()
+        if goal_id is None:
+            return
+        end = transcript.unreported(self.leases, self.session_id, self._transcript())
+        if end is not None:
+            self._report(goal_id, end.error, end.text, end.at, end.uuid)
+        self.end_of_turn()
 
     def _lease_to_report(self, goal_id: str) -> dict[str, Any] | None:
         """The turn's own SessionEnd may have released the lease first (Claude

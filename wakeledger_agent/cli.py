@@ -97,6 +97,18 @@ def run_hooks(args: argparse.Namespace) -> Any:
     sys.exit(EXIT_OK)
 
 
+def claude_run(args: argparse.Namespace) -> Any:
+    from wakeledger_agent import claude_transcript
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    sys.exit(claude_transcript.run(command))  # its stdout is claude's: no JSON after it
+
+
+CLAUDE_RUN = Command(
+    "claude-run", "run claude (print mode, scripts, the --resume dispatcher) and report how "
+    "its turn ended from the session's transcript when its hooks could not (docs/agents.md)",
+    claude_run, goal=False, args=(arg("command", nargs=argparse.REMAINDER,
+                                      metavar="-- CLAUDE ARGS", help="the claude command"),))
 AGENTS = arg("agent", choices=["claude-code"], help="the agent whose hooks these are")
 WHERE = (OneOf((arg("--project", metavar="DIR", help="DIR/.claude/settings.json (default: "
                     "the current directory's)"),
@@ -256,7 +268,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("alerts", "goals that need a human: one page, oldest first, with the total "
             "(count); pass the page's next cursor for the rest", commands.cmd_alerts,
             goal=False, args=(arg("--cursor"), arg("--page-size", type=int))),
-    MCP, HOOK, HOOKS, SUPERVISE,
+    MCP, HOOK, HOOKS, CLAUDE_RUN, SUPERVISE,
 )
 EPILOG = ("exit codes: 0 ok, 2 usage, 3 validation, 4 auth, 5 not found, 6 lease lost, "
           "7 goal terminal, 8 conflict or lease/wake not granted, 9 network, 10 server")

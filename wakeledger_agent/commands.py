@@ -329,6 +329,11 @@ def cmd_watchdog_receipt(args: argparse.Namespace) -> Any:
 
 def cmd_claim(args: argparse.Namespace) -> Any:
     goal_id = current_goal(args.goal)
+    # A Claude Code print-mode run may have ended in a limit its killed hook
+    # never reported: read it from the session's transcript before claiming.
+    from wakeledger_agent.claude_transcript import settle_goal
+
+    settle_goal(goal_id)
     body = {k: v for k, v in (("occurrence_id", args.occurrence_id),
                               ("reason", args.reason)) if v}
     answer = call("POST", f"goals/{goal_id}/claim", body)

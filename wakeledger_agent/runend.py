@@ -12,17 +12,29 @@ the machine (docs/decisions.md, "Hooks send the class, not the text").
 from datetime import datetime, timedelta
 from typing import Any
 
-from ledger.domain.failures import AUTH, OWNER_VERIFICATION, RATE_LIMIT, UNCLASSIFIED, classify
+from ledger.domain.failures import (
+    AUTH,
+    OWNER_VERIFICATION,
+    RATE_LIMIT,
+    REQUEST_TOO_LARGE,
+    UNCLASSIFIED,
+    classify,
+    usage_window,
+)
 from ledger.domain.resets import parse_reset
 
 # What the server's classifier reads back as each class (tests/test_claude_code_hooks.py
 # checks the round trip through ``classify``).
 PHRASES = {
-    RATE_LIMIT: "rate limit",
+    RATE_LIMIT: "rate limit",  # a per-minute request limit: the short backoff
     AUTH: "authentication failed",
     OWNER_VERIFICATION: "organization must be verified",
+    REQUEST_TOO_LARGE: "request too large for the per-minute limit",
     UNCLASSIFIED: "unclassified failure",
 }
+# A rate limit whose text named a usage window: the server's usage-window backoff when no
+# reset is stated (tests check ``usage_window`` reads each phrase back).
+USAGE_PHRASE = "usage limit"
 # Claude Code's StopFailure ``error`` values that decide the class on their own
 # (its own reading of the API's answer, more reliable than its display text:
 # "API Error: Request rejected (429)" names no rate limit in words).
@@ -32,6 +44,10 @@ BY_ERROR = {
     "billing_error": RATE_LIMIT,  # a prepaid balance: topping up lifts it (docs/failures.md)
     "authentication_failed": AUTH,
     "oauth_org_not_allowed": AUTH,
+    # Claude Code 2.1.332's newer values: each needs a human, none lifts by waiting.
+    "cloud_credential_error": AUTH,  # Bedrock/Vertex credentials expired or refused
+    "verification_required": OWNER_VERIFICATION,  # the account must be verified first
+    "account_on_hold": OWNER_VERIFICATION,  # the account owner must settle the hold
 }
 
 
@@ -44,7 +60,10 @@ def silent_phrase(limit: float) -> str:
 
 def failure_class(error: str | None, text: str) -> str:
     """The class: Claude Code's own ``error`` when it decides one, else the text's."""
-    return BY_ERROR.get(error or "") or classify(text)
+    decided = BY_ERROR.get(error or "")
+    if decided == RATE_LIMIT and classify(text) == REQUEST_TOO_LARGE:
+        return REQUEST_TOO_LARGE  # a 429 no wait lifts: the text is the more specific
+    return decided or classify(text)
 
 
 def run_report(error: str | None, text: str, *, now: datetime, tz: str = "UTC") -> dict[str, Any]:
@@ -55,5 +74,6 @@ def run_report(error: str | None, text: str, *, now: datetime, tz: str = "UTC") 
     if reset is not None and reset.microsecond:
         # To the second, rounded up: waking a moment early would only meet the limit again.
         reset = reset.replace(microsecond=0) + timedelta(seconds=1)
-    return {"outcome": "error", "error_text": PHRASES[kind],
+    phrase = USAGE_PHRASE if kind == RATE_LIMIT and usage_window(text) else PHRASES[kind]
+    return {"outcome": "error", "error_text": phrase,
             "retry_after": reset.isoformat() if reset else ""}

@@ -93,6 +93,8 @@ WHY = {
     "SESSION_CHANGED": "the agent's session changed: confirm the new one, then recover it",
     "SESSION_ACTIVITY": "a later turn finished by hand: recover it if the work should go on",
     "UNCLASSIFIED": "a run failed for an unknown reason: read its run report, then recover it",
+    "REQUEST_TOO_LARGE": "one request exceeds the provider's per-minute limit, so waiting "
+                         "never helps: shrink the context or raise the limit, then recover it",
     "AUTH_FAILED": "authentication failed: fix the agent's credentials, then recover it",
     "OWNER_VERIFICATION": "the account owner must verify the account",
     PENDING_CLEANUP: "finished; its host watchdog must be deleted and the receipt recorded",

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from decimal import Decimal
 
 from ledger.domain import wallclock
-from ledger.domain.failures import ASCII_LOWER
+from ledger.domain.failures import ASCII_LOWER, unwrapped
 
 # The furthest a parsed reset may lie from `now`. The usage windows providers print are
 # per-minute, per-day, 5-hour and weekly ones, so a week covers every window that resets by
@@ -231,6 +231,13 @@ def stated_reset(
         if not isinstance(text, str) or not text:
             return None
         zone = (wallclock.named_zone(tz) if isinstance(tz, str) else None) or UTC
+        if "\n" in text:
+            # A terminal's hard wraps first undone ("resets 3am (Europe/Ist\n  anbul)"
+            # would read the wrong zone as given); the text as given when that reads
+            # nothing (a log whose lines the join ran together).
+            joined = _text_reset(unwrapped(text), now, zone)
+            if joined is not None:
+                return joined
         return _text_reset(text, now, zone)
     except Exception:  # the contract: any input, no exception
         return None

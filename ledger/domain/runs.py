@@ -29,7 +29,13 @@ from ledger.domain.events import (
     WakeScheduled,
     iso,
 )
-from ledger.domain.failures import AUTH, CLASSES, OWNER_VERIFICATION, UNCLASSIFIED
+from ledger.domain.failures import (
+    AUTH,
+    CLASSES,
+    OWNER_VERIFICATION,
+    REQUEST_TOO_LARGE,
+    UNCLASSIFIED,
+)
 from ledger.domain.leases import fence
 from ledger.domain.policy import RESET_MARGIN_SECONDS
 from ledger.domain.resets import RESET_HORIZON
@@ -45,7 +51,12 @@ from ledger.domain.state import (
 
 BACKOFF_FIRST = timedelta(minutes=30)
 BACKOFF_MAX = timedelta(hours=24)
+# A per-minute request limit (or the server's throttling) with no stated reset: it lifts
+# within a minute or so, so the goal backs off in minutes, not the usage window's hours.
+REQUEST_BACKOFF_FIRST = timedelta(minutes=1)
+REQUEST_BACKOFF_MAX = timedelta(minutes=15)
 RECOVERABLE = frozenset({"SESSION_CHANGED", "SESSION_ACTIVITY", "UNCLASSIFIED",
+                         "REQUEST_TOO_LARGE",
                          "RATE_LIMIT_STOPPED", "CONTINUATION_STOPPED", "AUTH_FAILED",
                          "INTERRUPTED_UNKNOWN", "WAKE_RETRIES_EXHAUSTED",
                          # The agent said it cannot go on; a human who fixed the
@@ -73,6 +84,9 @@ class ReportRun:
     session: dict[str, Any] = field(default_factory=dict)
     reset_schedule_name: str = ""  # internal: the one-off wake's django-q2 schedule
     margin_seconds: int = RESET_MARGIN_SECONDS  # the server's margin after a reset
+    # A rate limit's text named a usage window (hours) rather than a per-minute request
+    # limit (minutes): which backoff applies when no reset is stated.
+    usage_window: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +121,13 @@ class Recover:
 
 def backoff(consecutive: int) -> timedelta:
     """30 min, doubling per consecutive rate limit without a reset time, at most 24 h."""
-    return min(BACKOFF_FIRST * (2 ** max(0, consecutive)), BACKOFF_MAX)
+    return min(BACKOFF_FIRST * (2 ** max(0, min(consecutive, 16))), BACKOFF_MAX)
+
+
+def request_backoff(consecutive: int) -> timedelta:
+    """A per-minute limit: 1 min, doubling per consecutive rate limit, at most 15 min."""
+    return min(REQUEST_BACKOFF_FIRST * (2 ** max(0, min(consecutive, 16))),
+               REQUEST_BACKOFF_MAX)
 
 
 def report(state: GoalState, cmd: ReportRun, now: datetime) -> list[Event]:
@@ -142,6 +162,10 @@ def report(state: GoalState, cmd: ReportRun, now: datetime) -> list[Event]:
     if cmd.error_class == UNCLASSIFIED:
         why = "the run failed for a reason a human must look at"
         return [*events, _block("UNCLASSIFIED", why, now)]
+    if cmd.error_class == REQUEST_TOO_LARGE:
+        # A 429, but no wait lifts it: one request exceeds the per-minute limit itself.
+        why = "one request exceeds the provider's per-minute limit: waiting never helps"
+        return [*events, _block("REQUEST_TOO_LARGE", why, now)]
     # Rule 5: once the budget is spent, the next rate limit stops the goal.
     block = budget_block(state, rate_limited=True)
     if block:
@@ -152,10 +176,14 @@ def report(state: GoalState, cmd: ReportRun, now: datetime) -> list[Event]:
         margin = timedelta(seconds=cmd.margin_seconds)
         until = min(max(cmd.reset_at, now), now + RESET_HORIZON) + margin
         hint = f"provider reset + {cmd.margin_seconds} s"
-    else:
+    elif cmd.usage_window:
         wait = backoff(state.rate_limits)
         until = now + wait
         hint = f"backoff {int(wait.total_seconds() // 60)} min"
+    else:
+        wait = request_backoff(state.rate_limits)
+        until = now + wait
+        hint = f"request-rate backoff {int(wait.total_seconds() // 60)} min"
     events.append(Event(GoalPaused(until=iso(until), basis=hint, generation=generation), now))
     events.append(Event(LeaseReleased(generation=generation), now))
     if state.setting("scheduler") == "internal" and cmd.reset_schedule_name:

@@ -54,6 +54,12 @@ def classified(error_text: str, retry_after: str, tz: str,
     return error_class, reset_at, hint
 
 
+def usage_window(error_text: str) -> bool:
+    """Whether a rate limit without a stated reset waits out a usage window (hours)
+    or a per-minute request limit (minutes); the text is read, then dropped."""
+    return failures.usage_window(error_text)
+
+
 def report_run(caller: Caller, goal_id: str | uuid.UUID, proof: LeaseProof | None, *,
                outcome: str, error_text: str = "", timezone: str = "", retry_after: str = "",
                session: dict[str, Any] | None = None) -> RunReport:
@@ -64,7 +70,8 @@ def report_run(caller: Caller, goal_id: str | uuid.UUID, proof: LeaseProof | Non
         error_class, reset_at, hint = classified(error_text, retry_after, tz, clock.now())
     command = ReportRun(proof, outcome, error_class, reset_at, hint, dict(session or {}),
                         reset_schedule_name(store.canonical_id(goal_id)),
-                        settings.WAKELEDGER_RESET_MARGIN_SECONDS)
+                        settings.WAKELEDGER_RESET_MARGIN_SECONDS,
+                        usage_window=usage_window(error_text))
     after = run(caller, goal_id, command).state
     return RunReport(error_class, reset_at, after.status, after.reason,
                      after.paused_until or None, next_wake_at(after) or None,
