@@ -86,3 +86,29 @@ def test_an_operator_act_is_offered_exactly_when_the_domain_accepts_it(started):
     assert acted.state.status == "stopped" and acted.claim is None
     after = operators.refusals(acted.state, "operator-1")
     assert all(refusal is not None for refusal in after.values())
+
+
+def test_the_ids_a_use_case_draws_come_from_one_injectable_source(db):
+    """Random by default; the same for the same seed (the simulation's
+    ``ids.Seeded``); an id a caller chose (``ids.given``) is the one used,
+    once, and a random lease token keeps its shape."""
+    from ledger.services import ids, jobs
+
+    assert ids.new_id() != ids.new_id()
+    with ids.use(ids.Seeded(7)):
+        first = [ids.new_id(), ids.new_token()]
+    with ids.use(ids.Seeded(7)):
+        assert [ids.new_id(), ids.new_token()] == first
+        assert tokens.random_lease() != "wll_" + first[1]  # the stream moved on
+    assert str(uuid.UUID(first[0])) == first[0] and uuid.UUID(first[0]).version == 4
+    assert len(first[1]) == 43  # 32 bytes, URL-safe base64, no padding
+
+    with ids.given(GOAL, "job-7"):
+        answer = goals.run_goal(Caller("agent-1"), "wll_given", workspace="/srv/ids",
+                                goal_key="ids", objective="named ids")
+        assert answer.state.goal_id == GOAL and answer.lease["acquired"]
+        tracked = jobs.track(Caller("agent-1"), GOAL, tokens.proof(answer.lease["lease"]),
+                             kind="ci", ref="run-1", link="", notify=True)
+    assert tracked.job["job_id"] == "job-7"
+    assert tracked.notify_token == tokens.notify_token(GOAL, "job-7")
+    assert ids.new_id() not in {GOAL, "job-7"}  # what was given is gone with the block

@@ -322,7 +322,7 @@ class World:
     # -------------------------------------------------------------- run
 
     def run(self) -> Report:
-        with ledger_clock.use(self.clock), \
+        with ledger_clock.use(self.clock), product.seeded_ids(self.config.seed), \
                 product.planted(self.config.planted, self.poisoned), \
                 product.push_dispatcher(self.receive_push), product.quiet_requests():
             product.new_world()
