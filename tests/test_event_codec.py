@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given, settings
 
-from ledger.domain import Event, events, fold
+from ledger.domain import Event, events, fold, policy
 from ledger.domain.codec import Payload, decode, encode, kinds, stored_version
 from ledger.eventstore import projection
 from ledger.eventstore.chain import GENESIS, StoredLink, canonical_text, event_hash, first_break
@@ -42,6 +42,8 @@ def assert_round_trip(event: Event) -> None:
     decoded = decode(event.kind, data)
     assert decoded == event.payload
     assert decoded.unknown is None, f"{event.kind} writes keys its class does not know"
+    # What the domain writes now is its kind's newest shape: never upcast.
+    assert stored_version(event.kind, data) == type(event.payload).VERSION
     assert encode(decoded) == data
     assert canonical_text(encode(decoded)) == canonical_text(data)
     # What the store writes is JSON: the same after a trip through it.
@@ -118,6 +120,72 @@ def test_an_old_lease_without_via_is_read_as_the_agents():
     lease = decode(events.LEASE_ACQUIRED, old)
     assert isinstance(lease, events.LeaseAcquired) and lease.via == "agent"
     assert "via" not in old
+
+
+# The shapes the first commits stored (2026-12-02), as their code wrote them:
+# before fenced leases (commit caa6e21's decider) and before claims had kinds
+# (commit aeb1e4b's wakes.claim).
+FIRST_GOAL = "7d3c1a2e-5b8f-4c7a-9e1d-2f6b8a4c0e13"
+FIRST_STARTED = {
+    "goal_id": FIRST_GOAL, "workspace": "/srv/repo", "goal_key": "migrate-db",
+    "objective": "migrate the database", "done_criteria": ["tests pass"], "agent": "agent-1",
+    "checkpoint": {"current_step": "planning", "progress_pct": 0, "next_actions": ["dump"]},
+}
+FIRST_CHECKPOINT = {"current_step": "dump", "progress_pct": 40, "completed": ["dump"],
+                    "next_actions": ["load"], "artifacts": [], "errors": [], "note": ""}
+FIRST_ENDS = {events.GOAL_COMPLETED: {"summary": "migrated"},
+              events.GOAL_FAILED: {"summary": "gave up", "reason": ""},
+              events.GOAL_BLOCKED: {"summary": "stuck", "reason": "AGENT_BLOCKED"}}
+FIRST_CLAIM = {"occurrence_id": "host:run-1", "source": "host", "outcome": "recurring_acquired",
+               "reason": "scheduled_progress", "notes": "resume from the latest checkpoint",
+               "next_due_at": "2026-12-02T10:00:00.000000Z", "retry_count": 1}
+
+
+def test_a_goal_started_before_policies_reads_as_one_that_named_none():
+    started = decode(events.GOAL_STARTED, FIRST_STARTED)
+    assert stored_version(events.GOAL_STARTED, FIRST_STARTED) == 1
+    assert isinstance(started, events.GoalStarted)
+    assert (started.policy, started.session, started.timeout_seconds,
+            started.estimated_duration_seconds) == ({}, {}, None, None)
+    assert started.objective == "migrate the database" and started.checkpoint == \
+        FIRST_STARTED["checkpoint"]
+    assert "policy" not in FIRST_STARTED  # decoding never changed the stored dict
+
+
+@pytest.mark.parametrize("kind", [events.CHECKPOINT_RECORDED, *FIRST_ENDS])
+def test_a_checkpoint_or_end_recorded_before_leases_was_under_generation_0(kind):
+    old = FIRST_CHECKPOINT if kind == events.CHECKPOINT_RECORDED else FIRST_ENDS[kind]
+    assert stored_version(kind, old) == 1
+    payload = decode(kind, old)
+    assert type(payload) is kinds()[kind] and payload.generation == 0
+    assert {key: value for key, value in encode(payload).items() if key != "generation"} == old
+
+
+def test_a_history_from_before_leases_folds_and_its_stored_bytes_still_verify():
+    """A whole early goal: started, checkpointed, completed, each in its
+    first shape. Replay folds it; the chain is over the stored bytes."""
+    stored = [(events.GOAL_STARTED, FIRST_STARTED),
+              (events.CHECKPOINT_RECORDED, FIRST_CHECKPOINT),
+              (events.GOAL_COMPLETED, FIRST_ENDS[events.GOAL_COMPLETED])]
+    state = fold(Event.stored(kind, data, T0) for kind, data in stored)
+    assert (state.goal_id, state.status, state.progress_pct, state.current_step) == \
+        (FIRST_GOAL, "done", 100, "dump")
+    assert state.policy == {} and state.setting("cadence_minutes") == \
+        policy.DEFAULT_POLICY["cadence_minutes"]
+    links, previous = [], GENESIS
+    for seq, (kind, data) in enumerate(stored, start=1):
+        digest = event_hash(previous, FIRST_GOAL, seq, kind, data, "agent-1", T0)
+        links.append(StoredLink(seq, kind, data, "agent-1", T0, previous, digest))
+        previous = digest
+    assert first_break(FIRST_GOAL, links) == (None, 3, previous)
+
+
+def test_a_claim_recorded_before_wakes_had_kinds_reads_as_recurring():
+    assert stored_version(events.WAKE_CLAIMED, FIRST_CLAIM) == 1
+    claim = decode(events.WAKE_CLAIMED, FIRST_CLAIM)
+    assert isinstance(claim, events.WakeClaimed) and claim.kind == "recurring"
+    assert claim.occurrence_id == "host:run-1" and claim.retry_count == 1
+    assert "kind" not in FIRST_CLAIM
 
 
 def test_unknown_keys_are_kept_and_written_back():
