@@ -40,7 +40,7 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
 	  >/dev/null; } || echo "chromium is not installed: the browser tests will be skipped"
 
-# The real Claude Code CLI for tests/test_claude_code_live.py, from the npm
+# The real Claude Code CLI for tests/e2e/test_claude_code_live.py, from the npm
 # registry into var/node/ (nothing global, no user config touched). Pinned: the
 # version whose hook events docs/agents.md describes. Without node the test is
 # skipped.

@@ -15,7 +15,7 @@ from typing import Any
 from ledger.domain.failures import AUTH, OWNER_VERIFICATION, RATE_LIMIT, UNCLASSIFIED, classify
 from ledger.domain.resets import parse_reset
 
-# What the server's classifier reads back as each class (tests/test_claude_code_hooks.py
+# What the server's classifier reads back as each class (tests/agent/test_claude_code_hooks.py
 # checks the round trip through ``classify``).
 PHRASES = {
     RATE_LIMIT: "rate limit",

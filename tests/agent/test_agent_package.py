@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "wakeledger_agent"
+PACKAGE = Path(__file__).resolve().parents[2] / "wakeledger_agent"
 SERVER_SIDE = ("django", "rest_framework", "drf_spectacular", "django_q", "api", "scheduling")
 
 

@@ -1,7 +1,7 @@
 """`wakeledger hook claude-code` and `wakeledger hooks install|uninstall
 claude-code`, driven as Claude Code drives them: a subprocess with one hook
 event as JSON on stdin (the payloads Claude Code 2.1 sends, as recorded from
-the real CLI), against a live server. tests/test_claude_code_live.py runs the
+the real CLI), against a live server. tests/e2e/test_claude_code_live.py runs the
 real Claude Code CLI itself."""
 
 import json

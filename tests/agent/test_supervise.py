@@ -1,5 +1,5 @@
 """`wakeledger supervise` without a server: how a run's end is judged and
-reported (the provider texts of tests/test_failures.py), what a waiting
+reported (the provider texts of tests/domain/test_failures.py), what a waiting
 supervisor does next, and how the resume command is filled in."""
 
 import io
@@ -23,7 +23,7 @@ from wakeledger_agent.waiting import Progress, next_step, span
 
 NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 
-# Real provider texts (sources in tests/test_failures.py) and the reset each names.
+# Real provider texts (sources in tests/domain/test_failures.py) and the reset each names.
 CODEX = ("■ You've hit your usage limit. Upgrade to Pro (https://openai.com/chatgpt/pricing) "
          "or try again in 3 hours 2 minutes.")
 CLAUDE_CODE = "5-hour limit reached ∙ resets 1am"

@@ -127,7 +127,7 @@ def test_the_matrix_names_every_api_v1_endpoint():
     from api import urls
 
     # job-notify takes a job's own notify token, never a role's API token
-    # (tests/test_requested_wakes.py checks every role is refused there).
+    # (tests/scheduling/test_requested_wakes.py checks every role is refused there).
     documentation = {"health", "skill", "schema", "docs", "job-notify"}
     assert [name for name, *_ in MATRIX] == list(ENDPOINTS)
     paths = {path.partition("?")[0] for _, path, _ in ENDPOINTS.values()}

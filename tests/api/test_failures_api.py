@@ -35,7 +35,7 @@ def started(agent, clock):
 
 def resume(gid: str, occurrence: str) -> dict:
     """The reset wake fires; the continuation's lease, as a push dispatcher would
-    hand it (pull wakes: tests/test_liveness.py)."""
+    hand it (pull wakes: tests/scheduling/test_liveness.py)."""
     result = claims.claim(gid, source="internal", occurrence_id=occurrence, actor="scheduler",
                           kind="reset", push=True)
     assert result.outcome == "recurring_acquired", result.report

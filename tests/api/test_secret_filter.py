@@ -178,7 +178,7 @@ def test_a_checkpoint_names_the_one_field_with_a_secret(field, value):
     """The one scan of all texts only decides whether to look at each: the
     refusal still names the field that holds the credential."""
     from ledger.domain import InvalidCommand, decide
-    from tests.test_domain import T0, checkpoint, started
+    from tests.domain.test_domain import T0, checkpoint, started
 
     state = started()
     fields = {"note": "", "current_step": "testing", "completed": ["built", "tested"],

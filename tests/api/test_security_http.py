@@ -19,7 +19,7 @@ from rest_framework.test import APIClient
 from ledger.access import throttle
 from tests.factories import GoalFactory
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PROBLEM = "application/problem+json"
 BAD = "wl_AbCdEfGh_this-token-was-never-issued-by-us"
 

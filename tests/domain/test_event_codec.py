@@ -18,8 +18,8 @@ from ledger.eventstore import projection
 from ledger.eventstore.chain import GENESIS, StoredLink, canonical_text, event_hash, first_break
 from ledger.models import Event as EventRow
 from ledger.operators import demo
-from tests.test_domain_properties import histories, run
-from tests.test_domain_wakes import prepared
+from tests.domain.test_domain_properties import histories, run
+from tests.domain.test_domain_wakes import prepared
 
 T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 

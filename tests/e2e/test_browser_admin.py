@@ -25,7 +25,7 @@ from ledger.operators import demo, timeline
 from tests.factories import GoalFactory, proof_of
 
 CHROMIUM = os.environ.get("WAKELEDGER_CHROMIUM", "/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 PASSWORD = "browser-test-password"
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -4,8 +4,8 @@ icons and folded JSON included) and the API docs must cause none."""
 
 import pytest
 
+from tests.e2e.test_browser_admin import ARTIFACTS, browser, login, user  # noqa: F401
 from tests.factories import GoalFactory
-from tests.test_browser_admin import ARTIFACTS, browser, login, user  # noqa: F401
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -27,7 +27,7 @@ from scheduling import tasks, watchdogs
 from tests.fake_anthropic import FakeAnthropic
 from tests.helpers import issue_agent_token, wait_for
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLAUDE = Path(os.environ.get("WAKELEDGER_CLAUDE_BIN")
               or ROOT / "var" / "node" / "node_modules" / ".bin" / "claude")
 SECRET = "PROVIDER-SECRET-TEXT"

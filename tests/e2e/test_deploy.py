@@ -22,7 +22,7 @@ import pytest
 from ledger.access import throttle
 from tests.helpers import wait_for
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 TOKEN = "wl_AbCdEfGh_" + "query-string-secret-0123456789"
 LEASE = "wll_" + "lease-secret-in-the-query-0123456789"

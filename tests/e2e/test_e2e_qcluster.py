@@ -25,7 +25,7 @@ from scheduling.signatures import verify_signature
 from tests.helpers import wait_for
 from tests.receivers import Receiver, receiving
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SECRET = "e2e-secret"
 
 pytestmark = [

@@ -24,7 +24,7 @@ from scheduling import tasks, watchdogs
 from scheduling.models import Dispatch
 from tests.receivers import receiving
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 

@@ -18,7 +18,7 @@ import pytest
 from ledger.models import Event, Goal
 from tests.helpers import issue_agent_token, wait_for
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SUPERVISE = [sys.executable, "-m", "wakeledger_agent", "supervise"]
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]  # live server, processes
@@ -72,7 +72,7 @@ def next_wall_time(now: datetime, hour: int, minute: int) -> datetime:
     return today if today >= now else today + timedelta(days=1)
 
 
-# Each provider's notice as tests/test_failures.py quotes it (the Codex and Claude Code
+# Each provider's notice as tests/domain/test_failures.py quotes it (the Codex and Claude Code
 # wall times as issue 25 quotes them), and how its reset is read: an absolute wall
 # time, a delay from now, or none (the server's 30 min backoff).
 LIMITS = {
@@ -259,7 +259,7 @@ def test_ctrl_c_while_waiting_for_the_wake_ends_quietly(shell, tmp_path):
 
 # --------------------------------------------------------------- --until-done, real qcluster
 
-from tests import test_e2e_qcluster as e2e  # noqa: E402  (its real-process fixtures)
+from tests.e2e import test_e2e_qcluster as e2e  # noqa: E402  (its real-process fixtures)
 
 receiver, fast, cluster = e2e.receiver, e2e.fast, e2e.cluster
 

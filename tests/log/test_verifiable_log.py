@@ -25,7 +25,7 @@ from tests.factories import GoalFactory, proof_of
 from tests.helpers import ledger, started, transaction_held_open
 from wakeledger_verify import bundle, cli, heads, merkle, records
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def append_checkpoint(goal_id: str, step: str = "meanwhile") -> None:

@@ -21,7 +21,7 @@ from tests.factories import GoalFactory
 from tests.helpers import ledger_text
 
 pytestmark = pytest.mark.django_db
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Tty(io.StringIO):

@@ -25,7 +25,7 @@ from ledger.models import Goal, SchedulerBeat
 from ledger.operators import alerts, doctor
 from scheduling import tasks
 from tests.factories import GoalFactory
-from tests.test_admin import blocked_goal, staff
+from tests.operators.test_admin import blocked_goal, staff
 
 pytestmark = pytest.mark.django_db
 

@@ -607,7 +607,7 @@ def test_var_runs_and_its_logs_are_private_from_creation(settings, tmp_path):
     import os
     import stat
 
-    from tests.test_dispatch import echo_argv, send
+    from tests.scheduling.test_dispatch import echo_argv, send
 
     old = os.umask(0o022)  # the common default, which made them 0755 / 0644
     try:

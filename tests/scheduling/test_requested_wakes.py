@@ -11,7 +11,7 @@ from django_q.models import Schedule
 from ledger.models import Event, Goal
 from scheduling import watchdogs
 from tests.factories import lease_of
-from tests.test_liveness import fire_schedule
+from tests.scheduling.test_liveness import fire_schedule
 
 pytestmark = pytest.mark.django_db
 

@@ -426,7 +426,7 @@ def test_command_dispatcher_runs_without_a_shell(agent, clock, settings, tmp_pat
     settings.WAKELEDGER_RUNS_DIR = tmp_path / "runs"
     settings.WAKELEDGER_DISPATCHERS = {"cmd": {"type": "command", "argv": [
         sys.executable, "-c", script, str(out), "{session_key}", "{goal_id}"]}}
-    # Session keys are checked against a strict pattern (tests/test_dispatch.py
+    # Session keys are checked against a strict pattern (tests/scheduling/test_dispatch.py
     # shows hostile ones refused); a valid one is one argv element.
     body = agent.start(policy={"dispatch": "cmd"},
                        session={"session_key": "agent:main/shop@x"}).json()

@@ -18,7 +18,7 @@ from ledger.models import Event, Goal
 from ledger.operators import alerts
 from scheduling import maintenance, tasks, watchdogs
 from tests.factories import COMPLETED, kinds, lease_of
-from tests.test_liveness import fire_schedule
+from tests.scheduling.test_liveness import fire_schedule
 
 pytestmark = pytest.mark.django_db
 
