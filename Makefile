@@ -40,7 +40,7 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
 	  >/dev/null; } || echo "chromium is not installed: the browser tests will be skipped"
 
-# A real Prometheus (and promtool) for tests/test_metrics_prometheus.py: it
+# A real Prometheus (and promtool) for tests/e2e/test_metrics_prometheus.py: it
 # scrapes /metrics and evaluates docs/prometheus/wakeledger.rules.yml. From
 # Debian's packages, when missing and when we may (root).
 prometheus:
@@ -49,7 +49,7 @@ prometheus:
 	  --no-install-recommends prometheus >/dev/null; } || \
 	  echo "prometheus is not installed: the real Prometheus test will be skipped"
 
-# The real Claude Code CLI for tests/test_claude_code_live.py, from the npm
+# The real Claude Code CLI for tests/e2e/test_claude_code_live.py, from the npm
 # registry into var/node/ (nothing global, no user config touched). Pinned: the
 # version whose hook events docs/agents.md describes. Without node the test is
 # skipped.

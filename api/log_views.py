@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from api.problems import Problem
 from api.schema import QUERY, responses
 from api.serializers import StrictSerializer, validated
+from api.serializers.responses import chain_fields, event_fields
 from api.views.common import READERS, LedgerView
 from ledger.access.accounts import AGENT, AUDITOR, OPERATOR, role_of
 from ledger.log import merkle_store
@@ -42,42 +43,37 @@ class HeadPageSerializer(serializers.Serializer):
     next_before = serializers.IntegerField(allow_null=True)
 
 
+def position(help_text: str, *, required: bool = True) -> serializers.IntegerField:
+    """A tree size or an event id a query names: 1 up to what a bigint holds."""
+    return serializers.IntegerField(min_value=1, max_value=2**62, required=required,
+                                    help_text=help_text)
+
+
 class HeadsQuerySerializer(StrictSerializer):
-    before = serializers.IntegerField(min_value=1, max_value=2**62, required=False,
-                                      help_text="only heads of fewer leaves (the previous "
-                                                "page's next_before)")
+    before = position("only heads of fewer leaves (the previous page's next_before)",
+                      required=False)
     limit = serializers.IntegerField(min_value=1, max_value=1000, required=False, default=100)
 
 
 class InclusionQuerySerializer(StrictSerializer):
-    event = serializers.IntegerField(min_value=1, max_value=2**62,
-                                     help_text="the event's id")
-    size = serializers.IntegerField(min_value=1, max_value=2**62, required=False,
-                                    help_text="the tree size to prove against (default: the "
-                                              "newest signed head's)")
+    event = position("the event's id")
+    size = position("the tree size to prove against (default: the newest signed head's)",
+                    required=False)
 
 
 class ConsistencyQuerySerializer(StrictSerializer):
     # "from" is a Python keyword: declared through the class namespace.
-    vars()["from"] = serializers.IntegerField(min_value=1, max_value=2**62,
-                                              help_text="the earlier tree size")
-    to = serializers.IntegerField(min_value=1, max_value=2**62, required=False,
-                                  help_text="the later tree size (default: the newest signed "
-                                            "head's)")
+    vars()["from"] = position("the earlier tree size")
+    to = position("the later tree size (default: the newest signed head's)", required=False)
 
 
 class RecordSerializer(serializers.Serializer):
     position = serializers.IntegerField()
     id = serializers.IntegerField()
     goal = serializers.CharField()
-    seq = serializers.IntegerField()
-    kind = serializers.CharField()
-    data = serializers.JSONField()
-    actor = serializers.CharField()
-    recorded_at = serializers.CharField()
+    vars().update(event_fields(data=serializers.JSONField))  # seq, kind, data, actor, …
     idempotency_key = serializers.CharField(allow_null=True)
-    prev_hash = serializers.CharField()
-    hash = serializers.CharField()
+    vars().update(chain_fields())  # prev_hash, hash
 
 
 class InclusionSerializer(serializers.Serializer):

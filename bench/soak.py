@@ -72,7 +72,7 @@ PYTHON = sys.executable
 BIN = Path(PYTHON).parent
 HOOK_SECRET = "soak-" + secrets.token_hex(8)
 RATE_LIMIT_TEXT = "HTTP 429 Too Many Requests: rate limit exceeded, retry after 3 seconds"
-# The end-to-end tests' short timings (tests/test_e2e_qcluster.py).
+# The end-to-end tests' short timings (tests/e2e/test_e2e_qcluster.py).
 FAST = {
     "WAKELEDGER_CADENCE_UNIT_SECONDS": "1",
     "WAKELEDGER_STALE_GRACE_SECONDS": "1",

@@ -136,3 +136,14 @@ def test_every_product_module_is_in_docs_layout():
                     and path.name not in named.get(directory, "")):
                 unnamed.append(relative.as_posix())
     assert unnamed == []
+
+
+# The checks of the whole tree; every other test lives in its layer's folder
+# (docs/layout.md "tests/").
+TREE_CHECKS = {"test_layers.py", "test_docs.py", "test_settings.py", "test_bench.py"}
+
+
+def test_tests_live_in_their_layer_folder():
+    stray = sorted(p.name for p in (ROOT / "tests").glob("test_*.py")
+                   if p.name not in TREE_CHECKS)
+    assert stray == [], f"move these into a folder of tests/ (docs/layout.md): {stray}"

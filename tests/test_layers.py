@@ -257,3 +257,51 @@ def test_tokens_are_derived_in_one_place():
     users = sorted(str(path.relative_to(ROOT)) for package in ("api", "ledger", "scheduling")
                    for path in (ROOT / package).rglob("*.py") if "hmac.new(" in path.read_text())
     assert users == ["ledger/services/tokens.py", "scheduling/signatures.py"]
+
+
+def simulation_violations(source: str, module: str) -> list[str]:
+    """What the simulation may not import: the store, or a command of the
+    domain (a class ``decide`` takes, whichever module it is imported from,
+    or the commands module whole). Its values and rules it may read: the
+    world judges the product by them."""
+    import importlib
+
+    from ledger.domain.decider import COMMANDS
+
+    bad = []
+    for name_module, name, line in reached(source, module):
+        if in_package(name_module, "ledger.eventstore.store"):
+            bad.append(f"{module}:{line} imports the store")
+        elif name == "*":
+            if in_package(name_module, "ledger.domain.commands"):
+                bad.append(f"{module}:{line} imports {name_module}")
+        elif getattr(importlib.import_module(name_module), name, None) in COMMANDS:
+            bad.append(f"{module}:{line} imports the command {name} from {name_module}")
+    return bad
+
+
+def test_the_simulation_calls_use_cases_not_the_store_or_commands():
+    """tests/simulation/ drives the product as its shells do: through
+    ``ledger.services`` (the seeded ids it needs go in through
+    ``ledger.services.ids``), so it tests the use cases the API runs."""
+    found = []
+    for path in sorted((ROOT / "tests" / "simulation").rglob("*.py")):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        found += simulation_violations(path.read_text(), module)
+    assert found == []
+
+
+def test_the_simulation_check_refuses_what_its_adapter_imported():
+    """The check itself, on the imports tests/simulation/product.py had before."""
+    old = ("from ledger.domain import AcquireLease, DomainError, GoalState, RunGoal, liveness\n"
+           "from ledger.domain.jobs import TrackJob\n"
+           "from ledger.domain.commands import LeaseProof\n"
+           "from ledger.eventstore import clock, projection, store\n"
+           "def later():\n"
+           "    import ledger.domain.commands\n")
+    assert simulation_violations(old, "tests.simulation.product") == [
+        "tests.simulation.product:1 imports the command AcquireLease from ledger.domain",
+        "tests.simulation.product:1 imports the command RunGoal from ledger.domain",
+        "tests.simulation.product:2 imports the command TrackJob from ledger.domain.jobs",
+        "tests.simulation.product:4 imports the store",
+        "tests.simulation.product:6 imports ledger.domain.commands"]

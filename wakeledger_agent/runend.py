@@ -23,7 +23,7 @@ from ledger.domain.failures import (
 )
 from ledger.domain.resets import parse_reset
 
-# What the server's classifier reads back as each class (tests/test_claude_code_hooks.py
+# What the server's classifier reads back as each class (tests/agent/test_claude_code_hooks.py
 # checks the round trip through ``classify``).
 PHRASES = {
     RATE_LIMIT: "rate limit",  # a per-minute request limit: the short backoff

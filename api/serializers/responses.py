@@ -5,6 +5,59 @@ from rest_framework import serializers
 
 from ledger.domain import vocabulary
 
+# ---------------------------------------------------------- fields shared by answers
+# DRF orders a serializer's fields as declared (a base class's first) and the
+# OpenAPI document lists them in that order. A group shared from the start
+# of a shape is a base class; one shared from its middle is spliced in where
+# it stands with ``vars().update(group())`` in the class body (as
+# ``vars()["from"]`` declares a keyword in log_views.py), so the document
+# stays the same to the byte.
+
+
+class GoalNamesSerializer(serializers.Serializer):
+    # How a goal is named in every list of goals: its id, goal key and
+    # workspace. (A comment: drf-spectacular would publish a docstring as
+    # every subclass's description.)
+    id = serializers.CharField()
+    goal_key = serializers.CharField()
+    workspace = serializers.CharField()
+
+
+def progress_fields() -> dict[str, serializers.Field]:
+    """Where the work stands (the checkpoint contract): a goal shows it, and
+    so does the contract a checkpoint answers."""
+    return {
+        "current_step": serializers.CharField(),
+        "progress_pct": serializers.IntegerField(),
+        "last_completed": serializers.ListField(child=serializers.CharField()),
+        "next_actions": serializers.ListField(child=serializers.CharField()),
+        "artifacts": serializers.ListField(child=serializers.DictField()),
+        "errors": serializers.ListField(child=serializers.CharField()),
+        "retry_count": serializers.IntegerField(),
+    }
+
+
+def event_fields(data: type[serializers.Field]) -> dict[str, serializers.Field]:
+    """What an event records (a goal's events, a log leaf's record); ``data``
+    is the payload's field class, as each document has always declared it
+    (made here, in its place: a field's order is when it was made)."""
+    return {"seq": serializers.IntegerField(), "kind": serializers.CharField(), "data": data(),
+            "actor": serializers.CharField(), "recorded_at": serializers.CharField()}
+
+
+def chain_fields() -> dict[str, serializers.Field]:
+    """An event's links in its goal's hash chain."""
+    return {"prev_hash": serializers.CharField(), "hash": serializers.CharField()}
+
+
+def page_links() -> dict[str, serializers.Field]:
+    """A cursor page's links (GET /goals, GET /alerts)."""
+    return {"next": serializers.URLField(allow_null=True,
+                                         help_text="The next page; null on the last."),
+            "previous": serializers.URLField(allow_null=True)}
+
+# ---------------------------------------------------------------------- answers
+
 
 class LeaseSerializer(serializers.Serializer):
     holder = serializers.CharField()
@@ -42,22 +95,13 @@ class GoalAlertSerializer(serializers.Serializer):
     why = serializers.CharField()
 
 
-class GoalSerializer(serializers.Serializer):
-    id = serializers.CharField()
-    goal_key = serializers.CharField()
-    workspace = serializers.CharField()
+class GoalSerializer(GoalNamesSerializer):
     objective = serializers.CharField()
     done_criteria = serializers.ListField(child=serializers.CharField())
     agent = serializers.CharField()
     status = serializers.ChoiceField(choices=vocabulary.STATUSES)
     reason = serializers.CharField(allow_blank=True)
-    current_step = serializers.CharField()
-    progress_pct = serializers.IntegerField()
-    last_completed = serializers.ListField(child=serializers.CharField())
-    next_actions = serializers.ListField(child=serializers.CharField())
-    artifacts = serializers.ListField(child=serializers.DictField())
-    errors = serializers.ListField(child=serializers.CharField())
-    retry_count = serializers.IntegerField()
+    vars().update(progress_fields())  # current_step … retry_count
     checkpoints = serializers.IntegerField()
     summary = serializers.CharField(allow_blank=True)
     policy = serializers.DictField()
@@ -118,8 +162,7 @@ class GoalSerializer(serializers.Serializer):
 class GoalPageSerializer(serializers.Serializer):
     """One page of GET /goals: a cursor page, newest first."""
 
-    next = serializers.URLField(allow_null=True, help_text="The next page; null on the last.")
-    previous = serializers.URLField(allow_null=True)
+    vars().update(page_links())  # next, previous
     results = GoalSerializer(many=True)
 
 
@@ -163,13 +206,7 @@ class CheckpointContractSerializer(serializers.Serializer):
     task_id = serializers.CharField()
     goal = serializers.CharField()
     status = serializers.CharField()
-    current_step = serializers.CharField()
-    progress_pct = serializers.IntegerField()
-    last_completed = serializers.ListField(child=serializers.CharField())
-    next_actions = serializers.ListField(child=serializers.CharField())
-    artifacts = serializers.ListField(child=serializers.DictField())
-    errors = serializers.ListField(child=serializers.CharField())
-    retry_count = serializers.IntegerField()
+    vars().update(progress_fields())  # current_step … retry_count
     updated_at = serializers.CharField()
 
 
@@ -207,13 +244,8 @@ class WorkspaceAnswerSerializer(serializers.Serializer):
 
 
 class EventSerializer(serializers.Serializer):
-    seq = serializers.IntegerField()
-    kind = serializers.CharField()
-    data = serializers.DictField()
-    actor = serializers.CharField()
-    recorded_at = serializers.CharField()
-    prev_hash = serializers.CharField()
-    hash = serializers.CharField()
+    vars().update(event_fields(data=serializers.DictField))  # seq, kind, data, actor, …
+    vars().update(chain_fields())  # prev_hash, hash
 
 
 class EventPageSerializer(serializers.Serializer):
@@ -274,10 +306,7 @@ class RunAnswerSerializer(serializers.Serializer):
     continuations = serializers.DictField()
 
 
-class AlertSerializer(serializers.Serializer):
-    id = serializers.CharField()
-    goal_key = serializers.CharField()
-    workspace = serializers.CharField()
+class AlertSerializer(GoalNamesSerializer):
     agent = serializers.CharField()
     status = serializers.CharField()
     reason = serializers.CharField(help_text="A blocked reason, PENDING_NATIVE_CLEANUP, "
@@ -293,8 +322,7 @@ class AlertPageSerializer(serializers.Serializer):
 
     count = serializers.IntegerField(help_text="How many goals need a human in all (an SQL "
                                                "count over the same query as the pages).")
-    next = serializers.URLField(allow_null=True, help_text="The next page; null on the last.")
-    previous = serializers.URLField(allow_null=True)
+    vars().update(page_links())  # next, previous
     results = AlertSerializer(many=True)
 
 

@@ -123,7 +123,7 @@ _last_iso: tuple[datetime | None, str] = (None, "")
 Json = dict[str, Any]
 
 
-@event_kind(GOAL_STARTED)
+@event_kind(GOAL_STARTED, version=2)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GoalStarted(Payload):
     goal_id: str
@@ -205,7 +205,7 @@ class LeaseExpired(Payload):
     expired_at: str
 
 
-@event_kind(CHECKPOINT_RECORDED)
+@event_kind(CHECKPOINT_RECORDED, version=2)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckpointRecorded(Payload):
     current_step: str
@@ -227,7 +227,7 @@ class GoalFinishRequested(Payload):
     evidence: list[Json] | None = optional()  # with completed
 
 
-@event_kind(GOAL_COMPLETED)
+@event_kind(GOAL_COMPLETED, version=2)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GoalCompleted(Payload):
     summary: str
@@ -237,7 +237,7 @@ class GoalCompleted(Payload):
     evidence: list[Json] | None = optional()
 
 
-@event_kind(GOAL_FAILED)
+@event_kind(GOAL_FAILED, version=2)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GoalFailed(Payload):
     summary: str
@@ -245,7 +245,7 @@ class GoalFailed(Payload):
     reason: str
 
 
-@event_kind(GOAL_BLOCKED)
+@event_kind(GOAL_BLOCKED, version=2)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GoalBlocked(Payload):
     summary: str
@@ -356,7 +356,7 @@ class WakeCancelRequested(Payload):
     note: str
 
 
-@event_kind(WAKE_CLAIMED)
+@event_kind(WAKE_CLAIMED, version=2)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WakeClaimed(Payload):
     """A wake's claim, built in one place for every path that records one

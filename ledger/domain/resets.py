@@ -3,7 +3,7 @@
 ``parse_reset`` finds the instant at which the provider says the limit resets. It reads
 what providers really print: Claude Code and claude.ai usage-limit notices, the Anthropic
 API, OpenAI's API and Codex CLI, Gemini's RESOURCE_EXHAUSTED bodies, rate-limit headers
-pasted into logs. tests/test_failures.py names the source of every message it checks.
+pasted into logs. tests/domain/test_failures.py names the source of every message it checks.
 
 Both ``parse_reset`` and ``parse_retry_after`` answer an instant within ``[now, now +
 RESET_HORIZON]``: a reset already past is ``now`` (the limit has lifted), and one further

@@ -14,11 +14,22 @@ in its new shape; its ``versioned_by`` would read it, defaulting to the last
 shape without one.)
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ledger.domain.codec import upcaster, versioned_by
-from ledger.domain.events import LEASE_ACQUIRED, LEASE_TAKEN_OVER, RECEIPT_RECORDED, WAKE_SCHEDULED
+from ledger.domain.events import (
+    CHECKPOINT_RECORDED,
+    GOAL_BLOCKED,
+    GOAL_COMPLETED,
+    GOAL_FAILED,
+    GOAL_STARTED,
+    LEASE_ACQUIRED,
+    LEASE_TAKEN_OVER,
+    RECEIPT_RECORDED,
+    WAKE_CLAIMED,
+    WAKE_SCHEDULED,
+)
 
 # ---------------------------------------------------------------- repairs' attempt
 #
@@ -62,3 +73,54 @@ def _granted_to_the_agent(data: dict[str, Any]) -> dict[str, Any]:
 for _kind in (LEASE_ACQUIRED, LEASE_TAKEN_OVER):
     versioned_by(_kind)(_via_version)
     upcaster(_kind, from_version=1)(_granted_to_the_agent)
+
+
+# ---------------------------------------------------------------- before leases
+#
+# Version 1: what the first commits wrote (2026-12-02, before fenced leases,
+# policies and sessions came in commit 748065c). A goal.started had no
+# ``policy``, ``session``, ``timeout_seconds`` or ``estimated_duration_seconds``:
+# it reads as a goal that named none of them (policy and session empty, so
+# ``GoalState.setting`` gives every default; no timeout, no estimate). A
+# checkpoint and a goal's end (completed, failed, blocked) had no
+# ``generation``, the lease generation they were written under: no lease
+# existed yet, so it is 0, the generation of a goal never leased.
+
+
+def _missing(key: str) -> Callable[[Mapping[str, Any]], int]:
+    def version(data: Mapping[str, Any]) -> int:
+        return 1 if key not in data else 2
+
+    return version
+
+
+def _started_without_policy(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "policy": {}, "session": {}, "timeout_seconds": None,
+            "estimated_duration_seconds": None}
+
+
+def _never_leased(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "generation": 0}
+
+
+versioned_by(GOAL_STARTED)(_missing("policy"))
+upcaster(GOAL_STARTED, from_version=1)(_started_without_policy)
+for _kind in (CHECKPOINT_RECORDED, GOAL_COMPLETED, GOAL_FAILED, GOAL_BLOCKED):
+    versioned_by(_kind)(_missing("generation"))
+    upcaster(_kind, from_version=1)(_never_leased)
+
+
+# ---------------------------------------------------------------- claims' kind
+#
+# Version 1: a wake's claim recorded before one-off wakes had kinds (commits
+# aeb1e4b to 790fa7d, 2026-12-02) has no ``kind``. Every claim then was
+# decided as a watchdog's recurring wake is now (the claim command had no
+# kind), so it reads as ``recurring``.
+
+
+def _recurring(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "kind": "recurring"}
+
+
+versioned_by(WAKE_CLAIMED)(_missing("kind"))
+upcaster(WAKE_CLAIMED, from_version=1)(_recurring)

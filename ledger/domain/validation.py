@@ -30,7 +30,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 # accident; once in an event they are there forever (append-only), so refuse.
 # Patterns are anchored on a vendor's fixed prefix or on an assignment to a
 # credential's name, so prose about keys and tokens still passes
-# (tests/test_secret_filter.py).
+# (tests/api/test_secret_filter.py).
 #
 # Each pattern comes with literals that any match must contain (in some case). This check
 # runs on every text of every command (six on a checkpoint), and one regex

@@ -9,6 +9,7 @@ a typed answer built in one place (``answers``). Rules stay in
 settings.
 
     tokens     lease, dispatch and notify tokens: one HMAC derivation, digests
+    ids        the ids and random tokens use cases draw: one injectable source
     answers    the typed answers: LeaseGrant, WakeReport, the lease answer
     goals      run a goal, lease, heartbeat, release, checkpoint, finish, jobs
     runs       report how a run ended (classification, reset, Retry-After)

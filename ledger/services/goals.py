@@ -20,6 +20,7 @@ from ledger.domain import (
 from ledger.domain.smartwake import preflight
 from ledger.eventstore import clock, store
 from ledger.project import dispatchers
+from ledger.services import ids
 from ledger.services.answers import holds, lease_answer
 from ledger.services.bodies import goal_body
 from ledger.services.caller import Caller, run, state_of
@@ -51,7 +52,7 @@ def run_goal(caller: Caller, token: str, *, workspace: str, goal_key: str, objec
     ``token``, in one transaction."""
     digest_ = digest(token)
     command = RunGoal(StartGoal(
-        goal_id=str(uuid.uuid4()), workspace=workspace, goal_key=goal_key,
+        goal_id=ids.new_id(), workspace=workspace, goal_key=goal_key,
         objective=objective, done_criteria=done_criteria, next_actions=next_actions,
         agent=caller.name,
         # The stale grace is the server's, not the agent's to choose.

@@ -8,6 +8,7 @@ from typing import Any
 from ledger.domain import DomainError, LeaseProof
 from ledger.domain.jobs import NotifyJob, TrackJob, UpdateJob
 from ledger.eventstore import store
+from ledger.services import ids
 from ledger.services.bodies import job_body
 from ledger.services.caller import Caller, run
 from ledger.services.tokens import digest, goal_of, issued_for, notify_token
@@ -30,7 +31,7 @@ def track(caller: Caller, goal_id: str | uuid.UUID, proof: LeaseProof | None, *,
           ref: str, link: str, notify: bool) -> Tracked:
     """Track one exact run of a job; the same (kind, ref) again is the same job."""
     goal_id = store.canonical_id(goal_id)
-    job_id = str(uuid.uuid4())
+    job_id = ids.new_id()
     token = notify_token(goal_id, job_id) if notify else ""
     command = TrackJob(proof, job_id, kind, ref, digest(token) if token else "", link)
     state = run(caller, goal_id, command).state

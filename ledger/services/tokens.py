@@ -12,13 +12,13 @@ import base64
 import hashlib
 import hmac
 import re
-import secrets
 import uuid
 from typing import Any
 
 from django.conf import settings
 
 from ledger.domain import LeaseProof
+from ledger.services import ids
 
 LEASE_PREFIX = "wll_"
 NOTIFY_PREFIX = "wlj_"
@@ -39,7 +39,7 @@ def digest(token: str) -> str:
 
 
 def random_lease() -> str:
-    return f"{LEASE_PREFIX}{secrets.token_urlsafe(32)}"
+    return f"{LEASE_PREFIX}{ids.new_token()}"
 
 
 def dispatch_lease(goal_id: str, occurrence_id: str) -> str:

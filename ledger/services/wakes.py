@@ -17,6 +17,7 @@ from ledger.domain.smartwake import resume_packet
 from ledger.domain.watchdogs import HOST
 from ledger.eventstore import clock, store
 from ledger.project.dispatchers import lease_dispatchers
+from ledger.services import ids
 from ledger.services.answers import LeaseGrant, WakeReport
 from ledger.services.caller import Caller, Outcome
 from ledger.services.tokens import digest, dispatch_lease, random_lease
@@ -106,7 +107,7 @@ def wake_now(goal_id: str | uuid.UUID, *, operator: str, reason: str,
     way its own wakes do (ready for its agent, or pushed to a dispatcher that
     hands over the lease)."""
     goal_id = store.canonical_id(goal_id)
-    occurrence = f"operator:{uuid.uuid4()}"
+    occurrence = f"operator:{ids.new_id()}"
     token = dispatch_lease(goal_id, occurrence)
     command = WakeNow(operator, reason, occurrence, digest(token),
                       push_dispatchers=lease_dispatchers())

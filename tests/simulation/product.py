@@ -2,18 +2,19 @@
 
 The simulation drives the real store and scheduling code on SQLite; this module
 is the only place that knows their names and shapes, so a change of the
-domain, the store entry point or the wake semantics is adapted here, in one
-place. Each function does what the corresponding API view does (api/views.py):
-build the domain command, run it through the one store entry point
-(``ledger.eventstore.store.execute`` / ``store.start``, which applies schedule changes and
-outbox rows in the same transaction), the application layer
-``ledger.services`` (claims, run reports, jobs, operator acts) or
-``scheduling.tasks``, and answer a plain value the simulated actors
-understand.
+use cases or the wake semantics is adapted here, in one place. Each function
+does what the corresponding API view does (api/views/): call the use case
+in ``ledger.services`` (the one that view calls, which runs the domain's
+command through the store with its schedule changes and outbox rows in the
+same transaction) or ``scheduling.tasks``, or post through the API itself,
+and answer a plain value the simulated actors understand. Like every shell,
+it imports neither the store nor the domain's commands (tests/test_layers.py);
+the ids the world chooses (its goals', its jobs') reach the use cases through
+``ledger.services.ids.given``, and the rest they draw come from a seeded
+``ids.Seeded`` the world installs (``deterministic``).
 
 A refused command raises :class:`Refused` with the problem code the API would
-answer.
-"""
+answer."""
 
 import ast
 import contextlib
@@ -32,28 +33,16 @@ from django.conf import settings
 from django.db import connection
 from django_q.models import Schedule
 
-from ledger.domain import (
-    AcquireLease,
-    DomainError,
-    GoalState,
-    LeaseProof,
-    ReleaseLease,
-    RunGoal,
-    StartGoal,
-    lease_refusal,
-    liveness,
-)
-from ledger.domain.jobs import TrackJob, UpdateJob
+from ledger.domain import DomainError, GoalState, LeaseProof, liveness
 from ledger.domain.overdue import RECONNECT_GRACE  # noqa: F401 (the world reads it here)
-from ledger.domain.runs import RequestApproval
-from ledger.domain.watchdogs import PrepareWatchdog
-from ledger.eventstore import clock, projection, store
+from ledger.eventstore import clock, projection
 from ledger.models import Event, Goal
 from ledger.operators import alerts as ledger_alerts
 from ledger.operators import doctor
-from ledger.project import dispatchers
-from ledger.services import jobs, operators, runs, tokens
-from ledger.services.goals import Caller
+from ledger.project.siteurl import api_url
+from ledger.services import goals, ids, jobs, operators, runs, tokens, work
+from ledger.services import watchdogs as watchdog_uses
+from ledger.services.caller import Caller
 from scheduling import sealing, watchdogs
 
 FIRE = watchdogs.FIRE  # the django-q2 func of watchdog and reset schedules
@@ -104,30 +93,32 @@ class ClaimAnswer:
 
 
 def _proof(lease: Lease | None) -> LeaseProof | None:
-    if lease is None:
-        return None
-    return LeaseProof(hashlib.sha256(lease.token.encode()).hexdigest(), lease.generation)
+    return tokens.proof({"token": lease.token, "generation": lease.generation} if lease else None)
 
 
-def _digest(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-def _run(goal_id: str, command: Any, actor: str) -> store.Outcome:
-    """What the views' ``run`` does: the one store entry point, which applies the
-    command's schedule changes (and outbox rows) in the same transaction."""
+@contextlib.contextmanager
+def _refusals() -> Iterator[None]:
+    """A domain refusal as the API answers it: a problem code (Refused)."""
     try:
-        return store.execute(goal_id, command, actor=actor)
+        yield
     except DomainError as error:
         raise Refused(error.code, error.detail, **error.extra) from None
 
 
-def _lease_answer(state: GoalState, granted_token: str | None) -> LeaseAnswer:
-    if granted_token is not None:
-        return LeaseAnswer(True, Lease(granted_token, state.lease["generation"]))
-    refusal = lease_refusal(state, clock.now()) or {}
-    return LeaseAnswer(False, None, refusal.get("retry_after_seconds"),
-                       refusal.get("next_required_action"))
+def _lease_answer(answer: dict[str, Any]) -> LeaseAnswer:
+    """The use case's lease answer (what POST /goals and /lease answer) as the
+    simulated agents read it."""
+    granted = answer.get("lease")
+    if granted:
+        return LeaseAnswer(True, Lease(str(granted["token"]), int(granted["generation"])))
+    return LeaseAnswer(False, None, answer.get("retry_after_seconds"),
+                       answer.get("next_required_action"))
+
+
+def seeded_ids(seed: int) -> contextlib.AbstractContextManager[Any]:
+    """The ids and random tokens the use cases draw, seeded: the same every
+    run of a seed (an operator wake's occurrence, a host claim's lease)."""
+    return ids.use(ids.Seeded(seed * 7919 + 3))
 
 
 # --------------------------------------------------------------------------- agents
@@ -136,35 +127,21 @@ def _lease_answer(state: GoalState, granted_token: str | None) -> LeaseAnswer:
 def run_goal(*, goal_id: str, agent: str, workspace: str, goal_key: str, objective: str,
              steps: list[str], policy: dict[str, Any], session_key: str,
              token: str) -> tuple[str, LeaseAnswer]:
-    """POST /goals: start (or find) the goal and try to take its lease."""
-    digest = _digest(token)
-    command = RunGoal(StartGoal(
-        goal_id=goal_id, workspace=workspace, goal_key=goal_key, objective=objective,
-        done_criteria=DONE_CRITERIA, next_actions=tuple(steps), agent=agent,
-        policy={**policy, "stale_grace_seconds": settings.WAKELEDGER_STALE_GRACE_SECONDS},
-        dispatchers=dispatchers.names(), session={"session_key": session_key},
-        cadence_unit_seconds=settings.WAKELEDGER_CADENCE_UNIT_SECONDS,
-        timeout_seconds=3600, estimated_duration_seconds=4 * 3600,
-    ), holder=agent, token_sha256=digest)
-    try:
-        outcome = store.start(command, actor=agent)
-    except DomainError as error:
-        raise Refused(error.code, error.detail, **error.extra) from None
-    granted = any(e.kind.startswith("lease.") and e.data.get("token_sha256") == digest
-                  for e in outcome.events)
-    return outcome.state.goal_id, _lease_answer(outcome.state, token if granted else None)
+    """POST /goals: start (or find) the goal and try to take its lease. The
+    world names its goals (seeded), so the use case draws ``goal_id``."""
+    with _refusals(), ids.given(goal_id):
+        answer = goals.run_goal(
+            Caller(agent), token, workspace=workspace, goal_key=goal_key, objective=objective,
+            done_criteria=DONE_CRITERIA, next_actions=tuple(steps), policy=policy,
+            session={"session_key": session_key}, timeout_seconds=3600,
+            estimated_duration_seconds=4 * 3600)
+    return answer.state.goal_id, _lease_answer(answer.lease)
 
 
 def pull(goal_id: str, agent: str, token: str) -> LeaseAnswer:
     """The agent's own call that takes a due wake's lease (POST /goals/{id}/lease)."""
-    try:
-        outcome = store.execute(goal_id, AcquireLease(agent, _digest(token)), actor=agent)
-    except DomainError as error:
-        if error.code != "lease_held":
-            raise Refused(error.code, error.detail, **error.extra) from None
-        return _lease_answer(store.load(goal_id), None)
-    granted = bool(outcome.state.lease) and outcome.state.lease["token_sha256"] == _digest(token)
-    return _lease_answer(outcome.state, token if granted else None)
+    with _refusals():
+        return _lease_answer(goals.acquire(Caller(agent), goal_id, token))
 
 
 def wake_waiting(state: GoalState, since: str) -> bool:
@@ -205,48 +182,52 @@ def checkpoint(goal_id: str, agent: str, lease: Lease, *, step: str, pct: int,
 def report_run(goal_id: str, agent: str, lease: Lease, *, error_text: str = "",
                retry_after: str = "", tz: str = "UTC") -> dict[str, Any]:
     """POST /goals/{id}/runs with outcome error: classify, parse the reset, drop the text."""
-    try:
+    with _refusals():
         report = runs.report_run(Caller(agent), goal_id, _proof(lease), outcome="error",
                                  error_text=error_text, timezone=tz, retry_after=retry_after)
-    except DomainError as error:
-        raise Refused(error.code, error.detail, **error.extra) from None
     return {"classification": report.classification, "status": report.status,
             "reason": report.reason, "paused_until": report.paused_until or ""}
 
 
 def request_approval(goal_id: str, agent: str, lease: Lease, gate: str) -> None:
-    _run(goal_id, RequestApproval(_proof(lease), gate, "needs a human's yes"), agent)
+    with _refusals():
+        work.request_approval(Caller(agent), goal_id, _proof(lease), gate=gate,
+                              summary="needs a human's yes")
 
 
 def track_job(goal_id: str, agent: str, lease: Lease, *, job_id: str, ref: str,
               notify: bool = False) -> str:
-    """POST /goals/{id}/jobs; with ``notify``, the job's notify token (shown once)."""
-    token = tokens.notify_token(goal_id, job_id) if notify else ""
-    _run(goal_id, TrackJob(_proof(lease), job_id, "ci", ref,
-                           tokens.digest(token) if token else ""), agent)
-    return token or "tracked"
+    """POST /goals/{id}/jobs; with ``notify``, the job's notify token (shown
+    once). The world names its jobs, so the use case draws ``job_id``."""
+    with _refusals(), ids.given(job_id):
+        tracked = jobs.track(Caller(agent), goal_id, _proof(lease), kind="ci", ref=ref, link="",
+                             notify=notify)
+    return tracked.notify_token or "tracked"
 
 
 def notify_job(goal_id: str, job_id: str, token: str, status: str) -> None:
     """What CI's last step does: POST /jobs/{job_id}/status with the job's token."""
-    try:
+    with _refusals():
         jobs.notify(token, job_id, status=status, conclusion=status, link="")
-    except DomainError as error:
-        raise Refused(error.code, error.detail, **error.extra) from None
 
 
 def release(goal_id: str, agent: str, lease: Lease) -> None:
-    _run(goal_id, ReleaseLease(_proof(lease)), agent)
+    with _refusals():
+        work.release(Caller(agent), goal_id, _proof(lease), None, api_url=api_url())
 
 
 def update_job(goal_id: str, agent: str, lease: Lease, *, job_id: str, status: str) -> None:
-    _run(goal_id, UpdateJob(_proof(lease), job_id, status, status), agent)
+    with _refusals():
+        jobs.update(Caller(agent), goal_id, _proof(lease), job_id, status=status,
+                    conclusion=status)
 
 
 def prepare_watchdog(goal_id: str, agent: str, lease: Lease) -> dict[str, Any]:
     """POST /goals/{id}/watchdog; for a host watchdog, the schedule the host must create."""
-    command = PrepareWatchdog(_proof(lease), 0, "UTC")
-    return dict(_run(goal_id, command, agent).state.watchdog)
+    with _refusals():
+        answer = watchdog_uses.ensure(Caller(agent), goal_id, _proof(lease), tzid="UTC",
+                                      api_url=api_url())
+    return dict(answer.state.watchdog)
 
 
 def host_receipt(goal_id: str, agent: str, lease: Lease | None, *, status: str,
@@ -300,10 +281,8 @@ def host_claim(goal_id: str, agent: str, token: str,
 def _act(act: str, goal_id: str, operator: str, reason: str,
          gate: str = "") -> operators.Acted:
     """What the operator views, the admin and ``ledger stop|…`` all call."""
-    try:
+    with _refusals():
         return operators.act(act, goal_id, operator=operator, reason=reason, gate=gate)
-    except DomainError as error:
-        raise Refused(error.code, error.detail, **error.extra) from None
 
 
 def resolve_approval(goal_id: str, operator: str, gate: str, decision: str) -> None:

@@ -81,10 +81,10 @@ class Config:
 
 
 def _texts() -> tuple[list[tuple[str, str, str]], list[str], list[str]]:
-    """Real provider texts from tests/test_failures.py: rate limits (with their
+    """Real provider texts from tests/domain/test_failures.py: rate limits (with their
     Retry-After and zone), authentication failures, unclassified failures."""
     from ledger.domain.failures import AUTH, RATE_LIMIT, UNCLASSIFIED, classify
-    from tests.test_failures import CLASSIFICATIONS, RESETS
+    from tests.domain.test_failures import CLASSIFICATIONS, RESETS
 
     limits = [(text, retry_after or "", tz) for text, retry_after, tz, _now, _ in RESETS
               if classify(text) == RATE_LIMIT]
@@ -322,7 +322,7 @@ class World:
     # -------------------------------------------------------------- run
 
     def run(self) -> Report:
-        with ledger_clock.use(self.clock), \
+        with ledger_clock.use(self.clock), product.seeded_ids(self.config.seed), \
                 product.planted(self.config.planted, self.poisoned), \
                 product.push_dispatcher(self.receive_push), product.quiet_requests():
             product.new_world()

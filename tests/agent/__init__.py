@@ -1,0 +1,2 @@
+"""The agent's side (wakeledger_agent/): the package's boundaries, Claude
+Code hooks, supervise, the MCP server."""

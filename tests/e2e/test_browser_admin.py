@@ -1,0 +1,375 @@
+"""The admin in a real browser: Playwright driving the system Chromium
+(/usr/bin/chromium, installed by `make test` from Debian's packages; never a
+browser download of Playwright's own) against a live server.
+
+Screenshots go to test-artifacts/ (git-ignored).
+"""
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import connection
+from django_q.models import Schedule
+
+from ledger.admin.events import EventAdmin
+from ledger.domain import GoalState
+from ledger.domain.runs import ReportRun, Stop
+from ledger.eventstore import store
+from ledger.models import Event, Goal
+from ledger.operators import demo, timeline
+from tests.factories import GoalFactory, proof_of
+
+CHROMIUM = os.environ.get("WAKELEDGER_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+PASSWORD = "browser-test-password"
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if connection.vendor != "sqlite":
+        pytest.skip("the browser tests run once, in the SQLite half of the suite")
+    if not shutil.which(CHROMIUM):
+        if os.environ.get("WAKELEDGER_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"{CHROMIUM} is missing and WAKELEDGER_REQUIRE_BROWSER=1")
+        pytest.skip(f"{CHROMIUM} is missing (make test installs Debian's chromium)")
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    # Playwright's sync API keeps an event loop in this thread, which makes
+    # Django refuse ORM calls from the test body; they are plain sync calls.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        yield chromium
+        chromium.close()
+    os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+
+
+def user(username: str, role: str | None) -> None:
+    if role is None:
+        get_user_model().objects.create_superuser(username, password=PASSWORD)
+        return
+    account = get_user_model().objects.create_user(username, password=PASSWORD, is_staff=True)
+    account.groups.add(Group.objects.get(name=role))
+
+
+def login(browser, live_server, username: str):
+    page = browser.new_page()
+    page.goto(f"{live_server.url}/admin/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{live_server.url}/admin/")
+    return page
+
+
+def blocked_goal() -> Goal:
+    goal = GoalFactory(goal_key="stuck-build", checkpoints=3)
+    state = GoalState.from_dict(goal.state)
+    store.execute(goal.pk, ReportRun(proof_of(state), "error", "unclassified"),
+                      actor="agent-1")
+    return Goal.objects.get(pk=goal.pk)
+
+
+def test_an_auditor_browses_the_history(browser, live_server):
+    user("audrey", "auditor")
+    long = GoalFactory(goal_key="long-history", checkpoints=120)
+    blocked_goal()
+    page = login(browser, live_server, "audrey")
+    page.click("[data-testid=dashboard-link]")
+    assert page.locator("[data-testid=group]").count() == 1
+    assert "Blocked: UNCLASSIFIED" in page.content()
+    page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+
+    page.goto(f"{live_server.url}/admin/ledger/goal/")
+    assert page.locator("a.addlink").count() == 0
+    assert page.locator("select[name=action]").count() == 0
+    page.click("text=long-history")
+    page.wait_for_url(f"**/admin/ledger/goal/{long.pk}/timeline/")
+    assert page.locator("[data-testid=event]").count() == 50
+    assert page.locator("[data-testid=chain]").inner_text() == "chain verified (this page)"
+    assert page.locator("[data-testid=operator-actions]").count() == 0
+    assert page.locator("[data-testid=chart]").count() == 1
+
+    # Fold and unfold an event's raw JSON.
+    first = page.locator("[data-testid=event]").first
+    raw = first.locator("pre")
+    assert not raw.is_visible()
+    first.locator("summary").click()
+    assert raw.is_visible() and '"progress_pct"' in raw.inner_text()
+    first.locator("summary").click()
+    assert not raw.is_visible()
+    page.screenshot(path=str(ARTIFACTS / "timeline.png"), full_page=True)
+
+    # Page through the long history, then back.
+    newest = page.locator("[data-testid=event]").first.get_attribute("id")
+    page.click("[data-testid=older] >> nth=0")
+    assert page.locator("[data-testid=event]").first.get_attribute("id") == \
+        f"seq-{long.version - 50}"
+    page.click("[data-testid=older] >> nth=0")
+    page.click("[data-testid=newer] >> nth=0")
+    page.click("[data-testid=newer] >> nth=0")
+    assert page.locator("[data-testid=event]").first.get_attribute("id") == newest
+
+    # No add, change or delete anywhere for events either.
+    page.goto(f"{live_server.url}/admin/ledger/event/")
+    assert page.locator("a.addlink").count() == 0
+    assert page.locator("select[name=action]").count() == 0
+    page.close()
+
+
+def test_an_operator_recovers_a_blocked_goal(browser, live_server):
+    user("olga", "operator")
+    goal = blocked_goal()
+    page = login(browser, live_server, "olga")
+    page.click("[data-testid=dashboard-link]")
+    page.click("text=stuck-build")
+    assert page.locator("[data-testid=reason]").inner_text() == "UNCLASSIFIED"
+    page.click("[data-testid=operator-actions] >> text=Recover")
+    page.fill("textarea[name=reason]", "the flaky runner was replaced")
+    page.screenshot(path=str(ARTIFACTS / "recover-form.png"), full_page=True)
+    page.click("[data-testid=submit]")
+    page.wait_for_url(f"**/admin/ledger/goal/{goal.pk}/timeline/")
+    assert page.locator("[data-testid=status]").inner_text() == "waiting"
+    assert page.locator("[data-testid=reason]").count() == 0
+    page.screenshot(path=str(ARTIFACTS / "recovered.png"), full_page=True)
+    recovered = Event.objects.get(goal=goal, kind="goal.recovered")
+    assert (recovered.actor, recovered.data["reason"]) == ("olga",
+                                                           "the flaky runner was replaced")
+    page.close()
+
+
+# Emoji and dingbats (the old icons were 🔑 ⏰ 📁 🧾 ⚙ ✋ ✔ ⚠): none may reach
+# the timeline, since Debian's Chromium has no font to draw them.
+PICTOGRAPHS = re.compile("[\u2600-\u27bf\U0001f000-\U0001faff]")
+
+
+def test_event_icons_are_svg_and_the_chart_has_axes_and_a_legend(browser, live_server):
+    user("audrey", "auditor")
+    made = {m.goal_key: m for m in demo.create()}
+    page = login(browser, live_server, "audrey")
+    # A story with checkpoints, a rate limit, its wake and leases; completed.
+    goal = made["checkout-flaky-test"]
+    page.goto(f"{live_server.url}/admin/ledger/goal/{goal.goal_id}/timeline/")
+    rows = page.locator("[data-testid=event]")
+    families = set()
+    for i in range(rows.count()):
+        row = rows.nth(i)
+        svg = row.locator("svg.wl-icon")
+        assert svg.count() == 1, row.inner_text()
+        box = svg.bounding_box()
+        assert box and box["width"] >= 24 and box["height"] >= 24  # drawn, not collapsed
+        assert svg.locator("path, polyline, circle, rect, line").count() >= 1
+        kind = row.locator(".wl-kind").inner_text()
+        assert svg.locator("title").text_content() == f"{timeline.style(kind)[0]} event"
+        assert row.locator("> div").first.evaluate(  # the icon cell holds no text
+            "c => [...c.childNodes].every(n => n.nodeName === 'svg' || !n.textContent.trim())")
+        families.add(svg.get_attribute("data-family"))
+    assert {"lease", "wake", "workspace", "checkpoint", "goal"} <= families
+    assert not PICTOGRAPHS.search(page.locator("#wl-timeline").inner_text())
+    page.locator("[data-testid=event]").first.screenshot(path=str(ARTIFACTS / "event-row.png"))
+
+    chart = page.locator("[data-testid=chart]")
+    y_labels = chart.locator("[data-testid=y-axis] text").all_text_contents()
+    assert y_labels == ["0 %", "25 %", "50 %", "75 %", "100 %"]
+    x_labels = chart.locator("[data-testid=x-tick]").all_text_contents()
+    assert len(x_labels) >= 3 and all(re.fullmatch(r"\d\d:\d\d", t) for t in x_labels)
+    legend = page.locator("[data-testid=chart-legend]").inner_text()
+    for label in ("progress", "wake claimed", "paused (rate limit)", "UTC"):
+        assert label in legend
+    kinds = [m.text_content() for m in chart.locator("[data-testid=marker] title").all()]
+    assert any("wake.claimed" in k for k in kinds) and any("goal.paused" in k for k in kinds)
+    # A finished goal's chart spans its whole life: the progress line runs
+    # from the start of the plot to its end, not a sliver at the left edge.
+    plot = chart.locator("[data-testid=x-axis] line").first.bounding_box()
+    line = chart.locator("[data-testid=progress-line]").bounding_box()
+    assert line["x"] - plot["x"] < 2 and line["width"] > 0.98 * plot["width"]
+    chart.screenshot(path=str(ARTIFACTS / "chart.png"))
+    page.screenshot(path=str(ARTIFACTS / "timeline-demo.png"), full_page=True)
+
+    # A short goal, just started: minutes of life fill the plot too.
+    short = GoalFactory(goal_key="short-one", checkpoints=3)
+    page.goto(f"{live_server.url}/admin/ledger/goal/{short.pk}/timeline/")
+    chart = page.locator("[data-testid=chart]")
+    assert chart.locator("[data-testid=x-tick]").count() >= 1
+    assert all(re.fullmatch(r"\d\d:\d\d:\d\d(\.\d)?", t)
+               for t in chart.locator("[data-testid=x-tick]").all_text_contents())
+    chart.screenshot(path=str(ARTIFACTS / "chart-short.png"))
+    page.close()
+
+
+def changelist_rows(page) -> int:
+    return page.locator("#result_list tbody tr").count()
+
+
+def test_changelists_count_honestly_and_link_only_to_pages_with_rows(browser, live_server,
+                                                                      monkeypatch):
+    user("audrey", "auditor")
+    goals = [GoalFactory(checkpoints=40) for _ in range(3)]  # 3 goals, 123 events
+    page = login(browser, live_server, "audrey")
+    page.goto(f"{live_server.url}/admin/ledger/goal/")
+    assert page.locator("[data-testid=result-count]").inner_text() == "3 goals"
+    assert changelist_rows(page) == 3
+    assert page.locator(".paginator a").count() == 0
+    assert "10000000" not in page.content() and "10,000,000" not in page.content()
+
+    events = Event.objects.filter(goal__in=goals).count()
+    page.goto(f"{live_server.url}/admin/ledger/event/")
+    assert page.locator("[data-testid=result-count]").inner_text() == f"{events} events"
+    links = page.locator(".paginator a:not(.showall)").evaluate_all(
+        "els => els.map(e => e.href)")
+    assert len(links) == -(-events // 50) - 1  # the other pages, each linked once
+    for link in links:
+        page.goto(link)
+        assert changelist_rows(page) > 0, link
+    page.screenshot(path=str(ARTIFACTS / "events-changelist.png"), full_page=True)
+
+    # Past the counting limit: "more than N", and links only as far as rows
+    # are known to exist.
+    monkeypatch.setattr(EventAdmin, "count_limit", 60)
+    monkeypatch.setattr(EventAdmin, "list_per_page", 10)
+    monkeypatch.setattr(EventAdmin, "list_max_show_all", 20)
+    page.goto(f"{live_server.url}/admin/ledger/event/")
+    assert page.locator("[data-testid=result-count]").inner_text() == "more than 60 events"
+    assert page.locator(".paginator .showall").count() == 0  # "all" is not known to be small
+    pages = page.locator(".paginator a").all_text_contents()
+    assert pages[-1] == "7"  # rows 61..70 hold at least row 61
+    links = page.locator(".paginator a").evaluate_all("els => els.map(e => e.href)")
+    for link in links:
+        page.goto(link)
+        assert changelist_rows(page) > 0, link
+    page.screenshot(path=str(ARTIFACTS / "events-more-than.png"), full_page=True)
+    page.goto(f"{live_server.url}/admin/ledger/event/?kind=checkpoint.recorded")
+    assert page.locator("[data-testid=search-count]").inner_text().startswith(
+        "more than 60 results")
+    page.close()
+
+
+def test_goal_schedules_are_read_only_and_the_root_leads_somewhere(browser, live_server):
+    user("root", None)
+    demo.create()
+    schedule = Schedule.objects.first()
+    assert schedule is not None  # the demo's internal watchdogs have schedules
+    page = login(browser, live_server, "root")
+    assert page.locator("#user-tools a", has_text="View site").get_attribute("href") == \
+        "/api/v1/docs"
+    page.goto(f"{live_server.url}/admin/django_q/schedule/")
+    assert changelist_rows(page) == Schedule.objects.count()
+    assert page.locator("#content a.addlink").count() == 0
+    assert page.locator("select[name=action]").count() == 0
+    page.goto(f"{live_server.url}/admin/django_q/schedule/{schedule.pk}/change/")
+    assert page.locator("input[type=submit]").count() == 0
+    assert page.locator("input[name=func], select[name=schedule_type]").count() == 0
+    page.screenshot(path=str(ARTIFACTS / "schedule-read-only.png"), full_page=True)
+    assert page.goto(f"{live_server.url}/admin/django_q/schedule/add/").status == 403
+    for model in ("success", "failure"):
+        page.goto(f"{live_server.url}/admin/django_q/{model}/")
+        assert page.locator("select[name=action]").count() == 0
+
+    # Users and groups stay editable by superusers (docs/operators.md says so).
+    page.goto(f"{live_server.url}/admin/auth/user/")
+    assert page.locator("#content a.addlink").count() == 1
+
+    # The bare host: a browser lands on the admin.
+    page.goto(f"{live_server.url}/")
+    assert page.url == f"{live_server.url}/admin/"
+    page.close()
+
+
+def test_an_operator_is_offered_only_what_the_domain_accepts(browser, live_server):
+    user("olga", "operator")
+    running = GoalFactory(goal_key="running-one", checkpoints=1)
+    stopped = GoalFactory(goal_key="stopped-one", checkpoints=1)
+    store.execute(stopped.pk, Stop("olga", "abandoned"), actor="olga")
+    page = login(browser, live_server, "olga")
+    page.goto(f"{live_server.url}/admin/ledger/goal/{running.pk}/timeline/")
+    assert page.locator("[data-testid=action-stop]").count() == 1
+    assert page.locator("[data-testid=action-recover]").count() == 0
+    assert "cannot be recovered" in page.locator("[data-testid=not-offered-recover]").inner_text()
+    page.screenshot(path=str(ARTIFACTS / "actions-running.png"))
+    page.goto(f"{live_server.url}/admin/ledger/goal/{stopped.pk}/timeline/")
+    assert page.locator("[data-testid=action-stop]").count() == 0
+    assert page.locator("[data-testid=action-recover]").count() == 0
+    assert page.locator("[data-testid=action-replay]").count() == 1
+    page.close()
+
+
+def test_the_lists_show_what_an_auditor_needs_in_utc_unclipped_at_1400px(browser,
+                                                                        live_server):
+    """Issue 24, items 1, 15 and 17: id prefix, objective, lease holder and
+    next wake on the goal list; a summary and the goal's id prefix on the event
+    list; times in UTC to the second with sortable columns; nothing wider than
+    a 1400 px window; a favicon; a typed id prefix opens its goal."""
+    user("audra", "auditor")
+    demo.create()
+    page = login(browser, live_server, "audra")
+    page.set_viewport_size({"width": 1400, "height": 900})
+    stamp = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$")
+    for path, columns in (("goal", ("id", "objective", "holder", "next wake",
+                                    "updated")),
+                          ("event", ("goal id", "summary", "recorded (utc)"))):
+        page.goto(f"{live_server.url}/admin/ledger/{path}/")
+        headers = [h.strip().lower()
+                   for h in page.locator("#result_list thead th").all_inner_texts()]
+        for column in columns:
+            assert column in headers, (path, headers)
+        times = page.locator("#result_list time.wl-time").all_inner_texts()
+        assert times and all(stamp.match(t) for t in times), times[:3]
+        assert "a.m." not in page.content() and "p.m." not in page.content()
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 1400, f"{path} list is {width} px wide"
+        # Nor scrolled inside its own box (Django's .results scrolls sideways).
+        table, box = page.evaluate("[document.querySelector('#result_list').scrollWidth, "
+                                   "document.querySelector('.results').clientWidth]")
+        widths = page.evaluate("[...document.querySelectorAll('#result_list thead th')]"
+                               ".map(th => th.innerText.trim() + ':' + th.offsetWidth)")
+        assert table <= box, f"{path} list is {table} px in a {box} px box: {widths}"
+        page.screenshot(path=str(ARTIFACTS / f"{path}-list-1400.png"), full_page=True)
+    # The time columns sort.
+    page.goto(f"{live_server.url}/admin/ledger/goal/")
+    page.click("#result_list thead th:has-text('next wake') a")
+    assert "o=" in page.url
+    # The favicon, on the admin and for any other page.
+    icon = page.locator("link[rel=icon]").get_attribute("href")
+    assert icon.endswith(".svg")
+    assert page.request.get(f"{live_server.url}{icon}").status == 200
+    assert page.request.get(f"{live_server.url}/favicon.ico").status == 200
+    # The 8 digits the list shows open the goal.
+    goal = Goal.objects.filter(agent=demo.AGENT).first()
+    page.goto(f"{live_server.url}/admin/ledger/goal/{goal.pk.hex[:8]}/")
+    page.wait_for_url(f"**/admin/ledger/goal/{goal.pk}/timeline/")
+    assert page.locator("[data-testid=chart]").count() == 1
+    assert page.goto(f"{live_server.url}/admin/ledger/goal/not-a-goal/timeline/").status == 404
+
+
+def test_the_timeline_header_shows_how_a_goal_ended_and_its_pauses(browser, live_server):
+    """Issue 24 item 14: the completion, its evidence and each rate limit are in
+    the first screen; the chart shades the pause; an ended goal gets one line."""
+    user("olga", "operator")
+    made = {m.goal_key: m for m in demo.create()}
+    goal = made["checkout-flaky-test"]  # rate limited, woken, resumed, completed
+    page = login(browser, live_server, "olga")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(f"{live_server.url}/admin/ledger/goal/{goal.goal_id}/timeline/")
+    for testid in ("ending", "evidence", "interruptions"):
+        box = page.locator(f"[data-testid={testid}]").bounding_box()
+        assert box and box["y"] + min(box["height"], 40) < 800, testid  # without scrolling
+    assert "until" in page.locator("[data-testid=interruptions]").inner_text()
+    assert page.locator("[data-testid=no-action]").count() == 1
+    assert page.locator(".wl-not-offered").count() == 1
+    spans = page.locator("[data-testid=chart] [data-testid=pause-span]")
+    assert spans.count() >= 1
+    assert all((spans.nth(i).bounding_box() or {}).get("width", 0) >= 2
+               for i in range(spans.count()))
+    page.screenshot(path=str(ARTIFACTS / "timeline-header.png"))
+    page.locator("[data-testid=chart]").screenshot(path=str(ARTIFACTS / "chart-pauses.png"))
+    page.close()

@@ -1,0 +1,2 @@
+"""The operator surfaces (ledger/operators/, ledger/admin/): the admin, the
+`ledger` command, terminal output, alerts."""
