@@ -12,7 +12,7 @@ from django.core.management.base import CommandError
 from ledger.domain import DomainError
 from ledger.eventstore import clock
 from ledger.models import Goal
-from ledger.operators import alerts, doctor
+from ledger.operators import alerts, doctor, terminal
 from ledger.operators.commands.base import Exit, Shell
 from ledger.project import dispatchers
 from ledger.services import operators
@@ -126,7 +126,7 @@ class Acts(Shell):
         shown = 0
         for goal in (listed if show_all else listed[:limit]).iterator(chunk_size=500):
             row = alerts.row(goal, now)
-            self.stdout.write(f"{row['since'][:19]}  {row['id']}  {row['status']:8} "
+            self.stdout.write(f"{terminal.when(row['since'])} UTC  {row['id']}  {row['status']:8} "
                               f"{row['reason'] or '-':24} {row['goal_key']} @ "
                               f"{row['workspace']}: {row['why']}")
             shown += 1
