@@ -47,7 +47,8 @@ def test_a_variable_that_disagrees_with_the_file_is_refused_without_values(tmp_p
 
 
 def test_nothing_configured_and_no_file_at_all():
-    assert load(None, None) == ({}, "none configured")
+    assert load(None, None) == ({}, "WAKELEDGER_DISPATCHERS")
+    assert load(Path("/nonexistent/d.json"), None) == ({}, "/nonexistent/d.json (no such file)")
     assert load(None, json.dumps(CONFIG))[0] == CONFIG
 
 
@@ -60,14 +61,16 @@ def test_a_broken_file_is_refused(tmp_path):
 
 # ------------------------------------------------------------- real processes
 
-GOAL = """
-import uuid
+GOALS = """
+import json, uuid
 from ledger.domain import StartGoal
 from ledger.eventstore import store
-state = store.start(StartGoal(goal_id=str(uuid.uuid4()), workspace="/w/{key}", goal_key="{key}",
-                              objective="o", agent="a", policy={{"dispatch": "cc"}}),
-                    actor="a").state
-print(state.goal_id)
+made = {}
+for key, dispatch in (("bare", "cc"), ("server", "cc"), ("other", "cc"), ("pull", "gone")):
+    made[key] = store.start(StartGoal(
+        goal_id=str(uuid.uuid4()), workspace=f"/w/{key}", goal_key=key, objective="o",
+        agent="a", policy={"dispatch": dispatch}), actor="a").state.goal_id
+print(json.dumps(made))
 """
 
 
@@ -92,36 +95,36 @@ def test_ledger_wake_decides_the_same_from_any_shell(tmp_path):
     assert done.returncode == 0, done.stderr
     assert json.loads((var / "dispatchers.json").read_text()) == CONFIG
 
-    said = {}
-    for shell, dispatchers in (("bare", None), ("server's", CONFIG)):
-        made = manage(var, "shell", "-c", GOAL.format(key=shell.strip("'")))
-        assert made.returncode == 0, made.stderr
-        gid = made.stdout.split()[-1]
-        woke = manage(var, "ledger", "wake", gid, "--reason", "test", "--operator", "op",
+    made = manage(var, "shell", "-c", GOALS)
+    assert made.returncode == 0, made.stderr
+    goal = json.loads(made.stdout.strip().splitlines()[-1])
+
+    def wake(key: str, dispatchers: dict | None = None) -> subprocess.CompletedProcess:
+        return manage(var, "ledger", "wake", goal[key], "--reason", "test", "--operator", "op",
                       dispatchers=dispatchers)
+
+    said = {}
+    for shell, dispatchers in (("bare", None), ("server", CONFIG)):
+        woke = wake(shell, dispatchers)
         assert woke.returncode == 0, woke.stderr
-        said[shell] = woke.stdout.replace(gid, "GOAL").strip()
-    assert said["bare"] == said["server's"]
+        said[shell] = woke.stdout.replace(goal[shell], "GOAL").strip()
+    assert said["bare"] == said["server"]
     assert said["bare"].startswith("goal GOAL: pushed to dispatcher 'cc'"), said
     assert str(var / "dispatchers.json") in said["bare"] and TOKEN not in said["bare"]
 
     # A shell whose variable says otherwise is refused before it decides anything.
-    made = manage(var, "shell", "-c", GOAL.format(key="other"))
-    gid = made.stdout.split()[-1]
     other = {"cc": {"type": "command", "argv": ["false", "--token=other-secret"]}}
-    refused = manage(var, "ledger", "wake", gid, "--reason", "test", "--operator", "op",
-                     dispatchers=other)
+    refused = wake("other", other)
     assert refused.returncode != 0
     assert "WAKELEDGER_DISPATCHERS disagrees with" in refused.stderr
     assert TOKEN not in refused.stderr + refused.stdout
     assert "other-secret" not in refused.stderr + refused.stdout
 
     # A goal whose dispatcher is not configured is made ready for pull, and says why.
-    pull = GOAL.replace('"cc"', '"gone"').format(key="pull")
-    gid = manage(var, "shell", "-c", pull).stdout.split()[-1]
-    woke = manage(var, "ledger", "wake", gid, "--reason", "test", "--operator", "op")
+    woke = wake("pull")
     assert woke.returncode == 0, woke.stderr
-    assert "ready for pull: its dispatcher 'gone' is not configured" in woke.stdout
+    assert (f"ready for pull: its dispatcher 'gone' is not configured in {var}/dispatchers.json"
+            in woke.stdout)
 
     # `ledger alerts` answers with its exit code, never with an error line.
     alerts = manage(var, "ledger", "alerts")

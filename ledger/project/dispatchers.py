@@ -31,7 +31,7 @@ VARIABLE = "WAKELEDGER_DISPATCHERS"
 
 
 def load(path: Path | None, from_env: str | None) -> tuple[dict[str, Any], str]:
-    """The configuration and where it came from (a sentence without values).
+    """The configuration and where it came from (a place, never a value).
 
     ``path`` None: no file (the test suite's processes, configured in-process
     or by the variable alone). Disagreement is refused, never resolved by a
@@ -39,13 +39,12 @@ def load(path: Path | None, from_env: str | None) -> tuple[dict[str, Any], str]:
     """
     env_value = _parse(from_env, VARIABLE) if from_env and from_env.strip() else None
     if path is None:
-        return (env_value or {}), (f"the environment ({VARIABLE})" if env_value is not None
-                                   else "none configured")
+        return (env_value or {}), VARIABLE
     try:
         text = path.read_text()
     except FileNotFoundError:
         if env_value is None:
-            return {}, f"none configured ({path} does not exist)"
+            return {}, f"{path} (no such file)"
         _seed(path, env_value)
         return env_value, f"{path} (seeded from {VARIABLE})"
     except OSError as error:
@@ -96,6 +95,6 @@ def why_pulled(dispatch: str) -> str:
         return "its dispatcher is none: its agent takes the lease"
     config = settings.WAKELEDGER_DISPATCHERS
     if dispatch not in config:
-        return (f"its dispatcher {dispatch!r} is not configured "
-                f"(dispatchers from {settings.WAKELEDGER_DISPATCHERS_SOURCE})")
+        return (f"its dispatcher {dispatch!r} is not configured in "
+                f"{settings.WAKELEDGER_DISPATCHERS_SOURCE}")
     return f"its dispatcher {dispatch!r} (an OpenClaw message) hands over no lease"

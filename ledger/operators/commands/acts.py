@@ -146,8 +146,9 @@ def woken(claim: Any) -> str:
     once made a pushed goal wait an hour for a pull, and said nothing)."""
     dispatch = str(claim.state.setting("dispatch"))
     if claim.outcome == "recurring_acquired":
-        return (f"pushed to dispatcher {dispatch!r}: it starts the continuation with the "
-                f"lease (dispatchers from {settings.WAKELEDGER_DISPATCHERS_SOURCE})")
+        return (f"pushed to dispatcher {dispatch!r} (configured in "
+                f"{settings.WAKELEDGER_DISPATCHERS_SOURCE}): it starts the continuation "
+                "with the lease")
     if claim.outcome == "ready_for_pull":
         return f"ready for pull: {dispatchers.why_pulled(dispatch)}"
     return f"{claim.outcome} ({claim.report.notes})"
