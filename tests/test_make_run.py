@@ -109,7 +109,9 @@ def test_make_run_survives_a_killed_scheduler_and_web_and_refuses_a_busy_port(tm
         assert serves(port)
         wait_for(lambda: cluster_of(relaunched), START, "the restarted qcluster")
         text = log.read_text()
-        assert f"scheduler (pid {launcher}) died" in text and "scheduler restarted" in text
+        assert f"scheduler: the cluster (pid {cluster}) died (signal 9)" in text
+        assert f"scheduler (pid {launcher}) died (exit code 137)" in text
+        assert "scheduler restarted" in text
         assert started(log, "web") == [web]  # the web was never restarted
 
         # kill -9 of the web: back on the same port; the scheduler untouched.

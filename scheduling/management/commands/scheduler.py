@@ -68,7 +68,11 @@ class Command(BaseCommand):
             # manager restarts, so its group goes first; then exit as it did.
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(cluster.pid, signal.SIGKILL)
-            sys.exit(cluster.returncode or 1)
+            code = cluster.returncode
+            self.stderr.write(f"scheduler: the cluster (pid {cluster.pid}) died "
+                              f"({f'signal {-code}' if code < 0 else f'exit code {code}'})")
+            # A signal's death as a shell reports it (128 + N), not -N & 0xff.
+            sys.exit(128 - code if code < 0 else code or 1)
         self.stderr.write(f"scheduler: stopping the cluster (pid {cluster.pid})")
         cluster.send_signal(signal.SIGTERM)
         try:
