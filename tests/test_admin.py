@@ -230,6 +230,15 @@ def test_operator_actions_append_events_with_the_operators_name():
     assert Event.objects.get(goal=rejected_goal, kind="approval.resolved").actor == "olga"
 
 
+def test_a_wake_from_the_admin_says_what_it_did():
+    client = staff("olga", "operator")
+    goal = GoalFactory(policy={"dispatch": "none"}, leased=False)
+    woke = client.post(f"/admin/ledger/goal/{goal.pk}/act/wake/", {"reason": "now"},
+                       follow=True).content.decode()
+    assert "ready for pull: its dispatcher is none: its agent takes the lease" in woke
+    assert Event.objects.filter(goal=goal, kind="wake.claimed").last().actor == "olga"
+
+
 def test_an_action_needs_a_reason_and_a_refusal_is_shown():
     client = staff("olga", "operator")
     goal = GoalFactory()  # running: not recoverable

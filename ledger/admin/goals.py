@@ -33,7 +33,7 @@ from ledger.eventstore import clock, projection
 from ledger.log import export
 from ledger.models import Goal
 from ledger.operators import alerts, goalids, timeline
-from ledger.operators.terminal import summary
+from ledger.operators.terminal import summary, woken
 from ledger.services import operators
 from ledger.services.bodies import Standing
 
@@ -294,14 +294,17 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
     def _act(self, request: HttpRequest, goal: Goal, action: str, gate: str, reason: str,
              back: str) -> HttpResponse:
         try:  # the same use case as the API's and `ledger stop|recover|wake|approve`
-            state = operators.act(action, goal.pk, operator=request.user.get_username(),
-                                  reason=reason, gate=gate).state
+            acted = operators.act(action, goal.pk, operator=request.user.get_username(),
+                                  reason=reason, gate=gate)
         except DomainError as error:
             self.message_user(request, f"Refused ({error.code}): {error.detail}",
                               messages.ERROR)
         else:
+            state = acted.state
             self.message_user(request, f"{action}: the goal is now {state.status}"
-                              + (f"/{state.reason}" if state.reason else ""))
+                              + (f"/{state.reason}" if state.reason else "")
+                              # A wake says what it did: pushed, or ready for pull and why.
+                              + (f"; {woken(acted.claim)}" if acted.claim else ""))
         return HttpResponseRedirect(back)
 
 

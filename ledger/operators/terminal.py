@@ -494,3 +494,23 @@ def _approvals_line(state: GoalState) -> str:
     return "; ".join(f"{clean(g['gate'])} (asked {when(g.get('requested_at'))})"
                      + (f": {clean(g['summary'], 100)}" if g.get("summary") else "")
                      for g in state.pending_approvals)
+
+
+def woken(claim: Any) -> str:
+    """What a wake did, said plainly (`ledger wake`, the admin's wake): pushed
+    to which dispatcher, or made ready for pull and why. A shell that read
+    other dispatchers than the server's once made a pushed goal wait an hour
+    for a pull, and said nothing (issue 38)."""
+    # Here only: the rest of this module reads goals and events without settings.
+    from django.conf import settings
+
+    from ledger.project import dispatchers
+
+    dispatch = str(claim.state.setting("dispatch"))
+    if claim.outcome == "recurring_acquired":
+        return (f"pushed to dispatcher {dispatch!r} (configured in "
+                f"{settings.WAKELEDGER_DISPATCHERS_SOURCE}): it starts the continuation "
+                "with the lease")
+    if claim.outcome == "ready_for_pull":
+        return f"ready for pull: {dispatchers.why_pulled(dispatch)}"
+    return f"{claim.outcome} ({claim.report.notes})"

@@ -6,7 +6,6 @@ in ledger/management/commands/ledger.py). Thin: parse, call, print."""
 import getpass
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import CommandError
 
 from ledger.domain import DomainError
@@ -14,7 +13,6 @@ from ledger.eventstore import clock
 from ledger.models import Goal
 from ledger.operators import alerts, doctor, terminal
 from ledger.operators.commands.base import Exit, Shell
-from ledger.project import dispatchers
 from ledger.services import operators
 
 # Goals `ledger alerts` prints unless told otherwise; the total is always printed,
@@ -104,7 +102,7 @@ class Acts(Shell):
         except DomainError as error:
             raise CommandError(f"{error.code}: {error.detail}") from None
         if acted.claim:
-            self.stdout.write(f"goal {goal_id}: {woken(acted.claim)}")
+            self.stdout.write(f"goal {goal_id}: {terminal.woken(acted.claim)}")
             return
         state = acted.state
         reason = f"/{state.reason}" if state.reason else ""
@@ -139,16 +137,3 @@ class Acts(Shell):
                        + ("" if health["status"] == "ok" else
                           f"; the scheduler is {health['status']}"), returncode=1)
 
-
-def woken(claim: Any) -> str:
-    """What a wake did, said plainly: pushed to which dispatcher, or made ready
-    for pull and why (a shell that read other dispatchers than the server's
-    once made a pushed goal wait an hour for a pull, and said nothing)."""
-    dispatch = str(claim.state.setting("dispatch"))
-    if claim.outcome == "recurring_acquired":
-        return (f"pushed to dispatcher {dispatch!r} (configured in "
-                f"{settings.WAKELEDGER_DISPATCHERS_SOURCE}): it starts the continuation "
-                "with the lease")
-    if claim.outcome == "ready_for_pull":
-        return f"ready for pull: {dispatchers.why_pulled(dispatch)}"
-    return f"{claim.outcome} ({claim.report.notes})"
