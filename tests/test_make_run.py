@@ -15,18 +15,34 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+from ledger.project import run
 from tests.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 START = 180  # seconds: a fresh database's migrations on a loaded 2-core machine
 
-pytestmark = pytest.mark.slow
 
-
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def sqlite_only():
     if connection.vendor != "sqlite":
         pytest.skip("the real `make run` test runs once, in the SQLite half of the suite")
+
+
+def test_a_listening_port_is_busy_and_a_free_one_is_not():
+    import socket
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        assert run.port_busy("127.0.0.1", port)  # the reason, e.g. "Address already in use"
+    assert run.port_busy("127.0.0.1", port) is None
+
+
+def test_the_procfile_is_the_list_of_processes(tmp_path):
+    assert list(run.procfile(ROOT / "Procfile")) == ["web", "scheduler"]
+    odd = tmp_path / "Procfile"
+    odd.write_text("# a comment\n\nweb: gunicorn x --bind a:$PORT\nworker:python -m y\n")
+    assert run.procfile(odd) == {"web": "gunicorn x --bind a:$PORT", "worker": "python -m y"}
 
 
 def free_port() -> int:
@@ -80,7 +96,9 @@ def alive(pid: int) -> bool:
     return "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
 
 
-def test_make_run_survives_a_killed_scheduler_and_web_and_refuses_a_busy_port(tmp_path):
+@pytest.mark.slow
+def test_make_run_survives_a_killed_scheduler_and_web_and_refuses_a_busy_port(tmp_path,
+                                                                             sqlite_only):
     port, log = free_port(), tmp_path / "run.log"
     with open(log, "wb") as out:
         supervisor = subprocess.Popen(
