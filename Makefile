@@ -25,11 +25,10 @@ $(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
 # Links printed without a request (bootstrap, dispatchers) name this PORT;
 # served pages use the request's own host unless SITE_URL is set.
 run: export WAKELEDGER_PORT := $(PORT)
+# ledger/project/run.py: refuses a busy port before it migrates, then runs the
+# Procfile's processes and restarts whichever dies (honcho stopped them all).
 run: $(VENV)/.installed
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
-	$(BIN)/python manage.py ledger bootstrap
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start --port $(PORT)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m ledger.project.run --port $(PORT)
 
 test: test-sqlite test-postgres
 

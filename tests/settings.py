@@ -9,6 +9,9 @@ import os
 # Django empties the database between transactional tests with `flush`, which
 # the append-only triggers otherwise refuse (see ledger/management/commands/flush.py).
 os.environ.setdefault("WAKELEDGER_ALLOW_FLUSH", "1")
+# The suite's processes take their dispatchers from the variable alone (each
+# test its own), never from one var/dispatchers.json they would all share.
+os.environ.setdefault("WAKELEDGER_DISPATCHERS_FILE", "")
 
 from ledger.project.settings import *  # noqa: F403
 

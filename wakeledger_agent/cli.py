@@ -61,14 +61,22 @@ class Command:
     actions: tuple["Command", ...] = ()  # sub-commands (`job track`, `watchdog cancel`)
 
 
-SESSION = tuple(arg(f"--{name}") for name in
-                ("agent-id", "session-key", "session-id", "model", "timezone"))
+# The agent session a goal is bound to, so a wake resumes the same one.
+SESSION = (
+    arg("--agent-id", help="the agent runtime's own id for itself (recorded on the goal)"),
+    arg("--session-key", help="the key that resumes the agent's session (a wake passes it "
+        "to the dispatcher as {session_key})"),
+    arg("--session-id", help="the agent's session id, when it differs from the key"),
+    arg("--model", help="the model the session runs (recorded; helps read a limit notice)"),
+    arg("--timezone", help="the IANA zone the agent's limit notices print wall times in"),
+)
 WAKE_REASONS = ["timeout_recovery", "dependency_ready", "scheduled_progress", "rate_limit_reset"]
 ENDS_A_TURN = (
     arg("--wake-in", type=int, metavar="SECONDS",
         help="with the release: wake me this many seconds later (60 to the watchdog's "
              "interval)"),
-    arg("--wake-reason", default="timeout_recovery", choices=WAKE_REASONS),
+    arg("--wake-reason", default="timeout_recovery", choices=WAKE_REASONS,
+        help="with --wake-in: why that wake fires (default: timeout_recovery)"),
 )
 REPEAT: dict[str, Any] = {"action": "append", "default": []}
 
@@ -126,28 +134,39 @@ HOOKS = Command("hooks", "install or uninstall the agent hooks", goal=False, act
 
 START = Command("start", "start or resume a goal and take its lease", commands.cmd_start,
                 goal=False, args=(
-    arg("--goal-key", required=True), arg("--workspace", required=True),
-    arg("--objective", required=True),
+    arg("--goal-key", required=True,
+        help="the goal's stable name in its workspace: the same key resumes the same goal"),
+    arg("--workspace", required=True, help="the directory (or repository) the goal works in"),
+    arg("--objective", required=True, help="what the goal is to achieve, in one sentence"),
     arg("--done", **REPEAT, help="a done criterion (repeat)"),
     arg("--next", **REPEAT, help="a planned step (repeat)"),
     arg("--timeout", type=int, help="seconds this turn may run"),
     arg("--estimate", type=int, help="estimated seconds for the whole goal"),
-    arg("--lease-seconds", type=int), arg("--scheduler", choices=["internal", "host"]),
+    arg("--lease-seconds", type=int,
+        help="how long each lease lasts before it must be renewed (the server caps it)"),
+    arg("--scheduler", choices=["internal", "host"],
+        help="who fires the watchdog's wakes: the server's scheduler (internal) or the "
+             "agent's host (host: `watchdog prepare` answers the schedule to create)"),
     *SESSION))
 CHECKPOINT = Command("checkpoint", "record a verified step", commands.cmd_checkpoint, args=(
-    arg("--step", required=True), arg("--progress", type=int, required=True),
-    arg("--completed", **REPEAT), arg("--next", **REPEAT),
+    arg("--step", required=True, help="the step just verified, in a few words"),
+    arg("--progress", type=int, required=True, help="percent of the goal done, 0 to 100"),
+    arg("--completed", **REPEAT, help="something finished in this step (repeat)"),
+    arg("--next", **REPEAT, help="the next planned action (repeat)"),
     arg("--artifact", **REPEAT, help="a file to record with its sha256 and size (repeat)"),
     arg("--overwrite", action="store_true",
         help="allow re-recording an artifact path with a new checksum"),
-    arg("--error", **REPEAT), arg("--note", default=""),
+    arg("--error", **REPEAT, help="an error met in this step, for whoever resumes (repeat)"),
+    arg("--note", default="", help="free text for whoever resumes the goal"),
     arg("--release", action="store_true",
         help="release the lease (the last checkpoint before a turn ends)"),
     *ENDS_A_TURN))
 LEASE_HELP = ("acquire the lease (or take over a stale one); exit 0 with already_held when "
               "the live lease is the one in your lease file")
 FINISH = Command("finish", "finish the goal", commands.cmd_finish, args=(
-    arg("--status", required=True, choices=["completed", "failed", "blocked"]),
+    arg("--status", required=True, choices=["completed", "failed", "blocked"],
+        help="how the goal ends: completed needs evidence for each done criterion; blocked "
+             "waits for a human"),
     arg("--summary", default="", help="what was done (required with completed)"),
     arg("--evidence", **REPEAT, metavar="CRITERION=EVIDENCE",
         help="with completed: what shows a done criterion holds (a link, a command and its "
@@ -155,7 +174,8 @@ FINISH = Command("finish", "finish the goal", commands.cmd_finish, args=(
 REPORT_RUN = Command(
     "report-run", "report how a run ended (a rate limit pauses the goal until its reset and "
     "schedules one wake)", commands.cmd_report_run, args=(
-        arg("--outcome", required=True, choices=["ok", "error"]),
+        arg("--outcome", required=True, choices=["ok", "error"],
+            help="how the run ended; an error needs --error-text(-file) or --retry-after"),
         OneOf((arg("--error-text", help="the provider's message (classified, then discarded "
                    "by the server)"),
                arg("--error-text-file", metavar="PATH",
@@ -165,7 +185,7 @@ REPORT_RUN = Command(
 APPROVAL = Command("request-approval", "ask an operator to approve a gate; the goal blocks "
                    "until decided", commands.cmd_request_approval, args=(
     arg("--gate", required=True, help="what needs approving, e.g. deploy"),
-    arg("--summary", default="")))
+    arg("--summary", default="", help="what the approver should know, in a sentence")))
 JOB = Command("job", "blocking jobs: track, status", goal=False, actions=(
     Command("track", "track a blocking job (one exact run)", commands.cmd_job_track, args=(
         arg("--kind", required=True, help="e.g. ci_run, deploy, review"),
@@ -176,8 +196,9 @@ JOB = Command("job", "blocking jobs: track, status", goal=False, actions=(
                  "end: a waiting goal is woken at once"))),
     Command("status", "record a tracked job's status", commands.cmd_job_status, args=(
         arg("job_id", metavar="JOB_ID", help="the job_id `job track` returned"),
-        arg("--status", required=True, choices=["running", "succeeded", "failed", "cancelled"]),
-        arg("--conclusion", default=""))),
+        arg("--status", required=True, choices=["running", "succeeded", "failed", "cancelled"],
+            help="the job's status now"),
+        arg("--conclusion", default="", help="the job system's own word for its end"))),
 ))
 RECEIPTS = ["created", "create_failed", "create_uncertain", "cancelled", "disabled",
             "user_attested_deleted"]
@@ -189,23 +210,31 @@ WATCHDOG = Command("watchdog", "the goal's one watchdog: prepare, cancel, receip
     Command("cancel", "cancel the watchdog", commands.cmd_watchdog_cancel),
     Command("receipt", "record what the host did with the watchdog", commands.cmd_watchdog_receipt,
             args=(
-        arg("--status", required=True, choices=RECEIPTS),
+        arg("--status", required=True, choices=RECEIPTS,
+            help="what the host did: created the task, failed or may have failed to, "
+                 "cancelled or disabled it, or the user says it is deleted"),
         arg("--host-ref", help="the host's task id (stored as a digest only)"),
         arg("--due-at", help="the next run, ISO 8601 with offset"),
-        arg("--runs-on", choices=["cloud", "local", "unverified"]),
+        arg("--runs-on", choices=["cloud", "local", "unverified"],
+            help="where the host task runs (a local one stops with the machine)"),
         arg("--verified", action="store_true", help="the host proved where the task runs"),
-        arg("--attested-by"), arg("--note"))),
+        arg("--attested-by", help="with user_attested_deleted: who says so"),
+        arg("--note", help="free text recorded with the receipt"))),
 ))
 CLAIM = Command("claim", "claim a wake (what a host-fired task runs first); exit 0 with a "
                 "saved lease, 8 when there is nothing to do", commands.cmd_claim, args=(
     arg("--occurrence-id", help="the host run's id: the same id twice is one claim"),
     arg("--reason", choices=["timeout_recovery", "rate_limit_reset", "dependency_ready",
-                             "scheduled_progress"])))
+                             "scheduled_progress"],
+        help="why the host task fired (default: the server's reading of the goal)")))
 EVENTS = Command("events", "the goal's events, in order", commands.cmd_events, args=(
-    arg("--after", type=int, help="only events after this seq"), arg("--limit", type=int)))
+    arg("--after", type=int, help="only events after this seq"),
+    arg("--limit", type=int, help="at most this many events")))
 GOALS = Command("goals", "list the goals you may see", commands.cmd_goals, goal=False, args=(
-    *(arg(f"--{name}") for name in ("status", "reason", "workspace", "agent", "cursor")),
-    arg("--page-size", type=int)))
+    *(arg(f"--{name}", help=f"only goals with this {name}")
+      for name in ("status", "reason", "workspace", "agent")),
+    arg("--cursor", help="the previous page's next cursor, for the next page"),
+    arg("--page-size", type=int, help="goals per page")))
 MCP = Command("mcp", "serve these calls as MCP tools over stdio (docs/agents.md)", serve_mcp,
               goal=False, args=(
     arg("--share-leases", action="store_true",
@@ -224,7 +253,9 @@ SUPERVISE = Command(
     "supervise", "run an agent command under the goal's lease: heartbeats, the run reported "
     "as its class (a limit notice pauses the goal until its reset), with --until-done its "
     "wakes pulled and resumed (docs/agents.md)", supervise, goal=False, args=(
-        arg("--workspace", required=True), arg("--goal-key", required=True),
+        arg("--workspace", required=True, help="the directory the goal works in"),
+        arg("--goal-key", required=True,
+            help="the goal's stable name in its workspace: the same key resumes the same goal"),
         arg("--objective", default="",
             help="for a new goal (default: 'supervised: GOAL_KEY')"),
         arg("--done-criterion", "--done", dest="done", **REPEAT,
@@ -259,7 +290,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("lease", LEASE_HELP, commands.cmd_lease),
     FINISH,
     Command("workspace-release", "release the goal's workspace binding",
-            commands.cmd_workspace_release, args=(arg("--reason", required=True),)),
+            commands.cmd_workspace_release,
+            args=(arg("--reason", required=True, help="why (recorded in the history)"),)),
     REPORT_RUN, APPROVAL, JOB, WATCHDOG, CLAIM,
     Command("show", "the goal's state", commands.cmd_show),
     Command("resume", "the resume packet", commands.cmd_resume),
@@ -267,7 +299,9 @@ COMMANDS: tuple[Command, ...] = (
     EVENTS, GOALS,
     Command("alerts", "goals that need a human: one page, oldest first, with the total "
             "(count); pass the page's next cursor for the rest", commands.cmd_alerts,
-            goal=False, args=(arg("--cursor"), arg("--page-size", type=int))),
+            goal=False, args=(
+                arg("--cursor", help="the previous page's next cursor, for the next page"),
+                arg("--page-size", type=int, help="goals per page"))),
     MCP, HOOK, HOOKS, CLAUDE_RUN, SUPERVISE,
 )
 EPILOG = ("exit codes: 0 ok, 2 usage, 3 validation, 4 auth, 5 not found, 6 lease lost, "

@@ -138,11 +138,24 @@ def utc(moment: datetime | None) -> str:
                        at.strftime("%H:%M:%S"))
 
 
-def cut(text: str, *, width: str = "") -> str:
-    """A long text cut to its column's width (CSS: "", "short" or "long"),
-    the whole of it in the title."""
-    return format_html('<span class="wl-cut{}" title="{}">{}</span>',
-                       f" wl-cut-{width}" if width else "", text, text)
+def cut_left(text: str) -> str:
+    """A path cut from the left: its distinguishing tail shows
+    (``…/services/billing-api``), never a column of identical beginnings;
+    the whole of it in the title. The inner ``bdi`` keeps the text
+    left-to-right inside the right-to-left box that puts the ellipsis first."""
+    return format_html('<span class="wl-cut wl-cut-left" title="{}"><bdi>{}</bdi></span>',
+                       text, text)
+
+
+def clamp(text: str) -> str:
+    """A long text on at most three lines, wrapped (the whole of it in the
+    title, and on the goal's page)."""
+    return format_html('<span class="wl-clamp" title="{}">{}</span>', text, text)
+
+
+def wrapped(text: str) -> str:
+    """A text shown whole, wrapped in its column (an event's summary)."""
+    return format_html('<span class="wl-wrap">{}</span>', text)
 
 
 def int_or_none(value: str | None) -> int | None:

@@ -12,8 +12,8 @@ from django.utils.html import format_html
 from ledger.admin.base import (
     ReadOnlyAdmin,
     UUIDSearchMixin,
-    cut,
     utc,
+    wrapped,
 )
 from ledger.domain.vocabulary import EVENT_KINDS
 from ledger.models import Event
@@ -56,7 +56,7 @@ class EventAdmin(UUIDSearchMixin, ReadOnlyAdmin):
     @admin.display(description="summary")
     def event_summary(self, event: Event) -> str:
         # The timeline's one-line reading of the event (ledger/operators/terminal.py).
-        return cut(summary(event.kind, event.data), width="long")
+        return wrapped(summary(event.kind, event.data))
 
     @admin.display(description="recorded (UTC)", ordering="id")
     def recorded(self, event: Event) -> str:

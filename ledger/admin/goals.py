@@ -13,14 +13,16 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
+from django.utils.safestring import mark_safe
 
 from ledger.admin.base import (
     ReadOnlyAdmin,
     ReasonForm,
     UUIDSearchMixin,
-    cut,
+    clamp,
+    cut_left,
     int_or_none,
     is_operator,
     utc,
@@ -31,7 +33,7 @@ from ledger.eventstore import clock, projection
 from ledger.log import export
 from ledger.models import Goal
 from ledger.operators import alerts, goalids, timeline
-from ledger.operators.terminal import summary
+from ledger.operators.terminal import summary, woken
 from ledger.services import notifications, operators
 from ledger.services.bodies import Standing
 
@@ -79,11 +81,11 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
 
     @admin.display(description="objective")
     def objective(self, goal: Goal) -> str:
-        return cut(goal.state.get("objective", ""))
+        return clamp(goal.state.get("objective", ""))
 
     @admin.display(description="workspace", ordering="workspace")
     def workspace_cut(self, goal: Goal) -> str:
-        return cut(goal.workspace, width="short")
+        return cut_left(goal.workspace)
 
     @admin.display(description="status, reason", ordering="status")
     def status_badge(self, goal: Goal) -> str:
@@ -92,7 +94,11 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
         badge = format_html('<span class="wl-badge wl-{}">{}</span>', goal.status, goal.status)
         if not goal.reason:
             return badge
-        return format_html('{}<br><span class="wl-reason">{}</span>', badge, goal.reason)
+        # A break allowed after each underscore: INTERRUPTED_UNKNOWN may take
+        # two lines rather than widen the column past the window.
+        parts = goal.reason.split("_")
+        reason = format_html_join(mark_safe("_<wbr>"), "{}", ((part,) for part in parts))
+        return format_html('{}<br><span class="wl-reason">{}</span>', badge, reason)
 
     @admin.display(description="holder")
     def lease_holder(self, goal: Goal) -> str:
@@ -297,14 +303,17 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
     def _act(self, request: HttpRequest, goal: Goal, action: str, gate: str, reason: str,
              back: str) -> HttpResponse:
         try:  # the same use case as the API's and `ledger stop|recover|wake|approve`
-            state = operators.act(action, goal.pk, operator=request.user.get_username(),
-                                  reason=reason, gate=gate).state
+            acted = operators.act(action, goal.pk, operator=request.user.get_username(),
+                                  reason=reason, gate=gate)
         except DomainError as error:
             self.message_user(request, f"Refused ({error.code}): {error.detail}",
                               messages.ERROR)
         else:
+            state = acted.state
             self.message_user(request, f"{action}: the goal is now {state.status}"
-                              + (f"/{state.reason}" if state.reason else ""))
+                              + (f"/{state.reason}" if state.reason else "")
+                              # A wake says what it did: pushed, or ready for pull and why.
+                              + (f"; {woken(acted.claim)}" if acted.claim else ""))
         return HttpResponseRedirect(back)
 
 

@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from ledger.admin.base import ReadOnlyAdmin, UUIDSearchMixin, cut, utc
+from ledger.admin.base import ReadOnlyAdmin, UUIDSearchMixin, utc, wrapped
 from ledger.models import Channel, Notification
 from ledger.services import notifications
 
@@ -102,7 +102,7 @@ class NotificationAdmin(UUIDSearchMixin, ReadOnlyAdmin):
 
     @admin.display(description="channel", ordering="channel_redacted")
     def to(self, row: Notification) -> str:
-        return cut(row.channel_redacted, width="short")
+        return wrapped(row.channel_redacted)
 
     @admin.display(description="recorded", ordering="created_at")
     def created(self, row: Notification) -> str:

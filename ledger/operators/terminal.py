@@ -123,10 +123,10 @@ def _moment(value: str | datetime | None) -> datetime | None:
 
 
 def _short(value: object) -> str:
-    """An instant inside a summary: the time of day, with the date only when
-    it might be another day than the event's (kept short: summaries are one line)."""
+    """An instant inside a summary, in the one format of every page and command
+    (UTC to the second, the zone said: `12-06 23:15:00` read as local time)."""
     moment = _moment(value if isinstance(value, str | datetime) else None)
-    return moment.strftime("%m-%d %H:%M:%S") if moment else clean(value or "?")
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment else clean(value or "?")
 
 
 def _items(values: object, limit: int = 3) -> str:
@@ -308,7 +308,7 @@ _SUMMARIES: dict[type, Summary] = {
     ev.JobTracked: lambda d: (f"{clean(_v(d.kind))} {clean(_v(d.ref), 60)} "
                               f"(job {clean(_v(d.job_id))})"),
     ev.LivenessMissed: lambda d: (f"{_v(d.reason)}: {clean(_v(d.detail))} "
-                                  f"(deadline {str(d.deadline or '?')[:19]})"),
+                                  f"(deadline {_short(d.deadline)})"),
     ev.JobUpdated: _job_updated,
 }
 
@@ -494,3 +494,23 @@ def _approvals_line(state: GoalState) -> str:
     return "; ".join(f"{clean(g['gate'])} (asked {when(g.get('requested_at'))})"
                      + (f": {clean(g['summary'], 100)}" if g.get("summary") else "")
                      for g in state.pending_approvals)
+
+
+def woken(claim: Any) -> str:
+    """What a wake did, said plainly (`ledger wake`, the admin's wake): pushed
+    to which dispatcher, or made ready for pull and why. A shell that read
+    other dispatchers than the server's once made a pushed goal wait an hour
+    for a pull, and said nothing (issue 38)."""
+    # Here only: the rest of this module reads goals and events without settings.
+    from django.conf import settings
+
+    from ledger.project import dispatchers
+
+    dispatch = str(claim.state.setting("dispatch"))
+    if claim.outcome == "recurring_acquired":
+        return (f"pushed to dispatcher {dispatch!r} (configured in "
+                f"{settings.WAKELEDGER_DISPATCHERS_SOURCE}): it starts the continuation "
+                "with the lease")
+    if claim.outcome == "ready_for_pull":
+        return f"ready for pull: {dispatchers.why_pulled(dispatch)}"
+    return f"{claim.outcome} ({claim.report.notes})"

@@ -252,7 +252,7 @@ def _pause_span(row: dict[str, Any], start_x: float, end_x: float) -> dict[str, 
     """A shaded band from the pause to its end, at least 2 px wide to be seen."""
     return {"x": start_x, "width": round(max(end_x - start_x, 2.0), 1), "seq": row["seq"],
             "until": str(getattr(decode_or_none(row["kind"], row["data"], partial=True),
-                                 "until", None) or "")[:19]}
+                                 "until", None) or "")}
 
 
 # The header's interruptions: each rate limit (a pause, or the block once the
@@ -290,7 +290,7 @@ def header(goal: Goal) -> dict[str, Any]:
         label = {ev.GOAL_PAUSED: "rate limit, paused", ev.GOAL_RECOVERED: "recovered",
                  ev.GOAL_BLOCKED: "rate limit, blocked"}[row["kind"]]
         paused = payload if isinstance(payload, ev.GoalPaused) else None
-        until = str(paused.until or "")[:19] if paused else ""
+        until = str(paused.until or "") if paused else ""
         lines.append({"seq": row["seq"], "kind": row["kind"], "label": label,
                       "at": row["recorded_at"], "until": until,
                       # A pause's summary would repeat its reset: say its basis.

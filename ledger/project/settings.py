@@ -7,7 +7,8 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from ledger.domain import policy as domain_policy
-from ledger.project.env import database_from_url, env_bool, env_int, env_json, env_list, env_str
+from ledger.project import dispatchers
+from ledger.project.env import database_from_url, env_bool, env_int, env_list, env_str
 from ledger.project.files import private_var
 
 # The checkout (this file is ledger/project/settings.py).
@@ -347,7 +348,12 @@ WAKELEDGER_FAILPOINTS_ENABLED = env_bool("WAKELEDGER_FAILPOINTS_ENABLED", False)
 # Dispatchers (what a granted internal wake does), configured by operators,
 # never by agents. JSON: {"name": {"type": "webhook" | "command", ...}}; see
 # scheduling/dispatch.py and docs/api.md (Dispatchers).
-WAKELEDGER_DISPATCHERS = env_json("WAKELEDGER_DISPATCHERS", {})
+# One file every process reads (ledger/project/dispatchers.py): the variable
+# only seeds it, and a variable that disagrees with it stops start-up.
+_dispatchers_file = env_str("WAKELEDGER_DISPATCHERS_FILE", str(VAR_DIR / "dispatchers.json"))
+WAKELEDGER_DISPATCHERS, WAKELEDGER_DISPATCHERS_SOURCE = dispatchers.load(
+    Path(_dispatchers_file) if _dispatchers_file else None,
+    os.environ.get("WAKELEDGER_DISPATCHERS"))
 WAKELEDGER_RUNS_DIR = VAR_DIR / "runs"
 
 # ---------------------------------------------------------------- notifications

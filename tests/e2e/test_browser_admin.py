@@ -373,3 +373,78 @@ def test_the_timeline_header_shows_how_a_goal_ended_and_its_pauses(browser, live
     page.screenshot(path=str(ARTIFACTS / "timeline-header.png"))
     page.locator("[data-testid=chart]").screenshot(path=str(ARTIFACTS / "chart-pauses.png"))
     page.close()
+
+
+# Issue 38 item 6: what an operator reads at 1400 px, with real-world lengths.
+SCREENSHOTS = Path(__file__).resolve().parent.parent / "var" / "screenshots"
+LONG_ROOT = "/home/alice-the-operator/projects/customer-portal-monorepo/services"
+# Every cell, header and box of a list or the dashboard that overflows its own
+# width (a clipped column, a table wider than its box): "tag.class W>w text".
+OVERFLOWING = """() => [...document.querySelectorAll(
+    '#result_list td, #result_list th, .results, #wl-dashboard td, #wl-dashboard th, '
+    + '#wl-dashboard table, #wl-dashboard section, #content-main, #changelist')]
+  .filter(el => el.scrollWidth > el.clientWidth + 1)
+  .map(el => `${el.tagName}.${el.className} ${el.scrollWidth}>${el.clientWidth} `
+             + el.innerText.slice(0, 40))"""
+
+
+def long_goals() -> list[Goal]:
+    """Three goals whose workspaces differ only at their end, two blocked."""
+    made = []
+    for n, tail in enumerate(("billing-reconciliation-worker", "billing-reconciliation-api",
+                              "search-indexer-nightly-rebuild")):
+        goal = GoalFactory(workspace=f"{LONG_ROOT}/{tail}",
+                           goal_key=f"quarterly-{tail}-with-a-long-key",
+                           agent="claude-code-agent-on-build-host-17",
+                           objective="Reconcile every invoice of the quarter against the "
+                                     "payment provider and write a report of the differences "
+                                     "with evidence for each one (" + "x" * 60 + ")")
+        if n < 2:
+            state = GoalState.from_dict(goal.state)
+            store.execute(goal.pk, ReportRun(proof_of(state), "error", "unclassified"),
+                          actor=goal.agent)
+        made.append(goal)
+    return made
+
+
+def test_the_goal_list_and_the_dashboard_fit_1400px_with_full_text_reachable(browser,
+                                                                            live_server):
+    user("opal", "operator")
+    demo.create()
+    goals = long_goals()
+    page = login(browser, live_server, "opal")
+    page.set_viewport_size({"width": 1400, "height": 900})
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+
+    page.goto(f"{live_server.url}/admin/ledger/goal/")
+    assert page.evaluate(OVERFLOWING) == []
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1400
+    # The last column is whole on the screen, not clipped by the list's box.
+    box = page.locator(".results").bounding_box()
+    last = page.locator("#result_list thead th").last.bounding_box()
+    assert last["x"] + last["width"] <= box["x"] + box["width"] + 1
+    # Workspaces are cut from the left: each one's distinguishing tail is what shows.
+    for goal in goals:
+        cell = page.locator(f"#result_list tr:has(span[title='{goal.pk}']) .wl-cut-left")
+        assert cell.get_attribute("title") == goal.workspace  # the whole path, reachable
+        shown = cell.bounding_box()
+        text = cell.locator("bdi").bounding_box()
+        assert text["x"] < shown["x"]  # the beginning is what is cut…
+        assert abs((text["x"] + text["width"]) - (shown["x"] + shown["width"])) <= 2  # …not the end
+    page.screenshot(path=str(SCREENSHOTS / "goal-list-1400.png"), full_page=True)
+
+    page.goto(f"{live_server.url}/admin/ledger/goal/dashboard/")
+    assert page.evaluate(OVERFLOWING) == []
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1400
+    # Since when, in UTC to the second, with how long ago beside it.
+    since = [" ".join(text.split())
+             for text in page.locator("[data-testid=since]").all_inner_texts()]
+    stamp = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \((now|[\dhmsd]+ ago)\)")
+    assert since and all(stamp.fullmatch(text) for text in since), since
+    assert LONG_ROOT + "/billing-reconciliation-api" in page.content()  # whole, wrapped
+    page.screenshot(path=str(SCREENSHOTS / "dashboard-1400.png"), full_page=True)
+
+    page.goto(f"{live_server.url}/admin/ledger/event/")
+    assert page.evaluate(OVERFLOWING) == []
+    page.screenshot(path=str(SCREENSHOTS / "event-list-1400.png"), full_page=True)
+    page.close()

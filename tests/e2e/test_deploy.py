@@ -1,8 +1,8 @@
 """The service run as `make run` runs it, in real processes: gunicorn from the
-Procfile's own command line, honcho over the whole Procfile, on a fresh var/
-directory. What an operator would check by hand after deploying: file modes,
-the access log, the throttle across workers, a clean stop, the settings a
-PostgreSQL deployment must have."""
+Procfile's own command line, the whole Procfile under `make run`'s supervisor
+(ledger/project/run.py), on a fresh var/ directory. What an operator would
+check by hand after deploying: file modes, the access log, the throttle
+across workers, a clean stop, the settings a PostgreSQL deployment must have."""
 
 import os
 import re
@@ -251,26 +251,28 @@ def our_processes(run: str) -> list[int]:
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_make_runs_processes_all_exit_soon_after_a_signal(var, tmp_path, signum):
-    """honcho over the Procfile, as `make run` starts it; a signal to honcho
-    (Ctrl-C in the terminal, or SIGTERM from a supervisor) stops everything:
-    the cluster says it has stopped, nothing is left behind."""
+    """The Procfile under `make run`'s supervisor (ledger/project/run.py, its
+    setup skipped: var/ is migrated); a signal to it (Ctrl-C in the terminal,
+    or SIGTERM from a process manager) stops everything: the cluster says it
+    has stopped, nothing is left behind."""
     port, run = free_port(), uuid.uuid4().hex
-    log_path = tmp_path / "honcho.log"
+    log_path = tmp_path / "run.log"
     with open(log_path, "wb") as log:
-        honcho = subprocess.Popen([str(BIN / "honcho"), "start", "--port", str(port)], cwd=ROOT,
+        server = subprocess.Popen([sys.executable, "-m", "ledger.project.run", "--no-setup",
+                                   "--port", str(port)], cwd=ROOT,
                                   env=environment(var, WAKELEDGER_TEST_RUN=run), stdout=log,
                                   stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_until_serving(f"http://127.0.0.1:{port}", honcho)
+        wait_until_serving(f"http://127.0.0.1:{port}", server)
         deadline = time.monotonic() + 60
         while "] running." not in log_path.read_text():
             assert time.monotonic() < deadline, log_path.read_text()[-2000:]
             time.sleep(0.2)
-        assert len(our_processes(run)) >= 7  # honcho, gunicorn master + 2, launcher, cluster…
+        assert len(our_processes(run)) >= 7  # run.py, gunicorn master + 2, launcher, cluster…
 
         started = time.monotonic()
-        honcho.send_signal(signum)
-        honcho.wait(timeout=30)
+        server.send_signal(signum)
+        server.wait(timeout=30)
         while our_processes(run) and time.monotonic() - started < 30:
             time.sleep(0.1)
         elapsed = time.monotonic() - started
@@ -281,8 +283,8 @@ def test_make_runs_processes_all_exit_soon_after_a_signal(var, tmp_path, signum)
         # stopped." (the cluster was not killed), is the behaviour.
         print(f"all processes gone {elapsed:.1f} s after {signal.Signals(signum).name}")
     finally:
-        if honcho.poll() is None:
-            os.killpg(honcho.pid, signal.SIGKILL)
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
         for pid in our_processes(run):
             os.kill(pid, signal.SIGKILL)
 

@@ -230,6 +230,15 @@ def test_operator_actions_append_events_with_the_operators_name():
     assert Event.objects.get(goal=rejected_goal, kind="approval.resolved").actor == "olga"
 
 
+def test_a_wake_from_the_admin_says_what_it_did():
+    client = staff("olga", "operator")
+    goal = GoalFactory(policy={"dispatch": "none"}, leased=False)
+    woke = client.post(f"/admin/ledger/goal/{goal.pk}/act/wake/", {"reason": "now"},
+                       follow=True).content.decode()
+    assert "ready for pull: its dispatcher is none: its agent takes the lease" in woke
+    assert Event.objects.filter(goal=goal, kind="wake.claimed").last().actor == "olga"
+
+
 def test_an_action_needs_a_reason_and_a_refusal_is_shown():
     client = staff("olga", "operator")
     goal = GoalFactory()  # running: not recoverable
@@ -498,7 +507,7 @@ def test_the_header_shows_the_completion_its_evidence_and_each_rate_limit():
     assert "<b>PR opened</b> ⇒ checked: PR opened" in evidence
     [line] = re.findall(r'data-testid="interruption-goal.paused">(.*?)</li>', top, re.S)
     assert "2026-03-01 12:01:00 UTC" in line
-    assert "paused until reset 2026-03-01T12:10:00Z (provider reset + 0 s)" in line
+    assert "paused until reset 2026-03-01 12:10:00 UTC (provider reset + 0 s)" in line
 
 
 def test_a_recovery_gets_a_line_in_the_header():
@@ -605,7 +614,7 @@ def test_lists_and_pages_show_utc_to_the_second_and_the_new_columns(clock):
     assert "2026-12-02</span> <span>09:00:00 UTC" in goals
     assert "o=" in goals  # sortable headers
     events = auditor.get("/admin/ledger/event/").content.decode()
-    assert 'class="wl-cut wl-cut-long"' in events and "step 1" in events  # the summary
+    assert 'class="wl-wrap"' in events and "step 1" in events  # the summary, whole
     event = Event.objects.filter(goal=goal).first()
     page = auditor.get(f"/admin/ledger/event/{event.pk}/change/").content.decode()
     assert re.search(r"2026-12-02 09:00:00 UTC", page), "Django's own fields in UTC too"

@@ -122,7 +122,7 @@ def test_show_prints_the_state_then_the_events_in_order_with_summaries(clock):
     lines = timeline.splitlines()[1:]
     assert "goal.started" in lines[0] and "“Fix the flaky checkout test” by agent-1" in lines[0]
     assert "workspace.bound" in lines[1]
-    assert lines[2].endswith("gen 1 to agent-1 until 12-02 09:10:00")
+    assert lines[2].endswith("gen 1 to agent-1 until 2026-12-02 09:10:00 UTC")
     assert "✓ checkpoint.recorded" in lines[3]
     assert lines[3].endswith("step “step 1” (10 %) → next: step 2")
     assert lines[4].endswith("step “step 2” (20 %) → next: step 3")
@@ -251,13 +251,13 @@ def test_every_event_kind_has_its_own_summary():
      "step “tests written” (40 %) → next: fix the race, 1 artifact(s)"),
     ("lease.acquired", {"holder": "agent-1", "generation": 2,
                         "expires_at": "2026-12-02T09:10:00.000000Z", "via": "agent"},
-     "gen 2 to agent-1 until 12-02 09:10:00"),
+     "gen 2 to agent-1 until 2026-12-02 09:10:00 UTC"),
     ("wake.claimed", {"outcome": "recurring_acquired", "reason": "timeout_recovery",
                       "source": "internal", "notes": ""},
      "recurring_acquired (timeout_recovery), internal"),
     ("run.reported", {"outcome": "error", "class": "rate_limit",
                       "reset_at": "2026-12-02T10:00:00.000000Z", "retry_after": ""},
-     "rate_limit, reset 12-02 10:00:00"),
+     "rate_limit, reset 2026-12-02 10:00:00 UTC"),
     ("goal.blocked", {"reason": "INTERRUPTED_UNKNOWN", "summary": "went silent"},
      "blocked (INTERRUPTED_UNKNOWN): went silent"),
     ("continuation.charged", {"attempt": 1, "max": 3}, "continuation 1 of 3 charged"),

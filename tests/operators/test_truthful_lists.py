@@ -10,6 +10,7 @@ Each test failed on the code before.
 """
 
 import io
+import re
 import uuid
 from datetime import timedelta
 from unittest import mock
@@ -156,7 +157,9 @@ def test_ledger_alerts_prints_the_total_and_says_what_it_did_not_show(many_block
 
     code, lines = ledger_alerts("--all")
     assert code == 1 and lines[-1] == f"{MANY} goal(s) need a human"
-    assert [line.split()[1] for line in lines[:-1]] == [str(g.pk) for g in many_blocked]
+    # Each line: the instant since when (UTC to the second), then the goal.
+    assert [line.split()[3] for line in lines[:-1]] == [str(g.pk) for g in many_blocked]
+    assert re.match(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC  ", lines[0])
 
     code, lines = ledger_alerts("--limit", "0")
     assert code == 1 and lines == [f"{MANY} goal(s) need a human",

@@ -270,7 +270,7 @@ def test_ledger_wake_command(agent, started, clock):
     out = io.StringIO()
     call_command("ledger", "wake", gid, "--reason", "quota raised", "--operator", "bob",
                  stdout=out)
-    assert "ready_for_pull" in out.getvalue()
+    assert "ready for pull: its dispatcher is none" in out.getvalue()
     assert Event.objects.filter(goal_id=gid, kind="wake.claimed").last().actor == "bob"
 
 

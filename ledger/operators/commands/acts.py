@@ -11,8 +11,8 @@ from django.core.management.base import CommandError
 from ledger.domain import DomainError
 from ledger.eventstore import clock
 from ledger.models import Goal
-from ledger.operators import alerts, doctor
-from ledger.operators.commands.base import Shell
+from ledger.operators import alerts, doctor, terminal
+from ledger.operators.commands.base import Exit, Shell
 from ledger.services import operators
 
 # Goals `ledger alerts` prints unless told otherwise; the total is always printed,
@@ -102,8 +102,7 @@ class Acts(Shell):
         except DomainError as error:
             raise CommandError(f"{error.code}: {error.detail}") from None
         if acted.claim:
-            self.stdout.write(f"goal {goal_id}: {acted.claim.outcome} "
-                              f"({acted.claim.report.notes})")
+            self.stdout.write(f"goal {goal_id}: {terminal.woken(acted.claim)}")
             return
         state = acted.state
         reason = f"/{state.reason}" if state.reason else ""
@@ -125,7 +124,7 @@ class Acts(Shell):
         shown = 0
         for goal in (listed if show_all else listed[:limit]).iterator(chunk_size=500):
             row = alerts.row(goal, now)
-            self.stdout.write(f"{row['since'][:19]}  {row['id']}  {row['status']:8} "
+            self.stdout.write(f"{terminal.when(row['since'])} UTC  {row['id']}  {row['status']:8} "
                               f"{row['reason'] or '-':24} {row['goal_key']} @ "
                               f"{row['workspace']}: {row['why']}")
             shown += 1
@@ -134,6 +133,7 @@ class Acts(Shell):
             self.stdout.write(f"{total - shown} more not shown (these are the {shown} oldest): "
                               "`ledger alerts --all`, or GET /api/v1/alerts page by page")
         if total or health["status"] != "ok":
-            raise CommandError(f"{total} goal(s) need a human"
-                               + ("" if health["status"] == "ok" else
-                                  f"; the scheduler is {health['status']}"), returncode=1)
+            raise Exit(f"{total} goal(s) need a human"
+                       + ("" if health["status"] == "ok" else
+                          f"; the scheduler is {health['status']}"), returncode=1)
+

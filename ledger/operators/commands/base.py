@@ -22,8 +22,23 @@ def positive(value: str) -> int:
     return number
 
 
+class Exit(CommandError):
+    """An exit code that is an answer, not a failure (`ledger alerts`: 1 when
+    goals need a human). The shell sees the code and the lines already printed,
+    never Django's ``CommandError: ...`` line, which reads like a crash."""
+
+
 class Shell(BaseCommand):
     """The helpers the action mixins use (they are one ``BaseCommand`` at run time)."""
+
+    def execute(self, *args: Any, **options: Any) -> Any:
+        try:
+            return super().execute(*args, **options)
+        except Exit as done:
+            if getattr(self, "_called_from_command_line", False):
+                # A shell: the code alone (Django would print the error's line).
+                sys.exit(done.returncode)
+            raise  # call_command: the caller reads the code from the exception
 
     def _emit(self, lines: Iterable[str]) -> None:
         """Write ``lines``; a reader that went away (`ledger show ID --all | head`)

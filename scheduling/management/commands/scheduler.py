@@ -63,9 +63,16 @@ class Command(BaseCommand):
         while cluster.poll() is None and not stop_requested:
             time.sleep(0.2)
         if cluster.returncode is not None:
-            # The cluster died on its own: exit as it did, so the process
-            # manager restarts us.
-            sys.exit(cluster.returncode or 1)
+            # The cluster died on its own (kill -9, a crash): its sentinel and
+            # workers would run on orphaned beside the cluster the process
+            # manager restarts, so its group goes first; then exit as it did.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(cluster.pid, signal.SIGKILL)
+            code = cluster.returncode
+            self.stderr.write(f"scheduler: the cluster (pid {cluster.pid}) died "
+                              f"({f'signal {-code}' if code < 0 else f'exit code {code}'})")
+            # A signal's death as a shell reports it (128 + N), not -N & 0xff.
+            sys.exit(128 - code if code < 0 else code or 1)
         self.stderr.write(f"scheduler: stopping the cluster (pid {cluster.pid})")
         cluster.send_signal(signal.SIGTERM)
         try:
