@@ -69,3 +69,32 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.owner}: {self.key}"
+
+
+class McpLease(models.Model):
+    """The lease a ``/mcp`` caller holds on one goal, kept on the server so the
+    model never sees it: not the token, only what derives it again.
+
+    A lease granted through ``/mcp`` is issued under an Idempotency-Key the
+    server chose (``key``), so its token is ``replayable_lease(owner, key,
+    path)`` (ledger.services.tokens), an HMAC under SECRET_KEY: this row is
+    no secret on its own, and every web process can rebuild the token. One
+    row per holder (an API token or an OAuth grant) and goal.
+    """
+
+    holder = models.CharField(max_length=80)  # "token:<id>" or "oauth:<application>:<user>"
+    goal_id = models.CharField(max_length=64)
+    generation = models.PositiveIntegerField()
+    owner = models.CharField(max_length=150)  # the username the token was derived for
+    key = models.CharField(max_length=80)  # the Idempotency-Key's digest, as events hold it
+    path = models.CharField(max_length=255)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        app_label = "api"
+        verbose_name = "MCP lease"
+        constraints = [models.UniqueConstraint(fields=["holder", "goal_id"],
+                                               name="mcp_lease_one_per_holder_goal")]
+
+    def __str__(self) -> str:
+        return f"{self.holder} holds generation {self.generation} of {self.goal_id}"

@@ -232,6 +232,11 @@ WAKELEDGER_LOGIN_LOCKOUT_SECONDS = env_int("WAKELEDGER_LOGIN_LOCKOUT_SECONDS", 1
                                            minimum=1, maximum=86400)
 
 # ---------------------------------------------------------------- REST API
+# /mcp (MCP over streamable HTTP): the browser Origins allowed besides this
+# site's own (a page elsewhere is refused: DNS rebinding), and the calls one
+# credential (API token or OAuth grant) may make per minute.
+WAKELEDGER_MCP_ALLOWED_ORIGINS = env_list("WAKELEDGER_MCP_ALLOWED_ORIGINS", [])
+WAKELEDGER_MCP_CALLS_PER_MINUTE = env_int("WAKELEDGER_MCP_CALLS_PER_MINUTE", 300, minimum=1)
 # Request bodies above this are refused with 413 (agents send small JSON).
 WAKELEDGER_MAX_BODY_BYTES = env_int("WAKELEDGER_MAX_BODY_BYTES", 256 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = WAKELEDGER_MAX_BODY_BYTES

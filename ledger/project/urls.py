@@ -12,6 +12,8 @@ urlpatterns = [
     path("favicon.ico", favicon, name="favicon"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("api.urls")),
+    # /mcp and the OAuth endpoints and metadata hosted connectors discover.
+    path("", include("api.mcp.urls")),
 ]
 
 handler404 = "api.errors.not_found_view"
