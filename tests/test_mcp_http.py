@@ -2,16 +2,27 @@
 the MCP SDK's own streamable HTTP client against a live server."""
 
 import json
+import os
+import shutil
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
 import anyio
 import httpx2
 import pytest
+from django.contrib.auth import get_user_model
 from mcp import Client
+from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthToken,
+)
 
 from wakeledger_agent.mcp_calls import REDACTED
 from wakeledger_agent.mcp_tools import SPECS, build_tools
@@ -143,3 +154,151 @@ def test_the_sdk_client_runs_a_goal_over_mcp(live_server, tokens, settings):
         openapi = json.loads(answer.read())
     expected = [tool.model_dump(mode="json", by_alias=True) for tool in build_tools(openapi)]
     assert seen["tools"] == expected and {t["name"] for t in expected} == set(SPECS)
+
+
+# ---------------------------------------------------------------- OAuth: a hosted connector
+
+CHROMIUM = os.environ.get("WAKELEDGER_CHROMIUM", "/usr/bin/chromium")
+PASSWORD = "oauth-test-password"
+
+
+class MemoryStorage:
+    """The SDK client's token storage, kept for the test to look at."""
+
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+@pytest.mark.slow  # a live server, the SDK's client and a real Chromium
+def test_a_connector_registers_is_authorized_in_chromium_and_runs_a_goal(
+        live_server, tokens, settings):
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        pytest.skip("the browser tests run once, in the SQLite half of the suite")
+    if not shutil.which(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing (make test installs Debian's chromium)")
+    from playwright.async_api import async_playwright
+
+    settings.WAKELEDGER_CADENCE_UNIT_SECONDS = 1
+    # The test body reaches the ORM from inside the event loop the clients need.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    get_user_model().objects.create_superuser("person", password=PASSWORD)
+    from tests.helpers import issue_agent_token
+
+    issue_agent_token("connector-agent")  # the identity the person will choose
+    bearer_goal = {}
+    url = f"{live_server.url}/mcp"
+    callback = "http://127.0.0.1:9/callback"  # never reached: the browser's route answers
+    storage = MemoryStorage()
+    seen: dict[str, Any] = {"pages": []}
+
+    async def scenario() -> None:
+        async with connect(url, tokens[0]) as client:
+            bearer_goal["id"] = (await client.call_tool("run_goal", {
+                "goal_key": "bearer-1", "workspace": "/srv/b", "objective": "bearer's own",
+                "done_criteria": ["x"]})).structured_content["goal"]["id"]
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                                       args=["--no-sandbox", "--disable-gpu"])
+            page = await browser.new_page()
+            codes: list[str] = []
+
+            async def answered(route: Any) -> None:
+                codes.append(route.request.url)
+                await route.fulfill(status=200, body="done", content_type="text/plain")
+
+            await page.route(f"{callback}*", answered)
+
+            async def consent(authorize_url: str) -> None:
+                # The person: signs in to the admin, chooses the agent, authorizes.
+                seen["authorize_url"] = authorize_url
+                await page.goto(authorize_url)
+                await page.fill("#id_username", "person")
+                await page.fill("#id_password", PASSWORD)
+                await page.click("input[type=submit]")
+                await page.wait_for_selector("#authorizationForm")
+                seen["pages"].append(await page.content())
+                await page.select_option("#id_agent", "connector-agent")
+                await page.click("input[name=allow]")
+                await page.wait_for_function("() => document.body.innerText === 'done'")
+
+            async def code() -> AuthorizationCodeResult:
+                query = urllib.parse.parse_qs(urllib.parse.urlsplit(codes[-1]).query)
+                return AuthorizationCodeResult(code=query["code"][0],
+                                               state=query.get("state", [None])[0])
+
+            provider = OAuthClientProvider(
+                url, OAuthClientMetadata(client_name="Test connector", redirect_uris=[callback],
+                                         token_endpoint_auth_method="none"),
+                storage, redirect_handler=consent, callback_handler=code)
+            http = httpx2.AsyncClient(auth=provider, timeout=30)
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                session = Session(client)
+                seen["goal"] = await lnwjud(session, "oauth-1")
+                # The connector is the agent it was authorized as: its own goals only.
+                hidden = await session.call("get_goal", goal_id=bearer_goal["id"])
+                assert hidden.is_error and hidden.structured_content["code"] == "not_found"
+                first = storage.tokens
+                # The access token's hour has passed: the SDK refreshes it by itself.
+                provider.context.token_expiry_time = 1.0
+                assert (await session.ok("get_goal", goal_id=seen["goal"]))["status"] == "done"
+                assert storage.tokens.access_token != first.access_token
+                assert storage.tokens.refresh_token != first.refresh_token
+                seen["first"], seen["second"] = first, storage.tokens
+            await browser.close()
+
+    anyio.run(scenario)
+    os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+
+    # What the client discovered: PKCE S256, its registration, the resource.
+    asked = urllib.parse.parse_qs(urllib.parse.urlsplit(seen["authorize_url"]).query)
+    assert asked["code_challenge_method"] == ["S256"] and asked["resource"] == [url]
+    assert "connector-agent" in seen["pages"][0] and "Test connector" in seen["pages"][0]
+    first, second = seen["first"], seen["second"]
+    init = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    # The refreshed-away access token is dead; the new one works.
+    status, headers, _ = post(url, init, {"Authorization": f"Bearer {first.access_token}"})
+    assert status == 401 and "resource_metadata=" in headers["WWW-Authenticate"]
+    assert post(url, init, {"Authorization": f"Bearer {second.access_token}"})[0] == 200
+    # Revocation (RFC 7009): the connector's access ends at once.
+    client_id = storage.client.client_id
+    status, _, _ = form_post(f"{live_server.url}/oauth/revoke/", {
+        "token": second.refresh_token, "client_id": client_id})
+    assert status == 200
+    assert post(url, init, {"Authorization": f"Bearer {second.access_token}"})[0] == 401
+    # A rotated-away refresh token cannot be used again.
+    status, _, body = form_post(f"{live_server.url}/oauth/token/", {
+        "grant_type": "refresh_token", "refresh_token": first.refresh_token,
+        "client_id": client_id})
+    assert status == 400 and body["error"] == "invalid_grant"
+    # The auditor's record: the consent (who, as which agent) and the revocation.
+    from ledger.access.models import OAuthAudit
+
+    trail = [(a.kind, a.agent, a.by, a.client_name)
+             for a in OAuthAudit.objects.order_by("recorded_at", "id")]
+    assert trail == [("granted", "connector-agent", "person", "Test connector"),
+                     ("revoked", "connector-agent", "client", "Test connector")]
+    # No token is stored in the clear.
+    from oauth2_provider.models import AccessToken, RefreshToken
+
+    assert not AccessToken.objects.exclude(token="").exists()
+    assert not RefreshToken.objects.exclude(token="").exists()
+
+
+def form_post(url: str, fields: dict[str, str]) -> tuple[int, dict[str, str], Any]:
+    return post(url, urllib.parse.urlencode(fields).encode(),
+                {"Content-Type": "application/x-www-form-urlencoded"})

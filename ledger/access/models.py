@@ -98,3 +98,28 @@ class McpLease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.holder} holds generation {self.generation} of {self.goal_id}"
+
+
+class OAuthAudit(models.Model):
+    """What happened to a hosted connector's access, for an auditor: a
+    person's consent (or refusal) naming the agent identity it acts as, and
+    each revocation. Names and client ids only: tokens are stored by
+    django-oauth-toolkit as SHA-256 checksums, never here."""
+
+    GRANTED, REFUSED, REVOKED = "granted", "refused", "revoked"
+    KINDS = ((GRANTED, GRANTED), (REFUSED, REFUSED), (REVOKED, REVOKED))
+
+    kind = models.CharField(max_length=16, choices=KINDS)
+    client_id = models.CharField(max_length=100)
+    client_name = models.CharField(max_length=255, blank=True, default="")
+    agent = models.CharField(max_length=150, blank=True, default="")  # the identity it acts as
+    by = models.CharField(max_length=150, blank=True, default="")  # who consented (or "client")
+    recorded_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        app_label = "api"
+        verbose_name = "OAuth grant or revocation"
+        ordering = ("-recorded_at", "-id")
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.client_name or self.client_id} as {self.agent or '-'}"
