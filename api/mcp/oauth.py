@@ -84,6 +84,12 @@ class ConsentView(AuthorizationView):
             response = HttpResponse("Only an operator may authorize a connector.",
                                     status=403, content_type="text/plain")
             return response
+        asked = request.POST if request.method == "POST" else request.GET
+        if request.user.is_authenticated and asked.get("code_challenge_method") != "S256":
+            # Refused before the page is shown: DOT would refuse "plain" only
+            # once the person had consented.
+            return HttpResponse("PKCE with code_challenge_method=S256 is required.",
+                                status=400, content_type="text/plain")
         return super().dispatch(request, *args, **kwargs)
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
