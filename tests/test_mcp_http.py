@@ -263,8 +263,11 @@ def test_a_connector_registers_is_authorized_in_chromium_and_runs_a_goal(
 
             async def code() -> AuthorizationCodeResult:
                 query = urllib.parse.parse_qs(urllib.parse.urlsplit(codes[-1]).query)
+                # RFC 9207: the redirect names its issuer; the SDK checks it.
+                assert query["iss"] == [live_server.url]
                 return AuthorizationCodeResult(code=query["code"][0],
-                                               state=query.get("state", [None])[0])
+                                               state=query.get("state", [None])[0],
+                                               iss=query["iss"][0])
 
             provider = OAuthClientProvider(
                 url, OAuthClientMetadata(client_name="Test connector", redirect_uris=[callback],

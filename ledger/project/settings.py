@@ -249,6 +249,11 @@ WAKELEDGER_OAUTH_ACCESS_TOKEN_SECONDS = env_int("WAKELEDGER_OAUTH_ACCESS_TOKEN_S
 WAKELEDGER_OAUTH_REFRESH_TOKEN_SECONDS = env_int("WAKELEDGER_OAUTH_REFRESH_TOKEN_SECONDS",
                                                  30 * 86400, minimum=3600,
                                                  maximum=366 * 86400)
+# Loopback http redirect URIs (RFC 8252: local clients such as Claude Code's
+# OAuth) are allowed by default only without the HTTPS profile, where
+# `check --deploy` would warn about any http redirect; hosted connectors
+# redirect to https. Local clients can always send an API token instead.
+WAKELEDGER_OAUTH_LOOPBACK = env_bool("WAKELEDGER_OAUTH_LOOPBACK", not WAKELEDGER_HTTPS)
 OAUTH2_PROVIDER = {
     "SCOPES": {"mcp": "Use Wake Ledger's MCP tools as the chosen agent"},
     "DEFAULT_SCOPES": ["mcp"],
@@ -259,14 +264,13 @@ OAUTH2_PROVIDER = {
     "ROTATE_REFRESH_TOKEN": True,
     "REFRESH_TOKEN_REUSE_PROTECTION": True,
     "REFRESH_TOKEN_GRACE_PERIOD_SECONDS": 0,
-    # Hosted connectors redirect to https; local clients (Claude Code, the
-    # SDK) to a loopback http port (RFC 8252).
-    "ALLOWED_REDIRECT_URI_SCHEMES": ["https", "http"],
-    "ALLOW_LOCALHOST_LOOPBACK": True,
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["https", "http"] if WAKELEDGER_OAUTH_LOOPBACK else ["https"],
+    "ALLOW_LOCALHOST_LOOPBACK": WAKELEDGER_OAUTH_LOOPBACK,
     "REQUEST_APPROVAL_PROMPT": "force",
     "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
     "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
     "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,  # RFC 9207: the redirect names its issuer
     "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
     "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
     "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
