@@ -87,6 +87,18 @@ def test_a_client_registers_itself_and_gets_nothing_until_an_operator_consents(c
     assert plain.status_code == 400 and b"worker" not in plain.content
 
 
+def test_registrations_from_one_address_are_limited(client, monkeypatch):
+    from ledger.access.throttle import Window
+
+    monkeypatch.setattr("api.mcp.oauth.REGISTRATIONS", Window("oauth-register", 2, 3600))
+    body = json.dumps({"client_name": "c", "redirect_uris": ["https://c.example/cb"],
+                       "token_endpoint_auth_method": "none"})
+    answers = [client.post("/oauth/register/", data=body, content_type="application/json")
+               for _ in range(3)]
+    assert [a.status_code for a in answers] == [201, 201, 429]
+    assert int(answers[-1]["Retry-After"]) > 0
+
+
 def test_origin_host_and_size_are_checked_before_the_credential(client, settings):
     token = issue_agent_token("agent-o")
     assert rpc(client, INIT, token).status_code == 200

@@ -21,12 +21,17 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth import get_user_model
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from oauth2_provider.forms import AllowForm
 from oauth2_provider.models import get_access_token_model, get_refresh_token_model
-from oauth2_provider.views import AuthorizationView, RevokeTokenView
+from oauth2_provider.views import (
+    AuthorizationView,
+    DynamicClientRegistrationView,
+    RevokeTokenView,
+)
 
 from api.mcp.inprocess import Principal
+from ledger.access import throttle
 from ledger.access.accounts import AGENT, OPERATOR, role_of
 from ledger.access.models import OAuthAudit
 from ledger.access.security import POLICY
@@ -152,3 +157,26 @@ class AuditedRevokeView(RevokeTokenView):
                 client_name=found.application.name[:255],
                 agent=found.user.get_username() if found.user else "", by="client")
         return response
+
+
+# Registration is open (RFC 7591: a hosted connector registers itself), so
+# one address may register only so many clients an hour; a registration
+# grants nothing until an operator consents.
+REGISTRATIONS = throttle.Window("oauth-register", 20, 3600)
+
+
+class ThrottledRegistrationView(DynamicClientRegistrationView):
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        address = throttle.client_address(request)
+        wait = REGISTRATIONS.locked_for(address)
+        if wait:
+            response = JsonResponse({"error": "invalid_client_metadata",  # RFC 7591 §3.2.2
+                                     "error_description": "Too many registrations from this "
+                                                          "address; see Retry-After."},
+                                    status=429)
+            response["Retry-After"] = str(wait)
+            return response
+        answer = super().post(request, *args, **kwargs)
+        if answer.status_code == 201:
+            REGISTRATIONS.record(address)
+        return answer
