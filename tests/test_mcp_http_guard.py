@@ -178,3 +178,24 @@ def test_roles_and_the_lease_kept_as_a_derivation(client):
     assert refused["isError"] and refused["structuredContent"]["code"] == "forbidden"
     seen = rpc(client, call("get_goal", goal_id=goal_id), auditor).json()["result"]
     assert seen["structuredContent"]["id"] == goal_id
+
+
+def test_an_auditor_sees_every_grant_and_revocation_and_no_secret(client):
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    from ledger.access.models import OAuthAudit
+
+    OAuthAudit.objects.create(kind="granted", client_id="cid-1", client_name="Hosted",
+                              agent="worker", by="boss")
+    OAuthAudit.objects.create(kind="revoked", client_id="cid-1", client_name="Hosted",
+                              agent="worker", by="client")
+    auditor = get_user_model().objects.create_user("eve", password="pw-eve-1", is_staff=True)
+    auditor.groups.add(Group.objects.get(name="auditor"))
+    client.login(username="eve", password="pw-eve-1")
+    page = client.get("/admin/api/oauthaudit/")
+    assert page.status_code == 200
+    assert page.content.count(b"cid-1") == 2 and b"revoked" in page.content
+    assert client.get("/admin/oauth2_provider/accesstoken/").status_code == 200
+    # Read-only, for the auditor and everyone else.
+    assert client.get("/admin/api/oauthaudit/add/").status_code == 403
