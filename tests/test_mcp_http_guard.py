@@ -199,3 +199,17 @@ def test_an_auditor_sees_every_grant_and_revocation_and_no_secret(client):
     assert client.get("/admin/oauth2_provider/accesstoken/").status_code == 200
     # Read-only, for the auditor and everyone else.
     assert client.get("/admin/api/oauthaudit/add/").status_code == 403
+
+
+def test_instructions_name_the_url_the_client_came_to(client, settings, monkeypatch):
+    # Only the public name is allowed, and the tool table is built afresh
+    # under it (as a new web process builds it on its first call).
+    settings.ALLOWED_HOSTS = ["ledger.example.com"]
+    monkeypatch.setattr("api.mcp.inprocess._tools", ())
+    token = issue_agent_token("agent-h")
+    answer = rpc(client, INIT, token, HTTP_HOST="ledger.example.com")
+    assert answer.status_code == 200
+    assert "http://ledger.example.com/api/v1" in answer.json()["result"]["instructions"]
+    listed = rpc(client, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, token,
+                 HTTP_HOST="ledger.example.com")
+    assert len(listed.json()["result"]["tools"]) == 15

@@ -16,7 +16,6 @@ import io
 import json
 import uuid
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -146,16 +145,20 @@ class DatabaseLeases:
         McpLease.objects.filter(holder=self.principal.holder, goal_id=goal_id).delete()
 
 
-@cache
-def tools_and_skill() -> tuple[tuple[Any, ...], str]:
-    """The tool table (from the API's OpenAPI document, exactly as the stdio
-    server reads it) and the skill document: the same in every process, built
-    once per process."""
-    api = InProcessApi(None, None)
-    openapi = api.call("GET", "schema?format=json")
-    skill = api.call("GET", "skill.md")
-    return tuple(build_tools(openapi)), skill
+_tools: tuple[Any, ...] = ()
+
+
+def tools(request: HttpRequest) -> tuple[Any, ...]:
+    """The tool table, from the API's OpenAPI document exactly as the stdio
+    server reads it: the same in every process, built on a process's first
+    call (asked as that request, so under that request's allowed Host)."""
+    global _tools
+    if not _tools:
+        _tools = tuple(build_tools(InProcessApi(request, None).call("GET", "schema?format=json")))
+    return _tools
 
 
 def server_instructions(request: HttpRequest) -> str:
-    return instructions(request.build_absolute_uri(api_base()), tools_and_skill()[1])
+    """The preface and the skill document, with the URL this request came to."""
+    skill = InProcessApi(request, None).call("GET", "skill.md")
+    return instructions(request.build_absolute_uri(api_base()), skill)

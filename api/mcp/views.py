@@ -35,7 +35,7 @@ from api.mcp.inprocess import (
     InProcessApi,
     Principal,
     server_instructions,
-    tools_and_skill,
+    tools,
 )
 from api.problems import PROBLEM_CONTENT_TYPE, problem
 from wakeledger_agent.mcp_calls import ToolCalls
@@ -136,7 +136,7 @@ def answer(request: HttpRequest, principal: Principal, message: dict[str, Any]) 
         return rpc_result(ident, {})
     if method == "tools/list":
         return rpc_result(ident, dumped(types.ListToolsResult(
-            tools=list(tools_and_skill()[0]))))
+            tools=list(tools(request)))))
     if method == "tools/call":
         name, arguments = params.get("name"), params.get("arguments") or {}
         if not isinstance(name, str) or not isinstance(arguments, dict):
