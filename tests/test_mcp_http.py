@@ -299,6 +299,11 @@ def test_a_connector_registers_is_authorized_in_chromium_and_runs_a_goal(
     assert "connector-agent" in seen["pages"][0] and "Test connector" in seen["pages"][0]
     first, second = seen["first"], seen["second"]
     init = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    # Nor does the bearer agent see the connector's goal.
+    hidden = post(url, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "get_goal", "arguments": {"goal_id": seen["goal"]}}},
+        {"Authorization": f"Bearer {tokens[0]}"})[2]["result"]
+    assert hidden["isError"] and hidden["structuredContent"]["code"] == "not_found"
     # The refreshed-away access token is dead; the new one works.
     status, headers, _ = post(url, init, {"Authorization": f"Bearer {first.access_token}"})
     assert status == 401 and "resource_metadata=" in headers["WWW-Authenticate"]
