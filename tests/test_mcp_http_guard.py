@@ -144,6 +144,8 @@ def test_the_stateless_json_mode(client):
     get = client.get("/mcp", HTTP_AUTHORIZATION=f"Bearer {token}")
     assert get.status_code == 405 and get["Allow"] == "POST"
     assert rpc(client, [INIT], token).status_code == 400  # no batches
+    assert rpc(client, INIT, token, HTTP_MCP_PROTOCOL_VERSION="2025-06-18").status_code == 200
+    assert rpc(client, INIT, token, HTTP_MCP_PROTOCOL_VERSION="1999-01-01").status_code == 400
     unknown = rpc(client, {"jsonrpc": "2.0", "id": 3, "method": "server/discover"}, token)
     assert unknown.json()["error"]["code"] == -32601  # the SDK then falls back to initialize
     broken = client.post("/mcp", data=b"{", content_type="application/json",

@@ -103,6 +103,11 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
     if wait:
         return refusal("throttled", "Too many /mcp calls with this credential; see "
                        "Retry-After.", headers={"Retry-After": str(wait)})
+    asked = request.headers.get("MCP-Protocol-Version")
+    if asked is not None and asked not in VERSIONS:
+        # The specification: an unsupported version header is a 400.
+        return rpc_error(None, INVALID_REQUEST, f"Unsupported MCP-Protocol-Version {asked[:40]!r}; "
+                         f"this server speaks {', '.join(VERSIONS)}.", status=400)
     try:
         message = json.loads(request.body or b"")
     except ValueError:
