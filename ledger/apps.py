@@ -16,10 +16,30 @@ def _reinstall_triggers(sender: AppConfig, using: str = "default", **kwargs: Any
 def _ensure_role_groups(sender: AppConfig, using: str = "default", **kwargs: Any) -> None:
     """The role groups exist and let their staff members browse the ledger in
     the admin (view only: nobody may add, change or delete there)."""
+    from django.apps import apps
+    from django.contrib.auth.management import create_permissions
     from django.contrib.auth.models import Group, Permission
+    from django.contrib.contenttypes.models import ContentType
+    from django.db.models import Q
 
+    from ledger.access.models import OAuthAudit
+
+    # Connectors' access (issue 40) is the auditors' to see too: the OAuth
+    # audit trail and DOT's clients and tokens (their admins show no secret).
+    # DOT's permissions may not exist yet on a fresh database (post_migrate
+    # reaches that app later), and the api label has no models module, so
+    # Django never creates its permissions: both are made here.
+    if apps.is_installed("oauth2_provider"):
+        create_permissions(apps.get_app_config("oauth2_provider"), verbosity=0, using=using)
+    audit_type = ContentType.objects.db_manager(using).get_for_model(OAuthAudit)
+    Permission.objects.using(using).get_or_create(
+        content_type=audit_type, codename="view_oauthaudit",
+        defaults={"name": "Can view OAuth grant or revocation"})
     views = Permission.objects.using(using).filter(
-        content_type__app_label="ledger", codename__startswith="view_")
+        Q(content_type__app_label="ledger", codename__startswith="view_")
+        | Q(content_type__app_label="api", codename="view_oauthaudit")
+        | Q(content_type__app_label="oauth2_provider",
+            codename__in=("view_application", "view_accesstoken", "view_refreshtoken")))
     for role in ("agent", "auditor", "operator"):
         group, _ = Group.objects.using(using).get_or_create(name=role)
         if role != "agent":

@@ -69,3 +69,57 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.owner}: {self.key}"
+
+
+class McpLease(models.Model):
+    """The lease a ``/mcp`` caller holds on one goal, kept on the server so the
+    model never sees it: not the token, only what derives it again.
+
+    A lease granted through ``/mcp`` is issued under an Idempotency-Key the
+    server chose (``key``), so its token is ``replayable_lease(owner, key,
+    path)`` (ledger.services.tokens), an HMAC under SECRET_KEY: this row is
+    no secret on its own, and every web process can rebuild the token. One
+    row per holder (an API token or an OAuth grant) and goal.
+    """
+
+    holder = models.CharField(max_length=80)  # "token:<id>" or "oauth:<application>:<user>"
+    goal_id = models.CharField(max_length=64)
+    generation = models.PositiveIntegerField()
+    owner = models.CharField(max_length=150)  # the username the token was derived for
+    key = models.CharField(max_length=80)  # the Idempotency-Key's digest, as events hold it
+    path = models.CharField(max_length=255)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        app_label = "api"
+        verbose_name = "MCP lease"
+        constraints = [models.UniqueConstraint(fields=["holder", "goal_id"],
+                                               name="mcp_lease_one_per_holder_goal")]
+
+    def __str__(self) -> str:
+        return f"{self.holder} holds generation {self.generation} of {self.goal_id}"
+
+
+class OAuthAudit(models.Model):
+    """What happened to a hosted connector's access, for an auditor: a
+    person's consent (or refusal) naming the agent identity it acts as, and
+    each revocation. Names and client ids only: tokens are stored by
+    django-oauth-toolkit as SHA-256 checksums, never here."""
+
+    GRANTED, REFUSED, REVOKED = "granted", "refused", "revoked"
+    KINDS = ((GRANTED, GRANTED), (REFUSED, REFUSED), (REVOKED, REVOKED))
+
+    kind = models.CharField(max_length=16, choices=KINDS)
+    client_id = models.CharField(max_length=100)
+    client_name = models.CharField(max_length=255, blank=True, default="")
+    agent = models.CharField(max_length=150, blank=True, default="")  # the identity it acts as
+    by = models.CharField(max_length=150, blank=True, default="")  # who consented (or "client")
+    recorded_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        app_label = "api"
+        verbose_name = "OAuth grant or revocation"
+        ordering = ("-recorded_at", "-id")
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.client_name or self.client_id} as {self.agent or '-'}"

@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_q",
+    "oauth2_provider",  # OAuth 2.1 for /mcp's hosted connectors (api/mcp/oauth.py)
     "ledger",
     "api",
     "scheduling",
@@ -235,6 +236,56 @@ WAKELEDGER_LOGIN_LOCKOUT_SECONDS = env_int("WAKELEDGER_LOGIN_LOCKOUT_SECONDS", 1
                                            minimum=1, maximum=86400)
 
 # ---------------------------------------------------------------- REST API
+# /mcp (MCP over streamable HTTP): the browser Origins allowed besides this
+# site's own (a page elsewhere is refused: DNS rebinding), and the calls one
+# credential (API token or OAuth grant) may make per minute.
+WAKELEDGER_MCP_ALLOWED_ORIGINS = env_list("WAKELEDGER_MCP_ALLOWED_ORIGINS", [])
+WAKELEDGER_MCP_CALLS_PER_MINUTE = env_int("WAKELEDGER_MCP_CALLS_PER_MINUTE", 300, minimum=1)
+# OAuth 2.1 for hosted connectors (ChatGPT, Claude): django-oauth-toolkit with
+# every RFC 9700 gate on — authorization code with PKCE S256 only, no implicit
+# or password grant, tokens stored as SHA-256 checksums only, refresh tokens
+# rotated with reuse detection — dynamic client registration open (RFC 7591:
+# a client gets nothing until a signed-in operator consents), and the
+# metadata documents of RFC 8414 and RFC 9728 at the site's root.
+WAKELEDGER_OAUTH_ACCESS_TOKEN_SECONDS = env_int("WAKELEDGER_OAUTH_ACCESS_TOKEN_SECONDS", 3600,
+                                                minimum=60, maximum=86400)
+WAKELEDGER_OAUTH_REFRESH_TOKEN_SECONDS = env_int("WAKELEDGER_OAUTH_REFRESH_TOKEN_SECONDS",
+                                                 30 * 86400, minimum=3600,
+                                                 maximum=366 * 86400)
+# Loopback http redirect URIs (RFC 8252: local clients such as Claude Code's
+# OAuth) are allowed by default only without the HTTPS profile, where
+# `check --deploy` would warn about any http redirect; hosted connectors
+# redirect to https. Local clients can always send an API token instead.
+WAKELEDGER_OAUTH_LOOPBACK = env_bool("WAKELEDGER_OAUTH_LOOPBACK", not WAKELEDGER_HTTPS)
+OAUTH2_PROVIDER = {
+    "SCOPES": {"mcp": "Use Wake Ledger's MCP tools as the chosen agent"},
+    "DEFAULT_SCOPES": ["mcp"],
+    "PKCE_REQUIRED": True,
+    "ACCESS_TOKEN_EXPIRE_SECONDS": WAKELEDGER_OAUTH_ACCESS_TOKEN_SECONDS,
+    "REFRESH_TOKEN_EXPIRE_SECONDS": WAKELEDGER_OAUTH_REFRESH_TOKEN_SECONDS,
+    "AUTHORIZATION_CODE_EXPIRE_SECONDS": 120,
+    "ROTATE_REFRESH_TOKEN": True,
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    "REFRESH_TOKEN_GRACE_PERIOD_SECONDS": 0,
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["https", "http"] if WAKELEDGER_OAUTH_LOOPBACK else ["https"],
+    "ALLOW_LOCALHOST_LOOPBACK": WAKELEDGER_OAUTH_LOOPBACK,
+    "REQUEST_APPROVAL_PROMPT": "force",
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,  # RFC 9207: the redirect names its issuer
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
+    "DCR_ENABLED": True,
+    "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+    "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
+    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_post",
+                                                      "client_secret_basic"],
+    "OAUTH2_PROTECTED_RESOURCE_NAME": "Wake Ledger MCP",
+}
 # Request bodies above this are refused with 413 (agents send small JSON).
 WAKELEDGER_MAX_BODY_BYTES = env_int("WAKELEDGER_MAX_BODY_BYTES", 256 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = WAKELEDGER_MAX_BODY_BYTES

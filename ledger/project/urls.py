@@ -13,6 +13,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("api.urls")),
     path("", include("api.metrics")),  # /metrics, for Prometheus (docs/metrics.md)
+    # /mcp and the OAuth endpoints and metadata hosted connectors discover.
+    path("", include("api.mcp.urls")),
 ]
 
 handler404 = "api.errors.not_found_view"

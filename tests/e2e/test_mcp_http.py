@@ -1,0 +1,338 @@
+"""/mcp: MCP over streamable HTTP served by the product (api/mcp/), driven by
+the MCP SDK's own streamable HTTP client against a live server."""
+
+import json
+import os
+import shutil
+import urllib.error
+import urllib.parse
+import urllib.request
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from django.contrib.auth import get_user_model
+from mcp import Client
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthToken,
+)
+
+from wakeledger_agent.mcp_calls import REDACTED
+from wakeledger_agent.mcp_tools import SPECS, build_tools
+
+WAITING = {"not_due", "worker_busy_noop"}
+
+
+class ShiftedClock:
+    """The wall clock, moved on when the test says: the ledger's one clock
+    (ledger.eventstore.clock), which the in-process live server reads."""
+
+    def __init__(self) -> None:
+        self.offset = timedelta()
+
+    def __call__(self) -> datetime:
+        return datetime.now(UTC) + self.offset
+
+    def advance(self, **delta: float) -> None:
+        self.offset += timedelta(**delta)
+
+
+CLOCK = ShiftedClock()
+
+
+@pytest.fixture(autouse=True)
+def shifted_clock():
+    from ledger.eventstore import clock
+
+    CLOCK.offset = timedelta()
+    with clock.use(CLOCK):
+        yield CLOCK
+
+
+@pytest.fixture
+def tokens(transactional_db):
+    from tests.helpers import issue_agent_token
+
+    return issue_agent_token("http-agent"), issue_agent_token("other-agent")
+
+
+def post(url: str, body: Any, headers: dict[str, str] | None = None
+         ) -> tuple[int, dict[str, str], Any]:
+    """One raw POST: status, headers, JSON body (or None)."""
+    data = json.dumps(body).encode() if not isinstance(body, bytes) else body
+    request = urllib.request.Request(url, data=data, method="POST", headers={  # noqa: S310
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310
+            content = answer.read()
+            return answer.status, dict(answer.headers), json.loads(content) if content else None
+    except urllib.error.HTTPError as error:
+        content = error.read()
+        return error.code, dict(error.headers), json.loads(content) if content else None
+
+
+def connect(url: str, token: str) -> Client:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    return Client(streamable_http_client(url, http_client=http))
+
+
+class Session:
+    def __init__(self, client: Client):
+        self.client = client
+        self.texts: list[str] = []
+
+    async def call(self, name: str, **arguments: Any) -> Any:
+        result = await self.client.call_tool(name, arguments)
+        self.texts += [block.text for block in result.content]
+        return result
+
+    async def ok(self, name: str, **arguments: Any) -> dict[str, Any]:
+        result = await self.call(name, **arguments)
+        assert not result.is_error, (name, result.content)
+        assert json.loads(result.content[0].text) == result.structured_content
+        return result.structured_content
+
+
+async def lnwjud(session: Session, goal_key: str) -> str:
+    """The lnwjud protocol over /mcp: run, checkpoint, prepare the one
+    watchdog, its receipt, release; the scheduled task's claim; the verified
+    finish and the cancellation receipt. Returns the goal's id."""
+    started = await session.ok(
+        "run_goal", goal_key=goal_key, workspace=f"/srv/{goal_key}",
+        objective="Exercise /mcp", done_criteria=["finished"], next_actions=["finish"],
+        policy={"scheduler": "host", "cadence_minutes": 1})
+    goal_id = started["goal"]["id"]
+    assert started["acquired"] is True and started["lease"]["token"] == REDACTED
+    assert (await session.ok("checkpoint_goal", goal_id=goal_id, current_step="half",
+                             progress_pct=40))["checkpoint"]["progress_pct"] == 40
+    prepared = await session.ok("prepare_scheduled_continuation", goal_id=goal_id,
+                                tzid="Asia/Bangkok")
+    schedule = prepared["host_schedule"]
+    receipt = await session.ok("record_watchdog_receipt", goal_id=goal_id, status="created",
+                               host_ref="chatgpt-task-1", due_at=schedule["first_due_at"],
+                               runs_on="unverified")
+    assert receipt["watchdog"]["status"] == "live"
+    await session.ok("checkpoint_goal", goal_id=goal_id, current_step="turn ends",
+                     progress_pct=50, release_lease=True)
+    fenced = await session.call("heartbeat", goal_id=goal_id)
+    assert fenced.is_error and fenced.structured_content["code"] == "lease_required"
+    # The scheduled task fires: claim first, work only once it is ours. An
+    # early firing is not_due; the ledger's clock then moves on to the slot
+    # (the live server runs in this process) instead of the test waiting.
+    claims = []
+    for n in range(1, 4):
+        claim = await session.ok("claim_scheduled_continuation", goal_id=goal_id,
+                                 occurrence_id=f"tick-{n}")
+        claims.append(claim["outcome"])
+        if claim["outcome"] == "recurring_acquired":
+            break
+        assert claim["outcome"] in WAITING, claim
+        CLOCK.advance(seconds=claim["retry_after_seconds"] + 1)
+    assert claims[-1] == "recurring_acquired", claims
+    assert claim["lease"]["token"] == REDACTED
+    await session.ok("checkpoint_goal", goal_id=goal_id, current_step="done", progress_pct=100,
+                     completed=["finish"])
+    await session.ok("cancel_scheduled_continuation", goal_id=goal_id)
+    cancelled = await session.ok("record_watchdog_receipt", goal_id=goal_id, status="cancelled")
+    assert cancelled["watchdog"]["status"] in ("cancelled", "none"), cancelled
+    finished = await session.ok("finish_goal", goal_id=goal_id, status="completed",
+                                summary="all done", evidence=[
+                                    {"criterion": "finished", "evidence": "checkpoint 100 %"}])
+    assert finished["completion_state"] == "completed", finished
+    assert (await session.ok("get_goal", goal_id=goal_id))["status"] == "done"
+    assert not any("wll_" in text for text in session.texts)
+    return goal_id
+
+
+@pytest.mark.slow  # a live server and the SDK's client
+@pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")),
+                    reason="runs once, in the SQLite half (tests/test_mcp_http_guard.py runs "
+                           "/mcp's database paths in both)")
+def test_the_sdk_client_runs_a_goal_over_mcp(live_server, tokens):
+    mine, other = tokens
+    url = f"{live_server.url}/mcp"
+    seen: dict[str, Any] = {}
+
+    async def scenario() -> None:
+        async with connect(url, mine) as client:
+            assert "claim_scheduled_continuation" in client.instructions
+            listed = (await client.list_tools()).tools
+            seen["tools"] = [tool.model_dump(mode="json", by_alias=True) for tool in listed]
+            session = Session(client)
+            seen["goal"] = await lnwjud(session, "http-1")
+            bad = await session.call("checkpoint_goal", goal_id=seen["goal"],
+                                     current_step="x", progress_pct=150)
+            assert bad.is_error and bad.structured_content["code"] == "validation_error"
+        # Another agent sees nothing of it.
+        async with connect(url, other) as client:
+            hidden = await client.call_tool("get_goal", {"goal_id": seen["goal"]})
+            assert hidden.is_error and hidden.structured_content["code"] == "not_found"
+
+    anyio.run(scenario)
+    # The same tool table as stdio's: built from the API's OpenAPI document.
+    with urllib.request.urlopen(f"{live_server.url}/api/v1/schema?format=json",  # noqa: S310
+                                timeout=10) as answer:
+        openapi = json.loads(answer.read())
+    expected = [tool.model_dump(mode="json", by_alias=True) for tool in build_tools(openapi)]
+    assert seen["tools"] == expected and {t["name"] for t in expected} == set(SPECS)
+
+
+# ---------------------------------------------------------------- OAuth: a hosted connector
+
+CHROMIUM = os.environ.get("WAKELEDGER_CHROMIUM", "/usr/bin/chromium")
+PASSWORD = "oauth-test-password"
+
+
+class MemoryStorage:
+    """The SDK client's token storage, kept for the test to look at."""
+
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+@pytest.mark.slow  # a live server, the SDK's client and a real Chromium
+@pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")),
+                    reason="the browser tests run once, in the SQLite half of the suite")
+def test_a_connector_registers_is_authorized_in_chromium_and_runs_a_goal(
+        live_server, tokens):
+    if not shutil.which(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing (make test installs Debian's chromium)")
+    from playwright.async_api import async_playwright
+
+    # The test body reaches the ORM from inside the event loop the clients need.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    get_user_model().objects.create_superuser("person", password=PASSWORD)
+    from tests.helpers import issue_agent_token
+
+    issue_agent_token("connector-agent")  # the identity the person will choose
+    bearer_goal = {}
+    url = f"{live_server.url}/mcp"
+    callback = "http://127.0.0.1:9/callback"  # never reached: the browser's route answers
+    storage = MemoryStorage()
+    seen: dict[str, Any] = {"pages": []}
+
+    async def scenario() -> None:
+        async with connect(url, tokens[0]) as client:
+            bearer_goal["id"] = (await client.call_tool("run_goal", {
+                "goal_key": "bearer-1", "workspace": "/srv/b", "objective": "bearer's own",
+                "done_criteria": ["x"]})).structured_content["goal"]["id"]
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                                       args=["--no-sandbox", "--disable-gpu"])
+            page = await browser.new_page()
+            codes: list[str] = []
+
+            async def answered(route: Any) -> None:
+                codes.append(route.request.url)
+                await route.fulfill(status=200, body="done", content_type="text/plain")
+
+            await page.route(f"{callback}*", answered)
+
+            async def consent(authorize_url: str) -> None:
+                # The person: signs in to the admin, chooses the agent, authorizes.
+                seen["authorize_url"] = authorize_url
+                await page.goto(authorize_url)
+                await page.fill("#id_username", "person")
+                await page.fill("#id_password", PASSWORD)
+                await page.click("input[type=submit]")
+                await page.wait_for_selector("#authorizationForm")
+                seen["pages"].append(await page.content())
+                await page.select_option("#id_agent", "connector-agent")
+                await page.click("input[name=allow]")
+                await page.wait_for_function("() => document.body.innerText === 'done'")
+
+            async def code() -> AuthorizationCodeResult:
+                query = urllib.parse.parse_qs(urllib.parse.urlsplit(codes[-1]).query)
+                # RFC 9207: the redirect names its issuer; the SDK checks it.
+                assert query["iss"] == [live_server.url]
+                return AuthorizationCodeResult(code=query["code"][0],
+                                               state=query.get("state", [None])[0],
+                                               iss=query["iss"][0])
+
+            provider = OAuthClientProvider(
+                url, OAuthClientMetadata(client_name="Test connector", redirect_uris=[callback],
+                                         token_endpoint_auth_method="none"),
+                storage, redirect_handler=consent, callback_handler=code)
+            http = httpx2.AsyncClient(auth=provider, timeout=30)
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                session = Session(client)
+                seen["goal"] = await lnwjud(session, "oauth-1")
+                # The connector is the agent it was authorized as: its own goals only.
+                hidden = await session.call("get_goal", goal_id=bearer_goal["id"])
+                assert hidden.is_error and hidden.structured_content["code"] == "not_found"
+                first = storage.tokens
+                # The access token's hour has passed: the SDK refreshes it by itself.
+                provider.context.token_expiry_time = 1.0
+                assert (await session.ok("get_goal", goal_id=seen["goal"]))["status"] == "done"
+                assert storage.tokens.access_token != first.access_token
+                assert storage.tokens.refresh_token != first.refresh_token
+                seen["first"], seen["second"] = first, storage.tokens
+            await browser.close()
+
+    anyio.run(scenario)
+    os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+
+    # What the client discovered: PKCE S256, its registration, the resource.
+    asked = urllib.parse.parse_qs(urllib.parse.urlsplit(seen["authorize_url"]).query)
+    assert asked["code_challenge_method"] == ["S256"] and asked["resource"] == [url]
+    assert "connector-agent" in seen["pages"][0] and "Test connector" in seen["pages"][0]
+    first, second = seen["first"], seen["second"]
+    init = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    # Nor does the bearer agent see the connector's goal.
+    hidden = post(url, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "get_goal", "arguments": {"goal_id": seen["goal"]}}},
+        {"Authorization": f"Bearer {tokens[0]}"})[2]["result"]
+    assert hidden["isError"] and hidden["structuredContent"]["code"] == "not_found"
+    # The refreshed-away access token is dead; the new one works.
+    status, headers, _ = post(url, init, {"Authorization": f"Bearer {first.access_token}"})
+    assert status == 401 and "resource_metadata=" in headers["WWW-Authenticate"]
+    assert post(url, init, {"Authorization": f"Bearer {second.access_token}"})[0] == 200
+    # Revocation (RFC 7009): the connector's access ends at once.
+    client_id = storage.client.client_id
+    status, _, _ = form_post(f"{live_server.url}/oauth/revoke/", {
+        "token": second.refresh_token, "client_id": client_id})
+    assert status == 200
+    assert post(url, init, {"Authorization": f"Bearer {second.access_token}"})[0] == 401
+    # A rotated-away refresh token cannot be used again.
+    status, _, body = form_post(f"{live_server.url}/oauth/token/", {
+        "grant_type": "refresh_token", "refresh_token": first.refresh_token,
+        "client_id": client_id})
+    assert status == 400 and body["error"] == "invalid_grant"
+    # The auditor's record: the consent (who, as which agent) and the revocation.
+    from ledger.access.models import OAuthAudit
+
+    trail = [(a.kind, a.agent, a.by, a.client_name)
+             for a in OAuthAudit.objects.order_by("recorded_at", "id")]
+    assert trail == [("granted", "connector-agent", "person", "Test connector"),
+                     ("revoked", "connector-agent", "client", "Test connector")]
+    # No token is stored in the clear.
+    from oauth2_provider.models import AccessToken, RefreshToken
+
+    assert not AccessToken.objects.exclude(token="").exists()
+    assert not RefreshToken.objects.exclude(token="").exists()
+
+
+def form_post(url: str, fields: dict[str, str]) -> tuple[int, dict[str, str], Any]:
+    return post(url, urllib.parse.urlencode(fields).encode(),
+                {"Content-Type": "application/x-www-form-urlencoded"})
