@@ -38,8 +38,13 @@ def add(actions: Any) -> None:
                      "tree head (the scheduler does it every WAKELEDGER_SEAL_MINUTES).")
     actions.add_parser("head", help="Print the newest signed tree head as JSON (keep it: "
                                     "`verify --against` and `wakeledger-verify --head`).")
-    actions.add_parser("key", help="Print the head-signing key's id and public key (PEM) "
-                                   "for auditors to pin.")
+    key = actions.add_parser("key", help="Print the head-signing public key (clean PEM on "
+                                         "standard output, its id on standard error) for "
+                                         "auditors to pin.")
+    key.add_argument("--note", action="store_true",
+                     help="print the checkpoints' note verifier key instead "
+                          "(<origin>+<key hash>+<base64 key>), for witnesses and Go's "
+                          "sumdb/note")
     export = actions.add_parser(
         "export", help="Write a goal's verifiable export: its events, their inclusion "
                        "proofs, the signed head and the public key (wakeledger-verify "
@@ -119,6 +124,8 @@ class Auditing(Shell):
             result = sealing.seal()
         except sealing.HorizonBusy as busy:
             raise CommandError(f"nothing sealed: {busy}; try again") from None
+        except sealing.LogInconsistent as alarm:
+            raise CommandError(f"ALARM: no head signed: {alarm}", returncode=3) from None
         if result.head is None:
             self.stdout.write(f"sealed {result.appended} event(s); the tree has "
                               f"{result.size} leaves, as the newest head says")
@@ -136,9 +143,14 @@ class Auditing(Shell):
             raise CommandError("no signed head yet: run `ledger seal`")
         self.stdout.write(json.dumps(head.as_dict(), indent=2))
 
-    def handle_key(self, **_: Any) -> None:
+    def handle_key(self, note: bool, **_: Any) -> None:
         key = signing.signer()
-        self.stdout.write(f"key id: {key.key_id}\n{key.public_pem.rstrip()}")
+        if note:
+            self.stdout.write(key.note_verifier().text())
+            return
+        # Only the PEM on standard output: `ledger key > server.pem` is a key file.
+        self.stderr.write(f"key id: {key.key_id}")
+        self.stdout.write(key.public_pem.rstrip())
 
     def handle_export(self, goal_id: str, output: str | None, from_size: list[int],
                       no_seal: bool, **_: Any) -> None:
