@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test test-quick test-sqlite test-postgres browser claude-code node24 openclaw \
+.PHONY: run test test-quick test-sqlite test-postgres browser go claude-code node24 openclaw \
 	claude-code-current tools lint bench bench-quick soak simulate clean
 
 $(VENV)/bin/python:
@@ -39,6 +39,15 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
 	  >/dev/null; } || echo "chromium is not installed: the browser tests will be skipped"
+
+# Debian's Go and golang.org/x/mod (sumdb/note): an independent implementation
+# of signed notes that tests/test_checkpoint_interop.py runs on the log's
+# checkpoints and cosignatures (GOPATH mode, offline). Without it that test skips.
+go:
+	@{ command -v go >/dev/null 2>&1 && [ -d /usr/share/gocode/src/golang.org/x/mod/sumdb/note ]; } \
+	  || { [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y -qq golang-go golang-golang-x-mod-dev >/dev/null; } \
+	  || echo "go / golang.org/x/mod are not installed: the checkpoint interop test will be skipped"
 
 # The real Claude Code CLI for tests/test_claude_code_live.py, from the npm
 # registry into var/node/ (nothing global, no user config touched). Pinned: the
@@ -89,7 +98,7 @@ $(CLAUDE_CURRENT_BIN): | $(NODE24_BIN)
 claude-code-current: $(CLAUDE_CURRENT_BIN)
 
 # Every outside program a test drives, installed where we may.
-tools: browser claude-code node24 openclaw claude-code-current
+tools: browser go claude-code node24 openclaw claude-code-current
 
 test-sqlite: $(VENV)/.installed-dev tools
 	@echo "== test suite on SQLite =="

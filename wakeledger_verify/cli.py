@@ -1,4 +1,5 @@
-"""``wakeledger-verify BUNDLE [--key PUBKEY_FILE] [--head HEAD_FILE] [--json]``.
+"""``wakeledger-verify BUNDLE [--key PUBKEY_FILE] [--head HEAD_FILE] [--json]``, and
+``wakeledger-verify witness …`` (wakeledger_verify/witness.py).
 
 Exit 0 with a one-line summary when the bundle is valid, 1 naming the first
 failure, 2 for a usage error (argparse's own).
@@ -16,6 +17,10 @@ from wakeledger_verify import heads
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["witness"]:
+        from wakeledger_verify import witness
+        return witness.main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="wakeledger-verify",
         description="Check a Wake Ledger export offline: the goal's hash chain, each event's "

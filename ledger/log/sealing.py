@@ -45,7 +45,7 @@ from ledger.eventstore import clock
 from ledger.log import merkle_store, sealer_state, signing
 from ledger.log.sealer_state import LogInconsistent
 from ledger.models import Event, LogLeaf, SigningKey, TreeHead
-from wakeledger_verify import merkle, notes
+from wakeledger_verify import merkle
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from ledger.log import export, log_audit, sealing, signing
 from ledger.models import TreeHead
 from ledger.operators.commands.base import Shell, positive
 from ledger.operators.progress import Progress
-from wakeledger_verify import heads
+from wakeledger_verify import heads, notes
 
 
 def add(actions: Any) -> None:
@@ -27,8 +27,10 @@ def add(actions: Any) -> None:
     verify.add_argument(
         "--against", metavar="HEAD_FILE",
         help="also prove the whole log still extends this head, kept earlier (the JSON "
-             "of GET /api/v1/ledger/head or `ledger head`): exit 1 on any rewrite, "
-             "deletion, truncation, insertion or rollback since")
+             "of GET /api/v1/ledger/head or `ledger head`, or a checkpoint note, cosigned or "
+             "not: GET /api/v1/ledger/checkpoint, a witness's): exit 1 on any rewrite, "
+             "deletion, truncation, insertion or rollback since; the sealer's own record "
+             "beside the signing key is held to as well")
     verify.add_argument("--key", action="append", default=[], metavar="PUBKEY_FILE",
                         help="a public key (PEM) to check heads' signatures with, beside "
                              "this server's own; repeatable (keys rotated away)")
@@ -82,8 +84,11 @@ class Auditing(Shell):
             parts += [f"{len(findings)} problem(s) in the log"] if findings else []
             raise CommandError(", ".join(parts), returncode=1)
 
-    def _verify_log(self, kept: dict[str, Any], keys: list[Any]) -> list[str]:
-        report = log_audit.audit(kept, keys)
+    def _verify_log(self, kept: dict[str, Any] | str, keys: list[Any]) -> list[str]:
+        try:
+            report = log_audit.audit(kept, keys)
+        except ValueError as error:
+            raise CommandError(str(error)) from None
         for finding in report.findings:
             self.stdout.write(self.style.ERROR(f"log: {finding}"))
         for note in report.notes:
@@ -95,9 +100,17 @@ class Auditing(Shell):
         return report.findings
 
     @staticmethod
-    def _read_head(path: str) -> dict[str, Any]:
+    def _read_head(path: str) -> dict[str, Any] | str:
+        """A kept head: the JSON of GET /ledger/head, or a checkpoint note (GET
+        /ledger/checkpoint, a witness's state, cosigned or not)."""
         try:
-            head = json.loads(Path(path).read_text(encoding="utf-8"))
+            text = Path(path).read_text(encoding="utf-8")
+            if not text.lstrip().startswith("{"):
+                notes.parse_checkpoint(notes.split(text)[0])
+                return text
+            head = json.loads(text)
+        except notes.NoteError as error:
+            raise CommandError(f"{path} is not a tree head or a checkpoint: {error}") from None
         except (OSError, ValueError) as error:
             raise CommandError(f"cannot read the head file {path}: {error}") from None
         problem = heads.head_shape_error(head)
