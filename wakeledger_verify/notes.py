@@ -110,7 +110,7 @@ def verifier(name: str, key: Ed25519PublicKey, algorithm: int = ED25519) -> Veri
 
 def parse_verifier(text: str) -> Verifier:
     """A verifier key as ``ledger key --note`` and ``wakeledger-verify witness`` print it."""
-    parts = text.strip().split("+")
+    parts = text.strip().split("+", 2)  # base64 may hold "+" too
     if len(parts) != 3:
         raise NoteError("a note verifier key is name+hash+key")
     name, hash_hex, encoded = parts

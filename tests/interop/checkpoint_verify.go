@@ -43,7 +43,7 @@ func (v cosigVerifier) Verify(msg, sig []byte) bool {
 }
 
 func newCosigVerifier(vkey string) (cosigVerifier, error) {
-	parts := strings.Split(vkey, "+")
+	parts := strings.SplitN(vkey, "+", 3)
 	if len(parts) != 3 {
 		return cosigVerifier{}, fmt.Errorf("malformed witness key")
 	}
