@@ -226,3 +226,43 @@ def test_the_server_keeps_only_known_witnesses_valid_cosignatures(served, audito
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {agent}")
     assert client.post("/api/v1/ledger/checkpoint", {"checkpoint": head.checkpoint},
                        format="json").status_code == 403
+
+
+def test_an_export_carries_the_cosigned_checkpoint_and_the_verifier_checks_it(
+        db, sealer_record, settings, tmp_path, capsys):
+    from ledger.log import cosigning, export
+    from wakeledger_verify import cli
+
+    goal = GoalFactory(checkpoints=2)
+    first = sealing.seal().head
+    kept = tmp_path / "kept.note"
+    kept.write_text(first.checkpoint)
+    append_checkpoint(str(goal.pk), "later")
+    head = sealing.seal().head
+    key = Ed25519PrivateKey.generate()
+    vkey = notes.verifier(NAME, key.public_key(), notes.COSIGNATURE_V1).text()
+    settings.WAKELEDGER_WITNESS_KEYS = [vkey]
+    body = notes.split(head.checkpoint)[0]
+    cosigning.add(head.checkpoint + notes.cosign(body, NAME, key, 1_700_000_000).line())
+    path = tmp_path / "bundle.json"
+    bundle = export.bundle(str(goal.pk), from_sizes=[first.size])
+    path.write_text(json.dumps(bundle))
+    assert cli.main([str(path), "--witness-key", vkey, "--head", str(kept)]) == 0
+    out = capsys.readouterr().out
+    assert f"extends the kept head of {first.size} leaves" in out
+    assert f"cosigned by {NAME}" in out
+    # A witness the bundle's checkpoint lacks, a checkpoint that is not the head.
+    other = notes.verifier("other.example/w", Ed25519PrivateKey.generate().public_key(),
+                           notes.COSIGNATURE_V1).text()
+    assert cli.main([str(path), "--witness-key", other]) == 1
+    assert "not cosigned by other.example/w" in capsys.readouterr().out
+    path.write_text(json.dumps({**bundle, "checkpoint": first.checkpoint}))
+    assert cli.main([str(path)]) == 1
+    assert "is not its head" in capsys.readouterr().out
+    # A kept checkpoint the log does not extend.
+    forged_root = notes.Checkpoint("wakeledger.localhost/log", first.size, b"\2" * 32).body()
+    kept.write_text(notes.format_note(forged_root, [notes.sign(
+        forged_root, "wakeledger.localhost/log", signing.signer().private_key)]))
+    path.write_text(json.dumps(bundle))
+    assert cli.main([str(path), "--head", str(kept)]) == 1
+    assert "not consistent with the kept head" in capsys.readouterr().out

@@ -493,6 +493,7 @@ def test_an_export_resigned_with_another_key_fails_against_the_pinned_key(export
         nodes.update(frontier.append(leaf))
     data["subtrees"] = {merkle.subtree_name(k): h.hex() for k, h in nodes.items()}
     data["public_keys"] = {forger.key_id: forger.public_pem}
+    data["checkpoint"] = None  # the real key's checkpoint would give the forgery away
     path.write_text(json.dumps(data))
 
     code, out = verify(str(path))  # unpinned, it is internally consistent …
