@@ -75,6 +75,8 @@ def test_the_sealer_keeps_its_latest_checkpoint_beside_its_key(world):
     assert sealer_state.inconsistency_alarm() is None
     code, out = against(world.kept)
     assert code == 0, out
+    code, out, _ = ledger("head", "--checkpoint")
+    assert code == 0 and out == newest.checkpoint
 
 
 def test_a_corrupted_stored_node_is_found_with_its_position(world):
@@ -123,6 +125,8 @@ def test_events_only_an_unkept_head_covered_cannot_be_rewritten_or_cut(world, cu
     assert "ALARM" in caplog.text and "inconsistent" in caplog.text
     assert sealer_state.inconsistency_alarm()  # what a metrics collector reads
     assert ledger("seal")[0] == 3  # and again, until someone acts
+    code, out, err = ledger("doctor")  # the alert an operator sees
+    assert code != 0 and "ALARM: the sealer signs no head" in out + err, out + err
     code, out = against(world.kept)  # the auditor's old head alone no longer suffices:
     assert code == 1 and "the sealer's record" in out, out  # the record is held to
 

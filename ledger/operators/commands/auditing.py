@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.management.base import CommandError
 
 from ledger.eventstore import projection
-from ledger.log import export, log_audit, sealing, signing
+from ledger.log import cosigning, export, log_audit, sealing, signing
 from ledger.models import TreeHead
 from ledger.operators.commands.base import Shell, positive
 from ledger.operators.progress import Progress
@@ -38,8 +38,12 @@ def add(actions: Any) -> None:
     actions.add_parser(
         "seal", help="Put committed events into the verifiable log's tree and sign a "
                      "tree head (the scheduler does it every WAKELEDGER_SEAL_MINUTES).")
-    actions.add_parser("head", help="Print the newest signed tree head as JSON (keep it: "
-                                    "`verify --against` and `wakeledger-verify --head`).")
+    head = actions.add_parser("head", help="Print the newest signed tree head as JSON (keep "
+                                           "it: `verify --against` and "
+                                           "`wakeledger-verify --head`).")
+    head.add_argument("--checkpoint", action="store_true",
+                      help="print it as the C2SP checkpoint note instead, with its "
+                           "witnesses' cosignatures")
     key = actions.add_parser("key", help="Print the head-signing public key (clean PEM on "
                                          "standard output, its id on standard error) for "
                                          "auditors to pin.")
@@ -150,10 +154,14 @@ class Auditing(Shell):
             self.stdout.write(f"witness {'took' if result.witnessed else 'did NOT take'} the "
                               "head")
 
-    def handle_head(self, **_: Any) -> None:
-        head = TreeHead.objects.order_by("-id").first()
+    def handle_head(self, checkpoint: bool, **_: Any) -> None:
+        heads_ = TreeHead.objects.order_by("-id")
+        head = (heads_.exclude(checkpoint="") if checkpoint else heads_).first()
         if head is None:
             raise CommandError("no signed head yet: run `ledger seal`")
+        if checkpoint:
+            self.stdout.write(cosigning.cosigned(head), ending="")
+            return
         self.stdout.write(json.dumps(head.as_dict(), indent=2))
 
     def handle_key(self, note: bool, **_: Any) -> None:
