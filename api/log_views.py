@@ -11,6 +11,7 @@ are for auditors and operators.
 from typing import Any
 
 from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -137,13 +138,20 @@ class CosignedSerializer(serializers.Serializer):
 # ----------------------------------------------------------------------- views
 
 
+def _note_answers() -> Any:
+    """GET /ledger/checkpoint's answers: the note as text/plain, problems as JSON."""
+    answers = responses({}, "not_sealed")
+    answers[(200, "text/plain")] = OpenApiResponse(OpenApiTypes.STR,
+                                                   description="the signed note")
+    return answers
+
+
 class CheckpointView(LedgerView):
     roles = {"GET": READERS, "POST": (AUDITOR, OPERATOR)}
 
     @extend_schema(summary="The newest signed head as a C2SP tlog-checkpoint signed note, "
                            "with the cosignatures of known witnesses (text/plain)",
-                   responses=responses({200: OpenApiResponse(description="the signed note")},
-                                       "not_sealed"))
+                   responses=_note_answers())
     def get(self, request: Request) -> HttpResponse:
         head = TreeHead.objects.exclude(checkpoint="").order_by("-id").first()
         if head is None:

@@ -46,7 +46,7 @@ STATUS_BY_CODE = {
     "job_terminal": 409,
     "not_sealed": 409,
     "checkpoint_unknown": 404,
-    "cosignature_invalid": 422,
+    "cosignature_invalid": 400,  # 400, not 422: 422 is the Idempotency-Key's own conflict
     "length_required": 411,
     "payload_too_large": 413,
     "unsupported_media_type": 415,

@@ -214,7 +214,7 @@ def test_the_server_keeps_only_known_witnesses_valid_cosignatures(served, audito
     stranger = notes.cosign(body, "stranger.example/w", Ed25519PrivateKey.generate(), 1)
     answer = auditor.post("ledger/checkpoint", {"checkpoint": head.checkpoint +
                                                 stranger.line()})
-    assert answer.status_code == 422 and answer.json()["code"] == "cosignature_invalid"
+    assert answer.status_code == 400 and answer.json()["code"] == "cosignature_invalid"
     other = notes.Checkpoint("wakeledger.localhost/log", head.size, b"\1" * 32).body()
     answer = auditor.post("ledger/checkpoint", {"checkpoint": other + "\n" + stranger.line()})
     assert answer.status_code == 404 and answer.json()["code"] == "checkpoint_unknown"
@@ -266,3 +266,16 @@ def test_an_export_carries_the_cosigned_checkpoint_and_the_verifier_checks_it(
     path.write_text(json.dumps(bundle))
     assert cli.main([str(path), "--head", str(kept)]) == 1
     assert "not consistent with the kept head" in capsys.readouterr().out
+
+
+def test_the_events_api_shows_each_events_id_and_place_in_the_log(agent, db):
+    goal_id = agent.start().json()["goal"]["id"]
+    before = agent.get(f"goals/{goal_id}/events").json()["events"]
+    assert before[0]["position"] is None and isinstance(before[0]["id"], int)
+    sealing.seal()
+    events = agent.get(f"goals/{goal_id}/events").json()["events"]
+    assert [e["position"] for e in events] == [
+        LogLeaf.objects.get(event_id=e["id"]).position for e in events]
+    event = events[-1]
+    proof = agent.get("ledger/proof/inclusion", event=event["id"]).json()
+    assert proof["leaf_index"] == event["position"]
