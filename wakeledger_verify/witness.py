@@ -216,6 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not (args.url and args.log_key and args.state):
             parser.error("--url, --log-key and --state are needed to witness")
         log = notes.parse_verifier(args.log_key)
+        if log.algorithm != notes.ED25519:
+            parser.error("--log-key is the log's Ed25519 note key (`ledger key --note`)")
         token = os.environ.get(TOKEN_ENV, "")
         if not token:
             parser.error(f"set {TOKEN_ENV} to an auditor's API token")
