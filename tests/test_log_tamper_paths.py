@@ -159,3 +159,16 @@ def test_a_backup_restored_under_the_record_is_a_rollback(world):
     code, _, err = ledger("seal")
     assert code == 3 and "fewer than the" in err and "truncated or rolled back" in err
 
+
+
+def test_nodes_are_checked_against_the_stored_leaves_not_the_changed_events(world):
+    """A changed event is a leaf finding, never a false "stored node" one; a node
+    corrupted as well is still named (its check follows the stored leaves)."""
+    victim = Event.objects.get(id=LogLeaf.objects.get(position=1).event_id)
+    sql("UPDATE ledger_event SET actor = %s WHERE id = %s", "agent-mallory", victim.id)
+    code, out = against(world.kept)
+    assert code == 1 and "leaf 1: event" in out and "stored node" not in out, out
+    key = LogNode.objects.order_by("-key").values_list("key", flat=True).first()
+    sql("UPDATE ledger_lognode SET hash = %s WHERE key = %s", "ef" * 32, key)
+    code, out = against(world.kept)
+    assert f"stored node {key >> 48}/{key & ((1 << 48) - 1)} " in out, out

@@ -148,7 +148,10 @@ def _check_signature(head: dict[str, Any], keys: dict[str, Ed25519PublicKey], wh
 def _recompute(report: Audit, sizes: set[int]) -> dict[int, str]:
     """Rebuild the tree from the events; the roots at ``sizes`` (those reached)."""
     frontier = merkle.Frontier()
-    stored_tree = merkle.Frontier()  # from the stored leaf hashes: the nodes' check
+    # The nodes' check needs the tree of the *stored* leaf hashes. While every
+    # recomputed leaf matches its stored hash the two trees are one, so the
+    # second is only split off at the first leaf that differs.
+    stored_tree: merkle.Frontier | None = None
     nodes = _NodeCheck(report)
     roots: dict[int, str] = {}
     if 0 in sizes:
@@ -178,8 +181,11 @@ def _recompute(report: Audit, sizes: set[int]) -> dict[int, str]:
                     report.findings.append(
                         f"leaf {position}: event {event_id} (goal {row[1]}, seq {row[2]}) "
                         "no longer matches its leaf: it was changed after it was sealed")
-        frontier.append(leaf)
-        nodes.add(stored_tree.append(bytes.fromhex(stored_hash)))
+        if stored_tree is None and leaf.hex() != stored_hash:
+            stored_tree = frontier.copy()
+        completed = frontier.append(leaf)
+        nodes.add(completed if stored_tree is None
+                  else stored_tree.append(bytes.fromhex(stored_hash)))
         if frontier.size in sizes:
             roots[frontier.size] = frontier.root().hex()
     nodes.flush()
