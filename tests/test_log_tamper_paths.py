@@ -172,3 +172,22 @@ def test_nodes_are_checked_against_the_stored_leaves_not_the_changed_events(worl
     sql("UPDATE ledger_lognode SET hash = %s WHERE key = %s", "ef" * 32, key)
     code, out = against(world.kept)
     assert f"stored node {key >> 48}/{key & ((1 << 48) - 1)} " in out, out
+
+
+def test_a_kept_checkpoint_must_carry_this_logs_signature(world, tmp_path):
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    newest = TreeHead.objects.order_by("-id").first()
+    body = notes.split(newest.checkpoint)[0]
+    kept = tmp_path / "kept.note"
+    kept.write_text(newest.checkpoint)
+    code, out = against(kept)
+    assert code == 0, out
+    origin = body.split("\n")[0]
+    kept.write_text(notes.format_note(body, [notes.sign(body, origin,
+                                                        Ed25519PrivateKey.generate())]))
+    code, out = against(kept)
+    assert code == 1 and "the kept checkpoint carries no valid signature" in out, out
+    kept.write_text("not a checkpoint\n")
+    code, out = against(kept)
+    assert code != 0 and "is not a tree head or a checkpoint" in out, out
