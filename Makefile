@@ -7,8 +7,8 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test test-quick test-sqlite test-postgres browser prometheus claude-code node24 \
-	openclaw claude-code-current tools lint bench bench-quick soak simulate clean
+.PHONY: run test test-quick test-sqlite test-postgres browser prometheus go claude-code \
+	node24 openclaw claude-code-current tools lint bench bench-quick soak simulate clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,15 @@ prometheus:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	  --no-install-recommends prometheus >/dev/null; } || \
 	  echo "prometheus is not installed: the real Prometheus test will be skipped"
+
+# Debian's Go and golang.org/x/mod (sumdb/note): an independent implementation
+# of signed notes that tests/log/test_checkpoint_interop.py runs on the log's
+# checkpoints and cosignatures (GOPATH mode, offline). Without it that test skips.
+go:
+	@{ command -v go >/dev/null 2>&1 && [ -d /usr/share/gocode/src/golang.org/x/mod/sumdb/note ]; } \
+	  || { [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y -qq golang-go golang-golang-x-mod-dev >/dev/null; } \
+	  || echo "go / golang.org/x/mod are not installed: the checkpoint interop test will be skipped"
 
 # The real Claude Code CLI for tests/e2e/test_claude_code_live.py, from the npm
 # registry into var/node/ (nothing global, no user config touched). Pinned: the
@@ -97,7 +106,7 @@ $(CLAUDE_CURRENT_BIN): | $(NODE24_BIN)
 claude-code-current: $(CLAUDE_CURRENT_BIN)
 
 # Every outside program a test drives, installed where we may.
-tools: browser prometheus claude-code node24 openclaw claude-code-current
+tools: browser prometheus go claude-code node24 openclaw claude-code-current
 
 test-sqlite: $(VENV)/.installed-dev tools
 	@echo "== test suite on SQLite =="

@@ -10,19 +10,23 @@ are for auditors and operators.
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api.idempotency import idempotent
 from api.problems import Problem
-from api.schema import QUERY, responses
+from api.schema import BODY, IDEMPOTENT, QUERY, responses
 from api.serializers import StrictSerializer, validated
 from api.serializers.responses import chain_fields, event_fields
-from api.views.common import READERS, LedgerView
+from api.views.common import IDEMPOTENCY, READERS, LedgerView
 from ledger.access.accounts import AGENT, AUDITOR, OPERATOR, role_of
-from ledger.log import merkle_store
+from ledger.log import cosigning, merkle_store
 from ledger.models import Event, LogLeaf, SigningKey, TreeHead
+from wakeledger_verify import notes
 
 # ----------------------------------------------------------------------- shapes
 
@@ -115,7 +119,59 @@ def tree_size_arg(value: int, name: str, tree_size: int) -> int:
     return value
 
 
+class CosignatureSerializer(StrictSerializer):
+    checkpoint = serializers.CharField(
+        max_length=20000, trim_whitespace=False,
+        help_text="a checkpoint of this log as GET /ledger/checkpoint served it, with the "
+                  "witness's cosignature/v1 line added (C2SP tlog-cosignature)")
+
+
+class CosignedSerializer(serializers.Serializer):
+    size = serializers.IntegerField()
+    witnesses = serializers.ListField(child=serializers.CharField())
+
+
 # ----------------------------------------------------------------------- views
+
+
+def _note_answers() -> Any:
+    """GET /ledger/checkpoint's answers: the note as text/plain, problems as JSON."""
+    answers = responses({}, "not_sealed")
+    answers[(200, "text/plain")] = OpenApiResponse(OpenApiTypes.STR,
+                                                   description="the signed note")
+    return answers
+
+
+class CheckpointView(LedgerView):
+    roles = {"GET": READERS, "POST": (AUDITOR, OPERATOR)}
+
+    @extend_schema(summary="The newest signed head as a C2SP tlog-checkpoint signed note, "
+                           "with the cosignatures of known witnesses (text/plain)",
+                   responses=_note_answers())
+    def get(self, request: Request) -> HttpResponse:
+        head = TreeHead.objects.exclude(checkpoint="").order_by("-id").first()
+        if head is None:
+            raise Problem("not_sealed", "No checkpoint has been signed yet.")
+        return HttpResponse(cosigning.cosigned(head), content_type="text/plain; charset=utf-8")
+
+    @extend_schema(summary="A witness sends the checkpoint back cosigned (auditor, operator)",
+                   request=CosignatureSerializer, parameters=[IDEMPOTENCY],
+                   responses=responses({200: CosignedSerializer}, *BODY, *IDEMPOTENT,
+                                       "checkpoint_unknown", "cosignature_invalid"))
+    @idempotent(CosignatureSerializer)
+    def post(self, request: Request, data: dict[str, Any]) -> Response:
+        try:
+            kept = cosigning.add(data["checkpoint"])
+        except notes.NoteError as error:
+            raise Problem("validation_error", str(error),
+                          errors={"checkpoint": [str(error)]}) from None
+        except cosigning.UnknownCheckpoint as error:
+            raise Problem("checkpoint_unknown", str(error)) from None
+        except cosigning.NoValidCosignature as error:
+            raise Problem("cosignature_invalid", str(error)) from None
+        size = notes.parse_checkpoint(notes.split(data["checkpoint"])[0]).size
+        return Response({"size": size, "witnesses": kept})
+
 
 
 class LogHeadView(LedgerView):

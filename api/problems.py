@@ -45,6 +45,8 @@ STATUS_BY_CODE = {
     "not_wakeable": 409,
     "job_terminal": 409,
     "not_sealed": 409,
+    "checkpoint_unknown": 404,
+    "cosignature_invalid": 400,  # 400, not 422: 422 is the Idempotency-Key's own conflict
     "length_required": 411,
     "payload_too_large": 413,
     "unsupported_media_type": 415,
@@ -83,6 +85,8 @@ TITLES = {
     "not_wakeable": "The goal is blocked or ended; a wake cannot resume it.",
     "job_terminal": "The job has already ended.",
     "not_sealed": "Not in a signed tree head yet; the log is sealed every few minutes.",
+    "checkpoint_unknown": "No signed head has this checkpoint.",
+    "cosignature_invalid": "No valid cosignature of a witness this server knows.",
     "length_required": "The body must come with a Content-Length.",
     "payload_too_large": "The body is too large.",
     "unsupported_media_type": "Send application/json.",

@@ -801,6 +801,9 @@ def main() -> int:
                 {"hook": {"type": "webhook", "url": hook, "secret": HOOK_SECRET,
                           "timeout": 5}}),
             "WAKELEDGER_Q_WORKERS": "2",
+            # A fresh database each soak: the sealer's record of this run only
+            # (one kept in var/ beside the key would cry rollback next time).
+            "WAKELEDGER_SEALER_STATE_FILE": str(logs / "sealer.checkpoint"),
             "PATH": f"{BIN}:{os.environ.get('PATH', '')}",
         }
         print(f"soak: {count} agents, {seconds} s; PostgreSQL {bindir.parent.name} at {url}; "

@@ -265,6 +265,9 @@ class TreeHead(models.Model):
     key_id = models.CharField(max_length=40)
     signature = models.CharField(max_length=100)
     horizon = models.BigIntegerField()
+    # The same head as a C2SP tlog-checkpoint signed note (origin, size, root;
+    # the log's note signature), exactly as signed; "" on heads signed before.
+    checkpoint = models.TextField(default="", blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["size"], name="ledger_treehead_size")]
@@ -275,6 +278,24 @@ class TreeHead(models.Model):
     def as_dict(self) -> dict[str, Any]:
         return {"size": self.size, "root": self.root, "timestamp": self.timestamp,
                 "key_id": self.key_id, "horizon": self.horizon, "signature": self.signature}
+
+
+class Cosignature(models.Model):
+    """A witness's cosignature/v1 on a head's checkpoint (C2SP tlog-cosignature),
+    checked against a configured witness key before it is kept. The newest one
+    per witness and head is kept; the API serves them with the checkpoint."""
+
+    head = models.ForeignKey(TreeHead, on_delete=models.CASCADE, related_name="cosignatures")
+    witness = models.CharField(max_length=200)  # the witness key's name
+    timestamp = models.BigIntegerField()  # the seconds the witness signed
+    line = models.TextField()  # the note signature line, as the witness sent it
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["head", "witness"],
+                                               name="ledger_cosignature_one_per_witness")]
+
+    def __str__(self) -> str:
+        return f"cosignature {self.witness} on {self.head_id}"
 
 
 class SigningKey(models.Model):

@@ -33,6 +33,10 @@ def seal_log() -> int:
         # run seals it. Nothing was written.
         logger.warning("seal skipped: %s", busy)
         return -1
+    except sealing.LogInconsistent:
+        # Logged as an ALARM and remembered by ledger.log.sealer_state; the
+        # next run checks again (and alarms again) until a human acts.
+        return -2
     if result.head is not None:
         logger.info("sealed %d event(s); signed head %d %s", result.appended,
                     result.head.size, result.head.root)

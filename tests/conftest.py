@@ -101,3 +101,13 @@ def lock_waits(monkeypatch):
     from tests.helpers import LockWaits
 
     return LockWaits(monkeypatch)
+
+
+@pytest.fixture
+def sealer_record(settings, tmp_path):
+    """The sealer's record outside the database (ledger/log/sealer_state.py), as a
+    deployment keeps it: beside this test's own signing key (tests/settings.py
+    keeps none, since every test's database is thrown away)."""
+    settings.WAKELEDGER_SIGNING_KEY_FILE = tmp_path / "signing_key.pem"
+    settings.WAKELEDGER_SEALER_STATE_FILE = ""
+    return tmp_path / "signing_key.pem.checkpoint"

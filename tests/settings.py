@@ -39,3 +39,7 @@ from pathlib import Path  # noqa: E402
 
 WAKELEDGER_SIGNING_KEY_FILE = Path(tempfile.gettempdir()) / (
     f"wakeledger-test-signing-{os.getpid()}.pem")
+# The sealer's record outside the database (ledger/log/sealer_state.py): each
+# test's database is thrown away, so a shared record would cry "rollback" in
+# the next test; tests that keep one set their own (tests/conftest.py).
+WAKELEDGER_SEALER_STATE_FILE = "off"

@@ -66,3 +66,23 @@ def test_bad_settings_fail_at_start_up(tmp_path):
     )
     assert result.returncode != 0
     assert "WAKELEDGER_CONN_MAX_AGE='ten' is not a whole number" in result.stderr
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("WAKELEDGER_WITNESS_KEYS", "not-a-key", "a note verifier key is name+hash+key"),
+    ("WAKELEDGER_LOG_ORIGIN", "has space", "is not a note key name"),
+])
+def test_bad_log_note_settings_fail_at_start_up(tmp_path, name, value, message):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        env={"DJANGO_SETTINGS_MODULE": "ledger.project.settings", name: value,
+             "WAKELEDGER_VAR_DIR": str(tmp_path), "PATH": "/usr/bin:/bin",
+             "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode != 0
+    assert message in result.stderr and "ImproperlyConfigured" in result.stderr

@@ -11,7 +11,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from wakeledger_verify import BUNDLE_FORMAT, heads, merkle
+from wakeledger_verify import BUNDLE_FORMAT, heads, merkle, notes
 from wakeledger_verify.records import FIELDS, GENESIS, chain_hash, record_leaf_hash
 
 
@@ -30,6 +30,7 @@ class Result:
     key_pinned: bool = False
     kept_head: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    cosigned_by: list[str] = field(default_factory=list)  # witnesses checked here
 
     def summary(self) -> str:
         last = f"seq 1-{self.events}" if self.events > 1 else "seq 1"
@@ -38,17 +39,21 @@ class Result:
                 f"{self.key_id} at {self.timestamp}")
         if self.kept_head is not None:
             text += f"; extends the kept head of {self.kept_head['size']} leaves"
+        if self.cosigned_by:
+            text += f"; cosigned by {', '.join(self.cosigned_by)}"
         if not self.key_pinned:
             text += " (key taken from the bundle itself: pass --key to pin it)"
         return text
 
 
 def check(bundle: Any, *, key: Ed25519PublicKey | Sequence[Ed25519PublicKey] | None = None,
-          kept_head: Any = None) -> Result:
+          kept_head: Any = None, witnesses: Sequence[notes.Verifier] = ()) -> Result:
     """Raise Failure naming the first thing wrong; return what was proven.
 
     ``key``: the pinned public key, or several (keys rotated away still sign
-    older heads, a kept head among them); None trusts the bundle's own."""
+    older heads, a kept head among them); None trusts the bundle's own.
+    ``kept_head``: a head (JSON) or a checkpoint note, cosigned or not.
+    ``witnesses``: each must have cosigned the bundle's checkpoint."""
     pinned = _pinned(key)
     if not isinstance(bundle, Mapping):
         raise Failure("the bundle is not a JSON object")
@@ -64,9 +69,59 @@ def check(bundle: Any, *, key: Ed25519PublicKey | Sequence[Ed25519PublicKey] | N
     _check_signature(head, _signer(bundle, head, pinned, "the bundle's head"),
                      "the bundle's head")
     result.events = _check_events(bundle, head)
+    if witnesses or isinstance(bundle.get("checkpoint"), str):
+        result.cosigned_by = _check_checkpoint(bundle, head, pinned, witnesses)
+    if isinstance(kept_head, str):
+        kept_head = _kept_checkpoint(bundle, head, kept_head, pinned)
     if kept_head is not None:
         result.kept_head = _check_kept(bundle, head, kept_head, pinned)
     return result
+
+
+def _open_note(bundle: Mapping[str, Any], key_id: str, note: str,
+               pinned: dict[str, Ed25519PublicKey] | None, what: str,
+               witnesses: Sequence[notes.Verifier] = ()) -> notes.Opened:
+    """A checkpoint note signed by the key ``key_id`` names (pinned, or the bundle's)."""
+    key = _signer(bundle, {"key_id": key_id}, pinned, what)
+    try:
+        origin = notes.parse_checkpoint(notes.split(note)[0]).origin
+        return notes.open_checkpoint(note, notes.verifier(origin, key), witnesses)
+    except notes.NoteError as error:
+        raise Failure(f"{what}: {error}") from None
+
+
+def _check_checkpoint(bundle: Mapping[str, Any], head: Mapping[str, Any],
+                      pinned: dict[str, Ed25519PublicKey] | None,
+                      witnesses: Sequence[notes.Verifier]) -> list[str]:
+    """The head as a C2SP checkpoint: the same size and root, the log's note
+    signature, and a cosignature of every witness asked for."""
+    note = bundle.get("checkpoint")
+    if not isinstance(note, str):
+        raise Failure("the bundle carries no checkpoint for the witnesses to have cosigned")
+    opened = _open_note(bundle, head["key_id"], note, pinned, "the bundle's checkpoint",
+                        witnesses)
+    if (opened.checkpoint.size, opened.checkpoint.root.hex()) != (head["size"], head["root"]):
+        raise Failure("the bundle's checkpoint is not its head (size or root differ)")
+    missing = [w.name for w in witnesses if w.name not in opened.cosigned_by]
+    if missing:
+        raise Failure(f"the bundle's checkpoint is not cosigned by {', '.join(missing)}")
+    return sorted(opened.cosigned_by)
+
+
+def _kept_checkpoint(bundle: Mapping[str, Any], head: Mapping[str, Any], note: str,
+                     pinned: dict[str, Ed25519PublicKey] | None) -> dict[str, Any]:
+    """A kept checkpoint as the (size, root) it signs; its signature checked
+    here, by the bundle's head's key (keys rotated away: pass them with --key)."""
+    errors = []
+    for key_id in ([*pinned] if pinned else [head["key_id"]]):
+        try:
+            opened = _open_note(bundle, key_id, note, pinned, "the kept checkpoint")
+        except Failure as failure:
+            errors.append(str(failure))
+            continue
+        return {"size": opened.checkpoint.size, "root": opened.checkpoint.root.hex(),
+                "checkpoint": True}
+    raise Failure(errors[0] if errors else "the kept checkpoint cannot be checked")
 
 
 def _pinned(key: Ed25519PublicKey | Sequence[Ed25519PublicKey] | None
@@ -166,10 +221,12 @@ def _goal(bundle: Mapping[str, Any]) -> str:
 
 def _check_kept(bundle: Mapping[str, Any], head: Mapping[str, Any], kept: Any,
                 pinned: dict[str, Ed25519PublicKey] | None) -> dict[str, Any]:
-    problem = heads.head_shape_error(kept)
-    if problem:
-        raise Failure(f"the kept head is not a tree head: {problem}")
-    _check_signature(kept, _signer(bundle, kept, pinned, "the kept head"), "the kept head")
+    if not (isinstance(kept, Mapping) and kept.get("checkpoint") is True):  # checked above
+        problem = heads.head_shape_error(kept)
+        if problem:
+            raise Failure(f"the kept head is not a tree head: {problem}")
+        _check_signature(kept, _signer(bundle, kept, pinned, "the kept head"),
+                         "the kept head")
     if kept["size"] > head["size"]:
         raise Failure(f"the kept head ({kept['size']} leaves) is newer than the bundle's "
                       f"({head['size']}): export the goal again")

@@ -1,4 +1,5 @@
-"""``wakeledger-verify BUNDLE [--key PUBKEY_FILE] [--head HEAD_FILE] [--json]``.
+"""``wakeledger-verify BUNDLE [--key PUBKEY_FILE] [--head HEAD_FILE] [--json]``, and
+``wakeledger-verify witness …`` (wakeledger_verify/witness.py).
 
 Exit 0 with a one-line summary when the bundle is valid, 1 naming the first
 failure, 2 for a usage error (argparse's own).
@@ -12,10 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from wakeledger_verify import bundle as bundles
-from wakeledger_verify import heads
+from wakeledger_verify import heads, notes
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["witness"]:
+        from wakeledger_verify import witness
+        return witness.main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="wakeledger-verify",
         description="Check a Wake Ledger export offline: the goal's hash chain, each event's "
@@ -26,7 +31,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the server's public key (PEM) to pin; repeat it for keys "
                              "rotated away; without it the key inside the bundle is used")
     parser.add_argument("--head", help="a tree head kept earlier (the JSON of "
-                                       "GET /api/v1/ledger/head)")
+                                       "GET /api/v1/ledger/head, or a checkpoint note of "
+                                       "GET /api/v1/ledger/checkpoint, cosigned or not)")
+    parser.add_argument("--witness-key", action="append", default=[], metavar="VKEY",
+                        help="a witness's note verifier key: the bundle's checkpoint must "
+                             "carry its cosignature (repeatable)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     try:
@@ -37,7 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _say(args, {"valid": True, "error": None, "goal": result.goal, "events": result.events,
                 "tree_size": result.tree_size, "root": result.root, "key_id": result.key_id,
                 "timestamp": result.timestamp, "key_pinned": result.key_pinned,
-                "kept_head_size": result.kept_head["size"] if result.kept_head else None},
+                "kept_head_size": result.kept_head["size"] if result.kept_head else None,
+                "cosigned_by": result.cosigned_by},
          result.summary())
     return 0
 
@@ -51,8 +61,20 @@ def _run(args: argparse.Namespace) -> bundles.Result:
         except ValueError as error:
             raise bundles.Failure(f"the key file {path} is not an Ed25519 public key "
                                   f"(PEM): {error}") from None
-    kept = _read_json(args.head, "the head file") if args.head else None
-    return bundles.check(data, key=keys or None, kept_head=kept)
+    kept = _read_head(args.head) if args.head else None
+    try:
+        witnesses = [notes.parse_verifier(text) for text in args.witness_key]
+    except notes.NoteError as error:
+        raise bundles.Failure(f"--witness-key: {error}") from None
+    return bundles.check(data, key=keys or None, kept_head=kept, witnesses=witnesses)
+
+
+def _read_head(path: str) -> Any:
+    """A kept head: JSON, or a checkpoint note (kept as its text)."""
+    text = _read(path, "the head file")
+    if text.lstrip().startswith("{"):
+        return _read_json(path, "the head file")
+    return text
 
 
 def _read(path: str, what: str) -> str:

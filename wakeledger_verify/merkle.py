@@ -66,6 +66,9 @@ class Frontier:
         self.size += 1
         return completed
 
+    def copy(self) -> "Frontier":
+        return Frontier(self.size, [digest for _, digest in self._stack])
+
     def root(self) -> bytes:
         if not self._stack:
             return EMPTY_ROOT

@@ -244,6 +244,9 @@ class WorkspaceAnswerSerializer(serializers.Serializer):
 
 
 class EventSerializer(serializers.Serializer):
+    id = serializers.IntegerField(help_text="the event's id (GET /ledger/proof/inclusion?event=)")
+    position = serializers.IntegerField(
+        allow_null=True, help_text="its leaf index in the verifiable log; null until sealed")
     vars().update(event_fields(data=serializers.DictField))  # seq, kind, data, actor, …
     vars().update(chain_fields())  # prev_hash, hash
 

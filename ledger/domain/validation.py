@@ -11,6 +11,8 @@ import unicodedata
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
+import regex
+
 from ledger.domain.errors import InvalidCommand
 from ledger.domain.events import iso
 
@@ -104,12 +106,22 @@ _INVISIBLE = {ord(c): None for c in ("\u00ad", "\u180e", "\u200b", "\u200c", "\u
                                       "\u2066", "\u2067", "\u2068", "\u2069")}
 
 
+# What the secret scan drops before it looks: every default-ignorable code
+# point, by the Unicode property (not a list that misses U+034F, variation
+# selectors, tags, Hangul fillers, Mongolian free variation selectors, …):
+# renderers show nothing for them, so a credential split by one still reads,
+# and pastes, as the credential.
+_IGNORABLE = regex.compile(r"\p{Default_Ignorable_Code_Point}+")
+
+
 def looks_like_secret(text: str) -> bool:
     if _scan(text):
         return True
     if text.isascii():
         return False  # NFKC and the invisible characters change nothing here
-    folded = unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
+    # Dropped before NFKC and after it: NFKC maps some ignorables (U+3164) to
+    # other ignorables (U+1160).
+    folded = _IGNORABLE.sub("", unicodedata.normalize("NFKC", _IGNORABLE.sub("", text)))
     return folded != text and _scan(folded)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from ledger.domain import iso
 from ledger.eventstore import clock
-from ledger.log import merkle_store
+from ledger.log import cosigning, merkle_store
 from ledger.models import Event, Goal, LogLeaf, SigningKey, TreeHead
 from wakeledger_verify import BUNDLE_FORMAT
 
@@ -61,6 +61,9 @@ def bundle(goal_id: str, *, from_sizes: Iterable[int] = ()) -> dict[str, Any]:
         # upper nodes in every one of them.
         "subtrees": subtrees,
         "head": head.as_dict(),
+        # The same head as a C2SP checkpoint with its witnesses' cosignatures
+        # (null for a head signed before checkpoints existed).
+        "checkpoint": cosigning.cosigned(head) if head.checkpoint else None,
         "consistency": {str(size): merkle_store.consistency(size, head.size)
                         for size in sorted(sizes)},
         "public_keys": dict(SigningKey.objects.filter(key_id__in=key_ids)

@@ -42,8 +42,10 @@ from django.db.models import Max
 
 from ledger.domain import iso
 from ledger.eventstore import clock
-from ledger.log import merkle_store, signing
+from ledger.log import merkle_store, sealer_state, signing
+from ledger.log.sealer_state import LogInconsistent
 from ledger.models import Event, LogLeaf, SigningKey, TreeHead
+from wakeledger_verify import merkle
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +59,9 @@ LOCK_TIMEOUT = "1s"
 
 class HorizonBusy(Exception):
     """The events table could not be locked in time; nothing was sealed."""
+
+
+__all__ = ["HorizonBusy", "LogInconsistent", "Sealed", "register_witness", "seal"]
 
 
 @dataclass(frozen=True)
@@ -142,20 +147,60 @@ def _sign() -> TreeHead | None:
     with transaction.atomic():
         _serialize_sealers()
         tree_size = merkle_store.size()
+        root = merkle_store.root(tree_size) if tree_size else merkle.EMPTY_ROOT
+        _check_extends_record(tree_size, root)
         latest = TreeHead.objects.order_by("-id").first()
-        if tree_size == 0 or (latest is not None and latest.size == tree_size):
+        if tree_size == 0 or (latest is not None and latest.size == tree_size
+                              and latest.checkpoint):
             return None
         # Every event up to the last sealed one is in the tree: sealing takes
         # events in id order and only below a horizon (see above).
         horizon = LogLeaf.objects.aggregate(last=Max("event_id"))["last"] or 0
         key = signing.signer()
-        fields = {"size": tree_size, "root": merkle_store.root(tree_size).hex(),
+        fields = {"size": tree_size, "root": root.hex(),
                   "timestamp": iso(clock.now()), "key_id": key.key_id, "horizon": horizon}
-        head = TreeHead.objects.create(**fields, signature=key.sign(fields))
+        checkpoint = key.checkpoint(tree_size, root)
+        head = TreeHead.objects.create(**fields, signature=key.sign(fields),
+                                       checkpoint=checkpoint)
         SigningKey.objects.get_or_create(key_id=key.key_id, defaults={
             "public_key": key.public_pem, "first_used_at": clock.now()})
+        # Remembered outside the database before the head is committed: a
+        # failed write signs nothing; a failed commit leaves a record the
+        # committed tree still extends (same size, same root).
+        sealer_state.write(checkpoint)
+    sealer_state.clear_alarm()
     _witness(head)
     return head
+
+
+def _check_extends_record(tree_size: int, root: bytes) -> None:
+    """The stored tree must extend the sealer's latest signed checkpoint: a
+    consistency proof from it (made of stored nodes, so a forged node can only
+    make the check fail, never pass for a tree that does not extend it)."""
+    kept = sealer_state.read()
+    if kept is None:
+        return  # the first seal, or a record switched off: trust on first use
+    if kept.origin != settings.WAKELEDGER_LOG_ORIGIN:
+        raise sealer_state.raise_alarm(
+            f"the sealer's record names the log {kept.origin!r}, this server "
+            f"{settings.WAKELEDGER_LOG_ORIGIN!r}")
+    if tree_size < kept.size:
+        raise sealer_state.raise_alarm(
+            f"the tree has {tree_size} leaves, fewer than the {kept.size} the sealer last "
+            "signed: it was truncated or rolled back")
+    if tree_size == kept.size:
+        consistent = root == kept.root
+    else:
+        try:
+            proof = [bytes.fromhex(h) for h in merkle_store.consistency(kept.size, tree_size)]
+        except merkle_store.TreeCorrupt as error:
+            raise sealer_state.raise_alarm(f"the stored tree is damaged: {error}") from None
+        consistent = merkle.consistent(kept.size, kept.root, tree_size, root, proof)
+    if not consistent:
+        raise sealer_state.raise_alarm(
+            f"the tree of {tree_size} leaves (root {root.hex()}) does not extend the "
+            f"checkpoint the sealer last signed (size {kept.size}, root {kept.root.hex()}): "
+            "leaves it covered were changed, removed or reordered")
 
 
 def _witness(head: TreeHead) -> None:

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from wakeledger_verify import heads
+from wakeledger_verify import heads, notes
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,18 @@ class Signer:
         if head["key_id"] != self.key_id:
             raise ValueError("a head names the key that signs it")
         return base64.b64encode(self.private_key.sign(heads.signed_bytes(head))).decode()
+
+    def note_verifier(self) -> notes.Verifier:
+        """The checkpoints' note key: named after the log's origin. The same
+        Ed25519 key as the JSON heads': a note body starts with the origin, a
+        head's signed bytes with heads.PREFIX, so neither reads as the other."""
+        return notes.verifier(settings.WAKELEDGER_LOG_ORIGIN, self.private_key.public_key())
+
+    def checkpoint(self, size: int, root: bytes) -> str:
+        """The C2SP tlog-checkpoint of (size, root), signed as a note."""
+        body = notes.Checkpoint(settings.WAKELEDGER_LOG_ORIGIN, size, root).body()
+        return notes.format_note(body, [notes.sign(body, settings.WAKELEDGER_LOG_ORIGIN,
+                                                   self.private_key)])
 
 
 def signer(path: Path | None = None) -> Signer:

@@ -45,6 +45,7 @@ from ledger.domain.events import iso
 from ledger.domain.overdue import ScheduleRow, expected_schedules, row_problem
 from ledger.domain.vocabulary import ACTIVE_STATUSES, SCHEDULE_PREFIXES, schedule_goal
 from ledger.eventstore import clock
+from ledger.log import sealer_state
 from ledger.models import Goal
 from ledger.operators import alerts
 from ledger.services import sweeps
@@ -177,6 +178,9 @@ def system_findings(now: datetime) -> Iterator[Finding]:
             yield Finding("", f"{spec.code}_{problem}",
                           f"{why}: {spec.loss} (`ledger doctor --fix` restores it)",
                           row=spec.name)
+    alarm = sealer_state.inconsistency_alarm()
+    if alarm:  # no repair: a human decides what happened (docs/integrity.md)
+        yield Finding("", "log_inconsistent", f"ALARM: the sealer signs no head: {alarm}")
 
 
 def findings(goal_ids: list[str] | None = None) -> Iterator[Finding]:

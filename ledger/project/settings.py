@@ -444,6 +444,33 @@ WAKELEDGER_HEAD_WITNESS_FILE = env_str("WAKELEDGER_HEAD_WITNESS_FILE", "")
 # `ledger seal`); a failure is logged, the head stays signed and stored.
 WAKELEDGER_HEAD_WITNESS_URL = env_str("WAKELEDGER_HEAD_WITNESS_URL", "")
 
+# The log's name in its C2SP checkpoints (the first line; also the note key's
+# name): a schema-less URL, stable for the log's life (witnesses key on it).
+WAKELEDGER_LOG_ORIGIN = env_str("WAKELEDGER_LOG_ORIGIN", "wakeledger.localhost/log")
+# The sealer's own record of its latest signed checkpoint, outside the
+# database (docs/integrity.md): "" keeps it next to the signing key
+# (<key>.checkpoint, mode 0600); "off" keeps none (throwaway databases only).
+WAKELEDGER_SEALER_STATE_FILE = env_str("WAKELEDGER_SEALER_STATE_FILE", "")
+# Witnesses whose cosignatures the server accepts and serves: their note
+# verifier keys (`wakeledger-verify witness --print-key`), comma-separated.
+WAKELEDGER_WITNESS_KEYS = [k.strip() for k in env_str("WAKELEDGER_WITNESS_KEYS", "").split(",")
+                           if k.strip()]
+
+
+def _check_note_settings() -> None:
+    from wakeledger_verify import notes  # no Django: safe to import here
+    try:
+        notes.check_name(WAKELEDGER_LOG_ORIGIN)
+        for key in WAKELEDGER_WITNESS_KEYS:
+            if notes.parse_verifier(key).algorithm != notes.COSIGNATURE_V1:
+                raise notes.NoteError(f"{key} is not a cosignature/v1 (witness) key")
+    except notes.NoteError as error:
+        raise ImproperlyConfigured(f"WAKELEDGER_LOG_ORIGIN / WAKELEDGER_WITNESS_KEYS: "
+                                   f"{error}") from None
+
+
+_check_note_settings()
+
 LOG_LEVEL = env_str("WAKELEDGER_LOG_LEVEL", "INFO").upper()
 if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
     raise ImproperlyConfigured(f"WAKELEDGER_LOG_LEVEL={LOG_LEVEL!r} is not a log level.")

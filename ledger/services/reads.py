@@ -11,7 +11,7 @@ from django.db.models import QuerySet
 from ledger.domain import GoalState
 from ledger.domain.smartwake import resume_packet
 from ledger.domain.validation import canonical_workspace
-from ledger.models import Event, Goal
+from ledger.models import Event, Goal, LogLeaf
 from ledger.services.bodies import goal_body
 from ledger.services.caller import Caller, GoalNotFound
 
@@ -82,10 +82,15 @@ def events(caller: Caller, goal_id: str, *, after: int, limit: int) -> EventPage
     """A goal's events after ``after``, in seq order, ``limit`` at most."""
     goal_id = state(caller, goal_id).goal_id
     rows = list(Event.objects.filter(goal_id=goal_id, seq__gt=after).order_by("seq")
-                .values("seq", "kind", "data", "actor", "recorded_at", "prev_hash", "hash")
-                [:limit + 1])
+                .values("id", "seq", "kind", "data", "actor", "recorded_at", "prev_hash",
+                        "hash")[:limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
+    # Each event's place in the verifiable log (None until it is sealed): what
+    # GET /ledger/proof/inclusion?event=ID proves.
+    positions = dict(LogLeaf.objects.filter(event_id__in=[r["id"] for r in rows])
+                     .values_list("event_id", "position"))
     for row in rows:
         row["recorded_at"] = row["recorded_at"].isoformat()
+        row["position"] = positions.get(row["id"])
     return EventPage(rows, rows[-1]["seq"] if more else None)

@@ -79,9 +79,14 @@ ENDPOINTS = {
     "GET log heads": ("GET", "ledger/heads", None),
     "GET inclusion proof": ("GET", "ledger/proof/inclusion?event={event}", None),
     "GET consistency proof": ("GET", "ledger/proof/consistency?from=1", None),
+    # Issue 39: the checkpoint note; a witness's cosignature (not a note: refused
+    # by the view, so the roles that may send one reach its validation).
+    "GET log checkpoint": ("GET", "ledger/checkpoint", None),
+    "POST cosignature": ("POST", "ledger/checkpoint", lambda lease: {"checkpoint": "x"}),
 }
 # About the whole log, not one goal: their answers name no goal.
-LOG_WIDE = {"GET log head", "GET log heads", "GET consistency proof"}
+LOG_WIDE = {"GET log head", "GET log heads", "GET consistency proof", "GET log checkpoint",
+            "POST cosignature"}
 GOAL_SCOPED = [name for name, (_, path, _) in ENDPOINTS.items() if "{gid}" in path]
 
 # The matrix. "agent" owns the goal; "other_agent" is another agent.
@@ -116,6 +121,8 @@ MATRIX = [
     ("GET log heads",           200,   200,         200,     200),
     ("GET inclusion proof",     200,   404,         200,     200),
     ("GET consistency proof",   403,   403,         200,     200),
+    ("GET log checkpoint",      200,   200,         200,     200),
+    ("POST cosignature",        403,   403,         400,     400),
 ]
 ROLES = ("agent", "other_agent", "auditor", "operator")
 CODES = {400: "validation_error", 401: "unauthenticated", 403: "forbidden", 404: "not_found",

@@ -259,8 +259,9 @@ def test_ledger_seal_head_and_key_commands():
     code, out, _ = ledger("head")
     head = json.loads(out)
     assert head == TreeHead.objects.get().as_dict()
-    code, out, _ = ledger("key")
-    assert out.startswith(f"key id: {head['key_id']}\n-----BEGIN PUBLIC KEY-----")
+    code, out, err = ledger("key")
+    assert out.startswith("-----BEGIN PUBLIC KEY-----")  # clean PEM: `ledger key > k.pem`
+    assert f"key id: {head['key_id']}" in err
 
 
 # ------------------------------------------------------------------ the API
@@ -492,6 +493,7 @@ def test_an_export_resigned_with_another_key_fails_against_the_pinned_key(export
         nodes.update(frontier.append(leaf))
     data["subtrees"] = {merkle.subtree_name(k): h.hex() for k, h in nodes.items()}
     data["public_keys"] = {forger.key_id: forger.public_pem}
+    data["checkpoint"] = None  # the real key's checkpoint would give the forgery away
     path.write_text(json.dumps(data))
 
     code, out = verify(str(path))  # unpinned, it is internally consistent …

@@ -11,11 +11,11 @@ from django.conf import settings
 from django.core.management.base import CommandError
 
 from ledger.eventstore import projection
-from ledger.log import export, log_audit, sealing, signing
+from ledger.log import cosigning, export, log_audit, sealing, signing
 from ledger.models import TreeHead
 from ledger.operators.commands.base import Shell, positive
 from ledger.operators.progress import Progress
-from wakeledger_verify import heads
+from wakeledger_verify import heads, notes
 
 
 def add(actions: Any) -> None:
@@ -27,8 +27,10 @@ def add(actions: Any) -> None:
     verify.add_argument(
         "--against", metavar="HEAD_FILE",
         help="also prove the whole log still extends this head, kept earlier (the JSON "
-             "of GET /api/v1/ledger/head or `ledger head`): exit 1 on any rewrite, "
-             "deletion, truncation, insertion or rollback since")
+             "of GET /api/v1/ledger/head or `ledger head`, or a checkpoint note, cosigned or "
+             "not: GET /api/v1/ledger/checkpoint, a witness's): exit 1 on any rewrite, "
+             "deletion, truncation, insertion or rollback since; the sealer's own record "
+             "beside the signing key is held to as well")
     verify.add_argument("--key", action="append", default=[], metavar="PUBKEY_FILE",
                         help="a public key (PEM) to check heads' signatures with, beside "
                              "this server's own; repeatable (keys rotated away)")
@@ -36,10 +38,19 @@ def add(actions: Any) -> None:
     actions.add_parser(
         "seal", help="Put committed events into the verifiable log's tree and sign a "
                      "tree head (the scheduler does it every WAKELEDGER_SEAL_MINUTES).")
-    actions.add_parser("head", help="Print the newest signed tree head as JSON (keep it: "
-                                    "`verify --against` and `wakeledger-verify --head`).")
-    actions.add_parser("key", help="Print the head-signing key's id and public key (PEM) "
-                                   "for auditors to pin.")
+    head = actions.add_parser("head", help="Print the newest signed tree head as JSON (keep "
+                                           "it: `verify --against` and "
+                                           "`wakeledger-verify --head`).")
+    head.add_argument("--checkpoint", action="store_true",
+                      help="print it as the C2SP checkpoint note instead, with its "
+                           "witnesses' cosignatures")
+    key = actions.add_parser("key", help="Print the head-signing public key (clean PEM on "
+                                         "standard output, its id on standard error) for "
+                                         "auditors to pin.")
+    key.add_argument("--note", action="store_true",
+                     help="print the checkpoints' note verifier key instead "
+                          "(<origin>+<key hash>+<base64 key>), for witnesses and Go's "
+                          "sumdb/note")
     export = actions.add_parser(
         "export", help="Write a goal's verifiable export: its events, their inclusion "
                        "proofs, the signed head and the public key (wakeledger-verify "
@@ -77,8 +88,11 @@ class Auditing(Shell):
             parts += [f"{len(findings)} problem(s) in the log"] if findings else []
             raise CommandError(", ".join(parts), returncode=1)
 
-    def _verify_log(self, kept: dict[str, Any], keys: list[Any]) -> list[str]:
-        report = log_audit.audit(kept, keys)
+    def _verify_log(self, kept: dict[str, Any] | str, keys: list[Any]) -> list[str]:
+        try:
+            report = log_audit.audit(kept, keys)
+        except ValueError as error:
+            raise CommandError(str(error)) from None
         for finding in report.findings:
             self.stdout.write(self.style.ERROR(f"log: {finding}"))
         for note in report.notes:
@@ -90,9 +104,17 @@ class Auditing(Shell):
         return report.findings
 
     @staticmethod
-    def _read_head(path: str) -> dict[str, Any]:
+    def _read_head(path: str) -> dict[str, Any] | str:
+        """A kept head: the JSON of GET /ledger/head, or a checkpoint note (GET
+        /ledger/checkpoint, a witness's state, cosigned or not)."""
         try:
-            head = json.loads(Path(path).read_text(encoding="utf-8"))
+            text = Path(path).read_text(encoding="utf-8")
+            if not text.lstrip().startswith("{"):
+                notes.parse_checkpoint(notes.split(text)[0])
+                return text
+            head = json.loads(text)
+        except notes.NoteError as error:
+            raise CommandError(f"{path} is not a tree head or a checkpoint: {error}") from None
         except (OSError, ValueError) as error:
             raise CommandError(f"cannot read the head file {path}: {error}") from None
         problem = heads.head_shape_error(head)
@@ -119,6 +141,8 @@ class Auditing(Shell):
             result = sealing.seal()
         except sealing.HorizonBusy as busy:
             raise CommandError(f"nothing sealed: {busy}; try again") from None
+        except sealing.LogInconsistent as alarm:
+            raise CommandError(f"ALARM: no head signed: {alarm}", returncode=3) from None
         if result.head is None:
             self.stdout.write(f"sealed {result.appended} event(s); the tree has "
                               f"{result.size} leaves, as the newest head says")
@@ -130,15 +154,24 @@ class Auditing(Shell):
             self.stdout.write(f"witness {'took' if result.witnessed else 'did NOT take'} the "
                               "head")
 
-    def handle_head(self, **_: Any) -> None:
-        head = TreeHead.objects.order_by("-id").first()
+    def handle_head(self, checkpoint: bool, **_: Any) -> None:
+        heads_ = TreeHead.objects.order_by("-id")
+        head = (heads_.exclude(checkpoint="") if checkpoint else heads_).first()
         if head is None:
             raise CommandError("no signed head yet: run `ledger seal`")
+        if checkpoint:
+            self.stdout.write(cosigning.cosigned(head), ending="")
+            return
         self.stdout.write(json.dumps(head.as_dict(), indent=2))
 
-    def handle_key(self, **_: Any) -> None:
+    def handle_key(self, note: bool, **_: Any) -> None:
         key = signing.signer()
-        self.stdout.write(f"key id: {key.key_id}\n{key.public_pem.rstrip()}")
+        if note:
+            self.stdout.write(key.note_verifier().text())
+            return
+        # Only the PEM on standard output: `ledger key > server.pem` is a key file.
+        self.stderr.write(f"key id: {key.key_id}")
+        self.stdout.write(key.public_pem.rstrip())
 
     def handle_export(self, goal_id: str, output: str | None, from_size: list[int],
                       no_seal: bool, **_: Any) -> None:
@@ -148,6 +181,9 @@ class Auditing(Shell):
                 sealing.seal()
             except sealing.HorizonBusy as busy:
                 self.stderr.write(f"not sealed ({busy}); exporting against the newest head")
+            except sealing.LogInconsistent as alarm:  # the bundle still proves what it holds
+                self.stderr.write(f"ALARM: not sealed ({alarm}); exporting against the newest "
+                                  "head")
         try:
             data = export.bundle(pk, from_sizes=from_size)
         except export.NothingToExport as error:
