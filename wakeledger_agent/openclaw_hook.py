@@ -40,7 +40,7 @@ HOOK_TIMEOUT = "1.5"  # the plugin kills us at 2 s
 CONTINUATION = resume_prompt({}, "GOAL").split("GOAL")[0]
 # Session keys of turns no owner typed: cron jobs, webhook hooks, subagents.
 NOT_DIRECT = (":cron:", ":hook:", ":subagent:", ":heartbeat")
-LEASE_ENDING = ("lease_lost", "lease_required", "goal_terminal")
+LEASE_ENDING = ("lease_lost", "lease_required", "goal_terminal", "goal_blocked")
 ACTIVE = ("running", "waiting", "paused")
 
 
@@ -81,7 +81,12 @@ class Hook:
                         "context": note(goal_id, "This is a Wake Ledger continuation of it.")}
             return None  # cron, webhook, heartbeat, subagent turns: never admitted
         if goal_id:
-            state = self.api.call("GET", f"goals/{goal_id}")
+            try:
+                state = self.api.call("GET", f"goals/{goal_id}")
+            except ApiError as error:
+                if error.code != "not_found":
+                    raise
+                state = {}  # a goal this server does not know: admit the turn anew
             if state.get("status") in ACTIVE:
                 return {"owner": True, "context": note(goal_id, self._take_lease(goal_id))}
         return self._admit()
