@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from datetime import UTC, datetime, timedelta
@@ -135,6 +136,10 @@ def gateway(tmp_path_factory, live_server):
                 time.sleep(0.5)
             yield gateway
         finally:
+            # What the plugin logged, kept for a failed run's diagnosis.
+            lines = [line for line in gateway.log().splitlines() if "wakeledger" in line]
+            Path(tempfile.gettempdir(), "wakeledger-openclaw-live.log").write_text(
+                "\n".join(lines[-400:]))
             os.killpg(gateway.process.pid, signal.SIGTERM)
             try:
                 gateway.process.wait(timeout=20)
@@ -184,6 +189,7 @@ def server(gateway, agent_token, settings, monkeypatch, tmp_path, live_server):
     settings.WAKELEDGER_RUNS_DIR = tmp_path / "runs"
     settings.SITE_URL = live_server.url
     gateway.fake.script = []
+    gateway.fake.requests.clear()
     return settings
 
 
@@ -333,8 +339,9 @@ def test_the_webhook_preset_continues_the_session_and_its_turn_is_never_admitted
     api.call("POST", f"goals/{gid}/lease/release", {"lease": {
         "token": started["lease"]["token"], "generation": started["lease"]["generation"]}})
     before = Goal.objects.count()
+    # The preset hands over no lease: the wake is ready for the turn to take it.
     claim = wakes.wake_now(gid, operator="op", reason="test the webhook preset")
-    assert claim.outcome == "recurring_acquired"
+    assert claim.outcome == "ready_for_pull", claim.outcome
     outbox.send_pending(gid)
     wait_for(lambda: Event.objects.filter(goal_id=gid, kind="continuation.dispatched").first(),
              30, "the webhook's dispatch")
@@ -346,3 +353,69 @@ def test_the_webhook_preset_continues_the_session_and_its_turn_is_never_admitted
     # The same session: the owner's first message is in the hook turn's history.
     assert "Index the archive." in json.dumps(resumed[0])
     assert Goal.objects.count() == before  # the hook turn (trigger cron) admitted nothing
+
+
+def test_the_host_recipe_a_cron_job_per_goal_whose_isolated_turn_claims_first(gateway, server):
+    fake = gateway.fake
+    api = Client(server.SITE_URL + "/api/v1", issue_agent_token("cron-host"))
+    started = api.call("POST", "goals", {
+        "goal_key": "nightly-index", "workspace": str(gateway.home / "nightly"),
+        "objective": "Index the nightly dump", "done_criteria": ["indexed"],
+        "session": {"agent_id": "openclaw-cron", "timezone": "UTC"},
+        "policy": {"scheduler": "host", "cadence_minutes": 30}})
+    gid, lease = started["goal"]["id"], {"token": started["lease"]["token"],
+                                         "generation": started["lease"]["generation"]}
+    prepared = api.call("POST", f"goals/{gid}/watchdog", {"lease": lease, "tzid": "UTC"})
+    every = prepared["host_schedule"]["interval_minutes"]
+    message = (f"Wake Ledger goal {gid}. First call the wakeledger tool "
+               f"claim_scheduled_continuation with goal_id {gid}; work only if its outcome "
+               "is recurring_acquired.")
+    created = gateway.cli("automations", "create", "--every", f"{every}m", "--name",
+                          f"wakeledger {gid[:8]}", "--message", message, "--agent", "main",
+                          "--session", "isolated", "--light-context", "--no-deliver", "--json")
+    assert created.returncode == 0, created.stderr[-2000:]
+    job = json.loads(created.stdout[created.stdout.index("{"):])
+    assert job["schedule"] == {**job["schedule"], "kind": "every", "everyMs": every * 60_000}
+    due = datetime.fromtimestamp(job["state"]["nextRunAtMs"] / 1000, UTC)
+    receipt = api.call("POST", f"goals/{gid}/watchdog/receipts", {
+        "lease": lease, "status": "created", "host_ref": job["id"], "due_at": due.isoformat(),
+        "runs_on": "local"})
+    assert receipt["watchdog"]["status"] == "live"
+    api.call("POST", f"goals/{gid}/checkpoints", {
+        "lease": lease, "current_step": "dump fetched", "progress_pct": 40,
+        "next_actions": ["index it"], "release_lease": True})
+    before = Goal.objects.count()
+
+    # The job's run (fired now, with the clock at its due time): the isolated
+    # turn claims first, then works and finishes through the MCP tools.
+    fake.script = [
+        ("tool", "tool_call", {"id": "wakeledger__claim_scheduled_continuation",
+                               "args": {"goal_id": gid}}),
+        ("tool", "tool_call", {"id": "wakeledger__finish_goal", "args": {
+            "goal_id": gid, "status": "completed", "summary": "indexed the dump",
+            "evidence": [{"criterion": "indexed", "evidence": "index: 1204 documents"}]}}),
+        ("text", "Indexed; the cron job can go."),
+    ]
+    skew = due - datetime.now(UTC) + timedelta(seconds=5)
+    with clock.use(lambda: datetime.now(UTC) + skew):
+        ran = gateway.cli("automations", "run", job["id"], "--wait", timeout=180)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        goal = wait_for(lambda: Goal.objects.filter(
+            pk=gid, state__finish_requested__isnull=False).exclude(
+            state__finish_requested={}).first(), 30, "the finish")
+        assert Event.objects.filter(goal_id=gid, kind="wake.claimed").exists()
+        # Finished with the job still live: the job is removed, then its receipt.
+        removed = gateway.cli("automations", "rm", job["id"], "--json")
+        assert removed.returncode == 0, removed.stderr[-2000:]
+        kept = json.loads((gateway.home / ".wakeledger" / "leases" / f"{gid}.json").read_text())
+        done = api.call("POST", f"goals/{gid}/watchdog/receipts", {
+            "lease": {"token": kept["token"], "generation": kept["generation"]},
+            "status": "cancelled"})
+    assert done["completion_state"] == "completed", done
+    goal = Goal.objects.get(pk=gid)
+    assert goal.status == "done" and goal.state["watchdog"]["last_receipt"] == "cancelled"
+    claim = Event.objects.get(goal_id=gid, kind="wake.claimed")
+    assert claim.data["outcome"] == "recurring_acquired", claim.data
+    assert Goal.objects.count() == before  # the cron turn was never admitted
+    listed = gateway.cli("automations", "list", "--json")
+    assert job["id"] not in listed.stdout

@@ -1,7 +1,7 @@
 """``wakeledger hook openclaw``: what the OpenClaw plugin's hooks do.
 
 The plugin (``openclaw_plugin/index.ts``, in the Gateway) runs this with a
-few facts of one hook as JSON on stdin and waits for it at most 2 s. Two hooks:
+few facts of one hook as JSON on stdin and waits for it at most 4 s. Two hooks:
 
 - ``before_prompt_build``: an owner's turn (trigger ``user`` in a direct
   session, no cron/hook/subagent session key, provenance absent or
@@ -35,7 +35,7 @@ from wakeledger_agent.errors import CliError
 from wakeledger_agent.leases import FileLeases
 
 AGENT_ID = "openclaw"
-HOOK_TIMEOUT = "1.5"  # the plugin kills us at 2 s
+HOOK_TIMEOUT = "3"  # per call; the plugin kills us at 4 s (timeoutMs)
 # The product's own continuations start with these words (vocabulary.resume_prompt).
 CONTINUATION = resume_prompt({}, "GOAL").split("GOAL")[0]
 # Session keys of turns no owner typed: cron jobs, webhook hooks, subagents.
@@ -145,7 +145,9 @@ class Hook:
                 self._fenced(goal_id, "lease/release", {}, lease)
                 self.leases.forget(goal_id)
             elif self.facts.get("owner") is True:
-                self._activity(goal_id)
+                state = self.api.call("GET", f"goals/{goal_id}")
+                if state.get("status") in ("paused", "waiting"):
+                    self._activity(goal_id)
 
     def _report_failure(self, goal_id: str, lease: dict[str, Any] | None) -> None:
         if lease is None:

@@ -1,7 +1,7 @@
 // Wake Ledger's observer for an OpenClaw Gateway: model-free, never in a turn's way.
 //
 // Every hook hands a few facts to a local `wakeledger hook openclaw` process
-// (JSON on stdin) and waits for it at most `timeoutMs` (2 s): that process
+// (JSON on stdin) and waits for it at most `timeoutMs` (4 s): that process
 // admits the turn, binds the session to a goal and reads how a run ended with
 // the product's own classifier, so a provider's error text is parsed on this
 // machine and never sent to the server (docs/agents.md §2). A server that is
@@ -43,7 +43,7 @@ export default definePluginEntry({
     const config = (api.pluginConfig ?? {}) as {
       url?: string; command?: string[]; timeoutMs?: number; dispatch?: string;
     };
-    const timeoutMs = config.timeoutMs ?? 2000;
+    const timeoutMs = config.timeoutMs ?? 4000;
     const log = api.logger ?? console;
 
     // Run the local hook; answer its JSON output, or undefined after timeoutMs.
