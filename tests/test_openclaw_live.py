@@ -355,9 +355,11 @@ def test_the_webhook_preset_continues_the_session_and_its_turn_is_never_admitted
     assert Goal.objects.count() == before  # the hook turn (trigger cron) admitted nothing
 
 
-def test_the_host_recipe_a_cron_job_per_goal_whose_isolated_turn_claims_first(gateway, server):
+def test_the_host_recipe_a_cron_job_per_goal_whose_isolated_turn_claims_first(
+        gateway, server, agent_token):
     fake = gateway.fake
-    api = Client(server.SITE_URL + "/api/v1", issue_agent_token("cron-host"))
+    # The token `wakeledger mcp` in the Gateway reads (~/.wakeledger/token).
+    api = Client(server.SITE_URL + "/api/v1", agent_token)
     started = api.call("POST", "goals", {
         "goal_key": "nightly-index", "workspace": str(gateway.home / "nightly"),
         "objective": "Index the nightly dump", "done_criteria": ["indexed"],
