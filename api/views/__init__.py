@@ -36,6 +36,6 @@ __all__ = [
     "AlertsView", "ApprovalsView", "CheckpointContractView", "CheckpointsView", "ClaimView",
     "EventsView", "FinishView", "GoalView", "GoalsView", "HeartbeatView", "JobNotifyView",
     "JobStatusView", "JobsView", "LeaseView", "ReceiptsView", "RecoverView", "ReleaseView",
-    "ResolveApprovalView", "ResumeView", "RunsView", "SessionActivityView", "SkillView", "StopView", "WakeView",
-    "WatchdogView", "WorkspaceReleaseView", "health",
+    "ResolveApprovalView", "ResumeView", "RunsView", "SessionActivityView", "SkillView",
+    "StopView", "WakeView", "WatchdogView", "WorkspaceReleaseView", "health",
 ]
