@@ -140,8 +140,7 @@ class SessionActivityView(LedgerView):
                     "registered session finish without the goal's lease: the goal blocks "
                     "with SESSION_ACTIVITY for a human to recover. Once per stop.",
         request=serializers.SessionActivitySerializer, parameters=[IDEMPOTENCY],
-        responses=responses({200: serializers.RunAnswerSerializer}, "validation_error",
-                            "goal_terminal"))
+        responses=responses({200: serializers.RunAnswerSerializer}, *WRITE, "not_started"))
     @idempotent(serializers.SessionActivitySerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         report = runs.report_session_activity(caller(request), goal_id, data["session"])
