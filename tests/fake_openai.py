@@ -10,8 +10,10 @@ empty, ``default`` answers. An answer is a tuple:
   ``retry-after: 3600``;
 - ``("rate_limit", "message")``: a generic 429 with ``retry-after: 0``;
 - ``("tool", "name-part", {args})``: one tool call of the first offered tool
-  whose name contains ``name-part`` (or the text "no such tool"); once the
-  request carries that call's result, the next answer is taken.
+  whose name contains ``name-part`` (or the text "no such tool"); OpenClaw
+  reaches MCP tools through its ``tool_call`` tool (``{"id": "server__tool",
+  "args": …}``). The request that carries the call's result takes the next
+  answer.
 
 Every request is recorded (``requests``) so a test sees what OpenClaw sent.
 """
