@@ -3,6 +3,7 @@ on a config file, the plugin hook's admission rules, and the session-activity
 report (SESSION_ACTIVITY) through the API. The real Gateway:
 tests/test_openclaw_live.py."""
 
+import io
 import json
 import subprocess
 import sys
@@ -11,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from ledger.domain.smartwake import resume_prompt
-from ledger.models import Event
+from ledger.models import Event, Goal
 from tests.factories import lease_of
+from tests.helpers import issue_agent_token
 from wakeledger_agent import openclaw_hook, openclaw_setup
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,3 +123,34 @@ def test_a_turn_under_the_goals_lease_is_not_session_activity(agent, clock):
     answer = agent.post(f"goals/{body['goal']['id']}/session-activity",
                         {"session": {"session_key": "agent:main:wl-2"}})
     assert answer.status_code == 400
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_hook_admits_a_turn_and_reads_an_auth_failure_as_auth_failed(
+        live_server, tmp_path, monkeypatch, capsys):
+    """The hook the plugin runs, against a live server: the owner's turn
+    starts a goal and gets the context note; a run that ended in an auth error
+    fails the goal AUTH_FAILED; the provider's words stay here."""
+    monkeypatch.setenv("WAKELEDGER_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("WAKELEDGER_URL", live_server.url)
+    monkeypatch.setenv("WAKELEDGER_TOKEN", issue_agent_token("openclaw-unit"))
+    session = {"sessionKey": "agent:main:wl-auth", "sessionId": "s-auth", "trigger": "user",
+               "model": "fake/fake-model", "workspace": str(tmp_path / "ws"), "runId": "r-1"}
+
+    def hook(facts):
+        assert openclaw_hook.main(io.StringIO(json.dumps(facts))) == 0  # always 0
+        return capsys.readouterr().out
+
+    answer = json.loads(hook({"hook": "before_prompt_build", **session,
+                              "prompt": "Rotate the keys."}))
+    goal = Goal.objects.get()
+    assert answer["owner"] is True and f"Wake Ledger goal {goal.id}" in answer["context"]
+    assert goal.session_key == "agent:main:wl-auth" and goal.state["lease"]
+
+    secret = "SECRET-PROVIDER-WORDS"
+    hook({"hook": "agent_end", **session, "owner": True, "stopReason": "error",
+          "errorMessage": f'401 {{"type":"error","error":{{"type":"authentication_error",'
+                          f'"message":"invalid x-api-key {secret}"}}}}'})
+    goal.refresh_from_db()
+    assert (goal.status, goal.reason) == ("failed", "AUTH_FAILED")
+    assert secret not in json.dumps(list(Event.objects.values_list("data", flat=True)))
