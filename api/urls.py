@@ -32,6 +32,8 @@ urlpatterns = [
     path(f"{goal}/jobs", views.JobsView.as_view(), name="jobs"),
     path(f"{goal}/jobs/<str:job_id>/status", views.JobStatusView.as_view(), name="job-status"),
     path(f"{goal}/runs", views.RunsView.as_view(), name="runs"),
+    path(f"{goal}/session-activity", views.SessionActivityView.as_view(),
+         name="session-activity"),
     path(f"{goal}/approvals", views.ApprovalsView.as_view(), name="approvals"),
     path(f"{goal}/approvals/<str:gate>/resolve", views.ResolveApprovalView.as_view(),
          name="approval-resolve"),

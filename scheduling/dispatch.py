@@ -70,7 +70,10 @@ COMMAND_KEYS = frozenset({"type", "argv", "cwd", "env"})
 # ourselves (message, name, sessionKey, idempotencyKey), with their types.
 OPENCLAW_OPTIONS: dict[str, type | tuple[type, ...]] = {
     "agentId": str, "wakeMode": str, "deliver": bool, "channel": str, "to": str,
-    "model": str, "thinking": str, "timeoutSeconds": int}
+    "model": str, "thinking": str, "timeoutSeconds": int,
+    # "persistent": the hook turn continues the session the key names (measured
+    # on OpenClaw 2026.9.6; docs/agents.md §2) instead of a fresh one.
+    "sessionMode": str}
 OPENCLAW_MAX_IDEMPOTENCY_KEY = 256  # MAX_HOOK_IDEMPOTENCY_KEY_LENGTH in its gateway/hooks.ts
 MAX_TIMEOUT_SECONDS = 60
 

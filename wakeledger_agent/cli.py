@@ -88,9 +88,28 @@ def serve_mcp(args: argparse.Namespace) -> Any:
 
 
 def run_hook(args: argparse.Namespace) -> Any:
+    if args.agent == "openclaw":
+        from wakeledger_agent import openclaw_hook
+
+        sys.exit(openclaw_hook.main())
     from wakeledger_agent import claude_hook
 
     sys.exit(claude_hook.main())
+
+
+def run_openclaw(args: argparse.Namespace) -> Any:
+    from wakeledger_agent import openclaw_setup as setup
+
+    action = args.openclaw_action
+    if action == "resume":
+        sys.exit(setup.resume(args.session_key, args.message, args.openclaw))
+    if action == "notes":
+        return setup.notes(args.openclaw)
+    diff = (setup.install(args.url, dispatch=args.dispatch) if action == "install"
+            else setup.uninstall())
+    path = setup.config_path()
+    print(diff or f"{path}: no change", end="" if diff else "\n")
+    sys.exit(EXIT_OK)
 
 
 def run_hooks(args: argparse.Namespace) -> Any:
@@ -122,7 +141,29 @@ WHERE = (OneOf((arg("--project", metavar="DIR", help="DIR/.claude/settings.json 
                     "the current directory's)"),
                 arg("--user", action="store_true", help="~/.claude/settings.json"))),)
 HOOK = Command("hook", "run one agent hook event (JSON on stdin); always exits 0",
-               run_hook, goal=False, args=(AGENTS,))
+               run_hook, goal=False, args=(arg("agent", choices=["claude-code", "openclaw"],
+                                               help="the agent whose hook this is"),))
+OPENCLAW_BIN = arg("--openclaw", default="openclaw", help="the openclaw program")
+OPENCLAW = Command("openclaw", "the OpenClaw plugin, continuations and chat notes "
+                   "(docs/agents.md)", goal=False, actions=(
+    Command("install", "link the plugin into the OpenClaw config (idempotent; prints the diff)",
+            run_openclaw, goal=False, args=(
+                arg("--url", required=True, help="the server's URL, e.g. "
+                    "http://127.0.0.1:8000/api/v1"),
+                arg("--dispatch", help="the dispatcher new goals name (policy.dispatch)"))),
+    Command("uninstall", "take the plugin out of the OpenClaw config", run_openclaw,
+            goal=False),
+    Command("resume", "what a wake's command dispatcher runs: keep its lease for the "
+            "Gateway's hooks, then `openclaw agent --session-key K --message M`",
+            run_openclaw, goal=False, args=(
+                arg("--session-key", required=True,
+                    help="the OpenClaw session the goal is bound to (its session key)"),
+                arg("--message", required=True,
+                    help="the resume prompt the wake hands over"),
+                OPENCLAW_BIN)),
+    Command("notes", "one chat note per terminal stop in its goal's OpenClaw session "
+            "(chat.inject, no model turn)", run_openclaw, goal=False, args=(OPENCLAW_BIN,)),
+))
 HOOKS = Command("hooks", "install or uninstall the agent hooks", goal=False, actions=(
     Command("install", "merge our hooks into the agent's settings (idempotent; prints the "
             "diff)", run_hooks, goal=False, args=(
@@ -302,7 +343,7 @@ COMMANDS: tuple[Command, ...] = (
             goal=False, args=(
                 arg("--cursor", help="the previous page's next cursor, for the next page"),
                 arg("--page-size", type=int, help="goals per page"))),
-    MCP, HOOK, HOOKS, CLAUDE_RUN, SUPERVISE,
+    MCP, HOOK, HOOKS, CLAUDE_RUN, OPENCLAW, SUPERVISE,
 )
 EPILOG = ("exit codes: 0 ok, 2 usage, 3 validation, 4 auth, 5 not found, 6 lease lost, "
           "7 goal terminal, 8 conflict or lease/wake not granted, 9 network, 10 server")

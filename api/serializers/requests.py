@@ -217,6 +217,11 @@ class JobStatusSerializer(FencedSerializer):
     conclusion = text(vocabulary.MAX_NOTE, required=False, allow_blank=True, default="")
 
 
+class SessionActivitySerializer(StrictSerializer):
+    session = SessionSerializer(help_text="The session the turn ran in: its session_key must "
+                                          "be the goal's.")
+
+
 class RunSerializer(FencedSerializer):
     outcome = serializers.ChoiceField(choices=["ok", "error"])
     error_text = StrictCharField(required=False, allow_blank=True, default="",

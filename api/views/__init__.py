@@ -28,6 +28,7 @@ from api.views.work import (
     LeaseView,
     ReleaseView,
     RunsView,
+    SessionActivityView,
     WorkspaceReleaseView,
 )
 
@@ -35,6 +36,6 @@ __all__ = [
     "AlertsView", "ApprovalsView", "CheckpointContractView", "CheckpointsView", "ClaimView",
     "EventsView", "FinishView", "GoalView", "GoalsView", "HeartbeatView", "JobNotifyView",
     "JobStatusView", "JobsView", "LeaseView", "ReceiptsView", "RecoverView", "ReleaseView",
-    "ResolveApprovalView", "ResumeView", "RunsView", "SkillView", "StopView", "WakeView",
-    "WatchdogView", "WorkspaceReleaseView", "health",
+    "ResolveApprovalView", "ResumeView", "RunsView", "SessionActivityView", "SkillView",
+    "StopView", "WakeView", "WatchdogView", "WorkspaceReleaseView", "health",
 ]

@@ -131,6 +131,22 @@ class RunsView(LedgerView):
         return Response(report.as_dict())
 
 
+class SessionActivityView(LedgerView):
+    roles = {"POST": (AGENT,)}
+
+    @extend_schema(
+        summary="Report a later turn of the goal's session finished by hand",
+        description="An observer (the OpenClaw plugin) saw the owner's turn in the goal's "
+                    "registered session finish without the goal's lease: the goal blocks "
+                    "with SESSION_ACTIVITY for a human to recover. Once per stop.",
+        request=serializers.SessionActivitySerializer, parameters=[IDEMPOTENCY],
+        responses=responses({200: serializers.RunAnswerSerializer}, *WRITE, "not_started"))
+    @idempotent(serializers.SessionActivitySerializer)
+    def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
+        report = runs.report_session_activity(caller(request), goal_id, data["session"])
+        return Response(report.as_dict())
+
+
 class FinishView(LedgerView):
     roles = {"POST": (AGENT,)}
 

@@ -276,6 +276,7 @@ _DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
     dispatches.RecordDispatch: dispatches.dispatched,
     claims.WakeNow: claims.operator_wake,
     runs.ReportRun: runs.report,
+    runs.ReportSessionActivity: runs.session_activity,
     runs.RequestApproval: runs.request_approval,
     runs.ResolveApproval: runs.resolve_approval,
     runs.Stop: lambda state, cmd, now: [*runs.stop(state, cmd, now),
@@ -296,6 +297,7 @@ Command = (CoreCommand | watchdogs.PrepareWatchdog | watchdogs.CancelWatchdog
            | watchdogs.RecordReceipt | claims.ClaimWake | overdue.CheckLiveness
            | dispatches.RecordDispatch | claims.WakeNow
            | jobs.TrackJob | jobs.UpdateJob | jobs.NotifyJob | runs.ReportRun
+           | runs.ReportSessionActivity
            | runs.RequestApproval | runs.ResolveApproval | runs.Stop | runs.Recover)
 
 # --------------------------------------------------------------------------- evolve

@@ -45,6 +45,7 @@ from ledger.domain.state import (
     PAUSED,
     RATE_LIMIT_STOPPED,
     RATE_LIMITED,
+    RUNNING,
     WAITING,
     GoalState,
 )
@@ -87,6 +88,15 @@ class ReportRun:
     # A rate limit's text named a usage window (hours) rather than a per-minute request
     # limit (minutes): which backoff applies when no reset is stated.
     usage_window: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ReportSessionActivity:
+    """A later turn in the goal's own session finished without its lease (an
+    observer saw the owner go on by hand while the goal waited): the goal
+    waits for a human before any wake continues it (SESSION_ACTIVITY)."""
+
+    session: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +201,21 @@ def report(state: GoalState, cmd: ReportRun, now: datetime) -> list[Event]:
         events.append(Event(WakeScheduled(kind="reset", due_at=iso(until),
                                           schedule_name=cmd.reset_schedule_name), now))
     return events
+
+
+def session_activity(state: GoalState, cmd: ReportSessionActivity, now: datetime) -> list[Event]:
+    key = cmd.session.get("session_key") if isinstance(cmd.session, dict) else None
+    if not key or key != state.session_key:
+        raise InvalidCommand("session.session_key must be the goal's registered session key",
+                             field="session")
+    if state.status == BLOCKED:
+        return []  # already waiting for a human: one stop, not one per turn
+    if state.status == RUNNING and state.lease:
+        # A turn under the goal's lease is its holder's work, not a human's.
+        raise InvalidCommand("the goal's lease is held: that turn was its holder's",
+                             field="session")
+    return [_block("SESSION_ACTIVITY", "a later turn in the goal's session finished by hand",
+                   now)]
 
 
 def _session_change(state: GoalState, given: dict[str, Any]) -> str:

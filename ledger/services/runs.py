@@ -11,7 +11,7 @@ from django.conf import settings
 
 from ledger.domain import LeaseProof, failures, resets
 from ledger.domain.events import iso
-from ledger.domain.runs import ReportRun
+from ledger.domain.runs import ReportRun, ReportSessionActivity
 from ledger.domain.timing import next_wake_at
 from ledger.domain.watchdogs import reset_schedule_name
 from ledger.eventstore import clock, store
@@ -76,3 +76,14 @@ def report_run(caller: Caller, goal_id: str | uuid.UUID, proof: LeaseProof | Non
     return RunReport(error_class, reset_at, after.status, after.reason,
                      after.paused_until or None, next_wake_at(after) or None,
                      after.continuations_used, after.setting("max_continuations"))
+
+
+def report_session_activity(caller: Caller, goal_id: str | uuid.UUID,
+                            session: dict[str, Any]) -> RunReport:
+    """An observer saw a later turn of the goal's session finish without the
+    goal's lease (the owner went on by hand): the goal blocks for a human
+    (SESSION_ACTIVITY) instead of a wake continuing work the human changed."""
+    after = run(caller, goal_id, ReportSessionActivity(dict(session))).state
+    return RunReport("", None, after.status, after.reason, after.paused_until or None,
+                     next_wake_at(after) or None, after.continuations_used,
+                     after.setting("max_continuations"))

@@ -64,6 +64,9 @@ ENDPOINTS = {
     # No job job-1 on the goal: the owner reaches the domain's not_found.
     "POST job status": ("POST", "goals/{gid}/jobs/job-1/status", fenced(status="succeeded")),
     "POST runs": ("POST", "goals/{gid}/runs", fenced(outcome="ok")),
+    # The goal's own lease is live: a turn under it is no one's by hand (a 400).
+    "POST session-activity": ("POST", "goals/{gid}/session-activity",
+                              lambda lease: {"session": {"session_key": "s-1"}}),
     "POST approvals": ("POST", "goals/{gid}/approvals", fenced(gate="deploy")),
     # No pending gate "deploy": the operator reaches the domain's not_found.
     "POST resolve": ("POST", "goals/{gid}/approvals/deploy/resolve",
@@ -111,6 +114,7 @@ MATRIX = [
     ("POST jobs",               201,   404,         403,     403),
     ("POST job status",         404,   404,         403,     403),
     ("POST runs",               200,   404,         403,     403),
+    ("POST session-activity",   400,   404,         403,     403),
     ("POST approvals",          200,   404,         403,     403),
     ("POST resolve",            403,   403,         403,     404),
     ("POST stop",               403,   403,         403,     200),

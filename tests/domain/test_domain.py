@@ -583,4 +583,4 @@ def test_every_command_of_the_domain_is_in_the_one_catalogue():
                and obj.__name__ not in ("LeaseProof", "Artifact", "WakeRequest", "Evidence",
                                         "ScheduleRow", "Verdict")}
     assert defined == set(COMMANDS)
-    assert len(COMMANDS) == len(set(COMMANDS)) == 23
+    assert len(COMMANDS) == len(set(COMMANDS)) == 24

@@ -1,0 +1,156 @@
+"""The OpenClaw side without a Gateway: `wakeledger openclaw install|uninstall`
+on a config file, the plugin hook's admission rules, and the session-activity
+report (SESSION_ACTIVITY) through the API. The real Gateway:
+tests/test_openclaw_live.py."""
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ledger.domain.smartwake import resume_prompt
+from ledger.models import Event, Goal
+from tests.factories import lease_of
+from tests.helpers import issue_agent_token
+from wakeledger_agent import openclaw_hook, openclaw_setup
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str, config: Path) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(config.parent),
+           "OPENCLAW_CONFIG_PATH": str(config)}
+    return subprocess.run([sys.executable, "-m", "wakeledger_agent", "openclaw", *args],
+                          env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_install_links_the_plugin_keeps_the_rest_and_uninstall_takes_only_ours(tmp_path):
+    config = tmp_path / "openclaw.json"
+    theirs = {"gateway": {"mode": "local", "port": 18789},
+              "plugins": {"load": {"paths": ["/opt/other-plugin"]},
+                          "entries": {"other": {"enabled": True}}, "allow": ["other"]},
+              "unknownKey": {"kept": [1, 2]}}
+    config.write_text(json.dumps(theirs))
+    config.chmod(0o640)
+
+    first = run("install", "--url", "http://127.0.0.1:8000", config=config)
+    assert first.returncode == 0, first.stderr
+    assert "+" in first.stdout  # the diff
+    installed = json.loads(config.read_text())
+    assert installed["plugins"]["load"]["paths"] == [
+        "/opt/other-plugin", str(openclaw_setup.PLUGIN_DIR)]
+    ours = installed["plugins"]["entries"]["wakeledger"]
+    assert ours["hooks"] == {"allowConversationAccess": True} and ours["enabled"] is True
+    assert ours["config"]["url"] == "http://127.0.0.1:8000/api/v1"
+    assert ours["config"]["command"][1:] == ["-m", "wakeledger_agent"]
+    assert installed["plugins"]["allow"] == ["other", "wakeledger"]
+    assert installed["unknownKey"] == theirs["unknownKey"]
+    assert installed["plugins"]["entries"]["other"] == {"enabled": True}
+    assert "wl_" not in config.read_text()  # no API token in OpenClaw's config
+    assert config.stat().st_mode & 0o777 == 0o640  # its own permissions kept
+
+    again = run("install", "--url", "http://127.0.0.1:8000", config=config)
+    assert again.stdout.strip().endswith("no change")
+
+    removed = run("uninstall", config=config)
+    assert removed.returncode == 0
+    assert json.loads(config.read_text()) == theirs
+    assert run("uninstall", config=config).stdout.strip().endswith("no change")
+
+
+def test_install_refuses_json5_syntax_it_would_lose(tmp_path):
+    config = tmp_path / "openclaw.json"
+    config.write_text("{ // the Gateway\n gateway: { mode: 'local' } }\n")
+    done = run("install", "--url", "http://127.0.0.1:8000", config=config)
+    assert done.returncode != 0 and "JSON5" in done.stderr
+    assert config.read_text().startswith("{ // the Gateway")
+
+
+def test_the_plugin_ships_as_package_data():
+    names = {p.name for p in openclaw_setup.PLUGIN_DIR.iterdir()}
+    assert {"package.json", "openclaw.plugin.json", "index.ts"} <= names
+    manifest = json.loads((openclaw_setup.PLUGIN_DIR / "openclaw.plugin.json").read_text())
+    assert manifest["id"] == openclaw_setup.PLUGIN_ID
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert '"openclaw_plugin/*.json", "openclaw_plugin/*.ts"' in pyproject
+
+
+@pytest.mark.parametrize(("facts", "admitted"), [
+    ({"trigger": "user", "sessionKey": "agent:main:dashboard:1"}, True),
+    ({"trigger": "user", "sessionKey": "agent:main:wl-1", "provenance": "external_user"}, True),
+    ({"trigger": "cron", "sessionKey": "agent:main:wl-1"}, False),  # cron and webhook turns
+    ({"trigger": "heartbeat", "sessionKey": "agent:main:main"}, False),
+    ({"trigger": "user", "sessionKey": "agent:main:cron:job1:run:s1"}, False),
+    ({"trigger": "user", "sessionKey": "agent:main:subagent:x"}, False),
+    ({"trigger": "user", "sessionKey": "agent:main:wl-1", "provenance": "inter_session"}, False),
+    ({"trigger": "user", "sessionKey": ""}, False),
+    # The product's own continuation, whatever its trigger.
+    ({"trigger": "user", "sessionKey": "agent:main:wl-1",
+      "prompt": resume_prompt({"objective": "x"}, "0b7c3c1e-0000-4000-8000-000000000000")},
+     False),
+])
+def test_only_an_owners_direct_turn_is_admitted(facts, admitted):
+    assert openclaw_hook.owner_turn(facts) is admitted
+
+
+@pytest.mark.django_db
+def test_a_turn_finished_by_hand_during_a_pause_blocks_the_goal_once(agent, clock):
+    body = agent.start(session={"session_key": "agent:main:wl-1", "session_id": "s-1"}).json()
+    gid, lease = body["goal"]["id"], lease_of(body)
+    paused = agent.post(f"goals/{gid}/runs", {"lease": lease, "outcome": "error",
+                                              "error_text": "usage limit reached"}).json()
+    assert paused["status"] == "paused"
+
+    other = agent.post(f"goals/{gid}/session-activity",
+                       {"session": {"session_key": "agent:main:other"}})
+    assert other.status_code == 400 and other.json()["code"] == "validation_error"
+    answer = agent.post(f"goals/{gid}/session-activity",
+                        {"session": {"session_key": "agent:main:wl-1"}})
+    assert answer.status_code == 200, answer.json()
+    assert (answer.json()["status"], answer.json()["reason"]) == ("blocked", "SESSION_ACTIVITY")
+    again = agent.post(f"goals/{gid}/session-activity",
+                       {"session": {"session_key": "agent:main:wl-1"}})
+    assert again.json()["reason"] == "SESSION_ACTIVITY"
+    assert Event.objects.filter(goal_id=gid, kind="goal.blocked").count() == 1
+
+
+@pytest.mark.django_db
+def test_a_turn_under_the_goals_lease_is_not_session_activity(agent, clock):
+    body = agent.start(session={"session_key": "agent:main:wl-2"}).json()
+    answer = agent.post(f"goals/{body['goal']['id']}/session-activity",
+                        {"session": {"session_key": "agent:main:wl-2"}})
+    assert answer.status_code == 400
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_hook_admits_a_turn_and_reads_an_auth_failure_as_auth_failed(
+        live_server, tmp_path, monkeypatch, capsys):
+    """The hook the plugin runs, against a live server: the owner's turn
+    starts a goal and gets the context note; a run that ended in an auth error
+    fails the goal AUTH_FAILED; the provider's words stay here."""
+    monkeypatch.setenv("WAKELEDGER_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("WAKELEDGER_URL", live_server.url)
+    monkeypatch.setenv("WAKELEDGER_TOKEN", issue_agent_token("openclaw-unit"))
+    session = {"sessionKey": "agent:main:wl-auth", "sessionId": "s-auth", "trigger": "user",
+               "model": "fake/fake-model", "workspace": str(tmp_path / "ws"), "runId": "r-1"}
+
+    def hook(facts):
+        assert openclaw_hook.main(io.StringIO(json.dumps(facts))) == 0  # always 0
+        return capsys.readouterr().out
+
+    answer = json.loads(hook({"hook": "before_prompt_build", **session,
+                              "prompt": "Rotate the keys."}))
+    goal = Goal.objects.get()
+    assert answer["owner"] is True and f"Wake Ledger goal {goal.id}" in answer["context"]
+    assert goal.session_key == "agent:main:wl-auth" and goal.state["lease"]
+
+    secret = "SECRET-PROVIDER-WORDS"
+    hook({"hook": "agent_end", **session, "owner": True, "stopReason": "error",
+          "errorMessage": f'401 {{"type":"error","error":{{"type":"authentication_error",'
+                          f'"message":"invalid x-api-key {secret}"}}}}'})
+    goal.refresh_from_db()
+    assert (goal.status, goal.reason) == ("failed", "AUTH_FAILED")
+    assert secret not in json.dumps(list(Event.objects.values_list("data", flat=True)))

@@ -1,0 +1,229 @@
+"""``wakeledger hook openclaw``: what the OpenClaw plugin's hooks do.
+
+The plugin (``openclaw_plugin/index.ts``, in the Gateway) runs this with a
+few facts of one hook as JSON on stdin and waits for it at most 4 s. Two hooks:
+
+- ``before_prompt_build``: an owner's turn (trigger ``user`` in a direct
+  session, no cron/hook/subagent session key, provenance absent or
+  ``external_user``, and not the product's own continuation, whose message
+  starts with the resume prompt's first words) binds the session to a goal —
+  a new one (goal key ``openclaw-<session id>``, session key, session id,
+  model, workspace) or the session's goal again, whose lease it takes — and
+  answers the short context note the model reads. A continuation in a bound
+  session gets the note and no admission; every other turn, nothing.
+- ``agent_end``: how the run ended, from the last assistant message the
+  plugin passed (``stopReason``, ``errorMessage``): an error is reported as
+  its class and reset only (``runend``: the text is read here and dropped),
+  a clean end as the run's end, then the lease is released. An owner's turn
+  that finished while the goal waited for its reset (no lease for us) is
+  reported as session activity: a human went on by hand.
+
+Exit 0 whatever happens: one line on stderr (the plugin logs it), never an
+error in the turn.
+"""
+
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from ledger.domain.smartwake import resume_prompt
+from wakeledger_agent import client, runend
+from wakeledger_agent.client import ApiError, Client
+from wakeledger_agent.errors import CliError
+from wakeledger_agent.leases import FileLeases
+
+AGENT_ID = "openclaw"
+HOOK_TIMEOUT = "3"  # per call; the plugin kills us at 4 s (timeoutMs)
+# The product's own continuations start with these words (vocabulary.resume_prompt).
+CONTINUATION = resume_prompt({}, "GOAL").split("GOAL")[0]
+# Session keys of turns no owner typed: cron jobs, webhook hooks, subagents.
+NOT_DIRECT = (":cron:", ":hook:", ":subagent:", ":heartbeat")
+LEASE_ENDING = ("lease_lost", "lease_required", "goal_terminal", "goal_blocked")
+ACTIVE = ("running", "waiting", "paused")
+
+
+def owner_turn(facts: dict[str, Any]) -> bool:
+    """The seed's admission rules, on what the Gateway tells a plugin."""
+    key = str(facts.get("sessionKey") or "")
+    return (facts.get("trigger") == "user" and bool(key)
+            and not any(mark in key for mark in NOT_DIRECT)
+            and facts.get("provenance") in (None, "external_user")
+            and not continuation(facts))
+
+
+def continuation(facts: dict[str, Any]) -> bool:
+    return str(facts.get("prompt") or "").lstrip().startswith(CONTINUATION)
+
+
+class Hook:
+    def __init__(self, api: Client, leases: FileLeases, facts: dict[str, Any]):
+        self.api, self.leases, self.facts = api, leases, facts
+        self.key = str(facts.get("sessionKey") or "")
+
+    def session(self) -> dict[str, str]:
+        fields = {"agent_id": AGENT_ID, "session_key": self.key,
+                  "session_id": str(self.facts.get("sessionId") or ""),
+                  "model": str(self.facts.get("model") or "")}
+        return {name: value for name, value in fields.items() if value}
+
+    def goal(self) -> str | None:
+        return self.leases.session_goal(self.key) if self.key and "/" not in self.key else None
+
+    # ------------------------------------------------------------ before_prompt_build
+
+    def before_prompt_build(self) -> dict[str, Any] | None:
+        goal_id = self.goal()
+        if not owner_turn(self.facts):
+            if goal_id and continuation(self.facts) and self.facts.get("trigger") == "user":
+                return {"owner": False,
+                        "context": note(goal_id, "This is a Wake Ledger continuation of it.")}
+            return None  # cron, webhook, heartbeat, subagent turns: never admitted
+        if goal_id:
+            try:
+                state = self.api.call("GET", f"goals/{goal_id}")
+            except ApiError as error:
+                if error.code != "not_found":
+                    raise
+                state = {}  # a goal this server does not know: admit the turn anew
+            if state.get("status") in ACTIVE:
+                return {"owner": True, "context": note(goal_id, self._take_lease(goal_id))}
+        return self._admit()
+
+    def _admit(self) -> dict[str, Any] | None:
+        session_id = str(self.facts.get("sessionId") or self.facts.get("runId") or "")
+        workspace = str(self.facts.get("workspace") or os.environ.get("WAKELEDGER_WORKSPACE")
+                        or os.getcwd())
+        body: dict[str, Any] = {
+            "goal_key": f"openclaw-{session_id}",
+            "workspace": workspace,
+            # A secret-free summary, never the owner's raw prompt.
+            "objective": os.environ.get("WAKELEDGER_OBJECTIVE")
+            or f"OpenClaw session {self.key}",
+            "done_criteria": [line.strip() for line in
+                              os.environ.get("WAKELEDGER_DONE", "").splitlines() if line.strip()],
+            "session": self.session(),
+        }
+        if os.environ.get("WAKELEDGER_DISPATCH"):
+            body["policy"] = {"dispatch": os.environ["WAKELEDGER_DISPATCH"]}
+        try:
+            answer = self.api.call("POST", "goals", body)
+        except ApiError as error:
+            if error.code not in ("workspace_bound", "session_bound"):
+                raise
+            log(f"not tracked: {error}")
+            return None
+        goal_id = answer["goal"]["id"]
+        self.leases.bind_session(self.key, goal_id)
+        return {"owner": True, "context": note(goal_id, self._keep(goal_id, answer))}
+
+    def _take_lease(self, goal_id: str) -> str:
+        if self.leases.get(goal_id) is not None:
+            return "This session holds the goal's lease."
+        return self._keep(goal_id, self.api.call("POST", f"goals/{goal_id}/lease", {}))
+
+    def _keep(self, goal_id: str, answer: dict[str, Any]) -> str:
+        if answer.get("acquired"):
+            self.leases.save(goal_id, answer["lease"])
+            return "This session holds the goal's lease."
+        return (f"This session holds no lease ({answer.get('next_required_action')}): "
+                "the goal waits for its wake; record nothing for it in this turn.")
+
+    # ------------------------------------------------------------ agent_end
+
+    def agent_end(self) -> None:
+        goal_id = self.goal()
+        if goal_id is None:
+            return
+        with self.leases.locked(goal_id):
+            lease = self.leases.get(goal_id)
+            if self.facts.get("stopReason") == "error":
+                self._report_failure(goal_id, lease)
+            elif lease is not None:
+                self._fenced(goal_id, "runs", {"outcome": "ok", "session": self.session()}, lease)
+                self._fenced(goal_id, "lease/release", {}, lease)
+                self.leases.forget(goal_id)
+            elif self.facts.get("owner") is True:
+                state = self.api.call("GET", f"goals/{goal_id}")
+                if state.get("status") in ("paused", "waiting"):
+                    self._activity(goal_id)
+
+    def _report_failure(self, goal_id: str, lease: dict[str, Any] | None) -> None:
+        if lease is None:
+            answer = self.api.call("POST", f"goals/{goal_id}/lease", {})
+            if not answer.get("acquired"):
+                log(f"agent_end: goal {goal_id}: no lease to report the run with "
+                    f"({answer.get('next_required_action')})")
+                return
+            lease = {"token": answer["lease"]["token"],
+                     "generation": answer["lease"]["generation"]}
+        text = "\n".join(str(self.facts.get(k) or "")
+                         for k in ("errorMessage", "errorCode", "errorType"))
+        body = runend.run_report(None, text, now=datetime.now(UTC),
+                                 tz=os.environ.get("TZ") or "UTC")
+        answer = self._fenced(goal_id, "runs", {**body, "session": self.session()}, lease)
+        self.leases.forget(goal_id)  # a reported failure ends the lease
+        log(f"agent_end: goal {goal_id} {answer.get('status')} ({answer.get('classification')}"
+            + (f", until {answer['paused_until']})" if answer.get("paused_until") else ")"))
+
+    def _activity(self, goal_id: str) -> None:
+        """An owner's turn finished while the goal held no lease for this
+        session: a human went on by hand (SESSION_ACTIVITY, for a human to
+        look at before any wake continues it)."""
+        answer = self.api.call("POST", f"goals/{goal_id}/session-activity",
+                               {"session": self.session()})
+        log(f"agent_end: goal {goal_id}: a turn finished by hand → {answer.get('status')}"
+            f" ({answer.get('reason')})")
+
+    def _fenced(self, goal_id: str, path: str, body: dict[str, Any],
+                lease: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self.api.call("POST", f"goals/{goal_id}/{path}", {"lease": lease, **body})
+        except ApiError as error:
+            if error.code in LEASE_ENDING:
+                self.leases.forget(goal_id)
+            raise
+
+
+def note(goal_id: str, lease_note: str) -> str:
+    """The short context the model reads: its goal, and how to record work."""
+    return "\n".join([
+        f"Wake Ledger goal {goal_id} is bound to this session. {lease_note}",
+        f"Record each verified step with the MCP tool wakeledger__checkpoint_goal "
+        f"(goal_id {goal_id}); finish with wakeledger__finish_goal and one evidence item per "
+        "done criterion. A usage limit is reported for you: a wake continues this session "
+        "after the reset. Never cross an approval gate (request_approval and wait).",
+    ])
+
+
+def log(message: str) -> None:
+    print(f"wakeledger hook openclaw: {message}", file=sys.stderr, flush=True)
+
+
+HANDLERS = {"before_prompt_build": Hook.before_prompt_build, "agent_end": Hook.agent_end}
+
+
+def main(source: TextIO | None = None) -> int:
+    try:
+        try:
+            facts = json.loads((source or sys.stdin).read() or "null")
+        except (ValueError, UnicodeDecodeError):
+            facts = None
+        if not isinstance(facts, dict):
+            raise CliError(2, "expected one hook's facts as JSON on stdin")
+        handler = HANDLERS.get(str(facts.get("hook")))
+        if handler is None:
+            return 0
+        env = {**os.environ,
+               "WAKELEDGER_TIMEOUT": os.environ.get("WAKELEDGER_HOOK_TIMEOUT") or HOOK_TIMEOUT}
+        output = handler(Hook(client.from_env(env), FileLeases(), facts))
+    except CliError as error:
+        log(str(error))
+        return 0
+    except Exception as error:  # never an error in the turn: say what, exit 0
+        log(f"unexpected {type(error).__name__}; the turn goes on without Wake Ledger")
+        return 0
+    if output is not None:
+        print(json.dumps(output))
+    return 0

@@ -1,0 +1,125 @@
+// Wake Ledger's observer for an OpenClaw Gateway: model-free, never in a turn's way.
+//
+// Every hook hands a few facts to a local `wakeledger hook openclaw` process
+// (JSON on stdin) and waits for it at most `timeoutMs` (4 s): that process
+// admits the turn, binds the session to a goal and reads how a run ended with
+// the product's own classifier, so a provider's error text is parsed on this
+// machine and never sent to the server (docs/agents.md §2). A server that is
+// down, a slow answer or a crash is one log line; the turn goes on.
+import { spawn } from "node:child_process";
+import { definePluginEntry } from "openclaw/plugin-sdk/plugin-entry";
+
+type Facts = Record<string, unknown>;
+
+// A generic 429 is retried inside one run and fires agent_end on every
+// attempt with the same runId: one report per run.
+const reported = new Set<string>();
+const REMEMBERED = 500;
+// Whether the hook admitted each run as an owner's turn (before_prompt_build
+// sees the message; agent_end does not).
+const owners = new Map<string, boolean>();
+
+function remember(runId: string): boolean {
+  if (reported.has(runId)) return false;
+  reported.add(runId);
+  if (reported.size > REMEMBERED) reported.delete(reported.values().next().value as string);
+  return true;
+}
+
+function lastAssistant(messages: unknown): Facts | undefined {
+  if (!Array.isArray(messages)) return undefined;
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i] as Facts | undefined;
+    if (m && m.role === "assistant") return m;
+  }
+  return undefined;
+}
+
+export default definePluginEntry({
+  id: "wakeledger",
+  name: "Wake Ledger",
+  description: "Admits owner turns and reports how each run ended (class and reset only).",
+  register(api) {
+    const config = (api.pluginConfig ?? {}) as {
+      url?: string; command?: string[]; timeoutMs?: number; dispatch?: string;
+    };
+    const timeoutMs = config.timeoutMs ?? 4000;
+    const log = api.logger ?? console;
+
+    // Run the local hook; answer its JSON output, or undefined after timeoutMs.
+    function hook(facts: Facts): Promise<Facts | undefined> {
+      const argv = config.command;
+      if (!argv?.length || !config.url) return Promise.resolve(undefined);
+      return new Promise((resolve) => {
+        let out = "";
+        let done = false;
+        const finish = (value: Facts | undefined) => {
+          if (!done) { done = true; clearTimeout(timer); resolve(value); }
+        };
+        let child;
+        try {
+          child = spawn(argv[0], [...argv.slice(1), "hook", "openclaw"], {
+            env: {
+              ...process.env, WAKELEDGER_URL: config.url,
+              ...(config.dispatch ? { WAKELEDGER_DISPATCH: config.dispatch } : {}),
+            },
+            stdio: ["pipe", "pipe", "pipe"],
+          });
+        } catch (error) {
+          log.warn?.(`wakeledger: cannot start the hook: ${String(error)}`);
+          return finish(undefined);
+        }
+        const timer = setTimeout(() => {
+          log.warn?.(`wakeledger: the hook took over ${timeoutMs} ms; the turn goes on`);
+          child.kill("SIGKILL");
+          finish(undefined);
+        }, timeoutMs);
+        child.on("error", (error: Error) => { log.warn?.(`wakeledger: ${error.message}`); finish(undefined); });
+        child.stdout.on("data", (chunk: Buffer) => { out += chunk.toString(); });
+        child.stderr.on("data", (chunk: Buffer) => {
+          const line = chunk.toString().trim();
+          if (line) log.info?.(line);
+        });
+        child.on("close", () => {
+          try { finish(out.trim() ? JSON.parse(out) : undefined); } catch { finish(undefined); }
+        });
+        child.stdin.on("error", () => {});
+        child.stdin.end(JSON.stringify(facts));
+      });
+    }
+
+    function session(ctx: Facts): Facts {
+      const provider = ctx.modelProviderId ?? ctx.provider;
+      const model = ctx.modelId ?? ctx.model;
+      return {
+        sessionKey: ctx.sessionKey, sessionId: ctx.sessionId, agentId: ctx.agentId,
+        runId: ctx.runId, trigger: ctx.trigger, jobId: ctx.jobId,
+        provenance: (ctx.inputProvenance as Facts | undefined)?.kind,
+        model: provider && model ? `${provider}/${model}` : model,
+        workspace: ctx.workspaceDir,
+      };
+    }
+
+    api.on("before_prompt_build", async (event: Facts, ctx: Facts) => {
+      const answer = await hook({ hook: "before_prompt_build", ...session(ctx), prompt: event.prompt });
+      if (ctx.runId) {
+        owners.set(String(ctx.runId), answer?.owner === true);
+        if (owners.size > REMEMBERED) owners.delete(owners.keys().next().value as string);
+      }
+      const context = answer?.context;
+      return typeof context === "string" && context ? { prependContext: context } : undefined;
+    });
+
+    api.on("agent_end", (event: Facts, ctx: Facts) => {
+      const runId = String(event.runId ?? ctx.runId ?? "");
+      if (!runId || !remember(runId)) return;
+      const last = lastAssistant(event.messages);
+      // Not awaited: the report never holds up the end of a turn.
+      void hook({
+        hook: "agent_end", ...session(ctx), runId, owner: owners.get(runId) === true,
+        stopReason: last?.stopReason, errorMessage: last?.errorMessage,
+        errorCode: last?.errorCode, errorType: last?.errorType,
+      });
+    });
+  },
+});
