@@ -1323,8 +1323,17 @@ class World:
             # and an operator stopped the healthy goal from /alerts).
             stopped_by_operator = event["kind"] == "goal.stopped" and \
                 str(event["actor"]).startswith("operator")
+            # A host that dropped the goal's task (injected), not re-created
+            # yet: nothing runs its agent, so a wake made ready for pull (an
+            # operator's, during an outage that hid HOST_SILENT) goes
+            # unclaimed, and the block asks a human, listed — the product's
+            # answer, no fault (seed 2, 30 days).
+            host_gone = event["kind"] == "goal.blocked" and goal.host is not None \
+                and not goal.host.active \
+                and event["data"].get("reason") in ("READY_UNCLAIMED", "HOST_SILENT")
             if event["kind"] in ("goal.completed", "goal.failed", "goal.blocked",
-                                 "goal.stopped") and goal.healthy and not stopped_by_operator:
+                                 "goal.stopped") and goal.healthy and not stopped_by_operator \
+                    and not host_gone:
                 if event["kind"] != "goal.completed":
                     self.violation(inv.PROGRESS, goal_id,
                                    f"a goal whose agent always succeeds ended "
