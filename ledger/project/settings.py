@@ -23,7 +23,7 @@ def _secret_key() -> str:
     """SECRET_KEY from the environment, else one generated once into var/.
 
     The file is created with O_EXCL so two processes starting together (web and
-    qcluster under honcho) cannot each write a different key.
+    qcluster under `make run`) cannot each write a different key.
     """
     from_env = env_str("SECRET_KEY")
     if from_env:
