@@ -10,7 +10,8 @@ runs `qcluster` in a session of its own, so group signals reach only the
 launcher, and turns SIGTERM / SIGINT into one SIGTERM to the cluster's main
 process, which stops its sentinel and workers in order. If the cluster has not
 exited after --grace seconds (a task may still be running), its whole group is
-killed. """
+killed.
+"""
 
 import contextlib
 import ctypes
