@@ -26,7 +26,8 @@ $(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
 # served pages use the request's own host unless SITE_URL is set.
 run: export WAKELEDGER_PORT := $(PORT)
 # ledger/project/run.py: refuses a busy port before it migrates, then runs the
-# Procfile's processes and restarts whichever dies (honcho stopped them all).
+# Procfile's processes (web, scheduler, the notification watch) and restarts
+# whichever dies, alone (docs/deploy.md).
 run: $(VENV)/.installed
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m ledger.project.run --port $(PORT)
 

@@ -6,6 +6,7 @@ import json
 import uuid
 from typing import Any
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -34,6 +35,7 @@ from ledger.log import export
 from ledger.models import Goal
 from ledger.operators import alerts, goalids, timeline
 from ledger.operators.terminal import summary, woken
+from ledger.project import dispatchers
 from ledger.services import notifications, operators
 from ledger.services.bodies import Standing
 
@@ -257,7 +259,12 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
                 item["notice"] = notices.get(str(item["goal"].pk))
         return [{"id": "stuck", "title": "Goals needing attention",
                  "template": "admin/ledger/goal/dashboard_stuck.html",
-                 "groups": groups, "scheduler": alerts.scheduler_health()}]
+                 "groups": groups, "scheduler": alerts.scheduler_health()},
+                # Read-only: dispatchers are edited in their file, never here.
+                {"id": "dispatchers", "title": "Dispatchers",
+                 "template": "admin/ledger/goal/dashboard_dispatchers.html",
+                 "dispatchers": dispatchers.described(),
+                 "source": settings.WAKELEDGER_DISPATCHERS_SOURCE}]
 
     # ------------------------------------------------------------------ operator acts
 

@@ -156,11 +156,12 @@ def unheard_window(now: datetime) -> tuple[datetime, datetime] | None:
 
 
 def scheduler_health(now: datetime | None = None) -> dict[str, Any]:
-    """Whether the scheduler still runs: ok, silent (no sweep for three
-    intervals) or never_ran (no qcluster has swept this database yet)."""
+    """Whether the scheduler still runs: ok, silent (no sweep for
+    WAKELEDGER_SCHEDULER_SILENT_SECONDS, three intervals by default) or
+    never_ran (no qcluster has swept this database yet)."""
     now = now or clock.now()
     last = SchedulerBeat.objects.filter(name=SWEEPER).values_list("at", flat=True).first()
-    limit = timedelta(minutes=3 * settings.WAKELEDGER_SWEEP_MINUTES)
+    limit = timedelta(seconds=settings.WAKELEDGER_SCHEDULER_SILENT_SECONDS)
     status = "never_ran" if last is None else ("ok" if now - last <= limit else "silent")
     return {"status": status, "last_sweep_at": iso(last) if last else None,
             "why": {"ok": "", "never_ran": "no scheduler (manage.py qcluster) has run the lease "

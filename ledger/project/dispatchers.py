@@ -18,8 +18,9 @@ sends the dispatches.
 
 import json
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -98,3 +99,37 @@ def why_pulled(dispatch: str) -> str:
         return (f"its dispatcher {dispatch!r} is not configured in "
                 f"{settings.WAKELEDGER_DISPATCHERS_SOURCE}")
     return f"its dispatcher {dispatch!r} (an OpenClaw message) hands over no lease"
+
+
+def described() -> list[dict[str, str]]:
+    """Each configured dispatcher as the admin shows it: name, type and a
+    redacted target. Never a secret: a webhook shows its scheme, host and
+    port only (a path or query may carry a token, and ``secret`` and
+    ``bearer`` are named, not shown); a command shows its program's name and
+    how many arguments and variables it is given, never their values."""
+    listed = []
+    for name, spec in sorted(settings.WAKELEDGER_DISPATCHERS.items()):
+        spec = spec if isinstance(spec, dict) else {}
+        kind = str(spec.get("type", "?"))
+        if spec.get("preset"):
+            kind += f" ({spec['preset']})"
+        listed.append({"name": name, "type": kind, "target": _target(spec)})
+    return listed
+
+
+def _target(spec: dict[str, Any]) -> str:
+    if spec.get("type") == "webhook":
+        try:
+            parts = urlsplit(str(spec.get("url", "")))
+            host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+        except ValueError:
+            return "(an invalid URL)"
+        rest = "/…" if parts.path.strip("/") or parts.query else ""
+        signed = [f"{key} set" for key in ("secret", "bearer") if spec.get(key)]
+        return f"{parts.scheme}://{host}{rest}" + (f" ({', '.join(signed)})" if signed else "")
+    argv = spec.get("argv")
+    if isinstance(argv, list) and argv:
+        env = spec.get("env") if isinstance(spec.get("env"), dict) else {}
+        return (f"{PurePosixPath(str(argv[0])).name} with {len(argv) - 1} argument(s)"
+                + (f", {len(env)} variable(s)" if env else ""))
+    return "—"

@@ -23,7 +23,7 @@ def _secret_key() -> str:
     """SECRET_KEY from the environment, else one generated once into var/.
 
     The file is created with O_EXCL so two processes starting together (web and
-    qcluster under honcho) cannot each write a different key.
+    qcluster under `make run`) cannot each write a different key.
     """
     from_env = env_str("SECRET_KEY")
     if from_env:
@@ -390,6 +390,13 @@ for _name, _default in domain_policy.DEFAULT_CAPS.items():
     WAKELEDGER_CAPS[_name] = env_int(_variable, _default, minimum=max(_range[0], _floor),
                                      maximum=_range[1])
 WAKELEDGER_SWEEP_MINUTES = env_int("WAKELEDGER_SWEEP_MINUTES", 1, minimum=1, maximum=60)
+# The scheduler is "silent" (the health check, the scheduler_silent notice)
+# once no sweep completed for this long: three sweep intervals by default.
+# Below two intervals a running scheduler looks silent between its passes:
+# the end-to-end test sets a few seconds, an operator should not.
+WAKELEDGER_SCHEDULER_SILENT_SECONDS = env_int(
+    "WAKELEDGER_SCHEDULER_SILENT_SECONDS", 3 * 60 * WAKELEDGER_SWEEP_MINUTES, minimum=5,
+    maximum=24 * 3600)
 # An outbox row still "sending" this long after its dispatcher's timeout
 # belongs to a sender that died mid-call: recorded as uncertain (rule 6).
 WAKELEDGER_OUTBOX_GRACE_SECONDS = env_int("WAKELEDGER_OUTBOX_GRACE_SECONDS", 60, minimum=0,

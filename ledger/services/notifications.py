@@ -9,14 +9,19 @@
   ``ledger notify``) record on a clock; each keyed so a second caller records
   nothing twice.
 - ``send_due``: deliver what is due (``ledger.notify.sending``).
+- ``run_pass``: one ``ledger notify``; ``watch``: one every N seconds until
+  stopped (``ledger notify --every``, the Procfile's ``watch``).
 - ``counts_by_outcome``: sent, failed and pending, one SQL aggregate (for
   metrics); ``states``: each goal's last notice, for the admin.
 """
 
-from collections.abc import Iterable
+import logging
+import threading
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
+from django import db
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, Max, OuterRef
@@ -34,6 +39,8 @@ from ledger.project.siteurl import base_url
 
 DIGEST_BEAT = "notify.digest"  # SchedulerBeat row: when the last digest was recorded
 SILENT_BEAT = "notify.silent_since"  # the last beat of the silence last told
+
+logger = logging.getLogger(__name__)
 
 
 def goal_link(goal_id: str) -> str:
@@ -237,6 +244,34 @@ def run_pass(now: datetime | None = None) -> dict[str, Any]:
     digested = digest(now)
     return {"scheduler": status, "reminded": reminded, "digest": digested,
             "sent": send_due(now)}
+
+
+def watch(every: float, stopped: threading.Event,
+          report: Callable[[dict[str, Any]], None] = lambda done: None) -> int:
+    """``ledger notify --every``: one ``run_pass`` every ``every`` seconds
+    until ``stopped`` is set (the command's SIGTERM/SIGINT handler), then
+    return how many rounds ran. The scheduler-silent alarm must come from a
+    process other than the scheduler; this is that process under ``make run``
+    (the Procfile's ``watch``) or systemd. A failed round (the database away,
+    say) is logged by its type only — an exception's text may quote a URL or
+    a query — and the next round tries again on a fresh connection. Sending
+    alongside the qcluster's tick is safe: each row is claimed (pending →
+    sending, committed) by one conditional UPDATE before any network call."""
+    rounds = 0
+    while not stopped.is_set():
+        try:
+            report(run_pass())
+        except Exception as error:  # one round's failure must not end the watch
+            logger.warning("notification round failed (%s); next in %ss",
+                           type(error).__name__, every)
+        finally:
+            # A broken connection is dropped here, so the next round reconnects
+            # (never inside a caller's transaction: a test's, which it would end).
+            if not db.connection.in_atomic_block:
+                db.close_old_connections()
+        rounds += 1
+        stopped.wait(every)
+    return rounds
 
 
 def url_is_valid(url: str) -> bool:

@@ -1,7 +1,7 @@
 """`make run`'s supervisor (ledger/project/run.py) for real: a free port, a
-temporary var/ with its own SQLite database, gunicorn and the scheduler as the
-Procfile starts them. kill -9 of the qcluster leaves the web serving and the
-scheduler back; kill -9 of the web brings it back; a second instance on the
+temporary var/ with its own SQLite database, gunicorn, the scheduler and the
+notification watch as the Procfile starts them. kill -9 of the qcluster leaves
+the web serving and the scheduler back; kill -9 of the web brings it back; a second instance on the
 busy port exits non-zero before it touches a database; SIGTERM stops all."""
 
 import os
@@ -39,7 +39,7 @@ def test_a_listening_port_is_busy_and_a_free_one_is_not():
 
 
 def test_the_procfile_is_the_list_of_processes(tmp_path):
-    assert list(run.procfile(ROOT / "Procfile")) == ["web", "scheduler"]
+    assert list(run.procfile(ROOT / "Procfile")) == ["web", "scheduler", "watch"]
     odd = tmp_path / "Procfile"
     odd.write_text("# a comment\n\nweb: gunicorn x --bind a:$PORT\nworker:python -m y\n")
     assert run.procfile(odd) == {"web": "gunicorn x --bind a:$PORT", "worker": "python -m y"}
@@ -109,6 +109,7 @@ def test_make_run_survives_a_killed_scheduler_and_web_and_refuses_a_busy_port(tm
         [launcher] = wait_for(lambda: started(log, "scheduler"), START, "the scheduler")
         cluster = wait_for(lambda: cluster_of(launcher), START, "the qcluster")
         [web] = started(log, "web")
+        [watch] = wait_for(lambda: started(log, "watch"), START, "the notification watch")
 
         # A second `make run` on the busy port: one line, non-zero, no database.
         other = tmp_path / "other-var"
@@ -140,11 +141,13 @@ def test_make_run_survives_a_killed_scheduler_and_web_and_refuses_a_busy_port(tm
         assert started(log, "scheduler") == [launcher, relaunched]
 
         # SIGTERM: everything stops, cleanly, and the supervisor exits 0.
-        children = [started(log, "web")[-1], relaunched, cluster_of(relaunched)]
+        assert started(log, "watch") == [watch]  # neither kill touched the watch
+        children = [started(log, "web")[-1], relaunched, cluster_of(relaunched), watch]
         supervisor.send_signal(signal.SIGTERM)
         assert supervisor.wait(timeout=60) == 0
         assert not [pid for pid in children if pid and alive(pid)]
         assert "run | stopped" in log.read_text()
+        assert "stopped after" in log.read_text()  # the watch ended its loop on SIGTERM
     finally:
         if supervisor.poll() is None:
             supervisor.kill()

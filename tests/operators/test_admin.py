@@ -196,7 +196,7 @@ def test_dashboard_groups_goals_needing_attention():
     page = client.get("/admin/ledger/goal/dashboard/").content.decode()
     assert "Blocked: UNCLASSIFIED" in page and "Blocked: BLOCKED_APPROVAL" in page
     assert page.count('data-testid="group"') == 2
-    assert page.count('data-testid="section-') == 1  # sections: one today, more to come
+    assert page.count('data-testid="section-') == 2  # the stuck goals, the dispatchers
     assert "Stuck goals dashboard" in client.get("/admin/").content.decode()
 
 

@@ -1,14 +1,17 @@
 """`ledger notify`: the notification pass run from outside the scheduler.
 
 The scheduler-silent alarm cannot come from the scheduler it is about, so an
-operator runs this from cron (or a systemd timer) every few minutes: it
+operator runs this from cron (or a systemd timer) every few minutes, or
+keeps ``ledger notify --every 60`` running (the Procfile's ``watch``): it
 records the scheduler's flip (silent, or back), reminders and the digest, and
 delivers what is due. Thin: parse, call ``ledger.services.notifications``, print.
 """
 
+import signal
+import threading
 from typing import Any
 
-from ledger.operators.commands.base import Shell
+from ledger.operators.commands.base import Shell, positive
 from ledger.services import notifications
 
 
@@ -19,10 +22,16 @@ def add(actions: Any) -> None:
                        "report its own silence).")
     notify.add_argument("--channels", action="store_true",
                         help="only list the configured channels (redacted) and their routing")
+    notify.add_argument("--every", type=positive, metavar="SECONDS",
+                        help="keep running: one pass every SECONDS until SIGTERM or SIGINT "
+                             "(the Procfile's `watch`; a systemd service instead of cron)")
 
 
 class Notifying(Shell):
-    def handle_notify(self, channels: bool = False, **_: Any) -> None:
+    def handle_notify(self, channels: bool = False, every: int | None = None,
+                      **_: Any) -> None:
+        if every is not None and not channels:
+            return self._watch(every)
         if channels:
             listed = notifications.channel_list()
             for channel in listed:
@@ -35,3 +44,27 @@ class Notifying(Shell):
         self.stdout.write(f"scheduler {done['scheduler']}; {done['sent']} notification(s) sent "
                           f"now; totals: {counts['sent']} sent, {counts['failed']} failed, "
                           f"{counts['pending']} pending")
+
+    def _watch(self, every: int) -> None:
+        stopped = threading.Event()
+        # SIGTERM (make run's supervisor, systemd) or Ctrl-C: the round under
+        # way finishes (a send is never cut between its claim and its mark),
+        # then the loop ends and the process exits 0.
+        before = {signum: signal.signal(signum, lambda *_: stopped.set())
+                  for signum in (signal.SIGTERM, signal.SIGINT)}
+        self._emit([f"watching: a notification pass every {every}s (SIGTERM or Ctrl-C stops)"])
+        last: list[str] = []
+
+        def report(done: dict[str, Any]) -> None:
+            # A line when something happened, not one a minute for nothing.
+            if done["sent"] or [done["scheduler"]] != last:
+                self._emit([f"scheduler {done['scheduler']}; {done['sent']} "
+                            "notification(s) sent"])
+                last[:] = [done["scheduler"]]
+
+        try:
+            rounds = notifications.watch(every, stopped, report)
+        finally:  # called in-process (call_command): the caller's handlers again
+            for signum, handler in before.items():
+                signal.signal(signum, handler)
+        self._emit([f"stopped after {rounds} pass(es)"])

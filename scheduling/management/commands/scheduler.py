@@ -1,15 +1,16 @@
 """`manage.py scheduler`: django-q2's `qcluster`, stopped cleanly.
 
-Process managers stop a service by signalling its whole process group (honcho
-on Ctrl-C, systemd's default KillMode=control-group). A `qcluster` whose
-sentinel and workers get SIGTERM together with the main process deadlocks: the
-sentinel dies holding the lock of the cluster's stop event, and the main
-process's signal handler then blocks on it for ever after logging "stopping"
-(django-q2 issue #346). This launcher runs `qcluster` in a session of its own,
-so group signals reach only the launcher, and turns SIGTERM / SIGINT into one
-SIGTERM to the cluster's main process, which stops its sentinel and workers in
-order. If the cluster has not exited after --grace seconds (a task may still be
-running), its whole group is killed.
+Process managers stop a service by signalling its whole process group
+(Procfile runners such as honcho on Ctrl-C, systemd's default
+KillMode=control-group). A `qcluster` whose sentinel and workers get SIGTERM
+together with the main process deadlocks: the sentinel dies holding the lock
+of the cluster's stop event, and the main process's signal handler then blocks
+on it for ever after logging "stopping" (django-q2 issue #346). This launcher
+runs `qcluster` in a session of its own, so group signals reach only the
+launcher, and turns SIGTERM / SIGINT into one SIGTERM to the cluster's main
+process, which stops its sentinel and workers in order. If the cluster has not
+exited after --grace seconds (a task may still be running), its whole group is
+killed.
 """
 
 import contextlib
