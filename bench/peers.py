@@ -12,8 +12,9 @@ the per-round ratios, as bench/append.py:
 - DBOS Transact 3.4 (``dbos``, a bench-only extra): one ``@DBOS.step`` call
   inside a running workflow returning the payload; DBOS records the step's
   result as one ``operation_outputs`` row in its system database, one
-  transaction per step (after a read asking whether the step already ran). (The workflow's own status row is written when a
-  round's workflow starts and ends: two writes per round of N steps, left in.)
+  transaction per step (after a read asking whether the step already ran).
+  (The workflow's own status row is written when a round's workflow starts
+  and ends: two writes per round of N steps, left in.)
   DBOS 3.x supports SQLite as its system database (its default) and
   PostgreSQL.
 - LangGraph (``langgraph-checkpoint-sqlite`` 3.1 ``SqliteSaver.put``,
@@ -135,7 +136,7 @@ def measure(database: str, ours: Any, peers: list[tuple[str, Any]], events: int,
 def peers_available() -> bool:
     try:
         import dbos  # noqa: F401
-        import langgraph.checkpoint.postgres  # noqa: F401
+        import langgraph.checkpoint.postgres
         import langgraph.checkpoint.sqlite  # noqa: F401
     except ImportError as error:
         print(f"{error.name} is not installed (pip install '.[bench]'): the peer rows are "

@@ -82,7 +82,6 @@ class World:
 
     def seed(self, rounds: int) -> None:
         from django.db import connection, transaction
-        from django_q.models import Schedule
 
         from bench.seed import TOKEN
         from ledger.domain import LeaseProof, RunGoal, StartGoal
