@@ -372,7 +372,7 @@ def main() -> None:
     if args.worker:
         worker(args)
         return
-    scale = int(os.environ.get("BENCH_SCALE", "1000000"))
+    scale = int(os.environ.get("BENCH_SCALE", "100000"))
     if scale <= 0:
         print("BENCH_SCALE=0: the scale rows are skipped", file=sys.stderr)
         emit([], args.out)
