@@ -37,7 +37,6 @@ import os
 import queue
 import re
 import secrets
-import subprocess
 import sys
 import tempfile
 import threading
