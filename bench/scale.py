@@ -28,7 +28,8 @@ argument), no events (nothing below reads a goal's history):
 Rows, each timed in the worker, around the same call the product makes:
 
 - sweep: one ``scheduling.tasks.sweep_leases`` pass, the clock moved so that
-  the next ``--due`` leases are stale (each pass expires them);
+  the next ``--due`` leases are stale (each pass expires them, and blocks the
+  goals the pass before woke and nobody pulled: the same work at both sizes);
 - /alerts: GET /api/v1/alerts (first page, 50, and its total) as an auditor;
 - dashboard: GET the admin's dashboard as a superuser;
 - metrics: one scrape, ``generate_latest`` of ``ledger.operators.metrics``;
@@ -73,7 +74,6 @@ class World:
         self.goals, self.due, self.listed, self.claims_per_round = goals, due, listed, claims
         self.base = datetime.now(UTC).replace(microsecond=0)
         self.sweeps = 0
-        self.claimed = 0
         t0 = time.perf_counter()
         self.seed(rounds)
         self.seconds = time.perf_counter() - t0
