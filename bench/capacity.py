@@ -9,11 +9,14 @@ qcluster), on a SQLite file in WAL mode or a throwaway PostgreSQL with its
 durable defaults (bench/pg.py).
 
 Each simulated agent keeps one goal on the default rhythm — a 600 s lease, a
-heartbeat every 200 s, a checkpoint every 5 minutes, the goal's hourly
-internal watchdog firing — with time compressed by ``--factor`` (60): the
-server runs with WAKELEDGER_CADENCE_UNIT_SECONDS=1 (its "minute" is a second:
-the hourly watchdog fires every 60 s) and the goal asks for a 10 s lease; the
-agent heartbeats every 3.3 s and checkpoints every 5 s. One compressed agent
+heartbeat every 200 s, a checkpoint every 5 minutes — with time compressed by
+``--factor`` (60): the server runs with WAKELEDGER_CADENCE_UNIT_SECONDS=1 (its
+"minute" is a second: an hourly watchdog would fire every 60 s) and the goal
+asks for a 10 s lease; the agent heartbeats every 3.3 s and checkpoints every
+5 s. Not simulated yet: the hourly wakes. The agents hold their lease for the
+whole run, and a goal's internal watchdog arms only when a turn ends, so no
+wake fires (each level reports ``wakes_claimed``, 0); ends of turn, the wake
+and the pull of the lease are the next step (docs/performance.md). One compressed agent
 therefore sends the requests of ``factor`` real ones, and the figure reported
 is threads x factor. What compression does not scale: each goal row, lease
 and schedule row stand for 60 real agents' (a real fleet has 60 times as many
@@ -169,13 +172,18 @@ class Load:
             self.schedule(at + period / self.factor, goal, kind)
 
 
-def misses(port: int, token: str) -> float:
-    """wakeledger_deadline_misses_total, summed over its reasons."""
+def scrape(port: int, token: str) -> tuple[float, float]:
+    """wakeledger_deadline_misses_total and wakeledger_claims_total (wake
+    claims), each summed over its labels."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {token}"})
-    text = conn.getresponse().read().decode()
-    return sum(float(m) for m in re.findall(
-        r"^wakeledger_deadline_misses_total(?:\{[^}]*\})? (\S+)$", text, re.MULTILINE))
+    response = conn.getresponse()
+    text = response.read().decode()
+    if response.status != 200 or "wakeledger_deadline_misses_total" not in text:
+        raise SystemExit(f"/metrics answered {response.status}: {text[:200]}")
+    return tuple(sum(float(m) for m in re.findall(  # type: ignore[return-value]
+        rf"^wakeledger_{name}_total(?:\{{[^}}]*\}})? (\S+)$", text, re.MULTILINE))
+        for name in ("deadline_misses", "claims"))
 
 
 def run(database: str, levels: list[int], seconds: float, factor: float) -> list[dict]:
@@ -220,9 +228,10 @@ def run(database: str, levels: list[int], seconds: float, factor: float) -> list
                     client.lags.clear()
                     client.errors.clear()
                     load.refused = 0
-                before = misses(port, operator_token)
+                before = scrape(port, operator_token)
                 time.sleep(seconds)
-                missed = misses(port, operator_token) - before
+                after = scrape(port, operator_token)
+                missed, claims = after[0] - before[0], after[1] - before[1]
                 with client.lock:
                     lat, lags = list(client.latencies), list(client.lags)
                     errors, refused = dict(client.errors), load.refused
@@ -232,7 +241,8 @@ def run(database: str, levels: list[int], seconds: float, factor: float) -> list
                     "requests": len(lat), "req_per_s": round(len(lat) / seconds, 1),
                     "p50_ms": round(percentile_ms(lat, 50) or 0, 1), "p99_ms": round(p99, 1),
                     "client_lag_p99_ms": round(percentile_ms(lags, 99) or 0, 1),
-                    "refused": refused, "deadline_misses": missed, "errors": errors,
+                    "refused": refused, "deadline_misses": missed, "wakes_claimed": claims,
+                    "errors": errors,
                     "load": os.getloadavg()[0],
                     "passed": p99 < 100 and not refused and not missed and not errors}
                 results.append(result)
