@@ -1,7 +1,7 @@
 """What grows with the number of goals: each row at 1,000,000 active goals against 100,000.
 
-    make bench                      (100,000 goals against 10,000)
-    BENCH_SCALE=1000000 make bench  (1,000,000 against 100,000: ~10 minutes, most seeding)
+    make bench                      (1,000,000 goals against 100,000: ~4 minutes)
+    BENCH_SCALE=100000 make bench   (100,000 against 10,000: ~1 minute)
     BENCH_SCALE=0 make bench        (skip these rows)
     python bench/scale.py [--quick] [--small N] [--large M]
 
@@ -381,7 +381,7 @@ def main() -> None:
     if args.worker:
         worker(args)
         return
-    scale = int(os.environ.get("BENCH_SCALE", "100000"))
+    scale = int(os.environ.get("BENCH_SCALE", "1000000"))
     if scale <= 0:
         print("BENCH_SCALE=0: the scale rows are skipped", file=sys.stderr)
         emit([], args.out)
