@@ -8,7 +8,7 @@ PORT ?= 8000
 PYTEST_ARGS ?=
 
 .PHONY: run test test-quick test-sqlite test-postgres browser prometheus go claude-code \
-	node24 openclaw claude-code-current tools lint bench bench-quick soak simulate clean
+	node24 openclaw claude-code-current tools lint bench bench-quick capacity soak simulate clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -138,6 +138,11 @@ bench: $(VENV)/.installed-bench
 
 bench-quick: $(VENV)/.installed-bench
 	env -u DATABASE_URL $(BIN)/python bench/run.py --quick
+
+# How many agents one `make run`-style deployment serves (bench/capacity.py):
+# SQLite, then PostgreSQL; minutes, not part of `make test` or `make bench`.
+capacity: $(VENV)/.installed-dev
+	env -u DATABASE_URL $(BIN)/python bench/capacity.py
 
 # One longer world of the deterministic simulation (tests/simulation), with the
 # trace of the first goal that broke each invariant. `make test` runs a short one.

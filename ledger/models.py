@@ -94,8 +94,11 @@ class Goal(models.Model):
             # The sweeper asks "whose deadline passed?" every minute, and
             # /alerts "who needs a human?": both must not scan every goal.
             models.Index(fields=["deadline_at"], name="ledger_goal_deadline"),
-            models.Index(fields=["attention"], name="ledger_goal_attention",
-                         condition=~Q(attention="")),
+            # ``attention > ''`` (not ``!= ''``): a range SQLite can seek, so
+            # the /alerts OR of this and the deadline is two index searches,
+            # not a scan of every goal (migration 0011).
+            models.Index(fields=["attention"], name="ledger_goal_attention_set",
+                         condition=Q(attention__gt="")),
         ]
 
     def __str__(self) -> str:

@@ -34,6 +34,13 @@ from ledger.models import Goal, SchedulerBeat
 # walking the list skipped or repeated goals, and a cap cut off exactly the
 # goals a human had waited longest for.
 ORDER = ("created_at", "id")
+# A goal's attention is set: ``attention > ''``, the condition of the partial
+# index ledger_goal_attention_set. Not ``~Q(attention="")``: SQLite cannot
+# seek ``!=``, so an OR with it scanned every goal (the /alerts page and its
+# count were proportional to the number of goals); each half of the OR below
+# is now an index search (SQLite's MULTI-INDEX OR, PostgreSQL's BitmapOr).
+# attention is never NULL and '' sorts first, so the two mean the same.
+ATTENTION_SET = Q(attention__gt="")
 # The sweeper beats every WAKELEDGER_SWEEP_MINUTES; three missed beats (at
 # least three minutes) mean no scheduler runs it.
 SWEEPER = "sweeper"
@@ -44,7 +51,7 @@ def needing_a_human(goals: QuerySet[Goal], now: datetime) -> QuerySet[Goal]:
     ``liveness.overdue``), oldest goal first: the rows every list shows and the
     query every total counts."""
     overdue = Q(deadline_at__lt=liveness.overdue_cutoff(now), status__in=ACTIVE_STATUSES)
-    return goals.filter(~Q(attention="") | overdue).order_by(*ORDER)
+    return goals.filter(ATTENTION_SET | overdue).order_by(*ORDER)
 
 
 def count(goals: QuerySet[Goal], now: datetime | None = None) -> int:
@@ -58,7 +65,7 @@ def counts_by_reason(goals: QuerySet[Goal], now: datetime) -> dict[str, int]:
     goal for the OR; /metrics and the dashboard ask this on every look): a
     GROUP BY over the partial attention index, and the goals whose attention
     is empty listed for being OVERDUE, on the deadline index."""
-    grouped = (goals.filter(~Q(attention="")).order_by().values("attention")
+    grouped = (goals.filter(ATTENTION_SET).order_by().values("attention")
                .annotate(n=Count("*")))
     found = {row["attention"]: row["n"] for row in grouped}
     overdue = goals.filter(attention="", deadline_at__lt=liveness.overdue_cutoff(now),

@@ -134,7 +134,7 @@ def _track_untold(now: datetime, batch: int = 500) -> None:
     """Goals that needed a human before notifications existed (no flip was
     recorded for them) get a notification state, so reminders cover them
     too: counted from their last change, at most ``batch`` a pass."""
-    untold = Goal.objects.exclude(attention="") \
+    untold = Goal.objects.filter(alerts.ATTENTION_SET) \
         .filter(~Exists(GoalNotice.objects.filter(goal_id=OuterRef("pk")))) \
         .values_list("pk", "attention", "updated_at")[:batch]
     GoalNotice.objects.bulk_create(

@@ -1,0 +1,246 @@
+"""Append against the peers a user weighs for "record a step durably": DBOS and LangGraph.
+
+    make bench            (or: python bench/peers.py [--quick] [--events N])
+
+Same run, same database file system or server, same ~300-byte payload (the
+JSON our checkpoint event stores), one durable write per operation, rounds
+alternating between the sides (the order rotating), ratio = the median of
+the per-round ratios, as bench/append.py:
+
+- ours: ``store.execute`` of one checkpoint (lock the goal row, decide, hash,
+  insert the event, fold and update the projection), one transaction.
+- DBOS Transact 3.4 (``dbos``, a bench-only extra): one ``@DBOS.step`` call
+  inside a running workflow returning the payload; DBOS records the step's
+  result as one ``operation_outputs`` row in its system database, one
+  transaction per step (after a read asking whether the step already ran).
+  (The workflow's own status row is written when a round's workflow starts
+  and ends: two writes per round of N steps, left in.)
+  DBOS 3.x supports SQLite as its system database (its default) and
+  PostgreSQL.
+- LangGraph (``langgraph-checkpoint-sqlite`` 3.1 ``SqliteSaver.put``,
+  ``langgraph-checkpoint-postgres`` 3.2 ``PostgresSaver.put``): one checkpoint
+  whose one channel holds the payload. SqliteSaver writes one row (checkpoint
+  with its channel values, msgpack) and commits; PostgresSaver upserts the
+  channel's blob and the checkpoint row in one pipeline on the autocommit
+  connection its documentation asks for (two statements, each its own commit).
+
+Durability, alike on every side: SQLite files in WAL mode with
+synchronous=FULL (set on LangGraph's connection; DBOS's file is switched to
+WAL before it opens it and keeps SQLite's default synchronous=FULL, which the
+run checks); PostgreSQL is one throwaway server with its durable defaults
+(fsync and synchronous_commit on, bench/pg.py), a database each.
+"""
+
+import json
+import os
+import sqlite3
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import Row, django_setup, emit, median, parser, percentile_ms, reps_of
+
+
+class DbosSteps:
+    """N ``@DBOS.step`` calls in one workflow: one operation_outputs row each."""
+
+    def __init__(self, system_database_url: str, payload: dict[str, Any]):
+        import logging
+
+        from dbos import DBOS
+
+        logging.getLogger("dbos").setLevel(logging.WARNING)
+        DBOS(config={"name": "wakeledger-bench", "system_database_url": system_database_url,
+                     "run_admin_server": False, "log_level": "WARNING"})
+
+        @DBOS.step()
+        def record(data: dict[str, Any]) -> dict[str, Any]:
+            return data
+
+        @DBOS.workflow()
+        def steps(n: int, data: dict[str, Any]) -> None:
+            for _ in range(n):
+                record(data)
+
+        DBOS.launch()
+        self.steps, self.payload = steps, payload
+
+    def run(self, n: int) -> float:
+        started = time.perf_counter()
+        self.steps(n, self.payload)
+        return n / (time.perf_counter() - started)
+
+    @staticmethod
+    def close() -> None:
+        from dbos import DBOS
+
+        DBOS.destroy()
+
+
+class LangGraphPuts:
+    """``saver.put`` of one checkpoint per call, one thread of checkpoints."""
+
+    def __init__(self, saver: Any, payload: dict[str, Any]):
+        self.saver = saver
+        saver.setup()
+        self.payload = payload
+        self.config: Any = {"configurable": {"thread_id": uuid.uuid4().hex, "checkpoint_ns": ""}}
+        self.version = 0
+
+    def run(self, n: int) -> float:
+        from langgraph.checkpoint.base import empty_checkpoint
+
+        put, started = self.saver.put, time.perf_counter()
+        for _ in range(n):
+            self.version += 1
+            checkpoint = empty_checkpoint()
+            checkpoint["channel_values"] = {"progress": self.payload}
+            checkpoint["channel_versions"] = {"progress": self.version}
+            self.config = put(self.config, checkpoint, {"source": "loop", "step": self.version},
+                              {"progress": self.version})
+        return n / (time.perf_counter() - started)
+
+
+def wal_full(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    return db
+
+
+def measure(database: str, ours: Any, peers: list[tuple[str, Any]], events: int,
+            reps: int) -> list[Row]:
+    sides = [ours.run] + [peer.run for _, peer in peers]
+    for side in sides:
+        side(min(100, events))  # warm up
+    ours.latencies.clear()
+    rates: list[list[float]] = [[] for _ in sides]
+    for rep in range(reps):
+        for k in range(len(sides)):
+            i = (k + rep) % len(sides)
+            rates[i].append(sides[i](events))
+    p50, p99 = percentile_ms(ours.latencies, 50), percentile_ms(ours.latencies, 99)
+    return [Row(name=f"peers {database}: store.execute vs {short}", value=median(rates[0]),
+                unit="events/s", baseline=baseline, baseline_value=median(rates[i]),
+                ratio=median([o / b for o, b in zip(rates[0], rates[i], strict=True)]),
+                p50_ms=p50, p99_ms=p99, n=events, reps=reps)
+            for i, (baseline, _) in enumerate(peers, start=1)
+            for short in [baseline.split(",")[0]]]
+
+
+def peers_available() -> bool:
+    try:
+        import dbos  # noqa: F401
+        import langgraph.checkpoint.postgres
+        import langgraph.checkpoint.sqlite  # noqa: F401
+    except ImportError as error:
+        print(f"{error.name} is not installed (pip install '.[bench]'): the peer rows are "
+              "skipped", file=sys.stderr)
+        return False
+    return True
+
+
+def bench_sqlite(events: int, reps: int) -> list[Row]:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from bench.append import Ours
+
+    with tempfile.TemporaryDirectory(prefix="wakeledger-bench-") as tmp:
+        django_setup(tmp)
+        ours = Ours()
+        ours.run(1)
+        payload = json.loads(ours.payload())
+        dbos_file = Path(tmp) / "dbos.sqlite3"
+        wal_full(dbos_file).close()  # journal_mode=WAL is kept in the file
+        dbos = DbosSteps(f"sqlite:///{dbos_file}", payload)
+        with sqlite3.connect(dbos_file) as check:
+            mode = check.execute("PRAGMA journal_mode").fetchone()[0]
+            sync = check.execute("PRAGMA synchronous").fetchone()[0]
+        assert (mode, sync) == ("wal", 2), (mode, sync)  # 2 = FULL
+        graph = LangGraphPuts(SqliteSaver(wal_full(Path(tmp) / "langgraph.sqlite3")), payload)
+        try:
+            return measure("sqlite", ours, [
+                ("DBOS 3.4 step, SQLite system database, 1 operation_outputs row per step",
+                 dbos),
+                ("LangGraph SqliteSaver.put, 1 checkpoint row per put", graph)],
+                events, reps)
+        finally:
+            dbos.close()
+
+
+def bench_postgres(events: int, reps: int) -> list[Row]:
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    from bench.append import Ours
+    from bench.pg import durable_server
+
+    with tempfile.TemporaryDirectory(prefix="wakeledger-bench-") as tmp, \
+            durable_server() as url:
+        if url is None:
+            print("no PostgreSQL binaries (/usr/lib/postgresql/*/bin): postgres rows skipped",
+                  file=sys.stderr)
+            return []
+        django_setup(tmp, url)
+        ours = Ours()
+        ours.run(1)
+        payload = json.loads(ours.payload())
+        base = url.rsplit("/", 1)[0]
+        with psycopg.connect(url, autocommit=True) as admin:
+            for name in ("bench_dbos", "bench_langgraph"):
+                admin.execute(f"CREATE DATABASE {name}")
+        dbos = DbosSteps(f"{base}/bench_dbos", payload)
+        conn = psycopg.connect(f"{base}/bench_langgraph", autocommit=True, prepare_threshold=0,
+                               row_factory=dict_row)
+        graph = LangGraphPuts(PostgresSaver(conn), payload)
+        try:
+            return measure("postgres", ours, [
+                ("DBOS 3.4 step, PostgreSQL system database, 1 operation_outputs row per step",
+                 dbos),
+                ("LangGraph PostgresSaver.put, blob + checkpoint upsert per put", graph)],
+                events, reps)
+        finally:
+            dbos.close()
+            conn.close()
+            from django.db import connection
+
+            connection.close()
+
+
+def main() -> None:
+    p = parser(__doc__)
+    p.add_argument("--events", type=int, default=None, help="operations per round")
+    p.add_argument("--database", choices=("sqlite", "postgres", "both"), default="both")
+    args = p.parse_args()
+    reps = reps_of(args)
+    events = args.events or (200 if args.quick else 1000)
+    if not peers_available():
+        emit([], args.out)
+        return
+    if args.database == "both":
+        # Django and DBOS are set up once per process, for one database: one child each.
+        import subprocess
+
+        rows: list[Row] = []
+        for database in ("sqlite", "postgres"):
+            with tempfile.NamedTemporaryFile(suffix=".json") as out:
+                command = [sys.executable, __file__, "--database", database,
+                           "--events", str(events), "--reps", str(reps), "--out", out.name]
+                subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+                text = Path(out.name).read_text()
+                rows += [Row(**r) for r in json.loads(text)] if text else []
+        emit(rows, args.out)
+        return
+    rows = (bench_sqlite if args.database == "sqlite" else bench_postgres)(events, reps)
+    emit(rows, args.out)
+
+
+if __name__ == "__main__":
+    os.environ.pop("DATABASE_URL", None)
+    main()

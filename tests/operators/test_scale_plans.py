@@ -1,0 +1,79 @@
+"""What grows with the number of goals must not read every goal (bench/scale.py):
+the plans of the queries behind /alerts, its total and the alert counts of
+/metrics and the dashboard, checked with the database's own EXPLAIN."""
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from ledger.eventstore import clock
+from ledger.models import Goal
+from ledger.operators import alerts
+
+
+def plan(sql: str, params: list | tuple = ()) -> str:
+    """The plan of ``sql``. On PostgreSQL with sequential scans priced out, so
+    the answer is whether an index path exists at all (a handful of test rows
+    would always be read whole)."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+        else:
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            cursor.execute("EXPLAIN " + sql, params)
+        return "\n".join(" ".join(str(c) for c in row) for row in cursor.fetchall())
+
+
+def reads_no_goal_whole(explained: str) -> bool:
+    if connection.vendor == "sqlite":
+        return "SCAN ledger_goal" not in explained.replace("SCAN ledger_goal USING", "")
+    return "Seq Scan on ledger_goal" not in explained
+
+
+@pytest.fixture
+def analyzed(db):
+    """Many active goals, a few needing a human, deadlines ahead; statistics
+    taken (the planner's choice follows them, as on a real database)."""
+    from datetime import timedelta
+
+    now = clock.now()
+    Goal.objects.bulk_create(
+        Goal(workspace=f"/srv/scale/{i}", goal_key="g", agent="agent-1", status="waiting",
+             attention="WAKE_RETRIES_EXHAUSTED" if i % 500 == 0 else "",
+             deadline_at=now + timedelta(minutes=1 + i % 600), created_at=now, updated_at=now,
+             version=1, last_hash="", state={}) for i in range(3000))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+
+
+def test_the_alerts_page_and_its_total_search_two_indexes_instead_of_every_goal(analyzed):
+    listed = alerts.needing_a_human(Goal.objects.all(), clock.now())
+    with CaptureQueriesContext(connection) as queries:
+        list(listed[:50])
+        listed.count()
+    page, total = (q["sql"] for q in queries.captured_queries)
+    for sql in (page, total):
+        explained = plan(sql)
+        assert "ledger_goal_attention_set" in explained, explained
+        assert "ledger_goal_deadline" in explained, explained
+        assert reads_no_goal_whole(explained), explained
+
+
+def test_the_alert_counts_by_reason_read_the_attention_index(analyzed):
+    with CaptureQueriesContext(connection) as queries:
+        alerts.counts_by_reason(Goal.objects.all(), clock.now())
+    grouped, overdue = (q["sql"] for q in queries.captured_queries)
+    assert "ledger_goal_attention_set" in plan(grouped)
+    assert "ledger_goal_deadline" in plan(overdue)
+    assert reads_no_goal_whole(plan(grouped)) and reads_no_goal_whole(plan(overdue))
+
+
+@pytest.mark.parametrize("attention", ["", "HOST_SILENT", "BLOCKED"])
+def test_attention_set_means_a_non_empty_attention(db, attention):
+    """``attention > ''`` (seekable) stands for ``attention != ''``: the same goals."""
+    from tests.factories import GoalFactory
+
+    goal = GoalFactory()
+    Goal.objects.filter(pk=goal.pk).update(attention=attention)
+    matched = Goal.objects.filter(alerts.ATTENTION_SET, pk=goal.pk).exists()
+    assert matched == (attention != "")
