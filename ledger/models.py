@@ -87,7 +87,9 @@ class Goal(models.Model):
             models.Index(fields=["agent", "status"], name="ledger_goal_agent_status"),
             models.Index(fields=["workspace"], name="ledger_goal_workspace"),
             models.Index(fields=["goal_key"], name="ledger_goal_goal_key"),
-            models.Index(fields=["lease_expires_at"], name="ledger_goal_lease_expiry"),
+            # No index on lease_expires_at: nothing filters on it (the sweeper
+            # asks deadline_at, which covers a lease's stale point), and every
+            # renewal moved its entry: one WAL page per checkpoint on SQLite.
             models.Index(fields=["next_wake_at"], name="ledger_goal_next_wake"),
             models.Index(fields=["paused_until"], name="ledger_goal_paused_until"),
             models.Index(fields=["-updated_at"], name="ledger_goal_updated"),
