@@ -88,12 +88,14 @@ class Goal(models.Model):
             models.Index(fields=["status", "reason"], name="ledger_goal_status_reason"),
             models.Index(fields=["agent", "status"], name="ledger_goal_agent_status"),
             models.Index(fields=["workspace"], name="ledger_goal_workspace"),
-            models.Index(fields=["goal_key"], name="ledger_goal_goal_key"),
-            # No index on lease_expires_at: nothing filters on it (the sweeper
-            # asks deadline_at, which covers a lease's stale point), and every
-            # renewal moved its entry: one WAL page per checkpoint on SQLite.
+            # No index on lease_expires_at, paused_until or goal_key: nothing
+            # filters on them (the sweeper asks deadline_at, which covers a
+            # lease's stale point; the admin searches goal_key with
+            # icontains, which no b-tree serves). Each cost every command:
+            # a renewal moved its lease entry (one WAL page per checkpoint on
+            # SQLite), and PostgreSQL adds an entry to every index of the
+            # goal row on every update, since its indexed updated_at moves.
             models.Index(fields=["next_wake_at"], name="ledger_goal_next_wake"),
-            models.Index(fields=["paused_until"], name="ledger_goal_paused_until"),
             models.Index(fields=["-updated_at"], name="ledger_goal_updated"),
             # The sweeper asks "whose deadline passed?" every minute, and
             # /alerts "who needs a human?": both must not scan every goal.
