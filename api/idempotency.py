@@ -48,7 +48,7 @@ from rest_framework.response import Response
 from api.problems import Problem
 from api.serializers import validated
 from ledger.access.models import IdempotencyRecord
-from ledger.eventstore import clock, failpoints
+from ledger.eventstore import clock, failpoints, store
 from ledger.services import tokens
 from ledger.services.inputs import looks_like_secret
 
@@ -166,7 +166,8 @@ def _keyed(owner: str, key: str, digest: str, answer: Callable[[], Response]) ->
     with transaction.atomic():
         if not _claim(owner, key, digest):
             raise _Taken
-        response = answer()
+        with store.as_a_whole():  # any error rolls all of this back: no savepoints
+            response = answer()
         if response.status_code >= 500:
             # Nothing half-done is kept under a key: its retry runs again.
             transaction.set_rollback(True)

@@ -14,8 +14,9 @@ row carries the chain head (``last_hash``) and the last seq (``version``).
 import json
 import logging
 import uuid
-from collections.abc import Callable
-from contextlib import closing
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -268,14 +269,45 @@ def execute(goal_id: uuid.UUID | str, command: Command, *, actor: str,
     command is decided on."""
     uid = _uuid(goal_id)
     try:
-        with transaction.atomic():
-            outcome = _execute_locked(uid, command, actor, idempotency_key, owner)
-            _apply_effects(outcome)
-            return outcome
+        with transaction.atomic(savepoint=not _as_a_whole.get()):
+            try:
+                outcome = _execute_locked(uid, command, actor, idempotency_key, owner)
+            except DomainError as error:
+                # A refusal (or an unknown goal) is raised before anything is
+                # written: leave the transaction cleanly, so a caller that
+                # answers it and goes on (a lease held by another) can,
+                # with or without a savepoint around this command.
+                refused = error
+            else:
+                _apply_effects(outcome)
+                return outcome
+        raise refused
     except IntegrityError as exc:
         # The (goal, seq) constraint: only reachable if something wrote the
         # goal without taking its row lock. Nothing was recorded.
         raise VersionConflict(f"goal {uid} changed concurrently; retry") from exc
+
+
+# Set by a caller whose transaction fails as a whole (see ``as_a_whole``).
+_as_a_whole: ContextVar[bool] = ContextVar("wakeledger_store_as_a_whole", default=False)
+
+
+@contextmanager
+def as_a_whole() -> Iterator[None]:
+    """Run the commands of this block in the caller's transaction without a
+    savepoint of their own.
+
+    For a caller that already rolls its whole transaction back on any error
+    a command lets through, as the Idempotency-Key's does (the key's claim,
+    the command and its answer commit together or not at all): the savepoint
+    could never be used, and cost two statements per command (on PostgreSQL
+    two round trips). A refusal decided before anything was written still
+    leaves the transaction usable (``execute``)."""
+    token = _as_a_whole.set(True)
+    try:
+        yield
+    finally:
+        _as_a_whole.reset(token)
 
 
 def load(goal_id: uuid.UUID | str) -> GoalState:
