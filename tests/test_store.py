@@ -435,7 +435,7 @@ def test_the_next_command_finds_the_state_the_last_one_wrote_without_decoding_it
 
 @pytest.mark.django_db(transaction=True)
 def test_a_command_on_postgresql_takes_three_round_trips_and_still_rolls_back(clock, tmp_path):
-    """PostgreSQL: BEGIN travels with the locked read (store._begin_and_lock),
+    """PostgreSQL: BEGIN travels with the locked read (appendsql.begin_and_lock),
     so a checkpoint is three round trips (BEGIN + lock-and-read, the write,
     COMMIT), and a refused command or an unknown goal still leaves nothing
     behind and the connection ready for the next one."""

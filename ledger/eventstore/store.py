@@ -9,6 +9,7 @@ directly instead of going through the ORM's query building, which costs more
 than the database work itself on SQLite. It runs three statements per command
 (lock-and-read, insert, update) and never re-reads the previous event: the goal
 row carries the chain head (``last_hash``) and the last seq (``version``).
+The statements themselves, per driver, are in ``appendsql``.
 """
 
 import json
@@ -22,7 +23,6 @@ from datetime import datetime
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
-from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Q
 
 from ledger.domain import (
@@ -40,9 +40,8 @@ from ledger.domain.codec import Payload, encode
 from ledger.domain.state import TERMINAL_STATUSES
 from ledger.domain.timing import next_wake_at
 from ledger.domain.validation import canonical_workspace
-from ledger.eventstore import clock
+from ledger.eventstore import appendsql, clock
 from ledger.eventstore.chain import GENESIS, canonical_text, linked_hash
-from ledger.models import Event as EventRow
 from ledger.models import Goal
 
 logger = logging.getLogger(__name__)
@@ -330,7 +329,8 @@ def _create(command: StartGoal | RunGoal, actor: str, idempotency_key: str | Non
                         state=state.to_dict(), **projected_columns(state))
     conn = connections[DEFAULT_DB_ALIAS]
     with conn.wrap_database_errors, closing(conn.connection.cursor()) as cursor:
-        cursor.execute(*_insert_sql(conn, _sql(conn), _pk(conn, goal_id), stored))
+        cursor.execute(*appendsql.insert_sql(conn, appendsql.statements_for(conn),
+                                             appendsql.pk_of(conn, goal_id), stored))
     return Outcome(state, stored, created=True)
 
 
@@ -341,12 +341,13 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
     # own parameter style: Django's cursor wrapper rewrites every query with
     # a regular expression and adds layers that cost more than SQLite's work.
     conn = connections[DEFAULT_DB_ALIAS]
-    sql = _sql(conn)
+    sql = appendsql.statements_for(conn)
     uid = _uuid(goal_id)  # parsed once: the hashed spelling and the driver's value
-    gid, pk = str(uid), _pk(conn, uid)
+    gid, pk = str(uid), appendsql.pk_of(conn, uid)
     with conn.wrap_database_errors, closing(conn.connection.cursor()) as cursor:
-        row = _begin_and_lock(conn, uid) if conn.vendor == "postgresql" else _NOT_BEGUN
-        if row is _NOT_BEGUN:
+        row = (appendsql.begin_and_lock(conn, uid) if conn.vendor == "postgresql"
+               else appendsql.NOT_BEGUN)
+        if row is appendsql.NOT_BEGUN:
             cursor.execute(sql.lock, (pk,))
             row = cursor.fetchone()
         if row is None:
@@ -363,16 +364,16 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
         if not decided.events:
             return Outcome(before, before=before, claim=decided.claim)
         state, stored, head = _fold(gid, before, head, decided, actor, idempotency_key)
-        insert, insert_values = _insert_sql(conn, sql, pk, stored)
+        insert, insert_values = appendsql.insert_sql(conn, sql, pk, stored)
         # Only the columns that changed: fewer values to adapt, and SQLite
         # leaves the indexes of untouched columns alone.
         new = projected_columns(state)
         if old is None:
             old = projected_columns(before)
-        changed = tuple(name for name in _MUTABLE if new[name] != old[name])
+        changed = tuple(name for name in appendsql.MUTABLE if new[name] != old[name])
         stored_state = conn.ops.adapt_json_value(state.to_dict(), None)
         update_values = [state.version, head, stored_state,
-                         *(_adapt(conn, new[name]) for name in changed), pk, version]
+                         *(appendsql.adapt(conn, new[name]) for name in changed), pk, version]
         if conn.vendor == "postgresql":
             # One statement, so one round trip to the server instead of two: a
             # data-modifying WITH always runs to completion, and the rowcount
@@ -390,46 +391,6 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
         if isinstance(stored_text, str):
             _remember(gid, stored_text, state, new)
     return Outcome(state, stored, before=before, claim=decided.claim)
-
-
-_NOT_BEGUN: Any = object()
-
-
-def _begin_and_lock(conn: BaseDatabaseWrapper, uid: uuid.UUID) -> Any:
-    """PostgreSQL: open the command's transaction and lock-and-read its goal
-    row in one round trip; ``_NOT_BEGUN`` when this is not the place to.
-
-    psycopg opens a transaction with a BEGIN of its own before the first
-    statement, a full round trip to the server (≈ 1/4 of an append's trips);
-    its pipeline mode waits for that BEGIN too. One simple query of two
-    statements costs one. psycopg reads the transaction status from the
-    connection itself, so it sees the transaction as begun and commits or
-    rolls it back as usual (Django's atomic() does). The goal id is inlined
-    from a parsed UUID (hex digits and hyphens), never from text.
-    Not taken inside a transaction already begun (a start, an outer
-    atomic()), nor with an isolation level or read-only mode set on the
-    connection, whose BEGIN psycopg spells differently."""
-    raw = conn.connection
-    pgconn = getattr(raw, "pgconn", None)
-    if pgconn is None:  # psycopg2: no libpq handle to speak through
-        return _NOT_BEGUN
-    from psycopg import errors, pq
-
-    if (pgconn.transaction_status != pq.TransactionStatus.IDLE or raw.autocommit
-            or raw.isolation_level is not None or raw.read_only is not None
-            or raw.deferrable is not None):
-        return _NOT_BEGUN
-    result = pgconn.exec_(_LOCK_PG.format(uid=uid).encode())
-    if result.status != pq.ExecStatus.TUPLES_OK:
-        raise errors.error_from_result(result, encoding=raw.info.encoding)
-    if result.ntuples == 0:
-        return None
-    version, head, state = (result.get_value(0, i) for i in range(3))
-    return int(version), head.decode(), state.decode()
-
-
-_LOCK_PG = (f"BEGIN; SELECT version, last_hash, state FROM {Goal._meta.db_table} "
-            "WHERE id = '{uid}'::uuid FOR UPDATE")
 
 
 # The states this process decoded or wrote last, by goal, with the exact JSON
@@ -491,82 +452,3 @@ def _fold(goal_id: str, before: GoalState, head: str, decided: Decision, actor: 
                                   idempotency_key, head, digest, text, event.payload))
         head = digest
     return decided.state, stored, head
-
-
-def _insert_sql(conn: BaseDatabaseWrapper, sql: "_Statements", pk: Any,
-                stored: list[StoredEvent]) -> tuple[str, list[Any]]:
-    values: list[Any] = []
-    text = conn.vendor == "sqlite"
-    for e in stored:
-        values += [
-            pk,
-            e.seq,
-            e.kind,
-            e.data_text if text else conn.ops.adapt_json_value(e.data, None),
-            e.actor,
-            conn.ops.adapt_datetimefield_value(e.recorded_at),
-            e.idempotency_key,
-            e.prev_hash,
-            e.hash,
-        ]
-    return sql.insert_head + ", ".join([sql.insert_row] * len(stored)), values
-
-
-def _pk(conn: BaseDatabaseWrapper, value: uuid.UUID | str) -> Any:
-    """A goal id as the driver wants it (what UUIDField.get_db_prep_value does)."""
-    value = _uuid(value)
-    return value if conn.features.has_native_uuid_field else value.hex
-
-
-def _adapt(conn: BaseDatabaseWrapper, value: Any) -> Any:
-    if isinstance(value, datetime):
-        return conn.ops.adapt_datetimefield_value(value)
-    return value
-
-
-# Projected columns a command may change (workspace, goal key and creation
-# time are fixed when the goal starts).
-_MUTABLE = ("agent", "workspace_bound", "status", "reason", "lease_expires_at", "next_wake_at",
-            "paused_until", "deadline_at", "attention", "updated_at")
-
-
-@dataclass
-class _Statements:
-    lock: str
-    insert_head: str
-    insert_row: str
-    placeholder: str
-    _updates: dict[tuple[str, ...], str] = field(default_factory=dict)
-
-    def update(self, changed: tuple[str, ...]) -> str:
-        if changed not in self._updates:
-            p = self.placeholder
-            assignments = ", ".join(f"{name} = {p}" for name in
-                                    ("version", "last_hash", "state", *changed))
-            self._updates[changed] = (f"UPDATE {Goal._meta.db_table} SET {assignments} "
-                                      f"WHERE id = {p} AND version = {p}")
-        return self._updates[changed]
-
-
-_statements: dict[str, _Statements] = {}
-
-
-def _sql(conn: BaseDatabaseWrapper) -> _Statements:
-    """The append path's SQL in the driver's parameter style, built once per vendor.
-    Table names come from the models' Meta, never from input."""
-    if conn.vendor not in _statements:
-        p = "?" if conn.vendor == "sqlite" else "%s"
-        goal, event = Goal._meta.db_table, EventRow._meta.db_table
-        # SQLite has no row locks; its IMMEDIATE transaction already holds the
-        # database's write lock from BEGIN.
-        lock_suffix = " FOR UPDATE" if conn.features.has_select_for_update else ""
-        _statements[conn.vendor] = _Statements(
-            lock=f"SELECT version, last_hash, state FROM {goal} WHERE id = {p}{lock_suffix}",
-            insert_head=(
-                f"INSERT INTO {event} (goal_id, seq, kind, data, actor, recorded_at, "
-                "idempotency_key, prev_hash, hash) VALUES "
-            ),
-            insert_row="(" + ", ".join([p] * 9) + ")",
-            placeholder=p,
-        )
-    return _statements[conn.vendor]
