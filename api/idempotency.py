@@ -50,6 +50,7 @@ from api.serializers import validated
 from ledger.access.models import IdempotencyRecord
 from ledger.eventstore import clock, failpoints
 from ledger.services import tokens
+from ledger.services.caller import as_a_whole
 from ledger.services.inputs import looks_like_secret
 
 HEADER = "Idempotency-Key"
@@ -166,7 +167,8 @@ def _keyed(owner: str, key: str, digest: str, answer: Callable[[], Response]) ->
     with transaction.atomic():
         if not _claim(owner, key, digest):
             raise _Taken
-        response = answer()
+        with as_a_whole():  # any error rolls all of this back: no savepoints
+            response = answer()
         if response.status_code >= 500:
             # Nothing half-done is kept under a key: its retry runs again.
             transaction.set_rollback(True)

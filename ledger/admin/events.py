@@ -16,7 +16,7 @@ from ledger.admin.base import (
     wrapped,
 )
 from ledger.domain.vocabulary import EVENT_KINDS
-from ledger.models import Event
+from ledger.models import Event, of_kind
 from ledger.operators.terminal import summary
 
 
@@ -30,7 +30,7 @@ class KindFilter(admin.SimpleListFilter):
         return [(kind, kind) for kind in EVENT_KINDS]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
-        return queryset.filter(kind=self.value()) if self.value() else queryset
+        return queryset.filter(of_kind(self.value())) if self.value() else queryset
 
 
 @admin.register(Event)

@@ -9,19 +9,20 @@ directly instead of going through the ORM's query building, which costs more
 than the database work itself on SQLite. It runs three statements per command
 (lock-and-read, insert, update) and never re-reads the previous event: the goal
 row carries the chain head (``last_hash``) and the last seq (``version``).
+The statements themselves, per driver, are in ``appendsql``.
 """
 
 import json
 import logging
 import uuid
-from collections.abc import Callable
-from contextlib import closing
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
-from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Q
 
 from ledger.domain import (
@@ -39,9 +40,8 @@ from ledger.domain.codec import Payload, encode
 from ledger.domain.state import TERMINAL_STATUSES
 from ledger.domain.timing import next_wake_at
 from ledger.domain.validation import canonical_workspace
-from ledger.eventstore import clock
+from ledger.eventstore import appendsql, clock
 from ledger.eventstore.chain import GENESIS, canonical_text, linked_hash
-from ledger.models import Event as EventRow
 from ledger.models import Goal
 
 logger = logging.getLogger(__name__)
@@ -268,14 +268,45 @@ def execute(goal_id: uuid.UUID | str, command: Command, *, actor: str,
     command is decided on."""
     uid = _uuid(goal_id)
     try:
-        with transaction.atomic():
-            outcome = _execute_locked(uid, command, actor, idempotency_key, owner)
-            _apply_effects(outcome)
-            return outcome
+        with transaction.atomic(savepoint=not _as_a_whole.get()):
+            try:
+                outcome = _execute_locked(uid, command, actor, idempotency_key, owner)
+            except DomainError as error:
+                # A refusal (or an unknown goal) is raised before anything is
+                # written: leave the transaction cleanly, so a caller that
+                # answers it and goes on (a lease held by another) can,
+                # with or without a savepoint around this command.
+                refused = error
+            else:
+                _apply_effects(outcome)
+                return outcome
+        raise refused
     except IntegrityError as exc:
         # The (goal, seq) constraint: only reachable if something wrote the
         # goal without taking its row lock. Nothing was recorded.
         raise VersionConflict(f"goal {uid} changed concurrently; retry") from exc
+
+
+# Set by a caller whose transaction fails as a whole (see ``as_a_whole``).
+_as_a_whole: ContextVar[bool] = ContextVar("wakeledger_store_as_a_whole", default=False)
+
+
+@contextmanager
+def as_a_whole() -> Iterator[None]:
+    """Run the commands of this block in the caller's transaction without a
+    savepoint of their own.
+
+    For a caller that already rolls its whole transaction back on any error
+    a command lets through, as the Idempotency-Key's does (the key's claim,
+    the command and its answer commit together or not at all): the savepoint
+    could never be used, and cost two statements per command (on PostgreSQL
+    two round trips). A refusal decided before anything was written still
+    leaves the transaction usable (``execute``)."""
+    token = _as_a_whole.set(True)
+    try:
+        yield
+    finally:
+        _as_a_whole.reset(token)
 
 
 def load(goal_id: uuid.UUID | str) -> GoalState:
@@ -298,7 +329,8 @@ def _create(command: StartGoal | RunGoal, actor: str, idempotency_key: str | Non
                         state=state.to_dict(), **projected_columns(state))
     conn = connections[DEFAULT_DB_ALIAS]
     with conn.wrap_database_errors, closing(conn.connection.cursor()) as cursor:
-        cursor.execute(*_insert_sql(conn, _sql(conn), _pk(conn, goal_id), stored))
+        cursor.execute(*appendsql.insert_sql(conn, appendsql.statements_for(conn),
+                                             appendsql.pk_of(conn, goal_id), stored))
     return Outcome(state, stored, created=True)
 
 
@@ -309,12 +341,15 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
     # own parameter style: Django's cursor wrapper rewrites every query with
     # a regular expression and adds layers that cost more than SQLite's work.
     conn = connections[DEFAULT_DB_ALIAS]
-    sql = _sql(conn)
+    sql = appendsql.statements_for(conn)
     uid = _uuid(goal_id)  # parsed once: the hashed spelling and the driver's value
-    gid, pk = str(uid), _pk(conn, uid)
+    gid, pk = str(uid), appendsql.pk_of(conn, uid)
     with conn.wrap_database_errors, closing(conn.connection.cursor()) as cursor:
-        cursor.execute(sql.lock, (pk,))
-        row = cursor.fetchone()
+        row = (appendsql.begin_and_lock(conn, uid) if conn.vendor == "postgresql"
+               else appendsql.NOT_BEGUN)
+        if row is appendsql.NOT_BEGUN:
+            cursor.execute(sql.lock, (pk,))
+            row = cursor.fetchone()
         if row is None:
             raise GoalNotFound(f"no goal {goal_id}")
         version, head, raw_state = row
@@ -329,16 +364,16 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
         if not decided.events:
             return Outcome(before, before=before, claim=decided.claim)
         state, stored, head = _fold(gid, before, head, decided, actor, idempotency_key)
-        insert, insert_values = _insert_sql(conn, sql, pk, stored)
+        insert, insert_values = appendsql.insert_sql(conn, sql, pk, stored)
         # Only the columns that changed: fewer values to adapt, and SQLite
         # leaves the indexes of untouched columns alone.
         new = projected_columns(state)
         if old is None:
             old = projected_columns(before)
-        changed = tuple(name for name in _MUTABLE if new[name] != old[name])
+        changed = tuple(name for name in appendsql.MUTABLE if new[name] != old[name])
         stored_state = conn.ops.adapt_json_value(state.to_dict(), None)
         update_values = [state.version, head, stored_state,
-                         *(_adapt(conn, new[name]) for name in changed), pk, version]
+                         *(appendsql.adapt(conn, new[name]) for name in changed), pk, version]
         if conn.vendor == "postgresql":
             # One statement, so one round trip to the server instead of two: a
             # data-modifying WITH always runs to completion, and the rowcount
@@ -417,82 +452,3 @@ def _fold(goal_id: str, before: GoalState, head: str, decided: Decision, actor: 
                                   idempotency_key, head, digest, text, event.payload))
         head = digest
     return decided.state, stored, head
-
-
-def _insert_sql(conn: BaseDatabaseWrapper, sql: "_Statements", pk: Any,
-                stored: list[StoredEvent]) -> tuple[str, list[Any]]:
-    values: list[Any] = []
-    text = conn.vendor == "sqlite"
-    for e in stored:
-        values += [
-            pk,
-            e.seq,
-            e.kind,
-            e.data_text if text else conn.ops.adapt_json_value(e.data, None),
-            e.actor,
-            conn.ops.adapt_datetimefield_value(e.recorded_at),
-            e.idempotency_key,
-            e.prev_hash,
-            e.hash,
-        ]
-    return sql.insert_head + ", ".join([sql.insert_row] * len(stored)), values
-
-
-def _pk(conn: BaseDatabaseWrapper, value: uuid.UUID | str) -> Any:
-    """A goal id as the driver wants it (what UUIDField.get_db_prep_value does)."""
-    value = _uuid(value)
-    return value if conn.features.has_native_uuid_field else value.hex
-
-
-def _adapt(conn: BaseDatabaseWrapper, value: Any) -> Any:
-    if isinstance(value, datetime):
-        return conn.ops.adapt_datetimefield_value(value)
-    return value
-
-
-# Projected columns a command may change (workspace, goal key and creation
-# time are fixed when the goal starts).
-_MUTABLE = ("agent", "workspace_bound", "status", "reason", "lease_expires_at", "next_wake_at",
-            "paused_until", "deadline_at", "attention", "updated_at")
-
-
-@dataclass
-class _Statements:
-    lock: str
-    insert_head: str
-    insert_row: str
-    placeholder: str
-    _updates: dict[tuple[str, ...], str] = field(default_factory=dict)
-
-    def update(self, changed: tuple[str, ...]) -> str:
-        if changed not in self._updates:
-            p = self.placeholder
-            assignments = ", ".join(f"{name} = {p}" for name in
-                                    ("version", "last_hash", "state", *changed))
-            self._updates[changed] = (f"UPDATE {Goal._meta.db_table} SET {assignments} "
-                                      f"WHERE id = {p} AND version = {p}")
-        return self._updates[changed]
-
-
-_statements: dict[str, _Statements] = {}
-
-
-def _sql(conn: BaseDatabaseWrapper) -> _Statements:
-    """The append path's SQL in the driver's parameter style, built once per vendor.
-    Table names come from the models' Meta, never from input."""
-    if conn.vendor not in _statements:
-        p = "?" if conn.vendor == "sqlite" else "%s"
-        goal, event = Goal._meta.db_table, EventRow._meta.db_table
-        # SQLite has no row locks; its IMMEDIATE transaction already holds the
-        # database's write lock from BEGIN.
-        lock_suffix = " FOR UPDATE" if conn.features.has_select_for_update else ""
-        _statements[conn.vendor] = _Statements(
-            lock=f"SELECT version, last_hash, state FROM {goal} WHERE id = {p}{lock_suffix}",
-            insert_head=(
-                f"INSERT INTO {event} (goal_id, seq, kind, data, actor, recorded_at, "
-                "idempotency_key, prev_hash, hash) VALUES "
-            ),
-            insert_row="(" + ", ".join([p] * 9) + ")",
-            placeholder=p,
-        )
-    return _statements[conn.vendor]

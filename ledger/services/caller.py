@@ -15,9 +15,12 @@ from ledger.domain import GoalState
 from ledger.eventstore import store
 from ledger.eventstore.store import GoalNotFound, Outcome
 
-__all__ = ["Caller", "GoalNotFound", "Outcome", "canonical_id", "run", "state_of"]
+__all__ = ["Caller", "GoalNotFound", "Outcome", "as_a_whole", "canonical_id", "run", "state_of"]
 
 canonical_id = store.canonical_id
+# For a shell whose transaction fails as a whole around the use cases it
+# calls (the Idempotency-Key's): their commands take no savepoint of their own.
+as_a_whole = store.as_a_whole
 
 
 @dataclass(frozen=True, slots=True)

@@ -432,3 +432,25 @@ def test_an_idempotency_key_is_stored_and_shown_as_its_digest_and_scanned(agent,
                                    "objective": "o"}, key="ghp_" + "A" * 36)
     assert refused.status_code == 400 and refused.json()["code"] == "validation_error"
     assert "credential" in refused.json()["detail"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_keyed_command_runs_in_the_keys_transaction_without_a_savepoint(agent, goal):
+    """The key's claim, the command and its answer commit together or not at
+    all, so the command takes no savepoint of its own (store.as_a_whole); a
+    refusal the service answers and goes on from (a lease held by another)
+    still leaves that transaction usable, and is stored and replayed."""
+    from django.test.utils import CaptureQueriesContext
+
+    gid, lease = goal
+    body = {"lease": lease, "current_step": "tests written", "progress_pct": 40}
+    with CaptureQueriesContext(connection) as queries:
+        first = agent.post(f"goals/{gid}/checkpoints", body, key="whole-1")
+    assert first.status_code == 201
+    assert not [q for q in queries.captured_queries if "SAVEPOINT" in q["sql"].upper()]
+    before = snapshot()
+    held = agent.post(f"goals/{gid}/lease", {}, key="held-1")
+    assert held.status_code == 200 and held.json()["acquired"] is False, held.json()
+    assert IdempotencyRecord.objects.filter(key=D("held-1")).exists()
+    assert_replay(held, agent.post(f"goals/{gid}/lease", {}, key="held-1"))
+    assert snapshot() == before

@@ -431,3 +431,43 @@ def test_the_next_command_finds_the_state_the_last_one_wrote_without_decoding_it
     after = store.execute(state.goal_id, _checkpoint(state, 20), actor="agent-1").state
     assert decoded == []
     assert after.progress_pct == 20 and after.version == state.version + 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_command_on_postgresql_takes_three_round_trips_and_still_rolls_back(clock, tmp_path):
+    """PostgreSQL: BEGIN travels with the locked read (appendsql.begin_and_lock),
+    so a checkpoint is three round trips (BEGIN + lock-and-read, the write,
+    COMMIT), and a refused command or an unknown goal still leaves nothing
+    behind and the connection ready for the next one."""
+    connection = connections["default"]
+    if connection.vendor != "postgresql":
+        pytest.skip("round trips to a server: PostgreSQL only")
+    import os
+
+    from psycopg import pq
+
+    state = store.start(RunGoal(start_command(), "agent-1", new_token()[1]),
+                        actor="agent-1").state
+    state = store.execute(state.goal_id, _checkpoint(state, 10), actor="agent-1").state
+    pgconn = connection.connection.pgconn
+    trace = tmp_path / "libpq.trace"
+    fd = os.open(trace, os.O_WRONLY | os.O_CREAT)
+    pgconn.trace(fd)
+    pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+    try:
+        after = store.execute(state.goal_id, _checkpoint(state, 20), actor="agent-1").state
+    finally:
+        pgconn.untrace()
+        os.close(fd)
+    sent = [line.split("\t")[2].split(" ")[0] for line in trace.read_text().splitlines()
+            if line.startswith("F\t")]
+    assert sent.count("Query") + sent.count("Sync") == 3, sent
+    assert after.version == state.version + 1
+    with pytest.raises(ProgressRegressed):
+        store.execute(state.goal_id, _checkpoint(after, 5), actor="agent-1")
+    with pytest.raises(store.GoalNotFound):
+        store.execute(uuid.uuid4(), _checkpoint(after, 30), actor="agent-1")
+    assert pgconn.transaction_status == pq.TransactionStatus.IDLE
+    last = store.execute(state.goal_id, _checkpoint(after, 30), actor="agent-1").state
+    assert last.version == after.version + 1
+    assert Event.objects.filter(goal_id=state.goal_id).count() == last.version

@@ -1,0 +1,139 @@
+"""The append path's SQL, in each driver's own parameter style: the statements
+``store`` sends straight to the driver (Django's cursor wrapper costs more than
+SQLite's own work), built once per vendor from the models' table names, and
+PostgreSQL's BEGIN sent with the locked read.
+
+Table and column names come from the models' Meta, never from input.
+"""
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from ledger.models import Event as EventRow
+from ledger.models import Goal
+
+if TYPE_CHECKING:
+    from ledger.eventstore.store import StoredEvent
+
+
+NOT_BEGUN: Any = object()
+
+
+def begin_and_lock(conn: BaseDatabaseWrapper, uid: uuid.UUID) -> Any:
+    """PostgreSQL: open the command's transaction and lock-and-read its goal
+    row in one round trip; ``NOT_BEGUN`` when this is not the place to.
+
+    psycopg opens a transaction with a BEGIN of its own before the first
+    statement, a full round trip to the server (≈ 1/4 of an append's trips);
+    its pipeline mode waits for that BEGIN too. One simple query of two
+    statements costs one. psycopg reads the transaction status from the
+    connection itself, so it sees the transaction as begun and commits or
+    rolls it back as usual (Django's atomic() does). The goal id is inlined
+    from a parsed UUID (hex digits and hyphens), never from text.
+    Not taken inside a transaction already begun (a start, an outer
+    atomic()), nor with an isolation level or read-only mode set on the
+    connection, whose BEGIN psycopg spells differently."""
+    raw = conn.connection
+    pgconn = getattr(raw, "pgconn", None)
+    if pgconn is None:  # psycopg2: no libpq handle to speak through
+        return NOT_BEGUN
+    from psycopg import errors, pq
+
+    if (pgconn.transaction_status != pq.TransactionStatus.IDLE or raw.autocommit
+            or raw.isolation_level is not None or raw.read_only is not None
+            or raw.deferrable is not None):
+        return NOT_BEGUN
+    result = pgconn.exec_(LOCK_PG.format(uid=uid).encode())
+    if result.status != pq.ExecStatus.TUPLES_OK:
+        raise errors.error_from_result(result, encoding=raw.info.encoding)
+    if result.ntuples == 0:
+        return None
+    version, head, state = (result.get_value(0, i) for i in range(3))
+    return int(version), head.decode(), state.decode()
+
+
+LOCK_PG = (f"BEGIN; SELECT version, last_hash, state FROM {Goal._meta.db_table} "
+           "WHERE id = '{uid}'::uuid FOR UPDATE")
+
+
+def insert_sql(conn: BaseDatabaseWrapper, sql: "Statements", pk: Any,
+               stored: "list[StoredEvent]") -> tuple[str, list[Any]]:
+    values: list[Any] = []
+    text = conn.vendor == "sqlite"
+    for e in stored:
+        values += [
+            pk,
+            e.seq,
+            e.kind,
+            e.data_text if text else conn.ops.adapt_json_value(e.data, None),
+            e.actor,
+            conn.ops.adapt_datetimefield_value(e.recorded_at),
+            e.idempotency_key,
+            e.prev_hash,
+            e.hash,
+        ]
+    return sql.insert_head + ", ".join([sql.insert_row] * len(stored)), values
+
+
+def pk_of(conn: BaseDatabaseWrapper, value: uuid.UUID | str) -> Any:
+    """A goal id as the driver wants it (what UUIDField.get_db_prep_value does)."""
+    value = value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+    return value if conn.features.has_native_uuid_field else value.hex
+
+
+def adapt(conn: BaseDatabaseWrapper, value: Any) -> Any:
+    if isinstance(value, datetime):
+        return conn.ops.adapt_datetimefield_value(value)
+    return value
+
+
+# Projected columns a command may change (workspace, goal key and creation
+# time are fixed when the goal starts).
+MUTABLE = ("agent", "workspace_bound", "status", "reason", "lease_expires_at", "next_wake_at",
+            "paused_until", "deadline_at", "attention", "updated_at")
+
+
+@dataclass
+class Statements:
+    lock: str
+    insert_head: str
+    insert_row: str
+    placeholder: str
+    _updates: dict[tuple[str, ...], str] = field(default_factory=dict)
+
+    def update(self, changed: tuple[str, ...]) -> str:
+        if changed not in self._updates:
+            p = self.placeholder
+            assignments = ", ".join(f"{name} = {p}" for name in
+                                    ("version", "last_hash", "state", *changed))
+            self._updates[changed] = (f"UPDATE {Goal._meta.db_table} SET {assignments} "
+                                      f"WHERE id = {p} AND version = {p}")
+        return self._updates[changed]
+
+
+STATEMENTS: dict[str, Statements] = {}
+
+
+def statements_for(conn: BaseDatabaseWrapper) -> Statements:
+    """The append path's SQL in the driver's parameter style, built once per vendor.
+    Table names come from the models' Meta, never from input."""
+    if conn.vendor not in STATEMENTS:
+        p = "?" if conn.vendor == "sqlite" else "%s"
+        goal, event = Goal._meta.db_table, EventRow._meta.db_table
+        # SQLite has no row locks; its IMMEDIATE transaction already holds the
+        # database's write lock from BEGIN.
+        lock_suffix = " FOR UPDATE" if conn.features.has_select_for_update else ""
+        STATEMENTS[conn.vendor] = Statements(
+            lock=f"SELECT version, last_hash, state FROM {goal} WHERE id = {p}{lock_suffix}",
+            insert_head=(
+                f"INSERT INTO {event} (goal_id, seq, kind, data, actor, recorded_at, "
+                "idempotency_key, prev_hash, hash) VALUES "
+            ),
+            insert_row="(" + ", ".join([p] * 9) + ")",
+            placeholder=p,
+        )
+    return STATEMENTS[conn.vendor]
