@@ -31,7 +31,13 @@ run: export WAKELEDGER_PORT := $(PORT)
 run: $(VENV)/.installed
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m ledger.project.run --port $(PORT)
 
-test: test-sqlite test-postgres
+# The two halves run at once: each mostly waits (live servers, child
+# processes, lock waits; pytest itself used ~20 % of a core on PostgreSQL), so
+# on 2 cores both take about as long as the longer one. The programs the tests
+# drive are installed first, one at a time (apt-get holds one lock), and each
+# half's output is printed whole when it ends (--output-sync).
+test: $(VENV)/.installed-dev tools
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-sqlite test-postgres
 
 # The admin's browser tests drive Debian's Chromium (never a browser download
 # of Playwright's own). Installed when missing and when we may (root).

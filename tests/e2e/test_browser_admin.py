@@ -376,7 +376,7 @@ def test_the_timeline_header_shows_how_a_goal_ended_and_its_pauses(browser, live
 
 
 # Issue 38 item 6: what an operator reads at 1400 px, with real-world lengths.
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "var" / "screenshots"
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 LONG_ROOT = "/home/alice-the-operator/projects/customer-portal-monorepo/services"
 # Every cell, header and box of a list or the dashboard that overflows its own
 # width (a clipped column, a table wider than its box): "tag.class W>w text".
