@@ -7,7 +7,7 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from ledger.domain import policy as domain_policy
-from ledger.project import dispatchers
+from ledger.project import dispatchers, oauth
 from ledger.project.env import database_from_url, env_bool, env_int, env_list, env_str
 from ledger.project.files import private_var
 
@@ -257,35 +257,9 @@ WAKELEDGER_OAUTH_REFRESH_TOKEN_SECONDS = env_int("WAKELEDGER_OAUTH_REFRESH_TOKEN
 # `check --deploy` would warn about any http redirect; hosted connectors
 # redirect to https. Local clients can always send an API token instead.
 WAKELEDGER_OAUTH_LOOPBACK = env_bool("WAKELEDGER_OAUTH_LOOPBACK", not WAKELEDGER_HTTPS)
-OAUTH2_PROVIDER = {
-    "SCOPES": {"mcp": "Use Wake Ledger's MCP tools as the chosen agent"},
-    "DEFAULT_SCOPES": ["mcp"],
-    "PKCE_REQUIRED": True,
-    "ACCESS_TOKEN_EXPIRE_SECONDS": WAKELEDGER_OAUTH_ACCESS_TOKEN_SECONDS,
-    "REFRESH_TOKEN_EXPIRE_SECONDS": WAKELEDGER_OAUTH_REFRESH_TOKEN_SECONDS,
-    "AUTHORIZATION_CODE_EXPIRE_SECONDS": 120,
-    "ROTATE_REFRESH_TOKEN": True,
-    "REFRESH_TOKEN_REUSE_PROTECTION": True,
-    "REFRESH_TOKEN_GRACE_PERIOD_SECONDS": 0,
-    "ALLOWED_REDIRECT_URI_SCHEMES": ["https", "http"] if WAKELEDGER_OAUTH_LOOPBACK else ["https"],
-    "ALLOW_LOCALHOST_LOOPBACK": WAKELEDGER_OAUTH_LOOPBACK,
-    "REQUEST_APPROVAL_PROMPT": "force",
-    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
-    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
-    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
-    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,  # RFC 9207: the redirect names its issuer
-    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
-    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
-    "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
-    "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
-    "DCR_ENABLED": True,
-    "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
-    "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
-    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
-    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_post",
-                                                      "client_secret_basic"],
-    "OAUTH2_PROTECTED_RESOURCE_NAME": "Wake Ledger MCP",
-}
+OAUTH2_PROVIDER = oauth.provider_settings(WAKELEDGER_OAUTH_ACCESS_TOKEN_SECONDS,
+                                          WAKELEDGER_OAUTH_REFRESH_TOKEN_SECONDS,
+                                          loopback=WAKELEDGER_OAUTH_LOOPBACK)
 # Request bodies above this are refused with 413 (agents send small JSON).
 WAKELEDGER_MAX_BODY_BYTES = env_int("WAKELEDGER_MAX_BODY_BYTES", 256 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = WAKELEDGER_MAX_BODY_BYTES

@@ -1,0 +1,42 @@
+"""django-oauth-toolkit's settings for hosted MCP connectors (docs/agents.md §5):
+every RFC 9700 gate on, PKCE S256 only, tokens stored as checksums, refresh
+tokens rotated with reuse detection, dynamic client registration open (a
+client gets nothing until a signed-in operator consents). Apart from
+settings.py so that file stays one screenful per concern."""
+
+from typing import Any
+
+
+def provider_settings(access_seconds: int, refresh_seconds: int, *,
+                      loopback: bool) -> dict[str, Any]:
+    """``OAUTH2_PROVIDER`` for the given token lifetimes; ``loopback`` admits
+    http redirects to the loopback address (RFC 8252 local clients)."""
+    return {
+        "SCOPES": {"mcp": "Use Wake Ledger's MCP tools as the chosen agent"},
+        "DEFAULT_SCOPES": ["mcp"],
+        "PKCE_REQUIRED": True,
+        "ACCESS_TOKEN_EXPIRE_SECONDS": access_seconds,
+        "REFRESH_TOKEN_EXPIRE_SECONDS": refresh_seconds,
+        "AUTHORIZATION_CODE_EXPIRE_SECONDS": 120,
+        "ROTATE_REFRESH_TOKEN": True,
+        "REFRESH_TOKEN_REUSE_PROTECTION": True,
+        "REFRESH_TOKEN_GRACE_PERIOD_SECONDS": 0,
+        "ALLOWED_REDIRECT_URI_SCHEMES": ["https", "http"] if loopback else ["https"],
+        "ALLOW_LOCALHOST_LOOPBACK": loopback,
+        "REQUEST_APPROVAL_PROMPT": "force",
+        "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+        "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+        "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+        "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,  # RFC 9207: the redirect names its issuer
+        "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+        "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+        "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+        "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
+        "DCR_ENABLED": True,
+        "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+        "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
+        "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+        "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_post",
+                                                          "client_secret_basic"],
+        "OAUTH2_PROTECTED_RESOURCE_NAME": "Wake Ledger MCP",
+    }
