@@ -744,16 +744,24 @@ def database_down() -> Iterator[None]:
 
     muted = logging.root.manager.disable
     logging.disable(logging.ERROR)  # django.request's "Internal Server Error" per refused call
+    refused: BaseException | None = None
     try:
         with connection.execute_wrapper(refuse):
             yield
+    except BaseException as error:
+        refused = error
+        raise
     finally:
         logging.disable(muted)
         # An ORM write outside any savepoint (an update, a delete) marks the
         # enclosing atomic block broken when it raises. Here that block is the
         # world's own rolled-back transaction, which production does not have,
         # and the statement never reached the database: nothing to roll back.
-        if connection.needs_rollback and is_database_down(connection.rollback_exc):
+        # Django records the error only for some writes (rollback_exc); a
+        # delete's own atomic(savepoint=False) marks the block without it.
+        if connection.needs_rollback and (
+                is_database_down(connection.rollback_exc)
+                or (refused is not None and is_database_down(refused))):
             connection.needs_rollback = False
 
 
