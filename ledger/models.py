@@ -147,6 +147,46 @@ class Tally(models.Model):
         return f"{self.name}{{{self.labels}}} {self.value:g}"
 
 
+class DoctorPass(models.Model):
+    """One whole pass of the doctor (the hourly repair, or `ledger doctor`
+    over every goal): when it ran and what it counted. The dashboard shows
+    the newest pass's findings instead of checking every goal's wake rows on
+    each view (docs/decisions.md). Housekeeping, not a fact: the events record
+    the repairs; only the last ``operators.passes.KEEP`` passes are kept."""
+
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+    source = models.CharField(max_length=40)  # operators.passes.SOURCES
+    active = models.IntegerField(default=0)  # active goals the pass went over
+    found = models.IntegerField(default=0)  # findings in all (stored: at most STORED)
+    schedule_goals = models.IntegerField(default=0)  # goals with a wake row missing or wrong
+    repairs = models.IntegerField(default=0)  # events and row deletions the pass made
+
+    def __str__(self) -> str:
+        return f"{self.source} at {self.started_at:%Y-%m-%d %H:%M:%S}: {self.found} finding(s)"
+
+
+class DoctorFinding(models.Model):
+    """A finding of a pass (``operators.doctor.Finding``) and what the pass
+    did about it. Codes, row names and the doctor's own sentences only: no
+    task's error text (``doctor.last_error`` keeps only an exception's type)."""
+
+    run = models.ForeignKey(DoctorPass, on_delete=models.CASCADE, related_name="findings",
+                            db_index=False)  # the (run, problem) index leads with it
+    goal = models.UUIDField(null=True)  # None: the scheduler's own problem
+    problem = models.CharField(max_length=40)
+    row = models.CharField(max_length=100, blank=True, default="")
+    detail = models.CharField(max_length=300, blank=True, default="")
+    outcome = models.CharField(max_length=200, blank=True, default="")  # the repair, if any
+
+    class Meta:
+        # The dashboard reads one pass's wake-row findings: (run, problem) seeks them.
+        indexes = [models.Index(fields=["run", "problem"], name="ledger_finding_run")]
+
+    def __str__(self) -> str:
+        return f"{self.goal or 'scheduler'}: {self.problem}"
+
+
 # Events nearly every command of a working goal appends; see Event.Meta.indexes.
 ROUTINE_KINDS = (CHECKPOINT_RECORDED, LEASE_RENEWED)
 _NOT_ROUTINE = ('NOT ("ledger_event"."kind" IN ('

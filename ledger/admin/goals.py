@@ -33,7 +33,7 @@ from ledger.domain.vocabulary import TERMINAL_STATUSES, WHY
 from ledger.eventstore import clock, projection
 from ledger.log import export
 from ledger.models import Goal
-from ledger.operators import alerts, goalids, timeline
+from ledger.operators import alerts, goalids, passes, timeline
 from ledger.operators.terminal import summary, woken
 from ledger.project import dispatchers
 from ledger.services import notifications, operators
@@ -250,7 +250,10 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
         """The dashboard's sections, in order: each an id, a heading, the
         template that draws it and what that template needs. A new kind of
         list (a liveness check, say) is one more entry and one template."""
-        groups = timeline.stuck_goals()
+        # The wake-row check as of the doctor's newest pass (the hourly repair
+        # keeps it): checking every goal's rows here cost a query per goal.
+        checked = passes.wake_rows(clock.now(), timeline.LIMIT)
+        groups = timeline.stuck_goals(checked)
         # Each goal's notification state: when a human was last told, delivered or not.
         notices = notifications.states(item["goal"].pk for group in groups
                                        for item in group["goals"])
@@ -259,7 +262,8 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
                 item["notice"] = notices.get(str(item["goal"].pk))
         return [{"id": "stuck", "title": "Goals needing attention",
                  "template": "admin/ledger/goal/dashboard_stuck.html",
-                 "groups": groups, "scheduler": alerts.scheduler_health()},
+                 "groups": groups, "scheduler": alerts.scheduler_health(),
+                 "checked": checked},
                 # Read-only: dispatchers are edited in their file, never here.
                 {"id": "dispatchers", "title": "Dispatchers",
                  "template": "admin/ledger/goal/dashboard_dispatchers.html",

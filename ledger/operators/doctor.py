@@ -47,7 +47,7 @@ from ledger.domain.vocabulary import ACTIVE_STATUSES, SCHEDULE_PREFIXES, schedul
 from ledger.eventstore import clock
 from ledger.log import sealer_state
 from ledger.models import Goal
-from ledger.operators import alerts
+from ledger.operators import alerts, passes
 from ledger.services import sweeps
 from ledger.services.caller import GoalNotFound, Outcome, state_of
 from ledger.services.goals import Caller
@@ -248,9 +248,39 @@ def goal_of(name: str) -> str:
 # ---------------------------------------------------------------- repairs
 
 
+def check(goal_ids: list[str] | None = None) -> list[Finding]:
+    """``findings``, kept as a pass (``operators.passes``) when it went over
+    every goal: the dashboard shows the newest pass."""
+    started = clock.now()
+    found = list(findings(goal_ids))
+    if not goal_ids:
+        _record("doctor", started, found, {})
+    return found
+
+
+def _record(source: str, started: datetime, found: list[Finding],
+            outcomes: dict[str, list[str]], repairs: int = 0) -> None:
+    """Keep the pass. Not a fact (the repairs are events, already committed):
+    a failure to keep it is logged, and the page goes on saying how old its
+    newest pass is."""
+    prefix = "goal "  # each repair line names its goal first: keep only what was done
+    what = {goal_id: "; ".join(line.split(": ", 1)[-1] if line.startswith(prefix) else line
+                              for line in lines) or "nothing to repair yet (the domain decided)"
+            for goal_id, lines in outcomes.items()}
+    try:
+        with transaction.atomic():  # a savepoint: PostgreSQL goes on after an error
+            active = Goal.objects.filter(status__in=ACTIVE_STATUSES).count()
+            passes.record(source, started, clock.now(), found, active=active,
+                          outcomes=what, repairs=repairs)
+    except DatabaseError as error:
+        logger.warning("the doctor's pass was not kept: %s", type(error).__name__)
+
+
 def fix(goal_ids: list[str] | None = None, *, actor: str = "scheduler") -> list[str]:
-    """Repair what ``findings`` reports; returns a line per repair."""
+    """Repair what ``findings`` reports; returns a line per repair. Over every
+    goal, what was found and done is kept as a pass (the dashboard's)."""
     done: list[str] = []
+    started = clock.now()
     found = list(findings(goal_ids))
     system = {f.problem for f in found if not f.goal_id}
     if system & {"sweeper_missing", "sweeper_misscheduled"}:
@@ -269,8 +299,12 @@ def fix(goal_ids: list[str] | None = None, *, actor: str = "scheduler") -> list[
     # The sweeper's reconnect grace holds for the repair too: after an outage
     # the hourly repair may run before the first sweep back.
     unheard = alerts.unheard_window(clock.now())
+    outcomes: dict[str, list[str]] = {}
     for goal_id in sorted(goals | set(orphans)):
-        done += _fix_goal(goal_id, tuple(orphans.get(goal_id, ())), actor, unheard)
+        outcomes[goal_id] = _fix_goal(goal_id, tuple(orphans.get(goal_id, ())), actor, unheard)
+        done += outcomes[goal_id]
+    if not goal_ids:
+        _record(actor, started, found, outcomes, repairs=len(done))
     return done
 
 

@@ -25,7 +25,7 @@ from ledger.domain.state import BLOCKED, RATE_LIMIT_STOPPED
 from ledger.eventstore import clock
 from ledger.eventstore.chain import event_hash, head_break
 from ledger.models import Event, Goal
-from ledger.operators import alerts, doctor
+from ledger.operators import alerts, passes
 from ledger.operators.terminal import summary
 
 PAGE = 50
@@ -344,37 +344,45 @@ def icon(kind: str) -> SafeString:
 # ---------------------------------------------------------------- dashboard
 
 LIMIT = 50  # goals a dashboard group shows; its count and a link cover the rest
+SCHEDULE_ROWS = "SCHEDULE_ROWS"  # the group of the doctor's wake-row findings
 
 
-def stuck_goals() -> list[dict[str, Any]]:
+def stuck_goals(checked: passes.WakeRows | None = None) -> list[dict[str, Any]]:
     """Goals needing attention, grouped by why (the /alerts query: one truth,
-    ``ledger.domain.liveness``), and goals whose wake rows ``ledger doctor``
-    finds missing or wrong; each group's count (SQL, over every goal), what to
-    do, its oldest goals (at most LIMIT) and, when it has more, where the
-    rest are."""
+    ``ledger.domain.liveness``), and the goals whose wake rows the newest
+    doctor pass found missing or wrong (``checked``: ``passes.wake_rows``,
+    as of that pass, not re-checked here); each group's count (SQL, over
+    every goal, or the pass's own count), what to do, its oldest goals (at
+    most LIMIT) and, when it has more, where the rest are. Every statement
+    is an indexed read bounded by what is shown (tests/*/test_scale_plans.py)."""
     now = clock.now()
     everyone = Goal.objects.all()
     groups: dict[str, tuple[int, list[Goal], str]] = {}
     for reason, count in alerts.counts_by_reason(everyone, now).items():
         shown = list(alerts.of_reason(everyone, reason, now)[:LIMIT])
         groups[reason] = (count, shown, f"?needs_human={reason}")
-    found = {finding.goal_id for finding in doctor.findings()
-             if finding.goal_id and finding.problem.startswith("schedule_")}
-    if found:
-        shown = list(everyone.filter(pk__in=found).order_by(*alerts.ORDER)[:LIMIT])
-        groups["SCHEDULE_ROWS"] = (len(found), shown, "")
+    if checked is not None and checked.count:
+        groups[SCHEDULE_ROWS] = (checked.count, checked.goals, "")
     result = []
     for reason in sorted(groups):
         count, shown, rest = groups[reason]
         items = []
         for goal in shown:
-            row = alerts.row(goal, now) if reason != "SCHEDULE_ROWS" else {"since": ""}
-            since = datetime.fromisoformat(row["since"]) if row["since"] else goal.updated_at
-            items.append({"goal": goal, "since": since, "age": now - since})
+            if reason == SCHEDULE_ROWS and checked is not None:
+                # Since the pass that found it: when the check ran, not when the row went.
+                since = checked.run.started_at
+                found = checked.findings.get(str(goal.pk), [])
+            else:
+                row = alerts.row(goal, now)
+                since = datetime.fromisoformat(row["since"]) if row["since"] else goal.updated_at
+                found = []
+            items.append({"goal": goal, "since": since, "age": now - since, "found": found})
         title = (f"Blocked: {reason}" if items and items[0]["goal"].status == BLOCKED
+                 and reason != SCHEDULE_ROWS
                  else "Wake rows missing or wrong (ledger doctor --fix)"
-                 if reason == "SCHEDULE_ROWS" else reason)
+                 if reason == SCHEDULE_ROWS else reason)
         result.append({"title": title, "reason": reason, "count": count, "goals": items,
                        "more": count - len(items), "rest": rest,
-                       "why": "" if reason == "SCHEDULE_ROWS" else liveness.why(reason)})
+                       "why": "" if reason == SCHEDULE_ROWS else liveness.why(reason),
+                       "checked": checked if reason == SCHEDULE_ROWS else None})
     return result

@@ -75,7 +75,9 @@ class Acts(Shell):
         if fix:
             for line in doctor.fix(ids, actor="operator"):
                 self.stdout.write(f"fixed: {line}")
-        found = list(doctor.findings(ids))
+        # Kept as the dashboard's newest pass unless --fix just kept its own
+        # (what it found before repairing, and what it did).
+        found = list(doctor.findings(ids)) if fix else doctor.check(ids)
         for finding in found:
             where = f"goal {finding.goal_id}" if finding.goal_id else "scheduler"
             self.stdout.write(f"{where}: {finding.problem}: {finding.detail}")
