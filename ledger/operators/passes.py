@@ -94,7 +94,10 @@ def wake_rows(now: datetime, limit: int) -> WakeRows | None:
     run = latest()
     if run is None:
         return None
-    rows = list(DoctorFinding.objects.filter(run=run, problem__startswith=SCHEDULE)
+    # A range, not startswith: SQLite's LIKE is case-insensitive and seeks no
+    # index ("`" follows "_"), so the (run, problem) index is searched.
+    rows = list(DoctorFinding.objects.filter(run=run, problem__gte=SCHEDULE,
+                                             problem__lt=SCHEDULE[:-1] + "`")
                 .order_by("id")[:STORED])
     by_goal: dict[str, list[DoctorFinding]] = {}
     for row in rows:

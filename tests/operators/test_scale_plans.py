@@ -77,3 +77,68 @@ def test_attention_set_means_a_non_empty_attention(db, attention):
     Goal.objects.filter(pk=goal.pk).update(attention=attention)
     matched = Goal.objects.filter(alerts.ATTENTION_SET, pk=goal.pk).exists()
     assert matched == (attention != "")
+
+
+# ------------------------------------------------------------------ the dashboard
+
+# Tables that grow with the goals, their history or the scheduler's rows: the
+# dashboard may read none of them whole (small ones, the user or the session,
+# are read by primary key anyway; ledger_doctorpass keeps passes.KEEP rows).
+LARGE_TABLES = ("ledger_goal", "ledger_event", "django_q_schedule", "django_q_task",
+                "ledger_doctorfinding", "ledger_goalnotice", "ledger_notification")
+
+
+def whole_reads(explained: str) -> list[str]:
+    """The large tables a plan reads whole (SQLite's SCAN without an index,
+    PostgreSQL's Seq Scan, priced out so it shows only where no index serves)."""
+    if connection.vendor == "sqlite":
+        lines = [line for line in explained.splitlines()
+                 if " SCAN " in f" {line} " and " USING " not in line]
+        return [t for t in LARGE_TABLES for line in lines if f"SCAN {t}" in line]
+    return [t for t in LARGE_TABLES if f"Seq Scan on {t}" in explained]
+
+
+@pytest.fixture
+def dashboard_world(db):
+    """3,000 active goals with a real goal's state (the dashboard reads the
+    state of those it shows), 6 needing a human, and a kept doctor pass that
+    found 120 of them with a wake row missing; statistics taken."""
+    from datetime import timedelta
+
+    from ledger.operators import doctor, passes
+    from tests.factories import GoalFactory
+
+    template = GoalFactory()
+    now = clock.now()
+    Goal.objects.bulk_create(
+        Goal(workspace=f"/srv/scale/{i}", goal_key="g", agent="agent-1", status="waiting",
+             attention="WAKE_RETRIES_EXHAUSTED" if i % 500 == 0 else "",
+             deadline_at=now + timedelta(minutes=1 + i % 600), created_at=now, updated_at=now,
+             version=1, last_hash="", state=template.state) for i in range(3000))
+    ids = [str(pk) for pk in Goal.objects.order_by("-workspace").values_list("pk", flat=True)
+           [:120]]
+    passes.record("scheduler", now, now, [
+        doctor.Finding(gid, "schedule_missing", "its django-q2 row is missing",
+                       row=f"wakeledger-watchdog-{gid}") for gid in ids])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    return ids
+
+
+def test_every_statement_of_the_dashboard_is_an_index_read(dashboard_world, admin_client):
+    """The dashboard no longer runs the doctor (a query per goal): it reads the
+    newest kept pass. Every SELECT of the page, each EXPLAINed: no large table
+    read whole, and no more statements than a page with fewer goals makes."""
+    with CaptureQueriesContext(connection) as queries:
+        page = admin_client.get("/admin/ledger/goal/dashboard/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "Wake rows missing or wrong (ledger doctor --fix) (120)" in text
+    assert "70 more not shown (these are the 50 oldest goals of 120)" in text
+    selects = [q["sql"] for q in queries.captured_queries
+               if q["sql"].lstrip().upper().startswith("SELECT")]
+    assert any("ledger_doctorfinding" in sql for sql in selects)
+    read_whole = {sql[:200]: whole_reads(plan(sql)) for sql in selects}
+    assert {sql: tables for sql, tables in read_whole.items() if tables} == {}
+    # Bounded by what is shown, not by the goals: no statement per goal.
+    assert len(queries.captured_queries) < 40, len(queries.captured_queries)

@@ -16,7 +16,7 @@ from django_q.models import Schedule
 
 from ledger.models import Event, Goal
 from ledger.operators import alerts
-from scheduling import tasks, watchdogs
+from scheduling import maintenance, tasks, watchdogs
 from scheduling.models import Dispatch
 from tests.factories import COMPLETED, kinds, lease_of
 
@@ -289,14 +289,33 @@ def test_doctor_lists_stuck_goals_and_schedule_mismatches(agent, started, clock)
         doctor()
 
 
-def test_the_dashboard_lists_what_doctor_finds(agent, started, clock, admin_client):
+def test_a_deleted_wake_row_is_on_the_dashboard_after_the_hourly_repair(agent, started, clock,
+                                                                       admin_client):
+    """The dashboard checks no goal's rows itself (that cost a query per goal
+    on every view): it shows what the newest doctor pass found, as of when it
+    ran. A row deleted behind the ledger's back is listed once the hourly
+    repair (the real task function) has run, with what the repair did."""
     gid, lease = started(cadence_minutes=60)
     agent.post(f"goals/{gid}/lease/release", {"lease": lease})
     page = admin_client.get("/admin/ledger/goal/dashboard/").content.decode()
-    assert "Wake rows missing" not in page
+    assert "Wake rows not checked yet" in page and "Wake rows missing" not in page
+    alerts.beat()
+    assert maintenance.repair_schedules() == 0  # a pass that finds nothing is kept too
+    page = admin_client.get("/admin/ledger/goal/dashboard/").content.decode()
+    assert "none missing or wrong" in page and "2026-12-02 09:00:00 UTC" in page
+    clock.advance(minutes=10)
     Schedule.objects.filter(name=watchdogs.schedule_name(gid)).delete()
     page = admin_client.get("/admin/ledger/goal/dashboard/").content.decode()
-    assert "Wake rows missing or wrong" in page and gid in page
+    assert "Wake rows missing" not in page  # as of the last pass: not re-checked on a view
+    clock.advance(minutes=30)  # the next repair (its wake is due at 10:00: not yet)
+    assert maintenance.repair_schedules() == 1
+    page = admin_client.get("/admin/ledger/goal/dashboard/").content.decode()
+    assert "Wake rows missing or wrong (ledger doctor --fix) (1)" in page and gid in page
+    assert "As of 2026-12-02 09:40:00 UTC, found by the hourly repair" in page
+    assert "1 with a row missing or wrong" in page
+    assert (f"schedule_missing {watchdogs.schedule_name(gid)}: receipt.recorded repaired: "
+            "the schedule row was missing") in page
+    assert Schedule.objects.filter(name=watchdogs.schedule_name(gid)).exists()  # repaired
 
 
 def test_an_operator_wakes_a_paused_goal_from_the_admin(agent, started, clock, client):
