@@ -11,6 +11,7 @@ an indexed read of at most ``SHOWN`` goals — and says when that pass ran
 within one repair interval, with what the repair did about it.
 """
 
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -55,7 +56,7 @@ def record(source: str, started_at: datetime, finished_at: datetime,
             started_at=started_at, finished_at=finished_at, source=source[:40], active=active,
             found=len(found), schedule_goals=len(schedule_goals), repairs=repairs)
         DoctorFinding.objects.bulk_create(
-            [DoctorFinding(run=run, goal=f.goal_id or None, problem=f.problem[:40],
+            [DoctorFinding(run=run, goal=_uuid_or_none(f.goal_id), problem=f.problem[:40],
                            row=f.row[:100], detail=f.detail[:300],
                            outcome=outcomes.get(f.goal_id, "")[:200] if f.goal_id else "")
              for f in found[:STORED]], batch_size=500)
@@ -118,8 +119,10 @@ def _oldest(ids: list[Any], limit: int) -> list[Goal]:
     return [found[pk] for pk in chosen if pk in found]
 
 
-def summary(run: DoctorPass) -> dict[str, Any]:
-    """What a pass says about itself (the page's "as of" line)."""
-    return {"started_at": run.started_at, "finished_at": run.finished_at,
-            "by": SOURCES.get(run.source, run.source), "active": run.active,
-            "found": run.found, "repairs": run.repairs}
+def _uuid_or_none(goal_id: str) -> uuid.UUID | None:
+    """The finding's goal as a UUID; None for the scheduler's own problems and
+    for an orphaned row whose name holds no goal id (its row name says which)."""
+    try:
+        return uuid.UUID(goal_id) if goal_id else None
+    except ValueError:
+        return None

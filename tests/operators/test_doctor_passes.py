@@ -114,3 +114,17 @@ def test_a_pass_stores_at_most_stored_findings_and_counts_every_one(clock, monke
     assert DoctorFinding.objects.filter(run=run).count() == 5
     shown = passes.wake_rows(clock(), limit=50)
     assert shown is not None and shown.count == 12  # the pass's count, not the rows kept
+
+
+def test_an_orphaned_row_naming_no_goal_is_kept_by_its_row_name(clock):
+    """A row named like a goal's wake but holding no goal id (made by hand):
+    the pass is still kept, the finding under the scheduler, its row named."""
+    name = "wakeledger-watchdog-not-a-goal"
+    Schedule.objects.create(name=name, func=watchdogs.FIRE, schedule_type=Schedule.MINUTES,
+                            minutes=60)
+    alerts.beat()
+    doctor.fix()
+    run = passes.latest()
+    assert run is not None and run.source == "scheduler"
+    assert list(DoctorFinding.objects.filter(run=run, problem="schedule_orphaned")
+                .values_list("goal", "row")) == [(None, name)]
