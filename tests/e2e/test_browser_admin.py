@@ -14,14 +14,16 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import connection
+from django.utils import timezone
 from django_q.models import Schedule
 
 from ledger.admin.events import EventAdmin
 from ledger.domain import GoalState
 from ledger.domain.runs import ReportRun, Stop
+from ledger.domain.vocabulary import ACTIVE_STATUSES
 from ledger.eventstore import store
 from ledger.models import Event, Goal
-from ledger.operators import demo, timeline
+from ledger.operators import demo, doctor, passes, timeline
 from tests.factories import GoalFactory, proof_of
 
 CHROMIUM = os.environ.get("WAKELEDGER_CHROMIUM", "/usr/bin/chromium")
@@ -433,9 +435,21 @@ def test_the_goal_list_and_the_dashboard_fit_1400px_with_full_text_reachable(bro
         assert abs((text["x"] + text["width"]) - (shown["x"] + shown["width"])) <= 2  # …not the end
     page.screenshot(path=str(SCREENSHOTS / "goal-list-1400.png"), full_page=True)
 
+    # The hourly repair's kept pass found a wake row missing and repaired it:
+    # its finding line (a long row name) sits under the goal's status.
+    gid = str(goals[2].pk)
+    passes.record("scheduler", timezone.now(), timezone.now(), [doctor.Finding(
+        gid, "schedule_missing", "its django-q2 row is missing",
+        row=f"wakeledger-watchdog-{gid}")],
+        active=Goal.objects.filter(status__in=ACTIVE_STATUSES).count(),
+        outcomes={gid: "receipt.recorded repaired: the schedule row was missing"})
     page.goto(f"{live_server.url}/admin/ledger/goal/dashboard/")
     assert page.evaluate(OVERFLOWING) == []
     assert page.evaluate("document.documentElement.scrollWidth") <= 1400
+    assert page.locator("[data-testid=finding]").inner_text() == (
+        f"schedule_missing wakeledger-watchdog-{gid}: receipt.recorded repaired: the "
+        "schedule row was missing")
+    assert "by the hourly repair" in page.locator("[data-testid=wake-rows-checked]").inner_text()
     # Since when, in UTC to the second, with how long ago beside it.
     since = [" ".join(text.split())
              for text in page.locator("[data-testid=since]").all_inner_texts()]
