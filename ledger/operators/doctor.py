@@ -23,7 +23,10 @@ reports what would let a deadline pass unseen or unrepaired:
 Goals that need a human are the alerts' (``ledger alerts``), counted here too
 with SQL; ``listing`` says what the doctor verified of every active goal.
 Repairs are domain commands (``CheckLiveness``): each is an event on the goal's
-history, and the rows follow the events in the same transaction.
+history, and the rows follow the events in the same transaction. A pass over
+every goal (``check``, ``fix``: the hourly repair, ``ledger doctor``) is kept
+with what it did (``operators.passes``): the admin's dashboard shows the
+newest instead of checking every goal's rows on each view.
 """
 
 import ast

@@ -5,10 +5,11 @@ as the admin's dashboard shows it.
 Why stored: checking every active goal's wake rows costs one query per goal
 (853 ms at 1,000 goals, 8.3 s at 10,000), and the dashboard used to do it on
 every view. The hourly repair does that check anyway; it now keeps what it
-found, and the dashboard reads the newest pass — one primary-key read, then
-an indexed read of at most ``SHOWN`` goals — and says when that pass ran
-(docs/decisions.md). A row deleted behind the ledger's back is on the page
-within one repair interval, with what the repair did about it.
+found, and the dashboard reads the newest pass — one primary-key read, an
+index search of its wake-row findings (at most STORED), primary-key reads of
+their goals — and says when that pass ran (docs/decisions.md). A row
+deleted behind the ledger's back is on the page within one repair interval,
+with what the repair did about it.
 """
 
 import uuid
