@@ -326,7 +326,7 @@ def _create(command: StartGoal | RunGoal, actor: str, idempotency_key: str | Non
                            else command.goal_id)
     state, stored, head = _fold(goal_id, GoalState(), GENESIS, decided, actor, idempotency_key)
     Goal.objects.create(id=goal_id, version=state.version, last_hash=head,
-                        state=state.to_dict(), **projected_columns(state))
+                        state=state.to_stored(), **projected_columns(state))
     conn = connections[DEFAULT_DB_ALIAS]
     with conn.wrap_database_errors, closing(conn.connection.cursor()) as cursor:
         cursor.execute(*appendsql.insert_sql(conn, appendsql.statements_for(conn),
@@ -372,8 +372,8 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
         if old is None:
             old = projected_columns(before)
         changed = tuple(name for name in appendsql.MUTABLE if new[name] != old[name])
-        stored_state = (json.dumps(state.to_dict()) if direct
-                        else conn.ops.adapt_json_value(state.to_dict(), None))
+        stored_state = (json.dumps(state.to_stored()) if direct
+                        else conn.ops.adapt_json_value(state.to_stored(), None))
         update_values = [state.version, head, stored_state,
                          *(appendsql.adapt(conn, new[name]) for name in changed), pk, version]
         if direct:
