@@ -198,6 +198,16 @@ class GoalState:
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)  # the fields, in declaration order (__init__'s)
 
+    def to_stored(self) -> dict[str, Any]:
+        """The projection as the goal row stores it: the fields that differ
+        from their defaults, in declaration order (``from_dict`` gives the
+        rest back). A working goal leaves about half its fields empty; leaving
+        them out takes ~500 of ~1,800 bytes off every command's write of the
+        row (PostgreSQL's WAL, the JSON encoded and decoded). The type counts
+        too: a stored ``0`` must not come back as a default ``False``."""
+        return {name: value for name, value in self.__dict__.items()
+                if value != FIELD_DEFAULTS[name] or type(value) is not type(FIELD_DEFAULTS[name])}
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "GoalState":
         # Unknown keys are ignored and missing ones take their defaults, so a
@@ -224,3 +234,5 @@ _FIELD_ORDER = tuple(f.name for f in fields(GoalState))
 _FIELD_NAMES = frozenset(_FIELD_ORDER)
 _new = object.__new__
 _set = object.__setattr__  # what the frozen dataclass's own __init__ uses
+# Every field at its default: what a stored state leaves out (to_stored).
+FIELD_DEFAULTS: dict[str, Any] = dict(GoalState().__dict__)

@@ -8,7 +8,7 @@ Table and column names come from the models' Meta, never from input.
 
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -61,9 +61,11 @@ LOCK_PG = (f"BEGIN; SELECT version, last_hash, state FROM {Goal._meta.db_table} 
 
 
 def insert_sql(conn: BaseDatabaseWrapper, sql: "Statements", pk: Any,
-               stored: "list[StoredEvent]") -> tuple[str, list[Any]]:
+               stored: "list[StoredEvent]", *, as_text: bool = False) -> tuple[str, list[Any]]:
+    """The events' INSERT and its values; ``as_text``: the JSON as its canonical
+    text whatever the database (SQLite always stores that text)."""
     values: list[Any] = []
-    text = conn.vendor == "sqlite"
+    text = as_text or conn.vendor == "sqlite"
     for e in stored:
         values += [
             pk,
@@ -71,12 +73,74 @@ def insert_sql(conn: BaseDatabaseWrapper, sql: "Statements", pk: Any,
             e.kind,
             e.data_text if text else conn.ops.adapt_json_value(e.data, None),
             e.actor,
-            conn.ops.adapt_datetimefield_value(e.recorded_at),
+            _datetime_value(conn, e.recorded_at),
             e.idempotency_key,
             e.prev_hash,
             e.hash,
         ]
     return sql.insert_head + ", ".join([sql.insert_row] * len(stored)), values
+
+
+def append_pg(conn: BaseDatabaseWrapper, sql: "Statements", stored: "list[StoredEvent]",
+              changed: tuple[str, ...], values: list[Any]) -> tuple[int, str | None]:
+    """PostgreSQL: insert the events and update the goal row in one statement
+    (a data-modifying WITH always runs to completion; the row count is the
+    UPDATE's), sent through libpq with its parameters as text; the row count
+    and the state as jsonb spells it (``RETURNING state``).
+
+    Not through a psycopg cursor: Django's is a client-side-binding one, which
+    quotes every parameter into the query text in Python, and that quoting and
+    the JSON adapters cost about as much as all of the command's rules
+    (``bench/profile_append.py``). Here each parameter is already the text
+    PostgreSQL parses (the event's canonical JSON is the very text hashed into
+    the chain) and the server infers its type from the column, as it does for
+    a client-side-bound literal. ``values`` are the INSERT's and then the
+    UPDATE's, in the driver's value types (``adapt``)."""
+    from psycopg import errors, pq
+
+    key = (len(stored), changed)
+    query = _PG_APPENDS.get(key)
+    if query is None:
+        insert = sql.insert_head + ", ".join([sql.insert_row] * len(stored))
+        query = _numbered(f"WITH appended AS ({insert}) {sql.update(changed)} RETURNING state")
+        _PG_APPENDS[key] = query
+    raw = conn.connection
+    result = raw.pgconn.exec_params(query, [_as_text(v) for v in values])
+    if result.status != pq.ExecStatus.TUPLES_OK:
+        raise errors.error_from_result(result, encoding=raw.info.encoding)
+    returned = result.get_value(0, 0) if result.ntuples else None
+    return result.command_tuples or 0, returned.decode() if returned is not None else None
+
+
+# The append statements in PostgreSQL's numbered placeholders, by
+# (events appended, columns changed): a handful of shapes in all.
+_PG_APPENDS: dict[tuple[int, tuple[str, ...]], bytes] = {}
+
+
+def _numbered(query: str) -> bytes:
+    parts = query.split("%s")
+    return "".join(part + (f"${n}" if n < len(parts) else "")
+                   for n, part in enumerate(parts, start=1)).encode()
+
+
+def _as_text(value: Any) -> bytes | None:
+    """A parameter as PostgreSQL's text input reads it. NUL cannot travel in
+    a libpq text parameter (it would end the string there): refused, as
+    psycopg's own text adapter refuses it."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return b"t" if value else b"f"
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError("the append path writes aware datetimes only")
+        return value.isoformat().encode()
+    text = str(value)
+    if "\x00" in text:
+        from psycopg import DataError
+
+        raise DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes")
+    return text.encode()
 
 
 def pk_of(conn: BaseDatabaseWrapper, value: uuid.UUID | str) -> Any:
@@ -87,8 +151,18 @@ def pk_of(conn: BaseDatabaseWrapper, value: uuid.UUID | str) -> Any:
 
 def adapt(conn: BaseDatabaseWrapper, value: Any) -> Any:
     if isinstance(value, datetime):
-        return conn.ops.adapt_datetimefield_value(value)
+        return _datetime_value(conn, value)
     return value
+
+
+def _datetime_value(conn: BaseDatabaseWrapper, value: datetime) -> Any:
+    """What Django's ``adapt_datetimefield_value`` gives, without its layers on
+    SQLite: the instant in UTC, naive, as ``str`` spells it (the same text,
+    so the ORM's reads and comparisons see what they always saw). Four of
+    these per command cost more than SQLite's INSERT did."""
+    if conn.vendor == "sqlite" and value.tzinfo is not None and conn.timezone_name == "UTC":
+        return str(value.astimezone(UTC).replace(tzinfo=None))
+    return conn.ops.adapt_datetimefield_value(value)
 
 
 # Projected columns a command may change (workspace, goal key and creation

@@ -326,7 +326,7 @@ def _create(command: StartGoal | RunGoal, actor: str, idempotency_key: str | Non
                            else command.goal_id)
     state, stored, head = _fold(goal_id, GoalState(), GENESIS, decided, actor, idempotency_key)
     Goal.objects.create(id=goal_id, version=state.version, last_hash=head,
-                        state=state.to_dict(), **projected_columns(state))
+                        state=state.to_stored(), **projected_columns(state))
     conn = connections[DEFAULT_DB_ALIAS]
     with conn.wrap_database_errors, closing(conn.connection.cursor()) as cursor:
         cursor.execute(*appendsql.insert_sql(conn, appendsql.statements_for(conn),
@@ -364,29 +364,35 @@ def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
         if not decided.events:
             return Outcome(before, before=before, claim=decided.claim)
         state, stored, head = _fold(gid, before, head, decided, actor, idempotency_key)
-        insert, insert_values = appendsql.insert_sql(conn, sql, pk, stored)
+        direct = conn.vendor == "postgresql" and hasattr(conn.connection, "pgconn")
+        insert, insert_values = appendsql.insert_sql(conn, sql, pk, stored, as_text=direct)
         # Only the columns that changed: fewer values to adapt, and SQLite
         # leaves the indexes of untouched columns alone.
         new = projected_columns(state)
         if old is None:
             old = projected_columns(before)
         changed = tuple(name for name in appendsql.MUTABLE if new[name] != old[name])
-        stored_state = conn.ops.adapt_json_value(state.to_dict(), None)
+        stored_state = (json.dumps(state.to_stored()) if direct
+                        else conn.ops.adapt_json_value(state.to_stored(), None))
         update_values = [state.version, head, stored_state,
                          *(appendsql.adapt(conn, new[name]) for name in changed), pk, version]
-        if conn.vendor == "postgresql":
-            # One statement, so one round trip to the server instead of two: a
-            # data-modifying WITH always runs to completion, and the rowcount
-            # is the UPDATE's. It returns the state as jsonb spells it, the
-            # text the next command's locked read will find (see _states).
+        if direct:
+            # One statement, one round trip, through libpq (appendsql.append_pg).
+            # It returns the state as jsonb spells it, the text the next
+            # command's locked read will find (see _states).
+            rowcount, stored_text = appendsql.append_pg(conn, sql, stored, changed,
+                                                        [*insert_values, *update_values])
+        elif conn.vendor == "postgresql":  # psycopg2: the same statement through its cursor
             cursor.execute(f"WITH appended AS ({insert}) {sql.update(changed)} RETURNING state",
                            [*insert_values, *update_values])
-            stored_text = cursor.fetchone()[0] if cursor.rowcount == 1 else None
+            rowcount = cursor.rowcount
+            stored_text = cursor.fetchone()[0] if rowcount == 1 else None
         else:
             cursor.execute(insert, insert_values)
             cursor.execute(sql.update(changed), update_values)
+            rowcount = cursor.rowcount
             stored_text = stored_state  # SQLite keeps the very text it was given
-        if cursor.rowcount != 1:
+        if rowcount != 1:
             raise IntegrityError("goal version moved under its row lock")
         if isinstance(stored_text, str):
             _remember(gid, stored_text, state, new)

@@ -161,7 +161,7 @@ def run(history: list[Step], *, roundtrip: bool = False):
             state = evolve(state, event)
         events.extend(new)
         if roundtrip:  # the store keeps the state as JSON between commands
-            state = GoalState.from_dict(json.loads(json.dumps(state.to_dict())))
+            state = GoalState.from_dict(json.loads(json.dumps(state.to_stored())))
     return state, events, trace
 
 

@@ -13,7 +13,7 @@ from django.test import Client
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.domain import RecordCheckpoint, iso
+from ledger.domain import GoalState, RecordCheckpoint, iso
 from ledger.eventstore import chain, projection, store, triggers
 from ledger.eventstore.chain import canonical_json, canonical_text, event_hash, linked_hash
 from ledger.models import Event, Goal
@@ -232,6 +232,23 @@ def test_replay_check_is_not_fooled_by_a_command_committing_while_it_reads(goals
 
     monkeypatch.setattr(projection, "_grouped", append_then_stream)
     assert list(projection.replay(projection.goal_ids())) == []
+
+
+def test_a_stored_state_leaves_its_defaults_out_and_replay_reads_either_form(goals):
+    """The goal row stores only the fields that differ from their defaults
+    (GoalState.to_stored): a row written in full by an older release is no
+    difference, a key no field has is one, and --fix writes the short form."""
+    goal = Goal.objects.get(pk=goals[0].pk)
+    state = store.load(goal.pk)
+    assert "jobs" not in goal.state and "errors" not in goal.state
+    assert GoalState.from_dict(goal.state) == state
+    assert list(projection.replay([str(goal.pk)])) == []
+    Goal.objects.filter(pk=goal.pk).update(state=state.to_dict())  # an older release's row
+    assert list(projection.replay([str(goal.pk)])) == []
+    Goal.objects.filter(pk=goal.pk).update(state={**state.to_stored(), "planted": 1})
+    [report] = projection.replay([str(goal.pk)], fix=True)
+    assert [d.field for d in report.differences] == ["state.planted"] and report.fixed
+    assert Goal.objects.get(pk=goal.pk).state == state.to_stored()
 
 
 # ------------------------------------------------------- the chain's one definition

@@ -4,16 +4,17 @@ import logging
 import threading
 import time
 import uuid
-from datetime import timedelta
+from datetime import UTC, timedelta
+from datetime import timezone as datetime_timezone
 
 import pytest
-from django.db import IntegrityError, connections, transaction
+from django.db import DataError, IntegrityError, connections, transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledger.domain import Finish, GoalState, RecordCheckpoint, RunGoal, StartGoal
 from ledger.domain.errors import GoalTerminal, ProgressRegressed, SessionBound, WorkspaceBound
-from ledger.eventstore import store
+from ledger.eventstore import appendsql, store
 from ledger.eventstore.chain import GENESIS, event_hash
 from ledger.models import Event, Goal
 from tests.factories import (
@@ -471,3 +472,36 @@ def test_a_command_on_postgresql_takes_three_round_trips_and_still_rolls_back(cl
     last = store.execute(state.goal_id, _checkpoint(after, 30), actor="agent-1").state
     assert last.version == after.version + 1
     assert Event.objects.filter(goal_id=state.goal_id).count() == last.version
+
+
+_ZONES = st.sampled_from([UTC, datetime_timezone(timedelta(hours=3)),
+                          datetime_timezone(timedelta(hours=-5, minutes=-30))])
+
+
+@settings(max_examples=200, deadline=None)
+@given(instant=st.datetimes(timezones=_ZONES))
+def test_the_append_path_writes_instants_as_djangos_orm_does(instant):
+    """The append path adapts its datetimes itself (appendsql._datetime_value);
+    the text must be the ORM's, or a filter on deadline_at or updated_at would
+    compare against another spelling."""
+    connection = connections["default"]
+    assert appendsql.adapt(connection, instant) == \
+        connection.ops.adapt_datetimefield_value(instant)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_postgresql_refuses_a_nul_in_a_text_parameter_of_the_append(clock):
+    """libpq's text parameters end at a NUL: the direct append path refuses
+    one, as psycopg's adapter does, rather than store a cut string; nothing is
+    recorded and the goal takes the next command."""
+    connection = connections["default"]
+    if connection.vendor != "postgresql":
+        pytest.skip("libpq parameters: PostgreSQL only")
+    state = store.start(RunGoal(start_command(), "agent-1", new_token()[1]),
+                        actor="agent-1").state
+    events_before = Event.objects.count()
+    with pytest.raises(DataError):
+        store.execute(state.goal_id, _checkpoint(state, 10), actor="agent\x00-1")
+    assert Event.objects.count() == events_before
+    after = store.execute(state.goal_id, _checkpoint(state, 10), actor="agent-1").state
+    assert after.version == state.version + 1
