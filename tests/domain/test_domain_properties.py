@@ -47,6 +47,7 @@ from ledger.domain.runs import (
     ResolveApproval,
     Stop,
 )
+from ledger.domain.state import FIELD_DEFAULTS
 from ledger.domain.timing import slot_of
 from ledger.domain.watchdogs import PrepareWatchdog
 
@@ -517,3 +518,16 @@ def test_overdue_reads_the_same_in_the_label_the_alert_and_the_query(history, la
             deadline is not None and deadline < liveness.overdue_cutoff(moment))
         if liveness.label(state, moment) == liveness.OVERDUE:
             assert liveness.alert(state, moment) == liveness.OVERDUE_REASON
+
+
+@settings(max_examples=200)
+@given(histories)
+def test_a_stored_state_is_the_fields_off_their_defaults_and_reads_back_whole(history):
+    """GoalState.to_stored leaves out exactly the fields at their defaults
+    (value and type), and from_dict gives the same state back."""
+    state, _, _ = run(history, roundtrip=True)
+    stored = state.to_stored()
+    assert {name for name, value in state.to_dict().items()
+            if value == FIELD_DEFAULTS[name] and type(value) is type(FIELD_DEFAULTS[name])} \
+        == set(state.to_dict()) - set(stored)
+    assert GoalState.from_dict(json.loads(json.dumps(stored))) == state
