@@ -43,10 +43,12 @@ import os
 import queue
 import re
 import secrets
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +118,7 @@ class Load:
         self.seq = 0
         self.refused = 0
         self.wakes = self.late_wakes = 0
+        self.waits: list[float] = []  # each pulled wake's wait after its turn ended (s)
         self.halt = threading.Event()
         self.pool = [threading.Thread(target=self.work, daemon=True) for _ in range(threads)]
         for thread in self.pool:
@@ -207,6 +210,7 @@ class Load:
                 waited = time.monotonic() - g["released_at"]
                 with self.client.lock:
                     self.wakes += 1
+                    self.waits.append(waited)
                     self.late_wakes += waited > WAKE_WITHIN / self.factor + 30
                 g["lease"] = {"token": answer["lease"]["token"],
                               "generation": answer["lease"]["generation"]}
@@ -230,7 +234,19 @@ def scrape(port: int, token: str) -> tuple[float, float]:
         for name in ("deadline_misses", "claims"))
 
 
-def run(database: str, levels: list[int], seconds: float, factor: float) -> list[dict]:
+def wake_stages(env: dict[str, str], since: datetime, log: Path) -> dict:
+    """Where the pulled wakes' time went (bench/wakelag.py), read from the
+    deployment's events, django-q2's tasks and the scheduler's log."""
+    done = subprocess.run([PYTHON, str(ROOT / "bench" / "wakelag.py"), "--since",
+                           since.isoformat(), "--log", str(log)], cwd=ROOT, env=env, text=True,
+                          capture_output=True, check=False)
+    if done.returncode:
+        return {"error": done.stderr[-500:]}
+    return json.loads(done.stdout)
+
+
+def run(database: str, levels: list[int], seconds: float, factor: float,
+        trace: bool = False) -> list[dict]:
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="wl-capacity-")))
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("WAKELEDGER_")
@@ -272,6 +288,8 @@ def run(database: str, levels: list[int], seconds: float, factor: float) -> list
                     client.lags.clear()
                     client.errors.clear()
                     load.refused = load.wakes = load.late_wakes = 0
+                    load.waits.clear()
+                since = datetime.now(UTC)
                 before = scrape(port, operator_token)
                 time.sleep(seconds)
                 after = scrape(port, operator_token)
@@ -279,7 +297,7 @@ def run(database: str, levels: list[int], seconds: float, factor: float) -> list
                 with client.lock:
                     lat, lags = list(client.latencies), list(client.lags)
                     errors, refused = dict(client.errors), load.refused
-                    wakes, late = load.wakes, load.late_wakes
+                    wakes, late, waits = load.wakes, load.late_wakes, list(load.waits)
                     # A released goal still waiting past the bound is late too.
                     bound = time.monotonic() - (WAKE_WITHIN / factor + 30)
                     late += sum(1 for g in load.goals if g["lease"] is None
@@ -291,9 +309,15 @@ def run(database: str, levels: list[int], seconds: float, factor: float) -> list
                     "p50_ms": round(percentile_ms(lat, 50) or 0, 1), "p99_ms": round(p99, 1),
                     "client_lag_p99_ms": round(percentile_ms(lags, 99) or 0, 1),
                     "refused": refused, "deadline_misses": missed, "wakes_claimed": claims,
-                    "wakes_pulled": wakes, "late_wakes": late, "errors": errors,
+                    "wakes_pulled": wakes, "late_wakes": late,
+                    "wake_wait_s": {"p50": round((percentile_ms(waits, 50) or 0) / 1000, 1),
+                                    "p99": round((percentile_ms(waits, 99) or 0) / 1000, 1),
+                                    "max": round(max(waits, default=0), 1)},
+                    "errors": errors,
                     "load": os.getloadavg()[0],
                     "passed": p99 < 100 and not (refused or missed or late or errors)}
+                if trace:
+                    result["wake_stages"] = wake_stages(env, since, tmp / "scheduler.log")
                 results.append(result)
                 print(json.dumps(result), flush=True)
                 if not result["passed"]:
@@ -310,11 +334,13 @@ def main() -> int:
                    default=[10, 25, 50, 100, 200, 400, 800, 1600])
     p.add_argument("--seconds", type=float, default=30.0, help="measured seconds per level")
     p.add_argument("--factor", type=float, default=60.0, help="time compression")
+    p.add_argument("--trace", action="store_true",
+                   help="after each level, where the pulled wakes' time went (bench/wakelag.py)")
     p.add_argument("--out", type=Path, default=ROOT / "var" / "bench" / "capacity.json")
     args = p.parse_args()
     results = []
     for database in (("sqlite", "postgres") if args.database == "both" else (args.database,)):
-        found = run(database, args.levels, args.seconds, args.factor)
+        found = run(database, args.levels, args.seconds, args.factor, args.trace)
         results += found
         served = [r["agents"] for r in found if r["passed"]]
         print(f"{database}: {max(served) if served else 0:,} agents served with p99 < 100 ms "
