@@ -46,3 +46,47 @@ def test_emit_writes_every_field_of_every_row(tmp_path):
     [written] = json.loads(out.read_text())
     assert set(written) == FIELDS
     assert written == asdict(row)
+
+
+def test_a_wake_is_late_only_once_its_claim_misses_the_look_after_the_one_that_found_it():
+    from bench.capacity import LOOK, fire_bound
+
+    # 7 December 2026, 24,000 agents on PostgreSQL: the slot an interval after
+    # the turn's end, a look 30.3 s later, the look's ~200 claims done 2.4 s
+    # after it. The old bound (an hour + 30 s + a 5 s poll, the poll counted
+    # from the claim) called such wakes late; none of it is the server behind.
+    worst_seen = 60.0 + 30.3 + 2.4
+    assert worst_seen > 60 + 30
+    assert worst_seen <= fire_bound(60)
+    # A qcluster that has not claimed a look's wakes by the next look is behind.
+    assert fire_bound(60) < 60.0 + 2 * LOOK + 0.5
+    # The interval is compressed; the looks are not.
+    assert fire_bound(30) == 120 + 2 * LOOK
+
+
+def test_wakelag_reads_the_scheduler_log_into_passes(tmp_path):
+    from bench.wakelag import passes, percentiles, scheduler_lines
+
+    goal = "6f1c2a9e-0000-4000-8000-000000000001"
+    other = "6f1c2a9e-0000-4000-8000-000000000002"
+    lines = [
+        f"2026-12-07 06:46:36,100 INFO django_q.scheduler [-] Process-1 created task "
+        f"alpha-bravo from schedule [wakeledger-watchdog-{goal}]",
+        f"2026-12-07 06:46:36,140 INFO django_q.scheduler [-] Process-1 created task "
+        f"charlie-delta from schedule [wakeledger-watchdog-{other}]",
+        "2026-12-07 06:46:50,000 INFO ledger.scheduling wake ... for goal: ready_for_pull",
+        "2026-12-07 06:46:51,000 INFO django_q.scheduler [-] Process-1 created task "
+        "echo-foxtrot from schedule [wakeledger-sweeper]",
+        f"2026-12-07 06:47:07,000 INFO django_q.scheduler [-] Process-1 created task "
+        f"golf-hotel from schedule [wakeledger-watchdog-{goal}]",
+    ]
+    log = tmp_path / "scheduler.log"
+    log.write_text("\n".join(lines) + "\n")
+    created = scheduler_lines(log)
+    assert sorted(created) == [goal, other]  # watchdogs only: not the sweeper
+    assert len(created[goal]) == 2
+    found = passes(created)
+    assert [(p["schedules"], p["seconds"]) for p in found] == [(2, 0.04), (1, 0.0)]
+    assert scheduler_lines(tmp_path / "missing.log") == {}
+    assert percentiles([3.0, 1.0, 2.0]) == {"n": 3, "p50": 2.0, "p99": 3.0, "max": 3.0}
+    assert percentiles([]) == {}
