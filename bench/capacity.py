@@ -32,7 +32,7 @@ heartbeat or checkpoint refused (a lost lease), no increase of
 wakeledger_deadline_misses_total (/metrics), no wake claimed later than an
 hour + two of django-q2's 30 s looks after its turn ended (``fire_bound``:
 the look that finds the slot, and its claims done before the next look),
-nor a goal still waiting past that, a poll and 5 s. Per level it reports
+nor a goal still unclaimed past that. Per level it reports
 each pulled wake's wait to its claim and to the agent's pull (p50, p99,
 max); ``--trace`` splits them further (bench/wakelag.py). The bound was an
 hour + 30 s + a poll after the turn's end until 7 December 2026: a wake
@@ -191,6 +191,24 @@ class Load:
             with g["lock"]:  # one action of an agent at a time, as one agent acts
                 getattr(self, kind)(at, goal, g)
 
+    def unclaimed_past_bound(self) -> int:
+        """Released goals still waiting past the bound whose wake the server
+        has not claimed in time (asked of the server: one the client has not
+        polled yet since its claim is the client's lag, not a late wake)."""
+        cutoff = time.time() - fire_bound(self.factor)
+        late = 0
+        for g in list(self.goals):
+            if g["lease"] is not None or g.get("released", cutoff) >= cutoff:
+                continue
+            status, body = self.client.call(self.token, "GET", f"goals/{g['id']}")
+            if status == 200 and body.get("lease"):
+                continue  # pulled meanwhile: judged at its pull
+            ready = body.get("ready") or {}
+            since = ready.get("since") or ready.get("at")
+            late += not since or (datetime.fromisoformat(since).timestamp() - g["released"]
+                                  > fire_bound(self.factor))
+        return late
+
     def refused_if(self, status: int) -> None:
         if status >= 300 or status == 0:
             with self.client.lock:
@@ -221,7 +239,7 @@ class Load:
         hourly internal watchdog wakes it, and the agent pulls the lease."""
         released = time.time()  # before the call: the server records the release within it
         self.checkpoint(at, goal, g, release=True)
-        g["lease"], g["released_at"], g["released"] = None, time.monotonic(), released
+        g["lease"], g["released"] = None, released
         self.schedule(at + POLL / self.factor, goal, "poll")
 
     def poll(self, at: float, goal: int, g: dict[str, Any]) -> None:
@@ -334,11 +352,7 @@ def run(database: str, levels: list[int], seconds: float, factor: float,
                     errors, refused = dict(client.errors), load.refused
                     wakes, late = load.wakes, load.late_wakes
                     fires, waits = list(load.fires), list(load.waits)
-                    # A released goal still waiting past the bound, a poll
-                    # and a few seconds of its client's lag is late too.
-                    bound = time.monotonic() - (fire_bound(factor) + POLL / factor + 5)
-                    late += sum(1 for g in load.goals if g["lease"] is None
-                                and g["released_at"] < bound)
+                late += load.unclaimed_past_bound()
                 p99 = percentile_ms(lat, 99) or 0.0
                 result = {
                     "database": database, "threads": level, "agents": int(level * factor),
