@@ -7,13 +7,17 @@ For every end of turn (``lease.released``) after ``--since`` that was
 followed by a pull, four stages, each from the server's own records:
 
 - ``to_slot``: the end of turn to the watchdog slot that resumed the goal
-  (by design under one interval: an hour, compressed 60 s; a slot whose claim
-  found the lease still held was ``worker_busy_noop`` and the next one resumes);
-- ``to_task``: the slot to the moment a qcluster worker started its task
-  (django-q2's look at its schedules, its pass, the task's wait in the queue);
-  ``to_created`` splits off the look: the slot to the scheduler's "created task"
-  log line for that schedule (with ``--log``);
-- ``to_claim``: the task's start to the ``wake.claimed`` event;
+  (by design at most one interval: an hour, compressed 60 s, exactly that for
+  the first, armed at the release; a slot whose claim found the lease still
+  held was ``worker_busy_noop`` and the next one resumes; negative when the
+  slot fell due before the release and its look came after);
+- ``to_task``: the slot to its django-q2 task (``Task.started``, which
+  django-q2 stamps when the scheduler's pass creates the task, not when a
+  worker takes it): django-q2's look at its schedules and its pass;
+  ``to_created`` is the same read from the scheduler's "created task" log
+  line for that schedule (with ``--log``);
+- ``to_claim``: the task's creation to the ``wake.claimed`` event: the
+  pass's commit, the broker's poll, the queue of that pass's tasks, the claim;
 - ``to_pull``: the claim to the agent's ``lease.acquired`` (its poll, its lag).
 
 Prints one JSON object: percentiles of each stage and of the whole wait, the
