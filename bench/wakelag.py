@@ -81,10 +81,7 @@ def passes(created: dict[str, list[datetime]]) -> list[dict[str, Any]]:
 
 
 def measure(since: datetime, log: Path | None = None) -> dict[str, Any]:
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ledger.project.settings")
-    django.setup()
+    """The report (see the module doc), Django set up."""
     from django_q.models import Task
 
     from ledger.models import Event
@@ -152,6 +149,10 @@ def main() -> int:
     p.add_argument("--since", required=True, help="ends of turn from this instant (ISO)")
     p.add_argument("--log", type=Path, help="the scheduler's log (its INFO lines)")
     args = p.parse_args()
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ledger.project.settings")
+    django.setup()
     print(json.dumps(measure(datetime.fromisoformat(args.since), args.log)))
     return 0
 
