@@ -32,14 +32,13 @@ heartbeat or checkpoint refused (a lost lease), no increase of
 wakeledger_deadline_misses_total (/metrics), no wake claimed later than an
 hour + two of django-q2's 30 s looks after its turn ended (``fire_bound``:
 the look that finds the slot, and its claims done before the next look),
-nor a goal still unclaimed past that. Per level it reports
-each pulled wake's wait to its claim and to the agent's pull (p50, p99,
-max); ``--trace`` splits them further (bench/wakelag.py). The bound was an
-hour + 30 s + a poll after the turn's end until 7 December 2026: a wake
-then came late whenever its slot fell just after a look, its claim needed
-the broker's 1 s poll and its look's queue, and the agent's poll came last
-(docs/performance.md, "Capacity").
-The answer is the largest passing level x factor.
+nor a goal still unclaimed past that. The answer is the largest passing
+level x factor. Per level it reports each pulled wake's wait to its claim
+and to the agent's pull (p50, p99, max); ``--trace`` splits them further
+(bench/wakelag.py). Until 7 December 2026 the bound was an hour + 30 s + a
+poll from the turn's end to the pull: a wake came "late" whenever its slot
+fell just after a look, its claim took the broker's 1 s poll and its look's
+queue, and the agent's poll came last (docs/performance.md, "Capacity").
 """
 
 import argparse
