@@ -3,6 +3,7 @@ var/bench/latest.json are only as honest as these helpers."""
 
 import json
 from dataclasses import asdict
+from datetime import datetime
 
 from bench.common import Row, emit, interleaved, percentile_ms
 
@@ -46,3 +47,90 @@ def test_emit_writes_every_field_of_every_row(tmp_path):
     [written] = json.loads(out.read_text())
     assert set(written) == FIELDS
     assert written == asdict(row)
+
+
+def test_a_wake_is_late_only_once_its_claim_misses_the_look_after_the_one_that_found_it():
+    from bench.capacity import LOOK, fire_bound
+
+    # 7 December 2026, 24,000 agents on PostgreSQL: the slot an interval after
+    # the turn's end, a look 30.3 s later, the look's ~200 claims done 2.4 s
+    # after it. The old bound (an hour + 30 s + a 5 s poll, the poll counted
+    # from the claim) called such wakes late; none of it is the server behind.
+    worst_seen = 60.0 + 30.3 + 2.4
+    assert worst_seen > 60 + 30
+    assert worst_seen <= fire_bound(60)
+    # A qcluster that has not claimed a look's wakes by the next look is behind.
+    assert fire_bound(60) < 60.0 + 2 * LOOK + 0.5
+    # The interval is compressed; the looks are not.
+    assert fire_bound(30) == 120 + 2 * LOOK
+
+
+def test_wakelag_reads_the_scheduler_log_into_passes(tmp_path):
+    from bench.wakelag import passes, percentiles, scheduler_lines
+
+    goal = "6f1c2a9e-0000-4000-8000-000000000001"
+    other = "6f1c2a9e-0000-4000-8000-000000000002"
+    lines = [
+        f"2026-12-07 06:46:36,100 INFO django_q.scheduler [-] Process-1 created task "
+        f"alpha-bravo from schedule [wakeledger-watchdog-{goal}]",
+        f"2026-12-07 06:46:36,140 INFO django_q.scheduler [-] Process-1 created task "
+        f"charlie-delta from schedule [wakeledger-watchdog-{other}]",
+        "2026-12-07 06:46:50,000 INFO ledger.scheduling wake ... for goal: ready_for_pull",
+        "2026-12-07 06:46:51,000 INFO django_q.scheduler [-] Process-1 created task "
+        "echo-foxtrot from schedule [wakeledger-sweeper]",
+        f"2026-12-07 06:47:07,000 INFO django_q.scheduler [-] Process-1 created task "
+        f"golf-hotel from schedule [wakeledger-watchdog-{goal}]",
+    ]
+    log = tmp_path / "scheduler.log"
+    log.write_text("\n".join(lines) + "\n")
+    created = scheduler_lines(log)
+    assert sorted(created) == [goal, other]  # watchdogs only: not the sweeper
+    assert len(created[goal]) == 2
+    found = passes(created)
+    assert [(p["schedules"], p["seconds"]) for p in found] == [(2, 0.04), (1, 0.0)]
+    assert scheduler_lines(tmp_path / "missing.log") == {}
+    assert percentiles([3.0, 1.0, 2.0]) == {"n": 3, "p50": 2.0, "p99": 3.0, "max": 3.0}
+    assert percentiles([]) == {}
+
+
+def test_wakelag_splits_a_pulled_wake_into_its_stages(agent, started, clock, tmp_path):
+    """An end of turn, the watchdog's slot an interval later, django-q2's
+    task made 18 s after the slot, the claim 2 s later, the pull 3 s after
+    that: each stage read back from the ledger, the task row and the log."""
+    from datetime import timedelta
+
+    from django_q.models import Task
+
+    from bench.wakelag import measure
+    from ledger.models import Goal
+    from scheduling import tasks
+
+    gid, lease = started(cadence_minutes=60)
+    since = clock()
+    clock.advance(seconds=10)
+    released = clock()
+    assert agent.post(f"goals/{gid}/lease/release", {"lease": lease}).status_code == 200
+    due = datetime.fromisoformat(Goal.objects.get(pk=gid).state["watchdog"]["next_due_at"])
+    assert due == released + timedelta(hours=1)  # armed at the release, an interval on
+    created = due + timedelta(seconds=18)
+    Task.objects.create(id="t" * 32, name="x", func="scheduling.tasks.fire_watchdog",
+                        args=(gid,), kwargs={"intended_date": due.isoformat()},
+                        started=created, stopped=created, success=True)
+    log = tmp_path / "scheduler.log"
+    local = created.astimezone().strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
+    log.write_text(f"{local} INFO django_q.scheduler [-] created task a-b from schedule "
+                   f"[wakeledger-watchdog-{gid}]\n")
+    clock.advance(seconds=(created - clock()).total_seconds() + 2)
+    assert tasks.fire_watchdog(gid, intended_date=due.isoformat()) == "ready_for_pull"
+    clock.advance(seconds=3)
+    assert agent.post(f"goals/{gid}/lease", {}).json()["acquired"] is True
+
+    report = measure(since, log)
+    assert report["wakes"] == 1 and report["busy_claims_after_release"] == 0
+    [wake] = report["worst"]
+    assert (wake["to_slot"], wake["to_created"], wake["to_task"], wake["to_claim"],
+            wake["to_pull"]) == (3600.0, 18.0, 18.0, 2.0, 3.0)
+    assert wake["wait"] == 3623.0
+    assert report["stages"]["wait"] == {"n": 1, "p50": 3623.0, "p99": 3623.0, "max": 3623.0}
+    # Ends of turn before ``since`` are not counted.
+    assert measure(clock() + timedelta(seconds=1), log)["wakes"] == 0
