@@ -22,20 +22,17 @@ Exit 0 whatever happens: one line on stderr (the plugin logs it), never an
 error in the turn.
 """
 
-import json
 import os
 import sys
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from ledger.domain.smartwake import resume_prompt
-from wakeledger_agent import client, runend
+from wakeledger_agent import hookrun, runend
 from wakeledger_agent.client import ApiError, Client
-from wakeledger_agent.errors import CliError
 from wakeledger_agent.leases import FileLeases
 
 AGENT_ID = "openclaw"
-HOOK_TIMEOUT = "3"  # per call; the plugin kills us at 4 s (timeoutMs)
 # The product's own continuations start with these words (vocabulary.resume_prompt).
 CONTINUATION = resume_prompt({}, "GOAL").split("GOAL")[0]
 # Session keys of turns no owner typed: cron jobs, webhook hooks, subagents.
@@ -205,25 +202,6 @@ HANDLERS = {"before_prompt_build": Hook.before_prompt_build, "agent_end": Hook.a
 
 
 def main(source: TextIO | None = None) -> int:
-    try:
-        try:
-            facts = json.loads((source or sys.stdin).read() or "null")
-        except (ValueError, UnicodeDecodeError):
-            facts = None
-        if not isinstance(facts, dict):
-            raise CliError(2, "expected one hook's facts as JSON on stdin")
-        handler = HANDLERS.get(str(facts.get("hook")))
-        if handler is None:
-            return 0
-        env = {**os.environ,
-               "WAKELEDGER_TIMEOUT": os.environ.get("WAKELEDGER_HOOK_TIMEOUT") or HOOK_TIMEOUT}
-        output = handler(Hook(client.from_env(env), FileLeases(), facts))
-    except CliError as error:
-        log(str(error))
-        return 0
-    except Exception as error:  # never an error in the turn: say what, exit 0
-        log(f"unexpected {type(error).__name__}; the turn goes on without Wake Ledger")
-        return 0
-    if output is not None:
-        print(json.dumps(output))
-    return 0
+    return hookrun.run_hook(source, what="one hook's facts", name_field="hook",
+                            hook=lambda api, facts: Hook(api, FileLeases(), facts),
+                            handlers=HANDLERS, log=log, goes_on="the turn")
