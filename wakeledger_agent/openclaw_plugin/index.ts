@@ -20,6 +20,15 @@ const owners = new Map<string, boolean>();
 // attempt, and this timer tells it the run has ended when no other attempt
 // came within settleMs. A later clean attempt cancels it: the run recovered.
 const settling = new Map<string, ReturnType<typeof setTimeout>>();
+// Runs whose end was reported (a clean attempt, or the settle): a later
+// agent_end of the same run is dropped, as a second report of one run would
+// read as a turn finished by hand (SESSION_ACTIVITY).
+const ended = new Set<string>();
+
+function end(runId: string): void {
+  ended.add(runId);
+  if (ended.size > REMEMBERED) ended.delete(ended.values().next().value as string);
+}
 
 function lastAssistant(messages: unknown): Facts | undefined {
   if (!Array.isArray(messages)) return undefined;
@@ -109,7 +118,7 @@ export default definePluginEntry({
 
     api.on("agent_end", (event: Facts, ctx: Facts) => {
       const runId = String(event.runId ?? ctx.runId ?? "");
-      if (!runId) return;
+      if (!runId || ended.has(runId)) return;
       const last = lastAssistant(event.messages);
       clearTimeout(settling.get(runId));
       settling.delete(runId);
@@ -118,8 +127,11 @@ export default definePluginEntry({
         // attempt of the same run ends cleanly first.
         settling.set(runId, setTimeout(() => {
           settling.delete(runId);
+          end(runId);
           void hook({ hook: "run_settled", ...session(ctx), runId });
         }, settleMs));
+      } else {
+        end(runId);
       }
       // Not awaited: the report never holds up the end of a turn.
       void hook({
