@@ -80,7 +80,7 @@ class Hook:
     def before_prompt_build(self) -> dict[str, Any] | None:
         goal_id = self.goal()
         if goal_id:
-            self._settle_earlier_run(goal_id)
+            self._report_held(goal_id, this_run=False)
         if not owner_turn(self.facts):
             if goal_id and continuation(self.facts) and self.facts.get("trigger") == "user":
                 return {"owner": False,
@@ -172,22 +172,20 @@ class Hook:
         """The plugin saw no other attempt of the run within its settle time:
         the held failure was the run's end. Report it."""
         goal_id = self.goal()
-        if goal_id is None:
-            return
-        with self.leases.locked(goal_id):
-            held = self._held(goal_id)
-            if held is not None and held.get("run_id") == str(self.facts.get("runId") or ""):
-                self._take_held(goal_id)
-                self._report_failure(goal_id, held["body"])
+        if goal_id is not None:
+            self._report_held(goal_id, this_run=True)
 
-    def _settle_earlier_run(self, goal_id: str) -> None:
-        """A new run in the session: a failure still held from an earlier run
-        (its settle never came: the Gateway restarted) was that run's end."""
+    def _report_held(self, goal_id: str, *, this_run: bool) -> None:
+        """Report the failure held for the goal if it is this run's
+        (``run_settled``) or, at a new run's start, an earlier run's: its
+        settle never came (the Gateway restarted), so it was that run's end."""
         with self.leases.locked(goal_id):
             held = self._held(goal_id)
-            if held is not None and held.get("run_id") != str(self.facts.get("runId") or ""):
-                self._take_held(goal_id)
-                self._report_failure(goal_id, held["body"])
+            run_id = str(self.facts.get("runId") or "")
+            if held is None or (held.get("run_id") == run_id) != this_run:
+                return
+            self._take_held(goal_id)
+            self._report_failure(goal_id, held["body"])
 
     def _hold_failure(self, goal_id: str) -> None:
         # The text is read here and dropped: only the class and reset are kept.
