@@ -23,6 +23,7 @@ from django.utils.crypto import salted_hmac
 
 from ledger.access.models import ApiToken, IdempotencyRecord, McpLease
 from ledger.eventstore import clock
+from ledger.models import Goal
 
 AGENT, AUDITOR, OPERATOR = "agent", "auditor", "operator"
 ROLES = (AGENT, AUDITOR, OPERATOR)
@@ -94,8 +95,6 @@ def prune_mcp_leases(now: datetime | None = None, batch: int = 500) -> int:
     again, would keep its rows for ever. A row pruned too soon costs only a
     new ``take_lease``: it is no secret and no record (the token derives
     again from what the events keep). Run with the idempotency prune."""
-    from ledger.models import Goal  # the projection: ledger.models imports this package
-
     cutoff = (now or clock.now()) - idempotency_retention()
     deleted, after = 0, 0
     while True:
