@@ -14,8 +14,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, TextIO, TypeVar
 
 from wakeledger_agent import client
-from wakeledger_agent.client import Client
+from wakeledger_agent.client import ApiError, Client
 from wakeledger_agent.errors import EXIT_USAGE, CliError
+from wakeledger_agent.leases import FileLeases
 
 H = TypeVar("H")
 HOOK_TIMEOUT = "3"  # seconds per call; OpenClaw's plugin kills us at 4 s
@@ -26,6 +27,18 @@ def hook_client() -> Client:
     env = {**os.environ,
            "WAKELEDGER_TIMEOUT": os.environ.get("WAKELEDGER_HOOK_TIMEOUT") or HOOK_TIMEOUT}
     return client.from_env(env)
+
+
+def fenced(api: Client, leases: FileLeases, goal_id: str, path: str, body: dict[str, Any],
+           lease: dict[str, Any], ending: tuple[str, ...]) -> dict[str, Any]:
+    """A fenced call with the lease the hooks keep; a refusal in ``ending``
+    (the lease can never work again) forgets it before the error goes on."""
+    try:
+        return api.call("POST", f"goals/{goal_id}/{path}", {"lease": lease, **body})
+    except ApiError as error:
+        if error.code in ending:
+            leases.forget(goal_id)
+        raise
 
 
 def read_facts(source: TextIO, what: str) -> dict[str, Any]:

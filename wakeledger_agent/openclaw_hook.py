@@ -241,12 +241,7 @@ class Hook:
 
     def _fenced(self, goal_id: str, path: str, body: dict[str, Any],
                 lease: dict[str, Any]) -> dict[str, Any]:
-        try:
-            return self.api.call("POST", f"goals/{goal_id}/{path}", {"lease": lease, **body})
-        except ApiError as error:
-            if error.code in LEASE_ENDING:
-                self.leases.forget(goal_id)
-            raise
+        return hookrun.fenced(self.api, self.leases, goal_id, path, body, lease, LEASE_ENDING)
 
 
 def note(goal_id: str, lease_note: str) -> str:
