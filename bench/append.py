@@ -31,12 +31,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (
     Row,
+    database_main,
     django_setup,
-    emit,
     median,
-    parser,
     percentile_ms,
-    reps_of,
+    rotating_rounds,
+    round_ratio,
 )
 
 RAW_TABLE = """CREATE TABLE bench_raw_event (id {pk}, goal_id TEXT NOT NULL,
@@ -206,21 +206,14 @@ def measure(database: str, ours: Ours, raw: RawSQLite | RawPostgres,
     """Rounds of every side in turn (the order rotating), so each round's
     ratios compare sides measured within seconds of each other."""
     sides = [ours.run, raw.run] + ([library.run] if library else [])
-    for side in sides:
-        side(min(100, events))  # warm up
-    ours.latencies.clear()
-    rates: list[list[float]] = [[] for _ in sides]
-    for rep in range(reps):
-        for k in range(len(sides)):
-            i = (k + rep) % len(sides)
-            rates[i].append(sides[i](events))
+    rates = rotating_rounds(sides, events, reps, warmed=ours.latencies.clear)
     mine = median(rates[0])
     p50, p99 = percentile_ms(ours.latencies, 50), percentile_ms(ours.latencies, 99)
     driver = "sqlite3" if database == "sqlite" else "psycopg"
     rows = [Row(name=f"append {database}: store.execute, 1 checkpoint per transaction",
                 value=mine, unit="events/s", baseline=f"raw {driver} INSERT+COMMIT",
                 baseline_value=median(rates[1]),
-                ratio=median([o / b for o, b in zip(rates[0], rates[1], strict=True)]),
+                ratio=round_ratio(rates[0], rates[1]),
                 p50_ms=p50, p99_ms=p99, n=events, reps=reps)]
     if library:
         rows.append(Row(
@@ -228,7 +221,7 @@ def measure(database: str, ours: Ours, raw: RawSQLite | RawPostgres,
             value=mine, unit="events/s",
             baseline=f"eventsourcing 9.5 {database} recorder, 1 event per save()",
             baseline_value=median(rates[2]),
-            ratio=median([o / b for o, b in zip(rates[0], rates[2], strict=True)]),
+            ratio=round_ratio(rates[0], rates[2]),
             p50_ms=p50, p99_ms=p99, n=events, reps=reps))
     return rows
 
@@ -297,28 +290,7 @@ def bench_postgres(events: int, reps: int) -> list[Row]:
 
 
 def main() -> None:
-    p = parser(__doc__)
-    p.add_argument("--events", type=int, default=None, help="events per round")
-    p.add_argument("--database", choices=("sqlite", "postgres", "both"), default="both")
-    args = p.parse_args()
-    reps = reps_of(args)
-    events = args.events or (200 if args.quick else 1000)
-    if args.database == "both":
-        # Django is set up once per process, for one database: one child each.
-        import subprocess
-
-        rows: list[Row] = []
-        for database in ("sqlite", "postgres"):
-            with tempfile.NamedTemporaryFile(suffix=".json") as out:
-                command = [sys.executable, __file__, "--database", database,
-                           "--events", str(events), "--reps", str(reps), "--out", out.name]
-                subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-                text = Path(out.name).read_text()
-                rows += [Row(**r) for r in json.loads(text)] if text else []
-        emit(rows, args.out)
-        return
-    rows = (bench_sqlite if args.database == "sqlite" else bench_postgres)(events, reps)
-    emit(rows, args.out)
+    database_main(__doc__, __file__, {"sqlite": bench_sqlite, "postgres": bench_postgres})
 
 
 if __name__ == "__main__":

@@ -79,6 +79,63 @@ def interleaved(reps: int, ours: Callable[[], float], base: Callable[[], float]
             median([o / b for o, b in pairs]))
 
 
+def rotating_rounds(sides: Sequence[Callable[[int], float]], events: int, reps: int,
+                    warmed: Callable[[], None] | None = None) -> list[list[float]]:
+    """Each side warmed up, then ``reps`` rounds of every side in turn, the
+    order rotating each round, so each round's figures compare sides measured
+    within seconds of each other. A side runs ``events`` operations and
+    answers its rate; ``warmed`` runs after the warm-up (clear latencies the
+    warm-up recorded). Returns each side's rates, round by round."""
+    for side in sides:
+        side(min(100, events))  # warm up
+    if warmed is not None:
+        warmed()
+    rates: list[list[float]] = [[] for _ in sides]
+    for rep in range(reps):
+        for k in range(len(sides)):
+            i = (k + rep) % len(sides)
+            rates[i].append(sides[i](events))
+    return rates
+
+
+def round_ratio(ours: Sequence[float], theirs: Sequence[float]) -> float:
+    """The median of the per-round ratios ours / theirs."""
+    return median([o / b for o, b in zip(ours, theirs, strict=True)])
+
+
+def database_main(doc: str | None, script: str,
+                  benches: dict[str, Callable[[int, int], list[Row]]],
+                  available: Callable[[], bool] = lambda: True) -> None:
+    """The main of a bench that measures each database in its own process:
+    Django (and whatever else a side sets up) is set up once per process, for
+    one database, so ``--database both`` runs one child per database and
+    gathers their rows."""
+    p = parser(doc)
+    p.add_argument("--events", type=int, default=None, help="operations per round")
+    p.add_argument("--database", choices=(*benches, "both"), default="both")
+    args = p.parse_args()
+    reps = reps_of(args)
+    events = args.events or (200 if args.quick else 1000)
+    if not available():
+        emit([], args.out)
+        return
+    if args.database != "both":
+        emit(benches[args.database](events, reps), args.out)
+        return
+    import subprocess
+    import tempfile
+
+    rows: list[Row] = []
+    for database in benches:
+        with tempfile.NamedTemporaryFile(suffix=".json") as out:
+            command = [sys.executable, script, "--database", database,
+                       "--events", str(events), "--reps", str(reps), "--out", out.name]
+            subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+            text = Path(out.name).read_text()
+            rows += [Row(**r) for r in json.loads(text)] if text else []
+    emit(rows, args.out)
+
+
 def parser(doc: str | None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer rounds, smaller sizes")

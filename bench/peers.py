@@ -43,7 +43,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import Row, django_setup, emit, median, parser, percentile_ms, reps_of
+from bench.common import (
+    Row,
+    database_main,
+    django_setup,
+    median,
+    percentile_ms,
+    rotating_rounds,
+    round_ratio,
+)
 
 
 class DbosSteps:
@@ -116,18 +124,11 @@ def wal_full(path: Path) -> sqlite3.Connection:
 def measure(database: str, ours: Any, peers: list[tuple[str, Any]], events: int,
             reps: int) -> list[Row]:
     sides = [ours.run] + [peer.run for _, peer in peers]
-    for side in sides:
-        side(min(100, events))  # warm up
-    ours.latencies.clear()
-    rates: list[list[float]] = [[] for _ in sides]
-    for rep in range(reps):
-        for k in range(len(sides)):
-            i = (k + rep) % len(sides)
-            rates[i].append(sides[i](events))
+    rates = rotating_rounds(sides, events, reps, warmed=ours.latencies.clear)
     p50, p99 = percentile_ms(ours.latencies, 50), percentile_ms(ours.latencies, 99)
     return [Row(name=f"peers {database}: store.execute vs {short}", value=median(rates[0]),
                 unit="events/s", baseline=baseline, baseline_value=median(rates[i]),
-                ratio=median([o / b for o, b in zip(rates[0], rates[i], strict=True)]),
+                ratio=round_ratio(rates[0], rates[i]),
                 p50_ms=p50, p99_ms=p99, n=events, reps=reps)
             for i, (baseline, _) in enumerate(peers, start=1)
             for short in [baseline.split(",")[0]]]
@@ -214,31 +215,8 @@ def bench_postgres(events: int, reps: int) -> list[Row]:
 
 
 def main() -> None:
-    p = parser(__doc__)
-    p.add_argument("--events", type=int, default=None, help="operations per round")
-    p.add_argument("--database", choices=("sqlite", "postgres", "both"), default="both")
-    args = p.parse_args()
-    reps = reps_of(args)
-    events = args.events or (200 if args.quick else 1000)
-    if not peers_available():
-        emit([], args.out)
-        return
-    if args.database == "both":
-        # Django and DBOS are set up once per process, for one database: one child each.
-        import subprocess
-
-        rows: list[Row] = []
-        for database in ("sqlite", "postgres"):
-            with tempfile.NamedTemporaryFile(suffix=".json") as out:
-                command = [sys.executable, __file__, "--database", database,
-                           "--events", str(events), "--reps", str(reps), "--out", out.name]
-                subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-                text = Path(out.name).read_text()
-                rows += [Row(**r) for r in json.loads(text)] if text else []
-        emit(rows, args.out)
-        return
-    rows = (bench_sqlite if args.database == "sqlite" else bench_postgres)(events, reps)
-    emit(rows, args.out)
+    database_main(__doc__, __file__, {"sqlite": bench_sqlite, "postgres": bench_postgres},
+                  available=peers_available)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""Housekeeping that django-q2 runs on a schedule: pruning idempotency records,
-and the hourly ``ledger doctor --fix`` (schedule rows repaired by content).
+"""Housekeeping that django-q2 runs on a schedule: pruning idempotency records
+and the ``/mcp`` lease rows no lease stands behind, and the hourly ``ledger
+doctor --fix`` (schedule rows repaired by content).
 
 The schedule is created (or brought in step) after every ``migrate``, like the
 lease sweeper's, so a deployment that migrates has it without a manual step.
@@ -17,17 +18,26 @@ from ledger.operators import doctor
 
 logger = logging.getLogger(__name__)
 
-PRUNE = "scheduling.maintenance.prune_idempotency_records"
+PRUNE = "scheduling.maintenance.prune"
 PRUNE_NAME = "wakeledger-idempotency-prune"
 
 
-def prune_idempotency_records() -> int:
-    """Delete idempotency records older than their retention. Returns how many."""
-    deleted = accounts.prune_idempotency_records()
-    if deleted:
-        logger.info("pruned %d idempotency record(s) older than %d h", deleted,
-                    settings.WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS)
-    return deleted
+def prune() -> int:
+    """Delete idempotency records older than their retention, and the MCP
+    lease rows no lease stands behind any more. Returns how many rows."""
+    hours = settings.WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS
+    records = accounts.prune_idempotency_records()
+    if records:
+        logger.info("pruned %d idempotency record(s) older than %d h", records, hours)
+    leases = accounts.prune_mcp_leases()
+    if leases:
+        logger.info("pruned %d MCP lease row(s) whose lease ended over %d h ago", leases, hours)
+    return records + leases
+
+
+# The func a schedule row wrote before `migrate` brought it to `prune`: a row
+# that fires between a deploy and its migrate still runs.
+prune_idempotency_records = prune
 
 
 def ensure_prune_schedule(**_: Any) -> None:

@@ -7,7 +7,10 @@
 - ``Worker``, ``transaction_held_open`` and ``LockWaits``: a second database
   connection on a thread, a write transaction kept open on one, and the proof
   that another connection is waiting for its lock, without a timed join;
-- ``staff`` (an admin client) and ``issue_agent_token`` (an agent's bearer token).
+- ``staff`` (an admin client) and ``issue_agent_token`` (an agent's bearer token);
+- ``manage_env`` and ``manage_processes``: real ``manage.py`` processes (a
+  qcluster, the notification watch) on the test's PostgreSQL database, each
+  logging to a file, all stopped when the block ends.
 
 Fixtures stay in tests/conftest.py; builders of goals in tests/factories.py.
 """
@@ -16,6 +19,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -212,3 +219,61 @@ def issue_agent_token(username: str) -> str:
     user = get_user_model().objects.create(username=username)
     user.groups.add(Group.objects.get_or_create(name="agent")[0])
     return accounts.issue_token(user)
+
+
+# ------------------------------------------------------------------ real manage.py processes
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def manage_env(settings: Any, tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The environment of a real ``manage.py`` process that shares the test's
+    PostgreSQL database (the test's own transactions must commit: a
+    ``transaction=True`` test), with its own var/ and one worker."""
+    db = connection.settings_dict
+    return {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+            "SECRET_KEY": settings.SECRET_KEY, "WAKELEDGER_VAR_DIR": str(tmp_path / "var"),
+            "WAKELEDGER_Q_WORKERS": "1", **extra}
+
+
+class ManageProcesses:
+    """``manage.py`` processes started by one test, each in its own session
+    (``os.killpg`` kills a whole qcluster) and logging to ``NAME-N.log``."""
+
+    def __init__(self, env: dict[str, str], logs: Path):
+        self.env, self.logs = env, logs
+        self.started: list[tuple[subprocess.Popen[bytes], Any]] = []
+
+    def spawn(self, name: str, *args: str, **extra: str) -> subprocess.Popen[bytes]:
+        log = open(self.logs / f"{name}-{len(self.started)}.log", "wb")  # noqa: SIM115
+        process = subprocess.Popen([sys.executable, "manage.py", *args], cwd=ROOT,
+                                   env={**self.env, **extra}, stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        self.started.append((process, log))
+        return process
+
+    def stop(self) -> None:
+        """SIGTERM to each one still running (a clean stop), SIGKILL to its
+        whole group if it has not stopped within WAIT."""
+        for process, log in self.started:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=WAIT)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait(timeout=WAIT)
+            log.close()
+        self.started.clear()
+
+
+@contextmanager
+def manage_processes(env: dict[str, str], logs: Path) -> Iterator[ManageProcesses]:
+    """Start ``manage.py`` processes with ``spawn``; every one is stopped when
+    the block ends, passed or failed."""
+    processes = ManageProcesses(env, logs)
+    try:
+        yield processes
+    finally:
+        processes.stop()

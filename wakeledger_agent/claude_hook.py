@@ -26,7 +26,6 @@ timeout (``WAKELEDGER_HOOK_TIMEOUT``, 3 s, two attempts).
 """
 
 import contextlib
-import json
 import os
 import sys
 from datetime import UTC, datetime
@@ -34,13 +33,12 @@ from typing import Any, TextIO
 
 from ledger.domain.vocabulary import packet_lines
 from wakeledger_agent import claude_transcript as transcript
-from wakeledger_agent import client, runend
+from wakeledger_agent import hookrun, runend
 from wakeledger_agent.client import ApiError, Client
 from wakeledger_agent.errors import CliError
 from wakeledger_agent.leases import FileLeases
 
 AGENT_ID = "claude-code"
-HOOK_TIMEOUT = "3"
 # A lease that can never work again: forget it.
 LEASE_ENDING = ("lease_lost", "lease_required", "goal_terminal")
 
@@ -250,12 +248,7 @@ class Hook:
 
     def _fenced(self, goal_id: str, path: str, body: dict[str, Any],
                 lease: dict[str, Any]) -> dict[str, Any]:
-        try:
-            return self.api.call("POST", f"goals/{goal_id}/{path}", {"lease": lease, **body})
-        except ApiError as error:
-            if error.code in LEASE_ENDING:
-                self.leases.forget(goal_id)
-            raise
+        return hookrun.fenced(self.api, self.leases, goal_id, path, body, lease, LEASE_ENDING)
 
 
 # ---------------------------------------------------------------- what the model reads
@@ -316,36 +309,10 @@ HANDLERS = {
 }
 
 
-def read_event(source: TextIO) -> dict[str, Any]:
-    try:
-        event = json.loads(source.read() or "null")
-    except (ValueError, UnicodeDecodeError):
-        event = None
-    if not isinstance(event, dict):
-        raise CliError(2, "expected one Claude Code hook event as JSON on stdin")
-    return event
-
-
 def main(source: TextIO | None = None) -> int:
     """Exit 0 whatever happens: a hook that fails must not stop the session
     (a StopFailure or SessionStart hook's exit code 2 would mean something)."""
-    try:
-        event = read_event(source or sys.stdin)
-        handler = HANDLERS.get(str(event.get("hook_event_name")))
-        if handler is None:
-            return 0  # an event these hooks do not act on
-        # Short, whatever the CLI's WAKELEDGER_TIMEOUT: the session waits on us.
-        env = {**os.environ,
-               "WAKELEDGER_TIMEOUT": os.environ.get("WAKELEDGER_HOOK_TIMEOUT") or HOOK_TIMEOUT}
-        output = handler(Hook(client.from_env(env), FileLeases(), event))
-    except CliError as error:
-        # The messages are the server's problem details and our own words:
-        # never a token (the API never echoes one).
-        log(str(error))
-        return 0
-    except Exception as error:  # a hook never blocks the session: say what, exit 0
-        log(f"unexpected {type(error).__name__}; the session goes on without Wake Ledger")
-        return 0
-    if output is not None:
-        print(json.dumps(output))
-    return 0
+    return hookrun.run_hook(source, what="one Claude Code hook event",
+                            name_field="hook_event_name",
+                            hook=lambda api, event: Hook(api, FileLeases(), event),
+                            handlers=HANDLERS, log=log, goes_on="the session")

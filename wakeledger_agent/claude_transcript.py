@@ -219,7 +219,7 @@ def run(argv: list[str]) -> int:
     """Run ``claude`` (its output passed through), then settle its end from the
     transcript; exit with claude's own status. Never fails for Wake Ledger's
     sake: a server that is down is one line on stderr."""
-    from wakeledger_agent import claude_hook, client  # the hook's own machinery
+    from wakeledger_agent import claude_hook, hookrun  # the hook's own machinery
 
     if not argv:
         print("wakeledger claude-run: give the claude command after --", file=sys.stderr)
@@ -239,10 +239,8 @@ def run(argv: list[str]) -> int:
         return code
     event: dict[str, Any] = {"session_id": session, "hook_event_name": "claude-run",
                              "cwd": os.getcwd(), "transcript_path": transcript_of(leases, session)}
-    env = {**os.environ, "WAKELEDGER_TIMEOUT": os.environ.get("WAKELEDGER_HOOK_TIMEOUT")
-           or claude_hook.HOOK_TIMEOUT}
     try:
-        claude_hook.Hook(client.from_env(env), leases, event).after_exit()
+        claude_hook.Hook(hookrun.hook_client(), leases, event).after_exit()
     except Exception as error:  # never the run's failure: say what, keep claude's status
         claude_hook.log(f"claude-run: the run's end was not reported ({error})")
     return code

@@ -1,7 +1,7 @@
 """``wakeledger hook openclaw``: what the OpenClaw plugin's hooks do.
 
 The plugin (``openclaw_plugin/index.ts``, in the Gateway) runs this with a
-few facts of one hook as JSON on stdin and waits for it at most 4 s. Two hooks:
+few facts of one hook as JSON on stdin and waits for it at most 4 s. Three hooks:
 
 - ``before_prompt_build``: an owner's turn (trigger ``user`` in a direct
   session, no cron/hook/subagent session key, provenance absent or
@@ -11,12 +11,17 @@ few facts of one hook as JSON on stdin and waits for it at most 4 s. Two hooks:
   model, workspace) or the session's goal again, whose lease it takes — and
   answers the short context note the model reads. A continuation in a bound
   session gets the note and no admission; every other turn, nothing.
-- ``agent_end``: how the run ended, from the last assistant message the
-  plugin passed (``stopReason``, ``errorMessage``): an error is reported as
-  its class and reset only (``runend``: the text is read here and dropped),
-  a clean end as the run's end, then the lease is released. An owner's turn
-  that finished while the goal waited for its reset (no lease for us) is
-  reported as session activity: a human went on by hand.
+- ``agent_end``: how an attempt of the run ended, from the last assistant
+  message the plugin passed (``stopReason``, ``errorMessage``). OpenClaw
+  retries a generic 429 inside one run, each attempt firing agent_end with
+  the same runId: a failed attempt is held (as its class and reset only,
+  ``runend``: the text is read here and dropped) until the run has ended —
+  ``run_settled``, the plugin's word that no other attempt came within its
+  settle time, or the session's next run — and then reported; a clean end
+  drops what was held and is reported as the run's end, then the lease is
+  released. An owner's turn that finished while the goal waited for its
+  reset (no lease for us) is reported as session activity: a human went on
+  by hand.
 
 Exit 0 whatever happens: one line on stderr (the plugin logs it), never an
 error in the turn.
@@ -26,16 +31,15 @@ import json
 import os
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TextIO
 
 from ledger.domain.smartwake import resume_prompt
-from wakeledger_agent import client, runend
+from wakeledger_agent import hookrun, runend
 from wakeledger_agent.client import ApiError, Client
-from wakeledger_agent.errors import CliError
-from wakeledger_agent.leases import FileLeases
+from wakeledger_agent.leases import FileLeases, write_private
 
 AGENT_ID = "openclaw"
-HOOK_TIMEOUT = "3"  # per call; the plugin kills us at 4 s (timeoutMs)
 # The product's own continuations start with these words (vocabulary.resume_prompt).
 CONTINUATION = resume_prompt({}, "GOAL").split("GOAL")[0]
 # Session keys of turns no owner typed: cron jobs, webhook hooks, subagents.
@@ -75,6 +79,8 @@ class Hook:
 
     def before_prompt_build(self) -> dict[str, Any] | None:
         goal_id = self.goal()
+        if goal_id:
+            self._report_held(goal_id, this_run=False)
         if not owner_turn(self.facts):
             if goal_id and continuation(self.facts) and self.facts.get("trigger") == "user":
                 return {"owner": False,
@@ -133,38 +139,95 @@ class Hook:
     # ------------------------------------------------------------ agent_end
 
     def agent_end(self) -> None:
+        """One attempt of a run ended. OpenClaw retries a generic 429 inside
+        the run, and every attempt fires agent_end with the same runId: a
+        failed attempt is held (its class and reset only), not reported, so a
+        later attempt that ends cleanly reports the run as the clean end it
+        was and the goal never pauses for a backoff it does not need. The
+        held failure is reported when the run has really ended: the plugin's
+        ``run_settled`` (no other attempt within its settle time), or the
+        session's next run."""
         goal_id = self.goal()
         if goal_id is None:
             return
         with self.leases.locked(goal_id):
             lease = self.leases.get(goal_id)
             if self.facts.get("stopReason") == "error":
-                self._report_failure(goal_id, lease)
-            elif lease is not None:
+                self._hold_failure(goal_id)
+                return
+            recovered = self._take_held(goal_id)
+            if lease is not None:
                 self._fenced(goal_id, "runs", {"outcome": "ok", "session": self.session()}, lease)
                 self._fenced(goal_id, "lease/release", {}, lease)
                 self.leases.forget(goal_id)
+                if recovered:
+                    log(f"agent_end: goal {goal_id}: the run recovered from its failed "
+                        "attempt; reported as a clean end")
             elif self.facts.get("owner") is True:
                 state = self.api.call("GET", f"goals/{goal_id}")
                 if state.get("status") in ("paused", "waiting"):
                     self._activity(goal_id)
 
-    def _report_failure(self, goal_id: str, lease: dict[str, Any] | None) -> None:
-        if lease is None:
-            answer = self.api.call("POST", f"goals/{goal_id}/lease", {})
-            if not answer.get("acquired"):
-                log(f"agent_end: goal {goal_id}: no lease to report the run with "
-                    f"({answer.get('next_required_action')})")
+    def run_settled(self) -> None:
+        """The plugin saw no other attempt of the run within its settle time:
+        the held failure was the run's end. Report it."""
+        goal_id = self.goal()
+        if goal_id is not None:
+            self._report_held(goal_id, this_run=True)
+
+    def _report_held(self, goal_id: str, *, this_run: bool) -> None:
+        """Report the failure held for the goal if it is this run's
+        (``run_settled``) or, at a new run's start, an earlier run's: its
+        settle never came (the Gateway restarted), so it was that run's end."""
+        with self.leases.locked(goal_id):
+            held = self._held(goal_id)
+            run_id = str(self.facts.get("runId") or "")
+            if held is None or (held.get("run_id") == run_id) != this_run:
                 return
-            lease = {"token": answer["lease"]["token"],
-                     "generation": answer["lease"]["generation"]}
+            self._take_held(goal_id)
+            self._report_failure(goal_id, held["body"])
+
+    def _hold_failure(self, goal_id: str) -> None:
+        # The text is read here and dropped: only the class and reset are kept.
         text = "\n".join(str(self.facts.get(k) or "")
                          for k in ("errorMessage", "errorCode", "errorType"))
         body = runend.run_report(None, text, now=datetime.now(UTC),
                                  tz=os.environ.get("TZ") or "UTC")
+        run_id = str(self.facts.get("runId") or "")
+        write_private(self._held_path(goal_id), json.dumps({"run_id": run_id, "body": body}))
+        log(f"agent_end: goal {goal_id}: an attempt of run {run_id} failed "
+            f"({body['error_text']}); held until the run ends")
+
+    def _held_path(self, goal_id: str) -> Path:
+        return self.leases.root / "openclaw-held" / f"{goal_id}.json"
+
+    def _held(self, goal_id: str) -> dict[str, Any] | None:
+        try:
+            held = json.loads(self._held_path(goal_id).read_text())
+        except (OSError, ValueError):
+            return None
+        return held if isinstance(held, dict) and isinstance(held.get("body"), dict) else None
+
+    def _take_held(self, goal_id: str) -> bool:
+        try:
+            self._held_path(goal_id).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def _report_failure(self, goal_id: str, body: dict[str, Any]) -> None:
+        lease = self.leases.get(goal_id)
+        if lease is None:
+            answer = self.api.call("POST", f"goals/{goal_id}/lease", {})
+            if not answer.get("acquired"):
+                log(f"run end: goal {goal_id}: no lease to report the run with "
+                    f"({answer.get('next_required_action')})")
+                return
+            lease = {"token": answer["lease"]["token"],
+                     "generation": answer["lease"]["generation"]}
         answer = self._fenced(goal_id, "runs", {**body, "session": self.session()}, lease)
         self.leases.forget(goal_id)  # a reported failure ends the lease
-        log(f"agent_end: goal {goal_id} {answer.get('status')} ({answer.get('classification')}"
+        log(f"run end: goal {goal_id} {answer.get('status')} ({answer.get('classification')}"
             + (f", until {answer['paused_until']})" if answer.get("paused_until") else ")"))
 
     def _activity(self, goal_id: str) -> None:
@@ -178,12 +241,7 @@ class Hook:
 
     def _fenced(self, goal_id: str, path: str, body: dict[str, Any],
                 lease: dict[str, Any]) -> dict[str, Any]:
-        try:
-            return self.api.call("POST", f"goals/{goal_id}/{path}", {"lease": lease, **body})
-        except ApiError as error:
-            if error.code in LEASE_ENDING:
-                self.leases.forget(goal_id)
-            raise
+        return hookrun.fenced(self.api, self.leases, goal_id, path, body, lease, LEASE_ENDING)
 
 
 def note(goal_id: str, lease_note: str) -> str:
@@ -201,29 +259,11 @@ def log(message: str) -> None:
     print(f"wakeledger hook openclaw: {message}", file=sys.stderr, flush=True)
 
 
-HANDLERS = {"before_prompt_build": Hook.before_prompt_build, "agent_end": Hook.agent_end}
+HANDLERS = {"before_prompt_build": Hook.before_prompt_build, "agent_end": Hook.agent_end,
+            "run_settled": Hook.run_settled}
 
 
 def main(source: TextIO | None = None) -> int:
-    try:
-        try:
-            facts = json.loads((source or sys.stdin).read() or "null")
-        except (ValueError, UnicodeDecodeError):
-            facts = None
-        if not isinstance(facts, dict):
-            raise CliError(2, "expected one hook's facts as JSON on stdin")
-        handler = HANDLERS.get(str(facts.get("hook")))
-        if handler is None:
-            return 0
-        env = {**os.environ,
-               "WAKELEDGER_TIMEOUT": os.environ.get("WAKELEDGER_HOOK_TIMEOUT") or HOOK_TIMEOUT}
-        output = handler(Hook(client.from_env(env), FileLeases(), facts))
-    except CliError as error:
-        log(str(error))
-        return 0
-    except Exception as error:  # never an error in the turn: say what, exit 0
-        log(f"unexpected {type(error).__name__}; the turn goes on without Wake Ledger")
-        return 0
-    if output is not None:
-        print(json.dumps(output))
-    return 0
+    return hookrun.run_hook(source, what="one hook's facts", name_field="hook",
+                            hook=lambda api, facts: Hook(api, FileLeases(), facts),
+                            handlers=HANDLERS, log=log, goes_on="the turn")

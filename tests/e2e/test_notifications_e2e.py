@@ -11,11 +11,8 @@ exactly once each."""
 import json
 import os
 import signal
-import subprocess
-import sys
 import urllib.request
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -23,10 +20,8 @@ from django.utils import timezone
 
 from ledger.access import accounts
 from ledger.models import Notification
-from tests.helpers import wait_for
+from tests.helpers import manage_env, manage_processes, wait_for
 from tests.receivers import receiving, smtp_receiving
-
-ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -62,27 +57,15 @@ def test_a_blocked_goal_tells_each_channel_once_across_scheduler_kills(live_serv
         notify = (f"{hook_url.replace('http://', 'json://')} mailto://127.0.0.1:{port}"
                   "?from=ledger@example.com&to=ops@example.com&mode=insecure")
         settings.WAKELEDGER_NOTIFY, settings.SITE_URL = notify, live_server.url
-        db = connection.settings_dict
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
-               "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-               "SECRET_KEY": settings.SECRET_KEY, "SITE_URL": live_server.url,
-               "WAKELEDGER_NOTIFY": notify, "WAKELEDGER_VAR_DIR": str(tmp_path / "var"),
-               "WAKELEDGER_FAILPOINTS_ENABLED": "1", "WAKELEDGER_NOTIFY_TIMEOUT_SECONDS": "5",
-               "WAKELEDGER_OUTBOX_GRACE_SECONDS": "0", "WAKELEDGER_Q_WORKERS": "1"}
-        clusters = []
-
-        def cluster(**extra: str) -> subprocess.Popen:
-            log = open(tmp_path / f"qcluster-{len(clusters)}.log", "wb")  # noqa: SIM115
-            process = subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=ROOT,
-                                       env={**env, **extra}, stdout=log,
-                                       stderr=subprocess.STDOUT, start_new_session=True)
-            clusters.append((process, log))
-            return process
-
-        try:
+        env = manage_env(settings, tmp_path, SITE_URL=live_server.url,
+                         WAKELEDGER_NOTIFY=notify, WAKELEDGER_FAILPOINTS_ENABLED="1",
+                         WAKELEDGER_NOTIFY_TIMEOUT_SECONDS="5",
+                         WAKELEDGER_OUTBOX_GRACE_SECONDS="0")
+        with manage_processes(env, tmp_path) as processes:
             agent = caller(live_server.url, "agent-e2e", "agent")
             operator = caller(live_server.url, "operator-e2e", "operator")
-            first = cluster(WAKELEDGER_FAILPOINT="notify.after_sending_mark")
+            first = processes.spawn("qcluster", "qcluster",
+                                    WAKELEDGER_FAILPOINT="notify.after_sending_mark")
             body = agent("goals", {"goal_key": "notify-e2e", "workspace": "/srv/e2e",
                                    "objective": "Ship it", "policy": {"lease_seconds": 300}})
             gid, lease = body["goal"]["id"], {"token": body["lease"]["token"],
@@ -101,20 +84,11 @@ def test_a_blocked_goal_tells_each_channel_once_across_scheduler_kills(live_serv
             wait_for(lambda: not Notification.objects.filter(
                 status="sending", sending_at__gt=timezone.now() - timedelta(seconds=6))
                 .exists(), 30, what="the dead sender's timeout")
-            cluster()
+            processes.spawn("qcluster", "qcluster")
             wait_for(lambda: len(hooks) == 2 and len(mails) == 2, 60,
                      what="both notices on both channels, within a minute of the restart")
             wait_for(lambda: not Notification.objects.exclude(status="sent").exists(), 30,
                      what="every notice marked sent")
-        finally:
-            for process, log in clusters:
-                if process.poll() is None:
-                    process.send_signal(signal.SIGTERM)
-                    try:
-                        process.wait(timeout=30)
-                    except subprocess.TimeoutExpired:
-                        os.killpg(process.pid, signal.SIGKILL)
-                log.close()
     titles = sorted(json.loads(body)["title"] for _, body in hooks)
     assert titles == ["Wake Ledger: goal notify-e2e needs a human (BLOCKED_APPROVAL)",
                       "Wake Ledger: goal notify-e2e no longer needs a human"]

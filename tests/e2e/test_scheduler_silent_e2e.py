@@ -11,9 +11,6 @@ is told back exactly once. The watch then stops cleanly on SIGTERM."""
 import json
 import os
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -25,10 +22,9 @@ from ledger.domain.events import iso
 from ledger.models import Notification, SchedulerBeat
 from ledger.operators.alerts import SWEEPER
 from ledger.operators.doctor import SWEEPER_NAME
-from tests.helpers import wait_for
+from tests.helpers import manage_env, manage_processes, wait_for
 from tests.receivers import receiving
 
-ROOT = Path(__file__).resolve().parents[2]
 SILENT_SECONDS = 10
 BOOT = 120  # seconds: a process's start on a loaded 2-core machine
 
@@ -60,28 +56,14 @@ def titles(hooks: list) -> list[str]:
 
 def test_the_watch_tells_a_killed_scheduler_once_and_its_return_once(settings, tmp_path):
     with receiving() as (hook_url, hooks):
-        db = connection.settings_dict
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
-               "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-               "SECRET_KEY": settings.SECRET_KEY, "SITE_URL": "http://ledger.test",
-               "WAKELEDGER_NOTIFY": hook_url.replace("http://", "json://"),
-               "WAKELEDGER_VAR_DIR": str(tmp_path / "var"),
-               "WAKELEDGER_SCHEDULER_SILENT_SECONDS": str(SILENT_SECONDS),
-               "WAKELEDGER_Q_WORKERS": "1", "WAKELEDGER_Q_GUARD_CYCLE": "30"}
-        processes = []
-
-        def spawn(name: str, *args: str) -> subprocess.Popen:
-            log = open(tmp_path / f"{name}-{len(processes)}.log", "wb")  # noqa: SIM115
-            process = subprocess.Popen([sys.executable, "manage.py", *args], cwd=ROOT, env=env,
-                                       stdout=log, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
-            processes.append((process, log))
-            return process
-
-        try:
+        env = manage_env(settings, tmp_path, SITE_URL="http://ledger.test",
+                         WAKELEDGER_NOTIFY=hook_url.replace("http://", "json://"),
+                         WAKELEDGER_SCHEDULER_SILENT_SECONDS=str(SILENT_SECONDS),
+                         WAKELEDGER_Q_GUARD_CYCLE="30")
+        with manage_processes(env, tmp_path) as processes:
             sweep_due_now()
-            first = spawn("qcluster", "qcluster")
-            watch = spawn("watch", "ledger", "notify", "--every", "1")
+            first = processes.spawn("qcluster", "qcluster")
+            watch = processes.spawn("watch", "ledger", "notify", "--every", "1")
             beat = wait_for(last_sweep, BOOT, what="the first cluster's sweep")
             os.killpg(first.pid, signal.SIGKILL)  # kill -9 of the whole scheduler
             first.wait(timeout=30)
@@ -92,20 +74,11 @@ def test_the_watch_tells_a_killed_scheduler_once_and_its_return_once(settings, t
             assert f"since {iso(beat)}" in json.loads(hooks[0][1])["message"]
 
             sweep_due_now()
-            spawn("qcluster", "qcluster")
+            processes.spawn("qcluster", "qcluster")
             wait_for(lambda: len(hooks) == 2, BOOT, what="the scheduler told back")
             # Stop the watch before the next (test-short) silence could start.
             watch.send_signal(signal.SIGTERM)
             assert watch.wait(timeout=60) == 0
-        finally:
-            for process, log in processes:
-                if process.poll() is None:
-                    process.send_signal(signal.SIGTERM)
-                    try:
-                        process.wait(timeout=30)
-                    except subprocess.TimeoutExpired:
-                        os.killpg(process.pid, signal.SIGKILL)
-                log.close()
     assert titles(hooks) == ["Wake Ledger: the scheduler is silent",
                              "Wake Ledger: the scheduler runs again"]
     rows = list(Notification.objects.order_by("pk").values_list("kind", "status"))

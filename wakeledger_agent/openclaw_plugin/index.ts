@@ -11,19 +11,23 @@ import { definePluginEntry } from "openclaw/plugin-sdk/plugin-entry";
 
 type Facts = Record<string, unknown>;
 
-// A generic 429 is retried inside one run and fires agent_end on every
-// attempt with the same runId: one report per run.
-const reported = new Set<string>();
 const REMEMBERED = 500;
 // Whether the hook admitted each run as an owner's turn (before_prompt_build
 // sees the message; agent_end does not).
 const owners = new Map<string, boolean>();
+// A generic 429 is retried inside one run (2, 4, 8 s apart by default), and
+// every attempt fires agent_end with the same runId: the hook holds a failed
+// attempt, and this timer tells it the run has ended when no other attempt
+// came within settleMs. A later clean attempt cancels it: the run recovered.
+const settling = new Map<string, ReturnType<typeof setTimeout>>();
+// Runs whose end was reported (a clean attempt, or the settle): a later
+// agent_end of the same run is dropped, as a second report of one run would
+// read as a turn finished by hand (SESSION_ACTIVITY).
+const ended = new Set<string>();
 
-function remember(runId: string): boolean {
-  if (reported.has(runId)) return false;
-  reported.add(runId);
-  if (reported.size > REMEMBERED) reported.delete(reported.values().next().value as string);
-  return true;
+function end(runId: string): void {
+  ended.add(runId);
+  if (ended.size > REMEMBERED) ended.delete(ended.values().next().value as string);
 }
 
 function lastAssistant(messages: unknown): Facts | undefined {
@@ -42,8 +46,10 @@ export default definePluginEntry({
   register(api) {
     const config = (api.pluginConfig ?? {}) as {
       url?: string; command?: string[]; timeoutMs?: number; dispatch?: string;
+      settleMs?: number;
     };
     const timeoutMs = config.timeoutMs ?? 4000;
+    const settleMs = config.settleMs ?? 30000;
     const log = api.logger ?? console;
 
     // Run the local hook; answer its JSON output, or undefined after timeoutMs.
@@ -112,8 +118,21 @@ export default definePluginEntry({
 
     api.on("agent_end", (event: Facts, ctx: Facts) => {
       const runId = String(event.runId ?? ctx.runId ?? "");
-      if (!runId || !remember(runId)) return;
+      if (!runId || ended.has(runId)) return;
       const last = lastAssistant(event.messages);
+      clearTimeout(settling.get(runId));
+      settling.delete(runId);
+      if (last?.stopReason === "error") {
+        // Held by the hook until the run ends: reported then, unless a later
+        // attempt of the same run ends cleanly first.
+        settling.set(runId, setTimeout(() => {
+          settling.delete(runId);
+          end(runId);
+          void hook({ hook: "run_settled", ...session(ctx), runId });
+        }, settleMs));
+      } else {
+        end(runId);
+      }
       // Not awaited: the report never holds up the end of a turn.
       void hook({
         hook: "agent_end", ...session(ctx), runId, owner: owners.get(runId) === true,

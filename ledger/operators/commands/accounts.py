@@ -24,6 +24,7 @@ from ledger.access.accounts import (
     ROLES,
     issue_token,
     prune_idempotency_records,
+    prune_mcp_leases,
     role_of,
 )
 from ledger.access.models import ApiToken
@@ -77,7 +78,8 @@ def add(actions: Any) -> None:
 
     actions.add_parser(
         "prune", help="Delete idempotency records older than their retention "
-                      "(WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS).")
+                      "(WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS), and /mcp lease rows "
+                      "whose lease ended longer ago.")
 
 
 class Accounts(Shell):
@@ -148,3 +150,5 @@ class Accounts(Shell):
         hours = settings.WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS
         deleted = prune_idempotency_records()
         self.stdout.write(f"deleted {deleted} idempotency record(s) older than {hours} h")
+        leases = prune_mcp_leases()
+        self.stdout.write(f"deleted {leases} MCP lease row(s) whose lease ended over {hours} h ago")
