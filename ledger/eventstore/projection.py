@@ -31,7 +31,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 
 from ledger.domain import Event, fold
-from ledger.eventstore import failpoints
+from ledger.eventstore import failpoints, tallies
 from ledger.eventstore.chain import Break, StoredLink, first_break
 from ledger.eventstore.store import projected_columns
 from ledger.models import Event as EventRow
@@ -273,6 +273,9 @@ def _confirm(goal_id: str, *, fix: bool) -> GoalReport | None:
             written = Goal.objects.filter(pk=goal_id, version=goal.version).update(**values)
             if written != 1:
                 raise DatabaseError(f"goal {goal_id} changed under its row lock")
+            # The goals-by-status tallies follow the rewritten status, in the
+            # same transaction (the metrics read them, not the goal table).
+            tallies.move((goal.status, goal.reason), (values["status"], values["reason"]))
             failpoints.reached("replay.before_commit")
         return GoalReport(goal_id, differences, fixed=fix)
 

@@ -17,17 +17,27 @@ few commands that append a counted kind. The cost on PostgreSQL: the tally
 rows a command bumps are locked from the effect (the end of the
 transaction) to its commit, so concurrent claims serialize on their commit;
 rows are bumped in one sorted statement so two commands never deadlock.
+
+Goals by status and reason are tallies too (``ACTIVE`` and ``ENDED``): a
+scrape reads a handful of rows however many goals there are. They move only
+when a command changes a goal's (status, reason) — its start, a lease taken
+or released, a block, its end, a recovery — never on a heartbeat or a
+checkpoint, so the hot path pays no statement for them. ``replay --fix``
+moves them when it rewrites a projection's status (``move``), and
+``drift``/``recount`` compare them with (and reset them to) a COUNT of the
+goal table: ``ledger doctor`` reports a disagreement, ``--fix`` recounts.
 """
 
 from collections import Counter
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 from ledger.domain import events, timing
 from ledger.domain.state import TERMINAL_STATUSES
-from ledger.models import Tally
+from ledger.models import Goal, Tally
 
 if TYPE_CHECKING:
     from ledger.eventstore.store import Outcome
@@ -42,6 +52,10 @@ LATENESS = "wake_lateness"
 # Bumped when a goal ends and when a recovered one leaves its end; the goals
 # that had ended before the tallies existed were counted by their migration.
 ENDED = "goals_ended"
+# Active goals by status and reason: moved with every change of a goal's
+# (status, reason), its start included; counted once by migration 0016.
+ACTIVE = "goals_active"
+GOAL_TALLIES = (ACTIVE, ENDED)
 # Seconds from a wake's due time to its claim. django-q2 looks at its
 # schedule every 30 s, so most claims land in the first buckets; an hour or
 # more means the scheduler was down.
@@ -67,15 +81,32 @@ def bucket_of(seconds: float) -> str:
     return next((f"{bound:g}" for bound in LATENESS_BUCKETS if seconds <= bound), INF)
 
 
+def goal_key(status: str, reason: str) -> tuple[str, str] | None:
+    """The tally a goal of this status and reason is counted in; None before
+    its start (``GoalState().status`` is "": no goal yet, nothing to count)."""
+    if not status:
+        return None
+    return (ENDED if status in TERMINAL_STATUSES else ACTIVE,
+            labels(reason=reason, status=status))
+
+
+def moved(before: tuple[str, str], after: tuple[str, str]) -> Counter[tuple[str, str]]:
+    """A goal going from (status, reason) ``before`` to ``after``: -1 and +1
+    (nothing when they are equal)."""
+    added: Counter[tuple[str, str]] = Counter()
+    if before != after:
+        old, new = goal_key(*before), goal_key(*after)
+        if old:
+            added[old] -= 1
+        if new:
+            added[new] += 1
+    return added
+
+
 def deltas(outcome: "Outcome") -> Counter[tuple[str, str]]:
     """What one command adds to each tally, read from its typed events."""
-    added: Counter[tuple[str, str]] = Counter()
     before, after = outcome.before, outcome.state
-    if (before.status, before.reason) != (after.status, after.reason):
-        if before.status in TERMINAL_STATUSES:
-            added[ENDED, labels(reason=before.reason, status=before.status)] -= 1
-        if after.status in TERMINAL_STATUSES:
-            added[ENDED, labels(reason=after.reason, status=after.status)] += 1
+    added = moved((before.status, before.reason), (after.status, after.reason))
     for stored in outcome.events:
         payload = stored.payload
         if isinstance(payload, events.LivenessMissed):
@@ -108,9 +139,20 @@ def lateness(claim: events.WakeClaimed, outcome: "Outcome", at: datetime) -> flo
 
 
 def count(goal_id: str, outcome: "Outcome") -> None:
-    """Store effect: the command's counted events (and a goal ending) added
-    to their tallies, in one statement (none for the other commands)."""
-    added = {key: delta for key, delta in deltas(outcome).items() if delta}
+    """Store effect: the command's counted events (and a goal's change of
+    status) added to their tallies, in one statement (none for the others)."""
+    add(deltas(outcome))
+
+
+def move(before: tuple[str, str], after: tuple[str, str]) -> None:
+    """A goal's (status, reason) rewritten outside a command (``replay
+    --fix``): its goal tallies moved, in the caller's transaction."""
+    add(moved(before, after))
+
+
+def add(deltas_: Mapping[tuple[str, str], float]) -> None:
+    """Add to the tallies in one upsert statement (none when all are zero)."""
+    added = {key: delta for key, delta in deltas_.items() if delta}
     if not added:
         return
     conn = connections[DEFAULT_DB_ALIAS]
@@ -131,3 +173,62 @@ def read() -> dict[str, dict[str, float]]:
     for name, label, value in Tally.objects.values_list("name", "labels", "value"):
         found.setdefault(name, {})[label] = value
     return found
+
+
+# ---------------------------------------------------------------- drift
+
+
+def _goal_counts_and_tallies() -> tuple[Counter[tuple[str, str]], Counter[tuple[str, str]]]:
+    """(counted, tallied) goals by tally key: a GROUP BY over the goal table
+    and the goal tallies, read in ONE statement, so one snapshot. A command
+    writes its goal row and its tallies in one transaction, so any snapshot
+    sees both or neither: no lock is needed to compare them (O(goals): the
+    doctor's, never the scrape's)."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    goal = conn.ops.quote_name(Goal._meta.db_table)
+    table = conn.ops.quote_name(Tally._meta.db_table)
+    counted: Counter[tuple[str, str]] = Counter()
+    tallied: Counter[tuple[str, str]] = Counter()
+    with conn.cursor() as cursor:
+        cursor.execute(
+            f"SELECT 0, status, reason, COUNT(*) FROM {goal} GROUP BY status, reason "  # noqa: S608
+            f"UNION ALL SELECT 1, name, labels, value FROM {table} WHERE name IN (%s, %s)",
+            list(GOAL_TALLIES))
+        for side, first, second, value in cursor.fetchall():
+            if side == 0:
+                key = goal_key(first, second)
+                if key:
+                    counted[key] += int(value)
+            else:
+                tallied[first, second] += float(value)
+    return counted, tallied
+
+
+def drift() -> dict[tuple[str, str], tuple[float, float]]:
+    """{(tally, labels): (tallied, counted)} for every goal tally that a
+    COUNT of the goal table disagrees with (empty when in step)."""
+    counted, tallied = _goal_counts_and_tallies()
+    return {key: (float(tallied[key]), float(counted[key]))
+            for key in sorted(set(counted) | set(tallied)) if tallied[key] != counted[key]}
+
+
+def recount() -> dict[tuple[str, str], tuple[float, float]]:
+    """Set the goal tallies to a COUNT of the goal table; returns what was
+    wrong, as ``drift`` says it.
+
+    Exact under concurrent commands: on PostgreSQL the tally table is locked
+    against writers first (SHARE ROW EXCLUSIVE: every upsert waits), so a
+    command that changed a goal's status but has not committed is in
+    neither the count nor the tallies, and adds its move once this commits;
+    on SQLite the transaction holds the one write lock from its BEGIN."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    with transaction.atomic():
+        if conn.vendor == "postgresql":
+            with conn.cursor() as cursor:
+                cursor.execute(f"LOCK TABLE {conn.ops.quote_name(Tally._meta.db_table)} "
+                               "IN SHARE ROW EXCLUSIVE MODE")
+        wrong = drift()
+        for (name, label), (_tallied, counted) in wrong.items():
+            Tally.objects.update_or_create(name=name, labels=label,
+                                           defaults={"value": counted})
+    return wrong
