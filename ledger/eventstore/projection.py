@@ -208,7 +208,14 @@ def replay(ids: list[str], *, fix: bool = False,
     The first pass reads without locks. A goal row and its events are two
     reads, so a command committing between them makes a difference that is not
     there; every difference is therefore confirmed (and with ``fix`` repaired)
-    under the goal's row lock, from events read again under that lock."""
+    under the goal's row lock, from events read again under that lock.
+
+    A fix that rewrote a status or a reason ends with the goals-by-status
+    tallies recounted (``tallies.recount``, one GROUP BY): each rewrite moved
+    them from the stored status to the replayed one, which is right when the
+    store wrote the wrong projection, but a row edited by hand had never
+    moved them, and only a count knows which."""
+    moved = False
     for batch in _batches(ids):
         goal_of = _in_step(batch)
         seen = set()
@@ -219,6 +226,8 @@ def replay(ids: list[str], *, fix: bool = False,
             if differences:
                 report = _confirm(goal_id, fix=fix)
                 if report is not None:
+                    moved |= report.fixed and any(
+                        d.field in ("status", "reason") for d in report.differences)
                     yield report
             if progress:
                 progress(1)
@@ -228,6 +237,8 @@ def replay(ids: list[str], *, fix: bool = False,
             yield GoalReport(goal_id, [Difference("events", "present", "none")])
             if progress:
                 progress(1)
+    if moved:
+        tallies.recount()
 
 
 def _in_step(batch: list[str]) -> Callable[[str], Goal | None]:
