@@ -47,13 +47,12 @@ CLAIMS = "claims"
 DISPATCHES = "dispatches"
 CHARGED = "continuations_charged"
 LATENESS = "wake_lateness"
-# Ended goals by status and reason: they only grow, so a scrape must not
-# count them (the active ones it counts on the index, ledger/operators/metrics.py).
-# Bumped when a goal ends and when a recovered one leaves its end; the goals
-# that had ended before the tallies existed were counted by their migration.
+# Ended goals by status and reason: bumped when a goal ends and when a
+# recovered one leaves its end; counted once by migrations 0010 and 0016.
 ENDED = "goals_ended"
 # Active goals by status and reason: moved with every change of a goal's
-# (status, reason), its start included; counted once by migration 0016.
+# (status, reason), its start included; counted once by migration 0016. A
+# scrape reads both instead of counting goals (docs/metrics.md).
 ACTIVE = "goals_active"
 GOAL_TALLIES = (ACTIVE, ENDED)
 # Seconds from a wake's due time to its claim. django-q2 looks at its
