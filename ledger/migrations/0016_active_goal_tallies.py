@@ -15,16 +15,26 @@ def count_goals(apps, schema_editor):
     ended): from now on the store moves them with each change of status, and
     /metrics reads them instead of counting the active goals. The ended
     tallies (kept since 0010) are set again from the same count, so both
-    start from one snapshot of the goal table."""
-    alias = schema_editor.connection.alias
+    start from one snapshot of the goal table. Rows are set in place and the
+    table is locked against writers first on PostgreSQL (as
+    ``tallies.recount`` does), so a process still running the previous
+    version during the upgrade adds its ended goals after the count, never
+    into a row being replaced."""
+    connection = schema_editor.connection
+    alias = connection.alias
     Goal, Tally = apps.get_model("ledger", "Goal"), apps.get_model("ledger", "Tally")
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"LOCK TABLE {connection.ops.quote_name(Tally._meta.db_table)} "
+                           "IN SHARE ROW EXCLUSIVE MODE")
     grouped = (Goal.objects.using(alias).exclude(status="").order_by()
                .values("status", "reason").annotate(n=Count("id")))
-    Tally.objects.using(alias).filter(name__in=(ACTIVE, ENDED)).delete()
-    Tally.objects.using(alias).bulk_create([
-        Tally(name=ENDED if row["status"] in TERMINAL else ACTIVE,
-              labels=f"reason={row['reason']},status={row['status']}", value=row["n"])
-        for row in grouped])
+    counted = {(ENDED if row["status"] in TERMINAL else ACTIVE,
+                f"reason={row['reason']},status={row['status']}"): row["n"] for row in grouped}
+    tallies = Tally.objects.using(alias)
+    tallies.filter(name__in=(ACTIVE, ENDED)).update(value=0)
+    for (name, labels), n in counted.items():
+        tallies.update_or_create(name=name, labels=labels, defaults={"value": n})
 
 
 def forget_active(apps, schema_editor):
