@@ -29,9 +29,10 @@ from ledger.domain.runs import Recover, Stop
 from ledger.domain.vocabulary import TERMINAL_STATUSES
 from ledger.eventstore import projection, store, tallies
 from ledger.models import Goal
-from ledger.operators import doctor, metrics
+from ledger.operators import alerts, doctor, metrics
 from scheduling import tasks
 from tests.factories import GoalFactory, evidence_for, new_token, proof_of
+from tests.helpers import ledger
 
 GOALS = 2  # workspaces the commands of one example touch (each started first)
 
@@ -222,6 +223,27 @@ def test_the_doctor_reports_a_drift_and_its_fix_recounts(clock):
     done = doctor.fix()
     assert [line for line in done if line.startswith("recounted the goal tallies: ")]
     assert not [f for f in doctor.findings() if f.problem == "tallies_drift"]
+    assert_in_step()
+
+
+@pytest.mark.django_db
+def test_ledger_doctor_prints_the_drift_and_fix_recounts(clock):
+    """The operator's view of the same: `ledger doctor` names the drift and
+    exits 1; `ledger doctor --fix` says what it recounted and exits 0."""
+    gid = store.start(RunGoal(GoalFactory.build(), "agent-1", new_token()[1]),
+                      actor="agent-1").state.goal_id
+    alerts.beat()  # a scheduler that runs: the drift is the only problem
+    assert ledger("doctor")[0] == 0
+    Goal.objects.filter(pk=gid).update(status="paused")
+    code, out, _ = ledger("doctor")
+    assert code == 1
+    assert ("scheduler: tallies_drift: the goals /metrics reports disagree with a count of "
+            "the goal table: paused/- tallied 0, counted 1; running/- tallied 1, counted 0 "
+            "(`ledger doctor --fix` recounts them)") in out.splitlines()
+    code, out, _ = ledger("doctor", "--fix")
+    assert code == 0, out
+    assert ("fixed: recounted the goal tallies: paused/- tallied 0, counted 1; running/- "
+            "tallied 1, counted 0") in out.splitlines()
     assert_in_step()
 
 
