@@ -277,11 +277,6 @@ def fix(goal_ids: list[str] | None = None, *, actor: str = "scheduler") -> list[
     if system & {"repair_missing", "repair_misscheduled"}:
         ensure_repair(force=True)
         done.append(f"restored django-q2 row {REPAIR_NAME}")
-    if "tallies_drift" in system:
-        # Recounted under the tallies' lock: what drift() saw may have moved.
-        wrong = tallies.recount()
-        if wrong:
-            done.append(f"recounted the goal tallies: {describe_drift(wrong)}")
     orphans: dict[str, list[str]] = {}
     goals: set[str] = set()
     for finding in found:
@@ -294,6 +289,13 @@ def fix(goal_ids: list[str] | None = None, *, actor: str = "scheduler") -> list[
     unheard = alerts.unheard_window(clock.now())
     for goal_id in sorted(goals | set(orphans)):
         done += _fix_goal(goal_id, tuple(orphans.get(goal_id, ())), actor, unheard)
+    if "tallies_drift" in system:
+        # Recounted under the tally table's lock (what drift() saw may have
+        # moved since), and last: a caller's outer transaction would hold
+        # that lock to its commit, and no goal's row lock is asked for after.
+        wrong = tallies.recount()
+        if wrong:
+            done.append(f"recounted the goal tallies: {describe_drift(wrong)}")
     return done
 
 
