@@ -286,7 +286,8 @@ def _confirm(goal_id: str, *, fix: bool) -> GoalReport | None:
                 raise DatabaseError(f"goal {goal_id} changed under its row lock")
             # The goals-by-status tallies follow the rewritten status, in the
             # same transaction (the metrics read them, not the goal table).
-            tallies.move((goal.status, goal.reason), (values["status"], values["reason"]))
+            tallies.move(goal_id, (goal.status, goal.reason),
+                         (values["status"], values["reason"]))
             failpoints.reached("replay.before_commit")
         return GoalReport(goal_id, differences, fixed=fix)
 

@@ -54,7 +54,8 @@ class LedgerCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         now = self.now or clock.now()
         counts = tallies.read()
-        yield from goals({**counts.get(tallies.ACTIVE, {}), **counts.get(tallies.ENDED, {})})
+        yield from goals({**tallies.goal_sums(counts.get(tallies.ACTIVE, {})),
+                          **tallies.goal_sums(counts.get(tallies.ENDED, {}))})
         yield from alert_counts(now)
         yield from counted(counts)
         yield from seal_lag(now)
@@ -71,9 +72,10 @@ def registry(now: datetime | None = None) -> CollectorRegistry:
 
 
 def goals(tallied: dict[str, float]) -> Iterator[Metric]:
-    """Goals by status and reason, from their tallies ({labels: value}; the
-    active and the ended ones never share labels: the status differs). A
-    (status, reason) no goal has any more is left out, as a COUNT would."""
+    """Goals by status and reason, from their tallies' sums ({labels:
+    value}; the active and the ended ones never share labels: the status
+    differs). A (status, reason) no goal has any more is left out, as a
+    COUNT would."""
     family = GaugeMetricFamily(f"{PREFIX}goals", "Goals by status and reason.",
                                labels=["status", "reason"])
     for text, value in sorted(tallied.items()):

@@ -4,6 +4,8 @@ hot path pays no statement for them, and ``ledger doctor`` finds and fixes a
 drift."""
 
 import threading
+import uuid
+import zlib
 from collections import Counter
 
 import pytest
@@ -28,7 +30,7 @@ from ledger.domain import (
 from ledger.domain.runs import Recover, Stop
 from ledger.domain.vocabulary import TERMINAL_STATUSES
 from ledger.eventstore import projection, store, tallies
-from ledger.models import Goal
+from ledger.models import Goal, Tally
 from ledger.operators import alerts, doctor, metrics
 from scheduling import tasks
 from tests.factories import GoalFactory, evidence_for, new_token, proof_of
@@ -48,13 +50,13 @@ def grouped() -> Counter[tuple[str, str, str]]:
 
 
 def tallied() -> Counter[tuple[str, str, str]]:
+    """The goal tallies' rows summed over their shards."""
     found: Counter[tuple[str, str, str]] = Counter()
     for name in tallies.GOAL_TALLIES:
         for text, value in tallies.read().get(name, {}).items():
             labels = tallies.parse_labels(text)
-            if value:
-                found[name, labels["status"], labels["reason"]] = int(value)
-    return found
+            found[name, labels["status"], labels["reason"]] += int(value)
+    return +found  # the zeros dropped, as a GROUP BY has none
 
 
 def scraped() -> Counter[tuple[str, str]]:
@@ -295,8 +297,34 @@ def test_two_threads_moving_goals_and_a_recount_leave_the_tallies_exact(clock):
     assert_in_step()
 
 
-def test_a_goal_before_its_start_is_in_no_tally():
+def test_a_goal_before_its_start_is_in_no_tally_and_each_goal_has_one_shard():
+    gid = "0b9c6a7e-5d43-4f0e-9b1a-2f3c4d5e6f70"
     assert tallies.goal_key("", "") is None
-    assert tallies.moved(("", ""), ("running", "")) == {
-        (tallies.ACTIVE, tallies.labels(reason="", status="running")): 1}
-    assert tallies.moved(("done", ""), ("done", "")) == {}
+    assert tallies.moved(gid, ("", ""), ("running", "")) == {
+        (tallies.ACTIVE, tallies.labels(reason="", shard=tallies.shard_of(gid),
+                                        status="running")): 1}
+    assert tallies.moved(gid, ("done", ""), ("done", "")) == {}
+    # Stable across processes (zlib.crc32, not the salted hash()), and spread.
+    assert tallies.shard_of(gid) == str(zlib.crc32(gid.encode()) % tallies.SHARDS)
+    assert len({tallies.shard_of(str(uuid.UUID(int=i))) for i in range(200)}) == tallies.SHARDS
+
+
+@pytest.mark.django_db
+def test_a_goal_tally_is_the_sum_of_its_shards_even_below_zero_after_a_recount(clock):
+    """After a recount the count sits in the shard-less row; goals leaving
+    then take their shard's row below zero: the scrape and the doctor read
+    the sum, which is the count."""
+    gids = [store.start(RunGoal(GoalFactory.build(), "agent-1", new_token()[1]),
+                        actor="agent-1").state.goal_id for _ in range(3)]
+    Tally.objects.filter(name=tallies.ACTIVE).update(value=7)  # drifted
+    assert tallies.recount()
+    running = tallies.labels(reason="", status="running")
+    assert Tally.objects.get(name=tallies.ACTIVE, labels=running).value == 3
+    for gid in gids[:2]:
+        state = store.load(gid)
+        store.execute(gid, ReleaseLease(proof_of(state)), actor="agent-1")
+    rows = tallies.read()[tallies.ACTIVE]
+    assert min(rows.values()) < 0
+    assert tallies.goal_sums(rows) == {running: 1, tallies.labels(reason="",
+                                                                   status="waiting"): 2}
+    assert_in_step()

@@ -175,14 +175,15 @@ def test_a_goal_ending_or_recovered_moves_its_tally_and_nothing_else_does():
     running = GoalState(goal_id="g", status="running")
     waiting = GoalState(goal_id="g", status="waiting")
     failed = GoalState(goal_id="g", status="failed", reason="AUTH_FAILED")
-    ended = (tallies.ENDED, tallies.labels(reason="AUTH_FAILED", status="failed"))
-    active = (tallies.ACTIVE, tallies.labels(reason="", status="running"))
+    shard = tallies.shard_of("g")  # every move of the goal lands in its shard's rows
+    ended = (tallies.ENDED, tallies.labels(reason="AUTH_FAILED", shard=shard, status="failed"))
+    active = (tallies.ACTIVE, tallies.labels(reason="", shard=shard, status="running"))
     assert tallies.deltas(Outcome(failed, before=running)) == {ended: 1, active: -1}
     assert tallies.deltas(Outcome(running, before=failed)) == {ended: -1, active: 1}
     # A start: no goal before it (status ""), one active goal after.
     assert tallies.deltas(Outcome(running, before=GoalState(), created=True)) == {active: 1}
     assert tallies.deltas(Outcome(waiting, before=running)) == {
-        active: -1, (tallies.ACTIVE, tallies.labels(reason="", status="waiting")): 1}
+        active: -1, tallies.goal_key("waiting", "", shard): 1}
     # A heartbeat or a checkpoint keeps (status, reason): no tally moves.
     assert tallies.deltas(Outcome(running, before=running)) == {}
 
