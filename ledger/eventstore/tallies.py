@@ -29,11 +29,11 @@ goal table: ``ledger doctor`` reports a disagreement, ``--fix`` recounts.
 
 Every status change of every goal would otherwise bump the same two rows
 (``running`` and ``waiting``): on PostgreSQL concurrent leases taken and
-released then serialize on one row lock held to each commit (4 writers on a
-durable server changed 35-40 % fewer statuses a second). So a goal's moves
-go to one of ``SHARDS`` rows per (status, reason), chosen by its id (a
-stable CRC-32, so its moves in and out always meet the same shard): two
-goals share a row only when they share a shard. A (status, reason) is the
+released then serialize on one row lock held to each commit (docs/metrics.md
+has the measurement). So a goal's moves go to one of ``SHARDS`` rows per
+(status, reason), chosen by its id (a stable CRC-32, so its moves in and
+out always meet the same shard): two goals share a row only when they share
+a shard. A (status, reason) is the
 sum of its rows; the shard-less row is what a count (the migration,
 ``recount``) writes, after which a shard row may go below zero, and only the
 sum means anything.
