@@ -134,7 +134,7 @@ _steps = st.lists(st.tuples(st.sampled_from(ACTIONS), st.integers(0, GOALS - 1))
 
 
 @pytest.mark.django_db
-@settings(max_examples=40, deadline=None,
+@settings(max_examples=80, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(_steps)
 def test_the_goal_tallies_equal_a_count_of_the_goal_table_after_any_commands(clock, steps):
