@@ -20,7 +20,7 @@ import uuid
 from django.db import connection, transaction
 
 from ledger.domain import Artifact, Finish, LeaseProof, RecordCheckpoint, RunGoal, StartGoal
-from ledger.eventstore import projection, store
+from ledger.eventstore import projection, store, tallies
 from ledger.models import Event, Goal
 
 TOKEN = "0" * 64  # a lease token's digest: the seeding code holds the lease
@@ -72,6 +72,7 @@ def clone_goals(source: str, copies: int) -> list[str]:
                 f"SELECT %s, {', '.join(event_cols)} FROM ledger_event WHERE goal_id = %s "
                 f"ORDER BY seq", [_pk(new), _pk(source)])
             ids.append(new)
+    tallies.recount()  # rows copied past the store: their goals-by-status tallies
     return ids
 
 
@@ -117,4 +118,5 @@ def clone_goals_head(source: str) -> list[str]:
             f"INSERT INTO ledger_event (goal_id, {', '.join(event_cols)}) "
             f"SELECT %s, {', '.join(event_cols)} FROM ledger_event WHERE goal_id = %s "
             f"AND seq < %s ORDER BY seq", [_pk(new), _pk(source), last])
+    tallies.recount()
     return [new]

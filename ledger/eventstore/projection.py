@@ -32,7 +32,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 
 from ledger.domain import Event, fold
 from ledger.domain.state import FIELD_DEFAULTS
-from ledger.eventstore import failpoints
+from ledger.eventstore import failpoints, tallies
 from ledger.eventstore.chain import Break, StoredLink, first_break
 from ledger.eventstore.store import projected_columns
 from ledger.models import Event as EventRow
@@ -213,7 +213,14 @@ def replay(ids: list[str], *, fix: bool = False,
     The first pass reads without locks. A goal row and its events are two
     reads, so a command committing between them makes a difference that is not
     there; every difference is therefore confirmed (and with ``fix`` repaired)
-    under the goal's row lock, from events read again under that lock."""
+    under the goal's row lock, from events read again under that lock.
+
+    A fix that rewrote a status or a reason ends with the goals-by-status
+    tallies recounted (``tallies.recount``, one GROUP BY): each rewrite moved
+    them from the stored status to the replayed one, which is right when the
+    store wrote the wrong projection, but a row edited by hand had never
+    moved them, and only a count knows which."""
+    moved = False
     for batch in _batches(ids):
         goal_of = _in_step(batch)
         seen = set()
@@ -224,6 +231,8 @@ def replay(ids: list[str], *, fix: bool = False,
             if differences:
                 report = _confirm(goal_id, fix=fix)
                 if report is not None:
+                    moved |= report.fixed and any(
+                        d.field in ("status", "reason") for d in report.differences)
                     yield report
             if progress:
                 progress(1)
@@ -233,6 +242,8 @@ def replay(ids: list[str], *, fix: bool = False,
             yield GoalReport(goal_id, [Difference("events", "present", "none")])
             if progress:
                 progress(1)
+    if moved:
+        tallies.recount()
 
 
 def _in_step(batch: list[str]) -> Callable[[str], Goal | None]:
@@ -278,6 +289,10 @@ def _confirm(goal_id: str, *, fix: bool) -> GoalReport | None:
             written = Goal.objects.filter(pk=goal_id, version=goal.version).update(**values)
             if written != 1:
                 raise DatabaseError(f"goal {goal_id} changed under its row lock")
+            # The goals-by-status tallies follow the rewritten status, in the
+            # same transaction (the metrics read them, not the goal table).
+            tallies.move(goal_id, (goal.status, goal.reason),
+                         (values["status"], values["reason"]))
             failpoints.reached("replay.before_commit")
         return GoalReport(goal_id, differences, fixed=fix)
 

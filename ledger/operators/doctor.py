@@ -18,7 +18,10 @@ reports what would let a deadline pass unseen or unrepaired:
   are checked by content (task, goal, repeats, next run), not only by name;
 - ``schedule_orphaned``: a row named after a goal that does not expect it;
 - ``unlisted``: a goal whose state needs a human but whose indexed columns
-  keep it out of the alerts query (``ledger replay --fix`` rewrites them).
+  keep it out of the alerts query (``ledger replay --fix`` rewrites them);
+- ``tallies_drift``: the goals-by-status tallies /metrics reports disagree
+  with a COUNT of the goal table (a goal row written outside the store);
+  ``--fix`` recounts them (``ledger.eventstore.tallies.recount``).
 
 Goals that need a human are the alerts' (``ledger alerts``), counted here too
 with SQL; ``listing`` says what the doctor verified of every active goal.
@@ -47,7 +50,7 @@ from ledger.domain import DomainError, GoalState, housekeeping, liveness
 from ledger.domain.events import iso
 from ledger.domain.overdue import ScheduleRow, expected_schedules, row_problem
 from ledger.domain.vocabulary import ACTIVE_STATUSES, SCHEDULE_PREFIXES, schedule_goal
-from ledger.eventstore import clock
+from ledger.eventstore import clock, tallies
 from ledger.log import sealer_state
 from ledger.models import Goal
 from ledger.operators import alerts, passes
@@ -181,6 +184,11 @@ def system_findings(now: datetime) -> Iterator[Finding]:
             yield Finding("", f"{spec.code}_{problem}",
                           f"{why}: {spec.loss} (`ledger doctor --fix` restores it)",
                           row=spec.name)
+    wrong = tallies.drift()
+    if wrong:
+        yield Finding("", "tallies_drift", "the goals /metrics reports disagree with a count "
+                      f"of the goal table: {describe_drift(wrong)} (`ledger doctor --fix` "
+                      "recounts them)")
     alarm = sealer_state.inconsistency_alarm()
     if alarm:  # no repair: a human decides what happened (docs/integrity.md)
         yield Finding("", "log_inconsistent", f"ALARM: the sealer signs no head: {alarm}")
@@ -222,6 +230,16 @@ def findings(goal_ids: list[str] | None = None) -> Iterator[Finding]:
         yield Finding(goal_of(name), "schedule_orphaned",
                       f"django-q2 row {name} fires for a goal whose projection has no such "
                       "live wake", row=name)
+
+
+def describe_drift(wrong: dict[tuple[str, str], tuple[float, float]]) -> str:
+    """``status/reason tallied N, counted M`` for each disagreement."""
+    parts = []
+    for (_name, label), (tallied, counted) in wrong.items():
+        found = tallies.parse_labels(label)
+        parts.append(f"{found['status']}/{found['reason'] or '-'} tallied {tallied:g}, "
+                     f"counted {counted:g}")
+    return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -306,6 +324,13 @@ def fix(goal_ids: list[str] | None = None, *, actor: str = "scheduler") -> list[
     for goal_id in sorted(goals | set(orphans)):
         outcomes[goal_id] = _fix_goal(goal_id, tuple(orphans.get(goal_id, ())), actor, unheard)
         done += outcomes[goal_id]
+    if "tallies_drift" in system:
+        # Recounted under the tally table's lock (what drift() saw may have
+        # moved since), and last: a caller's outer transaction would hold
+        # that lock to its commit, and no goal's row lock is asked for after.
+        wrong = tallies.recount()
+        if wrong:
+            done.append(f"recounted the goal tallies: {describe_drift(wrong)}")
     if not goal_ids:
         _record(actor, started, found, outcomes, repairs=len(done))
     return done

@@ -6,8 +6,10 @@ the requests it served and a scrape would see whichever worker answered.
 Every number here is read from the database, so every web process answers
 the same. What one scrape costs (docs/metrics.md has the measurements):
 
-- goals by status and reason: the active ones by a GROUP BY on the
-  (status, reason) index, the ended ones (which only grow) from a tally;
+- goals by status and reason: the ``goals_active`` and ``goals_ended``
+  tallies the store moves whenever a command changes a goal's status or
+  reason (a few rows, however many goals; ``ledger doctor`` checks them
+  against a COUNT);
 - alerts by reason: ``alerts.counts_by_reason``, the /alerts query's
   COUNT (the partial attention index and the deadline index);
 - deadline misses, claims, dispatches, charges, wake lateness: the
@@ -19,7 +21,7 @@ import math
 from collections.abc import Iterator
 from datetime import datetime
 
-from django.db.models import Count, Max
+from django.db.models import Max
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -28,7 +30,6 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from ledger.domain.vocabulary import ACTIVE_STATUSES
 from ledger.eventstore import clock, tallies
 from ledger.models import Event, Goal, SchedulerBeat, TreeHead
 from ledger.operators import alerts
@@ -53,7 +54,8 @@ class LedgerCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         now = self.now or clock.now()
         counts = tallies.read()
-        yield from goals(counts.get(tallies.ENDED, {}))
+        yield from goals({**tallies.goal_sums(counts.get(tallies.ACTIVE, {})),
+                          **tallies.goal_sums(counts.get(tallies.ENDED, {}))})
         yield from alert_counts(now)
         yield from counted(counts)
         yield from seal_lag(now)
@@ -69,16 +71,14 @@ def registry(now: datetime | None = None) -> CollectorRegistry:
     return found
 
 
-def goals(ended: dict[str, float]) -> Iterator[Metric]:
-    """Active goals counted on the (status, reason) index (as many as there
-    is live work); ended goals, which only grow, from their tally."""
+def goals(tallied: dict[str, float]) -> Iterator[Metric]:
+    """Goals by status and reason, from their tallies' sums ({labels:
+    value}; the active and the ended ones never share labels: the status
+    differs). A (status, reason) no goal has any more is left out, as a
+    COUNT would."""
     family = GaugeMetricFamily(f"{PREFIX}goals", "Goals by status and reason.",
                                labels=["status", "reason"])
-    grouped = (Goal.objects.filter(status__in=ACTIVE_STATUSES).order_by()
-               .values("status", "reason").annotate(n=Count("*")))
-    for row in grouped:
-        family.add_metric([row["status"], row["reason"]], row["n"])
-    for text, value in sorted(ended.items()):
+    for text, value in sorted(tallied.items()):
         if value:
             found = tallies.parse_labels(text)
             family.add_metric([found["status"], found["reason"]], value)

@@ -12,6 +12,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
+from ledger.domain.vocabulary import TERMINAL_STATUSES
 from ledger.eventstore import tallies
 from ledger.models import Tally
 from ledger.operators.metrics import LedgerCollector
@@ -167,21 +168,31 @@ def test_alert_counts_by_reason_agree_with_the_one_query(clock):
     assert sum(listed.values()) == alerts.count(Goal.objects.all(), now)
 
 
-def test_a_goal_ending_or_recovered_moves_the_ended_tally():
+def test_a_goal_ending_or_recovered_moves_its_tally_and_nothing_else_does():
     from ledger.domain import GoalState
     from ledger.eventstore.store import Outcome
 
     running = GoalState(goal_id="g", status="running")
+    waiting = GoalState(goal_id="g", status="waiting")
     failed = GoalState(goal_id="g", status="failed", reason="AUTH_FAILED")
-    ended = tallies.labels(reason="AUTH_FAILED", status="failed")
-    assert tallies.deltas(Outcome(failed, before=running)) == {(tallies.ENDED, ended): 1}
-    assert tallies.deltas(Outcome(running, before=failed)) == {(tallies.ENDED, ended): -1}
+    shard = tallies.shard_of("g")  # every move of the goal lands in its shard's rows
+    ended = (tallies.ENDED, tallies.labels(reason="AUTH_FAILED", shard=shard, status="failed"))
+    active = (tallies.ACTIVE, tallies.labels(reason="", shard=shard, status="running"))
+    assert tallies.deltas(Outcome(failed, before=running)) == {ended: 1, active: -1}
+    assert tallies.deltas(Outcome(running, before=failed)) == {ended: -1, active: 1}
+    # A start: no goal before it (status ""), one active goal after.
+    assert tallies.deltas(Outcome(running, before=GoalState(), created=True)) == {active: 1}
+    assert tallies.deltas(Outcome(waiting, before=running)) == {
+        active: -1, tallies.goal_key("waiting", "", shard): 1}
+    # A heartbeat or a checkpoint keeps (status, reason): no tally moves.
     assert tallies.deltas(Outcome(running, before=running)) == {}
 
 
 @pytest.mark.django_db
-def test_the_migration_counts_the_goals_that_had_ended(auditor, clock):
-    """Goals that ended before the tallies existed are counted once, by 0009."""
+def test_the_migrations_count_the_goals_that_were_there(auditor, clock):
+    """Goals that ended before the tallies existed are counted once, by 0010;
+    every goal (active ones too) by status and reason, once, by 0017: goal
+    rows written past the store (as here) are in no tally until then."""
     import importlib
     import uuid
     from types import SimpleNamespace
@@ -196,14 +207,29 @@ def test_the_migration_counts_the_goals_that_had_ended(auditor, clock):
         Goal(id=uuid.uuid4(), workspace=f"/w/{i}", goal_key=f"g{i}", agent="a", status=status,
              reason=reason, created_at=now, updated_at=now, version=1, last_hash="", state={})
         for i, (status, reason) in enumerate([("done", ""), ("done", ""),
-                                              ("failed", "AUTH_FAILED"), ("running", "")])])
-    migration = importlib.import_module("ledger.migrations.0010_metric_tallies")
-    migration.count_ended_goals(apps, SimpleNamespace(connection=connection))
+                                              ("failed", "AUTH_FAILED"), ("running", ""),
+                                              ("blocked", "BLOCKED_ON_HUMAN")])])
+    editor = SimpleNamespace(connection=connection)
+    ended = importlib.import_module("ledger.migrations.0010_metric_tallies")
+    ended.count_ended_goals(apps, editor)
     found = scrape(bearer(auditor.token))
     assert found["wakeledger_goals", (("reason", ""), ("status", "done"))] == 2
     assert found["wakeledger_goals", (("reason", "AUTH_FAILED"), ("status", "failed"))] == 1
-    assert found["wakeledger_goals", (("reason", ""), ("status", "running"))] == 1
-    assert migration.ENDED == tallies.ENDED
+    assert ("wakeledger_goals", (("reason", ""), ("status", "running"))) not in found
+    everything = importlib.import_module("ledger.migrations.0017_active_goal_tallies")
+    for _ in range(2):  # the ended ones are set again, not counted twice
+        everything.count_goals(apps, editor)
+        found = {key: n for key, n in scrape(bearer(auditor.token)).items()
+                 if key[0] == "wakeledger_goals"}
+        assert found == {
+            ("wakeledger_goals", (("reason", ""), ("status", "done"))): 2,
+            ("wakeledger_goals", (("reason", "AUTH_FAILED"), ("status", "failed"))): 1,
+            ("wakeledger_goals", (("reason", ""), ("status", "running"))): 1,
+            ("wakeledger_goals", (("reason", "BLOCKED_ON_HUMAN"), ("status", "blocked"))): 1}
+    assert not tallies.drift()
+    assert ended.ENDED == everything.ENDED == tallies.ENDED
+    assert everything.ACTIVE == tallies.ACTIVE
+    assert set(everything.TERMINAL) == set(TERMINAL_STATUSES)
 
 
 @pytest.mark.django_db

@@ -79,6 +79,28 @@ def test_attention_set_means_a_non_empty_attention(db, attention):
     assert matched == (attention != "")
 
 
+def test_a_scrape_reads_the_goal_table_only_for_the_alert_counts(analyzed):
+    """Goals by status and reason come from their tallies
+    (ledger/eventstore/tallies.py): the only statements of a /metrics scrape
+    that read the goal table are the two alert counts, each a search of its
+    index. Until issue 41 a GROUP BY walked the (status, reason) index over
+    every active goal: a million index entries at a million goals."""
+    from prometheus_client import generate_latest
+
+    from ledger.operators import metrics
+
+    with CaptureQueriesContext(connection) as queries:
+        generate_latest(metrics.registry())
+    on_goals = [q["sql"] for q in queries.captured_queries if '"ledger_goal"' in q["sql"]]
+    assert len(on_goals) == 2, on_goals
+    grouped, overdue = (plan(sql) for sql in on_goals)
+    assert "ledger_goal_attention_set" in grouped and "ledger_goal_deadline" in overdue
+    for explained in (grouped, overdue):
+        assert reads_no_goal_whole(explained), explained
+        if connection.vendor == "sqlite":  # not even a whole covering index
+            assert "SCAN ledger_goal" not in explained, explained
+
+
 # ------------------------------------------------------------------ the dashboard
 
 # Tables that grow with the goals, their history or the scheduler's rows: the

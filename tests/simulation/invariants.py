@@ -38,10 +38,13 @@ PROGRESS = "progress"
 REPLAY = "replay_equals_projection"
 CHAIN = "chain_verifies"
 OPERATOR_CAN_RECOVER = "operator_can_recover"
+# Issue 41: the goals-by-status tallies /metrics reads equal a COUNT of the
+# goal table, whatever the world did (crashes, outages, sweeps, repairs).
+TALLIES = "goal_tallies_equal_a_count"
 
 ALL = (ONE_LIVE_LEASE, FENCING, EXACTLY_ONCE, BUDGET, CHARGED_ONLY_RECOVERY, NO_CROSSED_GATE,
        VERIFIED_COMPLETION, INTERRUPTED_ONLY_AFTER_SILENCE, PULL_WAKES, LIVENESS, DOCTOR, SWEPT,
-       NO_DRIFT, PROGRESS, REPLAY, CHAIN, OPERATOR_CAN_RECOVER, UNSEEN)
+       NO_DRIFT, PROGRESS, REPLAY, CHAIN, OPERATOR_CAN_RECOVER, UNSEEN, TALLIES)
 
 
 @dataclass

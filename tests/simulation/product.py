@@ -35,7 +35,7 @@ from django_q.models import Schedule
 
 from ledger.domain import DomainError, GoalState, LeaseProof, liveness
 from ledger.domain.overdue import RECONNECT_GRACE  # noqa: F401 (the world reads it here)
-from ledger.eventstore import clock, projection
+from ledger.eventstore import clock, projection, tallies
 from ledger.models import Event, Goal
 from ledger.operators import alerts as ledger_alerts
 from ledger.operators import doctor
@@ -550,6 +550,13 @@ def broken_chains(goal_ids: list[str]) -> dict[str, str]:
     """ledger/projection.py verify: goal -> the first broken link."""
     return {report.goal_id: str(report.broken) for report in projection.verify(goal_ids)
             if report.broken is not None}
+
+
+def tally_drift() -> dict[str, str]:
+    """ledger/eventstore/tallies.py drift: each goals-by-status tally (what
+    /metrics reports) that a COUNT of the goal table disagrees with."""
+    return {f"{name} {label}": f"tallied {tallied:g}, counted {counted:g}"
+            for (name, label), (tallied, counted) in tallies.drift().items()}
 
 
 def stale_at(state: GoalState) -> datetime | None:

@@ -23,6 +23,7 @@ from django.db import connection, transaction
 
 from ledger.project.env import env_int
 from tests.simulation import invariants as inv
+from tests.simulation import product
 from tests.simulation.world import Report, simulate
 
 
@@ -341,7 +342,7 @@ def test_the_monitor_catches_each_safety_break() -> None:
 
 
 def test_the_world_catches_a_tampered_projection_and_a_lost_schedule() -> None:
-    """The replay and doctor checks can fail: plant both faults on a fresh goal."""
+    """The replay, tally and doctor checks can fail: plant the faults on a fresh goal."""
     if connection.vendor != "sqlite":
         pytest.skip("the simulation runs on SQLite")
     from django_q.models import Schedule
@@ -362,6 +363,11 @@ def test_the_world_catches_a_tampered_projection_and_a_lost_schedule() -> None:
         world.replayed.clear()
         world.replay_check()
         assert [v.goal_id for v in world.report.by_invariant(inv.REPLAY)] == [goal_id]
+        # Written past the store: the tallies /metrics reads no longer match
+        # (what final_check reports as inv.TALLIES).
+        assert product.tally_drift() == {
+            "goals_active reason=,status=running": "tallied 1, counted 0",
+            "goals_ended reason=,status=done": "tallied 0, counted 1"}
 
         Schedule.objects.filter(args=repr(goal_id)).delete()  # the watchdog's row is lost
         world._schedules = None

@@ -1537,6 +1537,10 @@ class World:
         for goal_id in self.active():
             self.check_goal(goal_id)
         self.replay_check()
+        drift = product.tally_drift()
+        if drift:  # one violation, every tally named (they are not a goal's)
+            self.violation(inv.TALLIES, "", "the goal tallies disagree with a count: " +
+                           "; ".join(f"{tally}: {what}" for tally, what in sorted(drift.items())))
         states = product.load_many(sorted(self.goals))
         slack = timedelta(minutes=20)
         for goal_id, goal in sorted(self.goals.items()):
