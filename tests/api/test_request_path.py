@@ -8,10 +8,13 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.messages.middleware import MessageMiddleware
+from django.test import override_settings
+from django.utils.crypto import salted_hmac
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
+from ledger.access import accounts
 from ledger.project import redact
 
 pytestmark = pytest.mark.django_db
@@ -103,3 +106,15 @@ def test_a_token_in_the_request_line_or_a_header_is_redacted():
         "{authorization}i": "Bearer wl_abcdefgh_secretsecret", "s": "200", "b": 412})
     assert "secret" not in str(atoms) and "abcdefghijklmnop" not in str(atoms)
     assert atoms["{authorization}i"] == redact.REDACTED and atoms["b"] == 412
+
+
+# ------------------------------------------------------------ the token's digest
+
+
+@settings(max_examples=100, deadline=None)
+@given(token=st.text(max_size=80), secret=st.sampled_from(["s" * 50, "another-" * 8]))
+def test_the_token_digest_is_salted_hmac_for_any_token_and_secret(token, secret):
+    with override_settings(SECRET_KEY=secret):
+        expected = salted_hmac("wakeledger.api-token", token, secret=secret,
+                               algorithm="sha256").hexdigest()
+        assert accounts.token_digest(token) == expected
