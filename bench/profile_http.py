@@ -186,7 +186,8 @@ def main() -> None:
           f"{cpu * 1e6:.0f} µs of CPU each (quickest batch of {BATCH}; median "
           f"{cpu_median * 1e6:.0f}) ({1 / plain:.0f} req/s in one process, "
           f"no HTTP server); {per_request} SQL statements through Django's cursor "
-          f"+ COMMIT; profiled {total / args.requests * 1000:.3f} ms each, "
+          f"(the store's go to the driver: see the stages) + COMMIT; "
+          f"profiled {total / args.requests * 1000:.3f} ms each, "
           f"{stats.total_calls / args.requests:.0f} function calls each"
           f"{' (no fsync)' if args.no_fsync else ''}\n")
     print("own time by area (profiled):")
