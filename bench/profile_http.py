@@ -181,8 +181,9 @@ def main() -> None:
     for (filename, _, _), (_, _, tottime, _, _) in stats.stats.items():
         by_area[area(filename)] += tottime
     what = "bare inserts" if args.bare else "checkpoints"
-    print(f"{args.requests} {what} {'without' if args.no_key else 'with'} an "
-          f"Idempotency-Key: {plain * 1000:.3f} ms each unprofiled, "
+    keyed = "" if args.bare else (" without an Idempotency-Key" if args.no_key
+                                  else " with an Idempotency-Key")
+    print(f"{args.requests} {what}{keyed}: {plain * 1000:.3f} ms each unprofiled, "
           f"{cpu * 1e6:.0f} µs of CPU each (quickest batch of {BATCH}; median "
           f"{cpu_median * 1e6:.0f}) ({1 / plain:.0f} req/s in one process, "
           f"no HTTP server); {per_request} SQL statements through Django's cursor "
