@@ -1,4 +1,4 @@
-"""The strict fields every request shape is built from, and ``validated``.
+"""The strict fields every request shape is built from (``validated``: fast.py).
 
 Requests are strict: an unknown field is a 400. These check types and sizes
 so each bad field gets its own message; the domain checks the same limits
