@@ -20,9 +20,17 @@ from rest_framework import serializers as drf
 
 from api import serializers as s
 from api.serializers import fast
-from bench.http_checkpoint import BODY
 
 pytestmark = pytest.mark.django_db
+
+# An agent's everyday checkpoint (the one bench/http_checkpoint.py posts).
+BODY = {
+    "current_step": "running the integration tests against the staging database",
+    "progress_pct": 40,
+    "completed": ["reproduced the failure locally", "wrote a failing test"],
+    "next_actions": ["fix the race in the checkout handler", "open the pull request"],
+    "note": "the flake shows up about once in twenty runs",
+}
 
 REQUEST_SERIALIZERS = sorted(
     (c for c in vars(s).values()
