@@ -1,4 +1,4 @@
-"""The strict fields every request shape is built from, and ``validated``.
+"""The strict fields every request shape is built from (``validated``: fast.py).
 
 Requests are strict: an unknown field is a 400. These check types and sizes
 so each bad field gets its own message; the domain checks the same limits
@@ -115,10 +115,3 @@ def ranged(name: str, **kwargs: Any) -> serializers.IntegerField:
 def text_list(**kwargs: Any) -> serializers.ListField:
     return serializers.ListField(child=text(vocabulary.MAX_ITEM), max_length=vocabulary.MAX_ITEMS,
                                  **kwargs)
-
-
-def validated(serializer_class: type, data: Any) -> dict[str, Any]:
-    """``data`` validated by ``serializer_class`` (a ValidationError, answered 400, if not)."""
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data

@@ -1,6 +1,7 @@
 """An agent's fenced work: the lease (acquire, heartbeat, release),
 checkpoints, how a run ended, finishing, and the workspace binding."""
 
+from functools import partial
 from typing import Any
 
 from drf_spectacular.utils import OpenApiExample, extend_schema
@@ -75,7 +76,7 @@ class ReleaseView(LedgerView):
     @idempotent(serializers.ReleaseSerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         released = work.release(caller(request), goal_id, proof(data.get("lease")),
-                                wake_request(data), api_url=api_url(request))
+                                wake_request(data), api_url=partial(api_url, request))
         return Response(released.as_dict())
 
 
@@ -104,7 +105,7 @@ class CheckpointsView(LedgerView):
                                      a.get("previous_sha256")) for a in data["artifacts"]),
             errors=tuple(data["errors"]), note=data["note"],
             release_lease=data["release_lease"], wake=wake_request(data),
-            api_url=api_url(request))
+            api_url=partial(api_url, request))
         return Response(done.as_dict(), status=201)
 
 

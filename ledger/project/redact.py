@@ -22,7 +22,22 @@ _SENSITIVE_PARAM = re.compile(
 _TOKENS = re.compile(r"\bwll?_[A-Za-z0-9_-]{6,}|(?i:\bBearer\s+)[A-Za-z0-9._~+/=-]{12,}")
 
 
+def maybe_secret(text: str) -> bool:
+    """Whether ``redact`` could change ``text``: whatever its patterns match
+    contains a "=" (after a parameter's name), "wl" (our tokens) or "bearer"
+    in any case. Most texts (35 access-log atoms a request, most log lines)
+    contain none; three substring tests cost a tenth of the substitutions (and
+    of one regular expression searching for the three)."""
+    return "=" in text or "wl" in text or "bearer" in text.lower()
+
+
 def redact(text: str) -> str:
+    if not maybe_secret(text):
+        return text
+    return _substitute(text)
+
+
+def _substitute(text: str) -> str:
     text = _SENSITIVE_PARAM.sub(lambda m: m.group(1) + REDACTED, text)
     return _TOKENS.sub(lambda m: REDACTED if not m.group(0).lower().startswith("bearer")
                        else "Bearer " + REDACTED, text)
@@ -50,10 +65,13 @@ def gunicorn_atoms(atoms: dict[str, Any]) -> dict[str, Any]:
     """Gunicorn's access-log atoms, cleaned: whatever format an operator
     configures, credentials in the request line, query, referer or any header
     come out redacted, and the Authorization and Cookie headers not at all."""
-    for name, value in atoms.items():
-        if isinstance(value, str):
-            atoms[name] = redact(value)
     for name in _NEVER_LOGGED:
         if name in atoms:
             atoms[name] = REDACTED
+    texts = [(name, value) for name, value in atoms.items() if isinstance(value, str)]
+    # One look at them all (about 35 a request, the environ's included)
+    # usually finds nothing to redact: 3 µs instead of 20.
+    if maybe_secret("\n".join(value for _, value in texts)):
+        for name, value in texts:
+            atoms[name] = redact(value)
     return atoms

@@ -21,6 +21,7 @@ from django.core.signals import request_finished
 from django.http import HttpRequest, HttpResponse
 
 HEADER = "X-Request-ID"
+_META_KEY = "HTTP_X_REQUEST_ID"  # as WSGI names it
 # Printable, no spaces or quotes, bounded: it goes into log lines and a column.
 _WELL_FORMED = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,63}")
 _current: ContextVar[str] = ContextVar("wakeledger_request_id", default="")
@@ -53,7 +54,9 @@ class RequestIdMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        request_id = accepted(request.headers.get(HEADER))
+        # META, not request.headers: the first look at .headers builds a dict
+        # of every header of the request (about 5 µs), for this one.
+        request_id = accepted(request.META.get(_META_KEY))
         request.request_id = request_id
         # Set, not bound to this call: Django logs a 4xx or 5xx answer
         # ("Bad Request: /api/v1/goals") after the middleware has returned.

@@ -87,11 +87,15 @@ MIDDLEWARE = [
     "api.middleware.RefuseChunkedBodies",
     "ledger.access.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Django's own class, named as such: the deploy checks (session cookie
+    # Secure/HttpOnly) look for this exact path.
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    # Django's lazy user and messages, skipped for a request under /api/ with
+    # an Authorization header (ledger/project/browser.py).
+    "ledger.project.browser.AuthenticationMiddleware",
+    "ledger.project.browser.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -277,6 +281,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": ["api.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # DRF's negotiation with the everyday Accept headers answered up front.
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "api.negotiation.Negotiation",
     "EXCEPTION_HANDLER": "api.errors.handler",
     "DEFAULT_SCHEMA_CLASS": "api.schema.AnswerSchema",  # declares response headers too
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",

@@ -7,6 +7,7 @@ guidance (the one-off wake a host must create) built here.
 """
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,8 +27,13 @@ from ledger.domain.watchdogs import HOST
 from ledger.services.bodies import GoalAnswer, goal_body
 from ledger.services.caller import Caller, run
 
+# The API's base URL, or how to get it: only a host goal's requested wake
+# needs it, and working it out from a request costs more than the rest of
+# the answer (the request's host checked against ALLOWED_HOSTS).
+ApiUrl = str | Callable[[], str]
 
-def requested_wake(state: GoalState, api_url: str) -> dict[str, Any] | None:
+
+def requested_wake(state: GoalState, api_url: ApiUrl) -> dict[str, Any] | None:
     """The pending one-off wake; a host goal's host must create it itself."""
     wake = state.requested_wake
     if not wake:
@@ -37,7 +43,8 @@ def requested_wake(state: GoalState, api_url: str) -> dict[str, Any] | None:
         answer["host_one_off"] = {
             "occurrence": "once", "run_at": wake["due_at"],
             "destination": {"method": "POST",
-                            "url": f"{api_url}/goals/{state.goal_id}/claim",
+                            "url": f"{api_url() if callable(api_url) else api_url}"
+                                   f"/goals/{state.goal_id}/claim",
                             "body": {"occurrence_id": "<the host run's id>",
                                      "reason": wake.get("reason", "")}}}
     return answer
@@ -53,7 +60,7 @@ class Released:
 
 
 def release(caller: Caller, goal_id: str | uuid.UUID, proof: LeaseProof | None,
-            wake: WakeRequest | None, *, api_url: str) -> Released:
+            wake: WakeRequest | None, *, api_url: ApiUrl) -> Released:
     state = run(caller, goal_id, ReleaseLease(proof, wake)).state
     return Released(state.status, requested_wake(state, api_url))
 
@@ -74,7 +81,7 @@ def checkpoint(caller: Caller, goal_id: str | uuid.UUID, proof: LeaseProof | Non
                current_step: str, progress_pct: int, completed: tuple[str, ...],
                next_actions: tuple[str, ...], artifacts: tuple[Artifact, ...],
                errors: tuple[str, ...], note: str, release_lease: bool,
-               wake: WakeRequest | None, api_url: str) -> Checkpointed:
+               wake: WakeRequest | None, api_url: ApiUrl) -> Checkpointed:
     command = RecordCheckpoint(current_step=current_step, progress_pct=progress_pct,
                                completed=completed, next_actions=next_actions,
                                artifacts=artifacts, errors=errors, note=note,
