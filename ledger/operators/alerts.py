@@ -23,7 +23,7 @@ from django.db.models import Count, Q, QuerySet
 
 from ledger.domain import GoalState, liveness
 from ledger.domain.events import iso
-from ledger.domain.overdue import RECONNECT_GRACE
+from ledger.domain.leases import RECONNECT_GRACE
 from ledger.domain.state import ACTIVE_STATUSES
 from ledger.eventstore import clock
 from ledger.models import Goal, SchedulerBeat
@@ -137,9 +137,11 @@ def beat(name: str = SWEEPER) -> None:
 GAP_FROM, GAP_UNTIL = "sweeper.gap_from", "sweeper.gap_until"
 
 
-def unheard_window(now: datetime) -> tuple[datetime, datetime] | None:
+def unheard_window(now: datetime, *, record: bool = True) -> tuple[datetime, datetime] | None:
     """Called by the sweeper as a pass begins: the window in which no sweep
     completed, when it ended less than the reconnect grace ago (else None).
+    A wake's fire asks too, with ``record`` off: a silence still going on is
+    (last beat, now) for it, written by the sweeper's first pass back.
     No sweep means the scheduler or the database was down — and with the
     database, every client's heartbeat was refused too. One missed pass is
     enough (passes come 60-90 s apart: django-q2 looks at its rows every 30 s);
@@ -153,8 +155,9 @@ def unheard_window(now: datetime) -> tuple[datetime, datetime] | None:
     # sweep back): either way nothing could act on a stale lease meanwhile, so
     # five more minutes for a holder that may have been refused cost little.
     if last is not None and now - last > limit:
-        for name, moment in ((GAP_FROM, last), (GAP_UNTIL, now)):
-            SchedulerBeat.objects.update_or_create(name=name, defaults={"at": moment})
+        if record:
+            for name, moment in ((GAP_FROM, last), (GAP_UNTIL, now)):
+                SchedulerBeat.objects.update_or_create(name=name, defaults={"at": moment})
         beats.update({GAP_FROM: last, GAP_UNTIL: now})
     start, end = beats.get(GAP_FROM), beats.get(GAP_UNTIL)
     if start is None or end is None or not end <= now <= end + RECONNECT_GRACE:
