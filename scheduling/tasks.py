@@ -27,9 +27,8 @@ def fire_watchdog(goal_id: str, intended_date: str | None = None,
     try:
         # A fire late because the scheduler or the database was down: the
         # holder's heartbeats may have been refused meanwhile, so the claim
-        # judges its lease with the sweeper's reconnect grace (read only: the
-        # sweeper's next pass records the window).
-        unheard = alerts.unheard_window(clock.now(), record=False)
+        # judges its lease with the sweeper's reconnect grace.
+        unheard = alerts.unheard_window(clock.now())
         result = wakes.fire(goal_id, intended_date, kind, unheard=unheard)
     except GoalNotFound:
         logger.warning("a wake fired for unknown goal %s", goal_id)

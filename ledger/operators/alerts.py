@@ -137,15 +137,13 @@ def beat(name: str = SWEEPER) -> None:
 GAP_FROM, GAP_UNTIL = "sweeper.gap_from", "sweeper.gap_until"
 
 
-def unheard_window(now: datetime, *, record: bool = True) -> tuple[datetime, datetime] | None:
-    """Called by the sweeper as a pass begins: the window in which no sweep
-    completed, when it ended less than the reconnect grace ago (else None).
-    A wake's fire asks too, with ``record`` off: a silence still going on is
-    (last beat, now) for it, written by the sweeper's first pass back.
-    No sweep means the scheduler or the database was down — and with the
-    database, every client's heartbeat was refused too. One missed pass is
-    enough (passes come 60-90 s apart: django-q2 looks at its rows every 30 s);
-    the health check's "silent" waits for three."""
+def unheard_window(now: datetime) -> tuple[datetime, datetime] | None:
+    """Called by the sweeper as a pass begins, and by a wake as it fires: the
+    window in which no sweep completed, when it ended less than the reconnect
+    grace ago (else None). No sweep means the scheduler or the database was
+    down — and with the database, every client's heartbeat was refused too.
+    One missed pass is enough (passes come 60-90 s apart: django-q2 looks at
+    its rows every 30 s); the health check's "silent" waits for three."""
     limit = timedelta(minutes=2 * settings.WAKELEDGER_SWEEP_MINUTES)
     beats = dict(SchedulerBeat.objects.filter(name__in=(SWEEPER, GAP_FROM, GAP_UNTIL))
                  .values_list("name", "at"))
@@ -154,10 +152,13 @@ def unheard_window(now: datetime, *, record: bool = True) -> tuple[datetime, dat
     # afterwards (clients retrying after the outage write before the first
     # sweep back): either way nothing could act on a stale lease meanwhile, so
     # five more minutes for a holder that may have been refused cost little.
-    if last is not None and now - last > limit:
-        if record:
-            for name, moment in ((GAP_FROM, last), (GAP_UNTIL, now)):
-                SchedulerBeat.objects.update_or_create(name=name, defaults={"at": moment})
+    # The silence ends with the first pass that runs after it, a sweep or a
+    # wake's fire (either reached the database): noticed once, its end stays,
+    # so a sweeper that stays silent while wakes fire (or crashes before its
+    # beat) gives no holder more than the one grace.
+    if last is not None and now - last > limit and beats.get(GAP_FROM) != last:
+        for name, moment in ((GAP_FROM, last), (GAP_UNTIL, now)):
+            SchedulerBeat.objects.update_or_create(name=name, defaults={"at": moment})
         beats.update({GAP_FROM: last, GAP_UNTIL: now})
     start, end = beats.get(GAP_FROM), beats.get(GAP_UNTIL)
     if start is None or end is None or not end <= now <= end + RECONNECT_GRACE:
