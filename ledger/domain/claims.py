@@ -20,7 +20,7 @@ from ledger.domain.events import (
     iso,
 )
 from ledger.domain.interruptions import interrupted, interrupted_events, lease_expired_event
-from ledger.domain.leases import acquire_events, lease_refusal
+from ledger.domain.leases import Unheard, acquire_events, lease_refusal
 from ledger.domain.runs import budget_block, budget_spent_why, charge_event
 from ledger.domain.state import BLOCKED, PAUSED, WAITING, GoalState
 from ledger.domain.watchdogs import (
@@ -61,6 +61,11 @@ class ClaimWake:
     push_dispatchers: frozenset[str] = frozenset()
     note: str = ""  # an operator's why
     operator: str = ""  # an operator's name (source operator)
+    # The shell's recent window in which the server could not be heard from
+    # (``leases.unheard_grace``): a fire right after an outage must not judge
+    # the holder silent, or its attempt a recovery, for heartbeats the outage
+    # refused — as the sweeper does not (seed 2, 30 days).
+    unheard: Unheard = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,12 +166,14 @@ def _outcome(state: GoalState, cmd: ClaimWake, now: datetime, occurrence: str,
     early = None if operator else _not_due(state, slot, now)
     if early is not None:
         return early
-    if interrupted(state, now):
+    if interrupted(state, now, cmd.unheard):
         return {"outcome": "terminal_cleanup_required", "interrupted": True,
                 "notes": "the last continuation's lease expired without a heartbeat, "
                          "checkpoint or outcome: INTERRUPTED_UNKNOWN"}
-    # An operator's wake ends a pause early; a live worker still comes first.
-    refusal = lease_refusal(state.but(paused_until="") if operator else state, now)
+    # An operator's wake ends a pause early; a live worker still comes first,
+    # and so does one the server could not hear during an outage.
+    refusal = lease_refusal(state.but(paused_until="") if operator else state, now,
+                            cmd.unheard)
     if refusal is not None:
         return {"outcome": "worker_busy_noop", "notes": refusal["why"],
                 "retry_after_seconds": refusal["retry_after_seconds"]}

@@ -5,17 +5,19 @@ blindly."""
 from datetime import datetime
 
 from ledger.domain.events import Event, GoalBlocked, LeaseExpired
-from ledger.domain.leases import lease_stale_at
+from ledger.domain.leases import Unheard, lease_stale_at
 from ledger.domain.state import GoalState
 
 
-def interrupted(state: GoalState, now: datetime) -> bool:
+def interrupted(state: GoalState, now: datetime, unheard: Unheard = None) -> bool:
     """Rule 6, decided here for every path (claim, sweeper): a continuation
     that was handed over (dispatched, or its lease taken by a claimant or a
     pull) went silent past its lease and stale grace, with no heartbeat,
     checkpoint or outcome. A blocking job it tracked is no sign of life: a
-    holder that waits on one heartbeats (DESIGN section 6)."""
-    stale_at = lease_stale_at(state)
+    holder that waits on one heartbeats (DESIGN section 6). Silence is only
+    what the server could have heard: a lease that went stale while it could
+    not (``unheard``) gets the reconnect grace first, on every path."""
+    stale_at = lease_stale_at(state, unheard)
     return (stale_at is not None and now >= stale_at
             and state.lease.get("via") in ("wake", "pull")
             and not state.lease.get("active"))

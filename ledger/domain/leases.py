@@ -40,13 +40,37 @@ from ledger.domain.timing import pause_left, paused
 Changes = dict[str, Any]
 
 
-def lease_stale_at(state: GoalState) -> datetime | None:
-    """When the current lease may be taken over (None: there is no lease)."""
+# A client that met an unreachable server retries within minutes of its
+# return: a lease that went stale while the server could not be heard from is
+# given this long after that window before it is taken from its holder.
+RECONNECT_GRACE = timedelta(minutes=5)
+
+# When the server itself could not be heard from (no sweep completed: the
+# scheduler or the database was down), from the last sweep before the silence
+# to the first pass after it; found by the shell (None: no recent silence).
+Unheard = tuple[datetime, datetime] | None
+
+
+def unheard_grace(stale_at: datetime, unheard: Unheard) -> datetime:
+    """When a lease may be expired or taken: its stale point, or — when it went
+    stale during a window in which the server itself could not be heard from —
+    the end of that window plus RECONNECT_GRACE. A holder must not be judged
+    silent (INTERRUPTED_UNKNOWN for a continuation, a charged recovery) for
+    calls an outage refused: every path that judges it (the sweeper, a wake's
+    claim) asks here."""
+    if unheard is None or stale_at <= unheard[0]:
+        return stale_at
+    return max(stale_at, unheard[1] + RECONNECT_GRACE)
+
+
+def lease_stale_at(state: GoalState, unheard: Unheard = None) -> datetime | None:
+    """When the current lease may be taken over (None: there is no lease),
+    the reconnect grace after an unheard window included."""
     if not state.lease:
         return None
     expires = datetime.fromisoformat(state.lease["expires_at"])
     grace = state.setting("stale_grace_seconds")
-    return expires + timedelta(seconds=grace)
+    return unheard_grace(expires + timedelta(seconds=grace), unheard)
 
 
 def lease_live(state: GoalState, now: datetime) -> bool:
@@ -56,9 +80,12 @@ def lease_live(state: GoalState, now: datetime) -> bool:
     return bool(state.lease) and now < datetime.fromisoformat(state.lease["expires_at"])
 
 
-def lease_refusal(state: GoalState, now: datetime) -> dict[str, Any] | None:
+def lease_refusal(state: GoalState, now: datetime,
+                  unheard: Unheard = None) -> dict[str, Any] | None:
     """Why a lease cannot be granted now, or None when it can. Pure: the API
-    also uses it to explain a refused acquire."""
+    also uses it to explain a refused acquire. ``unheard``: a recent window in
+    which the server could not be heard from (its holder keeps the lease
+    until RECONNECT_GRACE after it)."""
     if state.terminal:
         return {"retry_after_seconds": None, "next_required_action": "start_a_new_goal",
                 "why": f"the goal is {state.status}"}
@@ -69,7 +96,7 @@ def lease_refusal(state: GoalState, now: datetime) -> dict[str, Any] | None:
     if wait:
         return {"retry_after_seconds": wait, "next_required_action": "wait_for_reset",
                 "why": f"rate limited: paused until {state.paused_until}"}
-    stale_at = lease_stale_at(state)
+    stale_at = lease_stale_at(state, unheard)
     if stale_at is None:
         return None
     if now >= stale_at:
@@ -248,6 +275,15 @@ def unleased(how: str) -> Any:
     def apply(state: GoalState, data: object, at: str) -> Changes:
         # A paused or blocked goal stays so; only a running one goes back to waiting.
         status = WAITING if state.status == RUNNING else state.status
-        return {"lease": {}, "status": status, "lease_end": how}
+        changes: Changes = {"lease": {}, "status": status, "lease_end": how}
+        if how == "released" and state.ready.get("charge"):
+            # A wake made the goal ready as a recovery while this lease looked
+            # stale (a late fire, a holder the server could not hear), and its
+            # holder came back and released it: the attempt ended cleanly
+            # after all, so pulling that wake is scheduled progress, which
+            # rule 5 never charges. (A holder that goes silent again ends in
+            # lease.expired, which keeps the charge.)
+            changes["ready"] = {**state.ready, "charge": False}
+        return changes
 
     return apply

@@ -23,7 +23,7 @@ what a missed deadline changes — always as events, with the reason:
 """
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from ledger.domain import liveness, timing
@@ -71,24 +71,8 @@ class CheckLiveness:
     by_operator: bool = False
     # When no sweep completed (the scheduler or the database was down), from
     # the last beat before the silence to the first pass after it: the server
-    # may not have heard its clients then (``unheard_grace``).
+    # may not have heard its clients then (``leases.unheard_grace``).
     unheard: tuple[datetime, datetime] | None = None
-
-
-# A client that met an unreachable server retries within minutes of its
-# return: a lease that went stale while no sweep could run is given this long
-# after the first sweep back before it expires (and rule 6 reads it as silent).
-RECONNECT_GRACE = timedelta(minutes=5)
-
-
-def unheard_grace(stale_at: datetime, unheard: tuple[datetime, datetime] | None) -> datetime:
-    """When a lease may be expired: its stale point, or — when it went stale
-    during a window in which the server itself could not be heard from — the
-    end of that window plus RECONNECT_GRACE. A holder must not be judged silent
-    (INTERRUPTED_UNKNOWN for a continuation) for calls an outage refused."""
-    if unheard is None or stale_at <= unheard[0]:
-        return stale_at
-    return max(stale_at, unheard[1] + RECONNECT_GRACE)
 
 
 # Repairs of one wake with no fire between them before it is listed
@@ -132,10 +116,10 @@ def _deadlines(state: GoalState, cmd: CheckLiveness, now: datetime) -> list[Even
 
 def _lease(state: GoalState, now: datetime,
            unheard: tuple[datetime, datetime] | None = None) -> list[Event]:
-    stale_at = lease_stale_at(state)
-    if stale_at is None or now < unheard_grace(stale_at, unheard):
+    stale_at = lease_stale_at(state, unheard)
+    if stale_at is None or now < stale_at:
         return []
-    if interrupted(state, now):
+    if interrupted(state, now, unheard):
         return interrupted_events(state, now)
     events = [lease_expired_event(state, now)]
     if state.setting("scheduler") == INTERNAL:

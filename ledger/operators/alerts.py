@@ -23,7 +23,7 @@ from django.db.models import Count, Q, QuerySet
 
 from ledger.domain import GoalState, liveness
 from ledger.domain.events import iso
-from ledger.domain.overdue import RECONNECT_GRACE
+from ledger.domain.leases import RECONNECT_GRACE
 from ledger.domain.state import ACTIVE_STATUSES
 from ledger.eventstore import clock
 from ledger.models import Goal, SchedulerBeat
@@ -138,12 +138,12 @@ GAP_FROM, GAP_UNTIL = "sweeper.gap_from", "sweeper.gap_until"
 
 
 def unheard_window(now: datetime) -> tuple[datetime, datetime] | None:
-    """Called by the sweeper as a pass begins: the window in which no sweep
-    completed, when it ended less than the reconnect grace ago (else None).
-    No sweep means the scheduler or the database was down — and with the
-    database, every client's heartbeat was refused too. One missed pass is
-    enough (passes come 60-90 s apart: django-q2 looks at its rows every 30 s);
-    the health check's "silent" waits for three."""
+    """Called by the sweeper as a pass begins, and by a wake as it fires: the
+    window in which no sweep completed, when it ended less than the reconnect
+    grace ago (else None). No sweep means the scheduler or the database was
+    down — and with the database, every client's heartbeat was refused too.
+    One missed pass is enough (passes come 60-90 s apart: django-q2 looks at
+    its rows every 30 s); the health check's "silent" waits for three."""
     limit = timedelta(minutes=2 * settings.WAKELEDGER_SWEEP_MINUTES)
     beats = dict(SchedulerBeat.objects.filter(name__in=(SWEEPER, GAP_FROM, GAP_UNTIL))
                  .values_list("name", "at"))
@@ -152,7 +152,11 @@ def unheard_window(now: datetime) -> tuple[datetime, datetime] | None:
     # afterwards (clients retrying after the outage write before the first
     # sweep back): either way nothing could act on a stale lease meanwhile, so
     # five more minutes for a holder that may have been refused cost little.
-    if last is not None and now - last > limit:
+    # The silence ends with the first pass that runs after it, a sweep or a
+    # wake's fire (either reached the database): noticed once, its end stays,
+    # so a sweeper that stays silent while wakes fire (or crashes before its
+    # beat) gives no holder more than the one grace.
+    if last is not None and now - last > limit and beats.get(GAP_FROM) != last:
         for name, moment in ((GAP_FROM, last), (GAP_UNTIL, now)):
             SchedulerBeat.objects.update_or_create(name=name, defaults={"at": moment})
         beats.update({GAP_FROM: last, GAP_UNTIL: now})

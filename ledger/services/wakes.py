@@ -13,6 +13,7 @@ from ledger.domain import DomainError, GoalState
 from ledger.domain.claims import ClaimWake, WakeNow
 from ledger.domain.dispatches import RecordDispatch, dispatches, lapsed_unsent, superseded
 from ledger.domain.events import WakeClaimed
+from ledger.domain.leases import Unheard
 from ledger.domain.smartwake import resume_packet
 from ledger.domain.watchdogs import HOST
 from ledger.eventstore import clock, store
@@ -61,19 +62,20 @@ class Claim:
 def claim(goal_id: str | uuid.UUID, *, source: str, occurrence_id: str = "", reason: str = "",
           holder: str = "", actor: str, idempotency_key: str | None = None,
           token: str | None = None, kind: str = "recurring", intended_at: str = "",
-          push: bool = False, owner: str | None = None) -> Claim:
+          push: bool = False, owner: str | None = None, unheard: Unheard = None) -> Claim:
     """One wake's claim. An internal wake's lease token is the derived
     dispatch token (only a push hands it out, and the outbox derives it
     again); a host's claimant gets the token it brings or a fresh random one.
     ``push`` forces a push whatever the goal's dispatcher (what the tests use
-    to stand for one); ``owner`` limits the claim to that agent's goals."""
+    to stand for one); ``owner`` limits the claim to that agent's goals;
+    ``unheard``: the server's recent silence (``leases.unheard_grace``)."""
     goal_id = store.canonical_id(goal_id)
     if source != "host":
         token = dispatch_lease(goal_id, occurrence_id)
     raw = token or random_lease()
     command = ClaimWake(occurrence_id, source, holder, digest(raw), reason, kind=kind,
                         intended_at=intended_at, push=push,
-                        push_dispatchers=lease_dispatchers())
+                        push_dispatchers=lease_dispatchers(), unheard=unheard)
     outcome = store.execute(goal_id, command, actor=actor, idempotency_key=idempotency_key,
                             owner=owner)
     return _answer(outcome, raw)
@@ -90,15 +92,19 @@ def host_claim(caller: Caller, goal_id: str | uuid.UUID, *, occurrence_id: str, 
                  token=token, owner=caller.owner)
 
 
-def fire(goal_id: str, intended_at: str | None = None, kind: str = "recurring") -> Claim:
+def fire(goal_id: str, intended_at: str | None = None, kind: str = "recurring",
+         unheard: Unheard = None) -> Claim:
     """A scheduled wake fired: the recurring watchdog's slot, or a one-off
     wake (``kind``). Its occurrence id is the schedule's intended run time,
-    so the same occurrence fired twice (two clusters, a retry) is one claim."""
+    so the same occurrence fired twice (two clusters, a retry) is one claim.
+    ``unheard``: the window the sweeper's beats say no sweep completed in
+    (the scheduler's task reads it): a late fire after an outage gives the
+    holder the reconnect grace the sweeper gives it."""
     intended = intended_at or clock.now().isoformat()
     occurrence = (f"internal:{goal_id}@{intended}" if kind == "recurring"
                   else f"internal:{goal_id}@{kind}:{intended}")
     return claim(goal_id, source="internal", occurrence_id=occurrence, actor="scheduler",
-                 kind=kind, intended_at=intended)
+                 kind=kind, intended_at=intended, unheard=unheard)
 
 
 def wake_now(goal_id: str | uuid.UUID, *, operator: str, reason: str,

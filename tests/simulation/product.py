@@ -34,7 +34,7 @@ from django.db import connection
 from django_q.models import Schedule
 
 from ledger.domain import DomainError, GoalState, LeaseProof, liveness
-from ledger.domain.overdue import RECONNECT_GRACE  # noqa: F401 (the world reads it here)
+from ledger.domain.leases import RECONNECT_GRACE  # noqa: F401 (the world reads it here)
 from ledger.eventstore import clock, projection, tallies
 from ledger.models import Event, Goal
 from ledger.operators import alerts as ledger_alerts

@@ -517,13 +517,19 @@ class World:
         self.end_turn(goal, "host task re-created")
 
     def begin_turn(self, goal: GoalSim, lease: Lease) -> None:
+        # Read before the agent changes anything: a step that meets the
+        # unreachable database is retried whole after the outage (``step``),
+        # and one that had already moved ``goal.turn`` found its retry stale
+        # and left the agent "working" on nothing (seed 2, 30 days: a pushed
+        # lease nobody renewed, blocked INTERRUPTED_UNKNOWN by the world itself).
+        inspect = product.jobs_to_inspect(product.load(goal.goal_id))
         goal.turn += 1
         goal.lease = lease
         goal.mode = "working"
         goal.idle_polls = 0
         # The resume packet's jobs_to_inspect: a dead holder's CI runs. The
         # agent looks each one up and reports how it went.
-        for job in product.jobs_to_inspect(product.load(goal.goal_id)):
+        for job in inspect:
             status = "succeeded" if self.rng.random() < 0.7 else "failed"
             self.count("job_inspected")
             self.call(goal, product.update_job, goal.goal_id, goal.agent, lease,
@@ -670,11 +676,22 @@ class World:
         self.note(goal, f"the push dispatcher hands the agent generation {handed.generation} "
                         f"({str(payload.get('occurrence_id', ''))[:40]})")
         self.after(timedelta(seconds=self.rng.uniform(1, 30)), self.pushed_turn, goal,
-                   goal.turn, handed)
+                   goal.turn, handed, self.now)
         return True
 
-    def pushed_turn(self, goal: GoalSim, turn: int, lease: Lease) -> None:
+    def pushed_turn(self, goal: GoalSim, turn: int, lease: Lease, received: datetime) -> None:
         if turn != goal.turn or goal.ended:
+            return
+        # Held up past half its lease (the database was down as it began):
+        # the skill's cadence (renew at least every lease_seconds / 2) has the
+        # agent renew first, not in its first chunk minutes later — the
+        # product gives a holder RECONNECT_GRACE after an outage, not a whole
+        # chunk more.
+        late = self.now - received > timedelta(seconds=LEASE_SECONDS / 2)
+        if late and self.call(goal, product.heartbeat, goal.goal_id, goal.agent,
+                              lease) is None:
+            if goal.turn == turn:
+                self.end_turn(goal, "its pushed lease was refused")
             return
         self.begin_turn(goal, lease)
 
