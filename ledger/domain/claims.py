@@ -167,12 +167,15 @@ def reanchor(state: GoalState, cmd: ClaimWake, slot: datetime | None,
             or not watchdog.get("early_fire") or timing.pause_left(state, now)
             or timing.early_by(watchdog, slot, now) <= 0):
         return None
-    gap = (now - datetime.fromisoformat(watchdog["early_fire"])).total_seconds()
+    previous = datetime.fromisoformat(watchdog["early_fire"])
+    gap = (now - previous).total_seconds()
     every = watchdog.get("interval_seconds", 0)
     intervals = round(gap / every) if every else 0
     if intervals < 1 or abs(gap - intervals * every) > timing.reanchor_tolerance(watchdog):
         return None
-    return now
+    # The earlier of the two fires' offsets: hosts fire late more than early,
+    # so later fires then land on time or late (a late fire keeps its slot).
+    return min(now, previous + timedelta(seconds=intervals * every))
 
 
 def claim_outcome(state: GoalState, cmd: ClaimWake, now: datetime) -> dict[str, Any]:

@@ -60,8 +60,10 @@ def test_seed2_a_typo_50_minutes_late_resumes_at_the_hosts_second_fire():
     second_at = true_first + timedelta(hours=2, seconds=9)
     state, second = host_fire(state, second_at)
     assert second == "recurring_acquired" and state.lease
-    assert state.watchdog["anchor"] == iso(second_at)
-    assert state.watchdog["next_due_at"] == iso(second_at + timedelta(hours=2))
+    # The earlier offset of the two fires (5 s, not 9 s) is the new anchor.
+    anchor = true_first + timedelta(hours=2, seconds=5)
+    assert state.watchdog["anchor"] == iso(anchor)
+    assert state.watchdog["next_due_at"] == iso(anchor + timedelta(hours=2))
     assert "early_fire" not in state.watchdog
     # The next true slot is now on time.
     assert timing.early_by(state.watchdog, timing.slot_of(state.watchdog, true_first
