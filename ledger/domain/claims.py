@@ -121,6 +121,9 @@ class Verdict:
     occurrence_id: str
     slot: datetime | None
     answer: dict[str, Any]
+    # A host fire that re-anchors the goal's slots on the host's own schedule
+    # (``reanchor``): the new anchor, which is this fire's slot.
+    anchor: datetime | None = None
 
     @property
     def outcome(self) -> str:
@@ -140,8 +143,39 @@ def occurrence_of(cmd: ClaimWake, slot: datetime | None) -> str:
 def judge(state: GoalState, cmd: ClaimWake, now: datetime) -> Verdict:
     """The claim's verdict: slot and occurrence computed once, then the outcome."""
     slot = _slot(state, cmd, now)
+    anchor = reanchor(state, cmd, slot, now)
+    if anchor is not None:
+        slot = anchor  # the fire is on time for the host's own slots
     occurrence = occurrence_of(cmd, slot)
-    return Verdict(occurrence, slot, _outcome(state, cmd, now, occurrence, slot))
+    return Verdict(occurrence, slot, _outcome(state, cmd, now, occurrence, slot), anchor)
+
+
+def reanchor(state: GoalState, cmd: ClaimWake, slot: datetime | None,
+             now: datetime) -> datetime | None:
+    """The host is the truth of when its task fires (DESIGN: "the host's
+    schedule is what fires"). A receipt's ``due_at`` within the receipt
+    tolerance but off the task's real slots (a typo, a zone slip) makes every
+    fire early, so every claim would be ``not_due`` forever. When a host fire
+    is early and the previous host fire was early too, a whole number of
+    intervals before it (within ``timing.reanchor_tolerance``), the host fires
+    at a consistent offset: its fire becomes the anchor and is on time. A
+    host that fires too often (consecutive fires less than an interval apart)
+    never qualifies, so it still gets ``not_due``. The new anchor, or None."""
+    watchdog = state.watchdog
+    if (cmd.source != HOST or cmd.kind != "recurring" or slot is None
+            or watchdog.get("backend") != HOST or watchdog.get("status") != "live"
+            or not watchdog.get("early_fire") or timing.pause_left(state, now)
+            or timing.early_by(watchdog, slot, now) <= 0):
+        return None
+    previous = datetime.fromisoformat(watchdog["early_fire"])
+    gap = (now - previous).total_seconds()
+    every = watchdog.get("interval_seconds", 0)
+    intervals = round(gap / every) if every else 0
+    if intervals < 1 or abs(gap - intervals * every) > timing.reanchor_tolerance(watchdog):
+        return None
+    # The earlier of the two fires' offsets: hosts fire late more than early,
+    # so later fires then land on time or late (a late fire keeps its slot).
+    return min(now, previous + timedelta(seconds=intervals * every))
 
 
 def claim_outcome(state: GoalState, cmd: ClaimWake, now: datetime) -> dict[str, Any]:
@@ -227,8 +261,10 @@ def _not_due(state: GoalState, slot: datetime | None, now: datetime) -> dict[str
         return {"outcome": "not_due", "notes": f"paused until {state.paused_until}",
                 "retry_after_seconds": wait}
     if slot is not None and timing.early_by(state.watchdog, slot, now) > 0:
+        # ``early``: the slot has not come, so it is not claimed (the
+        # watchdog's next due time stays; see ``reanchor``).
         return {"outcome": "not_due", "notes": f"the next wake is due at {iso(slot)}",
-                "retry_after_seconds": ceil((slot - now).total_seconds())}
+                "retry_after_seconds": ceil((slot - now).total_seconds()), "early": True}
     return None
 
 
@@ -272,10 +308,20 @@ def _claim(state: GoalState, cmd: ClaimWake, now: datetime,
     if outcome in ("already_claimed", "receipt_required"):
         return verdict, []  # nothing changes, not even the record of a claim
     operator = cmd.source == OPERATOR
+    early = bool(answer.get("early"))
+    if verdict.anchor is not None:
+        next_due: str | None = iso(verdict.anchor
+                                   + timedelta(seconds=state.watchdog["interval_seconds"]))
+    else:
+        # An early fire claims no slot: the watchdog's next due time (and
+        # the HOST_SILENT deadline counted from it) stays where it was.
+        next_due = None if early else _next_due(state, slot, now)
     record = WakeClaimed(
         occurrence_id=occurrence, source=cmd.source, kind=cmd.kind, outcome=outcome,
         reason=_reason(state, cmd), notes=answer["notes"],
-        slot=iso(slot) if slot is not None else None, next_due_at=_next_due(state, slot, now),
+        slot=iso(slot) if slot is not None else None, next_due_at=next_due,
+        early=True if early and cmd.source == HOST else None,
+        anchor=iso(verdict.anchor) if verdict.anchor is not None else None,
         operator=validation.text(cmd.operator, "operator", limit=validation.MAX_KEY, required=True)
         if operator else None,
         why=validation.text(cmd.note, "reason", limit=validation.MAX_NOTE, required=True)
@@ -401,6 +447,22 @@ def claimed(state: GoalState, data: WakeClaimed, at: str) -> dict[str, Any]:
         changes["ready"] = {"occurrence_id": data.occurrence_id, "reason": data.reason,
                             "at": at, "since": state.ready.get("since", at) if state.ready
                             else at, "charge": data.charge or False}
-    if data.source == HOST:
+    if data.source == HOST and state.watchdog:
+        changes["watchdog"] = _host_fire(changes.get("watchdog", state.watchdog), data, at)
+    if data.source == HOST and not data.early:
+        # An early fire proves a host, not that it claims its slots: it
+        # leaves HOST_SILENT standing (else each would flip the listing).
         changes.update(host_heard(state))
     return changes
+
+
+def _host_fire(watchdog: dict[str, Any], data: WakeClaimed, at: str) -> dict[str, Any]:
+    """A host fire on the watchdog: an early one is remembered (``reanchor``
+    compares the next with it), any other forgets it; a re-anchoring one
+    moves the anchor to the host's own slot."""
+    changed = {k: v for k, v in watchdog.items() if k != "early_fire"}
+    if data.early:
+        changed["early_fire"] = at
+    if data.anchor:
+        changed["anchor"] = data.anchor
+    return changed

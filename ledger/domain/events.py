@@ -376,6 +376,8 @@ class WakeClaimed(Payload):
     retry_count: int | None = optional()  # granted: wakes since the last checkpoint (rule 7)
     retry_after_seconds: int | None = optional()
     charge: bool | None = optional()  # ready_for_pull: a recovery continuation (rule 5)
+    early: bool | None = optional()  # a host fire before its slot: claims no slot
+    anchor: str | None = optional()  # a host fire that re-anchored the slots here (ISO)
 
     def event(self, now: datetime) -> Event:
         return Event(self, now)

@@ -302,7 +302,8 @@ def _host_expectation(state: GoalState) -> Expectation:
         due = datetime.fromisoformat(watchdog["next_due_at"])
         slots = state.setting("host_silent_slots")
         return Expectation(SCHEDULED, HOST_CLAIM, due + (slots - 1) * every + lateness,
-                           f"its host claims the slot due {watchdog['next_due_at']}; "
+                           f"its host claims the slot due {watchdog['next_due_at']} (a fire "
+                           "before it claims none); "
                            f"after {slots} missed slot(s), {HOST_SILENT}")
     # No host task is known to fire: never prepared, not confirmed by a
     # receipt, uncertain, failed or disabled. Its agent must reconcile it.

@@ -2,8 +2,10 @@
 
 - **Slots.** A recurring watchdog fires at ``anchor + k x interval``. The
   anchor is the first due time (internal) or the host receipt's ``due_at``
-  (host), and no claim ever moves it: a late pickup, a busy worker or an early
-  fire never shifts the slots after it.
+  (host), and no claim moves it: a late pickup, a busy worker or an early
+  fire never shifts the slots after it. One exception, for host goals only:
+  a host whose early fires come a whole number of intervals apart fires on
+  its own schedule, and its fire becomes the anchor (``claims.reanchor``).
 - **Next wake.** When the next wake will really fire: the earliest of the
   pending one-off wakes and the watchdog's next slot.
 - What each goal waits for and by when is ``ledger.domain.liveness``.
@@ -52,6 +54,17 @@ def early_by(watchdog: dict, slot: datetime, now: datetime) -> float:
     """Seconds a fire at ``now`` comes before ``slot`` beyond the tolerance (0: on time)."""
     tolerance = min(EARLY_TOLERANCE_SECONDS, watchdog.get("interval_seconds", 0) / 2)
     return max(0.0, (slot - now).total_seconds() - tolerance)
+
+
+# How far two early host fires may miss a whole number of intervals apart and
+# still show one consistent offset (``claims.reanchor``): a host's own jitter
+# and lateness, a few minutes, never more than an eighth of the interval (so
+# a host firing too often never passes for one on its own schedule).
+REANCHOR_TOLERANCE_SECONDS = 600
+
+
+def reanchor_tolerance(watchdog: dict) -> float:
+    return min(REANCHOR_TOLERANCE_SECONDS, watchdog.get("interval_seconds", 0) / 8)
 
 
 def paused(state: GoalState) -> bool:

@@ -285,6 +285,7 @@ def receipted(state: GoalState, data: ReceiptRecorded, at: str) -> dict[str, Any
                 "last_receipt": data.status, "last_receipt_at": at}
     if data.status == "created":
         watchdog["next_due_at"] = data.due_at
+        watchdog.pop("early_fire", None)  # a new schedule: fires compare afresh
         if data.backend == HOST:
             watchdog["anchor"] = data.due_at  # the host's schedule is what fires
         if data.host_ref_sha256 is not None:
