@@ -10,7 +10,9 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
+from django.conf import settings
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ledger.models import Event as EventRow
@@ -85,7 +87,8 @@ def append_pg(conn: BaseDatabaseWrapper, sql: "Statements", stored: "list[Stored
               changed: tuple[str, ...], values: list[Any]) -> tuple[int, str | None]:
     """PostgreSQL: insert the events and update the goal row in one statement
     (a data-modifying WITH always runs to completion; the row count is the
-    UPDATE's), sent through libpq with its parameters as text; the row count
+    UPDATE's), sent through libpq with its parameters as text (prepared once per
+    connection, ``_prepared``); the row count
     and the state as jsonb spells it (``RETURNING state``).
 
     Not through a psycopg cursor: Django's is a client-side-binding one, which
@@ -105,11 +108,39 @@ def append_pg(conn: BaseDatabaseWrapper, sql: "Statements", stored: "list[Stored
         query = _numbered(f"WITH appended AS ({insert}) {sql.update(changed)} RETURNING state")
         _PG_APPENDS[key] = query
     raw = conn.connection
-    result = raw.pgconn.exec_params(query, [_as_text(v) for v in values])
+    params = [_as_text(v) for v in values]
+    name = _prepared(raw, query) if settings.WAKELEDGER_PG_PREPARED else None
+    result = (raw.pgconn.exec_prepared(name, params) if name is not None
+              else raw.pgconn.exec_params(query, params))
     if result.status != pq.ExecStatus.TUPLES_OK:
         raise errors.error_from_result(result, encoding=raw.info.encoding)
     returned = result.get_value(0, 0) if result.ntuples else None
     return result.command_tuples or 0, returned.decode() if returned is not None else None
+
+
+# The append statements this process prepared, per connection (a prepared
+# statement lives in its server session; a new connection prepares anew).
+_PREPARED_ON: "WeakKeyDictionary[Any, dict[bytes, bytes]]" = WeakKeyDictionary()
+
+
+def _prepared(raw: Any, query: bytes) -> bytes:
+    """The name ``query`` is prepared under on this connection, preparing it
+    the first time. Parsing and planning the WITH statement anew cost about
+    a sixth of a checkpoint's time on PostgreSQL (bench/profile_append.py,
+    docs/performance.md); prepared, the server only binds and runs it. A
+    transaction-pooling PgBouncer older than 1.21 cannot carry prepared
+    statements between its server connections: WAKELEDGER_PG_PREPARED=false."""
+    from psycopg import errors, pq
+
+    names = _PREPARED_ON.setdefault(raw, {})
+    name = names.get(query)
+    if name is None:
+        name = b"wakeledger_append_%d" % len(names)
+        result = raw.pgconn.prepare(name, query)
+        if result.status != pq.ExecStatus.COMMAND_OK:
+            raise errors.error_from_result(result, encoding=raw.info.encoding)
+        names[query] = name
+    return name
 
 
 # The append statements in PostgreSQL's numbered placeholders, by
