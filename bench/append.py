@@ -250,15 +250,11 @@ def bench_sqlite(events: int, reps: int) -> list[Row]:
 
 
 def bench_postgres(events: int, reps: int) -> list[Row]:
-    from bench.pg import durable_server
+    from bench.pg import django_on_durable_server
 
-    with tempfile.TemporaryDirectory(prefix="wakeledger-bench-") as tmp, \
-            durable_server() as url:
+    with django_on_durable_server() as url:
         if url is None:
-            print("no PostgreSQL binaries (/usr/lib/postgresql/*/bin): postgres rows skipped",
-                  file=sys.stderr)
             return []
-        django_setup(tmp, url)
         from django.db import connection
 
         ours = Ours()

@@ -180,15 +180,11 @@ def bench_postgres(events: int, reps: int) -> list[Row]:
     from psycopg.rows import dict_row
 
     from bench.append import Ours
-    from bench.pg import durable_server
+    from bench.pg import django_on_durable_server
 
-    with tempfile.TemporaryDirectory(prefix="wakeledger-bench-") as tmp, \
-            durable_server() as url:
+    with django_on_durable_server() as url:
         if url is None:
-            print("no PostgreSQL binaries (/usr/lib/postgresql/*/bin): postgres rows skipped",
-                  file=sys.stderr)
             return []
-        django_setup(tmp, url)
         ours = Ours()
         ours.run(1)
         payload = json.loads(ours.payload())

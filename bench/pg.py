@@ -8,9 +8,11 @@ for the WAL flush exactly as in production.
 """
 
 import contextlib
+import sys
+import tempfile
 from collections.abc import Iterator
 
-from bench.common import ROOT  # noqa: F401  (puts the project on sys.path)
+from bench.common import django_setup
 from tests.postgres import find_bindir, server
 
 
@@ -22,4 +24,18 @@ def durable_server() -> Iterator[str | None]:
         yield None
         return
     with server(bindir, durable=True) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def django_on_durable_server() -> Iterator[str | None]:
+    """Django set up on a durable throwaway server (a benchmark's PostgreSQL
+    rows); None, said once on stderr, when no PostgreSQL binaries are here."""
+    with tempfile.TemporaryDirectory(prefix="wakeledger-bench-") as tmp, \
+            durable_server() as url:
+        if url is None:
+            print("no PostgreSQL binaries (/usr/lib/postgresql/*/bin): postgres rows skipped",
+                  file=sys.stderr)
+        else:
+            django_setup(tmp, url)
         yield url
