@@ -10,6 +10,7 @@ from ledger.domain import policy as domain_policy
 from ledger.project import dispatchers, oauth
 from ledger.project.env import database_from_url, env_bool, env_int, env_list, env_str
 from ledger.project.files import private_var
+from ledger.project.logconfig import logging_from_environment
 
 # The checkout (this file is ledger/project/settings.py).
 BASE_DIR = Path(__file__).resolve().parents[2]
@@ -460,15 +461,6 @@ def _check_note_settings() -> None:
 
 _check_note_settings()
 
-LOG_LEVEL = env_str("WAKELEDGER_LOG_LEVEL", "INFO").upper()
-if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
-    raise ImproperlyConfigured(f"WAKELEDGER_LOG_LEVEL={LOG_LEVEL!r} is not a log level.")
-# text (one plain line) or json (one JSON object a line, for a log shipper);
-# both carry the request id and both are redacted.
-LOG_FORMAT = env_str("WAKELEDGER_LOG_FORMAT", "text")
-if LOG_FORMAT not in {"text", "json"}:
-    raise ImproperlyConfigured(f"WAKELEDGER_LOG_FORMAT={LOG_FORMAT!r} must be text or json.")
-
 # /metrics (docs/metrics.md): an auditor's or operator's API token, or this
 # scrape token of its own (empty: none). At least 32 characters: it guards
 # numbers about every goal.
@@ -477,24 +469,4 @@ if WAKELEDGER_METRICS_TOKEN and (len(WAKELEDGER_METRICS_TOKEN) < 32
                                  or any(c.isspace() for c in WAKELEDGER_METRICS_TOKEN)):
     raise ImproperlyConfigured("WAKELEDGER_METRICS_TOKEN must be at least 32 characters, "
                                "without spaces.")
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {
-        "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
-        "json": {"()": "ledger.project.jsonlogs.JsonLines"},
-    },
-    # Tokens never reach a log, whoever logs them (a query string in
-    # django.server's request line, a library quoting a header). The request
-    # id (ledger/project/requestid.py) goes on every record.
-    "filters": {"redact": {"()": "ledger.project.redact.RedactSecrets"},
-                "request_id": {"()": "ledger.project.requestid.RequestIdFilter"},
-                "client_errors_are_info": {"()": "ledger.project.logfilters.ClientErrorsAreInfo"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT,
-                             "filters": ["request_id", "redact"]}},
-    "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    # urllib3 logs every request line at DEBUG: a notification channel's
-    # webhook path is often its secret (docs/notifications.md).
-    "loggers": {"django.db.backends": {"level": "INFO"}, "urllib3": {"level": "INFO"},
-                "django.request": {"filters": ["client_errors_are_info"]}},
-}
+LOGGING = logging_from_environment()
