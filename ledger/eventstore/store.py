@@ -40,7 +40,7 @@ from ledger.domain.codec import Payload, encode
 from ledger.domain.state import TERMINAL_STATUSES
 from ledger.domain.timing import next_wake_at
 from ledger.domain.validation import canonical_workspace
-from ledger.eventstore import appendsql, clock
+from ledger.eventstore import appendsql, clock, txn
 from ledger.eventstore.chain import GENESIS, canonical_text, linked_hash
 from ledger.models import Goal
 
@@ -202,7 +202,8 @@ def start(command: StartGoal | RunGoal, *, actor: str,
                 )
                 full = replace(command, start=facts) if isinstance(command, RunGoal) else facts
                 if existing is not None:
-                    outcome = _execute_locked(existing, full, actor, idempotency_key)
+                    outcome = _execute_locked(connections[DEFAULT_DB_ALIAS], existing, full,
+                                              actor, idempotency_key)
                 else:
                     outcome = _create(full, actor, idempotency_key)
                 _apply_effects(outcome)
@@ -267,10 +268,11 @@ def execute(goal_id: uuid.UUID | str, command: Command, *, actor: str,
     separate read is needed and none can see another state than the one the
     command is decided on."""
     uid = _uuid(goal_id)
+    conn = connections[DEFAULT_DB_ALIAS]
     try:
-        with transaction.atomic(savepoint=not _as_a_whole.get()):
+        with txn.command(conn, savepoint=not _as_a_whole.get()):
             try:
-                outcome = _execute_locked(uid, command, actor, idempotency_key, owner)
+                outcome = _execute_locked(conn, uid, command, actor, idempotency_key, owner)
             except DomainError as error:
                 # A refusal (or an unknown goal) is raised before anything is
                 # written: leave the transaction cleanly, so a caller that
@@ -334,13 +336,13 @@ def _create(command: StartGoal | RunGoal, actor: str, idempotency_key: str | Non
     return Outcome(state, stored, created=True)
 
 
-def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
+def _execute_locked(conn: Any, goal_id: uuid.UUID | str, command: Command, actor: str,
                     idempotency_key: str | None, owner: str | None = None) -> Outcome:
-    # The caller's atomic() has opened the transaction (BEGIN IMMEDIATE on
-    # SQLite). From here on the driver's own cursor is used, in the driver's
-    # own parameter style: Django's cursor wrapper rewrites every query with
-    # a regular expression and adds layers that cost more than SQLite's work.
-    conn = connections[DEFAULT_DB_ALIAS]
+    # The caller's transaction is open (BEGIN IMMEDIATE on SQLite; on
+    # PostgreSQL it begins with the locked read below). From here on the
+    # driver's own cursor is used, in the driver's own parameter style:
+    # Django's cursor wrapper rewrites every query with a regular expression
+    # and adds layers that cost more than SQLite's work.
     sql = appendsql.statements_for(conn)
     uid = _uuid(goal_id)  # parsed once: the hashed spelling and the driver's value
     gid, pk = str(uid), appendsql.pk_of(conn, uid)
