@@ -93,13 +93,10 @@ def iso(moment: datetime) -> str:
         return last[1]
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError("the ledger only records aware datetimes")
-    utc = moment.astimezone(UTC)
-    text = utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    if utc.year < 1000:
-        # glibc's %Y drops leading zeros ("1-01-01…"), which fromisoformat
-        # refuses: pad by hand so that every instant read back parses. (Years
-        # from 1000 on, everything ever hashed, are formatted as before.)
-        text = f"{utc.year:04d}{text[text.index('-'):]}"
+    # isoformat with a UTC tzinfo always ends in "+00:00": the same text as
+    # strftime("%Y-%m-%dT%H:%M:%S.%fZ") did (the year padded to four digits,
+    # which glibc's %Y did not do before 1000), at a third of its cost.
+    text = moment.astimezone(UTC).isoformat(timespec="microseconds")[:-6] + "Z"
     _remember_iso(moment, text)
     return text
 
