@@ -43,6 +43,9 @@ REASONS = (
     RATE_LIMITED,
 )
 
+_UNSET: Any = object()
+
+
 # Frozen, and without __slots__: a state is copied once per event (``but``),
 # and copying an instance __dict__ is one C call where slots are copied one
 # setattr at a time (five times the cost, a third of a replay).
@@ -139,9 +142,15 @@ class GoalState:
     def setting(self, name: str) -> Any:
         """A policy setting, or its default (for goals started before it existed):
         the one place a default is read."""
-        from ledger.domain.policy import DEFAULT_POLICY  # policy imports this module's users
+        value = self.policy.get(name, _UNSET)
+        if value is _UNSET:
+            # Imported here, only for a policy without the setting: policy
+            # imports this module's users, and an import statement on every
+            # call cost more than the lookup (three per command).
+            from ledger.domain.policy import DEFAULT_POLICY
 
-        return self.policy.get(name, DEFAULT_POLICY[name])
+            return DEFAULT_POLICY[name]
+        return value
 
     @property
     def scheduler_backend(self) -> str:

@@ -7,7 +7,7 @@ the moment the step runs, as a real agent would.
 """
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -531,3 +531,17 @@ def test_a_stored_state_is_the_fields_off_their_defaults_and_reads_back_whole(hi
             if value == FIELD_DEFAULTS[name] and type(value) is type(FIELD_DEFAULTS[name])} \
         == set(state.to_dict()) - set(stored)
     assert GoalState.from_dict(json.loads(json.dumps(stored))) == state
+
+
+@settings(max_examples=200)
+@given(histories)
+def test_the_deadline_column_is_the_expectation_without_its_texts(history):
+    """``deadline_at`` (every command's projection) asks for the expectation
+    without its texts: the same label, evidence and deadline as the full one,
+    on every state a history passes through."""
+    state, _, trace = run(history)
+    for _, before, _, _ in [*trace, (None, state, None, None)]:
+        full = liveness.expectation(before)
+        short = liveness.expectation(before, explain=False)
+        assert short == replace(full, detail="")
+        assert liveness.deadline_at(before) == full.deadline
