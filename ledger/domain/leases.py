@@ -7,12 +7,12 @@ that changes work presents the current lease (``fence``).
 """
 
 import hmac
-from dataclasses import replace
 from datetime import datetime, timedelta
 from math import ceil
 from typing import Any
 
 from ledger.domain import validation
+from ledger.domain.codec import but
 from ledger.domain.commands import AcquireLease, Heartbeat, LeaseProof, ReleaseLease
 from ledger.domain.errors import DomainError, GoalBlocked, LeaseHeld, LeaseLost, LeaseRequired
 from ledger.domain.events import (
@@ -221,7 +221,7 @@ def renewing(state: GoalState, command: object, events: list[Event],
         return events
     first = events[0]
     expires = iso(now + timedelta(seconds=state.lease["lease_seconds"]))
-    return [Event(replace(first.payload, lease_expires_at=expires), first.at), *events[1:]]
+    return [Event(but(first.payload, lease_expires_at=expires), first.at), *events[1:]]
 
 
 def renewed_by(state: GoalState, changes: Changes, expires_at: str, at: str) -> Changes:

@@ -216,3 +216,21 @@ def test_iso_spells_every_instant_as_strftime_did(moment):
     if utc.year < 1000:
         before = f"{utc.year:04d}{before[before.index('-'):]}"
     assert iso(moment) == before
+
+
+def test_a_payloads_copy_is_what_replace_makes():
+    """codec.but (the renewal's copy of a fenced call's first event) makes
+    what dataclasses.replace makes, for every kind, and refuses a name that
+    is not a field as replace does."""
+    from dataclasses import fields, replace
+
+    from ledger.domain.codec import but
+
+    for kind, cls in kinds().items():
+        values = {f.name: f"v-{f.name}" for f in fields(cls) if f.name != "unknown"}
+        payload = cls(**values)
+        assert but(payload, lease_expires_at="2026-12-07T10:00:00.000000Z") == \
+            replace(payload, lease_expires_at="2026-12-07T10:00:00.000000Z"), kind
+        assert encode(but(payload)) == encode(payload), kind
+        with pytest.raises(TypeError):
+            but(payload, no_such_field=1)
