@@ -192,6 +192,11 @@ def _datetime_value(conn: BaseDatabaseWrapper, value: datetime) -> Any:
     so the ORM's reads and comparisons see what they always saw). Four of
     these per command cost more than SQLite's INSERT did."""
     if conn.vendor == "sqlite" and value.tzinfo is not None and conn.timezone_name == "UTC":
+        if value.tzinfo is UTC:
+            # Already in UTC (the clock's, and every instant read from the
+            # ledger's "...Z" texts): str() of the naive instant is its
+            # isoformat with a space, less the "+00:00", with no conversion.
+            return value.isoformat(" ")[:-6]
         return str(value.astimezone(UTC).replace(tzinfo=None))
     return conn.ops.adapt_datetimefield_value(value)
 

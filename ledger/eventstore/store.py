@@ -152,10 +152,22 @@ def canonical_id(goal_id: uuid.UUID | str) -> str:
 def _uuid(goal_id: uuid.UUID | str) -> uuid.UUID:
     if isinstance(goal_id, uuid.UUID):
         return goal_id
-    try:
-        return uuid.UUID(str(goal_id))
-    except ValueError:
-        raise GoalNotFound(f"no goal {goal_id}") from None
+    # Parsed once per spelling: uuid.UUID's parser is Python, and the same
+    # goals' ids come back command after command (a worker, the sweeper).
+    parsed = _UUIDS.get(goal_id) if type(goal_id) is str else None
+    if parsed is None:
+        try:
+            parsed = uuid.UUID(str(goal_id))
+        except ValueError:
+            raise GoalNotFound(f"no goal {goal_id}") from None
+        if type(goal_id) is str:
+            if len(_UUIDS) >= _CACHE_SIZE:
+                _UUIDS.clear()
+            _UUIDS[goal_id] = parsed
+    return parsed
+
+
+_UUIDS: dict[str, uuid.UUID] = {}
 
 
 # --------------------------------------------------------------------------- commands

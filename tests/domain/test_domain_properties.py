@@ -33,10 +33,11 @@ from ledger.domain import (
     evolve,
     fold,
     liveness,
+    validation,
 )
 from ledger.domain.claims import CONSUMING, ClaimWake, WakeNow, claim_outcome
 from ledger.domain.commands import Evidence
-from ledger.domain.errors import LeaseLost
+from ledger.domain.errors import InvalidCommand, LeaseLost
 from ledger.domain.overdue import CheckLiveness
 from ledger.domain.policy import LEASE_STALE_GRACE_SECONDS
 from ledger.domain.runs import (
@@ -545,3 +546,24 @@ def test_the_deadline_column_is_the_expectation_without_its_texts(history):
         short = liveness.expectation(before, explain=False)
         assert short == replace(full, detail="")
         assert liveness.deadline_at(before) == full.deadline
+
+
+def _per_item(values: list, limit: int) -> Any:
+    """text_list as it was: every item through validation.text, by name."""
+    try:
+        return [validation.text(v, f"f[{i}]", limit=limit, scan=False)
+                for i, v in enumerate(values)]
+    except InvalidCommand as error:
+        return (error.code, error.field, str(error))
+
+
+@settings(max_examples=300)
+@given(st.lists(st.one_of(st.text(max_size=12), st.sampled_from(["a\x00b", "\ud800", "é", ""]),
+                          st.integers(), st.none()), max_size=5),
+       st.integers(min_value=0, max_value=10))
+def test_a_text_list_cleared_by_the_scan_is_checked_as_each_text_would_be(values, limit):
+    try:
+        got: Any = validation.text_list(values, "f", limit=limit, scan=False)
+    except InvalidCommand as error:
+        got = (error.code, error.field, str(error))
+    assert got == _per_item(values, limit)
