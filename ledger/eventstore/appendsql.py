@@ -192,13 +192,20 @@ def _datetime_value(conn: BaseDatabaseWrapper, value: datetime) -> Any:
     so the ORM's reads and comparisons see what they always saw). Four of
     these per command cost more than SQLite's INSERT did."""
     if conn.vendor == "sqlite" and value.tzinfo is not None and conn.timezone_name == "UTC":
-        if value.tzinfo is UTC:
-            # Already in UTC (the clock's, and every instant read from the
-            # ledger's "...Z" texts): str() of the naive instant is its
-            # isoformat with a space, less the "+00:00", with no conversion.
-            return value.isoformat(" ")[:-6]
-        return str(value.astimezone(UTC).replace(tzinfo=None))
+        if value.tzinfo is not UTC:
+            value = value.astimezone(UTC)
+        # str() of the naive instant, spelled by %-formatting: the same text
+        # (no fraction at a whole second) at half the cost of str() or
+        # isoformat(), which go through C's printf machinery.
+        fields = (value.year, value.month, value.day, value.hour, value.minute,
+                  value.second)
+        return (_SQLITE_US % (*fields, value.microsecond) if value.microsecond
+                else _SQLITE_S % fields)
     return conn.ops.adapt_datetimefield_value(value)
+
+
+_SQLITE_S = "%04d-%02d-%02d %02d:%02d:%02d"
+_SQLITE_US = _SQLITE_S + ".%06d"
 
 
 # Projected columns a command may change (workspace, goal key and creation
