@@ -74,6 +74,23 @@ class StoredEvent:
     # The typed event the data was encoded from: what readers look at.
     payload: Payload | None = field(default=None, repr=False, compare=False)
 
+    @classmethod
+    def appended(cls, goal_id: str, seq: int, kind: str, data: dict[str, Any], actor: str,
+                 recorded_at: datetime, idempotency_key: str | None, prev_hash: str,
+                 hash: str, data_text: str, payload: Payload) -> "StoredEvent":
+        """The constructor, for the append path: the frozen __init__ sets each
+        of the eleven fields through object.__setattr__, twice this."""
+        event = _new(cls)
+        _set(event, "__dict__", {
+            "goal_id": goal_id, "seq": seq, "kind": kind, "data": data, "actor": actor,
+            "recorded_at": recorded_at, "idempotency_key": idempotency_key,
+            "prev_hash": prev_hash, "hash": hash, "data_text": data_text, "payload": payload})
+        return event
+
+
+_new = object.__new__
+_set = object.__setattr__
+
 
 @dataclass
 class Outcome:
@@ -468,7 +485,7 @@ def _fold(goal_id: str, before: GoalState, head: str, decided: Decision, actor: 
         data = encode(event.payload)
         text = canonical_text(data)
         digest = linked_hash(head, goal_id, seq, event.kind, text, actor, event.at)
-        stored.append(StoredEvent(goal_id, seq, event.kind, data, actor, event.at,
-                                  idempotency_key, head, digest, text, event.payload))
+        stored.append(StoredEvent.appended(goal_id, seq, event.kind, data, actor, event.at,
+                                           idempotency_key, head, digest, text, event.payload))
         head = digest
     return decided.state, stored, head

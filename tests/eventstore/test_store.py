@@ -536,3 +536,15 @@ def test_postgresql_appends_through_a_prepared_statement_per_connection(clock, s
     stored = Goal.objects.get(pk=state.goal_id)
     assert (stored.version, stored.state["progress_pct"]) == (state.version, 30)
     assert Event.objects.filter(goal_id=state.goal_id).count() == state.version
+
+
+def test_the_append_paths_stored_event_is_the_dataclasss_own():
+    """StoredEvent.appended (the append path's constructor) makes the object
+    the frozen dataclass's __init__ makes: the same fields, equal, frozen."""
+    from dataclasses import FrozenInstanceError, fields
+
+    values = {f.name: f"v-{f.name}" for f in fields(store.StoredEvent)}
+    made, appended = store.StoredEvent(**values), store.StoredEvent.appended(**values)
+    assert appended == made and appended.__dict__ == made.__dict__
+    with pytest.raises(FrozenInstanceError):
+        appended.seq = 2
