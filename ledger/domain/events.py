@@ -98,7 +98,7 @@ def iso(moment: datetime) -> str:
     # strftime and isoformat both go through C's printf machinery, several
     # times the cost (bench/profile_append.py; tests/domain/test_event_codec.py).
     u = moment.astimezone(UTC)
-    text = _ISO % (u.year, u.month, u.day, u.hour, u.minute, u.second, u.microsecond)
+    text = _iso_format % (u.year, u.month, u.day, u.hour, u.minute, u.second, u.microsecond)
     _remember_iso(moment, text)
     return text
 
@@ -109,7 +109,7 @@ def _remember_iso(moment: datetime, text: str) -> None:
 
 
 _last_iso: tuple[datetime | None, str] = (None, "")
-_ISO = "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ"
+_iso_format = "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ"
 
 
 # ---------------------------------------------------------------- payloads, one per kind
