@@ -165,6 +165,13 @@ def _as_text(value: Any) -> bytes | None:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             raise ValueError("the append path writes aware datetimes only")
+        if value.tzinfo is UTC:
+            # isoformat()'s text, by %-formatting (see _datetime_value).
+            fields = (value.year, value.month, value.day, value.hour, value.minute,
+                      value.second)
+            text = (_ISO_US % (*fields, value.microsecond) if value.microsecond
+                    else _ISO_S % fields)
+            return text.encode()
         return value.isoformat().encode()
     text = str(value)
     if "\x00" in text:
@@ -206,6 +213,8 @@ def _datetime_value(conn: BaseDatabaseWrapper, value: datetime) -> Any:
 
 _SQLITE_S = "%04d-%02d-%02d %02d:%02d:%02d"
 _SQLITE_US = _SQLITE_S + ".%06d"
+_ISO_S = "%04d-%02d-%02dT%02d:%02d:%02d+00:00"
+_ISO_US = "%04d-%02d-%02dT%02d:%02d:%02d.%06d+00:00"
 
 
 # Projected columns a command may change (workspace, goal key and creation

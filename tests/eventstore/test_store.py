@@ -489,6 +489,14 @@ def test_the_append_path_writes_instants_as_djangos_orm_does(instant):
         connection.ops.adapt_datetimefield_value(instant)
 
 
+@settings(max_examples=200, deadline=None)
+@given(instant=st.datetimes(timezones=_ZONES))
+def test_the_libpq_append_writes_instants_as_isoformat_does(instant):
+    """PostgreSQL's direct append sends each instant as the text it parses:
+    isoformat's, %-formatted for UTC (appendsql._as_text)."""
+    assert appendsql._as_text(instant) == instant.isoformat().encode()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_postgresql_refuses_a_nul_in_a_text_parameter_of_the_append(clock):
     """libpq's text parameters end at a NUL: the direct append path refuses
