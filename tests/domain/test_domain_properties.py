@@ -567,3 +567,21 @@ def test_a_text_list_cleared_by_the_scan_is_checked_as_each_text_would_be(values
     except InvalidCommand as error:
         got = (error.code, error.field, str(error))
     assert got == _per_item(values, limit)
+
+
+@settings(max_examples=200)
+@given(histories, st.dictionaries(st.sampled_from(["junk", "status", "claimed", "lease"]),
+                                  st.none(), max_size=2))
+def test_from_dict_makes_what_the_constructor_makes(history, extra):
+    """GoalState.from_dict builds the instance dict itself: the same fields,
+    in declaration order, as the dataclass's __init__, with every empty list
+    or dict its own (a default_factory's), unknown keys ignored."""
+    state, _, _ = run(history)
+    for data in (state.to_stored(), {**state.to_stored(), **extra}, {}):
+        made = GoalState.from_dict(data)
+        expected = GoalState(**{k: v for k, v in data.items() if k in FIELD_DEFAULTS})
+        assert made == expected and list(made.__dict__) == list(expected.__dict__)
+        again = GoalState.from_dict(data)
+        for name, value in made.__dict__.items():
+            if isinstance(value, list | dict) and name not in data:
+                assert value is not again.__dict__[name] and value is not FIELD_DEFAULTS[name]
