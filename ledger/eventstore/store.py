@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections
 from django.db.models import Q
 
 from ledger.domain import (
@@ -205,7 +205,7 @@ def start(command: StartGoal | RunGoal, *, actor: str,
     session_key = start_cmd.session.get("session_key", "")
     for attempt in range(2):
         try:
-            with transaction.atomic():
+            with txn.command(connections[DEFAULT_DB_ALIAS], savepoint=True):
                 _serialize_starts(start_cmd.agent, start_cmd.workspace, session_key)
                 # One statement, so one snapshot: on PostgreSQL separate reads
                 # could see a concurrent start's goal in one and not the other,
