@@ -239,8 +239,8 @@ class GoalState:
 
     def but(self, **changes: Any) -> "GoalState":
         """A copy with ``changes`` (field names only, as ``replace`` checks)."""
-        unknown = changes.keys() - _FIELD_NAMES
-        if unknown:
+        if not _FIELD_NAMES.issuperset(changes):  # no set built when all are fields
+            unknown = changes.keys() - _FIELD_NAMES
             raise TypeError(f"GoalState has no field {', '.join(sorted(unknown))}")
         # evolve copies the state once per event: dataclasses.replace (getattr
         # per field, then the frozen __init__) costs ten times this copy of the

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -585,3 +586,10 @@ def test_from_dict_makes_what_the_constructor_makes(history, extra):
         for name, value in made.__dict__.items():
             if isinstance(value, list | dict) and name not in data:
                 assert value is not again.__dict__[name] and value is not FIELD_DEFAULTS[name]
+
+
+def test_a_copy_of_a_state_takes_field_names_only():
+    state = GoalState().but(version=2, status="waiting")
+    assert (state.version, state.status) == (2, "waiting")
+    with pytest.raises(TypeError, match="no field nope, zzz"):
+        state.but(zzz=1, nope=2, version=3)
