@@ -53,7 +53,10 @@ def apply(goal_id: str, outcome: Outcome) -> None:
                     intended_date_kwarg="intended_date")
     # One-off wakes used up or dropped by this command.
     for pending in ("reset_wake", "requested_wake"):
-        was, now = getattr(before, pending), getattr(after, pending)
+        was = getattr(before, pending)
+        if not was:
+            continue  # none was pending (most commands): nothing to drop
+        now = getattr(after, pending)
         if was.get("schedule_name") and was != now and (
                 not now or now.get("schedule_name") != was["schedule_name"]):
             Schedule.objects.filter(name=was["schedule_name"]).delete()

@@ -7,12 +7,12 @@ that changes work presents the current lease (``fence``).
 """
 
 import hmac
-from dataclasses import replace
 from datetime import datetime, timedelta
 from math import ceil
 from typing import Any
 
 from ledger.domain import validation
+from ledger.domain.codec import but
 from ledger.domain.commands import AcquireLease, Heartbeat, LeaseProof, ReleaseLease
 from ledger.domain.errors import DomainError, GoalBlocked, LeaseHeld, LeaseLost, LeaseRequired
 from ledger.domain.events import (
@@ -216,12 +216,14 @@ def renewing(state: GoalState, command: object, events: list[Event],
     history says it and no second event is written. A call that ends or
     changes the lease renews nothing; a heartbeat is its own renewal."""
     proof = getattr(command, "proof", None)
-    if (proof is None or not events or not state.lease or isinstance(command, Heartbeat)
-            or any(event.kind in _LEASE_CHANGES for event in events)):
+    if proof is None or not events or not state.lease or isinstance(command, Heartbeat):
         return events
+    for event in events:  # a loop, not any(): its generator cost more than the test
+        if event.payload.KIND in _LEASE_CHANGES:
+            return events
     first = events[0]
     expires = iso(now + timedelta(seconds=state.lease["lease_seconds"]))
-    return [Event(replace(first.payload, lease_expires_at=expires), first.at), *events[1:]]
+    return [Event(but(first.payload, lease_expires_at=expires), first.at), *events[1:]]
 
 
 def renewed_by(state: GoalState, changes: Changes, expires_at: str, at: str) -> Changes:

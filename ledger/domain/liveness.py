@@ -194,29 +194,35 @@ def label(state: GoalState, now: datetime) -> str:
 
 
 def deadline_at(state: GoalState) -> datetime | None:
-    """The projected ``deadline_at`` column: when the sweeper must look next."""
-    return expectation(state).deadline
+    """The projected ``deadline_at`` column: when the sweeper must look next.
+    Every command computes it, and only the deadline: the texts that say
+    what is expected are not written (``explain=False``)."""
+    return expectation(state, explain=False).deadline
 
 
-def expectation(state: GoalState) -> Expectation:
-    """The next expected evidence and its deadline (the earliest, when two are due)."""
+def expectation(state: GoalState, *, explain: bool = True) -> Expectation:
+    """The next expected evidence and its deadline (the earliest, when two are
+    due); ``explain=False``: the same, with every ``detail`` left empty."""
     if state.terminal:
-        return Expectation(TERMINAL, detail=f"the goal is {state.status}")
+        return Expectation(TERMINAL, detail=f"the goal is {state.status}" if explain else "")
     if state.status == BLOCKED or state.finish_requested:
-        return Expectation(NEEDS_HUMAN, OPERATOR, None, why(attention(state)))
+        return Expectation(NEEDS_HUMAN, OPERATOR, None,
+                           why(attention(state)) if explain else "")
     # HOST_SILENT and JOB_SILENT need a human to look, but the goal goes on:
     # its lease still expires, its rows are still repaired.
-    main = _main_expectation(state)
+    main = _main_expectation(state, explain)
     earliest = main
-    for other in (_job_expectation(state), progress_expectation(state)):
+    for other in (_job_expectation(state, explain), progress_expectation(state, explain)):
         if other is not None and (earliest.deadline is None or other.deadline < earliest.deadline):
             earliest = other
     if earliest is main:
-        return main
+        # The rarer branches (a wake, a host) still spell their text; dropped here.
+        return main if explain or not main.detail else \
+            Expectation(main.label, main.evidence, main.deadline)
     return Expectation(main.label, earliest.evidence, earliest.deadline, earliest.detail)
 
 
-def progress_expectation(state: GoalState) -> Expectation | None:
+def progress_expectation(state: GoalState, explain: bool = True) -> Expectation | None:
     """The progress deadline: by when the next checkpoint is due (None when
     none is: the goal waits for a stated reset, a blocking job, a human, or
     stands listed already). Holding a lease, the clock runs from the later of
@@ -233,13 +239,15 @@ def progress_expectation(state: GoalState) -> Expectation | None:
         start = max(since, datetime.fromisoformat(state.lease["acquired_at"]))
         return Expectation(WORKING, CHECKPOINT, start + bound,
                            f"a checkpoint from {state.lease['holder']}, which holds the lease "
-                           f"without one since {iso(start)}; else {NO_PROGRESS}")
+                           f"without one since {iso(start)}; else {NO_PROGRESS}"
+                           if explain else "")
     # The next slot may come one interval later, and fire half an interval
     # late (a host's lateness, the most any wake is allowed): then a chunk.
     every = timedelta(seconds=state.interval_seconds)
     return Expectation(SCHEDULED, CHECKPOINT, since + every + every / 2 + bound,
                        f"a checkpoint (none since {iso(since)}): the next wake resumes the "
-                       f"goal and its agent records one; else {NO_PROGRESS}")
+                       f"goal and its agent records one; else {NO_PROGRESS}"
+                       if explain else "")
 
 
 def progress_since(state: GoalState) -> datetime:
@@ -247,12 +255,13 @@ def progress_since(state: GoalState) -> datetime:
                                   or state.created_at)
 
 
-def _main_expectation(state: GoalState) -> Expectation:
+def _main_expectation(state: GoalState, explain: bool = True) -> Expectation:
     if state.lease:
         return Expectation(
             WORKING, HEARTBEAT, lease_stale_at(state),
             f"a heartbeat or checkpoint from {state.lease['holder']} before its lease "
-            f"expires at {state.lease['expires_at']} (then the stale grace)")
+            f"expires at {state.lease['expires_at']} (then the stale grace)"
+            if explain else "")
     if state.ready:
         return Expectation(READY, PULL, ready_deadline(state),
                            "its agent takes the lease (run_goal, lease or claim) to resume "
@@ -314,13 +323,14 @@ def _host_expectation(state: GoalState) -> Expectation:
                        f"{what}: a receipt or a claim from its host; else {HOST_SILENT}")
 
 
-def _job_expectation(state: GoalState) -> Expectation | None:
+def _job_expectation(state: GoalState, explain: bool = True) -> Expectation | None:
     job = next_job_deadline(state)
     if job is None:
         return None
     ref, deadline = job
     return Expectation(WORKING, JOB_REPORT, deadline,
-                       f"a report of the blocking job {ref}; else {JOB_SILENT}")
+                       f"a report of the blocking job {ref}; else {JOB_SILENT}"
+                       if explain else "")
 
 
 def job_deadline(state: GoalState, job: dict) -> datetime:

@@ -1,6 +1,6 @@
 """GoalState: the projection folded from a goal's events (DESIGN section 4)."""
 
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 # Statuses
@@ -42,6 +42,9 @@ REASONS = (
     "READY_UNCLAIMED",
     RATE_LIMITED,
 )
+
+_UNSET: Any = object()
+
 
 # Frozen, and without __slots__: a state is copied once per event (``but``),
 # and copying an instance __dict__ is one C call where slots are copied one
@@ -139,9 +142,15 @@ class GoalState:
     def setting(self, name: str) -> Any:
         """A policy setting, or its default (for goals started before it existed):
         the one place a default is read."""
-        from ledger.domain.policy import DEFAULT_POLICY  # policy imports this module's users
+        value = self.policy.get(name, _UNSET)
+        if value is _UNSET:
+            # Imported here, only for a policy without the setting: policy
+            # imports this module's users, and an import statement on every
+            # call cost more than the lookup (three per command).
+            from ledger.domain.policy import DEFAULT_POLICY
 
-        return self.policy.get(name, DEFAULT_POLICY[name])
+            return DEFAULT_POLICY[name]
+        return value
 
     @property
     def scheduler_backend(self) -> str:
@@ -214,13 +223,24 @@ class GoalState:
     def from_dict(cls, data: dict[str, Any]) -> "GoalState":
         # Unknown keys are ignored and missing ones take their defaults, so a
         # projection stored by an older release still loads (replay then
-        # rewrites it in full).
-        return cls(**{k: v for k, v in data.items() if k in _FIELD_NAMES})
+        # rewrites it in full). What __init__ would make, in the same order,
+        # without its fifty object.__setattr__ calls (a third of the cost):
+        # every read of a goal and every command that finds no cached state.
+        values = FIELD_DEFAULTS.copy()
+        for name, value in data.items():
+            if name in _FIELD_NAMES:
+                values[name] = value
+        for name, factory in _FACTORIES:
+            if values[name] is FIELD_DEFAULTS[name]:
+                values[name] = factory()  # a fresh empty list or dict, as default_factory
+        state = _new(cls)
+        _set(state, "__dict__", values)
+        return state
 
     def but(self, **changes: Any) -> "GoalState":
         """A copy with ``changes`` (field names only, as ``replace`` checks)."""
-        unknown = changes.keys() - _FIELD_NAMES
-        if unknown:
+        if not _FIELD_NAMES.issuperset(changes):  # no set built when all are fields
+            unknown = changes.keys() - _FIELD_NAMES
             raise TypeError(f"GoalState has no field {', '.join(sorted(unknown))}")
         # evolve copies the state once per event: dataclasses.replace (getattr
         # per field, then the frozen __init__) costs ten times this copy of the
@@ -241,3 +261,6 @@ FIELD_DEFAULTS: dict[str, Any] = dict(GoalState().__dict__)
 if any(FIELD_DEFAULTS.values()):  # to_stored's rule leans on it
     raise TypeError("every GoalState default must be empty for to_stored")
 _DEFAULT_TYPES = {name: type(value) for name, value in FIELD_DEFAULTS.items()}
+# The fields with a default_factory (every list and dict): never shared.
+_FACTORIES = tuple((f.name, f.default_factory) for f in fields(GoalState)
+                   if f.default_factory is not MISSING)

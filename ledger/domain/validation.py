@@ -10,6 +10,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 import regex
 
@@ -79,6 +80,21 @@ _SECRET = re.compile("|".join(pattern for _, pattern in _PATTERNS))
 # the real regex, and the one pass serves the case-insensitive one too.
 _LITERALS = tuple((literal.lower(), re.compile(pattern).search)
                   for literals, pattern in _PATTERNS for literal in literals)
+# The literals grouped by a character each of them holds ("" for those with
+# none of these): a text without "_" (most prose) skips 16 of the 33 substring
+# scans with one. A literal is only looked for where its gate is, and a text
+# holding the literal holds its gate, so the groups find what the list did.
+_GATES = "_-.:"
+
+
+def _gated() -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
+    groups: dict[str, list[tuple[str, Any]]] = {gate: [] for gate in (*_GATES, "")}
+    for literal, search in _LITERALS:
+        groups[next((c for c in _GATES if c in literal), "")].append((literal, search))
+    return tuple((gate, tuple(group)) for gate, group in groups.items() if group)
+
+
+_GATED = _gated()
 
 
 def _scan(text: str) -> bool:
@@ -87,10 +103,13 @@ def _scan(text: str) -> bool:
         # IGNORECASE) would slip past the literals: scan it whole.
         return _SECRET.search(text) is not None
     lowered = text.lower()
-    # A plain loop, not any(): the generator costs more than the scan here.
-    for literal, search in _LITERALS:  # noqa: SIM110
-        if literal in lowered and search(text) is not None:
-            return True
+    # Plain loops, not any(): the generator costs more than the scan here.
+    for gate, group in _GATED:
+        if gate and gate not in lowered:
+            continue
+        for literal, search in group:
+            if literal in lowered and search(text) is not None:
+                return True
     return False
 
 
@@ -179,6 +198,15 @@ def text_list(values: object, field: str, *, limit: int = MAX_ITEM,
         raise InvalidCommand(f"{field} must be a list of strings.", field=field)
     if len(values) > max_items:
         raise InvalidCommand(f"{field} has more than {max_items} items.", field=field)
+    if not scan:
+        # Already cleared by any_secret: what ``text`` checks, without naming
+        # each item ("next_actions[3]") unless one fails, and then ``text``
+        # says which, as it always did.
+        for v in values:
+            if not (isinstance(v, str) and len(v) <= limit and v.isascii() and "\x00" not in v):
+                break
+        else:
+            return list(values)
     return [text(v, f"{field}[{i}]", limit=limit, scan=scan) for i, v in enumerate(values)]
 
 

@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from json.encoder import encode_basestring
 from typing import Any
 
 from ledger.domain import iso
@@ -40,6 +41,9 @@ def event_hash(prev_hash: str, goal_id: str, seq: int, kind: str, data: Mapping[
 
 
 _string = json.JSONEncoder(ensure_ascii=False).encode
+# What _string does with a str, without its method call: the goal id, the
+# kind and the time are always str (str(), the payload's KIND, iso()).
+_str_text = encode_basestring
 
 
 def linked_hash(prev_hash: str, goal_id: str, seq: int, kind: str, data_text: str,
@@ -48,8 +52,8 @@ def linked_hash(prev_hash: str, goal_id: str, seq: int, kind: str, data_text: st
     the store also keeps as the stored JSON (one encoding per event, not two).
     The payload is spelled out as canonical_json of the list would spell it:
     its items joined by commas, strings and the seq as json.dumps writes them."""
-    payload = ",".join((_string(str(goal_id)), str(int(seq)), _string(kind), data_text,
-                        _string(actor), _string(iso(recorded_at))))
+    payload = ",".join((_str_text(str(goal_id)), str(int(seq)), _str_text(kind),
+                        data_text, _string(actor), _str_text(iso(recorded_at))))
     return hashlib.sha256(f"{prev_hash}[{payload}]".encode()).hexdigest()
 
 

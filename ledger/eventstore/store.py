@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections
 from django.db.models import Q
 
 from ledger.domain import (
@@ -40,7 +40,7 @@ from ledger.domain.codec import Payload, encode
 from ledger.domain.state import TERMINAL_STATUSES
 from ledger.domain.timing import next_wake_at
 from ledger.domain.validation import canonical_workspace
-from ledger.eventstore import appendsql, clock
+from ledger.eventstore import appendsql, clock, txn
 from ledger.eventstore.chain import GENESIS, canonical_text, linked_hash
 from ledger.models import Goal
 
@@ -73,6 +73,23 @@ class StoredEvent:
     data_text: str = field(default="", repr=False, compare=False)
     # The typed event the data was encoded from: what readers look at.
     payload: Payload | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def appended(cls, goal_id: str, seq: int, kind: str, data: dict[str, Any], actor: str,
+                 recorded_at: datetime, idempotency_key: str | None, prev_hash: str,
+                 hash: str, data_text: str, payload: Payload) -> "StoredEvent":
+        """The constructor, for the append path: the frozen __init__ sets each
+        of the eleven fields through object.__setattr__, twice this."""
+        event = _new(cls)
+        _set(event, "__dict__", {
+            "goal_id": goal_id, "seq": seq, "kind": kind, "data": data, "actor": actor,
+            "recorded_at": recorded_at, "idempotency_key": idempotency_key,
+            "prev_hash": prev_hash, "hash": hash, "data_text": data_text, "payload": payload})
+        return event
+
+
+_new = object.__new__
+_set = object.__setattr__
 
 
 @dataclass
@@ -152,10 +169,22 @@ def canonical_id(goal_id: uuid.UUID | str) -> str:
 def _uuid(goal_id: uuid.UUID | str) -> uuid.UUID:
     if isinstance(goal_id, uuid.UUID):
         return goal_id
-    try:
-        return uuid.UUID(str(goal_id))
-    except ValueError:
-        raise GoalNotFound(f"no goal {goal_id}") from None
+    # Parsed once per spelling: uuid.UUID's parser is Python, and the same
+    # goals' ids come back command after command (a worker, the sweeper).
+    parsed = _UUIDS.get(goal_id) if type(goal_id) is str else None
+    if parsed is None:
+        try:
+            parsed = uuid.UUID(str(goal_id))
+        except ValueError:
+            raise GoalNotFound(f"no goal {goal_id}") from None
+        if type(goal_id) is str:
+            if len(_UUIDS) >= _CACHE_SIZE:
+                _UUIDS.clear()
+            _UUIDS[goal_id] = parsed
+    return parsed
+
+
+_UUIDS: dict[str, uuid.UUID] = {}
 
 
 # --------------------------------------------------------------------------- commands
@@ -176,7 +205,7 @@ def start(command: StartGoal | RunGoal, *, actor: str,
     session_key = start_cmd.session.get("session_key", "")
     for attempt in range(2):
         try:
-            with transaction.atomic():
+            with txn.command(connections[DEFAULT_DB_ALIAS], savepoint=True):
                 _serialize_starts(start_cmd.agent, start_cmd.workspace, session_key)
                 # One statement, so one snapshot: on PostgreSQL separate reads
                 # could see a concurrent start's goal in one and not the other,
@@ -202,7 +231,8 @@ def start(command: StartGoal | RunGoal, *, actor: str,
                 )
                 full = replace(command, start=facts) if isinstance(command, RunGoal) else facts
                 if existing is not None:
-                    outcome = _execute_locked(existing, full, actor, idempotency_key)
+                    outcome = _execute_locked(connections[DEFAULT_DB_ALIAS], existing, full,
+                                              actor, idempotency_key)
                 else:
                     outcome = _create(full, actor, idempotency_key)
                 _apply_effects(outcome)
@@ -267,10 +297,11 @@ def execute(goal_id: uuid.UUID | str, command: Command, *, actor: str,
     separate read is needed and none can see another state than the one the
     command is decided on."""
     uid = _uuid(goal_id)
+    conn = connections[DEFAULT_DB_ALIAS]
     try:
-        with transaction.atomic(savepoint=not _as_a_whole.get()):
+        with txn.command(conn, savepoint=not _as_a_whole.get()):
             try:
-                outcome = _execute_locked(uid, command, actor, idempotency_key, owner)
+                outcome = _execute_locked(conn, uid, command, actor, idempotency_key, owner)
             except DomainError as error:
                 # A refusal (or an unknown goal) is raised before anything is
                 # written: leave the transaction cleanly, so a caller that
@@ -334,13 +365,13 @@ def _create(command: StartGoal | RunGoal, actor: str, idempotency_key: str | Non
     return Outcome(state, stored, created=True)
 
 
-def _execute_locked(goal_id: uuid.UUID | str, command: Command, actor: str,
+def _execute_locked(conn: Any, goal_id: uuid.UUID | str, command: Command, actor: str,
                     idempotency_key: str | None, owner: str | None = None) -> Outcome:
-    # The caller's atomic() has opened the transaction (BEGIN IMMEDIATE on
-    # SQLite). From here on the driver's own cursor is used, in the driver's
-    # own parameter style: Django's cursor wrapper rewrites every query with
-    # a regular expression and adds layers that cost more than SQLite's work.
-    conn = connections[DEFAULT_DB_ALIAS]
+    # The caller's transaction is open (BEGIN IMMEDIATE on SQLite; on
+    # PostgreSQL it begins with the locked read below). From here on the
+    # driver's own cursor is used, in the driver's own parameter style:
+    # Django's cursor wrapper rewrites every query with a regular expression
+    # and adds layers that cost more than SQLite's work.
     sql = appendsql.statements_for(conn)
     uid = _uuid(goal_id)  # parsed once: the hashed spelling and the driver's value
     gid, pk = str(uid), appendsql.pk_of(conn, uid)
@@ -454,7 +485,7 @@ def _fold(goal_id: str, before: GoalState, head: str, decided: Decision, actor: 
         data = encode(event.payload)
         text = canonical_text(data)
         digest = linked_hash(head, goal_id, seq, event.kind, text, actor, event.at)
-        stored.append(StoredEvent(goal_id, seq, event.kind, data, actor, event.at,
-                                  idempotency_key, head, digest, text, event.payload))
+        stored.append(StoredEvent.appended(goal_id, seq, event.kind, data, actor, event.at,
+                                           idempotency_key, head, digest, text, event.payload))
         head = digest
     return decided.state, stored, head

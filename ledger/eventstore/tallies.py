@@ -171,7 +171,19 @@ def lateness(claim: events.WakeClaimed, outcome: "Outcome", at: datetime) -> flo
 def count(goal_id: str, outcome: "Outcome") -> None:
     """Store effect: the command's counted events (and a goal's change of
     status) added to their tallies, in one statement (none for the others)."""
+    before, after = outcome.before, outcome.state
+    if before.status == after.status and before.reason == after.reason:
+        for stored in outcome.events:
+            if isinstance(stored.payload, _COUNTED):
+                break
+        else:
+            return  # most commands (a checkpoint, a heartbeat): nothing to count
     add(deltas(outcome))
+
+
+# The payloads ``deltas`` counts (beside a change of status or reason).
+_COUNTED = (events.LivenessMissed, events.ContinuationCharged, events.ContinuationDispatched,
+            events.WakeClaimed)
 
 
 def move(goal_id: str, before: tuple[str, str], after: tuple[str, str]) -> None:

@@ -7,10 +7,11 @@ the moment the step runs, as a real agent would.
 """
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -33,10 +34,11 @@ from ledger.domain import (
     evolve,
     fold,
     liveness,
+    validation,
 )
 from ledger.domain.claims import CONSUMING, ClaimWake, WakeNow, claim_outcome
 from ledger.domain.commands import Evidence
-from ledger.domain.errors import LeaseLost
+from ledger.domain.errors import InvalidCommand, LeaseLost
 from ledger.domain.overdue import CheckLiveness
 from ledger.domain.policy import LEASE_STALE_GRACE_SECONDS
 from ledger.domain.runs import (
@@ -531,3 +533,63 @@ def test_a_stored_state_is_the_fields_off_their_defaults_and_reads_back_whole(hi
             if value == FIELD_DEFAULTS[name] and type(value) is type(FIELD_DEFAULTS[name])} \
         == set(state.to_dict()) - set(stored)
     assert GoalState.from_dict(json.loads(json.dumps(stored))) == state
+
+
+@settings(max_examples=200)
+@given(histories)
+def test_the_deadline_column_is_the_expectation_without_its_texts(history):
+    """``deadline_at`` (every command's projection) asks for the expectation
+    without its texts: the same label, evidence and deadline as the full one,
+    on every state a history passes through."""
+    state, _, trace = run(history)
+    for _, before, _, _ in [*trace, (None, state, None, None)]:
+        full = liveness.expectation(before)
+        short = liveness.expectation(before, explain=False)
+        assert short == replace(full, detail="")
+        assert liveness.deadline_at(before) == full.deadline
+
+
+def _per_item(values: list, limit: int) -> Any:
+    """text_list as it was: every item through validation.text, by name."""
+    try:
+        return [validation.text(v, f"f[{i}]", limit=limit, scan=False)
+                for i, v in enumerate(values)]
+    except InvalidCommand as error:
+        return (error.code, error.field, str(error))
+
+
+@settings(max_examples=300)
+@given(st.lists(st.one_of(st.text(max_size=12), st.sampled_from(["a\x00b", "\ud800", "é", ""]),
+                          st.integers(), st.none()), max_size=5),
+       st.integers(min_value=0, max_value=10))
+def test_a_text_list_cleared_by_the_scan_is_checked_as_each_text_would_be(values, limit):
+    try:
+        got: Any = validation.text_list(values, "f", limit=limit, scan=False)
+    except InvalidCommand as error:
+        got = (error.code, error.field, str(error))
+    assert got == _per_item(values, limit)
+
+
+@settings(max_examples=200)
+@given(histories, st.dictionaries(st.sampled_from(["junk", "status", "claimed", "lease"]),
+                                  st.none(), max_size=2))
+def test_from_dict_makes_what_the_constructor_makes(history, extra):
+    """GoalState.from_dict builds the instance dict itself: the same fields,
+    in declaration order, as the dataclass's __init__, with every empty list
+    or dict its own (a default_factory's), unknown keys ignored."""
+    state, _, _ = run(history)
+    for data in (state.to_stored(), {**state.to_stored(), **extra}, {}):
+        made = GoalState.from_dict(data)
+        expected = GoalState(**{k: v for k, v in data.items() if k in FIELD_DEFAULTS})
+        assert made == expected and list(made.__dict__) == list(expected.__dict__)
+        again = GoalState.from_dict(data)
+        for name, value in made.__dict__.items():
+            if isinstance(value, list | dict) and name not in data:
+                assert value is not again.__dict__[name] and value is not FIELD_DEFAULTS[name]
+
+
+def test_a_copy_of_a_state_takes_field_names_only():
+    state = GoalState().but(version=2, status="waiting")
+    assert (state.version, state.status) == (2, "waiting")
+    with pytest.raises(TypeError, match="no field nope, zzz"):
+        state.but(zzz=1, nope=2, version=3)

@@ -7,10 +7,11 @@ older stored shape is upcast on read without its bytes or hash changing.
 """
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ledger.domain import Event, events, fold, policy
 from ledger.domain.codec import Payload, decode, encode, kinds, stored_version
@@ -198,3 +199,38 @@ def test_unknown_keys_are_kept_and_written_back():
 def test_a_missing_required_key_is_said_not_guessed():
     with pytest.raises(ValueError, match="upcaster"):
         decode(events.LEASE_RENEWED, {"generation": 1})
+
+
+@settings(max_examples=300, deadline=None)
+@given(moment=st.datetimes(min_value=datetime(2, 1, 1), max_value=datetime(9998, 12, 31),
+                           timezones=st.sampled_from([UTC, timezone(timedelta(hours=5, minutes=30)),
+                                                      timezone(timedelta(hours=-11))])))
+def test_iso_spells_every_instant_as_strftime_did(moment):
+    """The hashed spelling of an instant never changes: ``iso`` formats with
+    isoformat now, byte for byte what strftime wrote (years padded as the
+    fix for years before 1000 did by hand)."""
+    from ledger.domain.events import iso
+
+    utc = moment.astimezone(UTC)
+    before = utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if utc.year < 1000:
+        before = f"{utc.year:04d}{before[before.index('-'):]}"
+    assert iso(moment) == before
+
+
+def test_a_payloads_copy_is_what_replace_makes():
+    """codec.but (the renewal's copy of a fenced call's first event) makes
+    what dataclasses.replace makes, for every kind, and refuses a name that
+    is not a field as replace does."""
+    from dataclasses import fields, replace
+
+    from ledger.domain.codec import but
+
+    for kind, cls in kinds().items():
+        values = {f.name: f"v-{f.name}" for f in fields(cls) if f.name != "unknown"}
+        payload = cls(**values)
+        assert but(payload, lease_expires_at="2026-12-07T10:00:00.000000Z") == \
+            replace(payload, lease_expires_at="2026-12-07T10:00:00.000000Z"), kind
+        assert encode(but(payload)) == encode(payload), kind
+        with pytest.raises(TypeError):
+            but(payload, no_such_field=1)

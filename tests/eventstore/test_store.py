@@ -489,6 +489,14 @@ def test_the_append_path_writes_instants_as_djangos_orm_does(instant):
         connection.ops.adapt_datetimefield_value(instant)
 
 
+@settings(max_examples=200, deadline=None)
+@given(instant=st.datetimes(timezones=_ZONES))
+def test_the_libpq_append_writes_instants_as_isoformat_does(instant):
+    """PostgreSQL's direct append sends each instant as the text it parses:
+    isoformat's, %-formatted for UTC (appendsql._as_text)."""
+    assert appendsql._as_text(instant) == instant.isoformat().encode()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_postgresql_refuses_a_nul_in_a_text_parameter_of_the_append(clock):
     """libpq's text parameters end at a NUL: the direct append path refuses
@@ -536,3 +544,15 @@ def test_postgresql_appends_through_a_prepared_statement_per_connection(clock, s
     stored = Goal.objects.get(pk=state.goal_id)
     assert (stored.version, stored.state["progress_pct"]) == (state.version, 30)
     assert Event.objects.filter(goal_id=state.goal_id).count() == state.version
+
+
+def test_the_append_paths_stored_event_is_the_dataclasss_own():
+    """StoredEvent.appended (the append path's constructor) makes the object
+    the frozen dataclass's __init__ makes: the same fields, equal, frozen."""
+    from dataclasses import FrozenInstanceError, fields
+
+    values = {f.name: f"v-{f.name}" for f in fields(store.StoredEvent)}
+    made, appended = store.StoredEvent(**values), store.StoredEvent.appended(**values)
+    assert appended == made and appended.__dict__ == made.__dict__
+    with pytest.raises(FrozenInstanceError):
+        appended.seq = 2

@@ -51,7 +51,13 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def _commit(self) -> None:
         try:
-            super()._commit()
+            if self.queries_logged or self.connection is None:
+                super()._commit()  # COMMIT in connection.queries, as Django logs it
+            else:
+                # Django's _commit without debug_transaction: a generator-based
+                # context manager that only logs, when queries are logged.
+                with self.wrap_database_errors:
+                    self.connection.commit()
         finally:
             self._leave_queue()
 
