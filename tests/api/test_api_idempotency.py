@@ -436,10 +436,12 @@ def test_an_idempotency_key_is_stored_and_shown_as_its_digest_and_scanned(agent,
 
 @pytest.mark.django_db(transaction=True)
 def test_a_keyed_command_runs_in_the_keys_transaction_without_a_savepoint(agent, goal):
-    """The key's claim, the command and its answer commit together or not at
+    """The command and the key with its answer commit together or not at
     all, so the command takes no savepoint of its own (store.as_a_whole); a
     refusal the service answers and goes on from (a lease held by another)
-    still leaves that transaction usable, and is stored and replayed."""
+    still leaves that transaction usable, and is stored and replayed. The key
+    costs one statement, after the command: the insert of the key with its
+    answer."""
     from django.test.utils import CaptureQueriesContext
 
     gid, lease = goal
@@ -448,6 +450,10 @@ def test_a_keyed_command_runs_in_the_keys_transaction_without_a_savepoint(agent,
         first = agent.post(f"goals/{gid}/checkpoints", body, key="whole-1")
     assert first.status_code == 201
     assert not [q for q in queries.captured_queries if "SAVEPOINT" in q["sql"].upper()]
+    keyed = [q["sql"] for q in queries.captured_queries if IdempotencyRecord._meta.db_table
+             in q["sql"]]
+    assert len(keyed) == 1 and keyed[0].lstrip().upper().startswith("INSERT"), keyed
+    assert IdempotencyRecord.objects.get(key=D("whole-1")).status_code == 201
     before = snapshot()
     held = agent.post(f"goals/{gid}/lease", {}, key="held-1")
     assert held.status_code == 200 and held.json()["acquired"] is False, held.json()
