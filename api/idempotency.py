@@ -24,10 +24,10 @@ the request gets what is under the key (``_taken``). Two attempts with the
 same key at once are serialized by the database, never by time: on SQLite
 the second cannot begin its write transaction until the first has committed
 or rolled back; on PostgreSQL its command waits for the goal row the first
-has locked, and a command that locks no existing row (a new goal) waits at
-the insert on the first's uncommitted row of the unique index, which then
-inserts nothing (``ON CONFLICT`` keeps that expected race out of the
-server's error log). Either way the second finds the first's answer and
+has locked (a start: for the start's advisory lock, store._serialize_starts),
+and anything that got past those waits at the insert on the first's
+uncommitted row of the unique index, which then inserts nothing (``ON
+CONFLICT`` keeps that expected race out of the server's error log). Either way the second finds the first's answer and
 replays it: a duplicate's command may be evaluated, but nothing it did is
 ever committed, so the command takes effect once. One statement per keyed
 request (until 7 December 2026 a claim before the command and an update

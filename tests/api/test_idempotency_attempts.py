@@ -249,10 +249,11 @@ def test_prune_follows_the_retention_setting(agent, clock, checkpoint, settings)
 
 
 def test_one_key_sent_by_many_at_once_starts_one_goal(agent, clock):
-    """A start locks no existing goal row, so on PostgreSQL the attempts run
-    their commands side by side and meet at the key's insert: each waits on
-    the first's uncommitted row, inserts nothing and rolls back whole. One
-    goal, one answer six times, no unique violation in the server's log."""
+    """The key is written after the command: the later attempts queue behind
+    the first's start (SQLite's write lock; PostgreSQL's start lock), find its
+    goal, then find the key taken and roll back whole, their own command's
+    events with them. One goal, one answer six times, no unique violation in
+    the server's log."""
     log = server_log()
     offset = log.stat().st_size if log else 0
     barrier = threading.Barrier(6)
