@@ -27,11 +27,12 @@ or rolled back; on PostgreSQL its command waits for the goal row the first
 has locked (a start: for the start's advisory lock, store._serialize_starts),
 and anything that got past those waits at the insert on the first's
 uncommitted row of the unique index, which then inserts nothing (``ON
-CONFLICT`` keeps that expected race out of the server's error log). Either way the second finds the first's answer and
-replays it: a duplicate's command may be evaluated, but nothing it did is
-ever committed, so the command takes effect once. One statement per keyed
-request (until 7 December 2026 a claim before the command and an update
-after it: docs/decisions.md), and no COMMIT of its own.
+CONFLICT`` keeps that expected race out of the server's error log). Either
+way the second finds the first's answer and replays it: a duplicate's
+command may be evaluated, but nothing it did is ever committed, so the
+command takes effect once. One statement per keyed request (until 7
+December 2026 a claim before the command and an update after it:
+docs/decisions.md), and no COMMIT of its own.
 
 Only the key's digest (``key_digest``) is kept, in the record and in the
 events; a key that looks like a credential is refused.
@@ -52,6 +53,7 @@ from django.db import DatabaseError, connection, transaction
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api import sql
 from api.problems import Problem
 from api.serializers import validated
 from ledger.access.models import IdempotencyRecord
@@ -153,10 +155,8 @@ def _complete(owner: str, key: str, digest: str, response: Response) -> bool:
     the key is taken (answered by another attempt, perhaps while this one
     waited for it; in flight; or another request's)."""
     now = connection.ops.adapt_datetimefield_value(clock.now())
-    with connection.cursor() as cursor:
-        cursor.execute(_COMPLETE, [owner, key, digest, response.status_code,
-                                   json.dumps(_without_token(response.data)), now, now])
-        return cursor.rowcount == 1
+    return sql.rowcount(_COMPLETE, [owner, key, digest, response.status_code,
+                                    json.dumps(_without_token(response.data)), now, now]) == 1
 
 
 class _Taken(Exception):

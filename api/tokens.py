@@ -11,6 +11,7 @@ from django.db import connection
 from django.db.models import Model
 from django.db.models.base import ModelState
 
+from api import sql
 from ledger.access.accounts import OPERATOR, PRIORITY, token_digest
 from ledger.access.models import ApiToken
 
@@ -95,9 +96,7 @@ def authenticate(token: str) -> ApiToken | None:
     parts = token.split("_", 2)
     if len(parts) != 3 or parts[0] != "wl" or len(parts[1]) != 8:
         return None
-    with connection.cursor() as cursor:
-        cursor.execute(_lookup_sql(), [*PRIORITY, parts[1]])
-        row = cursor.fetchone()
+    row = sql.fetchone(_lookup_sql(), [*PRIORITY, parts[1]])
     # Compare even when nothing was found, so timing does not tell whether a
     # prefix exists.
     expected = row[1] if row else _NO_DIGEST
