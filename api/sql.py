@@ -22,7 +22,7 @@ from contextlib import closing
 from functools import cache
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
 
 
 @cache
@@ -32,42 +32,37 @@ def _qmark(sql: str) -> str:
     return sql.replace("%s", "?")
 
 
-def _driver_sql(sql: str) -> str:
-    return _qmark(sql) if connection.vendor == "sqlite" else sql
-
-
-def _observed() -> bool:
-    return bool(connection.execute_wrappers) or connection.queries_logged
-
-
-def _driver_cursor() -> Any:
+def _driver_cursor(conn: Any) -> Any:
     """What ``connection.cursor()`` does before a statement, on the driver's
     own cursor (base.BaseDatabaseWrapper._cursor, CursorWrapper.execute)."""
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    connection.validate_thread_sharing()
-    connection.validate_no_broken_transaction()
-    with connection.wrap_database_errors:
-        return connection.connection.cursor()
+    conn.close_if_health_check_failed()
+    conn.ensure_connection()
+    conn.validate_thread_sharing()
+    conn.validate_no_broken_transaction()
+    with conn.wrap_database_errors:
+        return conn.connection.cursor()
+
+
+def _run(sql: str, params: list[Any], fetch: bool) -> Any:
+    # One look-up of the connection: each attribute read through
+    # django.db.connection is a look-up in asgiref's Local.
+    conn = connections[DEFAULT_DB_ALIAS]
+    if conn.execute_wrappers or conn.queries_logged:  # observed: Django's cursor
+        with conn.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchone() if fetch else cursor.rowcount
+    if conn.vendor == "sqlite":
+        sql = _qmark(sql)
+    with closing(_driver_cursor(conn)) as cursor, conn.wrap_database_errors:
+        cursor.execute(sql, params)
+        return cursor.fetchone() if fetch else cursor.rowcount
 
 
 def fetchone(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
     """The first row of ``sql`` (``%s`` placeholders), or None."""
-    if _observed():
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.fetchone()
-    with closing(_driver_cursor()) as cursor, connection.wrap_database_errors:
-        cursor.execute(_driver_sql(sql), params)
-        return cursor.fetchone()
+    return _run(sql, params, fetch=True)
 
 
 def rowcount(sql: str, params: list[Any]) -> int:
     """Run ``sql`` (``%s`` placeholders); the number of rows it changed."""
-    if _observed():
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.rowcount
-    with closing(_driver_cursor()) as cursor, connection.wrap_database_errors:
-        cursor.execute(_driver_sql(sql), params)
-        return cursor.rowcount
+    return _run(sql, params, fetch=False)

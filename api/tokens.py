@@ -7,7 +7,7 @@ import hmac
 from functools import cache
 
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.models import Model
 from django.db.models.base import ModelState
 
@@ -37,7 +37,7 @@ def _loaded(model: type[Model], values: dict[str, object]) -> Model:
     checks) and no DEFERRED placeholders to walk, on every request."""
     found = model.__new__(model)
     state = found._state = ModelState()
-    state.adding, state.db = False, connection.alias
+    state.adding, state.db = False, DEFAULT_DB_ALIAS  # django.db.connection's
     found.__dict__.update(values)
     return found
 
