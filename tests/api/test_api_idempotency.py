@@ -460,3 +460,39 @@ def test_a_keyed_command_runs_in_the_keys_transaction_without_a_savepoint(agent,
     assert IdempotencyRecord.objects.filter(key=D("held-1")).exists()
     assert_replay(held, agent.post(f"goals/{gid}/lease", {}, key="held-1"))
     assert snapshot() == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_idempotency_key_costs_one_round_trip_on_postgresql(agent, goal):
+    """The key and its answer are one statement after the command, so the
+    command's own BEGIN-with-the-locked-read still opens the transaction:
+    a keyed checkpoint costs the unkeyed one's round trips plus one. (With
+    the claim first, psycopg sent a BEGIN of its own for it: plus three.)
+    Counted from libpq's trace of what the client sent: a simple Query, or
+    one extended-protocol Sync, is one round trip."""
+    if connection.vendor != "postgresql":
+        pytest.skip("round trips are PostgreSQL's (SQLite's statements: the test above)")
+    import tempfile
+
+    from psycopg import pq
+
+    gid, lease = goal
+    body = {"lease": lease, "current_step": "tests written", "progress_pct": 40}
+
+    def round_trips(key: str | None) -> int:
+        connection.ensure_connection()
+        pgconn = connection.connection.pgconn
+        with tempfile.TemporaryFile("w+") as trace:
+            pgconn.trace(trace.fileno())
+            pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+            try:
+                assert agent.post(f"goals/{gid}/checkpoints", body, key=key).status_code == 201
+            finally:
+                pgconn.untrace()
+            trace.seek(0)
+            sent = [line.split("\t")[2].split(" ")[0] for line in trace.read().splitlines()
+                    if line.startswith("F\t")]
+        return sent.count("Query") + sent.count("Sync")
+
+    round_trips("warm-up")  # the first request of a connection may ask more
+    assert round_trips("trips-1") == round_trips(None) + 1
