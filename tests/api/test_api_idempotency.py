@@ -496,3 +496,26 @@ def test_an_idempotency_key_costs_one_round_trip_on_postgresql(agent, goal):
 
     round_trips("warm-up")  # the first request of a connection may ask more
     assert round_trips("trips-1") == round_trips(None) + 1
+
+
+def test_a_duplicate_whose_command_fails_still_gets_the_stored_answer(agent, goal,
+                                                                      monkeypatch):
+    """The key is found taken only after the command: a duplicate whose
+    command now fails with a 5xx answers with what is stored under the key;
+    a new key's 5xx is stored nowhere and answered as it is."""
+    from api.problems import Problem
+    from api.views import work as views
+
+    gid, lease = goal
+    body = {"lease": lease, "current_step": "tests written", "progress_pct": 40}
+    first = agent.post(f"goals/{gid}/checkpoints", body, key="fails-later")
+    assert first.status_code == 201
+
+    def broken(*args, **kwargs):
+        raise Problem("internal_error", "the command broke")
+
+    monkeypatch.setattr(views.work, "checkpoint", broken)
+    assert_replay(first, agent.post(f"goals/{gid}/checkpoints", body, key="fails-later"))
+    fresh = agent.post(f"goals/{gid}/checkpoints", body, key="fails-now")
+    assert fresh.status_code == 500
+    assert not IdempotencyRecord.objects.filter(key=D("fails-now")).exists()
