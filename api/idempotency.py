@@ -11,20 +11,28 @@ may be stored. So a lease token issued under an Idempotency-Key is derived
 random: the stored response holds a placeholder, and a replay derives the
 token again.
 
-The record is written in the command's own transaction, or not at all: the
-key is claimed first (``INSERT … ON CONFLICT DO NOTHING``), the view runs
-with its store command nested inside, and the answer is stored before the one
-COMMIT. So a request whose process dies at any point before that commit
-leaves no trace, and its retry simply runs; one that dies after it leaves its
-answer, which the retry replays. Two attempts with the same key at once are
-serialized by the database, never by time: on SQLite the second cannot begin
-its write transaction until the first has committed or rolled back; on
-PostgreSQL its claim waits on the first's uncommitted row of the unique index
-and then inserts nothing, and ``ON CONFLICT`` keeps that expected race out of
-the server's error log. Either way the second finds the first's answer and
-replays it, and its own command never runs. One transaction instead of the
-claim's own before the command also saves a COMMIT, with its fsync, on every
-keyed request: agents send a key on every POST.
+The record is written in the command's own transaction, or not at all, and
+in one statement: the view runs with its store command inside the key's
+transaction, then the key and its answer are inserted together (``INSERT …
+ON CONFLICT DO NOTHING``, in effect) before the one COMMIT. So a request whose
+process dies at any point before that commit leaves no trace, and its retry
+simply runs; one that dies after it leaves its answer, which the retry
+replays. When the insert finds the key taken — answered by another attempt,
+used for another request, or an earlier release's in-flight record — this
+attempt's transaction is rolled back whole, its command's events with it, and
+the request gets what is under the key (``_taken``). Two attempts with the
+same key at once are serialized by the database, never by time: on SQLite
+the second cannot begin its write transaction until the first has committed
+or rolled back; on PostgreSQL its command waits for the goal row the first
+has locked (a start: for the start's advisory lock, store._serialize_starts),
+and anything that got past those waits at the insert on the first's
+uncommitted row of the unique index, which then inserts nothing (``ON
+CONFLICT`` keeps that expected race out of the server's error log). Either
+way the second finds the first's answer and replays it: a duplicate's
+command may be evaluated, but nothing it did is ever committed, so the
+command takes effect once. One statement per keyed request (until 7
+December 2026 a claim before the command and an update after it:
+docs/decisions.md), and no COMMIT of its own.
 
 Only the key's digest (``key_digest``) is kept, in the record and in the
 events; a key that looks like a credential is refused.
@@ -41,10 +49,11 @@ from datetime import UTC, datetime
 from functools import wraps
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api import sql
 from api.problems import Problem
 from api.serializers import validated
 from ledger.access.models import IdempotencyRecord
@@ -127,34 +136,31 @@ def _key(request: Request) -> str | None:
 _TABLE = IdempotencyRecord._meta.db_table
 _SELECT = (f"SELECT fingerprint, status_code, response, locked_until FROM {_TABLE} "  # noqa: S608
            "WHERE owner = %s AND key = %s")
-# A new key is inserted; an earlier release's in-flight record of the same
-# request whose lock has passed (its attempt died) is taken over in the same
-# statement. Anything else under the key inserts nothing. locked_until and
-# attempt serve only those older records.
-_CLAIM = (f"INSERT INTO {_TABLE} AS r (owner, key, fingerprint, status_code, response, "  # noqa: S608
-          "created_at, locked_until, attempt) VALUES (%s, %s, %s, NULL, '', %s, %s, '') "
-          "ON CONFLICT (owner, key) DO UPDATE SET created_at = excluded.created_at, "
-          "locked_until = excluded.locked_until, attempt = '' "
-          "WHERE r.status_code IS NULL AND r.locked_until <= excluded.created_at "
-          "AND r.fingerprint = excluded.fingerprint")
-_COMPLETE = (f"UPDATE {_TABLE} SET status_code = %s, response = %s "  # noqa: S608
-             "WHERE owner = %s AND key = %s")
+# The key with its answer is inserted; an earlier release's in-flight record
+# of the same request whose lock has passed (its attempt died) is completed
+# in the same statement. Anything else under the key inserts nothing: the key
+# is taken. locked_until and attempt serve only those older records.
+_COMPLETE = (f"INSERT INTO {_TABLE} AS r (owner, key, fingerprint, status_code, "  # noqa: S608
+             "response, created_at, locked_until, attempt) "
+             "VALUES (%s, %s, %s, %s, %s, %s, %s, '') "
+             "ON CONFLICT (owner, key) DO UPDATE SET status_code = excluded.status_code, "
+             "response = excluded.response, created_at = excluded.created_at, "
+             "locked_until = excluded.locked_until, attempt = '' "
+             "WHERE r.status_code IS NULL AND r.locked_until <= excluded.created_at "
+             "AND r.fingerprint = excluded.fingerprint")
 
 
-def _claim(owner: str, key: str, digest: str) -> bool:
-    """Claim the key inside the current transaction; False if it is taken
-    (answered by another attempt, perhaps while this one waited for it)."""
-    now = connection.ops.adapt_datetimefield_value(clock.now())
-    with connection.cursor() as cursor:
-        cursor.execute(_CLAIM, [owner, key, digest, now, now])
-        return cursor.rowcount == 1
+def _complete(owner: str, key: str, digest: str, response: Response) -> bool:
+    """Store the key with its answer inside the current transaction; False if
+    the key is taken (answered by another attempt, perhaps while this one
+    waited for it; in flight; or another request's)."""
+    answer, now = json.dumps(_without_token(response.data)), clock.now()
 
+    def params(conn: Any) -> list[Any]:
+        at = conn.ops.adapt_datetimefield_value(now)
+        return [owner, key, digest, response.status_code, answer, at, at]
 
-def _complete(owner: str, key: str, response: Response) -> None:
-    """Store the answer on the record this transaction claimed."""
-    with connection.cursor() as cursor:
-        cursor.execute(_COMPLETE, [response.status_code,
-                                   json.dumps(_without_token(response.data)), owner, key])
+    return sql.rowcount(_COMPLETE, params) == 1
 
 
 class _Taken(Exception):
@@ -163,17 +169,17 @@ class _Taken(Exception):
 
 
 def _keyed(owner: str, key: str, digest: str, answer: Callable[[], Response]) -> Response:
-    """Claim the key, get the answer and store it, in one transaction."""
+    """Get the answer and store it under the key, in one transaction; _Taken
+    (and nothing of this attempt kept) if the key turns out to be taken."""
     with transaction.atomic():
-        if not _claim(owner, key, digest):
-            raise _Taken
         with as_a_whole():  # any error rolls all of this back: no savepoints
             response = answer()
         if response.status_code >= 500:
             # Nothing half-done is kept under a key: its retry runs again.
             transaction.set_rollback(True)
             return response
-        _complete(owner, key, response)
+        if not _complete(owner, key, digest, response):
+            raise _Taken  # leaves the atomic block: the command's events go too
     return response
 
 
@@ -199,6 +205,15 @@ def _taken(owner: str, key: str, digest: str, path: str) -> Response:
     replay["Idempotent-Replayed"] = "true"
     if status_code >= 400:
         replay.content_type = "application/problem+json"
+    return replay
+
+
+def _replay_if_answered(owner: str, key: str, digest: str, path: str) -> Response | None:
+    """The stored answer under the key when there is one for this request."""
+    try:
+        replay = _taken(owner, key, digest, path)
+    except (Problem, DatabaseError):  # none, another request's, or the database failing
+        return None
     return replay
 
 
@@ -244,7 +259,9 @@ def idempotent(serializer_class: type) -> Callable[[View], View]:
                 # transaction rolled back; the refusal is stored in one of its own.
                 refusal = view.handle_exception(exc)
                 if refusal.status_code >= 500:
-                    return refusal
+                    # A duplicate evaluates its command before it finds the
+                    # key taken: an answer already stored beats its failure.
+                    return _replay_if_answered(owner, key, digest, path) or refusal
                 try:
                     return _keyed(owner, key, digest, lambda: refusal)
                 except _Taken:

@@ -7,8 +7,11 @@ import hmac
 from functools import cache
 
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection
+from django.db.models import Model
+from django.db.models.base import ModelState
 
+from api import sql
 from ledger.access.accounts import OPERATOR, PRIORITY, token_digest
 from ledger.access.models import ApiToken
 
@@ -19,6 +22,24 @@ _NO_DIGEST = "0" * 64
 # returns is deferred (loaded from the database if something asks for it).
 _BOOLEANS = {"is_active", "is_superuser"}
 _USER_FIELDS = {"id", "username", *_BOOLEANS}
+
+
+@cache
+def _user_model() -> type[Model]:
+    return get_user_model()
+
+
+def _loaded(model: type[Model], values: dict[str, object]) -> Model:
+    """An instance of ``model`` as read from the database, holding ``values``;
+    every other field deferred (loaded on first use), as ``Model.from_db``
+    makes it, without ``__init__``: no pre_init/post_init signals to send
+    (none is connected to these models: tests/api/test_api_auth_cost.py
+    checks) and no DEFERRED placeholders to walk, on every request."""
+    found = model.__new__(model)
+    state = found._state = ModelState()
+    state.adding, state.db = False, DEFAULT_DB_ALIAS  # django.db.connection's
+    found.__dict__.update(values)
+    return found
 
 
 @cache
@@ -75,9 +96,7 @@ def authenticate(token: str) -> ApiToken | None:
     parts = token.split("_", 2)
     if len(parts) != 3 or parts[0] != "wl" or len(parts[1]) != 8:
         return None
-    with connection.cursor() as cursor:
-        cursor.execute(_lookup_sql(), [*PRIORITY, parts[1]])
-        row = cursor.fetchone()
+    row = sql.fetchone(_lookup_sql(), [*PRIORITY, parts[1]])
     # Compare even when nothing was found, so timing does not tell whether a
     # prefix exists.
     expected = row[1] if row else _NO_DIGEST
@@ -85,16 +104,15 @@ def authenticate(token: str) -> ApiToken | None:
         return None
     token_id, rank, names = row[0], row[-1], _user_fields()
     # SQLite answers 0/1 for booleans (the ORM would convert them).
-    user = get_user_model().from_db(connection.alias, names, [
-        bool(value) if name in _BOOLEANS else value for name, value in zip(names, row[2:-1],
-                                                                    strict=True)])
+    user = _loaded(_user_model(), {
+        name: bool(value) if name in _BOOLEANS else value
+        for name, value in zip(names, row[2:-1], strict=True)})
     if not user.is_active:
         return None
     # role_of's cache, filled from the same row (its rules: a superuser is an
     # operator; otherwise the first of PRIORITY among the user's groups).
     user._wakeledger_role = OPERATOR if user.is_superuser else (
         PRIORITY[rank] if rank is not None else None)
-    found = ApiToken.from_db(connection.alias, ("id", "user_id", "prefix"),
-                             (token_id, user.pk, parts[1]))
-    found.user = user
+    found = _loaded(ApiToken, {"id": token_id, "user_id": user.pk, "prefix": parts[1]})
+    found._state.fields_cache["user"] = user  # what ``found.user = user`` would cache
     return found

@@ -8,6 +8,10 @@ app_name = "api"
 goal = "goals/<str:goal_id>"
 
 urlpatterns = [
+    # An agent's every-few-minutes calls first: Django tries the patterns in
+    # order, and none of these overlaps another (the schema sorts its paths).
+    path(f"{goal}/checkpoints", views.CheckpointsView.as_view(), name="checkpoints"),
+    path(f"{goal}/lease/heartbeat", views.HeartbeatView.as_view(), name="heartbeat"),
     path("health", views.health, name="health"),
     path("skill.md", views.SkillView.as_view(), name="skill"),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
@@ -17,11 +21,9 @@ urlpatterns = [
     path("goals", views.GoalsView.as_view(), name="goals"),
     path(goal, views.GoalView.as_view(), name="goal"),
     path(f"{goal}/checkpoint", views.CheckpointContractView.as_view(), name="checkpoint"),
-    path(f"{goal}/checkpoints", views.CheckpointsView.as_view(), name="checkpoints"),
     path(f"{goal}/events", views.EventsView.as_view(), name="events"),
     path(f"{goal}/resume", views.ResumeView.as_view(), name="resume"),
     path(f"{goal}/lease", views.LeaseView.as_view(), name="lease"),
-    path(f"{goal}/lease/heartbeat", views.HeartbeatView.as_view(), name="heartbeat"),
     path(f"{goal}/lease/release", views.ReleaseView.as_view(), name="release"),
     path(f"{goal}/finish", views.FinishView.as_view(), name="finish"),
     path(f"{goal}/workspace/release", views.WorkspaceReleaseView.as_view(),

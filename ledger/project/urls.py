@@ -8,10 +8,12 @@ from ledger.project.views import favicon, home
 admin.site.login_form = LockoutAuthenticationForm
 
 urlpatterns = [
+    # First: nearly every request is an agent's API call, and Django tries the
+    # patterns in order (no two of these overlap, so the order means nothing else).
+    path("api/v1/", include("api.urls")),
     path("", home, name="home"),
     path("favicon.ico", favicon, name="favicon"),
     path("admin/", admin.site.urls),
-    path("api/v1/", include("api.urls")),
     path("", include("api.metrics")),  # /metrics, for Prometheus (docs/metrics.md)
     # /mcp and the OAuth endpoints and metadata hosted connectors discover.
     path("", include("api.mcp.urls")),

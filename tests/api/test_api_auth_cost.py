@@ -125,6 +125,25 @@ def test_the_request_user_is_a_real_user_whose_other_fields_load_on_use(agent):
     assert str(found).startswith(agent.token.split("_")[1])
 
 
+def test_the_token_and_user_are_built_as_from_db_builds_them(agent):
+    """tokens._loaded skips Model.__init__ and so its pre_init/post_init
+    signals: no receiver may be connected to these models, or it would miss
+    the request's user. Otherwise the instances are what from_db makes."""
+    from django.db.models.signals import post_init, pre_init
+
+    for model in (get_user_model(), ApiToken):
+        assert not pre_init.has_listeners(model) and not post_init.has_listeners(model), model
+    found = tokens.authenticate(agent.token)
+    via_orm = get_user_model().objects.only("id", "username", "is_active", "is_superuser") \
+        .get(username=agent.username)
+    assert found.user.get_deferred_fields() == via_orm.get_deferred_fields()
+    assert not found._state.adding and found._state.db == via_orm._state.db
+    assert not found.user._state.adding and found.user._state.db == via_orm._state.db
+    assert found.get_deferred_fields() == {
+        f.attname for f in ApiToken._meta.concrete_fields} - {"id", "user_id", "prefix"}
+    assert found.user is found.user and found.user_id == via_orm.pk
+
+
 # ------------------------------------------------ nothing stale between requests
 
 

@@ -436,10 +436,12 @@ def test_an_idempotency_key_is_stored_and_shown_as_its_digest_and_scanned(agent,
 
 @pytest.mark.django_db(transaction=True)
 def test_a_keyed_command_runs_in_the_keys_transaction_without_a_savepoint(agent, goal):
-    """The key's claim, the command and its answer commit together or not at
+    """The command and the key with its answer commit together or not at
     all, so the command takes no savepoint of its own (store.as_a_whole); a
     refusal the service answers and goes on from (a lease held by another)
-    still leaves that transaction usable, and is stored and replayed."""
+    still leaves that transaction usable, and is stored and replayed. The key
+    costs one statement, after the command: the insert of the key with its
+    answer."""
     from django.test.utils import CaptureQueriesContext
 
     gid, lease = goal
@@ -448,9 +450,72 @@ def test_a_keyed_command_runs_in_the_keys_transaction_without_a_savepoint(agent,
         first = agent.post(f"goals/{gid}/checkpoints", body, key="whole-1")
     assert first.status_code == 201
     assert not [q for q in queries.captured_queries if "SAVEPOINT" in q["sql"].upper()]
+    keyed = [q["sql"] for q in queries.captured_queries if IdempotencyRecord._meta.db_table
+             in q["sql"]]
+    assert len(keyed) == 1 and keyed[0].lstrip().upper().startswith("INSERT"), keyed
+    assert IdempotencyRecord.objects.get(key=D("whole-1")).status_code == 201
     before = snapshot()
     held = agent.post(f"goals/{gid}/lease", {}, key="held-1")
     assert held.status_code == 200 and held.json()["acquired"] is False, held.json()
     assert IdempotencyRecord.objects.filter(key=D("held-1")).exists()
     assert_replay(held, agent.post(f"goals/{gid}/lease", {}, key="held-1"))
     assert snapshot() == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_idempotency_key_costs_one_round_trip_on_postgresql(agent, goal):
+    """The key and its answer are one statement after the command, so the
+    command's own BEGIN-with-the-locked-read still opens the transaction:
+    a keyed checkpoint costs the unkeyed one's round trips plus one. (With
+    the claim first, psycopg sent a BEGIN of its own for it: plus three.)
+    Counted from libpq's trace of what the client sent: a simple Query, or
+    one extended-protocol Sync, is one round trip."""
+    if connection.vendor != "postgresql":
+        pytest.skip("round trips are PostgreSQL's (SQLite's statements: the test above)")
+    import tempfile
+
+    from psycopg import pq
+
+    gid, lease = goal
+    body = {"lease": lease, "current_step": "tests written", "progress_pct": 40}
+
+    def round_trips(key: str | None) -> int:
+        connection.ensure_connection()
+        pgconn = connection.connection.pgconn
+        with tempfile.TemporaryFile("w+") as trace:
+            pgconn.trace(trace.fileno())
+            pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+            try:
+                assert agent.post(f"goals/{gid}/checkpoints", body, key=key).status_code == 201
+            finally:
+                pgconn.untrace()
+            trace.seek(0)
+            sent = [line.split("\t")[2].split(" ")[0] for line in trace.read().splitlines()
+                    if line.startswith("F\t")]
+        return sent.count("Query") + sent.count("Sync")
+
+    round_trips("warm-up")  # the first request of a connection may ask more
+    assert round_trips("trips-1") == round_trips(None) + 1
+
+
+def test_a_duplicate_whose_command_fails_still_gets_the_stored_answer(agent, goal,
+                                                                      monkeypatch):
+    """The key is found taken only after the command: a duplicate whose
+    command now fails with a 5xx answers with what is stored under the key;
+    a new key's 5xx is stored nowhere and answered as it is."""
+    from api.problems import Problem
+    from api.views import work as views
+
+    gid, lease = goal
+    body = {"lease": lease, "current_step": "tests written", "progress_pct": 40}
+    first = agent.post(f"goals/{gid}/checkpoints", body, key="fails-later")
+    assert first.status_code == 201
+
+    def broken(*args, **kwargs):
+        raise Problem("internal_error", "the command broke")
+
+    monkeypatch.setattr(views.work, "checkpoint", broken)
+    assert_replay(first, agent.post(f"goals/{gid}/checkpoints", body, key="fails-later"))
+    fresh = agent.post(f"goals/{gid}/checkpoints", body, key="fails-now")
+    assert fresh.status_code == 500
+    assert not IdempotencyRecord.objects.filter(key=D("fails-now")).exists()

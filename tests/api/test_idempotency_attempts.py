@@ -246,3 +246,33 @@ def test_prune_follows_the_retention_setting(agent, clock, checkpoint, settings)
     assert accounts.prune_idempotency_records() == 1
     assert not IdempotencyRecord.objects.exists()
     assert keyed_events(gid) == [(4, "checkpoint.recorded")], "events are never pruned"
+
+
+def test_one_key_sent_by_many_at_once_starts_one_goal(agent, clock):
+    """The key is written after the command: the later attempts queue behind
+    the first's start (SQLite's write lock; PostgreSQL's start lock), find its
+    goal, then find the key taken and roll back whole, their own command's
+    events with them. One goal, one answer six times, no unique violation in
+    the server's log."""
+    log = server_log()
+    offset = log.stat().st_size if log else 0
+    barrier = threading.Barrier(6)
+    body = {"goal_key": "at-once", "workspace": "/srv/at-once", "objective": "one goal"}
+
+    class AtOnce(Request):
+        def run(self) -> None:
+            barrier.wait(WAIT)
+            super().run()
+
+    requests = [AtOnce(agent.token, "goals", body) for _ in range(6)]
+    for request in requests:
+        request.start()
+    answers = [request.result() for request in requests]
+
+    assert [a.status_code for a in answers] == [201] * 6
+    assert sum("Idempotent-Replayed" not in a for a in answers) == 1
+    assert len({a.content for a in answers}) == 1
+    started = Event.objects.filter(kind="goal.started")
+    assert started.count() == 1 and started.get().idempotency_key == STORED
+    assert IdempotencyRecord.objects.filter(key=STORED).count() == 1
+    assert errors_since(log, offset) == []
