@@ -1,0 +1,307 @@
+"""The floor: the SQL one checkpoint command sends, and nothing else.
+
+``store.execute`` of a checkpoint sends a fixed set of statements; this side
+sends exactly those, on the same migrated ledger database (same tables,
+indexes, foreign keys and append-only triggers), with the same durability,
+and does nothing else: no Django, no rules, no JSON, no hashing inside the
+timed loop. Whatever our side costs above this side is our own code; a peer
+faster than this side cannot be matched while keeping what those statements
+keep (the locked read of the goal, the event with its (goal, seq) uniqueness
+and hash chain, the projection updated in the same transaction).
+
+- SQLite (WAL, synchronous=FULL, foreign keys on, as Django's connection):
+  BEGIN IMMEDIATE; SELECT version, last_hash, state FROM ledger_goal WHERE
+  id=?; INSERT INTO ledger_event ...; UPDATE ledger_goal SET version,
+  last_hash, state, <the projected columns a checkpoint changes> WHERE id=?
+  AND version=?; COMMIT. Through Python's sqlite3, as the store's own cursor
+  sends them. The writers' flock queue (ledger/backends/sqlite3) is not SQL
+  and is left out.
+- PostgreSQL (bench/pg.py's durable server), through libpq as the store
+  sends them: BEGIN and the SELECT ... FOR UPDATE in one simple query, the
+  prepared WITH-insert-update statement (the very text the store prepared),
+  COMMIT: three round trips.
+
+Every parameter is built before a round's clock starts: the goal's real
+stored state, the real JSON of a checkpoint event (the store's own text),
+a new seq and version each time, hashes precomputed (a chain of SHA-256),
+timestamps a microsecond apart. ``FloorSetup`` drives one goal of its own
+through the store first, so the state, the event and the changed columns are
+the store's, and reads them back.
+"""
+
+import hashlib
+import resource
+import sqlite3
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+# How far a checkpoint moves the goal's liveness deadline: only its size in
+# the row matters here, not its value.
+_DEADLINE_AHEAD = timedelta(hours=2)
+
+
+@dataclass
+class FloorSetup:
+    """What the floor replays, read back from a goal the store wrote."""
+
+    goal_id: uuid.UUID
+    seq: int  # the goal's last event
+    version: int
+    head: str
+    state: str  # the goal row's stored state, as the store wrote it
+    data: str  # a checkpoint event's stored JSON
+    changed: tuple[str, ...]  # the projected columns a checkpoint changes
+    others: dict[str, Any]  # the values of any changed column that is not a time
+
+
+def prepare() -> FloorSetup:
+    """A goal of the floor's own, through the store: started, two checkpoints
+    (the first may change more columns than the steady ones), then the row
+    and the last event as stored. Django is set up on the bench's database."""
+    from django.db import connection
+
+    from bench.append import Ours
+    from ledger.eventstore import appendsql, store
+
+    primer = Ours(key="floor")
+    primer.run(1)
+    before = store.projected_columns(store.load(primer.goal_id))
+    primer.run(1)
+    after = store.projected_columns(store.load(primer.goal_id))
+    changed = tuple(name for name in appendsql.MUTABLE if after[name] != before[name])
+    uid = uuid.UUID(primer.goal_id)
+    pk = appendsql.pk_of(connection, uid)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT version, last_hash, state FROM ledger_goal WHERE id = %s", [pk])
+        version, head, state = cursor.fetchone()
+        cast = "data::text" if connection.vendor == "postgresql" else "data"
+        cursor.execute(f"SELECT seq, {cast} FROM ledger_event WHERE goal_id = %s "
+                       "ORDER BY seq DESC LIMIT 1", [pk])
+        seq, data = cursor.fetchone()
+    if not isinstance(state, str):  # psycopg hands jsonb back decoded
+        import json
+
+        state = json.dumps(state)
+    others = {name: after[name] for name in changed if not name.endswith("_at")}
+    return FloorSetup(uid, seq, version, head, state, data, changed, others)
+
+
+def _times(n: int, vendor: str) -> list[tuple[Any, Any]]:
+    """(now, deadline) for n commands, a microsecond apart, as each driver's
+    parameter (what appendsql writes: naive UTC text on SQLite, ISO text with
+    the offset through libpq)."""
+    start = datetime.now(UTC)
+    out = []
+    for i in range(n):
+        now = start + timedelta(microseconds=i)
+        deadline = now + _DEADLINE_AHEAD
+        if vendor == "sqlite":
+            out.append((str(now.replace(tzinfo=None)), str(deadline.replace(tzinfo=None))))
+        else:
+            out.append((now.isoformat().encode(), deadline.isoformat().encode()))
+    return out
+
+
+def _hashes(head: str, n: int) -> list[str]:
+    out = []
+    for _ in range(n):
+        head = hashlib.sha256(head.encode()).hexdigest()
+        out.append(head)
+    return out
+
+
+class _Floor:
+    """Shared bookkeeping: the goal's position in its chain, latencies."""
+
+    def __init__(self, setup: FloorSetup):
+        self.setup = setup
+        self.seq, self.version, self.head = setup.seq, setup.version, setup.head
+        self.latencies: list[float] = []
+
+    def _changed_values(self, now: Any, deadline: Any) -> list[Any]:
+        values = []
+        for name in self.setup.changed:
+            if name == "deadline_at":
+                values.append(deadline)
+            elif name.endswith("_at"):
+                values.append(now)
+            else:
+                values.append(self.setup.others[name])
+        return values
+
+
+class FloorSQLite(_Floor):
+    """The command's statements through Python's sqlite3, its own connection."""
+
+    def __init__(self, path: str, setup: FloorSetup):
+        from django.db import connection
+
+        from ledger.eventstore import appendsql
+
+        super().__init__(setup)
+        sql = appendsql.statements_for(connection)
+        self.lock, self.insert = sql.lock, sql.insert_head + sql.insert_row
+        self.update = sql.update(setup.changed)
+        self.pk = setup.goal_id.hex  # appendsql.pk_of on SQLite
+        # As Django's connection: autocommit in the driver, WAL (kept in the
+        # file), synchronous=FULL (settings' init_command), foreign keys on
+        # (Django's SQLite backend turns them on for every connection).
+        self.db = sqlite3.connect(path, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute("PRAGMA foreign_keys=ON")
+
+    def run(self, n: int) -> float:
+        s = self.setup
+        times, hashes = _times(n, "sqlite"), _hashes(self.head, n)
+        commands = []
+        prev = self.head
+        for i in range(n):
+            seq, version = self.seq + 1 + i, self.version + 1 + i
+            now, deadline = times[i]
+            commands.append((
+                (self.pk,),
+                (self.pk, seq, "checkpoint.recorded", s.data, "agent-1", now, None, prev,
+                 hashes[i]),
+                (version, hashes[i], s.state, *self._changed_values(now, deadline), self.pk,
+                 version - 1)))
+            prev = hashes[i]
+        execute, lock, insert, update = self.db.execute, self.lock, self.insert, self.update
+        latencies = []
+        started = time.perf_counter()
+        for lock_args, insert_args, update_args in commands:
+            t0 = time.perf_counter()
+            execute("BEGIN IMMEDIATE")
+            execute(lock, lock_args).fetchone()
+            execute(insert, insert_args)
+            if execute(update, update_args).rowcount != 1:
+                raise RuntimeError("the floor's goal row moved under it")
+            execute("COMMIT")
+            latencies.append(time.perf_counter() - t0)
+        rate = n / (time.perf_counter() - started)
+        self.seq, self.version, self.head = self.seq + n, self.version + n, prev
+        self.latencies.extend(latencies)
+        return rate
+
+    def close(self) -> None:
+        self.db.close()
+
+
+class FloorPostgres(_Floor):
+    """The command's statements through libpq, as appendsql sends them."""
+
+    def __init__(self, url: str, setup: FloorSetup):
+        import psycopg
+
+        from ledger.eventstore import appendsql
+
+        super().__init__(setup)
+        # The exact WITH statement the store prepared for a checkpoint of
+        # these changed columns: if it is missing, the store sent another.
+        query = appendsql._PG_APPENDS.get((1, setup.changed))
+        if query is None:
+            raise RuntimeError(f"the store prepared no append for {setup.changed}")
+        self.conn = psycopg.connect(url)
+        self.pgconn = self.conn.pgconn
+        self.lock = appendsql.LOCK_PG.format(uid=setup.goal_id).encode()
+        self.name = b"wakeledger_floor_append"
+        result = self.pgconn.prepare(self.name, query)
+        self._check(result, "COMMAND_OK")
+        self.pk = str(setup.goal_id).encode()
+
+    def _check(self, result: Any, status: str) -> None:
+        from psycopg import errors, pq
+
+        if result.status != getattr(pq.ExecStatus, status):
+            raise errors.error_from_result(result, encoding=self.conn.info.encoding)
+
+    def run(self, n: int) -> float:
+        from psycopg import pq
+
+        from ledger.eventstore.appendsql import _as_text as as_text
+
+        s = self.setup
+        times, hashes = _times(n, "postgres"), _hashes(self.head, n)
+        data, state = s.data.encode(), s.state.encode()
+        params = []
+        prev = self.head
+        for i in range(n):
+            seq, version = self.seq + 1 + i, self.version + 1 + i
+            now, deadline = times[i]
+            changed = [v if isinstance(v, bytes) else as_text(v)
+                       for v in self._changed_values(now, deadline)]
+            params.append([self.pk, str(seq).encode(), b"checkpoint.recorded", data,
+                           b"agent-1", now, None, prev.encode(), hashes[i].encode(),
+                           str(version).encode(), hashes[i].encode(), state, *changed,
+                           self.pk, str(version - 1).encode()])
+            prev = hashes[i]
+        pgconn, lock, name = self.pgconn, self.lock, self.name
+        tuples_ok, command_ok = pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK
+        latencies = []
+        started = time.perf_counter()
+        for values in params:
+            t0 = time.perf_counter()
+            locked = pgconn.exec_(lock)
+            if locked.status != tuples_ok or locked.ntuples != 1:
+                self._check(locked, "TUPLES_OK")
+                raise RuntimeError("the floor's goal row is gone")
+            locked.get_value(0, 2)
+            written = pgconn.exec_prepared(name, values)
+            if written.status != tuples_ok or written.command_tuples != 1:
+                self._check(written, "TUPLES_OK")
+                raise RuntimeError("the floor's goal row moved under it")
+            written.get_value(0, 0)
+            committed = pgconn.exec_(b"COMMIT")
+            if committed.status != command_ok:
+                self._check(committed, "COMMAND_OK")
+            latencies.append(time.perf_counter() - t0)
+        rate = n / (time.perf_counter() - started)
+        self.seq, self.version, self.head = self.seq + n, self.version + n, prev
+        self.latencies.extend(latencies)
+        return rate
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class Cpu:
+    """User and system CPU of this process per operation, round by round
+    (``resource.getrusage``): wrap a side's ``run``; ``clear`` after the
+    warm-up. On PostgreSQL the server's CPU is not in it."""
+
+    def __init__(self) -> None:
+        self.rounds: dict[str, list[tuple[float, float]]] = {}
+
+    def wrap(self, label: str, run: Callable[[int], float]) -> Callable[[int], float]:
+        def counted(n: int) -> float:
+            before = resource.getrusage(resource.RUSAGE_SELF)
+            rate = run(n)
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            self.rounds.setdefault(label, []).append(
+                ((after.ru_utime - before.ru_utime) / n * 1e6,
+                 (after.ru_stime - before.ru_stime) / n * 1e6))
+            return rate
+        return counted
+
+    def clear(self) -> None:
+        self.rounds.clear()
+
+    def report(self, database: str) -> str:
+        """One line per side: the median round's user and system µs per operation."""
+        import statistics
+
+        lines = [f"CPU of this process per operation, {database} (median of rounds):"]
+        for label, rounds in self.rounds.items():
+            user = statistics.median(u for u, _ in rounds)
+            system = statistics.median(s for _, s in rounds)
+            lines.append(f"  {label:<34} user {user:6.0f} µs  sys {system:6.0f} µs  "
+                         f"total {user + system:6.0f} µs")
+        return "\n".join(lines)
+
+    def print(self, database: str) -> None:
+        print(self.report(database), file=sys.stderr, flush=True)
