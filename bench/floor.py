@@ -1,5 +1,8 @@
 """The floor: the SQL one checkpoint command sends, and nothing else.
 
+    used by bench/append.py and bench/peers.py (their floor rows);
+    python bench/floor.py    the physics on SQLite: WAL frames and statements per operation
+
 ``store.execute`` of a checkpoint sends a fixed set of statements; this side
 sends exactly those, on the same migrated ledger database (same tables,
 indexes, foreign keys and append-only triggers), with the same durability,
@@ -30,6 +33,7 @@ the store's, and reads them back.
 """
 
 import hashlib
+import os
 import resource
 import sqlite3
 import sys
@@ -38,6 +42,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 # How far a checkpoint moves the goal's liveness deadline: only its size in
@@ -269,6 +274,26 @@ class FloorPostgres(_Floor):
         self.conn.close()
 
 
+def fsync_ms(directory: str | None = None, n: int = 50) -> float:
+    """The median time of a 4 KB write's fsync in ``directory`` (the temporary
+    directory the benches use), in ms: which regime a run measured. This
+    machine's disk flushes either fast (≈ 0.1 ms: the CPU and the pages
+    written decide a commit's time) or on a 4 ms tick (every side waits the
+    same tick and the ratios go to ≈ 1)."""
+    import statistics
+    import tempfile
+
+    with tempfile.TemporaryFile(dir=directory) as f:
+        times = []
+        for _ in range(n):
+            f.write(b"x" * 4096)
+            f.flush()
+            t0 = time.perf_counter()
+            os.fsync(f.fileno())
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1000
+
+
 class Cpu:
     """User and system CPU of this process per operation, round by round
     (``resource.getrusage``): wrap a side's ``run``; ``clear`` after the
@@ -295,7 +320,8 @@ class Cpu:
         """One line per side: the median round's user and system µs per operation."""
         import statistics
 
-        lines = [f"CPU of this process per operation, {database} (median of rounds):"]
+        lines = [f"CPU of this process per operation, {database} (median of rounds; "
+                 f"a 4 KB fsync here now: {fsync_ms():.2f} ms, load {os.getloadavg()[0]:.1f}):"]
         for label, rounds in self.rounds.items():
             user = statistics.median(u for u, _ in rounds)
             system = statistics.median(s for _, s in rounds)
@@ -305,3 +331,78 @@ class Cpu:
 
     def print(self, database: str) -> None:
         print(self.report(database), file=sys.stderr, flush=True)
+
+
+def wal_frames_per_operation(path: str, run: Callable[[int], float], n: int = 100) -> float:
+    """WAL frames one operation of ``run`` appends to the database at ``path``:
+    the WAL emptied first (a TRUNCATE checkpoint from a connection of our own,
+    so no side's connection is touched), then n operations, fewer frames than
+    the automatic checkpoint's 1,000, read off the WAL's size."""
+    db = sqlite3.connect(path)
+    busy = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+    page = db.execute("PRAGMA page_size").fetchone()[0]
+    db.close()
+    if busy:
+        raise RuntimeError(f"{path}: a reader kept the WAL from being emptied")
+    run(n)
+    size = os.path.getsize(f"{path}-wal")
+    return (size - 32) / (24 + page) / n if size else 0.0
+
+
+def main() -> None:
+    """The physics on SQLite, per operation of each side of bench/append.py and
+    bench/peers.py: WAL frames (pages the commit's fsync writes) and, where
+    the side's connection is ours to trace, statements."""
+    import json
+    import tempfile
+
+    from bench.append import EventSourcing, Ours, RawSQLite
+    from bench.common import django_setup
+    from bench.peers import LangGraphPuts, wal_full
+
+    with tempfile.TemporaryDirectory(prefix="wakeledger-bench-") as tmp:
+        django_setup(tmp)
+        from django.db import connection
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        ledger = str(Path(tmp) / "ledger.sqlite3")
+        ours = Ours()
+        ours.run(200)  # as profile_append: a new table's page splits out of the way
+        data = ours.payload()
+        floor = FloorSQLite(ledger, prepare())
+        floor.run(200)
+        raw = RawSQLite(Path(tmp) / "raw.sqlite3", data)
+        raw.run(200)
+        library = EventSourcing({"PERSISTENCE_MODULE": "eventsourcing.sqlite",
+                                 "SQLITE_DBNAME": str(Path(tmp) / "es.sqlite3")}, data)
+        library.run(200)
+        graph_db = wal_full(Path(tmp) / "langgraph.sqlite3")
+        graph = LangGraphPuts(SqliteSaver(graph_db), json.loads(data))
+        graph.run(200)
+        connection.ensure_connection()
+        traced = {"store.execute": (ledger, ours.run, connection.connection),
+                  "the command's SQL alone (floor)": (ledger, floor.run, floor.db),
+                  "raw INSERT+COMMIT": (str(Path(tmp) / "raw.sqlite3"), raw.run, raw.db),
+                  "eventsourcing": (str(Path(tmp) / "es.sqlite3"), library.run, None),
+                  "LangGraph SqliteSaver.put": (str(Path(tmp) / "langgraph.sqlite3"),
+                                                graph.run, graph_db)}
+        print("SQLite, per operation: WAL frames (one fsync each commit), statements")
+        for label, (path, run, db) in traced.items():
+            statements: list[str] = []
+            if db is not None:
+                db.set_trace_callback(statements.append)
+            frames = wal_frames_per_operation(path, run)
+            if db is not None:
+                db.set_trace_callback(None)
+            kinds = " ".join(s.split()[0] for s in statements[:len(statements) // 100])
+            print(f"  {label:<34} {frames:5.2f} frames  "
+                  f"{len(statements) / 100 if db is not None else float('nan'):4.1f} "
+                  f"statements  {kinds}")
+        floor.close()
+        connection.close()
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    os.environ.pop("DATABASE_URL", None)
+    main()
