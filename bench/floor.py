@@ -1,7 +1,8 @@
 """The floor: the SQL one checkpoint command sends, and nothing else.
 
     used by bench/append.py and bench/peers.py (their floor rows);
-    python bench/floor.py    the physics on SQLite: WAL frames and statements per operation
+    python bench/floor.py [--database sqlite|postgres]   the physics of every side per
+        operation: WAL frames and statements (SQLite); commits, WAL bytes, round trips
 
 ``store.execute`` of a checkpoint sends a fixed set of statements; this side
 sends exactly those, on the same migrated ledger database (same tables,
@@ -349,10 +350,10 @@ def wal_frames_per_operation(path: str, run: Callable[[int], float], n: int = 10
     return (size - 32) / (24 + page) / n if size else 0.0
 
 
-def main() -> None:
-    """The physics on SQLite, per operation of each side of bench/append.py and
-    bench/peers.py: WAL frames (pages the commit's fsync writes) and, where
-    the side's connection is ours to trace, statements."""
+def sqlite_physics() -> None:
+    """Per operation of each side of bench/append.py and bench/peers.py on
+    SQLite: WAL frames (pages the commit's fsync writes) and, where the
+    side's connection is ours to trace, statements."""
     import json
     import tempfile
 
@@ -395,11 +396,114 @@ def main() -> None:
             if db is not None:
                 db.set_trace_callback(None)
             kinds = " ".join(s.split()[0] for s in statements[:len(statements) // 100])
-            print(f"  {label:<34} {frames:5.2f} frames  "
-                  f"{len(statements) / 100 if db is not None else float('nan'):4.1f} "
-                  f"statements  {kinds}")
+            count = f"{len(statements) / 100:4.1f}" if db is not None else "   -"
+            print(f"  {label:<34} {frames:5.2f} frames  {count} statements  {kinds}")
         floor.close()
         connection.close()
+
+
+def postgres_physics() -> None:
+    """Per operation of each side on PostgreSQL (bench/pg.py's durable
+    server, a database each where the side allows): commits (COMMIT records
+    in the WAL the side wrote, by pg_walinspect: each one a WAL flush the
+    client waits for), WAL bytes, and, where the connection is ours to trace,
+    round trips (a simple Query, or a Sync closing an extended-protocol
+    batch, waits for the server)."""
+    import json
+    import tempfile
+    from urllib.parse import urlsplit
+
+    import psycopg
+    from psycopg import pq
+    from psycopg.rows import dict_row
+
+    from bench.append import EventSourcing, Ours
+    from bench.peers import LangGraphPuts
+    from bench.pg import django_on_durable_server
+
+    with django_on_durable_server() as url:
+        if url is None:
+            return
+        from django.db import connection
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        base = url.rsplit("/", 1)[0]
+        admin = psycopg.connect(url, autocommit=True)
+        for name in ("bench_es", "bench_langgraph"):
+            admin.execute(f"CREATE DATABASE {name}")
+        ours = Ours()
+        ours.run(200)
+        data = ours.payload()
+        floor = FloorPostgres(url, prepare())
+        floor.run(200)
+        parts = urlsplit(url)
+        library = EventSourcing({
+            "PERSISTENCE_MODULE": "eventsourcing.postgres", "POSTGRES_DBNAME": "bench_es",
+            "POSTGRES_HOST": parts.hostname or "", "POSTGRES_PORT": str(parts.port),
+            "POSTGRES_USER": parts.username or "", "POSTGRES_PASSWORD": "trust"}, data)
+        library.run(200)
+        graph_conn = psycopg.connect(f"{base}/bench_langgraph", autocommit=True,
+                                     prepare_threshold=0, row_factory=dict_row)
+        graph = LangGraphPuts(PostgresSaver(graph_conn), json.loads(data))
+        graph.run(200)
+        connection.ensure_connection()
+        sides = {"store.execute": ("wakeledger", ours.run, connection.connection.pgconn),
+                 "the command's SQL alone (floor)": ("wakeledger", floor.run, floor.pgconn),
+                 "eventsourcing": ("bench_es", library.run, None),
+                 "LangGraph PostgresSaver.put": ("bench_langgraph", graph.run,
+                                                 graph_conn.pgconn)}
+
+        admin.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+
+        def lsn() -> str:
+            return admin.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
+
+        def commit_records(start: str, end: str) -> int:
+            return admin.execute(
+                "SELECT coalesce(sum(count), 0) FROM pg_get_wal_stats(%s, %s, true) "
+                "WHERE \"resource_manager/record_type\" = 'Transaction/COMMIT'",
+                [start, end]).fetchone()[0]
+
+        n = 200
+        print("PostgreSQL, per operation: commits, WAL bytes, round trips")
+        with tempfile.TemporaryDirectory() as tmp:
+            for label, (_, run, pgconn) in sides.items():
+                before_lsn = lsn()
+                trace = Path(tmp) / "libpq.trace"
+                fd = os.open(trace, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                if pgconn is not None:
+                    pgconn.trace(fd)
+                    pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+                run(n)
+                if pgconn is not None:
+                    pgconn.untrace()
+                os.close(fd)
+                after_lsn = lsn()
+                wal = admin.execute("SELECT pg_wal_lsn_diff(%s, %s)",
+                                    [after_lsn, before_lsn]).fetchone()[0]
+                done = commit_records(before_lsn, after_lsn)
+                sent = [line.split("\t")[2].split(" ")[0].strip()
+                        for line in trace.read_text().splitlines() if line.startswith("F\t")]
+                trips = (f"{(sent.count('Query') + sent.count('Sync')) / n:4.1f}"
+                         if pgconn is not None else "   -")
+                print(f"  {label:<34} {done / n:4.2f} commits  {float(wal) / n:6,.0f} WAL bytes"
+                      f"  {trips} round trips")
+        floor.close()
+        graph_conn.close()
+        admin.close()
+        connection.close()
+
+
+def main() -> None:
+    import argparse
+
+    p = argparse.ArgumentParser(description="The physics of each side, per operation.")
+    p.add_argument("--database", choices=("sqlite", "postgres", "both"), default="both")
+    args = p.parse_args()
+    if args.database in ("sqlite", "both"):
+        sqlite_physics()
+    if args.database in ("postgres", "both"):
+        postgres_physics()
 
 
 if __name__ == "__main__":
