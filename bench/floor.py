@@ -65,7 +65,7 @@ class FloorSetup:
     others: dict[str, Any]  # the values of any changed column that is not a time
 
 
-def prepare() -> FloorSetup:
+def prepare(key: str = "floor") -> FloorSetup:
     """A goal of the floor's own, through the store: started, two checkpoints
     (the first may change more columns than the steady ones), then the row
     and the last event as stored. Django is set up on the bench's database."""
@@ -74,7 +74,7 @@ def prepare() -> FloorSetup:
     from bench.append import Ours
     from ledger.eventstore import appendsql, store
 
-    primer = Ours(key="floor")
+    primer = Ours(key=key)  # one goal per key
     primer.run(1)
     before = store.projected_columns(store.load(primer.goal_id))
     primer.run(1)
@@ -201,21 +201,29 @@ class FloorSQLite(_Floor):
 class FloorPostgres(_Floor):
     """The command's statements through libpq, as appendsql sends them."""
 
-    def __init__(self, url: str, setup: FloorSetup):
+    def __init__(self, url: str, setup: FloorSetup, *, two_trips: bool = False):
+        """``two_trips``: not the store's statements but what it would take to
+        save a round trip keeping every guarantee (an experiment, its own
+        rows): the write made conditional on the goal row's update (the event
+        is inserted from the UPDATE's RETURNING, so a missed update writes
+        nothing) and sent with the COMMIT in one pipeline, one Sync."""
         import psycopg
 
         from ledger.eventstore import appendsql
 
         super().__init__(setup)
+        self.two_trips = two_trips
         # The exact WITH statement the store prepared for a checkpoint of
         # these changed columns: if it is missing, the store sent another.
         query = appendsql._PG_APPENDS.get((1, setup.changed))
         if query is None:
             raise RuntimeError(f"the store prepared no append for {setup.changed}")
+        if two_trips:
+            query = _conditional_append(setup.changed)
         self.conn = psycopg.connect(url)
         self.pgconn = self.conn.pgconn
         self.lock = appendsql.LOCK_PG.format(uid=setup.goal_id).encode()
-        self.name = b"wakeledger_floor_append"
+        self.name = b"wakeledger_floor_append" + (b"_2" if two_trips else b"")
         result = self.pgconn.prepare(self.name, query)
         self._check(result, "COMMAND_OK")
         self.pk = str(setup.goal_id).encode()
@@ -250,6 +258,8 @@ class FloorPostgres(_Floor):
         tuples_ok, command_ok = pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK
         latencies = []
         started = time.perf_counter()
+        if self.two_trips:
+            return self._run_two_trips(n, params, prev)
         for values in params:
             t0 = time.perf_counter()
             locked = pgconn.exec_(lock)
@@ -271,8 +281,66 @@ class FloorPostgres(_Floor):
         self.latencies.extend(latencies)
         return rate
 
+    def _run_two_trips(self, n: int, params: list[list[Any]], prev: str) -> float:
+        from psycopg import pq
+
+        pgconn, lock, name = self.pgconn, self.lock, self.name
+        tuples_ok, command_ok = pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK
+        latencies = []
+        started = time.perf_counter()
+        for values in params:
+            t0 = time.perf_counter()
+            locked = pgconn.exec_(lock)
+            if locked.status != tuples_ok or locked.ntuples != 1:
+                self._check(locked, "TUPLES_OK")
+                raise RuntimeError("the floor's goal row is gone")
+            locked.get_value(0, 2)
+            pgconn.enter_pipeline_mode()
+            pgconn.send_query_prepared(name, values)
+            pgconn.send_query_params(b"COMMIT", None)
+            pgconn.pipeline_sync()
+            written = pgconn.get_result()
+            pgconn.get_result()  # the end of the write's results
+            committed = pgconn.get_result()
+            pgconn.get_result()
+            synced = pgconn.get_result()
+            pgconn.exit_pipeline_mode()
+            if written.status != tuples_ok or written.ntuples != 1:
+                # Committed with nothing written: the event goes in only with its update.
+                self._check(written, "TUPLES_OK")
+                raise RuntimeError("the floor's goal row moved under it")
+            written.get_value(0, 0)
+            if committed.status != command_ok or synced.status != pq.ExecStatus.PIPELINE_SYNC:
+                self._check(committed, "COMMAND_OK")
+            latencies.append(time.perf_counter() - t0)
+        rate = n / (time.perf_counter() - started)
+        self.seq, self.version, self.head = self.seq + n, self.version + n, prev
+        self.latencies.extend(latencies)
+        return rate
+
     def close(self) -> None:
         self.conn.close()
+
+
+def _conditional_append(changed: tuple[str, ...]) -> bytes:
+    """The store's append with the same parameters ($1-$9 the event's, then
+    the UPDATE's), but the event inserted from the UPDATE's RETURNING: a goal
+    row that did not match (version moved) writes no event, so the COMMIT
+    sent with it in one pipeline commits nothing, and the client sees no row.
+    Typed casts: an INSERT ... SELECT does not infer its parameters' types."""
+    from ledger.models import Event, Goal
+
+    p = len(changed)
+    types = {"version": "::integer", "state": "::jsonb"}
+    assignments = ", ".join(
+        f"{column} = ${i}{types.get(column, '::timestamptz' if column.endswith('_at') else '')}"
+        for i, column in enumerate(("version", "last_hash", "state", *changed), start=10))
+    return (f"WITH updated AS (UPDATE {Goal._meta.db_table} SET {assignments} "
+            f"WHERE id = ${13 + p}::uuid AND version = ${14 + p}::integer RETURNING state) "
+            f"INSERT INTO {Event._meta.db_table} (goal_id, seq, kind, data, actor, recorded_at, "
+            "idempotency_key, prev_hash, hash) SELECT $1::uuid, $2::integer, $3, $4::jsonb, $5, "
+            "$6::timestamptz, $7, $8, $9 FROM updated RETURNING (SELECT state FROM updated)"
+            ).encode()
 
 
 def fsync_ms(directory: str | None = None, n: int = 50) -> float:
@@ -436,6 +504,8 @@ def postgres_physics() -> None:
         data = ours.payload()
         floor = FloorPostgres(url, prepare())
         floor.run(200)
+        two_trips = FloorPostgres(url, prepare("floor-two-trips"), two_trips=True)
+        two_trips.run(200)
         parts = urlsplit(url)
         library = EventSourcing({
             "PERSISTENCE_MODULE": "eventsourcing.postgres", "POSTGRES_DBNAME": "bench_es",
@@ -449,6 +519,7 @@ def postgres_physics() -> None:
         connection.ensure_connection()
         sides = {"store.execute": ("wakeledger", ours.run, connection.connection.pgconn),
                  "the command's SQL alone (floor)": ("wakeledger", floor.run, floor.pgconn),
+                 "the floor in 2 round trips": ("wakeledger", two_trips.run, two_trips.pgconn),
                  "eventsourcing": ("bench_es", library.run, None),
                  "LangGraph PostgresSaver.put": ("bench_langgraph", graph.run,
                                                  graph_conn.pgconn)}
@@ -489,6 +560,7 @@ def postgres_physics() -> None:
                 print(f"  {label:<34} {done / n:4.2f} commits  {float(wal) / n:6,.0f} WAL bytes"
                       f"  {trips} round trips")
         floor.close()
+        two_trips.close()
         graph_conn.close()
         admin.close()
         connection.close()

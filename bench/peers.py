@@ -126,40 +126,45 @@ def wal_full(path: Path) -> sqlite3.Connection:
     return db
 
 
-def measure(database: str, ours: Any, peers: list[tuple[str, Any]], floor: Any, events: int,
-            reps: int) -> list[Row]:
-    """Ours, each peer and the floor (the command's SQL alone, bench/floor.py)
-    in rotating rounds; rows of ours against each peer, then of the floor
-    against each peer (what the peer's ratio could be at best, keeping the
-    command's statements)."""
+def measure(database: str, ours: Any, peers: list[tuple[str, Any]],
+            floors: list[tuple[str, Any]], events: int, reps: int) -> list[Row]:
+    """Ours, each peer and each floor (the command's SQL alone, bench/floor.py;
+    on PostgreSQL also the two-trip experiment) in rotating rounds; rows of
+    ours against each peer, then of each floor against each peer (what our
+    ratio could be at best, keeping the command's statements)."""
     cpu = Cpu()
     sides = ([cpu.wrap("store.execute", ours.run)]
              + [cpu.wrap(baseline.split(",")[0], peer.run) for baseline, peer in peers]
-             + [cpu.wrap("the command's SQL alone (floor)", floor.run)])
+             + [cpu.wrap(label, floor.run) for label, floor in floors])
 
     def warmed() -> None:
         ours.latencies.clear()
-        floor.latencies.clear()
+        for _, floor in floors:
+            floor.latencies.clear()
         cpu.clear()
 
     rates = rotating_rounds(sides, events, reps, warmed=warmed)
     cpu.print(database)
     p50, p99 = percentile_ms(ours.latencies, 50), percentile_ms(ours.latencies, 99)
-    f50, f99 = percentile_ms(floor.latencies, 50), percentile_ms(floor.latencies, 99)
-    last = len(sides) - 1
     rows = [Row(name=f"peers {database}: store.execute vs {short}", value=median(rates[0]),
                 unit="events/s", baseline=baseline, baseline_value=median(rates[i]),
                 ratio=round_ratio(rates[0], rates[i]),
                 p50_ms=p50, p99_ms=p99, n=events, reps=reps)
             for i, (baseline, _) in enumerate(peers, start=1)
             for short in [baseline.split(",")[0]]]
-    rows += [Row(name=f"peers {database}: the command's SQL alone (floor) vs {short}",
-                 value=median(rates[last]), unit="events/s", baseline=baseline,
-                 baseline_value=median(rates[i]), ratio=round_ratio(rates[last], rates[i]),
-                 p50_ms=f50, p99_ms=f99, n=events, reps=reps)
-             for i, (baseline, _) in enumerate(peers, start=1)
-             for short in [baseline.split(",")[0]]]
+    for k, (label, floor) in enumerate(floors, start=1 + len(peers)):
+        f50, f99 = percentile_ms(floor.latencies, 50), percentile_ms(floor.latencies, 99)
+        rows += [Row(name=f"peers {database}: {label} vs {short}",
+                     value=median(rates[k]), unit="events/s", baseline=baseline,
+                     baseline_value=median(rates[i]), ratio=round_ratio(rates[k], rates[i]),
+                     p50_ms=f50, p99_ms=f99, n=events, reps=reps)
+                 for i, (baseline, _) in enumerate(peers, start=1)
+                 for short in [baseline.split(",")[0]]]
     return rows
+
+
+FLOOR = "the command's SQL alone (floor)"
+TWO_TRIPS = "the floor in 2 round trips (write + COMMIT pipelined, an experiment)"
 
 
 def peers_available() -> bool:
@@ -198,7 +203,7 @@ def bench_sqlite(events: int, reps: int) -> list[Row]:
                 ("DBOS 3.4 step, SQLite system database, 1 operation_outputs row per step",
                  dbos),
                 ("LangGraph SqliteSaver.put, 1 checkpoint row per put", graph)],
-                floor, events, reps)
+                [(FLOOR, floor)], events, reps)
         finally:
             dbos.close()
             floor.close()
@@ -227,16 +232,18 @@ def bench_postgres(events: int, reps: int) -> list[Row]:
                                row_factory=dict_row)
         graph = LangGraphPuts(PostgresSaver(conn), payload)
         floor = FloorPostgres(url, prepare())
+        two_trips = FloorPostgres(url, prepare("floor-two-trips"), two_trips=True)
         try:
             return measure("postgres", ours, [
                 ("DBOS 3.4 step, PostgreSQL system database, 1 operation_outputs row per step",
                  dbos),
                 ("LangGraph PostgresSaver.put, blob + checkpoint upsert per put", graph)],
-                floor, events, reps)
+                [(FLOOR, floor), (TWO_TRIPS, two_trips)], events, reps)
         finally:
             dbos.close()
             conn.close()
             floor.close()
+            two_trips.close()
             from django.db import connection
 
             connection.close()
