@@ -26,7 +26,9 @@ the per-round ratios, as bench/append.py:
   whose one channel holds the payload. SqliteSaver writes one row (checkpoint
   with its channel values, msgpack) and commits; PostgresSaver upserts the
   channel's blob and the checkpoint row in one pipeline on the autocommit
-  connection its documentation asks for (two statements, each its own commit).
+  connection its documentation asks for: two statements behind one Sync,
+  which the server runs as one implicit transaction (one round trip, one
+  COMMIT record: ``python bench/floor.py --database postgres``).
 
 Durability, alike on every side: SQLite files in WAL mode with
 synchronous=FULL (set on LangGraph's connection; DBOS's file is switched to
