@@ -28,9 +28,12 @@ and hash chain, the projection updated in the same transaction).
 Every parameter is built before a round's clock starts: the goal's real
 stored state, the real JSON of a checkpoint event (the store's own text),
 a new seq and version each time, hashes precomputed (a chain of SHA-256),
-timestamps a microsecond apart. ``FloorSetup`` drives one goal of its own
+timestamps a microsecond apart. ``prepare`` drives one goal of its own
 through the store first, so the state, the event and the changed columns are
-the store's, and reads them back.
+the store's, and reads them back (a ``FloorSetup``).
+
+``FloorPostgres(..., two_trips=True)`` is an experiment, not the store's
+statements: what saving a round trip would take (bench/peers.py's rows).
 """
 
 import hashlib

@@ -2,6 +2,7 @@
 (bench/floor.py): the figures in var/bench/latest.json are only as honest as
 these helpers."""
 
+import dataclasses
 import json
 from dataclasses import asdict
 from datetime import datetime
@@ -146,6 +147,23 @@ def _shape(statements: list[str]) -> list[str]:
     return [re.sub(r"'(?:[^']|'')*'|\b\d+(?:\.\d+)?\b|NULL", "?", s) for s in statements]
 
 
+def _assert_consistent(setup, head: str, written: int) -> None:
+    """The floor's goal: its row, its events and their chain agree."""
+    from ledger.models import Event, Goal
+
+    goal = Goal.objects.get(pk=setup.goal_id)
+    events = list(Event.objects.filter(goal_id=setup.goal_id).order_by("seq")
+                  .values_list("seq", "kind", "prev_hash", "hash"))
+    assert goal.version == setup.version + written == events[-1][0]
+    assert [seq for seq, *_ in events] == list(range(1, len(events) + 1))
+    assert goal.last_hash == events[-1][3] == head
+    floor_events = events[-written:]
+    assert all(kind == "checkpoint.recorded" for _, kind, _, _ in floor_events)
+    # The floor's hashes chain on from the store's head, one to the next.
+    assert floor_events[0][2] == setup.head
+    assert [prev for _, _, prev, _ in floor_events[1:]] == [h for *_, h in floor_events[:-1]]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_floor_sends_the_statements_a_checkpoint_sends_and_keeps_its_goal_consistent():
     """bench/floor.py claims to cost what a checkpoint's SQL costs: it must
@@ -154,11 +172,10 @@ def test_the_floor_sends_the_statements_a_checkpoint_sends_and_keeps_its_goal_co
     from django.db import connection
 
     if connection.vendor != "sqlite":
-        pytest.skip("the statements are compared through SQLite's trace; the floor's "
-                    "PostgreSQL side uses the store's own prepared text (FloorPostgres)")
+        pytest.skip("the statements are compared through SQLite's trace; PostgreSQL's "
+                    "floor: test_the_postgresql_floor_...")
     from bench.append import Ours
     from bench.floor import FloorSQLite, prepare
-    from ledger.models import Event, Goal
 
     ours = Ours()
     ours.run(2)
@@ -179,15 +196,34 @@ def test_the_floor_sends_the_statements_a_checkpoint_sends_and_keeps_its_goal_co
     assert [s.split()[0] for s in store_sql] == ["BEGIN", "SELECT", "INSERT", "UPDATE",
                                                  "COMMIT"]
     assert _shape(floor_sql) == _shape(store_sql) * 3
+    _assert_consistent(setup, floor.head, 3)
 
-    goal = Goal.objects.get(pk=setup.goal_id)
-    events = list(Event.objects.filter(goal_id=setup.goal_id).order_by("seq")
-                  .values_list("seq", "kind", "prev_hash", "hash"))
-    assert goal.version == setup.version + 3 == events[-1][0]
-    assert [seq for seq, *_ in events] == list(range(1, len(events) + 1))
-    assert goal.last_hash == events[-1][3] == floor.head
-    floor_events = events[-3:]
-    assert all(kind == "checkpoint.recorded" for _, kind, _, _ in floor_events)
-    # The floor's hashes chain on from the store's head, one to the next.
-    assert floor_events[0][2] == setup.head
-    assert [prev for _, _, prev, _ in floor_events[1:]] == [h for *_, h in floor_events[:-1]]
+
+@pytest.mark.django_db(transaction=True)
+def test_the_postgresql_floor_runs_the_stores_prepared_write_and_keeps_its_goal_consistent():
+    """On PostgreSQL the floor prepares the store's own append text (it
+    refuses to run when the store prepared none for a checkpoint's columns);
+    it and the two-trip experiment leave a goal row and events that agree."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's floor; SQLite's: test_the_floor_sends_...")
+    from psycopg.conninfo import make_conninfo
+
+    from bench.floor import FloorPostgres, prepare
+
+    params = connection.settings_dict
+    conninfo = make_conninfo(**{key: str(params[name]) for key, name in (
+        ("host", "HOST"), ("port", "PORT"), ("dbname", "NAME"), ("user", "USER"),
+        ("password", "PASSWORD")) if params.get(name)})
+    for key, two_trips in (("floor", False), ("floor-two-trips", True)):
+        setup = prepare(key)
+        floor = FloorPostgres(conninfo, setup, two_trips=two_trips)
+        try:
+            floor.run(3)
+        finally:
+            floor.close()
+        _assert_consistent(setup, floor.head, 3)
+    # Columns no checkpoint changes: the store prepared no such append.
+    with pytest.raises(RuntimeError, match="prepared no append"):
+        FloorPostgres(conninfo, dataclasses.replace(setup, changed=("no_such_column",)))
