@@ -9,7 +9,11 @@ synchronous_commit on, bench/pg.py). The raw side inserts a row shaped like
 our event, with the same ~300-byte JSON payload, into a table with the same
 unique (goal, seq) index; ours runs the whole command through
 ``store.execute``: lock the goal row, decide, hash, insert the event, fold and
-update the projection.
+update the projection. The floor (bench/floor.py) sends that command's own
+statements and nothing else, on the same ledger database: its rows say how
+much of our time is above the SQL, and where the SQL alone stands against
+the raw insert and ``eventsourcing``. Each side's CPU per operation goes to
+stderr.
 
 The storage rows divide the event table's bytes (with its indexes) by its rows,
 ours against the raw table, after both sides' appends.
@@ -38,6 +42,7 @@ from bench.common import (
     rotating_rounds,
     round_ratio,
 )
+from bench.floor import Cpu, FloorPostgres, FloorSQLite, prepare
 
 RAW_TABLE = """CREATE TABLE bench_raw_event (id {pk}, goal_id TEXT NOT NULL,
     seq INTEGER NOT NULL, kind TEXT NOT NULL, data {json} NOT NULL, actor TEXT NOT NULL,
@@ -48,14 +53,15 @@ RAW_TABLE = """CREATE TABLE bench_raw_event (id {pk}, goal_id TEXT NOT NULL,
 class Ours:
     """store.execute of one ~300-byte checkpoint per transaction."""
 
-    def __init__(self) -> None:
+    def __init__(self, key: str = "bench") -> None:
+        """``key``: the goal's workspace and key (one goal per key and agent)."""
         from ledger.domain import LeaseProof, RecordCheckpoint, RunGoal, StartGoal
         from ledger.eventstore import store
 
         self.store = store
         self.goal_id = str(uuid.uuid4())
         token = "0" * 64  # a lease token's digest; the benchmark holds the lease
-        store.start(RunGoal(StartGoal(goal_id=self.goal_id, workspace="/bench", goal_key="bench",
+        store.start(RunGoal(StartGoal(goal_id=self.goal_id, workspace=f"/{key}", goal_key=key,
                                       objective="benchmark", agent="agent-1"), "agent-1", token),
                     actor="agent-1")
         self.command = RecordCheckpoint(
@@ -202,27 +208,57 @@ def postgres_bytes_per_row(cursor_execute: Callable[[str], tuple], table: str) -
 
 
 def measure(database: str, ours: Ours, raw: RawSQLite | RawPostgres,
-            library: EventSourcing | None, events: int, reps: int) -> list[Row]:
+            floor: FloorSQLite | FloorPostgres, library: EventSourcing | None, events: int,
+            reps: int) -> list[Row]:
     """Rounds of every side in turn (the order rotating), so each round's
     ratios compare sides measured within seconds of each other."""
-    sides = [ours.run, raw.run] + ([library.run] if library else [])
-    rates = rotating_rounds(sides, events, reps, warmed=ours.latencies.clear)
+    cpu = Cpu()
+    sides = [cpu.wrap("store.execute", ours.run), cpu.wrap("raw INSERT+COMMIT", raw.run),
+             cpu.wrap("the command's SQL alone (floor)", floor.run)]
+    if library:
+        sides.append(cpu.wrap("eventsourcing", library.run))
+
+    def warmed() -> None:
+        ours.latencies.clear()
+        floor.latencies.clear()
+        cpu.clear()
+
+    rates = rotating_rounds(sides, events, reps, warmed=warmed)
+    cpu.print(database)
     mine = median(rates[0])
     p50, p99 = percentile_ms(ours.latencies, 50), percentile_ms(ours.latencies, 99)
+    f50, f99 = percentile_ms(floor.latencies, 50), percentile_ms(floor.latencies, 99)
     driver = "sqlite3" if database == "sqlite" else "psycopg"
+    raw_name = f"raw {driver} INSERT+COMMIT"
+    floor_name = ("the command's statements alone, parameters prebuilt (bench/floor.py, "
+                  f"{'sqlite3' if database == 'sqlite' else 'libpq'})")
     rows = [Row(name=f"append {database}: store.execute, 1 checkpoint per transaction",
-                value=mine, unit="events/s", baseline=f"raw {driver} INSERT+COMMIT",
+                value=mine, unit="events/s", baseline=raw_name,
                 baseline_value=median(rates[1]),
                 ratio=round_ratio(rates[0], rates[1]),
-                p50_ms=p50, p99_ms=p99, n=events, reps=reps)]
+                p50_ms=p50, p99_ms=p99, n=events, reps=reps),
+            Row(name=f"append {database}: store.execute vs the command's SQL alone (floor)",
+                value=mine, unit="events/s", baseline=floor_name,
+                baseline_value=median(rates[2]), ratio=round_ratio(rates[0], rates[2]),
+                p50_ms=p50, p99_ms=p99, n=events, reps=reps),
+            Row(name=f"append {database}: the command's SQL alone (floor) vs raw INSERT+COMMIT",
+                value=median(rates[2]), unit="events/s", baseline=raw_name,
+                baseline_value=median(rates[1]), ratio=round_ratio(rates[2], rates[1]),
+                p50_ms=f50, p99_ms=f99, n=events, reps=reps)]
     if library:
+        es_name = f"eventsourcing 9.5 {database} recorder, 1 event per save()"
         rows.append(Row(
             name=f"append {database}: store.execute vs the eventsourcing library",
-            value=mine, unit="events/s",
-            baseline=f"eventsourcing 9.5 {database} recorder, 1 event per save()",
-            baseline_value=median(rates[2]),
-            ratio=round_ratio(rates[0], rates[2]),
+            value=mine, unit="events/s", baseline=es_name,
+            baseline_value=median(rates[3]),
+            ratio=round_ratio(rates[0], rates[3]),
             p50_ms=p50, p99_ms=p99, n=events, reps=reps))
+        rows.append(Row(
+            name=f"append {database}: the command's SQL alone (floor) vs the eventsourcing "
+                 "library",
+            value=median(rates[2]), unit="events/s", baseline=es_name,
+            baseline_value=median(rates[3]), ratio=round_ratio(rates[2], rates[3]),
+            p50_ms=f50, p99_ms=f99, n=events, reps=reps))
     return rows
 
 
@@ -234,11 +270,13 @@ def bench_sqlite(events: int, reps: int) -> list[Row]:
         ours = Ours()
         ours.run(1)
         raw = RawSQLite(Path(tmp) / "raw.sqlite3", ours.payload())
+        floor = FloorSQLite(str(Path(tmp) / "ledger.sqlite3"), prepare())
         library = EventSourcing({"PERSISTENCE_MODULE": "eventsourcing.sqlite",
                                  "SQLITE_DBNAME": str(Path(tmp) / "es.sqlite3")},
                                 ours.payload()) if eventsourcing_available() else None
-        rows = measure("sqlite", ours, raw, library, events, reps)
+        rows = measure("sqlite", ours, raw, floor, library, events, reps)
         connection.close()
+        floor.close()
         raw.db.close()
         mine = sqlite_bytes_per_row(Path(tmp) / "ledger.sqlite3", "ledger_event")
         theirs = sqlite_bytes_per_row(Path(tmp) / "raw.sqlite3", "bench_raw_event")
@@ -260,6 +298,7 @@ def bench_postgres(events: int, reps: int) -> list[Row]:
         ours = Ours()
         ours.run(1)
         raw = RawPostgres(url, ours.payload())
+        floor = FloorPostgres(url, prepare())
         parts = urlsplit(url)
         library = EventSourcing({
             "PERSISTENCE_MODULE": "eventsourcing.postgres", "POSTGRES_DBNAME": "wakeledger",
@@ -267,7 +306,8 @@ def bench_postgres(events: int, reps: int) -> list[Row]:
             "POSTGRES_USER": parts.username or "", "POSTGRES_PASSWORD": "trust"},
             ours.payload()) \
             if eventsourcing_available() else None
-        rows = measure("postgres", ours, raw, library, events, reps)
+        rows = measure("postgres", ours, raw, floor, library, events, reps)
+        floor.close()
 
         def one(sql: str) -> tuple:
             with connection.cursor() as cursor:

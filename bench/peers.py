@@ -17,12 +17,18 @@ the per-round ratios, as bench/append.py:
   and ends: two writes per round of N steps, left in.)
   DBOS 3.x supports SQLite as its system database (its default) and
   PostgreSQL.
+- the floor (bench/floor.py): the very statements ``store.execute`` sends
+  for that checkpoint, on the same ledger database, parameters built before
+  the clock starts; its rows say how near a peer the command could come at
+  best while keeping those statements.
 - LangGraph (``langgraph-checkpoint-sqlite`` 3.1 ``SqliteSaver.put``,
   ``langgraph-checkpoint-postgres`` 3.2 ``PostgresSaver.put``): one checkpoint
   whose one channel holds the payload. SqliteSaver writes one row (checkpoint
   with its channel values, msgpack) and commits; PostgresSaver upserts the
   channel's blob and the checkpoint row in one pipeline on the autocommit
-  connection its documentation asks for (two statements, each its own commit).
+  connection its documentation asks for: two statements behind one Sync,
+  which the server runs as one implicit transaction (one round trip, one
+  COMMIT record: ``python bench/floor.py --database postgres``).
 
 Durability, alike on every side: SQLite files in WAL mode with
 synchronous=FULL (set on LangGraph's connection; DBOS's file is switched to
@@ -52,6 +58,7 @@ from bench.common import (
     rotating_rounds,
     round_ratio,
 )
+from bench.floor import Cpu, FloorPostgres, FloorSQLite, prepare
 
 
 class DbosSteps:
@@ -121,17 +128,45 @@ def wal_full(path: Path) -> sqlite3.Connection:
     return db
 
 
-def measure(database: str, ours: Any, peers: list[tuple[str, Any]], events: int,
-            reps: int) -> list[Row]:
-    sides = [ours.run] + [peer.run for _, peer in peers]
-    rates = rotating_rounds(sides, events, reps, warmed=ours.latencies.clear)
+def measure(database: str, ours: Any, peers: list[tuple[str, Any]],
+            floors: list[tuple[str, Any]], events: int, reps: int) -> list[Row]:
+    """Ours, each peer and each floor (the command's SQL alone, bench/floor.py;
+    on PostgreSQL also the two-trip experiment) in rotating rounds; rows of
+    ours against each peer, then of each floor against each peer (what our
+    ratio could be at best, keeping the command's statements)."""
+    cpu = Cpu()
+    sides = ([cpu.wrap("store.execute", ours.run)]
+             + [cpu.wrap(baseline.split(",")[0], peer.run) for baseline, peer in peers]
+             + [cpu.wrap(label, floor.run) for label, floor in floors])
+
+    def warmed() -> None:
+        ours.latencies.clear()
+        for _, floor in floors:
+            floor.latencies.clear()
+        cpu.clear()
+
+    rates = rotating_rounds(sides, events, reps, warmed=warmed)
+    cpu.print(database)
     p50, p99 = percentile_ms(ours.latencies, 50), percentile_ms(ours.latencies, 99)
-    return [Row(name=f"peers {database}: store.execute vs {short}", value=median(rates[0]),
+    rows = [Row(name=f"peers {database}: store.execute vs {short}", value=median(rates[0]),
                 unit="events/s", baseline=baseline, baseline_value=median(rates[i]),
                 ratio=round_ratio(rates[0], rates[i]),
                 p50_ms=p50, p99_ms=p99, n=events, reps=reps)
             for i, (baseline, _) in enumerate(peers, start=1)
             for short in [baseline.split(",")[0]]]
+    for k, (label, floor) in enumerate(floors, start=1 + len(peers)):
+        f50, f99 = percentile_ms(floor.latencies, 50), percentile_ms(floor.latencies, 99)
+        rows += [Row(name=f"peers {database}: {label} vs {short}",
+                     value=median(rates[k]), unit="events/s", baseline=baseline,
+                     baseline_value=median(rates[i]), ratio=round_ratio(rates[k], rates[i]),
+                     p50_ms=f50, p99_ms=f99, n=events, reps=reps)
+                 for i, (baseline, _) in enumerate(peers, start=1)
+                 for short in [baseline.split(",")[0]]]
+    return rows
+
+
+FLOOR = "the command's SQL alone (floor)"
+TWO_TRIPS = "the floor in 2 round trips (write + COMMIT pipelined, an experiment)"
 
 
 def peers_available() -> bool:
@@ -164,14 +199,16 @@ def bench_sqlite(events: int, reps: int) -> list[Row]:
             sync = check.execute("PRAGMA synchronous").fetchone()[0]
         assert (mode, sync) == ("wal", 2), (mode, sync)  # 2 = FULL
         graph = LangGraphPuts(SqliteSaver(wal_full(Path(tmp) / "langgraph.sqlite3")), payload)
+        floor = FloorSQLite(str(Path(tmp) / "ledger.sqlite3"), prepare())
         try:
             return measure("sqlite", ours, [
                 ("DBOS 3.4 step, SQLite system database, 1 operation_outputs row per step",
                  dbos),
                 ("LangGraph SqliteSaver.put, 1 checkpoint row per put", graph)],
-                events, reps)
+                [(FLOOR, floor)], events, reps)
         finally:
             dbos.close()
+            floor.close()
 
 
 def bench_postgres(events: int, reps: int) -> list[Row]:
@@ -196,15 +233,19 @@ def bench_postgres(events: int, reps: int) -> list[Row]:
         conn = psycopg.connect(f"{base}/bench_langgraph", autocommit=True, prepare_threshold=0,
                                row_factory=dict_row)
         graph = LangGraphPuts(PostgresSaver(conn), payload)
+        floor = FloorPostgres(url, prepare())
+        two_trips = FloorPostgres(url, prepare("floor-two-trips"), two_trips=True)
         try:
             return measure("postgres", ours, [
                 ("DBOS 3.4 step, PostgreSQL system database, 1 operation_outputs row per step",
                  dbos),
                 ("LangGraph PostgresSaver.put, blob + checkpoint upsert per put", graph)],
-                events, reps)
+                [(FLOOR, floor), (TWO_TRIPS, two_trips)], events, reps)
         finally:
             dbos.close()
             conn.close()
+            floor.close()
+            two_trips.close()
             from django.db import connection
 
             connection.close()

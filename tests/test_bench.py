@@ -1,9 +1,13 @@
-"""The benchmark suite's arithmetic (bench/common.py): the figures in
-var/bench/latest.json are only as honest as these helpers."""
+"""The benchmark suite's arithmetic (bench/common.py) and the floor's SQL
+(bench/floor.py): the figures in var/bench/latest.json are only as honest as
+these helpers."""
 
+import dataclasses
 import json
 from dataclasses import asdict
 from datetime import datetime
+
+import pytest
 
 from bench.common import Row, emit, interleaved, percentile_ms
 
@@ -134,3 +138,92 @@ def test_wakelag_splits_a_pulled_wake_into_its_stages(agent, started, clock, tmp
     assert report["stages"]["wait"] == {"n": 1, "p50": 3623.0, "p99": 3623.0, "max": 3623.0}
     # Ends of turn before ``since`` are not counted.
     assert measure(clock() + timedelta(seconds=1), log)["wakes"] == 0
+
+
+def _shape(statements: list[str]) -> list[str]:
+    """Statements with their bound values (SQLite's trace inlines them) blanked."""
+    import re
+
+    return [re.sub(r"'(?:[^']|'')*'|\b\d+(?:\.\d+)?\b|NULL", "?", s) for s in statements]
+
+
+def _assert_consistent(setup, head: str, written: int) -> None:
+    """The floor's goal: its row, its events and their chain agree."""
+    from ledger.models import Event, Goal
+
+    goal = Goal.objects.get(pk=setup.goal_id)
+    events = list(Event.objects.filter(goal_id=setup.goal_id).order_by("seq")
+                  .values_list("seq", "kind", "prev_hash", "hash"))
+    assert goal.version == setup.version + written == events[-1][0]
+    assert [seq for seq, *_ in events] == list(range(1, len(events) + 1))
+    assert goal.last_hash == events[-1][3] == head
+    floor_events = events[-written:]
+    assert all(kind == "checkpoint.recorded" for _, kind, _, _ in floor_events)
+    # The floor's hashes chain on from the store's head, one to the next.
+    assert floor_events[0][2] == setup.head
+    assert [prev for _, _, prev, _ in floor_events[1:]] == [h for *_, h in floor_events[:-1]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_floor_sends_the_statements_a_checkpoint_sends_and_keeps_its_goal_consistent():
+    """bench/floor.py claims to cost what a checkpoint's SQL costs: it must
+    send the very statements ``store.execute`` sends (the same count, order
+    and text, values aside), and leave a goal row and events that agree."""
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        pytest.skip("the statements are compared through SQLite's trace; PostgreSQL's "
+                    "floor: test_the_postgresql_floor_...")
+    from bench.append import Ours
+    from bench.floor import FloorSQLite, prepare
+
+    ours = Ours()
+    ours.run(2)
+    setup = prepare()
+    assert "updated_at" in setup.changed  # a checkpoint moves the projection's clock
+    floor = FloorSQLite(connection.settings_dict["NAME"], setup)
+    try:
+        store_sql: list[str] = []
+        connection.connection.set_trace_callback(store_sql.append)
+        ours.run(1)
+        connection.connection.set_trace_callback(None)
+        floor_sql: list[str] = []
+        floor.db.set_trace_callback(floor_sql.append)
+        floor.run(3)
+        floor.db.set_trace_callback(None)
+    finally:
+        floor.close()
+    assert [s.split()[0] for s in store_sql] == ["BEGIN", "SELECT", "INSERT", "UPDATE",
+                                                 "COMMIT"]
+    assert _shape(floor_sql) == _shape(store_sql) * 3
+    _assert_consistent(setup, floor.head, 3)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_postgresql_floor_runs_the_stores_prepared_write_and_keeps_its_goal_consistent():
+    """On PostgreSQL the floor prepares the store's own append text (it
+    refuses to run when the store prepared none for a checkpoint's columns);
+    it and the two-trip experiment leave a goal row and events that agree."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's floor; SQLite's: test_the_floor_sends_...")
+    from psycopg.conninfo import make_conninfo
+
+    from bench.floor import FloorPostgres, prepare
+
+    params = connection.settings_dict
+    conninfo = make_conninfo(**{key: str(params[name]) for key, name in (
+        ("host", "HOST"), ("port", "PORT"), ("dbname", "NAME"), ("user", "USER"),
+        ("password", "PASSWORD")) if params.get(name)})
+    for key, two_trips in (("floor", False), ("floor-two-trips", True)):
+        setup = prepare(key)
+        floor = FloorPostgres(conninfo, setup, two_trips=two_trips)
+        try:
+            floor.run(3)
+        finally:
+            floor.close()
+        _assert_consistent(setup, floor.head, 3)
+    # Columns no checkpoint changes: the store prepared no such append.
+    with pytest.raises(RuntimeError, match="prepared no append"):
+        FloorPostgres(conninfo, dataclasses.replace(setup, changed=("no_such_column",)))
