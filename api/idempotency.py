@@ -59,7 +59,7 @@ from api.serializers import validated
 from ledger.access.models import IdempotencyRecord
 from ledger.eventstore import clock, failpoints
 from ledger.services import tokens
-from ledger.services.caller import as_a_whole
+from ledger.services.caller import as_a_whole, one_transaction
 from ledger.services.inputs import looks_like_secret
 
 HEADER = "Idempotency-Key"
@@ -171,7 +171,7 @@ class _Taken(Exception):
 def _keyed(owner: str, key: str, digest: str, answer: Callable[[], Response]) -> Response:
     """Get the answer and store it under the key, in one transaction; _Taken
     (and nothing of this attempt kept) if the key turns out to be taken."""
-    with transaction.atomic():
+    with one_transaction():
         with as_a_whole():  # any error rolls all of this back: no savepoints
             response = answer()
         if response.status_code >= 500:

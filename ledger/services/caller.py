@@ -8,19 +8,32 @@ command through the store: it is not for the shells, which call use cases
 """
 
 import uuid
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import DEFAULT_DB_ALIAS, connections
+
 from ledger.domain import GoalState
-from ledger.eventstore import store
+from ledger.eventstore import store, txn
 from ledger.eventstore.store import GoalNotFound, Outcome
 
-__all__ = ["Caller", "GoalNotFound", "Outcome", "as_a_whole", "canonical_id", "run", "state_of"]
+__all__ = ["Caller", "GoalNotFound", "Outcome", "as_a_whole", "canonical_id", "one_transaction",
+           "run", "state_of"]
 
 canonical_id = store.canonical_id
 # For a shell whose transaction fails as a whole around the use cases it
 # calls (the Idempotency-Key's): their commands take no savepoint of their own.
 as_a_whole = store.as_a_whole
+
+
+def one_transaction() -> AbstractContextManager[Any]:
+    """``transaction.atomic()`` for a shell whose request is one transaction
+    around the use cases it calls (the Idempotency-Key's): opened as the
+    store opens a command's (``ledger/eventstore/txn.py``, Django's
+    outermost block without its layers), so the request does not pay
+    ``atomic()``'s connection look-ups and autocommit switches twice."""
+    return txn.command(connections[DEFAULT_DB_ALIAS], savepoint=True)
 
 
 @dataclass(frozen=True, slots=True)
