@@ -822,7 +822,7 @@ def planted(faults: tuple[str, ...], poisoned: set[str]) -> Iterator[None]:
             stack.enter_context(mock.patch.object(ledger_alerts, "needing_a_human",
                                                   attention_only))
         if "host_silent_early" in faults:
-            host_expectation = liveness._host_expectation
+            host_expectation = liveness.host_expectation
 
             def early(state: GoalState) -> liveness.Expectation:
                 expected = host_expectation(state)
@@ -832,7 +832,7 @@ def planted(faults: tuple[str, ...], poisoned: set[str]) -> Iterator[None]:
                     seconds=state.interval_seconds)
                 return replace(expected, deadline=expected.deadline - silence)
 
-            stack.enter_context(mock.patch.object(liveness, "_host_expectation", early))
+            stack.enter_context(mock.patch.object(liveness, "host_expectation", early))
         unknown = set(faults) - {"sweeper_off", "repair_off", "overdue_unlisted",
                                  "host_silent_early"}
         if unknown:

@@ -1040,7 +1040,12 @@ class World:
             except Refused as refused:
                 self.note(goal, f"host deleted its task; the receipt was refused "
                                 f"({refused.code}, goal {state.status})")
-        elif answer.outcome == "terminal_noop":
+        elif answer.outcome == "terminal_noop" and before.terminal:
+            # The skill: on terminal_noop "stop and change nothing". A blocked
+            # goal keeps its host watchdog (DESIGN: an operator may recover it,
+            # and its host fires it again); only an ended goal's host, whose
+            # watchdog is no longer live, stops firing. Deleting the task for
+            # a blocked goal made every recovered host goal HOST_SILENT.
             host.active = False
 
     def record_slot_grant(self, goal: GoalSim, slot: str, outcome: str) -> None:
