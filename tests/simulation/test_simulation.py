@@ -201,6 +201,16 @@ def test_the_world_exercised_what_it_claims(reports: list[Report]) -> None:
     assert sum(r.steps for r in reports) > 10_000
 
 
+@pytest.mark.slow
+def test_no_healthy_host_is_listed_host_silent(reports: list[Report]) -> None:
+    """Issue 42: the world knows its hosts. A HOST_SILENT listing of a host
+    whose every recent slot reached the product asks a human to check a task
+    that works (it was the progress deadline, judged as the host's)."""
+    listed = {goal: hours for r in reports for goal, hours in r.host_silent_healthy.items()}
+    worst = next((r.host_silent_trace for r in reports if r.host_silent_trace), "")
+    assert not listed, f"{sum(listed.values()):.1f} goal-hours in {len(listed)} goal(s):\n{worst}"
+
+
 _REGRESSION_RUNS: dict[tuple[object, ...], Report] = {}
 
 
