@@ -749,6 +749,14 @@ class World:
     def hung_beat(self, goal: GoalSim, turn: int, left: int) -> None:
         if turn != goal.turn or goal.lease is None:
             return
+        if goal.hung_until is None:
+            # The hang ended and the agent worked on, but that step met the
+            # unreachable database and is retried: work on, do not beat. (A
+            # beat here found no end and renewed the lease every 4 minutes
+            # for 28 days: seed 2, 30 days, NO_PROGRESS listed 670 h, a
+            # world fault — the product listed it.)
+            self.work_chunk(goal, turn, left)
+            return
         if goal.hung_until is not None and self.now >= goal.hung_until:
             goal.hung_until = None
             if self.rng.random() < 0.5:
