@@ -267,7 +267,7 @@ def _main_expectation(state: GoalState, explain: bool = True) -> Expectation:
                            "its agent takes the lease (run_goal, lease or claim) to resume "
                            f"the due wake; else {READY_UNCLAIMED}")
     if state.scheduler_backend == "host":
-        return _host_expectation(state)
+        return host_expectation(state)
     if state.liveness_alert.get("reason") == WAKE_NOT_FIRING:
         # Repaired MAX_REPAIRS times and never fired: said once, repaired no
         # more (each repair was an event); a human (a wake, a recover, an
@@ -297,9 +297,11 @@ def ready_deadline(state: GoalState) -> datetime:
     return since + timedelta(minutes=state.setting("ready_timeout_minutes"))
 
 
-def _host_expectation(state: GoalState) -> Expectation:
+def host_expectation(state: GoalState) -> Expectation:
     """A host goal: only its host fires it. The server never creates a native
-    task for it (the seeds forbid that fallback): it waits, then says so."""
+    task for it (the seeds forbid that fallback): it waits, then says so.
+    HOST_SILENT's own deadline (``overdue``), never the goal's earliest: a
+    passed progress deadline is NO_PROGRESS, whatever its host does."""
     watchdog, every = state.watchdog, timedelta(seconds=state.interval_seconds)
     lateness = every / 2
     status = watchdog.get("status", "")

@@ -154,7 +154,10 @@ def _no_progress(state: GoalState, now: datetime) -> list[Event]:
 
 
 def _host(state: GoalState, now: datetime) -> list[Event]:
-    expected = liveness.expectation(state)
+    # The host's own deadline: the goal's earliest may be its progress
+    # deadline, which says nothing of the host (seed 2, 30 days: a host firing
+    # on schedule listed HOST_SILENT, its agent told to re-create its task).
+    expected = liveness.host_expectation(state)
     # HOST_SILENT says more than NO_PROGRESS (what to re-create): it replaces it.
     if state.liveness_alert.get("reason", liveness.NO_PROGRESS) != liveness.NO_PROGRESS \
             or expected.deadline is None or now < expected.deadline:

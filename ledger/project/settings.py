@@ -316,10 +316,11 @@ SPECTACULAR_SETTINGS = {
 # flushes the test database between transactional tests).
 WAKELEDGER_ALLOW_FLUSH = env_bool("WAKELEDGER_ALLOW_FLUSH", False)
 
-# django-q2 on its ORM broker: no service besides the database.
+# django-q2 on its ORM broker: no service besides the database. Ours reads the
+# queue oldest first (django-q2's has no ORDER BY: scheduling/broker.py).
 Q_CLUSTER = {
     "name": "wakeledger",
-    "orm": "default",
+    "orm": "default", "broker_class": "scheduling.broker.OldestFirstORM",
     "workers": env_int("WAKELEDGER_Q_WORKERS", 2, minimum=1, maximum=64),
     # A task is killed after `timeout` seconds and handed to another worker
     # after `retry` seconds; retry must exceed timeout or a slow task runs twice.
@@ -328,8 +329,7 @@ Q_CLUSTER = {
     # django-q2 retries a failed task forever unless attempts are bounded.
     "max_attempts": env_int("WAKELEDGER_Q_MAX_ATTEMPTS", 3, minimum=1),
     "ack_failures": True,
-    # A watchdog that missed runs while the cluster was down fires once, not
-    # once per missed interval.
+    # A watchdog that missed runs while the cluster was down fires once.
     "catch_up": False,
     "poll": 1,
     "save_limit": 1000,

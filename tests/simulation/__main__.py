@@ -56,6 +56,9 @@ def main() -> int:
                     continue
                 shown[violation.invariant] = shown.get(violation.invariant, 0) + 1
                 print(f"\n{violation.headline()}\n{violation.trace}\n")
+            if report.host_silent_trace:
+                print(f"\nlisted HOST_SILENT while its host was healthy (the most hours):\n"
+                      f"{report.host_silent_trace}\n")
             broken = broken or bool(report.violations)
     finally:
         teardown_databases(config, verbosity=0)

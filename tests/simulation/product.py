@@ -24,7 +24,7 @@ import logging
 import queue
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from unittest import mock
@@ -789,6 +789,9 @@ def planted(faults: tuple[str, ...], poisoned: set[str]) -> Iterator[None]:
     * ``repair_off``: the hourly schedule repair does nothing;
     * ``overdue_unlisted``: /alerts never lists a goal OVERDUE (the read-time
       listing of a passed deadline is lost);
+    * ``host_silent_early``: a host goal's HOST_SILENT deadline comes
+      ``host_silent_slots`` intervals early (half an interval before its
+      next slot), so a host firing on schedule is listed between its fires;
     * and, whatever the faults, the wake task raises for every goal id in
       ``poisoned`` (a set the world fills as it starts goals): django-q2
       records each run as a failed task.
@@ -818,7 +821,20 @@ def planted(faults: tuple[str, ...], poisoned: set[str]) -> Iterator[None]:
 
             stack.enter_context(mock.patch.object(ledger_alerts, "needing_a_human",
                                                   attention_only))
-        unknown = set(faults) - {"sweeper_off", "repair_off", "overdue_unlisted"}
+        if "host_silent_early" in faults:
+            host_expectation = liveness.host_expectation
+
+            def early(state: GoalState) -> liveness.Expectation:
+                expected = host_expectation(state)
+                if expected.deadline is None:
+                    return expected
+                silence = state.setting("host_silent_slots") * timedelta(
+                    seconds=state.interval_seconds)
+                return replace(expected, deadline=expected.deadline - silence)
+
+            stack.enter_context(mock.patch.object(liveness, "host_expectation", early))
+        unknown = set(faults) - {"sweeper_off", "repair_off", "overdue_unlisted",
+                                 "host_silent_early"}
         if unknown:
             raise ValueError(f"unknown planted faults: {sorted(unknown)}")
         yield

@@ -201,6 +201,16 @@ def test_the_world_exercised_what_it_claims(reports: list[Report]) -> None:
     assert sum(r.steps for r in reports) > 10_000
 
 
+@pytest.mark.slow
+def test_no_healthy_host_is_listed_host_silent(reports: list[Report]) -> None:
+    """Issue 42: the world knows its hosts. A HOST_SILENT listing of a host
+    whose every recent slot reached the product asks a human to check a task
+    that works (it was the progress deadline, judged as the host's)."""
+    listed = {goal: hours for r in reports for goal, hours in r.host_silent_healthy.items()}
+    worst = next((r.host_silent_trace for r in reports if r.host_silent_trace), "")
+    assert not listed, f"{sum(listed.values()):.1f} goal-hours in {len(listed)} goal(s):\n{worst}"
+
+
 _REGRESSION_RUNS: dict[tuple[object, ...], Report] = {}
 
 
@@ -444,3 +454,15 @@ def test_more_goals_need_a_human_than_one_page_holds() -> None:
     assert report.acts.get("auth_burst_failure", 0) > 50, report.summary()
     assert report.most_listed > 50, report.summary()
     assert report.alerts_count_mismatch == 0
+
+
+@pytest.mark.slow
+def test_a_host_silent_listing_of_a_healthy_host_is_reported() -> None:
+    """(e) The HOST_SILENT deadline comes its silent slots early: hosts that
+    fire on schedule are listed between their fires, and the world, which
+    knows its hosts are healthy, reports those listed goal-hours."""
+    report = _planted(planted=("host_silent_early",), host_share=1.0, start_within=1.0,
+                      days=0.5)
+    assert report.visible_stuck.get("HOST_SILENT", 0.0) > 0, report.summary()
+    assert sum(report.host_silent_healthy.values()) > 0, report.summary()
+    assert "listed HOST_SILENT while its host is healthy" in report.host_silent_trace

@@ -109,6 +109,18 @@ class HostSchedule:
     interval: timedelta
     passes_ids: bool  # the host sends its run's id as occurrence_id
     active: bool = True
+    # The last slot whose fire never reached the product (the host missed it,
+    # or the claim was refused): the world's own knowledge of the host's
+    # health, for "listed HOST_SILENT while its host was healthy".
+    last_missed: datetime | None = None
+
+    def healthy(self, now: datetime) -> bool:
+        """The world's own view: the task exists and every slot of the last
+        ``HOST_SILENT_SLOTS`` + 1 intervals reached the product. (The product
+        lists HOST_SILENT after ``HOST_SILENT_SLOTS`` missed slots; a listing
+        earned by misses ends at the next fire, within an interval.)"""
+        quiet = (HOST_SILENT_SLOTS + 1) * self.interval
+        return self.active and (self.last_missed is None or now - self.last_missed > quiet)
 
 
 @dataclass
@@ -211,6 +223,12 @@ class Report:
     # hours by cause, to tell which product fix each part of the figure needs.
     unseen_causes: dict[str, float] = field(default_factory=dict)
     longest_listing: tuple[float, str, str] = (0.0, "", "")  # hours, reason, goal
+    # Goal-hours /alerts listed HOST_SILENT while the world knew the goal's
+    # host task existed and every recent slot's fire reached the product
+    # (HostSchedule.healthy): a listing that asks a human to check a host
+    # that works. Should be ~0. By goal, for the trace of the worst.
+    host_silent_healthy: dict[str, float] = field(default_factory=dict)
+    host_silent_trace: str = ""  # the worst such goal's trace (__main__ prints it)
     most_listed: int = 0  # goals /alerts listed at once, at most
     alerts_pages: int = 0  # pages of the longest /alerts read
     alerts_count_mismatch: int = 0  # reads whose announced count differed from the rows
@@ -241,6 +259,12 @@ class Report:
                  f"({self.longest_listing[1] or '-'} {self.longest_listing[2][:8]}); "
                  f"at most {self.most_listed} listed at once "
                  f"({self.alerts_pages} page(s), {self.alerts_count_mismatch} count mismatches)",
+                 f"  listed HOST_SILENT while the world's host was healthy: "
+                 f"{sum(self.host_silent_healthy.values()):.1f} goal-hours "
+                 f"({len(self.host_silent_healthy)} goal(s)"
+                 + (f"; most {max(self.host_silent_healthy.values()):.1f} h, goal "
+                    f"{max(self.host_silent_healthy, key=self.host_silent_healthy.__getitem__)[:8]}"
+                    if self.host_silent_healthy else "") + ")",
                  f"  past own deadline and unlisted: {self.invisible_stuck_hours:.1f} goal-hours; "
                  f"progress share {self.progress_share:.0%} of "
                  f"{self.active_hours:.0f} active goal-hours; "
@@ -725,6 +749,14 @@ class World:
     def hung_beat(self, goal: GoalSim, turn: int, left: int) -> None:
         if turn != goal.turn or goal.lease is None:
             return
+        if goal.hung_until is None:
+            # The hang ended and the agent worked on, but that step met the
+            # unreachable database and is retried: work on, do not beat. (A
+            # beat here found no end and renewed the lease every 4 minutes
+            # for 28 days: seed 2, 30 days, NO_PROGRESS listed 670 h, a
+            # world fault — the product listed it.)
+            self.work_chunk(goal, turn, left)
+            return
         if goal.hung_until is not None and self.now >= goal.hung_until:
             goal.hung_until = None
             if self.rng.random() < 0.5:
@@ -949,6 +981,7 @@ class World:
         if roll < 0.05:
             self.count("host_missed_slot")
             goal.host_delay += host.interval
+            host.last_missed = slot_at
             self.note(goal, f"host misses slot {k}")
             return
         early = roll < 0.05 + self.config.host_early
@@ -976,6 +1009,8 @@ class World:
             answer = product.host_claim(goal.goal_id, goal.agent, token, occurrence)
         except Refused as refused:
             self.note(goal, f"host claim for slot {k} refused: {refused.code}")
+            if not duplicate:
+                host.last_missed = slot_at  # the product never heard this slot
             return
         late = (self.now - slot_at).total_seconds()
         if (answer.outcome == "not_due" and not duplicate and not retries
@@ -1013,7 +1048,12 @@ class World:
             except Refused as refused:
                 self.note(goal, f"host deleted its task; the receipt was refused "
                                 f"({refused.code}, goal {state.status})")
-        elif answer.outcome == "terminal_noop":
+        elif answer.outcome == "terminal_noop" and before.terminal:
+            # The skill: on terminal_noop "stop and change nothing". A blocked
+            # goal keeps its host watchdog (DESIGN: an operator may recover it,
+            # and its host fires it again); only an ended goal's host, whose
+            # watchdog is no longer live, stops firing. Deleting the task for
+            # a blocked goal made every recovered host goal HOST_SILENT.
             host.active = False
 
     def record_slot_grant(self, goal: GoalSim, slot: str, outcome: str) -> None:
@@ -1466,6 +1506,11 @@ class World:
             if reason:
                 self.report.visible_stuck[reason] = \
                     self.report.visible_stuck.get(reason, 0.0) + hours
+                if reason == "HOST_SILENT" and goal is not None and goal.host is not None \
+                        and goal.host.healthy(self.now):
+                    healthy = self.report.host_silent_healthy
+                    healthy[goal_id] = healthy.get(goal_id, 0.0) + hours
+                    self.note(goal, "listed HOST_SILENT while its host is healthy")
                 if goal is not None:
                     goal.last_listed = self.now
                     goal.listed_for += CHECK_EVERY
@@ -1554,6 +1599,10 @@ class World:
         for goal_id in self.active():
             self.check_goal(goal_id)
         self.replay_check()
+        if self.report.host_silent_healthy:
+            healthy = self.report.host_silent_healthy
+            worst = max(healthy, key=healthy.__getitem__)
+            self.report.host_silent_trace = self.trace(worst)
         drift = product.tally_drift()
         if drift:  # one violation, every tally named (they are not a goal's)
             self.violation(inv.TALLIES, "", "the goal tallies disagree with a count: " +
