@@ -132,6 +132,13 @@ class _Floor:
         self.seq, self.version, self.head = setup.seq, setup.version, setup.head
         self.latencies: list[float] = []
 
+    def _ran(self, n: int, started: float, head: str, latencies: list[float]) -> float:
+        """A round's rate; the goal moved on by n commands, ending at ``head``."""
+        rate = n / (time.perf_counter() - started)
+        self.seq, self.version, self.head = self.seq + n, self.version + n, head
+        self.latencies.extend(latencies)
+        return rate
+
     def _changed_values(self, now: Any, deadline: Any) -> list[Any]:
         values = []
         for name in self.setup.changed:
@@ -192,10 +199,7 @@ class FloorSQLite(_Floor):
                 raise RuntimeError("the floor's goal row moved under it")
             execute("COMMIT")
             latencies.append(time.perf_counter() - t0)
-        rate = n / (time.perf_counter() - started)
-        self.seq, self.version, self.head = self.seq + n, self.version + n, prev
-        self.latencies.extend(latencies)
-        return rate
+        return self._ran(n, started, prev, latencies)
 
     def close(self) -> None:
         self.db.close()
@@ -279,10 +283,7 @@ class FloorPostgres(_Floor):
             if committed.status != command_ok:
                 self._check(committed, "COMMAND_OK")
             latencies.append(time.perf_counter() - t0)
-        rate = n / (time.perf_counter() - started)
-        self.seq, self.version, self.head = self.seq + n, self.version + n, prev
-        self.latencies.extend(latencies)
-        return rate
+        return self._ran(n, started, prev, latencies)
 
     def _run_two_trips(self, n: int, params: list[list[Any]], prev: str) -> float:
         from psycopg import pq
@@ -316,10 +317,7 @@ class FloorPostgres(_Floor):
             if committed.status != command_ok or synced.status != pq.ExecStatus.PIPELINE_SYNC:
                 self._check(committed, "COMMAND_OK")
             latencies.append(time.perf_counter() - t0)
-        rate = n / (time.perf_counter() - started)
-        self.seq, self.version, self.head = self.seq + n, self.version + n, prev
-        self.latencies.extend(latencies)
-        return rate
+        return self._ran(n, started, prev, latencies)
 
     def close(self) -> None:
         self.conn.close()

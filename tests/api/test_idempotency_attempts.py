@@ -88,6 +88,21 @@ def keyed_events(gid: str) -> list[tuple[int, str]]:
                 .values_list("seq", "kind"))
 
 
+
+def six_at_once(token: str, path: str, body: dict) -> list:
+    """The same keyed request sent by six threads released together."""
+    barrier = threading.Barrier(6)
+
+    class AtOnce(Request):
+        def run(self) -> None:
+            barrier.wait(WAIT)
+            super().run()
+
+    requests = [AtOnce(token, path, body) for _ in range(6)]
+    for request in requests:
+        request.start()
+    return [request.result() for request in requests]
+
 def test_an_attempt_that_stalled_before_its_transaction_replays_the_retrys_answer(
         agent, clock, checkpoint, monkeypatch):
     """The first attempt stalls before it claims the key (a paused process);
@@ -195,17 +210,7 @@ def test_one_key_sent_by_many_at_once_runs_once_and_logs_no_error(agent, clock, 
     gid, path, body = checkpoint
     log = server_log()
     offset = log.stat().st_size if log else 0
-    barrier = threading.Barrier(6)
-
-    class AtOnce(Request):
-        def run(self) -> None:
-            barrier.wait(WAIT)
-            super().run()
-
-    requests = [AtOnce(agent.token, path, body) for _ in range(6)]
-    for request in requests:
-        request.start()
-    answers = [request.result() for request in requests]
+    answers = six_at_once(agent.token, path, body)
 
     assert [a.status_code for a in answers] == [201] * 6
     assert sum("Idempotent-Replayed" not in a for a in answers) == 1
@@ -256,18 +261,8 @@ def test_one_key_sent_by_many_at_once_starts_one_goal(agent, clock):
     the server's log."""
     log = server_log()
     offset = log.stat().st_size if log else 0
-    barrier = threading.Barrier(6)
     body = {"goal_key": "at-once", "workspace": "/srv/at-once", "objective": "one goal"}
-
-    class AtOnce(Request):
-        def run(self) -> None:
-            barrier.wait(WAIT)
-            super().run()
-
-    requests = [AtOnce(agent.token, "goals", body) for _ in range(6)]
-    for request in requests:
-        request.start()
-    answers = [request.result() for request in requests]
+    answers = six_at_once(agent.token, "goals", body)
 
     assert [a.status_code for a in answers] == [201] * 6
     assert sum("Idempotent-Replayed" not in a for a in answers) == 1
