@@ -15,6 +15,7 @@ from django.db import connection
 from ledger.project.refusal import EXIT_CODE
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # real processes, two seconds each
 
 
 @pytest.fixture(autouse=True)
