@@ -14,7 +14,7 @@ from django.db import connection
 
 from ledger.project.refusal import EXIT_CODE
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow  # real processes, two seconds each
 
 
