@@ -179,8 +179,7 @@ def setup(python: str, env: dict[str, str], form: str = "text") -> None:
 def _as_json_lines(command: list[str], env: dict[str, str], name: str) -> int:
     """Run a set-up command; each plain line it prints is logged as a JSON line
     under ``name`` (its own JSON lines, Django's logging, pass as they are)."""
-    logger = logging.getLogger(name)
-    logger.parent = LOG
+    logger = logging.getLogger(name)  # under "run": its handler, its format
     with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,  # noqa: S603
                           stderr=subprocess.STDOUT, text=True) as process:
         assert process.stdout is not None
