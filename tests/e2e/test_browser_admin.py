@@ -499,7 +499,9 @@ CLIPPED_CELLS = """(selector) => [...document.querySelectorAll(selector)]
   .filter(el => el.scrollWidth > el.clientWidth + 1)
   .map(el => `${el.tagName}.${el.className} ${el.scrollWidth}>${el.clientWidth} `
              + el.innerText.slice(0, 40))"""
-CELLS = "#result_list td, #result_list th, #wl-dashboard td, #wl-dashboard th, dl.wl-grid dd"
+CELLS = (
+    "#result_list td, #result_list th, #wl-dashboard td, #wl-dashboard th, dl.wl-grid dd, "
+    "#changelist-filter a")
 
 
 def test_the_lists_the_timeline_and_the_dashboard_read_right_at_1400_and_800px(
