@@ -37,6 +37,7 @@ from typing import Any, TextIO
 from ledger.domain.smartwake import resume_prompt
 from wakeledger_agent import hookrun, runend
 from wakeledger_agent.client import ApiError, Client
+from wakeledger_agent.errors import CliError
 from wakeledger_agent.leases import FileLeases, write_private
 
 AGENT_ID = "openclaw"
@@ -55,6 +56,20 @@ def owner_turn(facts: dict[str, Any]) -> bool:
             and not any(mark in key for mark in NOT_DIRECT)
             and facts.get("provenance") in (None, "external_user")
             and not continuation(facts))
+
+
+def attempt_failed(facts: dict[str, Any]) -> bool:
+    """Whether a run's attempt ended on a failure. OpenClaw's
+    ``model_call_ended`` says it (``outcome: "error"``) without the
+    conversation; after a provider 429 ``agent_end`` says ``success: true``.
+    The plugin hands on its last call's outcome as ``callOutcome``; without
+    one (a harness that emits no model-call hooks) the last assistant
+    message's ``stopReason`` says it. The error text is still read, here
+    only, for the failure's class and reset."""
+    outcome = facts.get("callOutcome")
+    if outcome in ("error", "completed"):
+        return outcome == "error"
+    return facts.get("stopReason") == "error"
 
 
 def continuation(facts: dict[str, Any]) -> bool:
@@ -109,17 +124,16 @@ class Hook:
             or f"OpenClaw session {self.key}",
             "done_criteria": [line.strip() for line in
                               os.environ.get("WAKELEDGER_DONE", "").splitlines() if line.strip()],
-            "session": self.session(),
+            # Every session of an OpenClaw agent shares the agent's workspace:
+            # each is its own goal, held by its session key (policy.BINDS).
+            "session": {**self.session(), "binds": "session"},
         }
         if os.environ.get("WAKELEDGER_DISPATCH"):
             body["policy"] = {"dispatch": os.environ["WAKELEDGER_DISPATCH"]}
         try:
             answer = self.api.call("POST", "goals", body)
-        except ApiError as error:
-            if error.code not in ("workspace_bound", "session_bound"):
-                raise
-            log(f"not tracked: {error}")
-            return None
+        except CliError as error:
+            return refused(error)
         goal_id = answer["goal"]["id"]
         self.leases.bind_session(self.key, goal_id)
         return {"owner": True, "context": note(goal_id, self._keep(goal_id, answer))}
@@ -152,7 +166,7 @@ class Hook:
             return
         with self.leases.locked(goal_id):
             lease = self.leases.get(goal_id)
-            if self.facts.get("stopReason") == "error":
+            if attempt_failed(self.facts):
                 self._hold_failure(goal_id)
                 return
             recovered = self._take_held(goal_id)
@@ -242,6 +256,19 @@ class Hook:
     def _fenced(self, goal_id: str, path: str, body: dict[str, Any],
                 lease: dict[str, Any]) -> dict[str, Any]:
         return hookrun.fenced(self.api, self.leases, goal_id, path, body, lease, LEASE_ENDING)
+
+
+def refused(error: CliError) -> dict[str, Any]:
+    """An owner's turn the server would not track (a refusal, no server, a
+    bad token): the turn goes on, and the person and the model are told in
+    one line, never only in the Gateway's log. The line is the problem's own
+    message (no token, no provider text: the API never echoes either)."""
+    code = error.code if isinstance(error, ApiError) and error.code else "unreachable"
+    reason = " ".join(str(error).split())[:300]
+    line = f"Wake Ledger is not tracking this chat ({code}): {reason}"
+    log(f"not tracked: {reason}")
+    return {"owner": False, "notice": line,
+            "context": f"{line}. Tell the person so in one line; record nothing for it."}
 
 
 def note(goal_id: str, lease_note: str) -> str:

