@@ -8,11 +8,16 @@ few facts of one hook as JSON on stdin and waits for it at most 4 s. Three hooks
   ``external_user``, and not the product's own continuation, whose message
   starts with the resume prompt's first words) binds the session to a goal —
   a new one (goal key ``openclaw-<session id>``, session key, session id,
-  model, workspace) or the session's goal again, whose lease it takes — and
-  answers the short context note the model reads. A continuation in a bound
-  session gets the note and no admission; every other turn, nothing.
-- ``agent_end``: how an attempt of the run ended, from the last assistant
-  message the plugin passed (``stopReason``, ``errorMessage``). OpenClaw
+  model, workspace, ``binds: session``: every session of the agent is its
+  own goal in the agent's one workspace) or the session's goal again, whose
+  lease it takes — and answers the short context note the model reads. A
+  turn the server will not track answers a one-line ``notice`` the plugin
+  writes into the chat. A continuation in a bound session gets the note and
+  no admission; every other turn, nothing.
+- ``agent_end``: how an attempt of the run ended: failed or not by its last
+  model call's outcome (``callOutcome``, from ``model_call_ended``), else the
+  last assistant message's ``stopReason``; the failure's class and reset from
+  its ``errorMessage``. OpenClaw
   retries a generic 429 inside one run, each attempt firing agent_end with
   the same runId: a failed attempt is held (as its class and reset only,
   ``runend``: the text is read here and dropped) until the run has ended —

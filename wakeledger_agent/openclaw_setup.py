@@ -13,10 +13,12 @@
   lease the dispatcher handed over (in its environment) in the lease files,
   where the plugin's hooks and ``wakeledger mcp --share-leases`` in the
   Gateway find it — the turn runs in the Gateway, not in this process — then
-  runs ``openclaw agent --session-key K --message M`` and exits with its code.
+  runs ``openclaw agent --session-key K --message M`` (M saying the lease is
+  with the Gateway's tools now) and exits with its code.
 - ``notes`` puts one note per terminal stop into the stopped goal's OpenClaw
-  session chat (the Gateway's ``chat.inject``: a transcript entry, no model
-  turn), remembering what it noted; run it from a command automation.
+  session chat, for the token's agent whatever its name (the Gateway's
+  ``chat.inject``: a transcript entry, no model turn), remembering what it
+  noted; run it from a command automation.
 """
 
 import difflib
