@@ -32,6 +32,7 @@ Exit 0 whatever happens: one line on stderr (the plugin logs it), never an
 error in the turn.
 """
 
+import io
 import json
 import os
 import sys
@@ -106,6 +107,12 @@ class Hook:
                 return {"owner": False,
                         "context": note(goal_id, "This is a Wake Ledger continuation of it.")}
             return None  # cron, webhook, heartbeat, subagent turns: never admitted
+        try:
+            return self._owner_turn(goal_id)
+        except CliError as error:
+            return refused(error)
+
+    def _owner_turn(self, goal_id: str | None) -> dict[str, Any] | None:
         if goal_id:
             try:
                 state = self.api.call("GET", f"goals/{goal_id}")
@@ -166,10 +173,7 @@ class Hook:
         }
         if os.environ.get("WAKELEDGER_DISPATCH"):
             body["policy"] = {"dispatch": os.environ["WAKELEDGER_DISPATCH"]}
-        try:
-            answer = self.api.call("POST", "goals", body)
-        except CliError as error:
-            return refused(error)
+        answer = self.api.call("POST", "goals", body)
         goal_id = answer["goal"]["id"]
         self.leases.bind_session(self.key, goal_id)
         return {"owner": True, "context": note(goal_id, self._keep(goal_id, answer))}
@@ -299,7 +303,7 @@ def refused(error: CliError) -> dict[str, Any]:
     bad token): the turn goes on, and the person and the model are told in
     one line, never only in the Gateway's log. The line is the problem's own
     message (no token, no provider text: the API never echoes either)."""
-    code = error.code if isinstance(error, ApiError) and error.code else "unreachable"
+    code = (error.code or "unreachable") if isinstance(error, ApiError) else "not_set_up"
     reason = " ".join(str(error).split())[:300]
     line = f"Wake Ledger is not tracking this chat ({code}): {reason}"
     log(f"not tracked: {reason}")
@@ -327,6 +331,20 @@ HANDLERS = {"before_prompt_build": Hook.before_prompt_build, "agent_end": Hook.a
 
 
 def main(source: TextIO | None = None) -> int:
-    return hookrun.run_hook(source, what="one hook's facts", name_field="hook",
+    text = (source or sys.stdin).read()
+    try:
+        hookrun.hook_client()
+    except CliError as error:
+        # No client at all (no token, no URL): an owner's turn is told so in
+        # the chat too, like any refusal; every other hook logs it as before.
+        try:
+            facts = json.loads(text)
+        except ValueError:
+            facts = None
+        if (isinstance(facts, dict) and facts.get("hook") == "before_prompt_build"
+                and owner_turn(facts)):
+            print(json.dumps(refused(error)))
+            return 0
+    return hookrun.run_hook(io.StringIO(text), what="one hook's facts", name_field="hook",
                             hook=lambda api, facts: Hook(api, FileLeases(), facts),
                             handlers=HANDLERS, log=log, goes_on="the turn")

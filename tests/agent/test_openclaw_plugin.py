@@ -282,6 +282,10 @@ def test_a_turn_the_server_cannot_track_is_told_in_one_line(claw, monkeypatch):
     assert answer["notice"].startswith("Wake Ledger is not tracking this chat (unreachable)")
     assert "\n" not in answer["notice"] and answer["notice"] in answer["context"]
     assert not Goal.objects.exists()
+    monkeypatch.delenv("WAKELEDGER_TOKEN")  # and no ~/.wakeledger/token either
+    answer = claw("before_prompt_build", "r-2", prompt="Build the parser.")
+    assert answer["notice"].startswith("Wake Ledger is not tracking this chat (not_set_up)")
+    assert claw("agent_end", "r-2", stopReason="stop") is None  # other hooks: a log line
 
 
 def _serves_host_continuations() -> bool:
