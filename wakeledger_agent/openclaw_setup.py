@@ -26,6 +26,8 @@ import json
 import os
 import subprocess
 import sys
+import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +155,19 @@ def resume(session_key: str, message: str, openclaw: str) -> int:
 # ---------------------------------------------------------------- terminal stops
 
 
+def every_alert(api: client.Client, page_size: int = 200) -> Iterator[dict[str, Any]]:
+    """Every goal that needs a human, page after page (``next`` until null)."""
+    cursor = None
+    while True:
+        page = api.call("GET", "alerts", query={"page_size": page_size, "cursor": cursor})
+        yield from page.get("results", [])
+        following = urllib.parse.parse_qs(
+            urllib.parse.urlsplit(page.get("next") or "").query).get("cursor")
+        if not following:
+            return
+        cursor = following[0]
+
+
 def notes(openclaw: str) -> list[dict[str, str]]:
     """One chat note per terminal stop (goal and the time it stopped), for
     the goals this agent's OpenClaw sessions hold, whatever the agent's name."""
@@ -163,8 +178,7 @@ def notes(openclaw: str) -> list[dict[str, str]]:
     except (OSError, ValueError):
         seen = set()
     noted = []
-    page = api.call("GET", "alerts")
-    for alert in page.get("results", []):
+    for alert in every_alert(api):
         mark = f"{alert['id']}@{alert.get('since')}"
         # The token's own goals only (the server shows an agent nothing
         # else), whatever the agent is called; of those, the ones an OpenClaw

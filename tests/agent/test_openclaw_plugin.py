@@ -20,6 +20,7 @@ from ledger.models import Event, Goal
 from tests.factories import lease_of
 from tests.helpers import issue_agent_token
 from wakeledger_agent import openclaw_hook, openclaw_setup
+from wakeledger_agent.client import Client
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -286,6 +287,21 @@ def test_a_turn_the_server_cannot_track_is_told_in_one_line(claw, monkeypatch):
     answer = claw("before_prompt_build", "r-2", prompt="Build the parser.")
     assert answer["notice"].startswith("Wake Ledger is not tracking this chat (not_set_up)")
     assert claw("agent_end", "r-2", stopReason="stop") is None  # other hooks: a log line
+
+
+@pytest.mark.django_db(transaction=True)
+def test_notes_reads_every_page_of_the_agents_alerts(live_server):
+    api = Client(live_server.url + "/api/v1", issue_agent_token("claw-2"))
+    waiting = []
+    for n in range(3):
+        started = api.call("POST", "goals", {
+            "goal_key": f"gated-{n}", "workspace": f"/srv/gated-{n}", "objective": "Deploy",
+            "done_criteria": ["deployed"], "session": {"session_key": f"agent:main:g{n}"}})
+        api.call("POST", f"goals/{started['goal']['id']}/approvals", {
+            "lease": lease_of(started), "gate": "deploy", "summary": "deploy to production"})
+        waiting.append(started["goal"]["id"])
+    assert sorted(a["id"] for a in openclaw_setup.every_alert(api, page_size=1)) == sorted(
+        waiting)
 
 
 def _serves_host_continuations() -> bool:
