@@ -249,7 +249,9 @@ class Hook:
                                  tz=os.environ.get("TZ") or "UTC")
         run_id = str(self.facts.get("runId") or "")
         write_private(self._held_path(goal_id), json.dumps({"run_id": run_id, "body": body}))
-        log(f"agent_end: goal {goal_id}: an attempt of run {run_id} failed "
+        said = (" by its model call's outcome" if self.facts.get("callOutcome") == "error"
+                else " by its last message")
+        log(f"agent_end: goal {goal_id}: an attempt of run {run_id} failed{said} "
             f"({body['error_text']}); held until the run ends")
 
     def _held_path(self, goal_id: str) -> Path:

@@ -303,6 +303,9 @@ def test_a_generic_429_is_reported_once_an_owner_turn_in_the_pause_stops_it_note
     # usage limit and the hour it states (Retry-After: 3600), not a 429's minute.
     assert Event.objects.filter(goal_id=gid, kind="run.reported").count() == 1
     assert goal.paused_until > datetime.now(UTC) + timedelta(minutes=30)
+    # Known failed by OpenClaw's model_call_ended (outcome "error"), not only
+    # by reading the conversation.
+    assert "failed by its model call's outcome" in gateway.log()
     fake.script = []
 
     # The owner goes on by hand during the pause: SESSION_ACTIVITY, for a human.
