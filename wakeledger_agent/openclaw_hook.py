@@ -8,11 +8,16 @@ few facts of one hook as JSON on stdin and waits for it at most 4 s. Three hooks
   ``external_user``, and not the product's own continuation, whose message
   starts with the resume prompt's first words) binds the session to a goal —
   a new one (goal key ``openclaw-<session id>``, session key, session id,
-  model, workspace) or the session's goal again, whose lease it takes — and
-  answers the short context note the model reads. A continuation in a bound
-  session gets the note and no admission; every other turn, nothing.
-- ``agent_end``: how an attempt of the run ended, from the last assistant
-  message the plugin passed (``stopReason``, ``errorMessage``). OpenClaw
+  model, workspace, ``binds: session``: every session of the agent is its
+  own goal in the agent's one workspace) or the session's goal again, whose
+  lease it takes — and answers the short context note the model reads. A
+  turn the server will not track answers a one-line ``notice`` the plugin
+  writes into the chat. A continuation in a bound session gets the note and
+  no admission; every other turn, nothing.
+- ``agent_end``: how an attempt of the run ended: failed or not by its last
+  model call's outcome (``callOutcome``, from ``model_call_ended``), else the
+  last assistant message's ``stopReason``; the failure's class and reset from
+  its ``errorMessage``. OpenClaw
   retries a generic 429 inside one run, each attempt firing agent_end with
   the same runId: a failed attempt is held (as its class and reset only,
   ``runend``: the text is read here and dropped) until the run has ended —
@@ -27,6 +32,7 @@ Exit 0 whatever happens: one line on stderr (the plugin logs it), never an
 error in the turn.
 """
 
+import io
 import json
 import os
 import sys
@@ -37,6 +43,7 @@ from typing import Any, TextIO
 from ledger.domain.smartwake import resume_prompt
 from wakeledger_agent import hookrun, runend
 from wakeledger_agent.client import ApiError, Client
+from wakeledger_agent.errors import CliError
 from wakeledger_agent.leases import FileLeases, write_private
 
 AGENT_ID = "openclaw"
@@ -55,6 +62,20 @@ def owner_turn(facts: dict[str, Any]) -> bool:
             and not any(mark in key for mark in NOT_DIRECT)
             and facts.get("provenance") in (None, "external_user")
             and not continuation(facts))
+
+
+def attempt_failed(facts: dict[str, Any]) -> bool:
+    """Whether a run's attempt ended on a failure. OpenClaw's
+    ``model_call_ended`` says it (``outcome: "error"``) without the
+    conversation; after a provider 429 ``agent_end`` says ``success: true``.
+    The plugin hands on its last call's outcome as ``callOutcome``; without
+    one (a harness that emits no model-call hooks) the last assistant
+    message's ``stopReason`` says it. The error text is still read, here
+    only, for the failure's class and reset."""
+    outcome = facts.get("callOutcome")
+    if outcome in ("error", "completed"):
+        return outcome == "error"
+    return facts.get("stopReason") == "error"
 
 
 def continuation(facts: dict[str, Any]) -> bool:
@@ -86,6 +107,12 @@ class Hook:
                 return {"owner": False,
                         "context": note(goal_id, "This is a Wake Ledger continuation of it.")}
             return None  # cron, webhook, heartbeat, subagent turns: never admitted
+        try:
+            return self._owner_turn(goal_id)
+        except CliError as error:
+            return refused(error)
+
+    def _owner_turn(self, goal_id: str | None) -> dict[str, Any] | None:
         if goal_id:
             try:
                 state = self.api.call("GET", f"goals/{goal_id}")
@@ -94,8 +121,39 @@ class Hook:
                     raise
                 state = {}  # a goal this server does not know: admit the turn anew
             if state.get("status") in ACTIVE:
+                if self.leases.get(goal_id) is None:
+                    continued = self._continued(goal_id)
+                    if continued is not None:
+                        return continued
                 return {"owner": True, "context": note(goal_id, self._take_lease(goal_id))}
         return self._admit()
+
+    def _continued(self, goal_id: str) -> dict[str, Any] | None:
+        """A run starting in the goal's session is the host continuing it: the
+        server decides whether that is the reset's one continuation
+        (``host_continued``: this run holds the lease), one a wake already
+        made (``stood_down``: the person is told, the run records nothing),
+        or no continuation at all (``not_a_reset``: go on as before)."""
+        try:
+            answer = self.api.call("POST", f"goals/{goal_id}/continuations", {
+                "host": "openclaw", "trigger": "run_start", "session_key": self.key})
+        except ApiError as error:
+            if error.code in ("not_found", "method_not_allowed"):
+                return None  # a server without host continuations: as before
+            raise
+        outcome = answer.get("outcome")
+        if outcome == "host_continued":
+            lease_note = self._keep(goal_id, answer)
+            return {"owner": True, "context": note(
+                goal_id, f"{lease_note} This run is the goal's continuation after its reset.")}
+        if outcome == "stood_down":
+            why = " ".join(str(answer.get("notes") or "").split())[:300]
+            line = (f"Wake Ledger: goal {goal_id} was already continued after its reset; "
+                    f"this turn records nothing for it. {why}").strip()
+            log(f"stood down: goal {goal_id}")
+            return {"owner": False, "notice": line,
+                    "context": f"{line} Tell the person so in one line; do no work on the goal."}
+        return None
 
     def _admit(self) -> dict[str, Any] | None:
         session_id = str(self.facts.get("sessionId") or self.facts.get("runId") or "")
@@ -109,17 +167,13 @@ class Hook:
             or f"OpenClaw session {self.key}",
             "done_criteria": [line.strip() for line in
                               os.environ.get("WAKELEDGER_DONE", "").splitlines() if line.strip()],
-            "session": self.session(),
+            # Every session of an OpenClaw agent shares the agent's workspace:
+            # each is its own goal, held by its session key (policy.BINDS).
+            "session": {**self.session(), "binds": "session"},
         }
         if os.environ.get("WAKELEDGER_DISPATCH"):
             body["policy"] = {"dispatch": os.environ["WAKELEDGER_DISPATCH"]}
-        try:
-            answer = self.api.call("POST", "goals", body)
-        except ApiError as error:
-            if error.code not in ("workspace_bound", "session_bound"):
-                raise
-            log(f"not tracked: {error}")
-            return None
+        answer = self.api.call("POST", "goals", body)
         goal_id = answer["goal"]["id"]
         self.leases.bind_session(self.key, goal_id)
         return {"owner": True, "context": note(goal_id, self._keep(goal_id, answer))}
@@ -152,7 +206,7 @@ class Hook:
             return
         with self.leases.locked(goal_id):
             lease = self.leases.get(goal_id)
-            if self.facts.get("stopReason") == "error":
+            if attempt_failed(self.facts):
                 self._hold_failure(goal_id)
                 return
             recovered = self._take_held(goal_id)
@@ -195,7 +249,9 @@ class Hook:
                                  tz=os.environ.get("TZ") or "UTC")
         run_id = str(self.facts.get("runId") or "")
         write_private(self._held_path(goal_id), json.dumps({"run_id": run_id, "body": body}))
-        log(f"agent_end: goal {goal_id}: an attempt of run {run_id} failed "
+        said = (" by its model call's outcome" if self.facts.get("callOutcome") == "error"
+                else " by its last message")
+        log(f"agent_end: goal {goal_id}: an attempt of run {run_id} failed{said} "
             f"({body['error_text']}); held until the run ends")
 
     def _held_path(self, goal_id: str) -> Path:
@@ -244,6 +300,19 @@ class Hook:
         return hookrun.fenced(self.api, self.leases, goal_id, path, body, lease, LEASE_ENDING)
 
 
+def refused(error: CliError) -> dict[str, Any]:
+    """An owner's turn the server would not track (a refusal, no server, a
+    bad token): the turn goes on, and the person and the model are told in
+    one line, never only in the Gateway's log. The line is the problem's own
+    message (no token, no provider text: the API never echoes either)."""
+    code = (error.code or "unreachable") if isinstance(error, ApiError) else "not_set_up"
+    reason = " ".join(str(error).split())[:300]
+    line = f"Wake Ledger is not tracking this chat ({code}): {reason}"
+    log(f"not tracked: {reason}")
+    return {"owner": False, "notice": line,
+            "context": f"{line}. Tell the person so in one line; record nothing for it."}
+
+
 def note(goal_id: str, lease_note: str) -> str:
     """The short context the model reads: its goal, and how to record work."""
     return "\n".join([
@@ -264,6 +333,20 @@ HANDLERS = {"before_prompt_build": Hook.before_prompt_build, "agent_end": Hook.a
 
 
 def main(source: TextIO | None = None) -> int:
-    return hookrun.run_hook(source, what="one hook's facts", name_field="hook",
+    text = (source or sys.stdin).read()
+    try:
+        hookrun.hook_client()
+    except CliError as error:
+        # No client at all (no token, no URL): an owner's turn is told so in
+        # the chat too, like any refusal; every other hook logs it as before.
+        try:
+            facts = json.loads(text)
+        except ValueError:
+            facts = None
+        if (isinstance(facts, dict) and facts.get("hook") == "before_prompt_build"
+                and owner_turn(facts)):
+            print(json.dumps(refused(error)))
+            return 0
+    return hookrun.run_hook(io.StringIO(text), what="one hook's facts", name_field="hook",
                             hook=lambda api, facts: Hook(api, FileLeases(), facts),
                             handlers=HANDLERS, log=log, goes_on="the turn")

@@ -13,10 +13,12 @@
   lease the dispatcher handed over (in its environment) in the lease files,
   where the plugin's hooks and ``wakeledger mcp --share-leases`` in the
   Gateway find it — the turn runs in the Gateway, not in this process — then
-  runs ``openclaw agent --session-key K --message M`` and exits with its code.
+  runs ``openclaw agent --session-key K --message M`` (M saying the lease is
+  with the Gateway's tools now) and exits with its code.
 - ``notes`` puts one note per terminal stop into the stopped goal's OpenClaw
-  session chat (the Gateway's ``chat.inject``: a transcript entry, no model
-  turn), remembering what it noted; run it from a command automation.
+  session chat, for the token's agent whatever its name (the Gateway's
+  ``chat.inject``: a transcript entry, no model turn), remembering what it
+  noted; run it from a command automation.
 """
 
 import difflib
@@ -24,9 +26,12 @@ import json
 import os
 import subprocess
 import sys
+import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ledger.domain.vocabulary import LEASE_WITH_HOST_TOOLS, lease_hint_moved
 from wakeledger_agent import client
 from wakeledger_agent.errors import EXIT_USAGE, CliError
 from wakeledger_agent.leases import FileLeases, state_dir, write_private
@@ -139,6 +144,9 @@ def resume(session_key: str, message: str, openclaw: str) -> int:
         leases = FileLeases()
         leases.save(goal_id, {"token": token, "generation": int(generation)})
         leases.bind_session(session_key, goal_id)
+        # The turn runs in the Gateway, whose tools now hold the lease: the
+        # prompt says so, not "in the environment" (which the model never sees).
+        message = lease_hint_moved(message, LEASE_WITH_HOST_TOOLS)
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAKELEDGER_LEASE")}
     return subprocess.call([openclaw, "agent", "--session-key", session_key,  # noqa: S603
                             "--message", message, "--json"], env=env)
@@ -147,9 +155,22 @@ def resume(session_key: str, message: str, openclaw: str) -> int:
 # ---------------------------------------------------------------- terminal stops
 
 
+def every_alert(api: client.Client, page_size: int = 200) -> Iterator[dict[str, Any]]:
+    """Every goal that needs a human, page after page (``next`` until null)."""
+    cursor = None
+    while True:
+        page = api.call("GET", "alerts", query={"page_size": page_size, "cursor": cursor})
+        yield from page.get("results", [])
+        following = urllib.parse.parse_qs(
+            urllib.parse.urlsplit(page.get("next") or "").query).get("cursor")
+        if not following:
+            return
+        cursor = following[0]
+
+
 def notes(openclaw: str) -> list[dict[str, str]]:
     """One chat note per terminal stop (goal and the time it stopped), for
-    the goals this agent's OpenClaw sessions hold."""
+    the goals this agent's OpenClaw sessions hold, whatever the agent's name."""
     api = client.from_env()
     seen_path = state_dir() / "openclaw-notes.json"
     try:
@@ -157,14 +178,16 @@ def notes(openclaw: str) -> list[dict[str, str]]:
     except (OSError, ValueError):
         seen = set()
     noted = []
-    page = api.call("GET", "alerts")
-    for alert in page.get("results", []):
+    for alert in every_alert(api):
         mark = f"{alert['id']}@{alert.get('since')}"
-        if mark in seen or alert.get("agent") != "openclaw":
+        # The token's own goals only (the server shows an agent nothing
+        # else), whatever the agent is called; of those, the ones an OpenClaw
+        # session holds, whose key the Gateway names agent:<agent id>:<key>.
+        if mark in seen:
             continue
         goal = api.call("GET", f"goals/{alert['id']}")
-        key = (goal.get("session") or {}).get("session_key")
-        if not key:
+        key = str((goal.get("session") or {}).get("session_key") or "")
+        if not key.startswith("agent:"):
             continue
         text = (f"Wake Ledger: goal {alert['id']} needs you — {alert.get('reason')}: "
                 f"{alert.get('why')}")

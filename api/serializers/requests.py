@@ -37,6 +37,11 @@ class SessionSerializer(StrictSerializer):
     model = text(vocabulary.MAX_KEY, required=False, allow_blank=True)
     timezone = text(64, required=False, allow_blank=True,
                     help_text="IANA time zone of the agent, e.g. Europe/Istanbul.")
+    binds = serializers.ChoiceField(
+        choices=("workspace", "session"), required=False,
+        help_text="What the goal holds exclusively among your active goals: its workspace "
+                  "(default) or, for a host whose sessions share one workspace, its "
+                  "session_key (each session its own goal).")
 
 
 class PolicySerializer(StrictSerializer):

@@ -130,7 +130,11 @@ def _start(state: GoalState, cmd: StartGoal, now: datetime) -> list[Event]:
         return []  # rule 1: starting an active goal again returns it unchanged
     # The binding facts name the agent's own goals (see above); the other
     # goal's id is still not told, as no refusal names a goal it did not ask for.
-    if cmd.workspace_bound_by and cmd.workspace_bound_by != cmd.goal_id:
+    session = policy.session(dict(cmd.session))
+    # A goal that binds its session (a host whose sessions share one workspace)
+    # neither holds the workspace nor waits for it: its session key is its binding.
+    binds_workspace = not policy.binds_session(session)
+    if binds_workspace and cmd.workspace_bound_by and cmd.workspace_bound_by != cmd.goal_id:
         raise WorkspaceBound(
             f"workspace {cmd.workspace!r} is bound to another of this agent's active goals; "
             "finish it or release its workspace first", field="workspace")
@@ -150,13 +154,15 @@ def _start(state: GoalState, cmd: StartGoal, now: datetime) -> list[Event]:
         agent=validation.text(cmd.agent, "agent", limit=validation.MAX_KEY),
         policy=policy.policy(dict(cmd.policy), cmd.dispatchers, cmd.cadence_unit_seconds,
                              cmd.caps),
-        session=policy.session(dict(cmd.session)),
+        session=session,
         timeout_seconds=_optional_seconds(cmd.timeout_seconds, "timeout_seconds"),
         estimated_duration_seconds=_optional_seconds(cmd.estimated_duration_seconds,
                                                      "estimated_duration_seconds"),
         # The plan is the first checkpoint, so no resume ever starts without one.
         checkpoint={"current_step": INITIAL_STEP, "progress_pct": 0, "next_actions": plan},
     )
+    if not binds_workspace:
+        return [Event(started, now)]
     return [Event(started, now), Event(events.WorkspaceBound(workspace=started.workspace), now)]
 
 

@@ -74,7 +74,12 @@ DEFAULT_CAPS: dict[str, int] = {
 }
 OVER_CAP = "over_cap"
 SCHEDULERS = ("internal", "host")
-SESSION_FIELDS = ("agent_id", "session_key", "session_id", "model", "timezone")
+SESSION_FIELDS = ("agent_id", "session_key", "session_id", "model", "timezone", "binds")
+# What a goal holds exclusively among its agent's active goals: its workspace
+# (the default: one goal works in one folder), or its session, for a host whose
+# sessions all share one workspace (an OpenClaw agent): each session is then its
+# own goal, and only its session key is exclusive (docs/agents.md §2).
+BINDS = ("workspace", "session")
 
 
 def whole(value: object, field: str, low: int, high: int) -> int:
@@ -149,7 +154,19 @@ def session(given: dict[str, Any]) -> dict[str, Any]:
               for name in SESSION_FIELDS if name in given}
     if result.get("timezone"):
         result["timezone"] = timezone(result["timezone"], "session.timezone")
+    if "binds" in result:
+        if result["binds"] not in BINDS:
+            raise InvalidCommand(f"session.binds must be one of {', '.join(BINDS)}.",
+                                 field="session.binds")
+        if result["binds"] == "session" and not result.get("session_key"):
+            raise InvalidCommand("session.binds session needs the session's session_key.",
+                                 field="session.session_key")
     return result
+
+
+def binds_session(session: Mapping[str, Any]) -> bool:
+    """Whether a goal with this session holds its session, not its workspace."""
+    return session.get("binds") == "session"
 
 
 def timezone(name: str, field: str) -> str:

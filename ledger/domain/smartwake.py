@@ -87,6 +87,14 @@ def resume_packet(state: GoalState) -> dict[str, Any]:
 # ``wakeledger supervise`` and the Claude Code hook all tell it this way.
 LEASE_IN_ENVIRONMENT = ("Your lease is in the environment: WAKELEDGER_LEASE_TOKEN / "
                         "WAKELEDGER_LEASE_GENERATION (API: WAKELEDGER_URL).")
+# Inside a host that runs the turn in a long-lived process of its own (the
+# OpenClaw Gateway), the dispatched command hands the lease to the host's
+# Wake Ledger tools (``wakeledger mcp --share-leases``): the model never sees
+# an environment variable, and each tool adds the lease to its call.
+LEASE_WITH_HOST_TOOLS = ("Your lease is held for you by the wakeledger MCP tools in this "
+                         "session (not in environment variables): call "
+                         "wakeledger__checkpoint_goal and wakeledger__finish_goal with the "
+                         "goal_id only; they add the lease.")
 
 
 def packet_lines(packet: dict[str, Any]) -> list[str]:
@@ -103,6 +111,14 @@ def packet_lines(packet: dict[str, Any]) -> list[str]:
         lines.append("Verify before continuing: " + ", ".join(
             f"{a['path']} (sha256 {a['sha256'][:12]}…)" for a in packet["artifacts_to_verify"]))
     return lines
+
+
+def lease_hint_moved(prompt: str, lease_hint: str) -> str:
+    """A resume prompt told where its lease went since it was written (a
+    dispatched command handed it on): the environment's hint replaced."""
+    if LEASE_IN_ENVIRONMENT in prompt:
+        return prompt.replace(LEASE_IN_ENVIRONMENT, lease_hint)
+    return f"{prompt}\n{lease_hint}"
 
 
 def resume_prompt(packet: dict[str, Any], goal_id: str, *,

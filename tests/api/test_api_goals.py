@@ -78,6 +78,23 @@ def test_one_active_goal_per_session_key(agent, clock):
     assert refused.status_code == 409 and refused.json()["code"] == "session_bound"
 
 
+def test_sessions_that_share_a_workspace_are_each_their_own_goal_at_once(agent, clock):
+    """Two chats of one OpenClaw agent, one workspace: both tracked at once,
+    each held by its session key; a workspace goal there is not blocked by them."""
+    first = agent.start(goal_key="chat-1",
+                        session={"session_key": "agent:main:a", "binds": "session"})
+    second = agent.start(goal_key="chat-2",
+                         session={"session_key": "agent:main:b", "binds": "session"})
+    assert (first.status_code, second.status_code) == (201, 201), second.json()
+    assert second.json()["goal"]["workspace_bound"] is False
+    assert agent.start(goal_key="plain").status_code == 201  # binds the workspace
+    again = agent.start(goal_key="chat-3",
+                        session={"session_key": "agent:main:a", "binds": "session"})
+    assert again.status_code == 409 and again.json()["code"] == "session_bound"
+    bad = agent.start(goal_key="chat-4", session={"session_key": "k", "binds": "folder"})
+    assert bad.status_code == 400 and bad.json()["code"] == "validation_error"
+
+
 def test_another_agents_binding_does_not_block_a_start(agent, other_agent, operator, clock):
     """Squatting: agent-1 binds /srv/repos/shop and the session key "s-1"
     first. agent-2 is blocked by neither: paths are host-local (its

@@ -182,6 +182,22 @@ def test_a_bound_workspace_or_session_refuses_another_goal():
     assert started(workspace_bound_by="g-1").status == "running"
 
 
+def test_a_goal_that_binds_its_session_leaves_the_shared_workspace_free():
+    """A host whose sessions share one workspace (an OpenClaw agent): each
+    session is its own goal, held by its session key, not by the folder."""
+    session = {"session_key": "agent:main:wl-2", "binds": "session"}
+    state = started(session=session, workspace_bound_by="other-goal")
+    assert state.status == "running" and state.workspace_bound is False
+    with pytest.raises(SessionBound):
+        started(session=session, session_bound_by="other-goal")
+    with pytest.raises(InvalidCommand) as keyless:
+        started(session={"binds": "session"})
+    assert keyless.value.field == "session.session_key"
+    with pytest.raises(InvalidCommand) as unknown:
+        started(session={"session_key": "s", "binds": "folder"})
+    assert unknown.value.field == "session.binds"
+
+
 @pytest.mark.parametrize("policy, field", [
     ({"lease_seconds": 4}, "policy.lease_seconds"),
     ({"lease_seconds": "600"}, "policy.lease_seconds"),

@@ -593,3 +593,32 @@ def test_a_copy_of_a_state_takes_field_names_only():
     assert (state.version, state.status) == (2, "waiting")
     with pytest.raises(TypeError, match="no field nope, zzz"):
         state.but(zzz=1, nope=2, version=3)
+
+
+@given(binds=st.sampled_from([None, "workspace", "session"]),
+       workspace_holder=st.sampled_from([None, "g", "other"]),
+       session_holder=st.sampled_from([None, "g", "other"]))
+def test_a_start_is_refused_only_by_what_its_goal_binds(binds, workspace_holder,
+                                                         session_holder):
+    """What a goal binds decides what another goal can refuse it: a goal that
+    binds its session (sessions sharing one workspace) is never refused for
+    the workspace and never binds it; every goal is refused a session key
+    another active goal holds; no goal is refused by its own binding."""
+    from ledger.domain.errors import SessionBound, WorkspaceBound
+
+    session = {"session_key": "agent:main:k", **({"binds": binds} if binds else {})}
+    start = replace(START, session=session, workspace_bound_by=workspace_holder,
+                    session_bound_by=session_holder)
+    by_session = binds == "session"
+    try:
+        events = decide(GoalState(), start, T0)
+    except WorkspaceBound:
+        assert not by_session and workspace_holder == "other"
+        return
+    except SessionBound:
+        assert session_holder == "other" and (by_session or workspace_holder != "other")
+        return
+    assert session_holder != "other" and (by_session or workspace_holder != "other")
+    state = fold(events)
+    assert state.workspace_bound is not by_session
+    assert ("workspace.bound" in [e.kind for e in events]) is not by_session

@@ -48,6 +48,8 @@ HOOKS_TOKEN = "hooks-test-token-fedcba9876543210"
 # before a third retry), shorter than its 30 s default, which each failed run's
 # report would wait for.
 SETTLE_S = 15
+# The Wake Ledger agent the Gateway's token belongs to.
+AGENT = "claw-1"
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -162,7 +164,8 @@ def gateway(tmp_path_factory, live_server):
 
 @pytest.fixture
 def agent_token(gateway, transactional_db):
-    token = issue_agent_token("openclaw")
+    # Named as a user would name it (not "openclaw"): nothing may hang on the name.
+    token = issue_agent_token(AGENT)
     # Each test's database starts empty: so do the lease files and session bindings.
     for kept in ("leases", "sessions", "openclaw-held"):
         shutil.rmtree(gateway.home / ".wakeledger" / kept, ignore_errors=True)
@@ -263,6 +266,10 @@ def test_a_usage_limit_pauses_until_its_reset_and_the_wake_continues_the_session
     print("DONE", done.state)
     continued = [b for b in fake.requests if "Resume Wake Ledger goal" in json.dumps(b)]
     assert continued, "the continuation's prompt reached the model"
+    # It says where the lease really is: with the Gateway's tools, not in the
+    # environment, which the model inside the Gateway never sees.
+    assert "held for you by the wakeledger MCP tools" in json.dumps(continued[0])
+    assert "WAKELEDGER_LEASE_TOKEN" not in json.dumps(continued[0])
     # The same session: the first turn's words are in the continuation's history.
     assert "Build the parser, then the tests." in json.dumps(continued[0])
     assert Goal.objects.count() == 1  # the continuation was never admitted as a goal
@@ -296,6 +303,9 @@ def test_a_generic_429_is_reported_once_an_owner_turn_in_the_pause_stops_it_note
     # usage limit and the hour it states (Retry-After: 3600), not a 429's minute.
     assert Event.objects.filter(goal_id=gid, kind="run.reported").count() == 1
     assert goal.paused_until > datetime.now(UTC) + timedelta(minutes=30)
+    # Known failed by OpenClaw's model_call_ended (outcome "error"), not only
+    # by reading the conversation.
+    assert "failed by its model call's outcome" in gateway.log()
     fake.script = []
 
     # The owner goes on by hand during the pause: SESSION_ACTIVITY, for a human.
@@ -454,3 +464,41 @@ def test_the_host_recipe_a_cron_job_per_goal_whose_isolated_turn_claims_first(
     claim = Event.objects.get(goal_id=gid, kind="wake.claimed")
     assert claim.data["outcome"] == "recurring_acquired", claim.data
     assert Goal.objects.count() == before  # the cron turn was never admitted
+
+
+def test_every_session_of_the_agent_is_tracked_at_once_and_a_refusal_reaches_the_chat(
+        gateway, server, agent_token):
+    fake = gateway.fake
+    fake.script = [("text", "Parser built."), ("text", "Docs written.")]
+    gateway.turn("wl-chat-a", "Build the parser.")
+    first = wait_for(lambda: Goal.objects.filter(session_key="agent:main:wl-chat-a").first(),
+                     15, "the first chat admitted")
+    wait_for(lambda: Goal.objects.get(pk=first.pk).status == "waiting", 15,
+             "the first chat's goal waiting for its next turn")
+    # A second chat of the same agent, in the same workspace, while the first waits.
+    gateway.turn("wl-chat-b", "Write the docs.")
+    second = wait_for(lambda: Goal.objects.filter(session_key="agent:main:wl-chat-b").first(),
+                      15, "the second chat admitted beside the first")
+    assert first.workspace == second.workspace and first.pk != second.pk
+    assert Goal.objects.get(pk=first.pk).status == "waiting"
+    assert f"Wake Ledger goal {second.pk}" in json.dumps(fake.requests[-1])
+
+    # A chat the server refuses (its session key is another goal's): the turn
+    # goes on, and the person reads why in the chat itself.
+    api = Client(server.SITE_URL + "/api/v1", agent_token)
+    api.call("POST", "goals", {
+        "goal_key": "taken", "workspace": str(gateway.home / "elsewhere"),
+        "objective": "Hold a session key", "done_criteria": ["held"],
+        "session": {"session_key": "agent:main:wl-chat-c"}})
+    fake.script = [("text", "Answered anyway.")]
+    answered = gateway.turn("wl-chat-c", "What is left to do?")
+    assert "Answered anyway." in json.dumps(answered), answered
+    line = "Wake Ledger is not tracking this chat (session_bound)"
+
+    def told() -> str:
+        history = chat_history(gateway, "agent:main:wl-chat-c")
+        return history if line in history else ""
+    history = wait_for(told, 30, "the refusal written into the chat", interval=1)
+    assert history.count(line) == 1, history[-2000:]
+    assert line in json.dumps(fake.requests[-1])  # the model was told too
+    assert Goal.objects.count() == 3

@@ -24,6 +24,20 @@ const settling = new Map<string, ReturnType<typeof setTimeout>>();
 // agent_end of the same run is dropped, as a second report of one run would
 // read as a turn finished by hand (SESSION_ACTIVITY).
 const ended = new Set<string>();
+// The outcome of each run's latest model call (model_call_ended: "completed"
+// or "error", no conversation text): the run-end signal. After a provider 429
+// agent_end says success: true, so without this the failure is only in the
+// last assistant message.
+const calls = new Map<string, string>();
+// The one line the person must read when the hook would not track their chat
+// (a refusal, no server): written into the session's chat when the run ends.
+const notices = new Map<string, { text: string; ctx: Facts }>();
+
+function remember<V>(map: Map<string, V>, key: string, value: V): void {
+  map.delete(key);
+  map.set(key, value);
+  if (map.size > REMEMBERED) map.delete(map.keys().next().value as string);
+}
 
 function end(runId: string): void {
   ended.add(runId);
@@ -109,20 +123,49 @@ export default definePluginEntry({
     api.on("before_prompt_build", async (event: Facts, ctx: Facts) => {
       const answer = await hook({ hook: "before_prompt_build", ...session(ctx), prompt: event.prompt });
       if (ctx.runId) {
-        owners.set(String(ctx.runId), answer?.owner === true);
-        if (owners.size > REMEMBERED) owners.delete(owners.keys().next().value as string);
+        remember(owners, String(ctx.runId), answer?.owner === true);
+        if (typeof answer?.notice === "string" && answer.notice) {
+          remember(notices, String(ctx.runId), { text: answer.notice, ctx });
+        }
       }
       const context = answer?.context;
       return typeof context === "string" && context ? { prependContext: context } : undefined;
     });
 
+    // Written after the run, when the transcript is no longer the run's: an
+    // assistant entry the chat shows, no model call. Failing that, the log.
+    async function tell(runId: string): Promise<void> {
+      const notice = notices.get(runId);
+      if (!notice) return;
+      notices.delete(runId);
+      try {
+        const transcripts = await import("openclaw/plugin-sdk/session-transcript-runtime");
+        const written = await transcripts.appendAssistantMirrorMessageByIdentity({
+          agentId: notice.ctx.agentId, sessionKey: notice.ctx.sessionKey,
+          sessionId: notice.ctx.sessionId, text: notice.text,
+          config: api.runtime?.config?.current?.() ?? api.config,
+        });
+        if (!written?.ok) log.warn?.(`wakeledger: ${notice.text} (not written: ${written?.reason})`);
+      } catch (error) {
+        log.warn?.(`wakeledger: ${notice.text} (not written: ${String(error)})`);
+      }
+    }
+
+    api.on("model_call_ended", (event: Facts, ctx: Facts) => {
+      const runId = String(event.runId ?? ctx.runId ?? "");
+      if (runId && typeof event.outcome === "string") remember(calls, runId, event.outcome);
+    });
+
     api.on("agent_end", (event: Facts, ctx: Facts) => {
       const runId = String(event.runId ?? ctx.runId ?? "");
       if (!runId || ended.has(runId)) return;
+      void tell(runId);
       const last = lastAssistant(event.messages);
+      const callOutcome = calls.get(runId);
       clearTimeout(settling.get(runId));
       settling.delete(runId);
-      if (last?.stopReason === "error") {
+      const failed = callOutcome ? callOutcome === "error" : last?.stopReason === "error";
+      if (failed) {
         // Held by the hook until the run ends: reported then, unless a later
         // attempt of the same run ends cleanly first.
         settling.set(runId, setTimeout(() => {
@@ -136,7 +179,7 @@ export default definePluginEntry({
       // Not awaited: the report never holds up the end of a turn.
       void hook({
         hook: "agent_end", ...session(ctx), runId, owner: owners.get(runId) === true,
-        stopReason: last?.stopReason, errorMessage: last?.errorMessage,
+        callOutcome, stopReason: last?.stopReason, errorMessage: last?.errorMessage,
         errorCode: last?.errorCode, errorType: last?.errorType,
       });
     });
