@@ -13,7 +13,9 @@ Claude Code runs it with one hook event as JSON on stdin (``session_id``,
   last turn's end gave it back (an interactive session's next prompt).
 - ``StopFailure``: report the run's end through the run-report endpoint, as
   a class and a reset only (``runend``): a usage limit pauses the goal until
-  its reset, and the reset's wake resumes this session. Claude Code 2.1.332's
+  its reset, and the reset's wake resumes this session. A failure that did
+  not end the turn (a subagent's, a helper query's: ``claude_transcript.
+  failure_scope``) is a note on the goal instead, and pauses nothing. Claude Code 2.1.332's
   print mode kills this hook as it exits: ``claude_transcript`` reads the
   same end from the session's transcript (``claude-run``, and the next
   ``SessionStart`` here), each end reported once.
@@ -163,8 +165,29 @@ class Hook:
         # hook): its uuid keeps claude-run or the next SessionStart from
         # reporting it a second time.
         end = transcript.last_turn_end(self._transcript())
+        scope = transcript.failure_scope(self.event, end)
+        if scope:
+            self._note(goal_id, scope, _optional(self.event, "error"), text)
+            return
         uuid = end.uuid if end is not None and end.failed else ""
         self._report(goal_id, _optional(self.event, "error"), text, datetime.now(UTC), uuid)
+
+    def _note(self, goal_id: str, scope: str, error: str | None, text: str) -> None:
+        """A failure the turn went on through: a note on the goal under the
+        lease the turn holds, never a pause. Without the lease (the turn ended
+        meanwhile and gave it back) there is nothing to note it under: the
+        turn's own end was reported, or was clean."""
+        with self.leases.locked(goal_id):
+            lease = self.leases.get(goal_id)
+            if lease is None:
+                log(f"StopFailure: goal {goal_id}: a {scope} after the turn's lease was "
+                    "given back; not noted")
+                return
+            body = runend.note_report(scope, error, text, now=datetime.now(UTC),
+                                      tz=os.environ.get("TZ") or "UTC")
+            answer = self._fenced(goal_id, "runs", body, lease)
+            log(f"StopFailure: goal {goal_id} {answer.get('status')}: noted {scope} "
+                f"({answer.get('classification')}), the turn goes on")
 
     def _report(self, goal_id: str, error: str | None, text: str, at: datetime,
                 uuid: str) -> dict[str, Any] | None:

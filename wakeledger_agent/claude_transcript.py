@@ -37,6 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ledger.domain.runs import HELPER_FAILURE, SUBAGENT_FAILURE
 from wakeledger_agent import runend
 from wakeledger_agent.leases import FileLeases, write_private
 
@@ -113,6 +114,33 @@ def last_turn_end(path: str | Path | None) -> TurnEnd | None:
         return TurnEnd(uuid, at, failed, error if isinstance(error, str) else None,
                        _text(entry.get("message")) if failed else "")
     return None
+
+
+# ---------------------------------------------------------------- whose failure
+
+
+def failure_scope(event: dict[str, Any], end: TurnEnd | None) -> str:
+    """Whose failure a ``StopFailure`` hook reports: "" when it ended the main
+    turn (the goal pauses, blocks or fails by its class), else the note it is
+    (``ledger.domain.runs``), recorded without a pause. The one place this is
+    decided. Claude Code 2.1.332 raises StopFailure on the parent's
+    ``session_id`` for a subagent's failed request too (anthropics/claude-code#91419)
+    while the main turn goes on:
+
+    - ``agent_id`` in the event: Claude Code sets it only when the hook fires
+      from within a subagent (its hook input schema: "Absent for the main
+      thread"); the subagent's error is in its own transcript
+      (``<session>/subagents/agent-<id>.jsonl``), not the main one;
+    - else the main transcript's last conversation entry is no API error
+      (Claude Code writes the main turn's failed end before its hook): the
+      main turn is going on, and the failure was a helper query's;
+    - no transcript to read: the hook's word is all there is, the turn ended.
+    """
+    if isinstance(event.get("agent_id"), str) and event["agent_id"]:
+        return SUBAGENT_FAILURE
+    if end is not None and not end.failed:
+        return HELPER_FAILURE
+    return ""
 
 
 # ---------------------------------------------------------------- what was accounted for

@@ -77,3 +77,11 @@ def run_report(error: str | None, text: str, *, now: datetime, tz: str = "UTC") 
     phrase = USAGE_PHRASE if kind == RATE_LIMIT and usage_window(text) else PHRASES[kind]
     return {"outcome": "error", "error_text": phrase,
             "retry_after": reset.isoformat() if reset else ""}
+
+
+def note_report(note: str, error: str | None, text: str, *, now: datetime,
+                tz: str = "UTC") -> dict[str, Any]:
+    """The run-report body of a failure the run went on through (``note``, one
+    of ``ledger.domain.runs.NOTES``): its class and reset as ``run_report``
+    reads them, recorded on the goal without a pause."""
+    return {**run_report(error, text, now=now, tz=tz), "outcome": "note", "note": note}

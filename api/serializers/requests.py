@@ -15,7 +15,6 @@ from api.serializers.fields import (
     whole,
 )
 from ledger.domain import vocabulary
-from ledger.domain.runs import NOTES, OUTCOMES, PROVIDER_WAIT
 from ledger.services import inputs
 
 
@@ -225,11 +224,11 @@ class SessionActivitySerializer(StrictSerializer):
 
 class RunSerializer(FencedSerializer):
     outcome = serializers.ChoiceField(
-        choices=list(OUTCOMES),
+        choices=list(vocabulary.RUN_OUTCOMES),
         help_text="ok or error: how the run ended. note: something the run went on "
                   "through, recorded without pausing anything (give note).")
     note = serializers.ChoiceField(
-        choices=list(NOTES), required=False, default="",
+        choices=list(vocabulary.RUN_NOTES), required=False, default="",
         help_text="With outcome note: subagent_failure or helper_failure (a request that "
                   "was not the turn's own failed; the turn goes on), provider_wait (the "
                   "host waits inside its own retry until retry_after), new_session (a "
@@ -259,9 +258,6 @@ class RunSerializer(FencedSerializer):
         if (attrs["outcome"] == "note") != bool(attrs["note"]):
             raise serializers.ValidationError(
                 {"note": "A note outcome needs note, and only a note outcome takes it."})
-        if attrs["note"] == PROVIDER_WAIT and not attrs["retry_after"]:
-            raise serializers.ValidationError(
-                {"retry_after": "A provider wait needs the reset it waits for."})
         return attrs
 
     def validate_retry_after(self, value: str) -> str:

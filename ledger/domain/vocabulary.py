@@ -13,6 +13,8 @@ from ledger.domain.claims import WAKE_REASONS
 from ledger.domain.commands import FINISH_STATUSES
 from ledger.domain.liveness import LABELS, WHY
 from ledger.domain.policy import RANGES, SCHEDULERS
+from ledger.domain.runs import NOTES as RUN_NOTES
+from ledger.domain.runs import OUTCOMES as RUN_OUTCOMES
 from ledger.domain.smartwake import LEASE_IN_ENVIRONMENT, packet_lines, resume_prompt
 from ledger.domain.state import ACTIVE_STATUSES, DONE, REASONS, STATUSES, TERMINAL_STATUSES
 from ledger.domain.validation import (
@@ -44,6 +46,7 @@ __all__ = [
     "ACTIVE_STATUSES", "DONE", "EVENT_KINDS", "FINISH_STATUSES", "HOST", "INTERNAL", "LABELS",
     "LEASE_IN_ENVIRONMENT", "MAX_ARTIFACTS", "MAX_ITEM", "MAX_ITEMS", "MAX_KEY", "MAX_NOTE",
     "MAX_OBJECTIVE", "MAX_PATH", "MAX_STEP", "MAX_WORKSPACE", "RANGES", "REASONS",
+    "RUN_NOTES", "RUN_OUTCOMES",
     "SCHEDULERS", "SCHEDULE_PREFIXES", "STATUSES", "TERMINAL_STATUSES", "WAKE_REASONS", "WHY",
     "packet_lines", "reset_schedule_name", "resume_prompt", "schedule_goal", "schedule_name",
 ]

@@ -98,3 +98,27 @@ def test_claude_run_settles_only_a_session_started_in_its_own_directory(tmp_path
     # Started before this run: an earlier run's session.
     later = (tmp_path / "state" / "last-session").stat().st_mtime + 60
     assert transcript._started_session(leases, later, "/srv/shop") == ""
+
+
+# The main thread calling a subagent: the turn is going on (recorded from 2.1.332).
+AGENT_CALL = {"parentUuid": "u-1", "isSidechain": False, "type": "assistant", "uuid": "a-1",
+              "timestamp": AT, "message": {"role": "assistant", "content": [
+                  {"type": "tool_use", "id": "toolu_1", "name": "Agent",
+                   "input": {"prompt": "side task", "model": "haiku"}}]}}
+
+
+def test_whose_failure_a_stop_failure_reports(tmp_path):
+    """A subagent's (agent_id set: Claude Code sets it only from within one),
+    a helper query's (the main thread's last entry is no API error: the turn
+    goes on), or the main turn's own (its failed end is the last entry, or
+    there is no transcript to tell)."""
+    going_on = transcript.last_turn_end(write(tmp_path / "a.jsonl", USER, AGENT_CALL))
+    ended = transcript.last_turn_end(write(tmp_path / "b.jsonl", USER, ERROR, *TRAILER))
+    subagent = {"agent_id": "af5d9e94bd22a3344", "agent_type": "general-purpose"}
+    assert transcript.failure_scope(subagent, going_on) == "subagent_failure"
+    assert transcript.failure_scope(subagent, ended) == "subagent_failure"
+    assert transcript.failure_scope(subagent, None) == "subagent_failure"
+    assert transcript.failure_scope({}, going_on) == "helper_failure"
+    assert transcript.failure_scope({"agent_id": ""}, going_on) == "helper_failure"
+    assert transcript.failure_scope({}, ended) == ""
+    assert transcript.failure_scope({}, None) == ""
