@@ -35,6 +35,9 @@ class FakeAnthropic:
         self.limited_model = ""  # set: only that model's requests meet the limit
         self.agent_prompt = ""  # set: the main thread first calls a subagent with it
         self.agent_model = "haiku"
+        # Seconds an answer after a tool result takes: a real model's latency,
+        # during which a hook the tool's end started has time to run.
+        self.tool_result_latency = 0.0
         # A usage limit as claude.ai accounts meet it: the unified rate-limit
         # headers with this reset (epoch seconds); the limit lifts at it.
         self.unified_reset: float | None = None
@@ -96,6 +99,8 @@ class FakeAnthropic:
                 elif limited:
                     self._json(429, error_body(fake.message), fake.limit_headers())
                 else:
+                    if fake.tool_result_latency and _has_tool_result(body):
+                        time.sleep(fake.tool_result_latency)
                     self._stream(body)
 
             def _json(self, status: int, body: Any, headers: dict[str, str] | None = None):

@@ -234,3 +234,46 @@ def test_claude_code_in_print_mode_pauses_at_the_stated_reset(
     # The lease the killed SessionEnd left held was given back, nothing of the text kept.
     assert not list((home / ".wakeledger" / "leases").glob("*.json"))
     assert SECRET not in database_text()
+
+
+def test_a_subagents_rate_limit_pauses_no_goal_while_the_main_turn_completes(
+        claude_current, agent_token, live_server, settings, tmp_path):
+    """Claude Code 2.1.332 raises StopFailure on the parent session for a
+    subagent's 429 (anthropics/claude-code#91419) while the main turn goes
+    on. The fake limits only the small model, which only the subagent asks
+    (print mode sends no helper query of its own to it: checked below): the
+    goal is noted, never paused, and the turn ends as any turn does."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the real CLI runs once, in the SQLite half of the suite")
+    claude, path = claude_current
+    home, project = tmp_path / "home", tmp_path / "project"
+    install_hooks(home, project, agent_token)
+    with FakeAnthropic() as fake:
+        fake.limited_model = "haiku"
+        fake.agent_prompt = "Look up the widget's spec"
+        fake.message = f"{SECRET} rate limit exceeded · resets 3am (UTC)"
+        # The main thread's next answer takes a model's few seconds: the hook
+        # the subagent's failure started runs meanwhile (with none, claude -p
+        # may exit first and kill it, which pauses nothing either).
+        fake.tool_result_latency = 4.0
+        env = {"PATH": path, "HOME": str(home), "ANTHROPIC_BASE_URL": fake.url, **QUIET,
+               **passthrough(), "WAKELEDGER_URL": live_server.url,
+               "WAKELEDGER_OBJECTIVE": "Build the widget", "WAKELEDGER_DONE": "tests pass"}
+        run = subprocess.run([*WRAPPER, claude, "-p", "Build the widget", "--output-format",
+                              "json"], cwd=project, env=env, capture_output=True, text=True,
+                             timeout=180, check=False)
+    result = json.loads(run.stdout)
+    assert run.returncode == 0 and result["is_error"] is False, run.stdout
+    assert result["subagent_stats"]["failed"] == 1  # the subagent met the limit
+    models = [(r["body"].get("model", ""), r["limited"]) for r in fake.requests]
+    assert [limited for model, limited in models if "haiku" in model] == [True]
+    assert not any(limited for model, limited in models if "haiku" not in model)
+    goal = Goal.objects.get()
+    # The turn completed: its lease given back, the goal waiting for its next wake.
+    noted = wait_for(lambda: Event.objects.filter(goal_id=goal.id, kind="run.reported")
+                     .first(), 15, "the subagent's StopFailure")
+    assert (noted.data["outcome"], noted.data["note"]) == ("note", "subagent_failure")
+    goal.refresh_from_db()
+    assert (goal.status, goal.reason, goal.paused_until) == ("waiting", "", None), goal.state
+    assert not Event.objects.filter(goal_id=goal.id, kind="goal.paused").exists()
+    assert SECRET not in database_text()
