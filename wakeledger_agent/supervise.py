@@ -32,9 +32,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from ledger.domain.events import iso
 from ledger.domain.vocabulary import resume_prompt
 from wakeledger_agent import child as childrun
-from wakeledger_agent import client, runend
+from wakeledger_agent import client, hostwait, runend
 from wakeledger_agent.errors import (
     EXIT_CONFLICT,
     EXIT_OK,
@@ -190,6 +191,7 @@ class Supervisor:
         self.lease: dict[str, Any] | None = None
         self.lease_seconds = 600.0
         self.checkpoint_seq: int | None = None  # the goal's, at the last look
+        self.waits, self.quiet = hostwait.Seen(), None  # this run's provider waits, silence
 
     # ------------------------------------------------------------ leases
 
@@ -282,11 +284,31 @@ class Supervisor:
             f" (--silent-limit): lease no longer renewed; stopping it (SIGTERM, SIGKILL after "
             f"{childrun.SILENCE_GRACE:g} s)")
 
+    def provider_wait(self, line: str) -> None:
+        """A line of the child's output that says its host waits inside its own
+        retry for the provider's reset (``hostwait``): the goal shows the wait
+        (a note, class and reset only), and the silence limit counts from the
+        reset, not from now. Each longer wait is reported once."""
+        now = self.clock()
+        wait = self.waits.new(line, now)
+        if wait is None or self.lease is None:
+            return
+        if self.quiet is not None:
+            self.quiet.waits_until((wait.until - now).total_seconds())
+        try:
+            self.fenced("runs", runend.wait_report(wait.error_class, wait.until))
+        except CliError as error:
+            self.progress.say(f"the provider wait was not recorded ({error})")
+            return
+        self.progress.say(f"the agent waits for its provider until {iso(wait.until)} "
+                          f"({wait.error_class}); goal {self.goal_id} shows it")
+
     def run_once(self, argv: list[str], interrupts: childrun.Interrupts) -> childrun.Ended:
         self.progress.clear()
         beat = self.heartbeat()
-        ended = childrun.run(argv, self.child_env(), interrupts, beat, self.silence(),
-                             self.silent)
+        self.waits, self.quiet = hostwait.Seen(), self.silence()
+        ended = childrun.run(argv, self.child_env(), interrupts, beat, self.quiet,
+                             self.silent, self.provider_wait)
         if beat.lost is not None:
             self.drop()  # the child released it or ended the goal; nothing to report with
         if ended.interrupted:

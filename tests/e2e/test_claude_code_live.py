@@ -22,6 +22,7 @@ import ast
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -271,9 +272,62 @@ def test_a_subagents_rate_limit_pauses_no_goal_while_the_main_turn_completes(
     goal = Goal.objects.get()
     # The turn completed: its lease given back, the goal waiting for its next wake.
     noted = wait_for(lambda: Event.objects.filter(goal_id=goal.id, kind="run.reported")
-                     .first(), 15, "the subagent's StopFailure")
+                     .first(), 15, f"the subagent's StopFailure ({run.stderr[-800:]})")
     assert (noted.data["outcome"], noted.data["note"]) == ("note", "subagent_failure")
     goal.refresh_from_db()
     assert (goal.status, goal.reason, goal.paused_until) == ("waiting", "", None), goal.state
     assert not Event.objects.filter(goal_id=goal.id, kind="goal.paused").exists()
+    assert SECRET not in database_text()
+
+
+def test_claude_waiting_in_its_retry_watchdog_shows_the_provider_wait_on_the_goal(
+        claude_current, agent_token, live_server, tmp_path):
+    """`claude -p` with CLAUDE_CODE_RETRY_WATCHDOG waits inside the process for
+    a usage limit's reset, printing nothing in its json output; in stream-json
+    it says so before each retry. Under `wakeledger supervise` the goal shows
+    running + waiting for the provider until the reset (no provider text), and
+    the child, silent past --silent-limit while within that reset, is not
+    taken for hung."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the real CLI runs once, in the SQLite half of the suite")
+    from ledger.domain import GoalState
+    from ledger.services.bodies import goal_body
+
+    claude, path = claude_current
+    home = tmp_path / "home"
+    home.mkdir()
+    quiet = {k: v for k, v in QUIET.items() if k != "CLAUDE_CODE_MAX_RETRIES"}
+    with FakeAnthropic() as fake:
+        reset = int(time.time()) + 600
+        fake.unified_reset = reset
+        fake.message = f"{SECRET} You've hit your limit"
+        env = {"PATH": path, "HOME": str(home), "ANTHROPIC_BASE_URL": fake.url, **quiet,
+               **passthrough(), "CLAUDE_CODE_RETRY_WATCHDOG": "1",
+               "WAKELEDGER_URL": f"{live_server.url}/api/v1", "WAKELEDGER_TOKEN": agent_token,
+               "WAKELEDGER_STATE_DIR": str(tmp_path / "state")}
+        supervisor = subprocess.Popen(
+            [sys.executable, "-m", "wakeledger_agent", "supervise", "--workspace",
+             str(tmp_path), "--goal-key", "watchdog", "--timezone", "UTC",
+             "--silent-limit", "3", "--", claude, "-p", "Build the widget",
+             "--output-format", "stream-json", "--verbose"],
+            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            goal = wait_for(lambda: Goal.objects.filter(state__provider_wait__until__gt="")
+                            .first(), 90, "the provider wait on the goal")
+            body = goal_body(GoalState.from_dict(goal.state))
+            assert body["status"] == "running" and body["liveness"] == "working"
+            until = datetime.fromisoformat(body["provider_wait"]["until"].replace("Z", "+00:00"))
+            assert abs(until.timestamp() - reset) <= 2, (until, reset)
+            assert body["provider_wait"]["class"] == "rate_limit"
+            # Silent well past --silent-limit, within the stated reset: not stopped.
+            time.sleep(6)
+            assert supervisor.poll() is None, supervisor.communicate()
+            goal.refresh_from_db()
+            assert goal.status == "running", goal.state
+        finally:
+            supervisor.send_signal(signal.SIGINT)
+            _out, err = supervisor.communicate(timeout=60)
+    goal.refresh_from_db()
+    assert goal.status == "waiting", (goal.state, err)  # Ctrl-C: released, resumable
+    assert not Event.objects.filter(goal_id=goal.id, kind="goal.blocked").exists()
     assert SECRET not in database_text()
