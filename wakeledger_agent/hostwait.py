@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from wakeledger_agent import runend
+from wakeledger_agent.child import Silence
 
 # A wait shorter than this is a retry's backoff, not a wait worth a line in
 # the goal's history (a per-minute limit's seconds; a 529's backoff).
@@ -78,15 +79,20 @@ def from_stream_line(line: str, now: datetime) -> ProviderWait | None:
 
 class Seen:
     """The provider waits one run reported: each longer wait once (Claude Code
-    says it again before each retry, and a wait may grow)."""
+    says it again before each retry, and a wait may grow). The run's silence
+    limit, if any, counts from the end of the wait: the host is silent while
+    it waits."""
 
-    def __init__(self) -> None:
+    def __init__(self, silence: Silence | None = None) -> None:
         self.until: datetime | None = None
+        self.silence = silence
 
     def new(self, line: str, now: datetime) -> ProviderWait | None:
         wait = from_stream_line(line, now)
         if wait is None or (self.until is not None and wait.until <= self.until):
             return None
         self.until = wait.until
+        if self.silence is not None:
+            self.silence.waits_until((wait.until - now).total_seconds())
         return wait
 
