@@ -664,3 +664,20 @@ def test_every_event_kind_has_its_own_timeline_style_and_markers_name_real_kinds
     assert not unstyled, f"event kinds the timeline draws as a bare dot: {unstyled}"
     assert set(timeline.MARKER_KINDS) <= kinds
     assert set(timeline.RESUME_KINDS) <= kinds
+
+
+def test_a_goal_waiting_for_its_provider_reads_so_not_plain_running():
+    """Running, but its host waits inside its own retry for the provider's
+    reset: the list's status badge and the timeline say until when, and the
+    history says it was noted, not ended."""
+    client = staff("audrey", "auditor")
+    goal = GoalFactory(checkpoints=1)
+    state = GoalState.from_dict(goal.state)
+    until = clock.now() + timedelta(hours=2)
+    store.execute(goal.pk, ReportRun(proof_of(state), "note", "rate_limit", reset_at=until,
+                                     note="provider_wait"), actor="agent-1")
+    listed = client.get("/admin/ledger/goal/").content.decode()
+    assert "waiting for provider until" in listed
+    page = client.get(f"/admin/ledger/goal/{goal.pk}/timeline/").content.decode()
+    assert 'data-testid="provider-wait"' in page and "waiting for provider until" in page
+    assert "noted, not ended: provider_wait (rate_limit)" in page
