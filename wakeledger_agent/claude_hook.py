@@ -210,6 +210,26 @@ class Hook:
                 + (f", until {answer['paused_until']})" if answer.get("paused_until") else ")"))
             return answer
 
+    def note_wait(self, body: dict[str, Any]) -> bool:
+        """``claude-run``: the run waits inside Claude Code's retry watchdog
+        for the provider's reset; noted under the lease the turn holds."""
+        goal_id = self.goal()
+        with self.leases.locked(goal_id) if goal_id else contextlib.nullcontext():
+            lease = self.leases.get(goal_id) if goal_id else None
+            if goal_id is None or lease is None:
+                return False
+            self._fenced(goal_id, "runs", body, lease)
+            log(f"claude-run: goal {goal_id} waits for its provider until "
+                f"{body['retry_after']}")
+            return True
+
+    def renew(self) -> None:
+        """``claude-run``, while the run waits for its provider: a heartbeat."""
+        goal_id = self.goal()
+        lease = self.leases.get(goal_id) if goal_id else None
+        if goal_id and lease is not None:
+            self._fenced(goal_id, "lease/heartbeat", {}, lease)
+
     def _transcript(self) -> str:
         path = self.event.get("transcript_path")
         return path if isinstance(path, str) else ""

@@ -331,3 +331,42 @@ def test_claude_waiting_in_its_retry_watchdog_shows_the_provider_wait_on_the_goa
     assert goal.status == "waiting", (goal.state, err)  # Ctrl-C: released, resumable
     assert not Event.objects.filter(goal_id=goal.id, kind="goal.blocked").exists()
     assert SECRET not in database_text()
+
+
+def test_claude_run_shows_the_retry_watchdogs_wait_read_from_the_transcript(
+        claude_current, agent_token, live_server, tmp_path):
+    """The dispatcher's `claude-run -- claude -p … --output-format json`
+    prints nothing while Claude Code's retry watchdog waits; its transcript
+    says it (a `system/api_error` entry with `retryInMs`), which claude-run
+    reads while claude runs: the goal shows the wait, under the turn's lease."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the real CLI runs once, in the SQLite half of the suite")
+    from ledger.domain import GoalState
+    from ledger.services.bodies import goal_body
+
+    claude, path = claude_current
+    home, project = tmp_path / "home", tmp_path / "project"
+    install_hooks(home, project, agent_token)
+    quiet = {k: v for k, v in QUIET.items() if k != "CLAUDE_CODE_MAX_RETRIES"}
+    with FakeAnthropic() as fake:
+        reset = int(time.time()) + 600
+        fake.unified_reset = reset
+        fake.message = f"{SECRET} You've hit your limit"
+        env = {"PATH": path, "HOME": str(home), "ANTHROPIC_BASE_URL": fake.url, **quiet,
+               **passthrough(), "CLAUDE_CODE_RETRY_WATCHDOG": "1",
+               "WAKELEDGER_URL": live_server.url, "WAKELEDGER_OBJECTIVE": "Build the widget"}
+        run = subprocess.Popen([*WRAPPER, claude, "-p", "Build the widget", "--output-format",
+                                "json"], cwd=project, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            goal = wait_for(lambda: Goal.objects.filter(state__provider_wait__until__gt="")
+                            .first(), 90, "the provider wait on the goal")
+            body = goal_body(GoalState.from_dict(goal.state))
+            assert (body["status"], body["liveness"]) == ("running", "working")
+            until = datetime.fromisoformat(body["provider_wait"]["until"].replace("Z", "+00:00"))
+            assert abs(until.timestamp() - reset) <= 2, (until, reset)
+            assert run.poll() is None  # still waiting inside claude
+        finally:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.communicate(timeout=30)
+    assert SECRET not in database_text()
