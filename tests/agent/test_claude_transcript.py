@@ -122,3 +122,29 @@ def test_whose_failure_a_stop_failure_reports(tmp_path):
     assert transcript.failure_scope({"agent_id": ""}, going_on) == "helper_failure"
     assert transcript.failure_scope({}, ended) == ""
     assert transcript.failure_scope({}, None) == ""
+
+
+# What 2.1.332 writes while its retry watchdog waits (recorded; the provider's
+# message is in error.message, never read here).
+RETRYING = {"parentUuid": "u-1", "isSidechain": False, "type": "system", "subtype": "api_error",
+            "level": "error", "uuid": "r-1", "timestamp": AT, "retryInMs": 3 * 3600 * 1000,
+            "retryAttempt": 1, "maxRetries": 300, "source": "request_retry",
+            "error": {"message": "429 {…}", "status": 429, "formatted": "429 …",
+                      "rateLimits": {"rateLimitType": "five_hour", "resetsAt": 1796656895}}}
+LATCH = {"type": "atis-latch", "atis": ""}
+
+
+def test_a_wait_inside_the_retry_watchdog_is_read_until_the_retry(tmp_path):
+    wait = transcript.provider_wait(write(tmp_path / "w.jsonl", USER, RETRYING, LATCH,
+                                          *TRAILER))
+    assert wait == ("r-1", datetime(2026, 12, 7, 6, 46, 13, 512000, tzinfo=UTC))
+    # The conversation went on after the retry: no wait.
+    assert transcript.provider_wait(write(tmp_path / "a.jsonl", USER, RETRYING,
+                                          AGENT_CALL)) is None
+    # A subagent's retry is not the main thread's wait; a 500's retry is no limit.
+    assert transcript.provider_wait(write(tmp_path / "s.jsonl", USER,
+                                          {**RETRYING, "isSidechain": True})) is None
+    assert transcript.provider_wait(write(tmp_path / "e.jsonl", USER, {
+        **RETRYING, "error": {"status": 500}})) is None
+    assert transcript.provider_wait(None) is None
+    assert transcript.provider_wait(tmp_path / "missing.jsonl") is None
