@@ -19,6 +19,10 @@ next contact instead of from a hook that must outlive the exit:
   the limit was met, still lies ahead is reported then; anything older is
   history (the human is back, or the limit has lifted).
 
+While ``claude`` runs, ``claude-run`` also reads a wait inside Claude Code's
+retry watchdog from the transcript (``provider_wait``): the goal shows it, and
+the lease is renewed while it lasts.
+
 One end is reported once: the transcript entry's uuid, once accounted for,
 is kept in the lease store (``sessions/<session>.end``). The text is read on
 this machine and only the class and the reset are sent (``runend``).
@@ -343,7 +347,8 @@ def run(argv: list[str]) -> int:
                 break
             except subprocess.TimeoutExpired:
                 waiting.look()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # as subprocess.call did: the child goes with us
+        child.kill()
         child.wait()
         return 130
     session = _named_session(argv) or _started_session(leases, since, os.getcwd())
