@@ -7,10 +7,16 @@ The script: while ``limited`` is set, every messages call answers 429 with a
 ``retry-after`` header and Anthropic's error body; after that, a call that
 offers the Bash tool and has no tool result yet answers one ``tool_use`` of
 Bash running ``bash_command``; anything else answers a short text.
+
+Two more scripts for the failures that do not end a turn: ``limited_model``
+(a substring of a model name) limits only the requests for that model, and
+``agent_prompt`` makes the main thread's first answer an ``Agent`` tool call
+(a foreground subagent on ``agent_model``) instead of Bash.
 """
 
 import json
 import threading
+import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -26,6 +32,15 @@ class FakeAnthropic:
         self.retry_after = "120"
         self.message = "This request would exceed your account's rate limit."
         self.bash_command = "true"
+        self.limited_model = ""  # set: only that model's requests meet the limit
+        self.agent_prompt = ""  # set: the main thread first calls a subagent with it
+        self.agent_model = "haiku"
+        # Seconds an answer after a tool result takes: a real model's latency,
+        # during which a hook the tool's end started has time to run.
+        self.tool_result_latency = 0.0
+        # A usage limit as claude.ai accounts meet it: the unified rate-limit
+        # headers with this reset (epoch seconds); the limit lifts at it.
+        self.unified_reset: float | None = None
         self.requests: list[dict[str, Any]] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -41,6 +56,14 @@ class FakeAnthropic:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    def limit_headers(self) -> dict[str, str]:
+        if self.unified_reset is None:
+            return {"retry-after": self.retry_after}
+        return {"retry-after": str(max(1, int(self.unified_reset - time.time()))),
+                "anthropic-ratelimit-unified-status": "rejected",
+                "anthropic-ratelimit-unified-reset": str(int(self.unified_reset)),
+                "anthropic-ratelimit-unified-representative-claim": "five_hour"}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
@@ -63,16 +86,21 @@ class FakeAnthropic:
                     body = json.loads(self.rfile.read(length) or b"{}")
                 except ValueError:
                     body = {}
-                fake.requests.append({"path": self.path, "body": body,
-                                      "limited": fake.limited})
+                limited = fake.limited and (not fake.limited_model or fake.limited_model
+                                            in str(body.get("model") or ""))
+                if fake.unified_reset is not None and time.time() >= fake.unified_reset:
+                    limited = False
+                fake.requests.append({"path": self.path, "body": body, "limited": limited})
                 if not self.path.startswith("/v1/messages"):
                     self._json(404, {"type": "error", "error": {"type": "not_found_error",
                                                                 "message": "no such path"}})
                 elif self.path.startswith("/v1/messages/count_tokens"):
                     self._json(200, {"input_tokens": 10})
-                elif fake.limited:
-                    self._json(429, error_body(fake.message), {"retry-after": fake.retry_after})
+                elif limited:
+                    self._json(429, error_body(fake.message), fake.limit_headers())
                 else:
+                    if fake.tool_result_latency and _has_tool_result(body):
+                        time.sleep(fake.tool_result_latency)
                     self._stream(body)
 
             def _json(self, status: int, body: Any, headers: dict[str, str] | None = None):
@@ -87,7 +115,8 @@ class FakeAnthropic:
                 self.wfile.write(data)
 
             def _stream(self, body: dict[str, Any]) -> None:
-                events = sse_events(body, fake.bash_command)
+                events = sse_events(body, fake.bash_command, fake.agent_prompt,
+                                    fake.agent_model)
                 if not body.get("stream"):
                     self._json(200, events[0][1]["message"] | {"content": [
                         b["content_block"] for _, b in events if b.get("type") ==
@@ -117,15 +146,28 @@ def _has_tool_result(body: dict[str, Any]) -> bool:
         isinstance(block, dict) and block.get("type") == "tool_result" for block in content)
 
 
-def sse_events(body: dict[str, Any], bash_command: str) -> list[tuple[str, dict[str, Any]]]:
-    """The stream of one answer: a Bash tool_use, or a text."""
+def _offers(body: dict[str, Any], name: str) -> bool:
+    return any(tool.get("name") == name for tool in body.get("tools") or [])
+
+
+def sse_events(body: dict[str, Any], bash_command: str, agent_prompt: str = "",
+               agent_model: str = "haiku") -> list[tuple[str, dict[str, Any]]]:
+    """The stream of one answer: an Agent or a Bash tool_use, or a text."""
     message = {"id": f"msg_{uuid.uuid4().hex[:12]}", "type": "message", "role": "assistant",
                "model": body.get("model", "claude-fake"), "content": [],
                "stop_reason": None, "stop_sequence": None,
                "usage": {"input_tokens": 10, "output_tokens": 1}}
     events: list[tuple[str, dict[str, Any]]] = [
         ("message_start", {"type": "message_start", "message": message})]
-    if _offers_bash(body) and not _has_tool_result(body):
+    if agent_prompt and _offers(body, "Agent") and not _has_tool_result(body):
+        block = {"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:12]}", "name": "Agent",
+                 "input": {}}
+        delta = {"type": "input_json_delta", "partial_json": json.dumps(
+            {"description": "A side task", "prompt": agent_prompt,
+             "subagent_type": "general-purpose", "model": agent_model,
+             "run_in_background": False})}
+        stop = "tool_use"
+    elif _offers_bash(body) and not _has_tool_result(body):
         block = {"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:12]}", "name": "Bash",
                  "input": {}}
         delta = {"type": "input_json_delta", "partial_json": json.dumps(

@@ -61,6 +61,12 @@ class Silence:
         self.progressed = progressed
         self.last = time.monotonic()
         self.stopped = False  # set once the child was stopped for its silence
+        self.quiet_until = 0.0  # monotonic: the child said it waits (silent) until then
+
+    def waits_until(self, seconds: float) -> None:
+        """The child said it waits this long for its provider, silent: its
+        silence counts from the end of that wait, not from now."""
+        self.quiet_until = max(self.quiet_until, time.monotonic() + seconds)
 
     def heard(self) -> None:
         # A float assignment is atomic under the GIL: the pumps call this
@@ -70,7 +76,8 @@ class Silence:
     def due(self) -> bool:
         """True when the child has been silent past the limit, with no other
         sign of life: time to stop it."""
-        if not self.limit or self.stopped or time.monotonic() - self.last < self.limit:
+        if not self.limit or self.stopped or \
+                time.monotonic() - max(self.last, self.quiet_until) < self.limit:
             return False
         if self.progressed():
             self.heard()
@@ -79,10 +86,13 @@ class Silence:
 
 
 def pump(source: IO[bytes], sink: IO[bytes] | None, tail: Tail,
-         silence: Silence | None = None) -> None:
+         silence: Silence | None = None,
+         on_line: Callable[[str], None] | None = None) -> None:
     """Copy a child's stream to ours as it comes (a progress bar without a
     newline still shows) and keep its complete lines in the tail. Any bytes,
-    a partial line too, count as a sign of life."""
+    a partial line too, count as a sign of life. ``on_line`` is shown each
+    complete line (a host's provider wait is read from them); what it raises
+    is its own business, never the pump's."""
     pending = b""
     while chunk := source.read1(65536):  # type: ignore[attr-defined]
         if silence is not None:
@@ -97,6 +107,9 @@ def pump(source: IO[bytes], sink: IO[bytes] | None, tail: Tail,
         *lines, pending = pending.split(b"\n")
         for line in lines:
             tail.add(line)
+            if on_line is not None:
+                with contextlib.suppress(Exception):
+                    on_line(line[:2 * LINE_LIMIT].decode("utf-8", errors="replace"))
         if len(pending) > 4 * LINE_LIMIT:  # one endless line: keep its end only
             pending = pending[-LINE_LIMIT:]
     if pending:
@@ -208,7 +221,8 @@ def _sink(stream: IO[str]) -> IO[bytes] | None:
 
 def run(argv: list[str], env: Mapping[str, str], interrupts: Interrupts,
         heartbeat: Heartbeat | None, silence: Silence | None = None,
-        on_silence: Callable[[], None] = lambda: None) -> Ended:
+        on_silence: Callable[[], None] = lambda: None,
+        on_line: Callable[[str], None] | None = None) -> Ended:
     """Run ``argv`` to its end, its output passed through and its tail kept.
     With ``silence``, a child silent past its limit is stopped (see _wait)
     and ``on_silence`` called once the heartbeat has stopped."""
@@ -226,9 +240,10 @@ def run(argv: list[str], env: Mapping[str, str], interrupts: Interrupts,
     interrupts.watch(child)
     if silence is not None:
         silence.heard()  # the silence counts from the start, not from our construction
-    pumps = [threading.Thread(target=pump, args=(stream, _sink(ours), tail, silence),
+    pumps = [threading.Thread(target=pump, args=(stream, _sink(ours), tail, silence, reader),
                               daemon=True)
-             for stream, ours in ((child.stdout, sys.stdout), (child.stderr, sys.stderr))]
+             for stream, ours, reader in ((child.stdout, sys.stdout, on_line),
+                                          (child.stderr, sys.stderr, None))]
     for thread in pumps:
         thread.start()
     if heartbeat is not None:

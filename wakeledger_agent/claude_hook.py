@@ -13,7 +13,9 @@ Claude Code runs it with one hook event as JSON on stdin (``session_id``,
   last turn's end gave it back (an interactive session's next prompt).
 - ``StopFailure``: report the run's end through the run-report endpoint, as
   a class and a reset only (``runend``): a usage limit pauses the goal until
-  its reset, and the reset's wake resumes this session. Claude Code 2.1.332's
+  its reset, and the reset's wake resumes this session. A failure that did
+  not end the turn (a subagent's, a helper query's: ``claude_transcript.
+  failure_scope``) is a note on the goal instead, and pauses nothing. Claude Code 2.1.332's
   print mode kills this hook as it exits: ``claude_transcript`` reads the
   same end from the session's transcript (``claude-run``, and the next
   ``SessionStart`` here), each end reported once.
@@ -163,8 +165,29 @@ class Hook:
         # hook): its uuid keeps claude-run or the next SessionStart from
         # reporting it a second time.
         end = transcript.last_turn_end(self._transcript())
+        scope = transcript.failure_scope(self.event, end)
+        if scope:
+            self._note(goal_id, scope, _optional(self.event, "error"), text)
+            return
         uuid = end.uuid if end is not None and end.failed else ""
         self._report(goal_id, _optional(self.event, "error"), text, datetime.now(UTC), uuid)
+
+    def _note(self, goal_id: str, scope: str, error: str | None, text: str) -> None:
+        """A failure the turn went on through: a note on the goal under the
+        lease the turn holds, never a pause. Without the lease (the turn ended
+        meanwhile and gave it back) there is nothing to note it under: the
+        turn's own end was reported, or was clean."""
+        with self.leases.locked(goal_id):
+            lease = self.leases.get(goal_id)
+            if lease is None:
+                log(f"StopFailure: goal {goal_id}: a {scope} after the turn's lease was "
+                    "given back; not noted")
+                return
+            body = runend.note_report(scope, error, text, now=datetime.now(UTC),
+                                      tz=os.environ.get("TZ") or "UTC")
+            answer = self._fenced(goal_id, "runs", body, lease)
+            log(f"StopFailure: goal {goal_id} {answer.get('status')}: noted {scope} "
+                f"({answer.get('classification')}), the turn goes on")
 
     def _report(self, goal_id: str, error: str | None, text: str, at: datetime,
                 uuid: str) -> dict[str, Any] | None:
@@ -186,6 +209,26 @@ class Hook:
                 f"({answer.get('classification')}"
                 + (f", until {answer['paused_until']})" if answer.get("paused_until") else ")"))
             return answer
+
+    def note_wait(self, body: dict[str, Any]) -> bool:
+        """``claude-run``: the run waits inside Claude Code's retry watchdog
+        for the provider's reset; noted under the lease the turn holds."""
+        goal_id = self.goal()
+        with self.leases.locked(goal_id) if goal_id else contextlib.nullcontext():
+            lease = self.leases.get(goal_id) if goal_id else None
+            if goal_id is None or lease is None:
+                return False
+            self._fenced(goal_id, "runs", body, lease)
+            log(f"claude-run: goal {goal_id} waits for its provider until "
+                f"{body['retry_after']}")
+            return True
+
+    def renew(self) -> None:
+        """``claude-run``, while the run waits for its provider: a heartbeat."""
+        goal_id = self.goal()
+        lease = self.leases.get(goal_id) if goal_id else None
+        if goal_id and lease is not None:
+            self._fenced(goal_id, "lease/heartbeat", {}, lease)
 
     def _transcript(self) -> str:
         path = self.event.get("transcript_path")

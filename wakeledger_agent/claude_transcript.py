@@ -19,6 +19,10 @@ next contact instead of from a hook that must outlive the exit:
   the limit was met, still lies ahead is reported then; anything older is
   history (the human is back, or the limit has lifted).
 
+While ``claude`` runs, ``claude-run`` also reads a wait inside Claude Code's
+retry watchdog from the transcript (``provider_wait``): the goal shows it, and
+the lease is renewed while it lasts.
+
 One end is reported once: the transcript entry's uuid, once accounted for,
 is kept in the lease store (``sessions/<session>.end``). The text is read on
 this machine and only the class and the reset are sent (``runend``).
@@ -33,10 +37,11 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from ledger.domain.runs import HELPER_FAILURE, SUBAGENT_FAILURE
 from wakeledger_agent import runend
 from wakeledger_agent.leases import FileLeases, write_private
 
@@ -113,6 +118,69 @@ def last_turn_end(path: str | Path | None) -> TurnEnd | None:
         return TurnEnd(uuid, at, failed, error if isinstance(error, str) else None,
                        _text(entry.get("message")) if failed else "")
     return None
+
+
+# ---------------------------------------------------------------- a wait inside the process
+
+
+def provider_wait(path: str | Path | None) -> tuple[str, datetime] | None:
+    """(entry uuid, until) when the main thread's last entry is Claude Code
+    retrying a rate-limited request (its retry watchdog: ``system`` /
+    ``api_error`` with ``retryInMs``, as 2.1.332 writes it): the run waits
+    in the process until then. None when it moved on, or without one."""
+    if not path:
+        return None
+    try:
+        lines = _tail_lines(Path(path))
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict) or entry.get("isSidechain"):
+            continue
+        if entry.get("type") in ("user", "assistant"):
+            return None  # the conversation went on after any retry
+        error = entry.get("error")
+        if (entry.get("type") != "system" or entry.get("subtype") != "api_error"
+                or not isinstance(error, dict) or error.get("status") != 429):
+            continue
+        at, retry, uuid = _instant(entry.get("timestamp")), entry.get("retryInMs"), \
+            entry.get("uuid")
+        if at is None or not isinstance(uuid, str) or not isinstance(retry, int | float) \
+                or isinstance(retry, bool) or not 0 < retry < 8 * 24 * 3600e3:
+            return None
+        return uuid, at + timedelta(milliseconds=retry)
+    return None
+
+
+# ---------------------------------------------------------------- whose failure
+
+
+def failure_scope(event: dict[str, Any], end: TurnEnd | None) -> str:
+    """Whose failure a ``StopFailure`` hook reports: "" when it ended the main
+    turn (the goal pauses, blocks or fails by its class), else the note it is
+    (``ledger.domain.runs``), recorded without a pause. The one place this is
+    decided. Claude Code 2.1.332 raises StopFailure on the parent's
+    ``session_id`` for a subagent's failed request too (anthropics/claude-code#91419)
+    while the main turn goes on:
+
+    - ``agent_id`` in the event: Claude Code sets it only when the hook fires
+      from within a subagent (its hook input schema: "Absent for the main
+      thread"); the subagent's error is in its own transcript
+      (``<session>/subagents/agent-<id>.jsonl``), not the main one;
+    - else the main transcript's last conversation entry is no API error
+      (Claude Code writes the main turn's failed end before its hook): the
+      main turn is going on, and the failure was a helper query's;
+    - no transcript to read: the hook's word is all there is, the turn ended.
+    """
+    if isinstance(event.get("agent_id"), str) and event["agent_id"]:
+        return SUBAGENT_FAILURE
+    if end is not None and not end.failed:
+        return HELPER_FAILURE
+    return ""
 
 
 # ---------------------------------------------------------------- what was accounted for
@@ -215,6 +283,46 @@ def _started_session(leases: FileLeases, since: float, cwd: str) -> str:
     return ""
 
 
+# How often claude-run looks at the transcript for a wait inside the process,
+# and renews the lease while one lasts (a hook's lease is renewed by nothing
+# else meanwhile: an hours-long wait would let it lapse, a "silent" holder).
+WATCH_SECONDS = 5.0
+RENEW_SECONDS = 30.0
+
+
+class Waiting:
+    """``claude-run`` while ``claude`` runs: a retry-watchdog wait the
+    transcript shows (``provider_wait``) is reported once per longer wait as
+    a ``provider_wait`` note, and the lease is renewed while it lasts. Quiet
+    without a session, a transcript or a held lease; never fails the run."""
+
+    def __init__(self, leases: FileLeases, argv: list[str], since: float):
+        self.leases, self.argv, self.since = leases, argv, since
+        self.until: datetime | None = None
+        self.renewed = 0.0
+
+    def look(self) -> None:
+        from wakeledger_agent import claude_hook, hookrun, hostwait
+
+        session = _named_session(self.argv) or _started_session(self.leases, self.since,
+                                                                  os.getcwd())
+        wait = provider_wait(transcript_of(self.leases, session)) if session else None
+        now = datetime.now(UTC)
+        if wait is None or wait[1] - now < hostwait.MIN_WAIT:
+            return
+        event = {"session_id": session, "hook_event_name": "claude-run"}
+        try:
+            hook = claude_hook.Hook(hookrun.hook_client(), self.leases, event)
+            if self.until is None or wait[1] > self.until:
+                if hook.note_wait(runend.wait_report(runend.RATE_LIMIT, wait[1])):
+                    self.until, self.renewed = wait[1], time.monotonic()
+            elif time.monotonic() - self.renewed >= RENEW_SECONDS:
+                hook.renew()
+                self.renewed = time.monotonic()
+        except Exception as error:  # the run goes on whatever the server says
+            claude_hook.log(f"claude-run: the provider wait was not recorded ({error})")
+
+
 def run(argv: list[str]) -> int:
     """Run ``claude`` (its output passed through), then settle its end from the
     transcript; exit with claude's own status. Never fails for Wake Ledger's
@@ -227,11 +335,21 @@ def run(argv: list[str]) -> int:
     leases = FileLeases()
     since = time.time() - 1  # the file system's clock is coarse
     try:
-        code = subprocess.call(argv)  # noqa: S603 - the user's own command, no shell
+        child = subprocess.Popen(argv)  # noqa: S603 - the user's own command, no shell
     except OSError as error:
         print(f"wakeledger claude-run: cannot run {argv[0]}: {error.strerror}", file=sys.stderr)
         return 127
-    except KeyboardInterrupt:
+    waiting = Waiting(leases, argv, since)
+    try:
+        while True:
+            try:
+                code = child.wait(timeout=WATCH_SECONDS)
+                break
+            except subprocess.TimeoutExpired:
+                waiting.look()
+    except KeyboardInterrupt:  # as subprocess.call did: the child goes with us
+        child.kill()
+        child.wait()
         return 130
     session = _named_session(argv) or _started_session(leases, since, os.getcwd())
     if not session:

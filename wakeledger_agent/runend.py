@@ -9,7 +9,7 @@ and drops it, as it drops any error text; the provider's words never leave
 the machine (docs/decisions.md, "Hooks send the class, not the text").
 """
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ledger.domain.failures import (
@@ -77,3 +77,19 @@ def run_report(error: str | None, text: str, *, now: datetime, tz: str = "UTC") 
     phrase = USAGE_PHRASE if kind == RATE_LIMIT and usage_window(text) else PHRASES[kind]
     return {"outcome": "error", "error_text": phrase,
             "retry_after": reset.isoformat() if reset else ""}
+
+
+def note_report(note: str, error: str | None, text: str, *, now: datetime,
+                tz: str = "UTC") -> dict[str, Any]:
+    """The run-report body of a failure the run went on through (``note``, one
+    of ``ledger.domain.runs.NOTES``): its class and reset as ``run_report``
+    reads them, recorded on the goal without a pause."""
+    return {**run_report(error, text, now=now, tz=tz), "outcome": "note", "note": note}
+
+
+def wait_report(error_class: str, until: datetime) -> dict[str, Any]:
+    """The run-report body of a provider wait inside the host's own retry: the
+    class's phrase and the reset, a note (``provider_wait``) that shows on
+    the goal while it lasts."""
+    return {"outcome": "note", "note": "provider_wait", "error_text": PHRASES[error_class],
+            "retry_after": until.astimezone(UTC).isoformat()}

@@ -32,9 +32,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from ledger.domain.events import iso
 from ledger.domain.vocabulary import resume_prompt
 from wakeledger_agent import child as childrun
-from wakeledger_agent import client, runend
+from wakeledger_agent import client, hostwait, runend, sessions
 from wakeledger_agent.errors import (
     EXIT_CONFLICT,
     EXIT_OK,
@@ -190,6 +191,7 @@ class Supervisor:
         self.lease: dict[str, Any] | None = None
         self.lease_seconds = 600.0
         self.checkpoint_seq: int | None = None  # the goal's, at the last look
+        self.waits = hostwait.Seen()  # the provider waits this run reported
 
     # ------------------------------------------------------------ leases
 
@@ -282,11 +284,26 @@ class Supervisor:
             f" (--silent-limit): lease no longer renewed; stopping it (SIGTERM, SIGKILL after "
             f"{childrun.SILENCE_GRACE:g} s)")
 
-    def run_once(self, argv: list[str], interrupts: childrun.Interrupts) -> childrun.Ended:
+    def provider_wait(self, line: str) -> None:
+        """An output line saying the host waits inside its own retry for the
+        provider's reset (``hostwait``): the goal shows it (a note, class and
+        reset only), and the silence limit counts from the reset."""
+        wait = self.waits.new(line, self.clock())
+        if wait is not None and self.lease is not None:
+            try:
+                self.fenced("runs", runend.wait_report(wait.error_class, wait.until))
+                self.progress.say(f"the agent waits for its provider until {iso(wait.until)} "
+                                  f"({wait.error_class}); goal {self.goal_id} shows it")
+            except CliError as error:
+                self.progress.say(f"the provider wait was not recorded ({error})")
+
+    def run_once(self, argv: list[str], interrupts: childrun.Interrupts,
+                 fresh: list[str] | None = None) -> childrun.Ended:
         self.progress.clear()
         beat = self.heartbeat()
-        ended = childrun.run(argv, self.child_env(), interrupts, beat, self.silence(),
-                             self.silent)
+        self.waits = hostwait.Seen(self.silence())
+        ended = childrun.run(argv, self.child_env(), interrupts, beat, self.waits.silence,
+                             self.silent, self.provider_wait)
         if beat.lost is not None:
             self.drop()  # the child released it or ended the goal; nothing to report with
         if ended.interrupted:
@@ -294,6 +311,10 @@ class Supervisor:
             self.progress.say(f"interrupted: lease released; goal {self.goal_id} stays "
                               "resumable")
             return ended
+        if fresh and ended.returncode and sessions.no_saved_chat(ended.tail) and self.lease:
+            self.fenced("runs", {"outcome": "note", "note": "new_session"})  # see ``sessions``
+            self.progress.say("no saved chat to resume: a new session, with the resume packet")
+            return self.run_once(fresh, interrupts)
         if ended.silenced is not None:
             self.report(judge_silence(ended.silenced))
         else:
@@ -370,8 +391,9 @@ class Supervisor:
 
     # ------------------------------------------------------------ the whole
 
-    def resume_argv(self, answer: dict[str, Any]) -> list[str]:
+    def resume_argv(self, answer: dict[str, Any], fresh: bool = False) -> list[str]:
         template = self.opts.resume_cmd or self.opts.command
+        template = (sessions.fresh_command(template) or []) if fresh else template
         packet = answer.get("resume_packet") or {}
         values = {"goal_id": self.goal_id, "session_key": self.opts.session_key,
                   "prompt": resume_prompt(packet, self.goal_id)}
@@ -380,7 +402,7 @@ class Supervisor:
     def supervise(self) -> int:
         with childrun.Interrupts() as interrupts:
             answer: dict[str, Any] | None = self.start()
-            argv = self.opts.command
+            argv, fresh = self.opts.command, []
             if not answer.get("acquired"):
                 if not self.opts.until_done:
                     self.progress.say(_refusal(answer))
@@ -393,11 +415,11 @@ class Supervisor:
                         self.progress.clear()
                         return code
                     assert answer is not None
-                    argv = self.resume_argv(answer)
+                    argv, fresh = self.resume_argv(answer), self.resume_argv(answer, True)
                     reason = (answer.get("resumed") or {}).get("reason", "a wake")
                     self.progress.say(f"resuming goal {self.goal_id} ({reason})")
                 self.hold(answer)
-                ended = self.run_once(argv, interrupts)
+                ended = self.run_once(argv, interrupts, fresh)
                 if ended.interrupted:
                     return 128 + ended.interrupted  # 130 for Ctrl-C, as shells report it
                 if not self.opts.until_done:

@@ -228,7 +228,16 @@ class SessionActivitySerializer(StrictSerializer):
 
 
 class RunSerializer(FencedSerializer):
-    outcome = serializers.ChoiceField(choices=["ok", "error"])
+    outcome = serializers.ChoiceField(
+        choices=list(vocabulary.RUN_OUTCOMES),
+        help_text="ok or error: how the run ended. note: something the run went on "
+                  "through, recorded without pausing anything (give note).")
+    note = serializers.ChoiceField(
+        choices=list(vocabulary.RUN_NOTES), required=False, default="",
+        help_text="With outcome note: subagent_failure or helper_failure (a request that "
+                  "was not the turn's own failed; the turn goes on), provider_wait (the "
+                  "host waits inside its own retry until retry_after), new_session (a "
+                  "continuation found no saved chat and started a new session).")
     error_text = StrictCharField(required=False, allow_blank=True, default="",
                                  max_length=64 * 1024, trim_whitespace=False,
                                  help_text="The provider's message. Classified, then "
@@ -251,6 +260,9 @@ class RunSerializer(FencedSerializer):
             raise serializers.ValidationError(
                 {"error_text": "An error outcome needs the provider's error_text or its "
                                "retry_after (or both)."})
+        if (attrs["outcome"] == "note") != bool(attrs["note"]):
+            raise serializers.ValidationError(
+                {"note": "A note outcome needs note, and only a note outcome takes it."})
         return attrs
 
     def validate_retry_after(self, value: str) -> str:

@@ -122,6 +122,10 @@ class GoalSerializer(GoalNamesSerializer):
         help_text="Recovery continuations charged, of policy.max_continuations.")
     last_checkpoint_seq = serializers.IntegerField()
     checkpointed_at = serializers.CharField(help_text="When the latest checkpoint was made.")
+    provider_wait = serializers.DictField(
+        allow_null=True,
+        help_text="Running, but the host waits inside its own retry for the provider's "
+                  "reset: class, until, since (null when it does not, or the reset passed).")
     progress_since = serializers.CharField(
         help_text="Since when the goal's progress deadline counts: its latest checkpoint, or "
                   "a fresh start without one (a recovery, an approval, a pause's end, a "
@@ -301,6 +305,9 @@ class JobAnswerSerializer(serializers.Serializer):
 
 class RunAnswerSerializer(serializers.Serializer):
     classification = serializers.CharField(allow_blank=True)
+    provider_wait = serializers.DictField(
+        allow_null=True, help_text="The provider wait the goal shows now (class, until, "
+                                   "since), or null.")
     reset_at = serializers.CharField(allow_null=True)
     status = serializers.CharField()
     reason = serializers.CharField(allow_blank=True)

@@ -128,7 +128,7 @@ class RunsView(LedgerView):
         report = runs.report_run(
             caller(request), goal_id, proof(data.get("lease")), outcome=data["outcome"],
             error_text=data["error_text"], timezone=data["timezone"],
-            retry_after=data["retry_after"], session=data.get("session"))
+            retry_after=data["retry_after"], session=data.get("session"), note=data["note"])
         return Response(report.as_dict())
 
 

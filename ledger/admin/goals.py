@@ -34,7 +34,7 @@ from ledger.eventstore import clock, projection
 from ledger.log import export
 from ledger.models import Goal
 from ledger.operators import alerts, goalids, passes, timeline
-from ledger.operators.terminal import summary, woken
+from ledger.operators.terminal import provider_waiting, summary, woken
 from ledger.project import dispatchers
 from ledger.services import notifications, operators
 from ledger.services.bodies import Standing
@@ -95,7 +95,10 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
         # then fits a 1400 px window (the reason filter is on the right).
         badge = format_html('<span class="wl-badge wl-{}">{}</span>', goal.status, goal.status)
         if not goal.reason:
-            return badge
+            waiting = goal.state.get("provider_wait") and provider_waiting(
+                GoalState.from_dict(goal.state), clock.now())
+            return (format_html('{}<br><span class="wl-reason">{}</span>', badge, waiting)
+                    if waiting else badge)
         # A break allowed after each underscore: INTERRUPTED_UNKNOWN may take
         # two lines rather than widen the column past the window.
         parts = goal.reason.split("_")
@@ -191,6 +194,7 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
             "goal": goal,
             "state": state,
             "watchdog_health": standing.watchdog_health,
+            "provider_waiting": provider_waiting(state, clock.now()),
             # Liveness (ledger.domain.liveness): the same label, evidence and
             # alert as the API, /alerts and the dashboard (services.bodies).
             "liveness": standing.liveness,

@@ -282,10 +282,13 @@ class GoalRecovered(Payload):
 @event_kind(RUN_REPORTED)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunReported(Payload):
-    outcome: str  # ok | error
+    outcome: str  # ok | error | note
     error_class: str = stored_as("class")
     reset_at: str
     retry_after: str
+    # With outcome "note": what the run went on through (ledger.domain.runs.NOTES),
+    # recorded without a pause; absent on every other report.
+    note: str | None = optional()
 
 
 @event_kind(CONTINUATION_CHARGED)

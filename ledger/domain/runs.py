@@ -73,12 +73,30 @@ SILENCES = frozenset({"HOST_SILENT", "JOB_SILENT", "NO_PROGRESS", "WAKE_NOT_FIRI
 SESSION_IDENTITY = ("session_id", "session_key", "model")
 
 
+# A report that ends nothing (outcome "note"): what the run went on through.
+# - SUBAGENT_FAILURE: a subagent's request failed; its parent's turn goes on.
+# - HELPER_FAILURE: a helper query failed (the host says so, or its transcript
+#   shows the main turn going on): the turn goes on.
+# - PROVIDER_WAIT: the host waits inside its own retry for the provider's
+#   reset (Claude Code's retry watchdog): running, but waiting until then.
+# - NEW_SESSION: a continuation found no saved chat to resume (Gemini CLI
+#   after a run that failed on its first request) and started a new session,
+#   carrying the resume packet.
+# None pauses, blocks, charges or ends the lease: the host did not stop.
+SUBAGENT_FAILURE = "subagent_failure"
+HELPER_FAILURE = "helper_failure"
+PROVIDER_WAIT = "provider_wait"
+NEW_SESSION = "new_session"
+NOTES = (SUBAGENT_FAILURE, HELPER_FAILURE, PROVIDER_WAIT, NEW_SESSION)
+OUTCOMES = ("ok", "error", "note")
+
+
 @dataclass(frozen=True, slots=True)
 class ReportRun:
     """How a run ended, already classified by the shell."""
 
     proof: LeaseProof | None
-    outcome: str  # ok | error
+    outcome: str  # ok | error | note (NOTES: the run went on)
     error_class: str = ""  # one of CLASSES when outcome is error
     reset_at: datetime | None = None  # the provider's reset instant, without margin
     retry_after: str = ""  # the raw Retry-After header value (a sanitized hint)
@@ -88,6 +106,7 @@ class ReportRun:
     # A rate limit's text named a usage window (hours) rather than a per-minute request
     # limit (minutes): which backoff applies when no reset is stated.
     usage_window: bool = True
+    note: str = ""  # with outcome "note": one of NOTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,8 +161,10 @@ def request_backoff(consecutive: int) -> timedelta:
 
 def report(state: GoalState, cmd: ReportRun, now: datetime) -> list[Event]:
     fence(state, cmd.proof)
-    if cmd.outcome not in ("ok", "error"):
-        raise InvalidCommand("outcome must be ok or error", field="outcome")
+    if cmd.outcome not in OUTCOMES:
+        raise InvalidCommand("outcome must be ok, error or note", field="outcome")
+    if cmd.outcome == "note":
+        return [noted(cmd, now)]
     if cmd.outcome == "error" and cmd.error_class not in CLASSES:
         raise InvalidCommand(f"error_class must be one of {', '.join(CLASSES)}",
                              field="error_class")
@@ -201,6 +222,39 @@ def report(state: GoalState, cmd: ReportRun, now: datetime) -> list[Event]:
         events.append(Event(WakeScheduled(kind="reset", due_at=iso(until),
                                           schedule_name=cmd.reset_schedule_name), now))
     return events
+
+
+def noted(cmd: ReportRun, now: datetime) -> Event:
+    """A failure or a wait the run went on through: one event, no pause. The
+    class is kept (a note of a rate limit reads as one); a provider wait must
+    say until when, or it could not be told from plain running."""
+    if cmd.note not in NOTES:
+        raise InvalidCommand(f"note must be one of {', '.join(NOTES)}", field="note")
+    if cmd.error_class and cmd.error_class not in CLASSES:
+        raise InvalidCommand(f"error_class must be one of {', '.join(CLASSES)}",
+                             field="error_class")
+    if cmd.note == PROVIDER_WAIT and cmd.reset_at is None:
+        raise InvalidCommand("a provider wait needs the reset it waits for (retry_after)",
+                             field="retry_after")
+    until = min(max(cmd.reset_at, now), now + RESET_HORIZON) if cmd.reset_at else None
+    return Event(RunReported(outcome="note", error_class=cmd.error_class,
+                             reset_at=iso(until) if until else "",
+                             retry_after=validation.text(cmd.retry_after, "retry_after",
+                                                         limit=64),
+                             note=cmd.note), now)
+
+
+def provider_wait(state: GoalState, now: datetime) -> dict[str, Any]:
+    """The provider wait the goal shows ({} for none): recorded under the
+    lease that still holds, and its reset still ahead. A wait outlives neither:
+    a new lease, a pause or an end is news of its own, and once the reset has
+    passed the host is running again (or reports its next wait)."""
+    wait = state.provider_wait
+    if (not wait or state.status != RUNNING or not state.lease
+            or state.lease.get("generation") != wait.get("generation")
+            or datetime.fromisoformat(wait["until"]) <= now):
+        return {}
+    return wait
 
 
 def session_activity(state: GoalState, cmd: ReportSessionActivity, now: datetime) -> list[Event]:
@@ -333,6 +387,12 @@ def reported(state: GoalState, data: RunReported, at: str) -> dict[str, Any]:
         changes["lease"] = {**state.lease, "active": True}  # a sign of life (rule 6)
     if data.outcome == "ok":
         changes["rate_limits"] = 0
+    if data.note == PROVIDER_WAIT and state.lease:
+        changes["provider_wait"] = {"class": data.error_class, "until": data.reset_at,
+                                    "since": at, "generation": state.lease["generation"]}
+        # Waiting for a stated reset is not a lack of progress (as a pause is
+        # not): the progress clock starts again at the reset.
+        changes["progress_since"] = max(state.progress_since or at, data.reset_at)
     return changes
 
 

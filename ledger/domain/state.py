@@ -117,6 +117,11 @@ class GoalState:
     # A missed deadline that needs a human to look but does not block the goal
     # (HOST_SILENT): reason, at, detail. Cleared by the evidence it waited for.
     liveness_alert: dict[str, Any] = field(default_factory=dict)
+    # The running agent's host waits inside its own retry for a provider's
+    # reset ({} when it does not): class, until, since, generation (of the
+    # lease it waits under). Shown only while that lease holds and the reset
+    # is ahead (ledger.domain.runs.provider_wait).
+    provider_wait: dict[str, Any] = field(default_factory=dict)
     summary: str = ""
     created_at: str = ""
     updated_at: str = ""

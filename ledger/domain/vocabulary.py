@@ -13,6 +13,8 @@ from ledger.domain.claims import WAKE_REASONS
 from ledger.domain.commands import FINISH_STATUSES
 from ledger.domain.liveness import LABELS, WHY
 from ledger.domain.policy import RANGES, SCHEDULERS
+from ledger.domain.runs import NOTES as RUN_NOTES
+from ledger.domain.runs import OUTCOMES as RUN_OUTCOMES
 from ledger.domain.smartwake import (
     LEASE_IN_ENVIRONMENT,
     LEASE_WITH_HOST_TOOLS,
@@ -51,6 +53,7 @@ __all__ = [
     "LEASE_IN_ENVIRONMENT", "LEASE_WITH_HOST_TOOLS",
     "MAX_ARTIFACTS", "MAX_ITEM", "MAX_ITEMS", "MAX_KEY", "MAX_NOTE",
     "MAX_OBJECTIVE", "MAX_PATH", "MAX_STEP", "MAX_WORKSPACE", "RANGES", "REASONS",
+    "RUN_NOTES", "RUN_OUTCOMES",
     "SCHEDULERS", "SCHEDULE_PREFIXES", "STATUSES", "TERMINAL_STATUSES", "WAKE_REASONS", "WHY",
     "lease_hint_moved",
     "packet_lines", "reset_schedule_name", "resume_prompt", "schedule_goal", "schedule_name",

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ledger.domain import GoalState
 from ledger.domain import events as ev
 from ledger.domain.codec import decode_or_none
-from ledger.domain.runs import budget_left
+from ledger.domain.runs import budget_left, provider_wait
 from ledger.domain.timing import next_wake_at
 from ledger.domain.watchdogs import watchdog_health
 from ledger.operators.colours import (
@@ -214,6 +214,9 @@ def _claimed(d: ev.WakeClaimed) -> str:
 def _run(d: ev.RunReported) -> str:
     if d.outcome == "ok":
         return "ok"
+    if d.outcome == "note":  # the run went on: nothing paused
+        text = f"noted, not ended: {_v(d.note)}" + (f" ({d.error_class})" if d.error_class else "")
+        return text + (f", until {_short(d.reset_at)}" if d.reset_at else "")
     text = d.error_class or "error"
     text += f", reset {_short(d.reset_at)}" if d.reset_at else ""
     return text + (f", retry-after {clean(_v(d.retry_after))}" if d.retry_after else "")
@@ -339,7 +342,7 @@ def goal_cells(goal: "Goal", now: datetime) -> list[str]:
         clean(goal.workspace, 28, keep_end=True),
         clean(goal.agent or "-", 14),
         goal.status,
-        goal.reason or "-",
+        goal.reason or provider_waiting(state, now) or "-",
         f"{state.progress_pct}%",
         f"{clean(lease['holder'], 14)} g{lease['generation']}" if lease else "-",
         relative(goal.next_wake_at, now),
@@ -386,7 +389,8 @@ def state_lines(state: GoalState, now: datetime, *, colour: bool = False) -> lis
         ("goal", f"{state.goal_id}  ({clean(state.goal_key)} @ "
                  f"{clean(state.workspace)}, agent {clean(state.agent or '-')})"),
         ("objective", clean(state.objective, 200)),
-        ("status", status + reason + _paused(state, now)),
+        ("status", status + reason + _paused(state, now)
+         + (f", {provider_waiting(state, now)}" if provider_waiting(state, now) else "")),
         ("progress", f"{_bar(state.progress_pct)} {state.progress_pct} %, "
                      f"{state.checkpoints} checkpoint(s)"),
         ("step", f"“{clean(state.current_step, 120)}”"),
@@ -410,6 +414,15 @@ def state_lines(state: GoalState, now: datetime, *, colour: bool = False) -> lis
 def _bar(pct: int, width: int = 20) -> str:
     filled = max(0, min(width, round(pct * width / 100)))
     return "[" + "█" * filled + "·" * (width - filled) + "]"
+
+
+def provider_waiting(state: GoalState, now: datetime) -> str:
+    """A running goal whose host waits inside its own retry for the
+    provider's reset: said beside "running", never as plain running."""
+    wait = provider_wait(state, now)
+    if not wait:
+        return ""
+    return f"waiting for provider until {when(wait['until'])} ({relative(wait['until'], now)})"
 
 
 def _paused(state: GoalState, now: datetime) -> str:

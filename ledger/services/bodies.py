@@ -9,6 +9,7 @@ from typing import Any
 
 from ledger.domain import GoalState, liveness
 from ledger.domain.leases import lease_live
+from ledger.domain.runs import provider_wait
 from ledger.domain.timing import next_wake_at
 from ledger.domain.watchdogs import watchdog_health
 from ledger.eventstore import clock
@@ -52,6 +53,10 @@ def goal_body(state: GoalState) -> dict[str, Any]:
     body.pop("liveness_alert")  # shown as ``alert``
     body.pop("claimed")  # bookkeeping for already_claimed
     body["jobs"] = [job_body(job) for job in state.jobs]
+    # Running, but waiting inside the host's own retry for the provider's reset.
+    wait = provider_wait(state, now)
+    body["provider_wait"] = ({k: wait[k] for k in ("class", "until", "since")}
+                             if wait else None)
     return body
 
 

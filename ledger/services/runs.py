@@ -11,7 +11,7 @@ from django.conf import settings
 
 from ledger.domain import LeaseProof, failures, resets
 from ledger.domain.events import iso
-from ledger.domain.runs import ReportRun, ReportSessionActivity
+from ledger.domain.runs import ReportRun, ReportSessionActivity, provider_wait
 from ledger.domain.timing import next_wake_at
 from ledger.domain.watchdogs import reset_schedule_name
 from ledger.eventstore import clock, store
@@ -31,9 +31,11 @@ class RunReport:
     next_wake_at: str | None
     continuations_used: int
     max_continuations: int
+    provider_wait: dict[str, Any] | None = None  # the wait the goal shows now, if any
 
     def as_dict(self) -> dict[str, Any]:
         return {"classification": self.classification,
+                "provider_wait": self.provider_wait,
                 "reset_at": iso(self.reset_at) if self.reset_at else None,
                 "status": self.status, "reason": self.reason,
                 "paused_until": self.paused_until, "next_wake_at": self.next_wake_at,
@@ -62,20 +64,28 @@ def usage_window(error_text: str) -> bool:
 
 def report_run(caller: Caller, goal_id: str | uuid.UUID, proof: LeaseProof | None, *,
                outcome: str, error_text: str = "", timezone: str = "", retry_after: str = "",
-               session: dict[str, Any] | None = None) -> RunReport:
+               session: dict[str, Any] | None = None, note: str = "") -> RunReport:
+    """A run's end (``ok``/``error``), or a ``note`` of what it went on
+    through (ledger.domain.runs.NOTES): a note with neither text nor
+    Retry-After has no class."""
     error_class, reset_at, hint = "", None, ""
-    if outcome == "error":
+    if outcome == "error" or (outcome == "note" and (error_text.strip() or retry_after)):
         # The reset's wall-clock time is read in the caller's zone, else the session's.
         tz = state_of(caller, goal_id).zone(timezone)
         error_class, reset_at, hint = classified(error_text, retry_after, tz, clock.now())
     command = ReportRun(proof, outcome, error_class, reset_at, hint, dict(session or {}),
                         reset_schedule_name(store.canonical_id(goal_id)),
                         settings.WAKELEDGER_RESET_MARGIN_SECONDS,
-                        usage_window=usage_window(error_text))
+                        usage_window=usage_window(error_text), note=note)
     after = run(caller, goal_id, command).state
     return RunReport(error_class, reset_at, after.status, after.reason,
                      after.paused_until or None, next_wake_at(after) or None,
-                     after.continuations_used, after.setting("max_continuations"))
+                     after.continuations_used, after.setting("max_continuations"),
+                     _shown(provider_wait(after, clock.now())))
+
+
+def _shown(wait: dict[str, Any]) -> dict[str, Any] | None:
+    return {k: wait[k] for k in ("class", "until", "since")} if wait else None
 
 
 def report_session_activity(caller: Caller, goal_id: str | uuid.UUID,

@@ -523,3 +523,47 @@ def test_a_hosts_claim_reads_the_transcript_first(once, hooks, settings):
     goal = Goal.objects.get()
     assert (goal.status, goal.reason) == ("paused", "RATE_LIMITED")
     assert goal.paused_until == met + timedelta(hours=3)
+
+
+# A subagent's 429 as Claude Code 2.1.332 raised it on the parent session
+# while the main turn went on and completed (recorded against
+# tests/fake_anthropic.py, the subagent on the small model).
+SUBAGENT_LIMIT = {"agent_id": "af5d9e94bd22a3344", "agent_type": "general-purpose",
+                  "error": "rate_limit", "prompt_id": "a69e15d0-6e4a-408e-b9f8-b0692cffe746",
+                  "last_assistant_message": f"API Error: Request rejected (429) · "
+                                            f"{PROVIDER_TEXT} · resets 3am (UTC)"}
+
+
+def agent_call_entry() -> str:
+    """The main thread's last entry while its subagent runs: an Agent tool call."""
+    return json.dumps({"parentUuid": "u1", "isSidechain": False, "type": "assistant",
+                       "uuid": "a1", "timestamp": datetime.now(UTC).isoformat(),
+                       "message": {"role": "assistant", "content": [
+                           {"type": "tool_use", "id": "toolu_1", "name": "Agent",
+                            "input": {"prompt": "side task"}}]}})
+
+
+@pytest.mark.parametrize(("fields", "note"), [
+    (SUBAGENT_LIMIT, "subagent_failure"),
+    # No agent_id, but the main turn is going on: a helper query's failure.
+    ({k: v for k, v in SUBAGENT_LIMIT.items() if k not in ("agent_id", "agent_type")},
+     "helper_failure"),
+], ids=["subagent", "helper"])
+def test_a_failure_that_did_not_end_the_turn_is_a_note_not_a_pause(once, hooks, fields, note):
+    hooks("SessionStart", source="startup")
+    goal_id = str(Goal.objects.get().id)
+    write_transcript(hooks, agent_call_entry())
+    hooks("StopFailure", **fields)
+    goal = Goal.objects.get()
+    assert (goal.status, goal.reason, goal.paused_until) == ("running", "", None), goal.state
+    assert lease_file(hooks, goal_id).exists()  # the turn keeps its lease
+    noted = Event.objects.get(goal_id=goal_id, kind="run.reported")
+    assert (noted.data["outcome"], noted.data["note"], noted.data["class"]) == (
+        "note", note, "rate_limit")
+    assert not Event.objects.filter(goal_id=goal_id, kind="goal.paused").exists()
+    # The main turn then completes: its Stop gives the lease back as after any turn.
+    hooks("Stop")
+    goal = Goal.objects.get()
+    assert goal.status == "waiting" and not lease_file(hooks, goal_id).exists()
+    assert PROVIDER_TEXT not in json.dumps(list(Event.objects.values_list("data", flat=True)))
+

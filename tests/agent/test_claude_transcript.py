@@ -98,3 +98,53 @@ def test_claude_run_settles_only_a_session_started_in_its_own_directory(tmp_path
     # Started before this run: an earlier run's session.
     later = (tmp_path / "state" / "last-session").stat().st_mtime + 60
     assert transcript._started_session(leases, later, "/srv/shop") == ""
+
+
+# The main thread calling a subagent: the turn is going on (recorded from 2.1.332).
+AGENT_CALL = {"parentUuid": "u-1", "isSidechain": False, "type": "assistant", "uuid": "a-1",
+              "timestamp": AT, "message": {"role": "assistant", "content": [
+                  {"type": "tool_use", "id": "toolu_1", "name": "Agent",
+                   "input": {"prompt": "side task", "model": "haiku"}}]}}
+
+
+def test_whose_failure_a_stop_failure_reports(tmp_path):
+    """A subagent's (agent_id set: Claude Code sets it only from within one),
+    a helper query's (the main thread's last entry is no API error: the turn
+    goes on), or the main turn's own (its failed end is the last entry, or
+    there is no transcript to tell)."""
+    going_on = transcript.last_turn_end(write(tmp_path / "a.jsonl", USER, AGENT_CALL))
+    ended = transcript.last_turn_end(write(tmp_path / "b.jsonl", USER, ERROR, *TRAILER))
+    subagent = {"agent_id": "af5d9e94bd22a3344", "agent_type": "general-purpose"}
+    assert transcript.failure_scope(subagent, going_on) == "subagent_failure"
+    assert transcript.failure_scope(subagent, ended) == "subagent_failure"
+    assert transcript.failure_scope(subagent, None) == "subagent_failure"
+    assert transcript.failure_scope({}, going_on) == "helper_failure"
+    assert transcript.failure_scope({"agent_id": ""}, going_on) == "helper_failure"
+    assert transcript.failure_scope({}, ended) == ""
+    assert transcript.failure_scope({}, None) == ""
+
+
+# What 2.1.332 writes while its retry watchdog waits (recorded; the provider's
+# message is in error.message, never read here).
+RETRYING = {"parentUuid": "u-1", "isSidechain": False, "type": "system", "subtype": "api_error",
+            "level": "error", "uuid": "r-1", "timestamp": AT, "retryInMs": 3 * 3600 * 1000,
+            "retryAttempt": 1, "maxRetries": 300, "source": "request_retry",
+            "error": {"message": "429 {…}", "status": 429, "formatted": "429 …",
+                      "rateLimits": {"rateLimitType": "five_hour", "resetsAt": 1796656895}}}
+LATCH = {"type": "atis-latch", "atis": ""}
+
+
+def test_a_wait_inside_the_retry_watchdog_is_read_until_the_retry(tmp_path):
+    wait = transcript.provider_wait(write(tmp_path / "w.jsonl", USER, RETRYING, LATCH,
+                                          *TRAILER))
+    assert wait == ("r-1", datetime(2026, 12, 7, 6, 46, 13, 512000, tzinfo=UTC))
+    # The conversation went on after the retry: no wait.
+    assert transcript.provider_wait(write(tmp_path / "a.jsonl", USER, RETRYING,
+                                          AGENT_CALL)) is None
+    # A subagent's retry is not the main thread's wait; a 500's retry is no limit.
+    assert transcript.provider_wait(write(tmp_path / "s.jsonl", USER,
+                                          {**RETRYING, "isSidechain": True})) is None
+    assert transcript.provider_wait(write(tmp_path / "e.jsonl", USER, {
+        **RETRYING, "error": {"status": 500}})) is None
+    assert transcript.provider_wait(None) is None
+    assert transcript.provider_wait(tmp_path / "missing.jsonl") is None

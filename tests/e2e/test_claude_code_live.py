@@ -22,6 +22,7 @@ import ast
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -233,4 +234,139 @@ def test_claude_code_in_print_mode_pauses_at_the_stated_reset(
     assert reported.data["class"] == "rate_limit"
     # The lease the killed SessionEnd left held was given back, nothing of the text kept.
     assert not list((home / ".wakeledger" / "leases").glob("*.json"))
+    assert SECRET not in database_text()
+
+
+def test_a_subagents_rate_limit_pauses_no_goal_while_the_main_turn_completes(
+        claude_current, agent_token, live_server, settings, tmp_path):
+    """Claude Code 2.1.332 raises StopFailure on the parent session for a
+    subagent's 429 (anthropics/claude-code#91419) while the main turn goes
+    on. The fake limits only the small model, which only the subagent asks
+    (print mode sends no helper query of its own to it: checked below): the
+    goal is noted, never paused, and the turn ends as any turn does."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the real CLI runs once, in the SQLite half of the suite")
+    claude, path = claude_current
+    home, project = tmp_path / "home", tmp_path / "project"
+    install_hooks(home, project, agent_token)
+    with FakeAnthropic() as fake:
+        fake.limited_model = "haiku"
+        fake.agent_prompt = "Look up the widget's spec"
+        fake.message = f"{SECRET} rate limit exceeded · resets 3am (UTC)"
+        # The main thread's next answer takes a model's few seconds: the hook
+        # the subagent's failure started runs meanwhile (with none, claude -p
+        # may exit first and kill it, which pauses nothing either).
+        fake.tool_result_latency = 4.0
+        env = {"PATH": path, "HOME": str(home), "ANTHROPIC_BASE_URL": fake.url, **QUIET,
+               **passthrough(), "WAKELEDGER_URL": live_server.url,
+               "WAKELEDGER_OBJECTIVE": "Build the widget", "WAKELEDGER_DONE": "tests pass"}
+        run = subprocess.run([*WRAPPER, claude, "-p", "Build the widget", "--output-format",
+                              "json"], cwd=project, env=env, capture_output=True, text=True,
+                             timeout=180, check=False)
+    result = json.loads(run.stdout)
+    assert run.returncode == 0 and result["is_error"] is False, run.stdout
+    assert result["subagent_stats"]["failed"] == 1  # the subagent met the limit
+    models = [(r["body"].get("model", ""), r["limited"]) for r in fake.requests]
+    assert [limited for model, limited in models if "haiku" in model] == [True]
+    assert not any(limited for model, limited in models if "haiku" not in model)
+    goal = Goal.objects.get()
+    # The turn completed: its lease given back, the goal waiting for its next wake.
+    noted = wait_for(lambda: Event.objects.filter(goal_id=goal.id, kind="run.reported")
+                     .first(), 15, f"the subagent's StopFailure ({run.stderr[-800:]})")
+    assert (noted.data["outcome"], noted.data["note"]) == ("note", "subagent_failure")
+    goal.refresh_from_db()
+    assert (goal.status, goal.reason, goal.paused_until) == ("waiting", "", None), goal.state
+    assert not Event.objects.filter(goal_id=goal.id, kind="goal.paused").exists()
+    assert SECRET not in database_text()
+
+
+def test_claude_waiting_in_its_retry_watchdog_shows_the_provider_wait_on_the_goal(
+        claude_current, agent_token, live_server, tmp_path):
+    """`claude -p` with CLAUDE_CODE_RETRY_WATCHDOG waits inside the process for
+    a usage limit's reset, printing nothing in its json output; in stream-json
+    it says so before each retry. Under `wakeledger supervise` the goal shows
+    running + waiting for the provider until the reset (no provider text), and
+    the child, silent past --silent-limit while within that reset, is not
+    taken for hung."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the real CLI runs once, in the SQLite half of the suite")
+    from ledger.domain import GoalState
+    from ledger.services.bodies import goal_body
+
+    claude, path = claude_current
+    home = tmp_path / "home"
+    home.mkdir()
+    quiet = {k: v for k, v in QUIET.items() if k != "CLAUDE_CODE_MAX_RETRIES"}
+    with FakeAnthropic() as fake:
+        reset = int(time.time()) + 600
+        fake.unified_reset = reset
+        fake.message = f"{SECRET} You've hit your limit"
+        env = {"PATH": path, "HOME": str(home), "ANTHROPIC_BASE_URL": fake.url, **quiet,
+               **passthrough(), "CLAUDE_CODE_RETRY_WATCHDOG": "1",
+               "WAKELEDGER_URL": f"{live_server.url}/api/v1", "WAKELEDGER_TOKEN": agent_token,
+               "WAKELEDGER_STATE_DIR": str(tmp_path / "state")}
+        supervisor = subprocess.Popen(
+            [sys.executable, "-m", "wakeledger_agent", "supervise", "--workspace",
+             str(tmp_path), "--goal-key", "watchdog", "--timezone", "UTC",
+             "--silent-limit", "3", "--", claude, "-p", "Build the widget",
+             "--output-format", "stream-json", "--verbose"],
+            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            goal = wait_for(lambda: Goal.objects.filter(state__provider_wait__until__gt="")
+                            .first(), 90, "the provider wait on the goal")
+            body = goal_body(GoalState.from_dict(goal.state))
+            assert body["status"] == "running" and body["liveness"] == "working"
+            until = datetime.fromisoformat(body["provider_wait"]["until"].replace("Z", "+00:00"))
+            assert abs(until.timestamp() - reset) <= 2, (until, reset)
+            assert body["provider_wait"]["class"] == "rate_limit"
+            # Silent well past --silent-limit, within the stated reset: not stopped.
+            time.sleep(6)
+            assert supervisor.poll() is None, supervisor.communicate()
+            goal.refresh_from_db()
+            assert goal.status == "running", goal.state
+        finally:
+            supervisor.send_signal(signal.SIGINT)
+            _out, err = supervisor.communicate(timeout=60)
+    goal.refresh_from_db()
+    assert goal.status == "waiting", (goal.state, err)  # Ctrl-C: released, resumable
+    assert not Event.objects.filter(goal_id=goal.id, kind="goal.blocked").exists()
+    assert SECRET not in database_text()
+
+
+def test_claude_run_shows_the_retry_watchdogs_wait_read_from_the_transcript(
+        claude_current, agent_token, live_server, tmp_path):
+    """The dispatcher's `claude-run -- claude -p … --output-format json`
+    prints nothing while Claude Code's retry watchdog waits; its transcript
+    says it (a `system/api_error` entry with `retryInMs`), which claude-run
+    reads while claude runs: the goal shows the wait, under the turn's lease."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the real CLI runs once, in the SQLite half of the suite")
+    from ledger.domain import GoalState
+    from ledger.services.bodies import goal_body
+
+    claude, path = claude_current
+    home, project = tmp_path / "home", tmp_path / "project"
+    install_hooks(home, project, agent_token)
+    quiet = {k: v for k, v in QUIET.items() if k != "CLAUDE_CODE_MAX_RETRIES"}
+    with FakeAnthropic() as fake:
+        reset = int(time.time()) + 600
+        fake.unified_reset = reset
+        fake.message = f"{SECRET} You've hit your limit"
+        env = {"PATH": path, "HOME": str(home), "ANTHROPIC_BASE_URL": fake.url, **quiet,
+               **passthrough(), "CLAUDE_CODE_RETRY_WATCHDOG": "1",
+               "WAKELEDGER_URL": live_server.url, "WAKELEDGER_OBJECTIVE": "Build the widget"}
+        run = subprocess.Popen([*WRAPPER, claude, "-p", "Build the widget", "--output-format",
+                                "json"], cwd=project, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            goal = wait_for(lambda: Goal.objects.filter(state__provider_wait__until__gt="")
+                            .first(), 90, "the provider wait on the goal")
+            body = goal_body(GoalState.from_dict(goal.state))
+            assert (body["status"], body["liveness"]) == ("running", "working")
+            until = datetime.fromisoformat(body["provider_wait"]["until"].replace("Z", "+00:00"))
+            assert abs(until.timestamp() - reset) <= 2, (until, reset)
+            assert run.poll() is None  # still waiting inside claude
+        finally:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.communicate(timeout=30)
     assert SECRET not in database_text()

@@ -728,3 +728,19 @@ def test_the_admin_home_counts_the_goals_that_need_a_person():
     assert "2 goals need a person" in page_text(html)
     assert re.search(r'<a href="/admin/ledger/goal/dashboard/">\s*<b data-testid="needing-count">2'
                      r"</b>", html)
+
+def test_a_goal_waiting_for_its_provider_reads_so_not_plain_running():
+    """Running, but its host waits inside its own retry for the provider's
+    reset: the list's status badge and the timeline say until when, and the
+    history says it was noted, not ended."""
+    client = staff("audrey", "auditor")
+    goal = GoalFactory(checkpoints=1)
+    state = GoalState.from_dict(goal.state)
+    until = clock.now() + timedelta(hours=2)
+    store.execute(goal.pk, ReportRun(proof_of(state), "note", "rate_limit", reset_at=until,
+                                     note="provider_wait"), actor="agent-1")
+    listed = client.get("/admin/ledger/goal/").content.decode()
+    assert "waiting for provider until" in listed
+    page = client.get(f"/admin/ledger/goal/{goal.pk}/timeline/").content.decode()
+    assert 'data-testid="provider-wait"' in page and "waiting for provider until" in page
+    assert "noted, not ended: provider_wait (rate_limit)" in page
