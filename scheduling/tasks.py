@@ -8,9 +8,10 @@ import logging
 from datetime import datetime, timedelta
 
 from django.db import DatabaseError
+from django.db.models import Q
 
 from ledger.domain import DomainError, GoalState
-from ledger.domain.vocabulary import ACTIVE_STATUSES
+from ledger.domain.vocabulary import ACTIVE_STATUSES, CLOCK_SKEW
 from ledger.eventstore import clock, failpoints
 from ledger.models import Goal
 from ledger.operators import alerts, doctor
@@ -63,8 +64,12 @@ def sweep_leases() -> int:
     outbox.release_lapsed()
     unheard = alerts.unheard_window(now)
     changed = 0
-    candidates = Goal.objects.filter(deadline_at__lte=now, status__in=ACTIVE_STATUSES) \
-        .values_list("id", "state")
+    # And goals whose last event lies in the future beyond the skew bound:
+    # stamped while the clock ran ahead, their deadlines are hours away, and
+    # their check records the correction (ledger.domain.clocksteps).
+    candidates = Goal.objects.filter(
+        Q(deadline_at__lte=now) | Q(updated_at__gt=now + CLOCK_SKEW),
+        status__in=ACTIVE_STATUSES).values_list("id", "state")
     for goal_id, raw in candidates.iterator(chunk_size=200):
         try:
             outcome = doctor.check_goal(str(goal_id), GoalState.from_dict(raw), unheard=unheard)

@@ -17,6 +17,7 @@ from typing import Any
 
 from ledger.domain import (
     claims,
+    clocksteps,
     dispatches,
     events,
     finishing,
@@ -98,6 +99,12 @@ def decision(state: GoalState, command: "Command", now: datetime) -> Decision:
     handler = _DECIDERS.get(type(command))
     if handler is None:
         raise TypeError(f"unknown command {type(command).__name__}")
+    stepped = clocksteps.stepped_back(state, now)
+    if stepped:
+        # Stamps from a clock that ran ahead come back to now before anything
+        # is decided on them (ledger.domain.clocksteps); then the command.
+        decided = decision(fold(stepped, state), command, now)
+        return replace(decided, events=stepped + decided.events)
     verdict = None
     if isinstance(command, (claims.ClaimWake, claims.WakeNow)):
         verdict, events = claims.decided(state, command, now)
@@ -421,6 +428,7 @@ _EVOLVERS: dict[type[Payload], Evolver] = {
     events.JobTracked: jobs.job_tracked,
     events.JobUpdated: jobs.job_updated,
     events.LivenessMissed: overdue.missed,
+    events.ClockSteppedBack: clocksteps.rebased,
     events.ContinuationDispatched: _recorded_only,
     events.RunReported: runs.reported,
     events.GoalPaused: runs.paused,
