@@ -375,14 +375,16 @@ def _scheduler_runs(now: datetime) -> bool:
         return False
 
 
-def ensure_sweeper(*, force: bool = False, **_: Any) -> None:
+def ensure_sweeper(*, force: bool = False, only_if_wrong: bool = False, **_: Any) -> None:
     """The lease sweeper's row, kept in step with the settings (post_migrate,
     and ``fix``): without it no lease expires and no deadline is acted on.
     A row that exists but will not fire soon (its next run years ahead, or
-    long past while the scheduler runs) is due again at once."""
+    long past while the scheduler runs) is due again at once; with
+    ``only_if_wrong`` a row that will fire is not written at all."""
     [spec, _repair] = system_rows()
     _ensure(spec, {"schedule_type": Schedule.MINUTES,
-                   "minutes": settings.WAKELEDGER_SWEEP_MINUTES}, force=force)
+                   "minutes": settings.WAKELEDGER_SWEEP_MINUTES},
+            only_if_wrong=only_if_wrong, force=force)
 
 
 def ensure_repair(*, force: bool = False, **_: Any) -> None:

@@ -34,7 +34,7 @@ from ledger.eventstore.store import Outcome
 from ledger.models import Goal, SchedulerBeat
 from ledger.notify import channels, sending
 from ledger.notify.models import Channel, GoalNotice, Notification
-from ledger.operators import alerts
+from ledger.operators import alerts, doctor
 from ledger.project.siteurl import base_url
 
 DIGEST_BEAT = "notify.digest"  # SchedulerBeat row: when the last digest was recorded
@@ -181,6 +181,8 @@ def scheduler_standing(now: datetime | None = None) -> str:
     told = SchedulerBeat.objects.filter(name=SILENT_BEAT).values_list("at", flat=True).first()
     last = health["last_sweep_at"]
     admin = base_url() + reverse("admin:index")
+    if health["status"] == "silent":
+        _restore_scheduler_rows()
     if health["status"] == "silent" and last:
         with transaction.atomic():
             _enqueue(f"{notices.SCHEDULER_SILENT}:{last}", notices.SCHEDULER_SILENT,
@@ -200,6 +202,20 @@ def scheduler_standing(now: datetime | None = None) -> str:
                      reason=notices.SCHEDULER_REASON, goal=False, now=now)
             SchedulerBeat.objects.filter(name=SILENT_BEAT).delete()
     return health["status"]
+
+
+def _restore_scheduler_rows() -> None:
+    """The sweeper's and the hourly repair's rows, restored when they will not
+    fire soon (``doctor.ensure_sweeper``: years or hours ahead, or gone). A
+    clock that ran ahead and was set back leaves both as far ahead as it
+    ran: the sweeper then never fires, and the repair that would restore it
+    neither, so this pass — from a process other than the scheduler — is
+    the one left to. A row that will fire on time is not touched."""
+    try:
+        doctor.ensure_sweeper(only_if_wrong=True)
+        doctor.ensure_repair()
+    except db.DatabaseError as error:  # told as the silence is; the next pass tries again
+        logger.warning("could not restore the scheduler's rows: %s", type(error).__name__)
 
 
 def send_due(now: datetime | None = None) -> int:

@@ -421,3 +421,36 @@ def test_an_idle_sweep_costs_the_notifications_two_queries(clock, settings,
     clock.advance(minutes=1)
     with django_assert_max_num_queries(2):
         assert notifications.tick() == 0
+
+
+def test_a_last_sweep_dated_in_the_future_is_a_silence_told_and_its_rows_restored(
+        hook, clock, settings):
+    """The clock ran two hours ahead for a few minutes and was set back: the
+    sweeper's last beat and django-q2's rows (moved on by the wall clock) lie
+    two hours ahead. That reads silent, not ok; the pass from outside the
+    scheduler (cron's `ledger notify`) tells it and makes both rows due, and
+    the first sweep back is told."""
+    from django.utils import timezone
+    from django_q.models import Schedule
+
+    from ledger.operators import doctor
+
+    real = clock()
+    clock.current = real + timedelta(hours=2)
+    alerts.beat()
+    clock.current = real + timedelta(minutes=2, seconds=30)
+    ahead = timezone.now() + timedelta(hours=2)
+    doctor.ensure_sweeper(force=True)
+    doctor.ensure_repair(force=True)
+    Schedule.objects.filter(name__in=(doctor.SWEEPER_NAME, doctor.REPAIR_NAME)) \
+        .update(next_run=ahead)
+    health = alerts.scheduler_health()
+    assert health["status"] == "silent" and "ahead of this clock" in health["why"]
+    assert notifications.scheduler_standing() == "silent"
+    for name in (doctor.SWEEPER_NAME, doctor.REPAIR_NAME):
+        assert Schedule.objects.get(name=name).next_run <= timezone.now()
+    alerts.beat()  # the sweep the restored row fires
+    notifications.tick()
+    assert notifications.scheduler_standing() == "ok"
+    assert [json.loads(body)["title"] for _, body in hook] == [
+        "Wake Ledger: the scheduler is silent", "Wake Ledger: the scheduler runs again"]
