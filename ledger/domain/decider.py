@@ -90,6 +90,12 @@ def decision(state: GoalState, command: "Command", now: datetime) -> Decision:
         raise ValueError("decide needs an aware 'now'")
     if isinstance(command, StartGoal):
         return _settled(state, _start(state, command, now), now)
+    stepped = clocksteps.stepped_back(state, now)
+    if stepped:
+        # Stamps from a clock that ran ahead come back to now before anything
+        # is decided on them (ledger.domain.clocksteps); then the command.
+        decided = decision(fold(stepped, state), command, now)
+        return replace(decided, events=stepped + decided.events)
     if isinstance(command, RunGoal):
         return _run(state, command, now)
     if not state.started:
@@ -99,12 +105,6 @@ def decision(state: GoalState, command: "Command", now: datetime) -> Decision:
     handler = _DECIDERS.get(type(command))
     if handler is None:
         raise TypeError(f"unknown command {type(command).__name__}")
-    stepped = clocksteps.stepped_back(state, now)
-    if stepped:
-        # Stamps from a clock that ran ahead come back to now before anything
-        # is decided on them (ledger.domain.clocksteps); then the command.
-        decided = decision(fold(stepped, state), command, now)
-        return replace(decided, events=stepped + decided.events)
     verdict = None
     if isinstance(command, (claims.ClaimWake, claims.WakeNow)):
         verdict, events = claims.decided(state, command, now)
