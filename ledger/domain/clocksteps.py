@@ -39,9 +39,11 @@ from ledger.domain.events import ClockSteppedBack, Event, iso
 from ledger.domain.state import GoalState
 
 # How far behind a goal's last event the clock may read and still be one
-# clock among several (hosts a little apart): the store then records at the
-# last event. Further behind, the clock was stepped back.
-CLOCK_SKEW = timedelta(minutes=1)
+# clock among several (hosts a little apart, as a web host two minutes behind
+# a scheduler host): the store then records at the last event. Further
+# behind, the clock was stepped back. The same five minutes the scheduler
+# may be late (liveness.SCHEDULER_LATENESS).
+CLOCK_SKEW = timedelta(minutes=5)
 
 
 def ahead_by(state: GoalState, now: datetime) -> timedelta | None:
