@@ -51,9 +51,6 @@ def test_a_write_on_a_locked_database_is_503_and_its_retry_is_recorded_once(live
     locker = write_locked()
     try:
         status, headers, problem = post(url, agent.token, body, key="cp-1")
-        # A second request meets the same lock and gets the same answer (it
-        # is not queued behind the first for twice the bound).
-        second, _, other = post(url, agent.token, body, key="cp-2")
     finally:
         locker.rollback()
         locker.close()
@@ -62,7 +59,6 @@ def test_a_write_on_a_locked_database_is_503_and_its_retry_is_recorded_once(live
     assert headers["Retry-After"] == str(settings.WAKELEDGER_DB_WAIT_SECONDS)
     assert headers["Content-Type"] == "application/problem+json"
     assert "locked" not in problem["detail"]  # the driver's text stays in the log
-    assert (second, other["code"]) == (503, "database_busy")
     assert "checkpoint.recorded" not in kinds(gid)
     status, _, answer = post(url, agent.token, body, key="cp-1")
     assert status in (200, 201), answer
