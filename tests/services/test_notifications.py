@@ -454,3 +454,28 @@ def test_a_last_sweep_dated_in_the_future_is_a_silence_told_and_its_rows_restore
     assert notifications.scheduler_standing() == "ok"
     assert [json.loads(body)["title"] for _, body in hook] == [
         "Wake Ledger: the scheduler is silent", "Wake Ledger: the scheduler runs again"]
+
+
+def test_the_watch_reads_an_unchanged_last_sweep_by_its_own_monotonic_clock(hook, clock,
+                                                                            settings):
+    """The clock was set back four minutes (within the skew bound, so the
+    beat before it reads as recent) and the scheduler died: by the wall clock
+    the last sweep stays "recent" for minutes more. The watch (`ledger notify
+    --every`) has seen the same last sweep for longer than the limit by its
+    monotonic clock, which no clock step moves: silent, told."""
+    real = clock()
+    clock.current = real + timedelta(minutes=4)
+    alerts.beat()
+    clock.current = real
+    ticks = [100.0]
+    beats = notifications.BeatWatch(monotonic=lambda: ticks[0])
+    assert notifications.scheduler_standing(beats=beats) == "ok"
+    silence = settings.WAKELEDGER_SCHEDULER_SILENT_SECONDS + 1
+    ticks[0] += silence
+    clock.advance(seconds=silence)
+    assert alerts.scheduler_health()["status"] == "ok"  # the wall clock alone is fooled
+    assert notifications.scheduler_standing(beats=beats) == "silent"
+    assert Notification.objects.filter(kind=notices.SCHEDULER_SILENT).count() == 1
+    alerts.beat()  # the scheduler is back: a new last sweep
+    assert notifications.scheduler_standing(beats=beats) == "ok"
+    assert Notification.objects.filter(kind=notices.SCHEDULER_BACK).count() == 1
