@@ -83,6 +83,11 @@ def _back(value: Any, at: str, now: datetime) -> Any:
     return value
 
 
+# The goal's own fields that start a clock (a deadline is counted from them).
+# A new such field belongs here, or a clock step leaves its deadline ahead.
+CLOCK_STARTS = ("progress_since", "checkpointed_at")
+
+
 def rebased(state: GoalState, data: ClockSteppedBack, at: str) -> dict[str, Any]:
     """The evolver of ``clock.stepped_back``: the fields whose stamps it brings back."""
     now = datetime.fromisoformat(at)
@@ -96,7 +101,7 @@ def rebased(state: GoalState, data: ClockSteppedBack, at: str) -> dict[str, Any]
         if lease.get("expires_at") and datetime.fromisoformat(lease["expires_at"]) > longest:
             lease["expires_at"] = iso(longest)
         changes["lease"] = lease
-    for name in ("progress_since", "checkpointed_at"):
+    for name in CLOCK_STARTS:
         moved = _back(getattr(state, name), at, now)
         if moved != getattr(state, name):
             changes[name] = moved
