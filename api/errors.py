@@ -9,6 +9,7 @@ and the CLI switch on it.
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import DatabaseError
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -16,6 +17,7 @@ from rest_framework.views import set_rollback
 
 from api.problems import CHALLENGE, PROBLEM_CONTENT_TYPE, STATUS_BY_CODE, Problem, problem
 from ledger.domain import DomainError
+from ledger.eventstore import busy
 
 
 def response(code: str, detail: str, **kwargs: Any) -> Response:
@@ -89,6 +91,8 @@ def handler(exc: Exception, context: dict[str, Any]) -> Response | None:
         result = response("not_found", str(exc) or "Not found.")
     elif isinstance(exc, RequestDataTooBig):
         result = response("payload_too_large", str(exc))
+    elif isinstance(exc, DatabaseError) and busy.is_busy(exc):
+        result = database_busy()
     else:
         return None
     wait = result.data.get("retry_after_seconds") if isinstance(result.data, dict) else None
@@ -104,6 +108,18 @@ def handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     for name, value in headers.items():
         result[name] = value
     return result
+
+
+def database_busy() -> Response:
+    """A write that could not get the database within WAKELEDGER_DB_WAIT_SECONDS
+    (SQLite's write lock, a goal's row lock on PostgreSQL): its transaction was
+    rolled back, so nothing was recorded, and the same request (with the same
+    Idempotency-Key) may simply be sent again. The driver's text stays in the
+    server's log: it names tables and statements."""
+    wait = busy.wait_seconds()
+    return response("database_busy", "The database could not be written within "
+                    f"{wait} s (another writer holds it). Nothing was recorded: send the same "
+                    "request again after Retry-After.", retry_after_seconds=wait)
 
 
 def not_found_view(request: HttpRequest, exception: Exception | None = None) -> Any:

@@ -55,6 +55,7 @@ STATUS_BY_CODE = {
     "budget_exhausted": 409,
     "throttled": 429,
     "internal_error": 500,
+    "database_busy": 503,
 }
 
 TITLES = {
@@ -93,6 +94,7 @@ TITLES = {
     "idempotency_conflict": "This Idempotency-Key was used with a different request.",
     "throttled": "Too many requests.",
     "internal_error": "Internal error.",
+    "database_busy": "The database is busy; nothing was recorded. Try again.",
 }
 
 

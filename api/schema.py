@@ -52,8 +52,10 @@ CALLER = ("unauthenticated", "forbidden", "not_acceptable", "throttled")
 GOAL = ("not_found",)
 # A JSON body: the strict parser and the request serializers.
 BODY = ("validation_error", "malformed_json", "payload_too_large", "unsupported_media_type")
-# An Idempotency-Key (a malformed key is a validation_error).
-IDEMPOTENT = ("validation_error", "idempotency_in_flight", "idempotency_conflict")
+# An Idempotency-Key (a malformed key is a validation_error). Every operation
+# that takes one writes, so it may also find the database busy (503).
+IDEMPOTENT = ("validation_error", "idempotency_in_flight", "idempotency_conflict",
+              "database_busy")
 # A query string checked by a serializer.
 QUERY = ("validation_error",)
 
@@ -61,9 +63,10 @@ QUERY = ("validation_error",)
 # Response headers, by the problem codes that send them.
 # - Retry-After: the bad-token throttle (429) and a key still in flight
 #   (409: a record an earlier release left in flight, or a key that changed
-#   hands; api.errors sends it for any problem with retry_after_seconds).
+#   hands; api.errors sends it for any problem with retry_after_seconds),
+#   and a write that could not get the database in time (503).
 # - WWW-Authenticate: every 401 (RFC 9110 requires it; api.errors adds it).
-RETRY_AFTER_CODES = frozenset({"throttled", "idempotency_in_flight"})
+RETRY_AFTER_CODES = frozenset({"throttled", "idempotency_in_flight", "database_busy"})
 CHALLENGE_CODES = frozenset({"unauthenticated"})
 # - Idempotent-Replayed: a stored answer given again. Only what the view's
 #   post returned or raised is stored (api.idempotency): never the answers
@@ -71,7 +74,7 @@ CHALLENGE_CODES = frozenset({"unauthenticated"})
 #   nor a body that could not be read, nor the key's own conflicts.
 NOT_REPLAYED_CODES = frozenset({*CALLER, "malformed_json", "payload_too_large",
                                 "unsupported_media_type", "idempotency_conflict",
-                                "idempotency_in_flight"})
+                                "idempotency_in_flight", "database_busy"})
 
 RETRY_AFTER = "Retry-After"
 WWW_AUTHENTICATE = "WWW-Authenticate"

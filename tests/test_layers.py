@@ -161,6 +161,7 @@ EXCEPTIONS = {
     # repairs are ``services.sweeps.check``).
     "ledger/operators/doctor.py": lambda module, name: (module, name) in {
         ("ledger.domain", "housekeeping"), ("ledger.domain", "liveness"),
+        ("ledger.domain", "clocksteps"),
         ("ledger.domain.events", "iso"), ("ledger.domain.overdue", "ScheduleRow"),
         ("ledger.domain.overdue", "expected_schedules"),
         ("ledger.domain.overdue", "row_problem")},

@@ -346,7 +346,8 @@ COMMANDS: tuple[Command, ...] = (
     MCP, HOOK, HOOKS, CLAUDE_RUN, OPENCLAW, SUPERVISE,
 )
 EPILOG = ("exit codes: 0 ok, 2 usage, 3 validation, 4 auth, 5 not found, 6 lease lost, "
-          "7 goal terminal, 8 conflict or lease/wake not granted, 9 network, 10 server")
+          "7 goal terminal, 8 conflict or lease/wake not granted, 9 network or database busy "
+          "(try again), 10 server")
 
 
 def _add(within: Any, command: Command) -> None:

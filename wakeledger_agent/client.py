@@ -9,11 +9,12 @@ replays the first answer instead of acting twice.
 import json
 import os
 import stat
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from wakeledger_agent.errors import (
@@ -32,6 +33,12 @@ from wakeledger_agent.leases import state_dir
 
 API_PATH = "/api/v1"
 DEFAULT_TIMEOUT = 30.0
+# 503 database_busy: the server could not write within its bound and recorded
+# nothing, so the same call (its Idempotency-Key unchanged) is sent again
+# after Retry-After, this many times more, each wait at most BUSY_WAIT_CAP s.
+BUSY = "database_busy"
+BUSY_RETRIES = 3
+BUSY_WAIT_CAP = 10.0
 
 _BY_CODE = {
     "lease_lost": EXIT_LEASE_LOST,
@@ -40,6 +47,8 @@ _BY_CODE = {
     "unauthenticated": EXIT_AUTH,
     "forbidden": EXIT_AUTH,
     "not_found": EXIT_NOT_FOUND,
+    # Retryable, as an unreachable server is: nothing was recorded.
+    BUSY: EXIT_NETWORK,
 }
 _BY_STATUS = {400: EXIT_VALIDATION, 401: EXIT_AUTH, 403: EXIT_AUTH, 404: EXIT_NOT_FOUND,
               409: EXIT_CONFLICT, 413: EXIT_VALIDATION, 415: EXIT_VALIDATION,
@@ -74,6 +83,7 @@ class Client:
 
     def __init__(self, base: str, token: str, timeout: float = DEFAULT_TIMEOUT):
         self.base, self.token, self.timeout = base, token, timeout
+        self.sleep: Callable[[float], None] = time.sleep  # the busy retries' waits
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None,
              query: dict[str, Any] | None = None, *, auth: bool = True,
@@ -92,7 +102,8 @@ class Client:
             url += "?" + urllib.parse.urlencode(
                 {k: v for k, v in query.items() if v is not None}, doseq=True)
         last_error: Exception | None = None
-        for _attempt in range(2):
+        network, busy = 2, BUSY_RETRIES + 1
+        while network and busy:
             # from_env() admitted only http(s): never file: or ftp:.
             request = urllib.request.Request(url, data=data,  # noqa: S310
                                              headers=headers, method=method)
@@ -101,9 +112,15 @@ class Client:
                     content = answer.read()
                     return content.decode() if raw else json.loads(content or b"null")
             except urllib.error.HTTPError as error:
-                raise http_error(error, self.base) from None
+                wait = error.headers.get("Retry-After", "") if error.code == 503 else ""
+                failure = http_error(error, self.base)
+                busy -= 1
+                if failure.code != BUSY or not busy:
+                    raise failure from None
+                self.sleep(_seconds(wait))
             except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
                 last_error = error
+                network -= 1
         detail = f"cannot reach {self.base}: {last_error}"
         raise ApiError(EXIT_NETWORK, detail, None, {"code": "unreachable", "detail": detail})
 
@@ -172,6 +189,16 @@ def http_error(error: urllib.error.HTTPError, base: str) -> ApiError:
     if isinstance(errors, dict):
         detail = f"{detail} " + _field_errors(errors, detail)
     return ApiError(exit_code, f"{error.code} {code or ''}: {detail}".strip(), body, problem)
+
+
+def _seconds(retry_after: str) -> float:
+    """Retry-After's delay in seconds (a number; a date or nothing: one
+    second), at most BUSY_WAIT_CAP."""
+    try:
+        wait = float(retry_after)
+    except ValueError:
+        wait = 1.0
+    return min(max(wait, 0.0), BUSY_WAIT_CAP)
 
 
 def _field_errors(errors: dict[str, Any], detail: Any) -> str:

@@ -122,6 +122,10 @@ class ToolCalls:
             if error.code in self.LEASE_ENDING_CODES:
                 self.leases.forget(goal)
                 hint = "Stop working on this goal now; get_goal shows where it stands."
+            elif error.code == "database_busy":
+                hint = ("The server's database was busy and nothing was recorded: call this "
+                        "tool again with the same arguments after "
+                        f"{error.problem.get('retry_after_seconds', 5)} s.")
             elif error.code == "lease_required":
                 hint = (f"This server holds no lease for goal {goal}: call resume_goal (or "
                         "claim_scheduled_continuation in a host-fired turn) first.")

@@ -17,6 +17,7 @@ from typing import Any
 
 from ledger.domain import (
     claims,
+    clocksteps,
     dispatches,
     events,
     finishing,
@@ -89,6 +90,12 @@ def decision(state: GoalState, command: "Command", now: datetime) -> Decision:
         raise ValueError("decide needs an aware 'now'")
     if isinstance(command, StartGoal):
         return _settled(state, _start(state, command, now), now)
+    stepped = clocksteps.stepped_back(state, now)
+    if stepped:
+        # Stamps from a clock that ran ahead come back to now before anything
+        # is decided on them (ledger.domain.clocksteps); then the command.
+        decided = decision(fold(stepped, state), command, now)
+        return replace(decided, events=stepped + decided.events)
     if isinstance(command, RunGoal):
         return _run(state, command, now)
     if not state.started:
@@ -427,6 +434,7 @@ _EVOLVERS: dict[type[Payload], Evolver] = {
     events.JobTracked: jobs.job_tracked,
     events.JobUpdated: jobs.job_updated,
     events.LivenessMissed: overdue.missed,
+    events.ClockSteppedBack: clocksteps.rebased,
     events.ContinuationDispatched: _recorded_only,
     events.RunReported: runs.reported,
     events.GoalPaused: runs.paused,

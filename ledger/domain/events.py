@@ -44,6 +44,10 @@ JOB_UPDATED = "job.updated"
 # A deadline passed without its evidence (DESIGN section 6): HOST_SILENT or
 # JOB_SILENT, with what was expected and by when.
 LIVENESS_MISSED = "liveness.missed"
+# The clock was found behind the goal's last event by more than the skew
+# bound (a server clock that ran ahead and was set back): the goal's stamps
+# from the future were brought back to now (ledger.domain.clocksteps).
+CLOCK_STEPPED_BACK = "clock.stepped_back"
 
 # Kinds that may still be appended to a terminal goal: a late wake is answered
 # (terminal_noop / terminal_cleanup_required, DESIGN section 6), the
@@ -439,6 +443,16 @@ class LivenessMissed(Payload):
     problem: str | None = optional()  # what is wrong with it,
     repairs: int | None = optional()  # how often it was repaired,
     last_error: str | None = optional()  # and its task's last exception type
+
+
+@event_kind(CLOCK_STEPPED_BACK)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClockSteppedBack(Payload):
+    """The clock read ``ahead_seconds`` behind the goal's last event
+    (``last_recorded``): its stamps from the future are now (clocksteps)."""
+
+    last_recorded: str
+    ahead_seconds: int
 
 
 # The older stored shapes' upcasters register themselves with the codec; they

@@ -10,6 +10,7 @@ shell imports vocabulary from the domain and never a command or a rule
 
 from ledger.domain import events
 from ledger.domain.claims import WAKE_REASONS
+from ledger.domain.clocksteps import CLOCK_SKEW
 from ledger.domain.commands import FINISH_STATUSES
 from ledger.domain.liveness import LABELS, WHY
 from ledger.domain.policy import RANGES, SCHEDULERS
@@ -58,3 +59,6 @@ __all__ = [
     "lease_hint_moved",
     "packet_lines", "reset_schedule_name", "resume_prompt", "schedule_goal", "schedule_name",
 ]
+# The skew bound beyond which a goal's last event is from a clock that ran
+# ahead (the sweeper's query for such goals).
+__all__ += ["CLOCK_SKEW"]

@@ -32,6 +32,7 @@ from ledger.domain import (
     GoalState,
     RunGoal,
     StartGoal,
+    clocksteps,
     decision,
     liveness,
 )
@@ -466,13 +467,10 @@ def _remember(goal_id: str, text: str, state: GoalState,
 
 
 def monotonic_now(state: GoalState) -> datetime:
-    """The clock, but never before the goal's last recorded event."""
-    now = clock.now()
-    if state.updated_at:
-        last = datetime.fromisoformat(state.updated_at)
-        if last > now:
-            return last
-    return now
+    """The clock, but never before the goal's last recorded event by less than
+    the skew bound; further behind, the clock was stepped back and the domain
+    corrects the goal's stamps (``ledger.domain.clocksteps``)."""
+    return clocksteps.recording_time(state, clock.now())
 
 
 def _fold(goal_id: str, before: GoalState, head: str, decided: Decision, actor: str,

@@ -15,6 +15,7 @@ total and says how many rows it did not show, and every total is an SQL COUNT
 over the same query as the rows (``needing_a_human``).
 """
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,6 +26,7 @@ from ledger.domain import GoalState, liveness
 from ledger.domain.events import iso
 from ledger.domain.leases import RECONNECT_GRACE
 from ledger.domain.state import ACTIVE_STATUSES
+from ledger.domain.vocabulary import CLOCK_SKEW
 from ledger.eventstore import clock
 from ledger.models import Goal, SchedulerBeat
 
@@ -166,18 +168,46 @@ def unheard_window(now: datetime) -> tuple[datetime, datetime] | None:
     return start, end
 
 
-def scheduler_health(now: datetime | None = None) -> dict[str, Any]:
+def scheduler_health(now: datetime | None = None, *,
+                     unchanged_for: Callable[[datetime], timedelta] | None = None
+                     ) -> dict[str, Any]:
     """Whether the scheduler still runs: ok, silent (no sweep for
-    WAKELEDGER_SCHEDULER_SILENT_SECONDS, three intervals by default) or
-    never_ran (no qcluster has swept this database yet)."""
+    WAKELEDGER_SCHEDULER_SILENT_SECONDS, three intervals by default, or a last
+    sweep dated in the future) or never_ran (no qcluster has swept this
+    database yet).
+
+    A last sweep dated beyond the clock's skew bound was written while the
+    clock ran ahead: the clock was set back since, and "now - last" reads
+    negative, which once read as fresh — health said ok while nothing swept
+    for as long as the clock had been ahead (django-q2 had moved the
+    sweeper's row as far ahead). It reads silent: no sweep is known to have
+    run since, and the silence alarm and its repair of the rows
+    (``notifications.scheduler_standing``) follow.
+
+    ``unchanged_for``: a long-running caller's own evidence (the watch's), how
+    long it has seen this same last sweep by its monotonic clock, which no
+    step of the wall clock moves: past the limit it is silent whatever the
+    wall clock says (a beat a few minutes ahead, within the skew bound)."""
     now = now or clock.now()
     last = SchedulerBeat.objects.filter(name=SWEEPER).values_list("at", flat=True).first()
     limit = timedelta(seconds=settings.WAKELEDGER_SCHEDULER_SILENT_SECONDS)
-    status = "never_ran" if last is None else ("ok" if now - last <= limit else "silent")
-    return {"status": status, "last_sweep_at": iso(last) if last else None,
-            "why": {"ok": "", "never_ran": "no scheduler (manage.py qcluster) has run the lease "
-                                          "sweeper on this database yet",
-                    "silent": f"the lease sweeper has not completed a pass for over {limit}: "
-                              "is the scheduler (manage.py qcluster) running? (a running "
-                              "one logs why its sweep fails; `ledger doctor` checks the "
-                              "sweeper's row)"}[status]}
+    ahead = last is not None and last > now + CLOCK_SKEW
+    stale = last is not None and unchanged_for is not None and unchanged_for(last) > limit
+    status = "never_ran" if last is None else (
+        "ok" if not ahead and not stale and now - last <= limit else "silent")
+    why = {"ok": "", "never_ran": "no scheduler (manage.py qcluster) has run the lease "
+                                  "sweeper on this database yet",
+           "silent": f"the lease sweeper has not completed a pass for over {limit}: "
+                     "is the scheduler (manage.py qcluster) running? (a running "
+                     "one logs why its sweep fails; `ledger doctor` checks the "
+                     "sweeper's row)"}[status]
+    if stale and not ahead and now - last <= limit:
+        why = (f"the lease sweeper's last pass ({iso(last)}) has not changed for over "
+               f"{limit} by this process's own monotonic clock, though this clock reads "
+               "it as recent: is the scheduler (manage.py qcluster) running?")
+    if ahead:
+        why = (f"the last lease sweep is dated {iso(last)}, ahead of this clock "
+               f"({iso(now)}): the clock ran ahead and was set back, and no sweep is known "
+               "to have run since (django-q2 moved the sweeper's row as far ahead; "
+               "`ledger doctor --fix` or `ledger notify` restores it)")
+    return {"status": status, "last_sweep_at": iso(last) if last else None, "why": why}

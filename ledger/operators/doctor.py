@@ -17,6 +17,10 @@ reports what would let a deadline pass unseen or unrepaired:
   projection says exists whose django-q2 row will not fire it on time — rows
   are checked by content (task, goal, repeats, next run), not only by name;
 - ``schedule_orphaned``: a row named after a goal that does not expect it;
+- ``clock_ahead``: a goal whose last event lies in the future beyond the
+  skew bound (stamped while the server's clock ran ahead): ``--fix`` records
+  ``clock.stepped_back`` and its deadlines come back within the policy
+  (``ledger.domain.clocksteps``);
 - ``unlisted``: a goal whose state needs a human but whose indexed columns
   keep it out of the alerts query (``ledger replay --fix`` rewrites them);
 - ``tallies_drift``: the goals-by-status tallies /metrics reports disagree
@@ -46,7 +50,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from django_q.models import Schedule, Task
 
-from ledger.domain import DomainError, GoalState, housekeeping, liveness
+from ledger.domain import DomainError, GoalState, clocksteps, housekeeping, liveness
 from ledger.domain.events import iso
 from ledger.domain.overdue import ScheduleRow, expected_schedules, row_problem
 from ledger.domain.vocabulary import ACTIVE_STATUSES, SCHEDULE_PREFIXES, schedule_goal
@@ -209,6 +213,12 @@ def findings(goal_ids: list[str] | None = None) -> Iterator[Finding]:
         reason = liveness.alert(state, now)
         if reason == liveness.OVERDUE_REASON:
             yield Finding(gid, "overdue", liveness.expectation(state).detail)
+        ahead = clocksteps.ahead_by(state, now)
+        if ahead is not None:
+            yield Finding(gid, "clock_ahead",
+                          f"its last event ({state.updated_at}) is {ahead} ahead of this "
+                          "clock: it was stamped while the clock ran ahead, so its deadlines "
+                          "lie that far out (`ledger doctor --fix` brings them back)")
         # What lets the doctor say every such goal is listed: the alerts
         # query (``alerts.needing_a_human``) matches this row's columns.
         if reason and not (attention or (deadline is not None and deadline < cutoff)):
@@ -365,14 +375,16 @@ def _scheduler_runs(now: datetime) -> bool:
         return False
 
 
-def ensure_sweeper(*, force: bool = False, **_: Any) -> None:
+def ensure_sweeper(*, force: bool = False, only_if_wrong: bool = False, **_: Any) -> None:
     """The lease sweeper's row, kept in step with the settings (post_migrate,
     and ``fix``): without it no lease expires and no deadline is acted on.
     A row that exists but will not fire soon (its next run years ahead, or
-    long past while the scheduler runs) is due again at once."""
+    long past while the scheduler runs) is due again at once; with
+    ``only_if_wrong`` a row that will fire is not written at all."""
     [spec, _repair] = system_rows()
     _ensure(spec, {"schedule_type": Schedule.MINUTES,
-                   "minutes": settings.WAKELEDGER_SWEEP_MINUTES}, force=force)
+                   "minutes": settings.WAKELEDGER_SWEEP_MINUTES},
+            only_if_wrong=only_if_wrong, force=force)
 
 
 def ensure_repair(*, force: bool = False, **_: Any) -> None:

@@ -31,6 +31,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ledger.domain import liveness
+from ledger.domain.vocabulary import CLOCK_SKEW
 from ledger.eventstore import clock, tallies
 from ledger.models import Event, Goal, SchedulerBeat, TreeHead
 from ledger.operators import alerts
@@ -147,9 +148,13 @@ def sweeper(now: datetime) -> Iterator[Metric]:
     """The sweeper's heartbeat: +Inf seconds when no sweep ever completed."""
     last = SchedulerBeat.objects.filter(name=alerts.SWEEPER) \
         .values_list("at", flat=True).first()
+    # A pass dated in the future (the clock ran ahead and was set back) is no
+    # evidence of a sweep since: +Inf, as health reads it silent, never a
+    # negative age that an "age > N" alert rule takes for fresh.
+    known = last is not None and last <= now + CLOCK_SKEW
     yield GaugeMetricFamily(f"{PREFIX}last_sweep_age_seconds", "Seconds since the liveness "
                             "sweeper last completed a pass (+Inf: never).",
-                            value=(now - last).total_seconds() if last else math.inf)
+                            value=(now - last).total_seconds() if known else math.inf)
 
 
 def notifications(found: dict[tuple[str, str], float]) -> Iterator[Metric]:

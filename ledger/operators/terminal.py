@@ -282,6 +282,9 @@ _SUMMARIES: dict[type, Summary] = {
     ev.LivenessMissed: lambda d: (f"{_v(d.reason)}: {clean(_v(d.detail))} "
                                   f"(deadline {_short(d.deadline)})"),
     ev.JobUpdated: _job_updated,
+    ev.ClockSteppedBack: lambda d: (f"the clock read {_v(d.ahead_seconds)} s behind the last "
+                                    f"event ({_short(d.last_recorded)}): its stamps from the "
+                                    "future brought back"),
 }
 
 # Never worth a line: digests, and the data a summary already says elsewhere.

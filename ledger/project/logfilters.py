@@ -16,6 +16,11 @@ class ClientErrorsAreInfo(logging.Filter):
         status = getattr(record, "status_code", None)
         if isinstance(status, int) and 400 <= status < 500 and record.levelno == logging.WARNING:
             record.levelno, record.levelname = logging.INFO, "INFO"
+        elif status == 503 and record.levelno == logging.ERROR:
+            # 503 is only ever database_busy: a condition of the database (a
+            # lock held past WAKELEDGER_DB_WAIT_SECONDS), not a failure of the
+            # server, and its client retries. A warning, one per refused call.
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
         return True
 
 

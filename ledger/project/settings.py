@@ -123,7 +123,16 @@ TEMPLATES = [
 # costs the append path, and on SQLite closing the last connection to a WAL
 # database checkpoints the WAL, which costs about a third of the throughput.
 CONN_MAX_AGE = env_int("WAKELEDGER_CONN_MAX_AGE", 600, minimum=0)
-SQLITE_BUSY_TIMEOUT_SECONDS = env_int("WAKELEDGER_SQLITE_BUSY_TIMEOUT", 20, minimum=1)
+# How long a write may wait for the database (its write lock on SQLite, the
+# goal's row or a start's lock on PostgreSQL) before it is refused: the API
+# answers 503 database_busy with Retry-After, and nothing is recorded
+# (docs/reliability.md). WAKELEDGER_SQLITE_BUSY_TIMEOUT is its older name,
+# still read. Seconds, so a locked database is a quick clear answer rather
+# than a request that holds a worker for half a minute and then fails.
+WAKELEDGER_DB_WAIT_SECONDS = env_int(
+    "WAKELEDGER_DB_WAIT_SECONDS", env_int("WAKELEDGER_SQLITE_BUSY_TIMEOUT", 5, minimum=1),
+    minimum=1)
+SQLITE_BUSY_TIMEOUT_SECONDS = WAKELEDGER_DB_WAIT_SECONDS
 # The append's write as a server-side prepared statement (docs/configuration.md).
 WAKELEDGER_PG_PREPARED = env_bool("WAKELEDGER_PG_PREPARED", True)
 
@@ -131,6 +140,15 @@ if env_str("DATABASE_URL"):
     DATABASES = {"default": database_from_url(env_str("DATABASE_URL"))}
     DATABASES["default"]["CONN_MAX_AGE"] = CONN_MAX_AGE
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    if DATABASES["default"]["ENGINE"].endswith("postgresql"):
+        # Every lock wait of the ledger's connections (a command's goal row, a
+        # start's advisory lock) ends after the same bound, and is answered
+        # 503 database_busy: set once per connection, so no command pays a
+        # round trip for it. A lock_timeout in DATABASE_URL's options wins
+        # (it comes later on libpq's command line).
+        given = DATABASES["default"]["OPTIONS"].get("options", "")
+        DATABASES["default"]["OPTIONS"]["options"] = (
+            f"-c lock_timeout={WAKELEDGER_DB_WAIT_SECONDS * 1000} {given}".strip())
 else:
     DATABASES = {
         "default": {

@@ -17,6 +17,7 @@
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,7 +35,7 @@ from ledger.eventstore.store import Outcome
 from ledger.models import Goal, SchedulerBeat
 from ledger.notify import channels, sending
 from ledger.notify.models import Channel, GoalNotice, Notification
-from ledger.operators import alerts
+from ledger.operators import alerts, doctor
 from ledger.project.siteurl import base_url
 
 DIGEST_BEAT = "notify.digest"  # SchedulerBeat row: when the last digest was recorded
@@ -170,17 +171,37 @@ def digest(now: datetime | None = None) -> int:
     return written
 
 
-def scheduler_standing(now: datetime | None = None) -> str:
+class BeatWatch:
+    """A long-running process's own evidence of the sweeper's silence: how
+    long it has seen the same last sweep, by ``time.monotonic``, which no step
+    of the wall clock moves (``alerts.scheduler_health``'s ``unchanged_for``).
+    The watch keeps one for as long as it runs."""
+
+    def __init__(self, monotonic: Callable[[], float] = time.monotonic):
+        self.monotonic = monotonic
+        self.seen: datetime | None = None
+        self.since = 0.0
+
+    def __call__(self, beat: datetime) -> timedelta:
+        now = self.monotonic()
+        if beat != self.seen:
+            self.seen, self.since = beat, now
+        return timedelta(seconds=now - self.since)
+
+
+def scheduler_standing(now: datetime | None = None, beats: BeatWatch | None = None) -> str:
     """The scheduler's own flip: record SCHEDULER_SILENT once per silence
     (keyed by its last beat) when the sweeper stopped beating, and
     SCHEDULER_BACK once it beats again. Run by ``ledger notify`` (cron: the
     scheduler cannot report its own death) and by every sweep (which tells
     that it is back). Returns the scheduler's status."""
     now = now or clock.now()
-    health = alerts.scheduler_health(now)
+    health = alerts.scheduler_health(now, unchanged_for=beats)
     told = SchedulerBeat.objects.filter(name=SILENT_BEAT).values_list("at", flat=True).first()
     last = health["last_sweep_at"]
     admin = base_url() + reverse("admin:index")
+    if health["status"] == "silent":
+        _restore_scheduler_rows()
     if health["status"] == "silent" and last:
         with transaction.atomic():
             _enqueue(f"{notices.SCHEDULER_SILENT}:{last}", notices.SCHEDULER_SILENT,
@@ -200,6 +221,20 @@ def scheduler_standing(now: datetime | None = None) -> str:
                      reason=notices.SCHEDULER_REASON, goal=False, now=now)
             SchedulerBeat.objects.filter(name=SILENT_BEAT).delete()
     return health["status"]
+
+
+def _restore_scheduler_rows() -> None:
+    """The sweeper's and the hourly repair's rows, restored when they will not
+    fire soon (``doctor.ensure_sweeper``: years or hours ahead, or gone). A
+    clock that ran ahead and was set back leaves both as far ahead as it
+    ran: the sweeper then never fires, and the repair that would restore it
+    neither, so this pass — from a process other than the scheduler — is
+    the one left to. A row that will fire on time is not touched."""
+    try:
+        doctor.ensure_sweeper(only_if_wrong=True)
+        doctor.ensure_repair()
+    except db.DatabaseError as error:  # told as the silence is; the next pass tries again
+        logger.warning("could not restore the scheduler's rows: %s", type(error).__name__)
 
 
 def send_due(now: datetime | None = None) -> int:
@@ -235,11 +270,12 @@ def tick(now: datetime | None = None) -> int:
     return send_due(now)
 
 
-def run_pass(now: datetime | None = None) -> dict[str, Any]:
+def run_pass(now: datetime | None = None, beats: BeatWatch | None = None) -> dict[str, Any]:
     """The clock's notices (the scheduler's standing, reminders, the digest),
-    then delivery: the sweeper's pass and ``ledger notify``'s."""
+    then delivery: the sweeper's pass and ``ledger notify``'s (``beats``: the
+    watch's own evidence of how long the last sweep stayed the same)."""
     now = now or clock.now()
-    status = scheduler_standing(now)
+    status = scheduler_standing(now, beats)
     reminded = remind(now)
     digested = digest(now)
     return {"scheduler": status, "reminded": reminded, "digest": digested,
@@ -257,10 +293,10 @@ def watch(every: float, stopped: threading.Event,
     a query — and the next round tries again on a fresh connection. Sending
     alongside the qcluster's tick is safe: each row is claimed (pending →
     sending, committed) by one conditional UPDATE before any network call."""
-    rounds = 0
+    rounds, beats = 0, BeatWatch()
     while not stopped.is_set():
         try:
-            report(run_pass())
+            report(run_pass(beats=beats))
         except Exception as error:  # one round's failure must not end the watch
             logger.warning("notification round failed (%s); next in %ss",
                            type(error).__name__, every)

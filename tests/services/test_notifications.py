@@ -421,3 +421,61 @@ def test_an_idle_sweep_costs_the_notifications_two_queries(clock, settings,
     clock.advance(minutes=1)
     with django_assert_max_num_queries(2):
         assert notifications.tick() == 0
+
+
+def test_a_last_sweep_dated_in_the_future_is_a_silence_told_and_its_rows_restored(
+        hook, clock, settings):
+    """The clock ran two hours ahead for a few minutes and was set back: the
+    sweeper's last beat and django-q2's rows (moved on by the wall clock) lie
+    two hours ahead. That reads silent, not ok; the pass from outside the
+    scheduler (cron's `ledger notify`) tells it and makes both rows due, and
+    the first sweep back is told."""
+    from django.utils import timezone
+    from django_q.models import Schedule
+
+    from ledger.operators import doctor
+
+    real = clock()
+    clock.current = real + timedelta(hours=2)
+    alerts.beat()
+    clock.current = real + timedelta(minutes=2, seconds=30)
+    ahead = timezone.now() + timedelta(hours=2)
+    doctor.ensure_sweeper(force=True)
+    doctor.ensure_repair(force=True)
+    Schedule.objects.filter(name__in=(doctor.SWEEPER_NAME, doctor.REPAIR_NAME)) \
+        .update(next_run=ahead)
+    health = alerts.scheduler_health()
+    assert health["status"] == "silent" and "ahead of this clock" in health["why"]
+    assert notifications.scheduler_standing() == "silent"
+    for name in (doctor.SWEEPER_NAME, doctor.REPAIR_NAME):
+        assert Schedule.objects.get(name=name).next_run <= timezone.now()
+    alerts.beat()  # the sweep the restored row fires
+    notifications.tick()
+    assert notifications.scheduler_standing() == "ok"
+    assert [json.loads(body)["title"] for _, body in hook] == [
+        "Wake Ledger: the scheduler is silent", "Wake Ledger: the scheduler runs again"]
+
+
+def test_the_watch_reads_an_unchanged_last_sweep_by_its_own_monotonic_clock(hook, clock,
+                                                                            settings):
+    """The clock was set back four minutes (within the skew bound, so the
+    beat before it reads as recent) and the scheduler died: by the wall clock
+    the last sweep stays "recent" for minutes more. The watch (`ledger notify
+    --every`) has seen the same last sweep for longer than the limit by its
+    monotonic clock, which no clock step moves: silent, told."""
+    real = clock()
+    clock.current = real + timedelta(minutes=4)
+    alerts.beat()
+    clock.current = real
+    ticks = [100.0]
+    beats = notifications.BeatWatch(monotonic=lambda: ticks[0])
+    assert notifications.scheduler_standing(beats=beats) == "ok"
+    silence = settings.WAKELEDGER_SCHEDULER_SILENT_SECONDS + 1
+    ticks[0] += silence
+    clock.advance(seconds=silence)
+    assert alerts.scheduler_health()["status"] == "ok"  # the wall clock alone is fooled
+    assert notifications.scheduler_standing(beats=beats) == "silent"
+    assert Notification.objects.filter(kind=notices.SCHEDULER_SILENT).count() == 1
+    alerts.beat()  # the scheduler is back: a new last sweep
+    assert notifications.scheduler_standing(beats=beats) == "ok"
+    assert Notification.objects.filter(kind=notices.SCHEDULER_BACK).count() == 1

@@ -808,6 +808,7 @@ def planted(faults: tuple[str, ...], poisoned: set[str]) -> Iterator[None]:
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(q_tasks, "fire_watchdog", poisoned_fire))
+        faults = stack.enter_context(clock_faults(faults))
         if "sweeper_off" in faults:
             stack.enter_context(mock.patch.object(q_tasks, "sweep_leases", lambda: 0))
         if "repair_off" in faults:
@@ -838,6 +839,42 @@ def planted(faults: tuple[str, ...], poisoned: set[str]) -> Iterator[None]:
         if unknown:
             raise ValueError(f"unknown planted faults: {sorted(unknown)}")
         yield
+
+
+# --------------------------------------------------------------------------- a stepped clock
+
+CLOCK_TRUSTED = "clock_step_trusted"
+
+
+@contextlib.contextmanager
+def clock_faults(faults: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+    """``clock_step_trusted`` (the product before ledger.domain.clocksteps):
+    every command is recorded at the goal's last event however far that lies
+    ahead, and stamps from the future are never brought back. Yields the
+    other faults, for ``planted``."""
+    from ledger.domain import clocksteps
+
+    with contextlib.ExitStack() as stack:
+        if CLOCK_TRUSTED in faults:
+            def trusted(state: GoalState, now: datetime) -> datetime:
+                last = datetime.fromisoformat(state.updated_at) if state.updated_at else now
+                return max(last, now)
+
+            stack.enter_context(mock.patch.object(clocksteps, "recording_time", trusted))
+            stack.enter_context(mock.patch.object(clocksteps, "stepped_back",
+                                                  lambda state, now: []))
+        yield tuple(fault for fault in faults if fault != CLOCK_TRUSTED)
+
+
+def notify_watch() -> str:
+    """One pass of the notification watch (`ledger notify --every 60`, the
+    Procfile's `watch`), the scheduler's standing only: the process other than
+    the scheduler that tells its silence and restores its rows. django-q2's
+    rows are judged by django-q2's clock, the simulated one."""
+    from ledger.services import notifications
+
+    with _django_q_time():
+        return notifications.scheduler_standing()
 
 
 # --------------------------------------------------------------------------- push dispatch

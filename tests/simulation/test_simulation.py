@@ -466,3 +466,23 @@ def test_a_host_silent_listing_of_a_healthy_host_is_reported() -> None:
     assert report.visible_stuck.get("HOST_SILENT", 0.0) > 0, report.summary()
     assert sum(report.host_silent_healthy.values()) > 0, report.summary()
     assert "listed HOST_SILENT while its host is healthy" in report.host_silent_trace
+
+
+# ------------------------------------------------------------------ a stepped clock (issue 48)
+
+
+@pytest.mark.slow
+def test_a_clock_stepped_back_keeps_the_headline_at_zero_and_trusting_it_raises_it() -> None:
+    """The server's clock runs eight hours ahead for 2.5 minutes and is set
+    back; the agents that held a lease meanwhile die. The product brings
+    their stamps back (ledger.domain.clocksteps) and the watch restores the
+    scheduler's rows: nothing is unlisted past the world's bound. Planted
+    back (every command recorded at the future last event, nothing brought
+    back), their goals wait unlisted for hours: the headline rises."""
+    fixed = _planted(days=0.5, crash=0.2, start_within=1.0, clock_step=(0.3, 8.0, 2.5))
+    assert fixed.acts.get("clock_step_holder_died", 0) > 0, fixed.summary()
+    assert fixed.unseen_hours == 0.0, fixed.summary()
+    trusted = _planted(days=0.5, crash=0.2, start_within=1.0, clock_step=(0.3, 8.0, 2.5),
+                       planted=("clock_step_trusted",))
+    assert trusted.acts.get("clock_step_holder_died", 0) > 0, trusted.summary()
+    assert trusted.unseen_causes.get("clock_step", 0.0) > 0, trusted.summary()

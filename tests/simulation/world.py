@@ -34,6 +34,19 @@ MARGIN = timedelta(minutes=30)
 REPLAY_EVERY = timedelta(hours=6)
 
 
+class SteppableClock(ledger_clock.FrozenClock):
+    """The world's virtual time (``current``), read by the product through an
+    ``offset``: a server clock that runs ahead of the world's while it is set
+    (World.clock_jumps). The world itself always reads ``current``."""
+
+    def __init__(self, start: datetime):
+        super().__init__(start)
+        self.offset = timedelta()
+
+    def __call__(self) -> datetime:
+        return self.current + self.offset
+
+
 @dataclass
 class Config:
     seed: int
@@ -75,6 +88,10 @@ class Config:
     planted: tuple[str, ...] = ()  # product bugs planted for a test (product.planted)
     sweeper_row_deleted_at: float | None = None  # hours: an admin deletes the sweeper's row
     start_within: float = 12.0  # hours over which the first goals start
+    # Issue 48's clock step (World.clock_jumps): (share of the world's length
+    # at which the server's clock jumps ahead, hours ahead, minutes before it
+    # is set back); None: the clock never jumps.
+    clock_step: tuple[float, float, float] | None = (0.4, 8.0, 2.5)
 
 
 # ------------------------------------------------------------------ failure texts
@@ -286,7 +303,7 @@ class World:
     def __init__(self, config: Config):
         self.config = config
         self.rng = random.Random(config.seed)  # noqa: S311 (a seeded world, not secrets)
-        self.clock = ledger_clock.FrozenClock(START)
+        self.clock = SteppableClock(START)
         self.end = START + timedelta(days=config.days)
         self.queue: list[tuple[datetime, int, Callable[..., None], tuple[Any, ...]]] = []
         self.seq = 0
@@ -361,6 +378,9 @@ class World:
             if self.config.sweeper_row_deleted_at is not None:
                 self.at(START + timedelta(hours=self.config.sweeper_row_deleted_at),
                         self.delete_sweeper_row)
+            if self.config.clock_step is not None:
+                self.at(START + self.config.clock_step[0] * (self.end - START),
+                        self.clock_jumps)
             while self.queue and self.queue[0][0] <= self.end:
                 when, _seq, action, args = heapq.heappop(self.queue)
                 self.clock.current = max(self.clock.current, when)
@@ -1243,6 +1263,44 @@ class World:
         hourly schedule repair restores it."""
         if product.delete_sweeper_row():
             self.count("sweeper_row_deleted")
+
+    # ---------------------------------------------------------- a stepped clock
+
+    def clock_jumps(self) -> None:
+        """The server's clock jumps hours ahead (a bad NTP answer, a hand-set
+        clock), runs there a few minutes while agents and django-q2 go on,
+        and is set back. From then on the notification watch (the Procfile's
+        `watch`, a process other than the scheduler) runs every minute."""
+        _share, hours, minutes = self.config.clock_step or (0.0, 0.0, 0.0)
+        self.clock.offset = timedelta(hours=hours)
+        self.count("clock_step")
+        self.after(timedelta(minutes=minutes), self.clock_set_back)
+
+    def clock_set_back(self) -> None:
+        """The clock is right again. Every agent that held a lease while it was
+        ahead dies now, silently: its lease and progress clock were stamped in
+        the future, and only the product can bring them back within its policy."""
+        self.clock.offset = timedelta()
+        for goal_id in self.active():
+            goal = self.goals[goal_id]
+            if goal.lease is None:
+                continue
+            goal.crashed.add(goal.lease.generation)
+            goal.healthy = False  # the world broke it: PROGRESS no longer applies
+            goal.injected = "clock_step"
+            self.count("clock_step_holder_died")
+            self.note(goal, f"its holder (generation {goal.lease.generation}) dies as the "
+                            "clock is set back")
+            goal.turn += 1
+            goal.lease = None
+            goal.mode = "idle"
+            self.after(self.minutes(10, 40), self.agent_poll, goal, goal.turn)
+        self.after(timedelta(minutes=1), self.notify_watch)
+
+    def notify_watch(self) -> None:
+        self.after(timedelta(minutes=1), self.notify_watch)
+        if product.notify_watch() == "silent":
+            self._schedules = None  # it may have restored the scheduler's rows
 
     def operator_act(self, goal: GoalSim, version: int, reason: str = "") -> None:
         state = product.load(goal.goal_id)

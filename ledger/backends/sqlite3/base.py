@@ -13,7 +13,9 @@ SQLite's lock free, and it lets go when it commits or rolls back.
 
 The flock is only a queue in front of SQLite's lock, never a replacement: a
 writer that waits longer than the busy timeout goes on to BEGIN IMMEDIATE
-without it and gets SQLite's own "database is locked" as before, and a
+without it, looks at SQLite's lock once (no second wait: the two waits share
+the one bound) and gets SQLite's own "database is locked" if it is taken
+(answered 503 database_busy by the API: ledger/eventstore/busy.py), and a
 process that dies holding it loses it with its file descriptor. Readers
 (autocommit SELECTs, WAL snapshots) never take it.
 """
@@ -37,6 +39,12 @@ class DatabaseWrapper(base.DatabaseWrapper):
     # the driver) and ends it with _commit or _rollback.
     def _start_transaction_under_autocommit(self) -> None:
         self._enter_queue()
+        # The queue and SQLite's lock share one bound (the busy timeout,
+        # WAKELEDGER_DB_WAIT_SECONDS): a writer that waited it out in the
+        # queue looks at SQLite's lock once and does not wait the bound a
+        # second time. Waiting twice made a locked database answer after 20
+        # to 40 s instead of the bound.
+        waited_out = not self._queued and self._queue_file() is not None
         try:
             # Straight to the driver, as Django's own _commit does: its cursor
             # wrapper (a new cursor, the debug and error layers, the
@@ -44,10 +52,19 @@ class DatabaseWrapper(base.DatabaseWrapper):
             # write transaction. The price: BEGIN is not in connection.queries.
             mode = self.transaction_mode
             with self.wrap_database_errors:
-                self.connection.execute(f"BEGIN {mode}" if mode else "BEGIN")
+                if waited_out:
+                    self.connection.execute("PRAGMA busy_timeout = 0")
+                try:
+                    self.connection.execute(f"BEGIN {mode}" if mode else "BEGIN")
+                finally:
+                    if waited_out:
+                        self.connection.execute(f"PRAGMA busy_timeout = {self._timeout_ms()}")
         except BaseException:
             self._leave_queue()
             raise
+
+    def _timeout_ms(self) -> int:
+        return int(float(self.settings_dict["OPTIONS"].get("timeout", 5)) * 1000)
 
     def _commit(self) -> None:
         try:

@@ -1,0 +1,114 @@
+"""A clock stepped back: stamps written while the server's clock ran ahead.
+
+A server whose clock runs hours ahead for a few minutes (a bad NTP answer, a
+hand-set clock, a VM restored from a snapshot) and is then set back leaves
+its goals stamped in the future: a lease granted then expires hours from now,
+a progress clock started then restarts hours from now, and a goal whose
+holder died in that window read ``working`` with a deadline hours away —
+unlisted for as long as the clock had been ahead.
+
+Decision (docs/decisions.md, "A clock stepped back"): **recompute, do not
+refuse.** Nothing can be refused while the clock is ahead (every stamp then
+agrees with it); what can be done is to notice afterwards and bring the
+stamps back. So:
+
+- Within ``CLOCK_SKEW`` the store records a command at the goal's last event
+  (``recording_time``): several hosts' clocks differ a little, and a goal's
+  history never runs backwards by such a difference.
+- Beyond it, the clock was stepped back. The next command on the goal (any
+  command: an agent's heartbeat, the sweeper's liveness check, the doctor's
+  repair) is decided at the clock's own now, and first records
+  ``clock.stepped_back``: every stamp that starts a clock (the lease's grant
+  and last heartbeat, the progress clock, a ready wake's start, a job's
+  tracking) is brought back to now, and the lease expires at most its own
+  ``lease_seconds`` from now. No deadline derived from them is then further
+  away than the policy allows from the moment the step was seen.
+
+The sweeper finds such goals by the indexed ``updated_at`` column (a last
+event more than ``CLOCK_SKEW`` ahead), so the correction does not wait for a
+deadline that lies hours away. Stamps that are meant to lie in the future (a
+watchdog's next slot, a reset wake, ``paused_until``) are left: they were
+chosen by a rule, not read off the clock, and their own repairs (the schedule
+rows') hold.
+"""
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from ledger.domain.events import ClockSteppedBack, Event, iso
+from ledger.domain.state import GoalState
+
+# How far behind a goal's last event the clock may read and still be one
+# clock among several (hosts a little apart, as a web host two minutes behind
+# a scheduler host): the store then records at the last event. Further
+# behind, the clock was stepped back. The same five minutes the scheduler
+# may be late (liveness.SCHEDULER_LATENESS).
+CLOCK_SKEW = timedelta(minutes=5)
+
+
+def ahead_by(state: GoalState, now: datetime) -> timedelta | None:
+    """How far the goal's last event lies beyond ``now``, when that is more
+    than ``CLOCK_SKEW`` (else None). Ended goals have no clock left to run."""
+    if not state.updated_at or state.terminal:
+        return None
+    gap = datetime.fromisoformat(state.updated_at) - now
+    return gap if gap > CLOCK_SKEW else None
+
+
+def recording_time(state: GoalState, now: datetime) -> datetime:
+    """The instant a command on this goal is decided and recorded at: never
+    before its last event by less than ``CLOCK_SKEW`` (clocks of several hosts
+    a little apart), and the clock's own ``now`` when it is further behind
+    (a clock stepped back: ``stepped_back`` corrects the stamps)."""
+    if state.updated_at:
+        last = datetime.fromisoformat(state.updated_at)
+        if now < last <= now + CLOCK_SKEW:
+            return last
+    return now
+
+
+def stepped_back(state: GoalState, now: datetime) -> list[Event]:
+    """``clock.stepped_back`` when the goal's stamps lie beyond the skew bound."""
+    ahead = ahead_by(state, now)
+    if ahead is None:
+        return []
+    return [Event(ClockSteppedBack(last_recorded=state.updated_at,
+                                   ahead_seconds=int(ahead.total_seconds())), now)]
+
+
+def _back(value: Any, at: str, now: datetime) -> Any:
+    """A stamp that starts a clock, brought back to ``at`` if it lies beyond it."""
+    if isinstance(value, str) and value and datetime.fromisoformat(value) > now:
+        return at
+    return value
+
+
+# The goal's own fields that start a clock (a deadline is counted from them).
+# A new such field belongs here, or a clock step leaves its deadline ahead.
+CLOCK_STARTS = ("progress_since", "checkpointed_at")
+
+
+def rebased(state: GoalState, data: ClockSteppedBack, at: str) -> dict[str, Any]:
+    """The evolver of ``clock.stepped_back``: the fields whose stamps it brings back."""
+    now = datetime.fromisoformat(at)
+    changes: dict[str, Any] = {}
+    if state.lease:
+        lease = {**state.lease}
+        for name in ("acquired_at", "last_heartbeat_at"):
+            if name in lease:
+                lease[name] = _back(lease[name], at, now)
+        longest = now + timedelta(seconds=int(lease.get("lease_seconds") or 0))
+        if lease.get("expires_at") and datetime.fromisoformat(lease["expires_at"]) > longest:
+            lease["expires_at"] = iso(longest)
+        changes["lease"] = lease
+    for name in CLOCK_STARTS:
+        moved = _back(getattr(state, name), at, now)
+        if moved != getattr(state, name):
+            changes[name] = moved
+    if state.ready:
+        changes["ready"] = {**state.ready, **{name: _back(state.ready[name], at, now)
+                                              for name in ("at", "since") if name in state.ready}}
+    if any(_back(job.get("tracked_at"), at, now) != job.get("tracked_at") for job in state.jobs):
+        changes["jobs"] = [{**job, "tracked_at": _back(job.get("tracked_at"), at, now)}
+                           if job.get("tracked_at") else job for job in state.jobs]
+    return changes

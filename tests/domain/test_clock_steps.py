@@ -1,0 +1,118 @@
+"""A clock stepped forward and back (ledger.domain.clocksteps): stamps from the
+future come back to now, so no deadline or lease lies further away than the
+policy allows from the moment the step is seen."""
+
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ledger.domain import GoalState, Heartbeat, LeaseProof, RecordCheckpoint, decision, liveness
+from ledger.domain.clocksteps import CLOCK_SKEW, ahead_by, recording_time
+from ledger.domain.events import ClockSteppedBack, LeaseExpired, LivenessMissed
+from ledger.domain.overdue import CheckLiveness
+from tests.domain.test_progress_properties import TOKEN, running
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def started_at(at: datetime) -> GoalState:
+    """A goal run (lease taken) at ``at``, as ``running`` does at its own T0."""
+    from ledger.domain import RunGoal, StartGoal, decide, fold
+
+    start = StartGoal(goal_id="g", workspace="/w", goal_key="k", objective="o",
+                      policy={"lease_seconds": 300})
+    return fold(decide(GoalState(), RunGoal(start, holder="w", token_sha256=TOKEN), at))
+
+
+def gap(state: GoalState, now: datetime) -> timedelta:
+    deadline = liveness.deadline_at(state)
+    assert deadline is not None
+    return deadline - now
+
+
+@settings(max_examples=60, deadline=None)
+@given(ahead=st.timedeltas(min_value=CLOCK_SKEW + timedelta(seconds=1),
+                           max_value=timedelta(days=30)),
+       window=st.integers(0, 280), back_after=st.integers(0, 600))
+def test_a_holder_that_died_while_the_clock_ran_ahead_expires_within_its_lease(
+        ahead: timedelta, window: int, back_after: int) -> None:
+    """The clock runs ``ahead`` for ``window`` seconds (the holder heartbeats
+    and checkpoints, then dies) and is set back: the next liveness check
+    records the step, and the goal's deadline is no further than a goal run
+    at that moment would have; once that passes, the lease expires."""
+    wrong = T0 + ahead
+    state = started_at(wrong)
+    proof = LeaseProof(TOKEN, state.lease["generation"])
+    state = decision(state, Heartbeat(proof), wrong + timedelta(seconds=window / 2)).state
+    state = decision(state, RecordCheckpoint(current_step="s", progress_pct=10, proof=proof),
+                     wrong + timedelta(seconds=window)).state
+    # The real clock, set back, read while it is still behind the last event
+    # by more than the skew bound (later, the stamps are simply in the past).
+    behind = ahead - CLOCK_SKEW - timedelta(seconds=1)
+    now = T0 + timedelta(seconds=window) + min(timedelta(seconds=back_after), behind)
+    decided = decision(state, CheckLiveness(), now)
+    assert isinstance(decided.events[0].payload, ClockSteppedBack)
+    after = decided.state
+    assert ahead_by(after, now) is None
+    assert gap(after, now) <= gap(started_at(now), now)
+    assert liveness.label(after, now) == liveness.WORKING
+    later = now + gap(started_at(now), now) + timedelta(seconds=1)
+    expired = decision(after, CheckLiveness(), later).events
+    assert any(isinstance(e.payload, LeaseExpired) for e in expired)
+
+
+def test_a_live_holder_goes_on_after_the_step() -> None:
+    """A holder still alive heartbeats after the step: the heartbeat records
+    the correction first and renews from the real now."""
+    wrong = T0 + timedelta(hours=2)
+    state = started_at(wrong)
+    proof = LeaseProof(TOKEN, state.lease["generation"])
+    now = T0 + timedelta(minutes=3)
+    decided = decision(state, Heartbeat(proof), now)
+    assert isinstance(decided.events[0].payload, ClockSteppedBack)
+    assert datetime.fromisoformat(decided.state.lease["expires_at"]) == now + timedelta(seconds=300)
+    assert datetime.fromisoformat(decided.state.updated_at) == now
+
+
+def test_the_progress_clock_restarts_from_the_real_now_not_the_future() -> None:
+    """No checkpoint after the step: NO_PROGRESS comes ``progress_minutes``
+    after the step was seen, not hours after."""
+    wrong = T0 + timedelta(hours=5)
+    state = started_at(wrong)
+    now = T0 + timedelta(minutes=1)
+    after = decision(state, CheckLiveness(), now).state
+    bound = timedelta(minutes=after.setting("progress_minutes"))
+    since = liveness.progress_since(after)
+    assert since <= now
+    expected = liveness.progress_expectation(after)
+    assert expected is not None and expected.deadline is not None
+    assert expected.deadline <= now + bound
+
+
+@settings(max_examples=40, deadline=None)
+@given(behind=st.timedeltas(min_value=timedelta(0), max_value=CLOCK_SKEW))
+def test_clocks_a_little_apart_never_record_time_running_backwards(behind: timedelta) -> None:
+    """Within the skew bound another host's clock is one clock among several:
+    the command is recorded at the last event, and nothing is corrected."""
+    state = started_at(T0)
+    now = T0 - behind
+    assert recording_time(state, now) == (T0 if behind else now)
+    assert ahead_by(state, now) is None
+    assert not any(isinstance(e.payload, ClockSteppedBack)
+                   for e in decision(state, CheckLiveness(), T0).events)
+
+
+def test_an_ended_goal_is_never_corrected() -> None:
+    state = running()
+    ended = state.but(status="done")
+    assert ahead_by(ended, T0 - timedelta(hours=3)) is None
+
+
+def test_the_correction_is_one_event_that_replays() -> None:
+    from ledger.domain import fold
+
+    state = started_at(T0 + timedelta(hours=2))
+    decided = decision(state, CheckLiveness(), T0)
+    assert fold(decided.events, state) == decided.state
+    assert not any(isinstance(e.payload, LivenessMissed) for e in decided.events)

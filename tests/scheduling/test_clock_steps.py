@@ -1,0 +1,52 @@
+"""The server's clock runs two hours ahead for a few minutes and is set back
+(ledger.domain.clocksteps): a holder that died in that window is found by the
+sweeper and expires within its lease, and ``ledger doctor`` reports and
+repairs such a goal. Through django-q2's task function, on the real store."""
+
+from datetime import timedelta
+
+import pytest
+
+from ledger.models import Goal
+from ledger.operators import doctor
+from scheduling import tasks
+from tests.factories import kinds
+
+pytestmark = pytest.mark.django_db
+
+AHEAD = timedelta(hours=2)
+
+
+def run_while_ahead(clock, started) -> str:
+    """A goal run (300 s lease) while the clock reads two hours ahead, whose
+    holder then dies; the clock is set back 2.5 minutes after it jumped."""
+    real = clock()
+    clock.current = real + AHEAD
+    gid, _lease = started()
+    clock.current = real + timedelta(minutes=2, seconds=30)
+    return gid
+
+
+def test_a_holder_that_died_while_the_clock_ran_ahead_is_swept_within_its_lease(
+        agent, started, clock):
+    gid = run_while_ahead(clock, started)
+    tasks.sweep_leases()
+    assert "clock.stepped_back" in kinds(gid)
+    goal = Goal.objects.get(id=gid)
+    # 300 s lease and its stale grace from now: minutes, not two hours.
+    assert goal.deadline_at is not None and goal.deadline_at <= clock() + timedelta(minutes=10)
+    assert agent.get(f"goals/{gid}").json()["liveness"] == "working"
+    for _ in range(10):  # the sweeper's minutely passes
+        clock.advance(minutes=1)
+        tasks.sweep_leases()
+    assert "lease.expired" in kinds(gid)
+
+
+def test_the_doctor_reports_a_goal_stamped_ahead_and_fix_brings_it_back(started, clock):
+    gid = run_while_ahead(clock, started)
+    found = [f for f in doctor.findings([gid]) if f.problem == "clock_ahead"]
+    assert [f.goal_id for f in found] == [gid]
+    doctor.fix([gid], actor="operator")
+    assert "clock.stepped_back" in kinds(gid)
+    assert not [f for f in doctor.findings([gid]) if f.problem == "clock_ahead"]
+    assert Goal.objects.get(id=gid).deadline_at <= clock() + timedelta(minutes=10)
