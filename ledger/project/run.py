@@ -7,10 +7,12 @@
    URL or starting a second scheduler against the same database;
 2. ``migrate``, ``collectstatic`` and ``ledger bootstrap`` (the first admin);
 3. each line of the Procfile (``web``: gunicorn, ``scheduler``: ``manage.py
-   scheduler``) is started in a session of its own, and a child that dies is
-   restarted after a backoff (1 s, doubling to 30 s; back to 1 s once it ran
-   a minute) with a line saying so. The other keeps running: honcho, which ran
-   this before, stopped everything when one process died and restarted nothing.
+   scheduler``, ``watch``: ``manage.py ledger notify --every 60``, which tells
+   a human when the scheduler falls silent) is started in a session of its
+   own, and a child that dies is restarted after a backoff (1 s, doubling to
+   30 s; back to 1 s once it ran a minute) with a line saying so. The others
+   keep running: honcho, which ran this before, stopped everything when one
+   process died and restarted nothing.
 4. SIGINT / SIGTERM: one SIGTERM to each child (never to its group: the
    scheduler's launcher turns it into one clean stop of the cluster, see
    scheduling/management/commands/scheduler.py), a wait of up to ``--grace``
@@ -172,8 +174,9 @@ def shutdown(children: list[Child], grace: float, stop: list[int]) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m ledger.project.run",
-        description="Serve Wake Ledger (the web and the scheduler), restarting either if "
-                    "it dies. Refuses a busy port before it touches the database.")
+        description="Serve Wake Ledger: the Procfile's processes (the web, the scheduler and "
+                    "the watch), restarting any one that dies while the others run on. "
+                    "Refuses a busy port before it touches the database.")
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", 8000)),
                         help="the port gunicorn serves (default: $PORT, else 8000)")
     parser.add_argument("--procfile", type=Path, default=ROOT / "Procfile",
