@@ -14,6 +14,7 @@ add a second server's migrations for the same commands.
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -72,6 +73,8 @@ def server(scratch):
     """`make run PORT=…` as the quickstart writes it, on a var/ of its own."""
     if connection.vendor != "sqlite":
         pytest.skip("the pages run once, in the SQLite half (`make run` serves SQLite)")
+    if shutil.which("jq") is None:
+        pytest.skip("jq is not installed (`make jq`): the pages trim JSON with it")
     [block] = [b for b in docrun.blocks(QUICKSTART) if b.directive == "server"]
     [command] = [line[2:] for line in block.lines if line.startswith("$ ")]
     port = free_port()
