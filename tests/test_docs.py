@@ -206,12 +206,11 @@ def test_the_quickstarts_wake_line_is_the_one_the_scheduler_logs():
     assert re.fullmatch(re.escape(template).replace("%s", r"\S+"), shown.removeprefix("… "))
 
 
-def test_the_doc_runner_matches_by_placeholder():
+def test_the_doc_runner_matches_by_placeholder(tmp_path):
     from tests import docrun
 
-    page = docrun.Page(ROOT / "docs" / "quickstart.md", Path("/nonexistent"), ROOT, {},
+    page = docrun.Page(ROOT / "docs" / "quickstart.md", tmp_path, ROOT, {},
                        stand_ins={"18765": "40001"})
-    page.state = Path("/nonexistent")  # never run here
     uuid_a, uuid_b = "1a86455a-4f4b-4885-8cdb-475cae2987ea", "0b2c3d4e-1111-4222-8333-444455556666"
     bound: dict[str, str] = {}
     other = "9f8e7d6c-aaaa-4bbb-8ccc-000011112222"
