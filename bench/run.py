@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import ROOT, Row, markdown, parser, table
 
 SUITE = ("append.py", "peers.py", "http_checkpoint.py", "replay.py", "history.py", "scheduler.py",
-         "scale.py", "verifiable.py")
+         "scale.py", "verifiable.py", "trace.py")
 
 
 def main() -> int:

@@ -118,7 +118,16 @@ class InvalidValue(ValueError):
 
 def configured() -> dict[str, dict[str, Any]]:
     config = settings.WAKELEDGER_DISPATCHERS
-    validate(config)
+    try:
+        validate(config)
+    except ImproperlyConfigured as error:
+        # The configuration is read from var/dispatchers.json once it exists
+        # (ledger/project/dispatchers.py): say where to correct it.
+        source = getattr(settings, "WAKELEDGER_DISPATCHERS_SOURCE", "")
+        if source and source != "WAKELEDGER_DISPATCHERS" and "(no such file)" not in source:
+            raise ImproperlyConfigured(f"{error} (read from {source}: correct it "
+                                       "there)") from None
+        raise
     return config
 
 

@@ -227,3 +227,21 @@ def test_the_postgresql_floor_runs_the_stores_prepared_write_and_keeps_its_goal_
     # Columns no checkpoint changes: the store prepared no such append.
     with pytest.raises(RuntimeError, match="prepared no append"):
         FloorPostgres(conninfo, dataclasses.replace(setup, changed=("no_such_column",)))
+
+
+def test_the_trace_counts_only_project_code_and_sees_each_layer_of_a_request():
+    """bench/trace.py's figure is only as good as its filter: the standard
+    library and Django are not counted, and a call into the domain is."""
+    import json as json_module
+
+    from bench.trace import traced
+
+    def a_use_case() -> object:
+        from ledger.domain.validation import progress
+
+        json_module.dumps({"a": 1})
+        return progress(40)
+
+    _, modules, functions = traced(a_use_case)
+    assert modules == {"ledger/domain/validation.py"}
+    assert ("ledger/domain/validation.py", "progress") in functions

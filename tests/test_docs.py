@@ -188,22 +188,29 @@ def test_the_quickstarts_make_run_lists_todays_migrations_and_processes():
     apps = sorted({app for app, _ in MigrationLoader(None, ignore_no_migrations=True)
                    .disk_migrations})
     assert listed.split(", ") == apps
-    started = re.findall(r"run \| (\w+) started \(pid", quickstart)
+    started = re.findall(r" run \[-\] (\w+) started \(pid", quickstart)
     assert started == list(procfile(ROOT / "Procfile"))
 
 
 def test_the_quickstarts_wake_line_is_the_one_the_scheduler_logs():
-    """The line shown is the scheduler's wake message after the log prefix
-    (time, level, logger, request id: `…`), so grepping for it finds the real
-    line whatever WAKELEDGER_LOG_FORMAT is; the slow test finds it in a real
-    run's log."""
+    """The wake line shown is the scheduler's message (scheduling/tasks.py) in
+    the text log format every process writes, so grepping for what the page
+    shows finds the real line; the slow test finds it in a real run's log."""
+    import logging
+
+    from ledger.project.jsonlogs import formatter
+
     quickstart = (ROOT / "docs" / "quickstart.md").read_text()
     [shown] = [line for line in quickstart.splitlines() if "ready_for_pull" in line
                and "wake internal:" in line and not line.startswith("$")]
-    assert shown.startswith("… wake internal:")
     source = (ROOT / "scheduling" / "tasks.py").read_text()
     [template] = re.findall(r'"(wake %s for goal %s: %s)"', source)
-    assert re.fullmatch(re.escape(template).replace("%s", r"\S+"), shown.removeprefix("… "))
+    message = re.search(re.escape(template).replace("%s", r"\S+"), shown).group(0)
+    record = logging.LogRecord("scheduling.tasks", logging.INFO, __file__, 1, message, (), None)
+    record.request_id = "-"
+    written = formatter("text").format(record)
+    time = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ")
+    assert time.match(shown) and time.sub("", shown) == time.sub("", written)
 
 
 def test_the_doc_runner_matches_by_placeholder(tmp_path):

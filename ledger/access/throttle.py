@@ -79,9 +79,6 @@ class Window:
             _not_locked[memo] = now + NOT_LOCKED_MEMO_SECONDS
         return wait
 
-    def exceeded(self, subject: str) -> bool:
-        return self.locked_for(subject) > 0
-
     def record(self, subject: str) -> int:
         """Count one failure; returns the count in the current window."""
         _not_locked.pop((self.name, subject), None)

@@ -263,7 +263,7 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
         return [{"id": "stuck", "title": "Goals needing attention",
                  "template": "admin/ledger/goal/dashboard_stuck.html",
                  "groups": groups, "scheduler": alerts.scheduler_health(),
-                 "checked": checked},
+                 "checked": checked, "active_now": timeline.active_goals()},
                 # Read-only: dispatchers are edited in their file, never here.
                 {"id": "dispatchers", "title": "Dispatchers",
                  "template": "admin/ledger/goal/dashboard_dispatchers.html",

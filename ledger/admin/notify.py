@@ -9,12 +9,13 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
 from ledger.admin.base import ReadOnlyAdmin, UUIDSearchMixin, utc, wrapped
-from ledger.models import Channel, Notification
+from ledger.models import Channel, Goal, Notification
 from ledger.services import notifications
 
 
@@ -92,13 +93,23 @@ class NotificationAdmin(UUIDSearchMixin, ReadOnlyAdmin):
               "body", "status", "attempts", "last_error", "created_at", "next_attempt_at",
               "sending_at", "done_at")
 
-    @admin.display(description="goal", ordering="goal_id")
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Notification]:
+        # Each row's goal key, read by primary key in the page's own query: a
+        # notification keeps its goal's id, not a foreign key, and a key per
+        # row would be a query per row.
+        return super().get_queryset(request).annotate(goal_key=Subquery(
+            Goal.objects.filter(pk=OuterRef("goal_id")).values("goal_key")[:1]))
+
+    @admin.display(description="goal", ordering="goal_key")
     def goal(self, row: Notification) -> str:
+        """The goal's key, linked to its page (its id in the title); the
+        scheduler's own notices have no goal."""
         if row.goal_id is None:
             return "—"
-        return format_html('<a class="wl-id" href="{}" title="{}">{}</a>',
+        key = getattr(row, "goal_key", None) or row.goal_id.hex[:8]
+        return format_html('<a href="{}" title="{}" data-testid="goal">{}</a>',
                            reverse("admin:ledger_goal_timeline", args=[row.goal_id]),
-                           row.goal_id, row.goal_id.hex[:8])
+                           row.goal_id, key)
 
     @admin.display(description="channel", ordering="channel_redacted")
     def to(self, row: Notification) -> str:

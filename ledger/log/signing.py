@@ -78,8 +78,13 @@ def _load(path: Path) -> Ed25519PrivateKey:
     try:
         key = serialization.load_pem_private_key(path.read_bytes(), password=None)
     except (ValueError, TypeError) as error:
-        raise ImproperlyConfigured(f"{path} is not an unencrypted PEM private key: "
-                                   f"{error}") from None
+        # The setting named, so the refusal says what to correct; the
+        # library's own text cut to its first sentence (its FAQ link is noise).
+        raise ImproperlyConfigured(
+            f"WAKELEDGER_SIGNING_KEY_FILE: {path} is not an unencrypted PEM private key "
+            f"({str(error).split('. ')[0].rstrip('.')}); point it at an Ed25519 key, or at a "
+            "path that does not exist yet to have one made") from None
     if not isinstance(key, Ed25519PrivateKey):
-        raise ImproperlyConfigured(f"{path} holds a key that is not Ed25519")
+        raise ImproperlyConfigured(f"WAKELEDGER_SIGNING_KEY_FILE: {path} holds a key that is "
+                                   "not Ed25519")
     return key

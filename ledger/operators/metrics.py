@@ -30,6 +30,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from ledger.domain import liveness
 from ledger.eventstore import clock, tallies
 from ledger.models import Event, Goal, SchedulerBeat, TreeHead
 from ledger.operators import alerts
@@ -74,21 +75,25 @@ def registry(now: datetime | None = None) -> CollectorRegistry:
 def goals(tallied: dict[str, float]) -> Iterator[Metric]:
     """Goals by status and reason, from their tallies' sums ({labels:
     value}; the active and the ended ones never share labels: the status
-    differs). A (status, reason) no goal has any more is left out, as a
-    COUNT would."""
+    differs). A (status, reason) no goal has any more reads 0: a series that
+    vanished would read as "no data" on a graph and in an alert rule, not as
+    none (docs/metrics.md)."""
     family = GaugeMetricFamily(f"{PREFIX}goals", "Goals by status and reason.",
                                labels=["status", "reason"])
     for text, value in sorted(tallied.items()):
-        if value:
-            found = tallies.parse_labels(text)
-            family.add_metric([found["status"], found["reason"]], value)
+        found = tallies.parse_labels(text)
+        family.add_metric([found["status"], found["reason"]], value)
     yield family
 
 
 def alert_counts(now: datetime) -> Iterator[Metric]:
     family = GaugeMetricFamily(f"{PREFIX}alerts", "Goals that need a human, by reason "
                                "(the /alerts list's count).", labels=["reason"])
-    for reason, n in sorted(alerts.counts_by_reason(Goal.objects.all(), now).items()):
+    # Every reason a goal can be listed for, 0 when none is: "nothing needs a
+    # human" is a 0, not a series that is gone.
+    found = {reason: 0 for reason in liveness.WHY}
+    found.update(alerts.counts_by_reason(Goal.objects.all(), now))
+    for reason, n in sorted(found.items()):
         family.add_metric([reason], n)
     yield family
 
@@ -105,7 +110,10 @@ def counted(found: dict[str, dict[str, float]]) -> Iterator[Metric]:
             (tallies.CHARGED, "Continuations charged to goals' budgets "
              "(continuation.charged events).", [])):
         family = CounterMetricFamily(f"{PREFIX}{name}", help_text, labels=label_names)
-        for text, value in sorted(found.get(name, {}).items()):
+        rows = found.get(name, {})
+        if not label_names and not rows:
+            rows = {"": 0.0}  # a counter without labels starts at 0, not absent
+        for text, value in sorted(rows.items()):
             values = tallies.parse_labels(text)
             family.add_metric([values.get(label, "") for label in label_names], value)
         yield family

@@ -22,7 +22,7 @@ from ledger.domain import TERMINAL_STATUSES, liveness
 from ledger.domain import events as ev
 from ledger.domain.codec import decode_or_none
 from ledger.domain.state import BLOCKED, RATE_LIMIT_STOPPED
-from ledger.eventstore import clock
+from ledger.eventstore import clock, tallies
 from ledger.eventstore.chain import event_hash, head_break
 from ledger.models import Event, Goal
 from ledger.operators import alerts, passes
@@ -386,3 +386,10 @@ def stuck_goals(checked: passes.WakeRows | None = None) -> list[dict[str, Any]]:
                        "why": "" if reason == SCHEDULE_ROWS else liveness.why(reason),
                        "checked": checked if reason == SCHEDULE_ROWS else None})
     return result
+
+
+def active_goals() -> int:
+    """How many goals are active now (the dashboard sets it beside a pass's
+    count "then"): the goals_active tally's rows, which the store moves in
+    each command's transaction, not a COUNT over every goal."""
+    return int(sum(tallies.read().get(tallies.ACTIVE, {}).values()))

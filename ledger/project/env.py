@@ -5,7 +5,6 @@ expected, so a typo in a deployment fails at start-up instead of silently
 falling back to a default.
 """
 
-import json
 import os
 from urllib.parse import unquote, urlsplit
 
@@ -55,15 +54,6 @@ def env_list(name: str, default: list[str]) -> list[str]:
         return list(default)
     return [item.strip() for item in raw.split(",") if item.strip()]
 
-
-def env_json(name: str, default: object) -> object:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} is not valid JSON: {exc}") from None
 
 
 def database_from_url(url: str, *, name: str = "DATABASE_URL") -> dict:

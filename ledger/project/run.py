@@ -7,24 +7,28 @@
    URL or starting a second scheduler against the same database;
 2. ``migrate``, ``collectstatic`` and ``ledger bootstrap`` (the first admin);
 3. each line of the Procfile (``web``: gunicorn, ``scheduler``: ``manage.py
-   scheduler``, ``watch``: ``manage.py ledger notify --every 60``, which tells
-   a human when the scheduler falls silent) is started in a session of its
-   own, and a child that dies is restarted after a backoff (1 s, doubling to
-   30 s; back to 1 s once it ran a minute) with a line saying so. The others
-   keep running: honcho, which ran this before, stopped everything when one
-   process died and restarted nothing.
+   scheduler``, ``watch``: ``ledger notify --every``) is started in a session
+   of its own, and a child that dies is restarted after a backoff (1 s,
+   doubling to 30 s; back to 1 s once it ran a minute) with a line saying so.
+   The others keep running: honcho, which ran
+   this before, stopped everything when one process died and restarted nothing.
 4. SIGINT / SIGTERM: one SIGTERM to each child (never to its group: the
    scheduler's launcher turns it into one clean stop of the cluster, see
    scheduling/management/commands/scheduler.py), a wait of up to ``--grace``
    seconds, then SIGKILL to what is left. A second signal kills at once.
 
-Standard library only, and no Django: the port check must come before any
-setting is read (reading them creates var/ and the SQLite file).
+No Django: the port check must come before any setting is read (reading
+them creates var/ and the SQLite file). Its own lines are log lines in the
+format every process writes (WAKELEDGER_LOG_FORMAT, ledger/project/jsonlogs.py),
+under the logger ``run``; with JSON logs the set-up's output (migrate's list,
+the first admin's password) becomes JSON lines too.
 """
 
 import argparse
 import contextlib
 import ctypes
+import json
+import logging
 import os
 import signal
 import socket
@@ -40,10 +44,35 @@ FIRST_BACKOFF, MAX_BACKOFF = 1.0, 30.0
 # A child that ran this long before dying is restarted after the first backoff again.
 STEADY_SECONDS = 60.0
 PR_SET_PDEATHSIG = 1
+BAD_ADDRESS = "not an address"
 
 
-def say(line: str) -> None:
-    print(f"{time.strftime('%H:%M:%S', time.gmtime())} run | {line}", flush=True)
+LOG = logging.getLogger("run")
+
+
+def log_format() -> str:
+    """WAKELEDGER_LOG_FORMAT as the children read it; a wrong value is theirs
+    to refuse (in one paragraph, at migrate), these lines stay text."""
+    form = os.environ.get("WAKELEDGER_LOG_FORMAT", "text")
+    return form if form in ("text", "json") else "text"
+
+
+def start_logging(form: str) -> None:
+    from ledger.project.jsonlogs import formatter  # this checkout's, no Django
+    from ledger.project.logfilters import AccessLogFields  # "-" as the request id
+
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(formatter(form))
+    handler.addFilter(AccessLogFields())
+    LOG.addHandler(handler)
+    LOG.setLevel(logging.INFO)
+    LOG.propagate = False
+
+
+def say(line: str, level: int = logging.INFO) -> None:
+    LOG.log(level, line)
+    for handler in LOG.handlers:
+        handler.flush()
 
 
 def port_busy(host: str, port: int) -> str | None:
@@ -53,9 +82,24 @@ def port_busy(host: str, port: int) -> str | None:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host.strip("[]"), port))
+        except socket.gaierror:
+            return BAD_ADDRESS
         except OSError as error:
             return error.strerror or str(error)
     return None
+
+
+def port_number(value: str) -> int:
+    """--port, or $PORT (argparse reads the default through this too)."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a port number; give PORT (make run PORT=8123) or --port a "
+            "whole number from 1 to 65535")
+    return number
 
 
 def procfile(path: Path) -> dict[str, str]:
@@ -111,21 +155,50 @@ class Child:
         self.restarts += 1
         self.restart_at = time.monotonic() + self.backoff
         say(f"{self.name} (pid {self.process.pid}) died ({how}); restarting it in "
-            f"{self.backoff:g} s (restart {self.restarts})")
+            f"{self.backoff:g} s (restart {self.restarts})", logging.WARNING)
         self.backoff = min(self.backoff * 2, MAX_BACKOFF)
         self.process = None
 
 
-def setup(python: str, env: dict[str, str]) -> None:
+def setup(python: str, env: dict[str, str], form: str = "text") -> None:
     """Migrate, collect static files, bootstrap: stop at the first failure."""
     for args in (["migrate", "--noinput"], ["collectstatic", "--noinput", "--verbosity", "0"],
                  ["ledger", "bootstrap"]):
-        done = subprocess.run([python, "manage.py", *args], cwd=ROOT, env=env,  # noqa: S603
-                              check=False)
-        if done.returncode:
-            say(f"manage.py {' '.join(args)} failed (exit code {done.returncode}); "
-                "nothing was started")
-            sys.exit(done.returncode)
+        command = [python, "manage.py", *args]
+        if form == "json":
+            step = args[1] if args[0] == "ledger" else args[0]  # migrate, bootstrap
+            code = _as_json_lines(command, env, f"run.{step}")
+        else:
+            code = subprocess.run(command, cwd=ROOT, env=env, check=False).returncode  # noqa: S603
+        if code:
+            say(f"manage.py {' '.join(args)} failed (exit code {code}); nothing was started",
+                logging.ERROR)
+            sys.exit(code)
+
+
+def _as_json_lines(command: list[str], env: dict[str, str], name: str) -> int:
+    """Run a set-up command; each plain line it prints is logged as a JSON line
+    under ``name`` (its own JSON lines, Django's logging, pass as they are)."""
+    logger = logging.getLogger(name)  # under "run": its handler, its format
+    with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,  # noqa: S603
+                          stderr=subprocess.STDOUT, text=True) as process:
+        assert process.stdout is not None
+        for line in process.stdout:
+            line = line.rstrip("\n")
+            if line.startswith("{") and _is_json(line):
+                print(line, flush=True)
+            elif line.strip():
+                logger.info(line.strip())
+                for handler in LOG.handlers:
+                    handler.flush()
+    return process.returncode
+
+
+def _is_json(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
 
 
 def supervise(children: list[Child], grace: float) -> int:
@@ -159,7 +232,7 @@ def shutdown(children: list[Child], grace: float, stop: list[int]) -> int:
     deadline = time.monotonic() + grace
     while any(child.process.poll() is None for child in running if child.process):
         if time.monotonic() >= deadline or len(stop) > asked:
-            say("killing what is left")
+            say("killing what is left", logging.WARNING)
             break
         time.sleep(0.1)
     for child in running:
@@ -174,10 +247,10 @@ def shutdown(children: list[Child], grace: float, stop: list[int]) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m ledger.project.run",
-        description="Serve Wake Ledger: the Procfile's processes (the web, the scheduler and "
-                    "the watch), restarting any one that dies while the others run on. "
-                    "Refuses a busy port before it touches the database.")
-    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", 8000)),
+        description="Serve Wake Ledger (the web, the scheduler and the notification "
+                    "watch), restarting any that dies. Refuses a busy port before it "
+                    "touches the database.")
+    parser.add_argument("--port", type=port_number, default=os.environ.get("PORT", "8000"),
                         help="the port gunicorn serves (default: $PORT, else 8000)")
     parser.add_argument("--procfile", type=Path, default=ROOT / "Procfile",
                         help="the processes to run, one `name: command` line each")
@@ -187,8 +260,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-setup", action="store_true",
                         help="skip migrate, collectstatic and bootstrap")
     options = parser.parse_args(argv)
+    form = log_format()
+    start_logging(form)
     host = os.environ.get("WAKELEDGER_BIND", "127.0.0.1")
     busy = port_busy(host, options.port)
+    if busy == BAD_ADDRESS:
+        print(f"make run: WAKELEDGER_BIND={host!r} is not an address this machine can "
+              "serve; set it to one of its addresses (127.0.0.1 when unset, 0.0.0.0 for "
+              "all); nothing was migrated or started", file=sys.stderr, flush=True)
+        return BUSY_EXIT
     if busy:
         print(f"make run: port {options.port} on {host} is busy ({busy}): another "
               f"server runs there; nothing was migrated or started (try PORT=...)",
@@ -198,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
            # The children's own `python` and `gunicorn` are this interpreter's.
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     if not options.no_setup:
-        setup(sys.executable, env)
+        setup(sys.executable, env, form)
     children = [Child(name, command, env=env)
                 for name, command in procfile(options.procfile).items()]
     return supervise(children, options.grace)

@@ -122,3 +122,35 @@ def test_a_request_is_followed_to_its_dispatch_by_its_id(agent, operator, clock,
     # A generated id when the request brings none (or a bad one).
     other = client.get("/api/v1/alerts", HTTP_X_REQUEST_ID="bad id")
     assert other["X-Request-ID"] != "bad id" and len(other["X-Request-ID"]) == 32
+
+
+def test_django_q2s_routine_is_debug_and_its_cluster_life_and_alarms_stay(caplog):
+    """An idle server's django-q2 lines (a task enqueued, created from a
+    schedule, processing, processed: eight a minute) are DEBUG; the cluster
+    starting, running, stopping, and every warning or error stay."""
+    q = logging.getLogger("django-q")
+    with caplog.at_level(logging.INFO):
+        q.info("Enqueued [wakeledger] 7")
+        q.info("Process-1 created task x from schedule [wakeledger-lease-sweeper]")
+        q.info("Processed 'scheduling.tasks.sweep_leases' (x)")
+        q.info("Q Cluster oxygen-kilo [wakeledger] running.")
+        q.error("Failed 'scheduling.tasks.sweep_leases' (x) - boom")
+        q.critical("reincarnated worker Process-1 after death")
+    assert [(r.levelname, r.getMessage()[:20]) for r in caplog.records] == [
+        ("INFO", "Q Cluster oxygen-kil"), ("ERROR", "Failed 'scheduling.t"),
+        ("CRITICAL", "reincarnated worker ")]
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG):
+        q.info("Enqueued [wakeledger] 8")
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("DEBUG", "Enqueued [wakeledger] 8")]
+
+
+@pytest.mark.django_db
+def test_a_bad_host_header_is_one_warning_line(client, caplog):
+    with caplog.at_level(logging.INFO, logger="django.security"):
+        answer = client.get("/api/v1/health", HTTP_HOST="evil.example")
+    assert answer.status_code == 400
+    [record] = [r for r in caplog.records if r.name.startswith("django.security")]
+    assert record.levelname == "WARNING" and record.exc_info is None
+    assert "Invalid HTTP_HOST header: 'evil.example'" in record.getMessage()

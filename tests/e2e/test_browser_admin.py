@@ -462,3 +462,86 @@ def test_the_goal_list_and_the_dashboard_fit_1400px_with_full_text_reachable(bro
     assert page.evaluate(OVERFLOWING) == []
     page.screenshot(path=str(SCREENSHOTS / "event-list-1400.png"), full_page=True)
     page.close()
+
+
+# A word broken across two lines inside it ("quickstar" / "t-agent"): for each
+# text node of the cells, two letters or digits in a row on different lines.
+# Words longer than 24 characters (a hash, a run of x's) may break anywhere.
+BROKEN_WORDS = """(selector) => {
+  const broken = [];
+  for (const el of document.querySelectorAll(selector)) {
+    const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      if (node.parentElement.closest('pre, .wl-cut, .wl-clamp, svg')) continue;
+      const text = node.textContent;
+      let top = null;
+      for (let i = 0; i < text.length; i++) {
+        const range = document.createRange();
+        range.setStart(node, i); range.setEnd(node, i + 1);
+        const rect = range.getClientRects()[0];
+        if (!rect || !rect.width) { top = null; continue; }
+        const word = /[A-Za-z0-9]/;
+        if (top !== null && rect.top > top + 2 && word.test(text[i]) && word.test(text[i - 1])) {
+          const m = text.slice(0, i).match(/[A-Za-z0-9]*$/)[0]
+                  + text.slice(i).match(/^[A-Za-z0-9]*/)[0];
+          if (m.length <= 24) broken.push(`${el.tagName}.${el.className}: `
+                                          + `${text.slice(0, i)}|${text.slice(i)}`.slice(-60));
+        }
+        top = rect.top;
+      }
+    }
+  }
+  return broken;
+}"""
+# A cell whose own text overflows it (clipped), at any width: the lists may
+# scroll sideways in their box at 800 px, but no cell may cut its text.
+CLIPPED_CELLS = """(selector) => [...document.querySelectorAll(selector)]
+  .filter(el => el.scrollWidth > el.clientWidth + 1)
+  .map(el => `${el.tagName}.${el.className} ${el.scrollWidth}>${el.clientWidth} `
+             + el.innerText.slice(0, 40))"""
+CELLS = (
+    "#result_list td, #result_list th, #wl-dashboard td, #wl-dashboard th, dl.wl-grid dd, "
+    "#changelist-filter a")
+
+
+def test_the_lists_the_timeline_and_the_dashboard_read_right_at_1400_and_800px(
+        browser, live_server):
+    """No name broken mid-word, no cell clipped, no two phrases glued, at a
+    1400 px window and at 800 px: the goal list, a timeline, the dashboard
+    and the notifications list."""
+    from ledger.notify.models import Notification
+
+    user("opal", "operator")
+    demo.create()
+    long_goals()
+    quick = GoalFactory(goal_key="quickstart-hello", agent="quickstart-agent")
+    blocked_goal()
+    now = timezone.now()
+    passes.record("scheduler", now, now, [], active=0)
+    for n, goal in enumerate(Goal.objects.order_by("created_at")[:4]):
+        Notification.objects.create(
+            key=f"needs_human:{goal.pk}:{n}", kind="needs_human", goal_id=goal.pk,
+            reason="UNCLASSIFIED", channel="env:1", channel_redacted="json://hooks.example/…",
+            title="t", body="b", status="sent", attempts=1, created_at=now,
+            next_attempt_at=now, done_at=now)
+    page = login(browser, live_server, "opal")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for width in (1400, 800):
+        page.set_viewport_size({"width": width, "height": 900})
+        for name, path in (("goal-list", "/admin/ledger/goal/"),
+                           ("timeline", f"/admin/ledger/goal/{quick.pk}/timeline/"),
+                           ("dashboard", "/admin/ledger/goal/dashboard/"),
+                           ("notifications", "/admin/ledger/notification/")):
+            page.goto(f"{live_server.url}{path}")
+            page.screenshot(path=str(SCREENSHOTS / f"{name}-{width}.png"), full_page=True)
+            assert page.evaluate(BROKEN_WORDS, CELLS) == [], (name, width)
+            assert page.evaluate(CLIPPED_CELLS, CELLS) == [], (name, width)
+            text = page.locator("#content").inner_text()
+            assert "nobody yetall" not in text and "yetall" not in text, (name, width)
+        page.goto(f"{live_server.url}/admin/ledger/goal/")
+        agent = page.locator(f"#result_list tr:has(span[title='{quick.pk}']) td.field-agent")
+        assert agent.inner_text().replace("\n", "") == "quickstart-agent"
+        page.goto(f"{live_server.url}/admin/ledger/notification/")
+        keys = page.locator("#result_list td.field-goal a").all_inner_texts()
+        assert keys and all(not re.fullmatch(r"[0-9a-f]{8}", key) for key in keys), keys
+    page.close()

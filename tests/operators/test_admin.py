@@ -664,3 +664,67 @@ def test_every_event_kind_has_its_own_timeline_style_and_markers_name_real_kinds
     assert not unstyled, f"event kinds the timeline draws as a bare dot: {unstyled}"
     assert set(timeline.MARKER_KINDS) <= kinds
     assert set(timeline.RESUME_KINDS) <= kinds
+
+
+# ------------------------------------------------------------------ reads right
+
+
+def page_text(html: str) -> str:
+    """What a reader sees of a page's HTML: tags gone, a <br> or a block's
+    end a line break, runs of spaces one."""
+    html = re.sub(r"(?is)<(script|style)\b.*?</\1>", "", html)
+    html = re.sub(r"(?i)<br\s*/?>|</(p|div|dd|dt|li|tr|h\d)>", "\n", html)
+    text = re.sub(r"<[^>]+>", "", html)
+    return "\n".join(" ".join(line.split()) for line in text.splitlines())
+
+
+def test_the_timeline_keeps_nobody_yet_apart_from_its_link():
+    client = staff("aud", "auditor")
+    goal = GoalFactory(checkpoints=1)
+    text = page_text(client.get(f"/admin/ledger/goal/{goal.pk}/timeline/").content.decode())
+    assert "nobody yetall" not in text
+    assert "nobody yet\nall notifications" in text
+
+
+def test_the_dashboard_says_active_then_and_active_now():
+    """A kept pass counted the goals active when it ran; the goals started
+    since make its count read wrong unless the page says both."""
+    from ledger.operators import passes
+
+    passes.record("scheduler", clock.now(), clock.now(), [], active=0)
+    for _ in range(3):
+        GoalFactory()
+    client = staff("olga", "operator")
+    text = page_text(client.get("/admin/ledger/goal/dashboard/").content.decode())
+    assert "over 0 active goal(s)" not in text
+    assert "over the 0 goal(s) active then (3 now)" in text
+
+
+def test_the_notification_list_names_each_goal_by_its_key_and_links_to_it():
+    from ledger.notify.models import Notification
+
+    goal = GoalFactory(goal_key="nightly-billing-report")
+    now = clock.now()
+    for key, goal_id in (("n1", goal.pk), ("n2", None)):
+        Notification.objects.create(key=key, kind="needs_human", channel="env:1",
+                                    channel_redacted="json://h/…", title="t", body="b",
+                                    goal_id=goal_id, created_at=now, next_attempt_at=now)
+    client = staff("aud", "auditor")
+    html = client.get("/admin/ledger/notification/").content.decode()
+    timeline_url = f"/admin/ledger/goal/{goal.pk}/timeline/"
+    link = re.search(rf'<a href="{timeline_url}"[^>]*>([^<]*)</a>', html)
+    assert link and link.group(1) == "nightly-billing-report", html
+    assert goal.pk.hex[:8] not in page_text(html)
+
+
+def test_the_admin_home_counts_the_goals_that_need_a_person():
+    client = staff("olga", "operator")
+    text = page_text(client.get("/admin/").content.decode())
+    assert "No goal needs a person now" in text
+    blocked_goal()
+    gated_goal()
+    GoalFactory()  # a healthy goal is not counted
+    html = client.get("/admin/").content.decode()
+    assert "2 goals need a person" in page_text(html)
+    assert re.search(r'<a href="/admin/ledger/goal/dashboard/">\s*<b data-testid="needing-count">2'
+                     r"</b>", html)

@@ -250,3 +250,23 @@ def test_notifications_are_counted_per_channel_and_result():
                if metric.name == "wakeledger_notifications"
                for s in metric.samples if s.name.endswith("_total")}
     assert samples == {("env:1", "sent"): 2.0, ("admin:2", "failed"): 1.0}
+
+
+@pytest.mark.django_db
+def test_every_series_stays_and_a_zero_reads_as_zero(started, auditor, operator, clock):
+    """Nothing needs a human: wakeledger_alerts reads 0 for every reason
+    rather than vanishing (an alert rule on a vanished series sees "no data",
+    not "none"); a (status, reason) no goal has any more reads 0 too."""
+    from ledger.domain import liveness
+
+    empty = scrape(bearer(auditor.token))
+    assert {labels[0][1] for (name, labels) in empty if name == "wakeledger_alerts"} \
+        == set(liveness.WHY)
+    assert all(n == 0 for (name, _), n in empty.items() if name == "wakeledger_alerts")
+    assert empty["wakeledger_continuations_charged_total", ()] == 0
+
+    first, _ = started()
+    operator.post(f"goals/{first}/stop", {"reason": "wrong repository"})
+    after = scrape(bearer(auditor.token))
+    assert after["wakeledger_goals", (("reason", ""), ("status", "running"))] == 0
+    assert all(n == 0 for (name, _), n in after.items() if name == "wakeledger_alerts")

@@ -97,22 +97,56 @@ def test_a_failed_round_is_logged_by_type_and_the_watch_goes_on(hook, caplog):
     assert "ConnectionError" in line and "hunter2" not in line and "postgres://" not in line
 
 
-@pytest.mark.django_db
-def test_ledger_notify_every_sends_then_stops_cleanly_on_sigint(agent, hook,
-                                                                 clock):
-    blocked(agent, 1)
-    before = signal.getsignal(signal.SIGINT)
-
+def watch_until(stop_when, caplog) -> list[str]:
+    """Run `ledger notify --every 1` until ``stop_when()``, then SIGINT it (as
+    Ctrl-C or make run's stop would); its log lines (it is a service: its
+    lines are log lines, in the deployment's format), "LEVEL message" each."""
     def interrupt() -> None:
-        wait_for(lambda: len(hook) == 1, 30, what="the watch's first delivery")
-        os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C or make run's stop would
+        wait_for(stop_when, 30, what="the watch's rounds")
+        os.kill(os.getpid(), signal.SIGINT)
 
     threading.Thread(target=interrupt, daemon=True).start()
-    text = ledger_text("notify", "--every", "1")
-    assert text.startswith("watching: a notification pass every 1s")
-    assert "1 notification(s) sent" in text and "stopped after" in text
+    with caplog.at_level(logging.INFO, logger="ledger.watch"):
+        assert ledger_text("notify", "--every", "1") == ""  # nothing bare on stdout
+    return [f"{r.levelname} {r.getMessage()}" for r in caplog.records
+            if r.name == "ledger.watch"]
+
+
+@pytest.mark.django_db
+def test_ledger_notify_every_sends_then_stops_cleanly_on_sigint(agent, hook,
+                                                                 clock, caplog):
+    blocked(agent, 1)
+    before = signal.getsignal(signal.SIGINT)
+    lines = watch_until(lambda: len(hook) == 1, caplog)
+    assert lines[0].startswith("INFO watching: a notification pass every 1s")
+    assert "WARNING scheduler never_ran; 1 notification(s) sent" in lines
+    assert lines[-1].startswith("INFO stopped after")
     assert Notification.objects.get().status == "sent"
     assert signal.getsignal(signal.SIGINT) is before  # the caller's handler again
+
+
+@pytest.mark.django_db
+def test_the_watch_says_nothing_of_a_scheduler_still_starting(settings, caplog, monkeypatch):
+    """make run starts the watch beside the scheduler: for its first ~40 s no
+    sweep has run yet. That is news only once it lasts as long as a silence."""
+    settings.WAKELEDGER_NOTIFY = []
+    rounds: list[int] = []
+    real = notifications.run_pass
+
+    def counted(*args, **kwargs):
+        rounds.append(1)
+        return real(*args, **kwargs)
+
+    settings.WAKELEDGER_SCHEDULER_SILENT_SECONDS = 3600
+    monkeypatch.setattr(notifications, "run_pass", counted)
+    lines = watch_until(lambda: len(rounds) >= 2, caplog)
+    assert not [line for line in lines if "never_ran" in line], lines
+    # Past the silence threshold it is a warning: nothing has ever swept.
+    caplog.clear()
+    settings.WAKELEDGER_SCHEDULER_SILENT_SECONDS = 0
+    lines = watch_until(lambda: any("never_ran" in r.getMessage() for r in caplog.records),
+                        caplog)
+    assert "WARNING scheduler never_ran; 0 notification(s) sent" in lines
 
 
 def test_every_must_be_a_positive_number_of_seconds():

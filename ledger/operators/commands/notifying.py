@@ -7,12 +7,20 @@ records the scheduler's flip (silent, or back), reminders and the digest, and
 delivers what is due. Thin: parse, call ``ledger.services.notifications``, print.
 """
 
+import logging
 import signal
 import threading
+import time
 from typing import Any
+
+from django.conf import settings
 
 from ledger.operators.commands.base import Shell, positive
 from ledger.services import notifications
+
+# The watch is a service (make run's `watch`, a systemd unit): its lines are
+# log lines in the format of every other process's (WAKELEDGER_LOG_FORMAT).
+logger = logging.getLogger("ledger.watch")
 
 
 def add(actions: Any) -> None:
@@ -52,19 +60,28 @@ class Notifying(Shell):
         # then the loop ends and the process exits 0.
         before = {signum: signal.signal(signum, lambda *_: stopped.set())
                   for signum in (signal.SIGTERM, signal.SIGINT)}
-        self._emit([f"watching: a notification pass every {every}s (SIGTERM or Ctrl-C stops)"])
+        logger.info("watching: a notification pass every %ss (SIGTERM or Ctrl-C stops)", every)
         last: list[str] = []
+        began = time.monotonic()
 
         def report(done: dict[str, Any]) -> None:
+            status = done["scheduler"]
+            # Started beside the scheduler (make run, a fresh database), the
+            # watch's first rounds find no sweep yet: the cluster's first look
+            # at its schedules comes about 40 s after its start. That is news
+            # only once it lasts as long as a silence would.
+            if (status == "never_ran" and not done["sent"]
+                    and time.monotonic() - began < settings.WAKELEDGER_SCHEDULER_SILENT_SECONDS):
+                return
             # A line when something happened, not one a minute for nothing.
-            if done["sent"] or [done["scheduler"]] != last:
-                self._emit([f"scheduler {done['scheduler']}; {done['sent']} "
-                            "notification(s) sent"])
-                last[:] = [done["scheduler"]]
+            if done["sent"] or [status] != last:
+                logger.log(logging.INFO if status == "ok" else logging.WARNING,
+                           "scheduler %s; %s notification(s) sent", status, done["sent"])
+                last[:] = [status]
 
         try:
             rounds = notifications.watch(every, stopped, report)
         finally:  # called in-process (call_command): the caller's handlers again
             for signum, handler in before.items():
                 signal.signal(signum, handler)
-        self._emit([f"stopped after {rounds} pass(es)"])
+        logger.info("stopped after %s pass(es)", rounds)

@@ -15,6 +15,7 @@ killed.
 
 import contextlib
 import ctypes
+import logging
 import os
 import signal
 import subprocess
@@ -26,6 +27,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 PR_SET_PDEATHSIG = 1
+# Its lines are log lines, in the format of every other process's
+# (WAKELEDGER_LOG_FORMAT: text or JSON), not bare text on stderr.
+logger = logging.getLogger("scheduling.scheduler")
 
 
 def _stop_with_parent() -> None:
@@ -70,16 +74,16 @@ class Command(BaseCommand):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(cluster.pid, signal.SIGKILL)
             code = cluster.returncode
-            self.stderr.write(f"scheduler: the cluster (pid {cluster.pid}) died "
-                              f"({f'signal {-code}' if code < 0 else f'exit code {code}'})")
+            logger.error("the cluster (pid %s) died (%s)", cluster.pid,
+                         f"signal {-code}" if code < 0 else f"exit code {code}")
             # A signal's death as a shell reports it (128 + N), not -N & 0xff.
             sys.exit(128 - code if code < 0 else code or 1)
-        self.stderr.write(f"scheduler: stopping the cluster (pid {cluster.pid})")
+        logger.info("stopping the cluster (pid %s)", cluster.pid)
         cluster.send_signal(signal.SIGTERM)
         try:
             cluster.wait(timeout=grace)
         except subprocess.TimeoutExpired:
-            self.stderr.write(f"scheduler: the cluster did not stop within {grace:g} s; killing")
+            logger.warning("the cluster did not stop within %g s; killing it", grace)
             os.killpg(cluster.pid, signal.SIGKILL)
             cluster.wait()
         else:
