@@ -28,7 +28,8 @@ match another's:
 - ids (UUIDs, and the 8 hex digits that begin one) match any id, the same id
   the same id throughout the page;
 - times (``2026-12-02T16:25:34.024585Z``, ``2026-12-02 16:24:33``,
-  ``12-02 16:34:33``, ``16:24:29``, ``(pid 5054)``, relative ``now`` /
+  ``12-02 16:34:33``, ``16:24:29``, ``(pid 5054)``, a pid in brackets ending a
+  line, relative ``now`` /
   ``9m ago``) match any time of their form;
 - runs of spaces compare as one (a table's columns widen with a longer path);
 - the test's stand-ins (its port for the page's, its scratch folder for the
@@ -66,6 +67,7 @@ SHAPES: list[tuple[str, str, str]] = [  # (name, in the page, in the output)
     ("short", r"\b\d\d-\d\d \d\d:\d\d(?::\d\d)?\b", r"\d\d-\d\d \d\d:\d\d(?::\d\d)?"),
     ("clock", r"\b\d\d:\d\d:\d\d\b", r"\d\d:\d\d:\d\d"),
     ("pid", r"\bpid \d+", r"pid \d+"),
+    ("pidend", r"\(\d+\)$", r"\(\d+\)"),  # gunicorn's "Listening at: … (5054)"
     ("ago", r"\b(?:now|\d+[smhd] ago)\b", r"(?:now|\d+[smhd] ago)"),
     # The 8 hex digits `ledger goals` prints: a word of hex with a letter and a digit.
     ("hex8", r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{8}\b", r"[0-9a-f]{8}"),

@@ -228,6 +228,8 @@ def test_the_doc_runner_matches_by_placeholder(tmp_path):
     assert page.line_matches("at 2026-12-02T16:25:34.024585Z (now)",
                              "at 2027-01-31T01:02:03Z (12s ago)", {})
     assert not page.line_matches("status: done", "status: failed", {})
+    assert page.line_matches("Listening at: http://127.0.0.1:18765 (5054)",
+                             "Listening at: http://127.0.0.1:40001 (123)", {})
     assert page.line_matches("http://127.0.0.1:18765/admin/", "http://127.0.0.1:40001/admin/", {})
     assert page.lines_match(["first", "…", "last"], ["first", "a", "b", "last"], {}) is not None
     assert page.lines_match(["first", "last"], ["first", "a", "last"], {}) is None
