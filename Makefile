@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test test-quick test-sqlite test-postgres browser prometheus go claude-code \
+.PHONY: run test test-quick test-sqlite test-postgres browser prometheus go claude-code jq \
 	node24 openclaw claude-code-current tools lint bench bench-quick capacity soak simulate clean
 
 $(VENV)/bin/python:
@@ -112,8 +112,15 @@ $(CLAUDE_CURRENT_BIN): | $(NODE24_BIN)
 	else echo "no Node 24: the current Claude Code test will be skipped"; fi
 claude-code-current: $(CLAUDE_CURRENT_BIN)
 
+# jq trims the CLI's JSON in docs/quickstart.md, which tests/e2e/test_docs_run.py
+# runs as written (docs/doc-tests.md). From Debian's packages, when missing and when we may.
+jq:
+	@command -v jq >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq >/dev/null; } || \
+	  echo "jq is not installed: the quickstart's test will be skipped"
+
 # Every outside program a test drives, installed where we may.
-tools: browser prometheus go claude-code node24 openclaw claude-code-current
+tools: browser prometheus go claude-code node24 openclaw claude-code-current jq
 
 test-sqlite: $(VENV)/.installed-dev tools
 	@echo "== test suite on SQLite =="

@@ -147,3 +147,108 @@ def test_tests_live_in_their_layer_folder():
     stray = sorted(p.name for p in (ROOT / "tests").glob("test_*.py")
                    if p.name not in TREE_CHECKS)
     assert stray == [], f"move these into a folder of tests/ (docs/layout.md): {stray}"
+
+
+# The pages tests/e2e/test_docs_run.py runs as written (docs/doc-tests.md):
+# the checks here are the quick ones, without a server.
+RUN_PAGES = [ROOT / "README.md", ROOT / "docs" / "quickstart.md",
+             ROOT / "docs" / "operators.md", ROOT / "docs" / "notifications.md"]
+
+
+def test_each_page_that_runs_uses_its_own_goal_key_and_scratch_folder():
+    keys, folders = {}, {}
+    for path in RUN_PAGES:
+        text = path.read_text()
+        for key in re.findall(r"--goal-key (\S+)", text):
+            keys.setdefault(key, set()).add(path.name)
+        for folder in re.findall(r"--workspace (/\S+)", text):
+            folders.setdefault(folder, set()).add(path.name)
+    assert keys and folders
+    assert {k: p for k, p in keys.items() if len(p) > 1} == {}
+    assert {f: p for f, p in folders.items() if len(p) > 1} == {}
+
+
+def test_the_readme_says_what_its_ten_lines_write_and_where():
+    readme = (ROOT / "README.md").read_text()
+    intro = readme[readme.index("## An agent in ten lines"):readme.index("```sh\n.venv")]
+    assert "~/.wakeledger" in intro and "WAKELEDGER_STATE_DIR" in intro
+    assert "readme-1" in intro and "/tmp/wakeledger-readme" in intro  # noqa: S108 (the page's)
+
+
+def test_the_quickstarts_make_run_lists_todays_migrations_and_processes():
+    """Its transcript is checked against a real run by the slow test; these
+    two drift first, and need no server: every app with migrations, and a
+    start line for each Procfile process."""
+    from django.db.migrations.loader import MigrationLoader
+
+    from ledger.project.run import procfile
+
+    quickstart = (ROOT / "docs" / "quickstart.md").read_text()
+    [listed] = re.findall(r"Apply all migrations: (.+)", quickstart)
+    apps = sorted({app for app, _ in MigrationLoader(None, ignore_no_migrations=True)
+                   .disk_migrations})
+    assert listed.split(", ") == apps
+    started = re.findall(r" run \[-\] (\w+) started \(pid", quickstart)
+    assert started == list(procfile(ROOT / "Procfile"))
+
+
+def test_the_quickstarts_wake_line_is_the_one_the_scheduler_logs():
+    """The wake line shown is the scheduler's message (scheduling/tasks.py) in
+    the text log format every process writes, so grepping for what the page
+    shows finds the real line; the slow test finds it in a real run's log."""
+    import logging
+
+    from ledger.project.jsonlogs import formatter
+
+    quickstart = (ROOT / "docs" / "quickstart.md").read_text()
+    [shown] = [line for line in quickstart.splitlines() if "ready_for_pull" in line
+               and "wake internal:" in line and not line.startswith("$")]
+    source = (ROOT / "scheduling" / "tasks.py").read_text()
+    [template] = re.findall(r'"(wake %s for goal %s: %s)"', source)
+    message = re.search(re.escape(template).replace("%s", r"\S+"), shown).group(0)
+    record = logging.LogRecord("scheduling.tasks", logging.INFO, __file__, 1, message, (), None)
+    record.request_id = "-"
+    written = formatter("text").format(record)
+    time = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ")
+    assert time.match(shown) and time.sub("", shown) == time.sub("", written)
+
+
+def test_the_doc_runner_matches_by_placeholder(tmp_path):
+    from tests import docrun
+
+    page = docrun.Page(ROOT / "docs" / "quickstart.md", tmp_path, ROOT, {},
+                       stand_ins={"18765": "40001"})
+    uuid_a, uuid_b = "1a86455a-4f4b-4885-8cdb-475cae2987ea", "0b2c3d4e-1111-4222-8333-444455556666"
+    bound: dict[str, str] = {}
+    other = "9f8e7d6c-aaaa-4bbb-8ccc-000011112222"
+    assert page.line_matches(f'"goal": "{uuid_a}",', f'"goal": "{other}",', bound)
+    # The same id in the page is the same id in the run, its 8-digit prefix too.
+    assert not page.line_matches(f"id {uuid_a}", f"id {uuid_b}", dict(bound))
+    assert page.line_matches("goal 1a86455a done", "goal 9f8e7d6c   done", dict(bound))
+    assert page.line_matches("at 2026-12-02T16:25:34.024585Z (now)",
+                             "at 2027-01-31T01:02:03Z (12s ago)", {})
+    assert not page.line_matches("status: done", "status: failed", {})
+    assert page.line_matches("Listening at: http://127.0.0.1:18765 (5054)",
+                             "Listening at: http://127.0.0.1:40001 (123)", {})
+    assert page.line_matches("http://127.0.0.1:18765/admin/", "http://127.0.0.1:40001/admin/", {})
+    assert page.lines_match(["first", "…", "last"], ["first", "a", "b", "last"], {}) is not None
+    assert page.lines_match(["first", "last"], ["first", "a", "last"], {}) is None
+    secret: dict[str, str] = {}
+    assert page.line_matches("wl_auqP0FkM_…", "wl_Zz9_abcdef", secret)
+    page.bound = secret
+    assert page.command("export T=wl_auqP0FkM_…  # the whole token") == \
+        "export T=wl_Zz9_abcdef  # the whole token"
+
+
+def test_the_doc_runner_reads_transcripts_and_directives(tmp_path):
+    from tests import docrun
+
+    page = tmp_path / "page.md"
+    page.write_text("<!-- doc-test: skip -->\n```console\n$ git clone x\n```\n\n"
+                    "```console\n$ wakeledger start --goal-key k \\\n    --next n\n{\n}\n"
+                    "$ echo $?\n0\n```\n")
+    skipped, ran = docrun.blocks(page)
+    assert (skipped.directive, ran.directive) == ("skip", "")
+    [start, echo] = docrun.steps(ran)
+    assert start.command == "wakeledger start --goal-key k \\\n    --next n"
+    assert start.shown == ["{", "}"] and echo.shown == ["0"]

@@ -33,7 +33,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from ledger.domain.vocabulary import packet_lines
+from ledger.domain.vocabulary import TERMINAL_STATUSES, packet_lines
 from wakeledger_agent import claude_transcript as transcript
 from wakeledger_agent import hookrun, runend
 from wakeledger_agent.client import ApiError, Client
@@ -91,15 +91,37 @@ class Hook:
         its wake resumes, and a run reported from this one would block it
         (SESSION_CHANGED)."""
         cwd = _text(self.event, "cwd")
-        log(f"SessionStart: this session is not tracked: {refusal}")
+        holder = self._workspace_holder(cwd)
+        # claude-run reads what this hook did from the state folder (it is not
+        # told otherwise): a declined session is recorded with the goal that
+        # holds the folder, so its last line names that goal instead of
+        # saying that no hook ran.
+        transcript.remember_untracked(self.leases, self.session_id, cwd, holder)
+        log(f"SessionStart: this session is not tracked: {refusal}"
+            + (f" (held by {transcript.goal_name(holder)})" if holder else ""))
+        held = (f"the goal {transcript.goal_name(holder)}" if holder
+                else f"an active goal (`wakeledger goals --workspace {cwd}` lists it)")
         note = (f"Wake Ledger does not track this session: {refusal}. An earlier session in "
-                f"this workspace (before /clear, or another window) still has an active goal; "
+                f"this workspace (before /clear, or another window) still has {held}; "
                 f"its watchdog resumes it in that session (`wakeledger goals --workspace "
                 f"{cwd}` lists it). To carry it on here, "
                 f"restart with WAKELEDGER_GOAL_KEY set to its goal key; to start new work, "
                 f"finish or stop it first. Nothing this session does is recorded until then.")
         return {"hookSpecificOutput": {"hookEventName": "SessionStart",
                                        "additionalContext": note}}
+
+    def _workspace_holder(self, cwd: str) -> dict[str, str] | None:
+        """This agent's active goal bound to ``cwd`` (its id and key), the one
+        the start was refused for; None when it cannot be read (the refusal is
+        still told, without the name)."""
+        try:
+            page = self.api.call("GET", "goals", query={"workspace": cwd})
+        except (ApiError, CliError):
+            return None
+        for goal in page.get("results", []) if isinstance(page, dict) else []:
+            if goal.get("workspace_bound") and goal.get("status") not in TERMINAL_STATUSES:
+                return {"id": str(goal.get("id", "")), "goal_key": str(goal.get("goal_key", ""))}
+        return None
 
     def _adopt_dispatched_lease(self, goal_id: str | None) -> None:
         """A wake's command dispatcher hands its lease over in the environment:

@@ -209,6 +209,20 @@ def remember_transcript(leases: FileLeases, session_id: str, path: str, cwd: str
         write_private(leases.root / "last-session", json.dumps([session_id, cwd]))
 
 
+def remember_untracked(leases: FileLeases, session_id: str, cwd: str,
+                       holder: dict[str, str] | None) -> None:
+    """The hook ran in ``cwd`` and declined the session: another goal of this
+    agent holds the folder (``holder``: its id and key, when it could be read)."""
+    with contextlib.suppress(OSError, ValueError):
+        write_private(leases.root / "last-session",
+                      json.dumps([session_id, cwd, {"untracked": True, "held_by": holder}]))
+
+
+def goal_name(holder: dict[str, str]) -> str:
+    """``'fix-login' (1a86455a)``: a goal as a person finds it again."""
+    return f"{holder.get('goal_key', '')!r} ({holder.get('id', '')[:8]})"
+
+
 def transcript_of(leases: FileLeases, session_id: str) -> str:
     with contextlib.suppress(OSError, ValueError):
         return leases._session_path(session_id).with_suffix(".transcript").read_text().strip()
@@ -270,17 +284,39 @@ def _named_session(argv: list[str]) -> str:
     return ""
 
 
-def _started_session(leases: FileLeases, since: float, cwd: str) -> str:
-    """The session a SessionStart hook recorded during this run, in this
-    directory: another project's claude, started meanwhile, is not ours to
-    settle (its lease is still in use). One directory has one active goal."""
+def _hook_record(leases: FileLeases, since: float, cwd: str) -> list[Any]:
+    """What a SessionStart hook recorded during this run, in this directory
+    (``[session, cwd]``, or ``[session, cwd, {"untracked": …}]`` when it declined
+    the session), else []: another project's claude, started meanwhile, is
+    not ours to settle (its lease is still in use)."""
     path = leases.root / "last-session"
     with contextlib.suppress(OSError, ValueError, TypeError):
         if path.stat().st_mtime >= since:
-            session, where = json.loads(path.read_text())
-            if where == cwd and isinstance(session, str):
-                return session
-    return ""
+            record = json.loads(path.read_text())
+            if isinstance(record, list) and len(record) >= 2 and record[1] == cwd \
+                    and isinstance(record[0], str):
+                return record
+    return []
+
+
+def _started_session(leases: FileLeases, since: float, cwd: str) -> str:
+    """The session a SessionStart hook started or resumed a goal for during
+    this run, in this directory. One directory has one active goal."""
+    record = _hook_record(leases, since, cwd)
+    return record[0] if len(record) == 2 else ""
+
+
+def _no_session_said(leases: FileLeases, since: float, cwd: str) -> str:
+    """Why no session is reported: the hook declined it (the folder is held
+    by another goal, named when the hook could read it), or no hook ran."""
+    record = _hook_record(leases, since, cwd)
+    if len(record) < 3 or not isinstance(record[2], dict):
+        return "no session was started (no SessionStart hook ran)"
+    holder = record[2].get("held_by")
+    held = (f"the goal {goal_name(holder)}" if isinstance(holder, dict)
+            else "another active goal")
+    return (f"the session was not tracked: the folder {cwd} is held by {held}; finish or "
+            "stop it, or run with WAKELEDGER_GOAL_KEY set to its key to carry it on")
 
 
 # How often claude-run looks at the transcript for a wait inside the process,
@@ -353,7 +389,7 @@ def run(argv: list[str]) -> int:
         return 130
     session = _named_session(argv) or _started_session(leases, since, os.getcwd())
     if not session:
-        claude_hook.log("claude-run: no session was started (no SessionStart hook ran)")
+        claude_hook.log(f"claude-run: {_no_session_said(leases, since, os.getcwd())}")
         return code
     event: dict[str, Any] = {"session_id": session, "hook_event_name": "claude-run",
                              "cwd": os.getcwd(), "transcript_path": transcript_of(leases, session)}

@@ -239,6 +239,38 @@ def test_clear_in_a_bound_workspace_says_the_session_is_not_tracked(hooks):
     assert hooks("Stop", session_id=CLEARED) == {} and Event.objects.count() == events
 
 
+def test_claude_run_names_the_goal_that_holds_the_folder_when_the_hook_declined(hooks):
+    """`wakeledger claude-run` learns what the SessionStart hook did from the
+    state folder. When the hook ran and declined the session (the folder is
+    bound to another of the agent's goals), its last line names that goal,
+    not "no SessionStart hook ran"."""
+    hooks.env["WAKELEDGER_GOAL_KEY"] = "port-the-parser"
+    hooks("SessionStart", source="startup")
+    hooks("SessionEnd", reason="clear")
+    held = Goal.objects.get()
+    # The first session's record is from before this run (claude-run allows a
+    # second for the file system's clock), as it is when a person runs it.
+    os.utime(hooks.state / "last-session", (time.time() - 60, time.time() - 60))
+    # The stand-in for `claude`: a session whose SessionStart hook runs as
+    # Claude Code runs it, in the same folder, under a key of its own.
+    event = json.dumps({"session_id": CLEARED, "cwd": str(hooks.cwd),
+                        "hook_event_name": "SessionStart", "source": "startup"})
+    claude = [sys.executable, "-c",
+              "import subprocess, sys; subprocess.run([sys.executable, '-m', "
+              "'wakeledger_agent', 'hook', 'claude-code'], input=sys.argv[1], text=True, "
+              "check=True, stdout=subprocess.DEVNULL)", event]
+    env = {**hooks.env, "WAKELEDGER_GOAL_KEY": "another-key"}
+    done = subprocess.run([sys.executable, "-m", "wakeledger_agent", "claude-run", "--", *claude],
+                          cwd=hooks.cwd, env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "no SessionStart hook ran" not in done.stderr
+    assert last.startswith("wakeledger hook: claude-run: the session was not tracked: ")
+    assert f"'port-the-parser' ({str(held.id)[:8]})" in last and str(hooks.cwd) in last
+    assert Goal.objects.count() == 1
+
+
 def test_clear_under_a_fixed_goal_key_keeps_the_goal_and_a_limit_asks_a_human(hooks):
     """With WAKELEDGER_GOAL_KEY the new session attaches to the same goal and
     takes its lease, but the goal stays registered to the first session (the

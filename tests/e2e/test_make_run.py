@@ -47,6 +47,17 @@ def test_the_procfile_is_the_list_of_processes(tmp_path):
     assert run.procfile(odd) == {"web": "gunicorn x --bind a:$PORT", "worker": "python -m y"}
 
 
+def test_the_supervisor_describes_every_process_it_runs(capsys):
+    """Its help and its docstring name each Procfile process (they named two
+    of the three)."""
+    with pytest.raises(SystemExit):
+        run.main(["--help"])
+    described = " ".join(capsys.readouterr().out.split())
+    for name in run.procfile(ROOT / "Procfile"):
+        assert re.search(rf"\b{name}\b", described), name
+        assert f"``{name}``" in (run.__doc__ or "")
+
+
 def free_port() -> int:
     import socket
     with socket.socket() as probe:

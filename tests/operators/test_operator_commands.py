@@ -164,3 +164,20 @@ def test_ledger_help_names_every_action(capsys):
     named = text.split("Wake Ledger operator commands: ", 1)[1].split(". GOAL_ID")[0]
     for action in ("wake", "doctor", "goals", "show", "alerts", "bootstrap"):
         assert action in named.split(", "), named
+
+
+def test_the_ledger_commands_help_names_every_action():
+    """Computed from the actions the parser has, so a new one is never left
+    out (wake and doctor were)."""
+    from argparse import ArgumentParser
+
+    from ledger.management.commands.ledger import Command, add_actions
+
+    actions = list(add_actions(ArgumentParser(add_help=False)).choices)
+    assert {"wake", "doctor", "goals", "notify"} <= set(actions)
+    command = Command()
+    help_text = command.help
+    assert all(f" {name}," in help_text or f" {name}." in help_text for name in actions)
+    parser = command.create_parser("manage.py", "ledger")
+    assert parser.description == help_text
+    assert "wake" in parser.format_help() and "doctor" in parser.format_help()

@@ -7,26 +7,39 @@ acts, setup); this is Django's entry point that puts them together.
 """
 
 from argparse import ArgumentParser
+from functools import cache
 from typing import Any
 
 from ledger.operators.commands import accounts, acts, auditing, notifying, reading, setup
 
+GROUPS = (reading, auditing, accounts, acts, notifying, setup)
+
+
+def add_actions(parser: ArgumentParser) -> Any:
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for group in GROUPS:
+        group.add(actions)
+    return actions
+
+
+@cache
+def summary() -> str:
+    """The command's help, naming every action from the parser itself, so an
+    action added to a group can never be missing from it (wake and doctor were)."""
+    names = ", ".join(add_actions(ArgumentParser(add_help=False)).choices)
+    return (f"Wake Ledger operator commands: {names}. GOAL_ID is a full id or its first "
+            "4+ hex digits (the 8 `goals` prints).")
+
 
 class Command(reading.Reading, auditing.Auditing, accounts.Accounts, acts.Acts,
               notifying.Notifying, setup.Setup):
-    help = ("Wake Ledger operator commands: goals, show, replay, verify, seal, head, key, "
-            "export, agent, user, prune, stop, recover, approve, alerts, notify, demo, bootstrap. "
-            "GOAL_ID is a full id or its first 4+ hex digits (the 8 `goals` prints).")
+    @property
+    def help(self) -> str:  # type: ignore[override]  # Django reads it as an attribute
+        return summary()
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-        for group in (reading, auditing, accounts, acts, notifying, setup):
-            group.add(actions)
-        # The description names every action from the parser itself, so an
-        # action added above can never be missing from it (wake and doctor were).
-        parser.description = (f"Wake Ledger operator commands: {', '.join(actions.choices)}. "
-                              "GOAL_ID is a full id or its first 4+ hex digits (the 8 "
-                              "`goals` prints).")
+        add_actions(parser)
+        parser.description = summary()
 
     def handle(self, *args: Any, action: str, **options: Any) -> None:
         getattr(self, f"handle_{action}")(**options)
