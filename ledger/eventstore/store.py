@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
 from django.db.models import Q
 
 from ledger.domain import (
@@ -40,7 +40,7 @@ from ledger.domain.codec import Payload, encode
 from ledger.domain.state import TERMINAL_STATUSES
 from ledger.domain.timing import next_wake_at
 from ledger.domain.validation import canonical_workspace
-from ledger.eventstore import appendsql, clock, txn
+from ledger.eventstore import appendsql, clock
 from ledger.eventstore.chain import GENESIS, canonical_text, linked_hash
 from ledger.models import Goal
 
@@ -205,7 +205,7 @@ def start(command: StartGoal | RunGoal, *, actor: str,
     session_key = start_cmd.session.get("session_key", "")
     for attempt in range(2):
         try:
-            with txn.command(connections[DEFAULT_DB_ALIAS], savepoint=True):
+            with transaction.atomic():
                 _serialize_starts(start_cmd.agent, start_cmd.workspace, session_key)
                 # One statement, so one snapshot: on PostgreSQL separate reads
                 # could see a concurrent start's goal in one and not the other,
@@ -299,7 +299,7 @@ def execute(goal_id: uuid.UUID | str, command: Command, *, actor: str,
     uid = _uuid(goal_id)
     conn = connections[DEFAULT_DB_ALIAS]
     try:
-        with txn.command(conn, savepoint=not _as_a_whole.get()):
+        with transaction.atomic(savepoint=not _as_a_whole.get()):
             try:
                 outcome = _execute_locked(conn, uid, command, actor, idempotency_key, owner)
             except DomainError as error:

@@ -12,10 +12,10 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import transaction
 
 from ledger.domain import GoalState
-from ledger.eventstore import store, txn
+from ledger.eventstore import store
 from ledger.eventstore.store import GoalNotFound, Outcome
 
 __all__ = ["Caller", "GoalNotFound", "Outcome", "as_a_whole", "canonical_id", "one_transaction",
@@ -28,12 +28,9 @@ as_a_whole = store.as_a_whole
 
 
 def one_transaction() -> AbstractContextManager[Any]:
-    """``transaction.atomic()`` for a shell whose request is one transaction
-    around the use cases it calls (the Idempotency-Key's): opened as the
-    store opens a command's (``ledger/eventstore/txn.py``, Django's
-    outermost block without its layers), so the request does not pay
-    ``atomic()``'s connection look-ups and autocommit switches twice."""
-    return txn.command(connections[DEFAULT_DB_ALIAS], savepoint=True)
+    """The transaction of a shell whose request is one unit around the use
+    cases it calls (the Idempotency-Key's): Django's own ``atomic()``."""
+    return transaction.atomic()
 
 
 @dataclass(frozen=True, slots=True)

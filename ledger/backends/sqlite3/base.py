@@ -34,30 +34,20 @@ class DatabaseWrapper(base.DatabaseWrapper):
         self._queued = False
 
     # Django starts every atomic block here on SQLite (autocommit stays on in
-    # the driver) and ends it with _commit or _rollback.
+    # the driver, and its own BEGIN is the settings' transaction_mode,
+    # IMMEDIATE) and ends it with _commit or _rollback: the backend's hooks,
+    # each Django's own step with the queue around it.
     def _start_transaction_under_autocommit(self) -> None:
         self._enter_queue()
         try:
-            # Straight to the driver, as Django's own _commit does: its cursor
-            # wrapper (a new cursor, the debug and error layers, the
-            # placeholder rewrite) cost three times SQLite's BEGIN, on every
-            # write transaction. The price: BEGIN is not in connection.queries.
-            mode = self.transaction_mode
-            with self.wrap_database_errors:
-                self.connection.execute(f"BEGIN {mode}" if mode else "BEGIN")
+            super()._start_transaction_under_autocommit()
         except BaseException:
             self._leave_queue()
             raise
 
     def _commit(self) -> None:
         try:
-            if self.queries_logged or self.connection is None:
-                super()._commit()  # COMMIT in connection.queries, as Django logs it
-            else:
-                # Django's _commit without debug_transaction: a generator-based
-                # context manager that only logs, when queries are logged.
-                with self.wrap_database_errors:
-                    self.connection.commit()
+            super()._commit()
         finally:
             self._leave_queue()
 
