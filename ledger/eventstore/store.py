@@ -368,19 +368,13 @@ def _create(command: StartGoal | RunGoal, actor: str, idempotency_key: str | Non
 def _execute_locked(conn: Any, goal_id: uuid.UUID | str, command: Command, actor: str,
                     idempotency_key: str | None, owner: str | None = None) -> Outcome:
     # The caller's transaction is open (BEGIN IMMEDIATE on SQLite; on
-    # PostgreSQL it begins with the locked read below). From here on the
-    # driver's own cursor is used, in the driver's own parameter style:
-    # Django's cursor wrapper rewrites every query with a regular expression
-    # and adds layers that cost more than SQLite's work.
-    sql = appendsql.statements_for(conn)
+    # PostgreSQL it may begin with the locked read below). The statements
+    # reach the database through this database's recorder (appendsql).
+    recorder = appendsql.recorder_for(conn)
     uid = _uuid(goal_id)  # parsed once: the hashed spelling and the driver's value
     gid, pk = str(uid), appendsql.pk_of(conn, uid)
-    with conn.wrap_database_errors, closing(conn.connection.cursor()) as cursor:
-        row = (appendsql.begin_and_lock(conn, uid) if conn.vendor == "postgresql"
-               else appendsql.NOT_BEGUN)
-        if row is appendsql.NOT_BEGUN:
-            cursor.execute(sql.lock, (pk,))
-            row = cursor.fetchone()
+    with conn.wrap_database_errors:
+        row = recorder.read_locked(conn, uid)
         if row is None:
             raise GoalNotFound(f"no goal {goal_id}")
         version, head, raw_state = row
@@ -395,34 +389,14 @@ def _execute_locked(conn: Any, goal_id: uuid.UUID | str, command: Command, actor
         if not decided.events:
             return Outcome(before, before=before, claim=decided.claim)
         state, stored, head = _fold(gid, before, head, decided, actor, idempotency_key)
-        direct = conn.vendor == "postgresql" and hasattr(conn.connection, "pgconn")
-        insert, insert_values = appendsql.insert_sql(conn, sql, pk, stored, as_text=direct)
         # Only the columns that changed: fewer values to adapt, and SQLite
         # leaves the indexes of untouched columns alone.
         new = projected_columns(state)
         if old is None:
             old = projected_columns(before)
         changed = tuple(name for name in appendsql.MUTABLE if new[name] != old[name])
-        stored_state = (json.dumps(state.to_stored()) if direct
-                        else conn.ops.adapt_json_value(state.to_stored(), None))
-        update_values = [state.version, head, stored_state,
-                         *(appendsql.adapt(conn, new[name]) for name in changed), pk, version]
-        if direct:
-            # One statement, one round trip, through libpq (appendsql.append_pg).
-            # It returns the state as jsonb spells it, the text the next
-            # command's locked read will find (see _states).
-            rowcount, stored_text = appendsql.append_pg(conn, sql, stored, changed,
-                                                        [*insert_values, *update_values])
-        elif conn.vendor == "postgresql":  # psycopg2: the same statement through its cursor
-            cursor.execute(f"WITH appended AS ({insert}) {sql.update(changed)} RETURNING state",
-                           [*insert_values, *update_values])
-            rowcount = cursor.rowcount
-            stored_text = cursor.fetchone()[0] if rowcount == 1 else None
-        else:
-            cursor.execute(insert, insert_values)
-            cursor.execute(sql.update(changed), update_values)
-            rowcount = cursor.rowcount
-            stored_text = stored_state  # SQLite keeps the very text it was given
+        rowcount, stored_text = recorder.write(conn, pk, version, state.to_stored(), head,
+                                               stored, changed, new)
         if rowcount != 1:
             raise IntegrityError("goal version moved under its row lock")
         if isinstance(stored_text, str):

@@ -124,8 +124,6 @@ TEMPLATES = [
 # database checkpoints the WAL, which costs about a third of the throughput.
 CONN_MAX_AGE = env_int("WAKELEDGER_CONN_MAX_AGE", 600, minimum=0)
 SQLITE_BUSY_TIMEOUT_SECONDS = env_int("WAKELEDGER_SQLITE_BUSY_TIMEOUT", 20, minimum=1)
-# The append's write as a server-side prepared statement (docs/configuration.md).
-WAKELEDGER_PG_PREPARED = env_bool("WAKELEDGER_PG_PREPARED", True)
 
 if env_str("DATABASE_URL"):
     DATABASES = {"default": database_from_url(env_str("DATABASE_URL"))}
