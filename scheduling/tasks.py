@@ -1,7 +1,8 @@
 """What django-q2 runs: a wake firing, and the minutely liveness sweep.
 
 Thin: a wake is ``ledger.services.wakes.fire``, the use case the API's claims
-share; the sweep asks the doctor, which runs the domain's liveness check.
+share; the sweep is ``ledger.services.sweeps.check_goal`` on each goal past
+its deadline, the domain's liveness check.
 """
 
 import logging
@@ -14,7 +15,7 @@ from ledger.domain.vocabulary import ACTIVE_STATUSES
 from ledger.eventstore import clock, failpoints
 from ledger.models import Goal
 from ledger.operators import alerts, doctor
-from ledger.services import wakes
+from ledger.services import sweeps, wakes
 from ledger.services.caller import GoalNotFound
 from scheduling import notify, outbox
 
@@ -67,7 +68,8 @@ def sweep_leases() -> int:
         .values_list("id", "state")
     for goal_id, raw in candidates.iterator(chunk_size=200):
         try:
-            outcome = doctor.check_goal(str(goal_id), GoalState.from_dict(raw), unheard=unheard)
+            outcome = sweeps.check_goal(str(goal_id), GoalState.from_dict(raw),
+                                        unheard=unheard)
         except (DomainError, DatabaseError) as error:
             logger.warning("sweeper could not check goal %s: %s", goal_id, error)
             continue

@@ -15,9 +15,7 @@ The statements themselves, per driver, are in ``appendsql``.
 import json
 import logging
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
-from contextvars import ContextVar
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -40,7 +38,7 @@ from ledger.domain.codec import Payload, encode
 from ledger.domain.state import TERMINAL_STATUSES
 from ledger.domain.timing import next_wake_at
 from ledger.domain.validation import canonical_workspace
-from ledger.eventstore import appendsql, clock
+from ledger.eventstore import appendsql, clock, tallies
 from ledger.eventstore.chain import GENESIS, canonical_text, linked_hash
 from ledger.models import Goal
 
@@ -131,33 +129,6 @@ def _parse(value: str) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
-# --------------------------------------------------------------------------- effects
-
-Effect = Callable[[str, "Outcome"], None]
-_effects: list[Effect] = []
-
-
-def register_effect(effect: Effect) -> None:
-    """Run ``effect(goal_id, outcome)`` inside the transaction of every command
-    that appended events, after they are written.
-
-    This is how the world outside the ledger is kept in step with it without
-    the ledger knowing that world: ``scheduling`` registers the effect that
-    creates and deletes django-q2 schedule rows and writes outbox rows, so a
-    schedule or a dispatch exists exactly when the committed events say so,
-    whichever shell (API, admin, command, task) ran the command. An effect
-    that raises rolls the whole command back.
-    """
-    if effect not in _effects:
-        _effects.append(effect)
-
-
-def _apply_effects(outcome: "Outcome") -> None:
-    if outcome.events:
-        for effect in _effects:
-            effect(outcome.state.goal_id, outcome)
-
-
 def canonical_id(goal_id: uuid.UUID | str) -> str:
     """A goal id in its one hashed form (lower-case, hyphenated). Every spelling
     ``uuid.UUID`` accepts (upper case, no hyphens, braces, ``urn:uuid:``) names
@@ -235,7 +206,7 @@ def start(command: StartGoal | RunGoal, *, actor: str,
                                               actor, idempotency_key)
                 else:
                     outcome = _create(full, actor, idempotency_key)
-                _apply_effects(outcome)
+                _count(outcome)
                 return outcome
         except IntegrityError:
             # The safety net: a start that did not take _serialize_starts' lock
@@ -287,10 +258,11 @@ def _serialize_starts(agent: str, workspace: str, session_key: str) -> None:
 
 def execute(goal_id: uuid.UUID | str, command: Command, *, actor: str,
             idempotency_key: str | None = None, owner: str | None = None) -> Outcome:
-    """Run one command against an existing goal, in one transaction, with the
-    effects its events call for (``register_effect``). The one entry point for
-    every command: API views, admin actions, management commands and
-    scheduler tasks all come here.
+    """Run one command against an existing goal: lock its row, decide, append,
+    fold. Use cases come here through ``ledger.services.caller.run``, which
+    owns the transaction and writes what the command causes beyond its
+    events; this block joins that transaction (``savepoint=False``: a command
+    is all or nothing with it) and opens one only for a direct caller.
 
     With ``owner``, a goal of another agent is not found (GoalNotFound), as
     an agent's API sees it: checked on the row the command locks, so no
@@ -299,17 +271,16 @@ def execute(goal_id: uuid.UUID | str, command: Command, *, actor: str,
     uid = _uuid(goal_id)
     conn = connections[DEFAULT_DB_ALIAS]
     try:
-        with transaction.atomic(savepoint=not _as_a_whole.get()):
+        with transaction.atomic(savepoint=False):
             try:
                 outcome = _execute_locked(conn, uid, command, actor, idempotency_key, owner)
             except DomainError as error:
                 # A refusal (or an unknown goal) is raised before anything is
                 # written: leave the transaction cleanly, so a caller that
-                # answers it and goes on (a lease held by another) can,
-                # with or without a savepoint around this command.
+                # answers it and goes on (a lease held by another) can.
                 refused = error
             else:
-                _apply_effects(outcome)
+                _count(outcome)
                 return outcome
         raise refused
     except IntegrityError as exc:
@@ -318,26 +289,10 @@ def execute(goal_id: uuid.UUID | str, command: Command, *, actor: str,
         raise VersionConflict(f"goal {uid} changed concurrently; retry") from exc
 
 
-# Set by a caller whose transaction fails as a whole (see ``as_a_whole``).
-_as_a_whole: ContextVar[bool] = ContextVar("wakeledger_store_as_a_whole", default=False)
-
-
-@contextmanager
-def as_a_whole() -> Iterator[None]:
-    """Run the commands of this block in the caller's transaction without a
-    savepoint of their own.
-
-    For a caller that already rolls its whole transaction back on any error
-    a command lets through, as the Idempotency-Key's does (the key's claim,
-    the command and its answer commit together or not at all): the savepoint
-    could never be used, and cost two statements per command (on PostgreSQL
-    two round trips). A refusal decided before anything was written still
-    leaves the transaction usable (``execute``)."""
-    token = _as_a_whole.set(True)
-    try:
-        yield
-    finally:
-        _as_a_whole.reset(token)
+def _count(outcome: Outcome) -> None:
+    """The metrics' tallies move with the events, in their transaction."""
+    if outcome.events:
+        tallies.count(outcome.state.goal_id, outcome)
 
 
 def load(goal_id: uuid.UUID | str) -> GoalState:

@@ -32,9 +32,7 @@ with what it did (``operators.passes``): the admin's dashboard shows the
 newest instead of checking every goal's rows on each view.
 """
 
-import ast
 import logging
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -44,29 +42,31 @@ from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
-from django_q.models import Schedule, Task
+from django_q.models import Schedule
 
 from ledger.domain import DomainError, GoalState, housekeeping, liveness
-from ledger.domain.events import iso
-from ledger.domain.overdue import ScheduleRow, expected_schedules, row_problem
+from ledger.domain.overdue import expected_schedules, row_problem
 from ledger.domain.vocabulary import ACTIVE_STATUSES, SCHEDULE_PREFIXES, schedule_goal
 from ledger.eventstore import clock, tallies
 from ledger.log import sealer_state
 from ledger.models import Goal
 from ledger.operators import alerts, passes
 from ledger.services import sweeps
-from ledger.services.caller import GoalNotFound, Outcome, state_of
+from ledger.services.caller import GoalNotFound, state_of
 from ledger.services.goals import Caller
+from ledger.services.schedules import (  # noqa: F401  (the rows the doctor checks)
+    FIRE,
+    REPAIR,
+    REPAIR_NAME,
+    SWEEP,
+    SWEEPER_NAME,
+    goal_arg,
+    last_error,
+    row_facts,
+)
 
 logger = logging.getLogger(__name__)
 
-# The django-q2 tasks and rows the ledger relies on, named once: the
-# scheduling app creates them, the doctor checks them.
-FIRE = "scheduling.tasks.fire_watchdog"
-SWEEP = "scheduling.tasks.sweep_leases"
-SWEEPER_NAME = "wakeledger-lease-sweeper"
-REPAIR = "scheduling.maintenance.repair_schedules"
-REPAIR_NAME = "wakeledger-schedule-repair"
 # A wake's row, by the domain's names (``watchdogs.SCHEDULE_PREFIXES``).
 _GOAL_ROWS = "^(" + "|".join(SCHEDULE_PREFIXES) + ")"  # letters and dashes only
 
@@ -79,59 +79,7 @@ class Finding:
     row: str = ""  # the django-q2 row's name, for a row problem
 
 
-# ---------------------------------------------------------------- facts
-
-
-def row_facts(goal_id: str, names: list[str] | set[str]) -> tuple[ScheduleRow, ...]:
-    """The goal's schedule rows as the domain judges them (it reads no table)."""
-    found = {row.name: row for row in Schedule.objects.filter(name__in=list(names))}
-    return tuple(_fact(goal_id, name, found.get(name)) for name in sorted(names))
-
-
-def _fact(goal_id: str, name: str, row: Schedule | None) -> ScheduleRow:
-    if row is None:
-        return ScheduleRow(name, exists=False, last_error=last_error(name))
-    fires = row.func == FIRE and row.repeats != 0 and _goal_arg(row.args) == goal_id
-    return ScheduleRow(name, exists=True, fires=fires,
-                       next_run=iso(row.next_run) if row.next_run else "",
-                       last_error=last_error(name))
-
-
-_EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)?)(?::|$)")
-
-
-def last_error(name: str) -> str:
-    """The exception type of the last task this row ran, if it failed (""
-    otherwise). django-q2 tasks carry their schedule's name as their group
-    and keep the error and its traceback in ``result``: only the type's name
-    leaves that table (a message may quote anything, a secret included)."""
-    task = Task.objects.filter(group=name).order_by("-stopped").only("success", "result").first()
-    if task is None or task.success:
-        return ""
-    lines = [line for line in str(task.result or "").splitlines() if line.strip()]
-    for line in reversed(lines):  # the traceback's last line names the exception
-        match = _EXCEPTION.match(line.strip())
-        if match and not line.startswith(" "):
-            return match.group(1)[:100]
-    return "an exception"
-
-
-def _goal_arg(args: str | None) -> str:
-    try:
-        value = ast.literal_eval(args or "")
-    except (ValueError, SyntaxError):
-        return ""
-    value = value[0] if isinstance(value, tuple) and value else value
-    return str(value)
-
-
-def check_goal(goal_id: str, state: GoalState, *, actor: str = "scheduler",
-               orphans: tuple[str, ...] = (),
-               unheard: tuple[datetime, datetime] | None = None) -> Outcome:
-    """Act on the goal's passed deadlines, with its schedule rows as facts
-    (the use case ``sweeps.check`` runs the domain's liveness check)."""
-    rows = row_facts(goal_id, set(expected_schedules(state)))
-    return sweeps.check(goal_id, rows=rows, orphans=orphans, actor=actor, unheard=unheard)
+check_goal = sweeps.check_goal
 
 
 # ---------------------------------------------------------------- findings

@@ -26,6 +26,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, Max, OuterRef
 from django.urls import reverse
+from django_q.tasks import async_task
 
 from ledger.domain import GoalState, liveness, notices
 from ledger.domain.events import iso
@@ -36,6 +37,7 @@ from ledger.notify import channels, sending
 from ledger.notify.models import Channel, GoalNotice, Notification
 from ledger.operators import alerts
 from ledger.project.siteurl import base_url
+from ledger.services.schedules import SEND_NOTIFICATIONS
 
 DIGEST_BEAT = "notify.digest"  # SchedulerBeat row: when the last digest was recorded
 SILENT_BEAT = "notify.silent_since"  # the last beat of the silence last told
@@ -76,8 +78,26 @@ def _enqueue(key: str, kind: str, title: str, body_of: Any, *, goal_id: str | No
     return written
 
 
+def record_flip(outcome: Outcome) -> int:
+    """A command's flip of its goal's standing: its notifications recorded in
+    the command's transaction (``record``); after the commit, a task sends
+    them (within seconds, on the ORM broker's one-second poll). Should that
+    task never run, the sweeper's next pass sends them: recorded is never lost."""
+    written = record(outcome.state.goal_id, outcome)
+    if written:
+        transaction.on_commit(_ask_to_send)
+    return written
+
+
+def _ask_to_send() -> None:
+    try:
+        async_task(SEND_NOTIFICATIONS, task_name="notify.send")
+    except db.DatabaseError as error:  # the sweeper sends it instead
+        logger.warning("could not queue the notification sender: %s", type(error).__name__)
+
+
 def record(goal_id: str, outcome: Outcome) -> int:
-    """Store effect: a flip of the goal's standing gets its notice, in the
+    """A flip of the goal's standing gets its notice, in the
     command's transaction. Costs two pure calls on commands that flip nothing.
     Returns how many outbox rows it wrote (one per channel that takes it)."""
     before, after = liveness.attention(outcome.before), liveness.attention(outcome.state)
