@@ -129,6 +129,11 @@ if env_str("DATABASE_URL"):
     DATABASES = {"default": database_from_url(env_str("DATABASE_URL"))}
     DATABASES["default"]["CONN_MAX_AGE"] = CONN_MAX_AGE
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # Behind a transaction-pooling PgBouncer each transaction may run on
+    # another server connection: no cursor may outlive its transaction
+    # (Django's server-side cursors are WITH HOLD outside one). docs/deploy.md.
+    if env_bool("WAKELEDGER_PG_TRANSACTION_POOLING", False):
+        DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
 else:
     DATABASES = {
         "default": {
