@@ -14,8 +14,8 @@ from ledger.domain import DomainError, GoalState
 from ledger.domain.vocabulary import ACTIVE_STATUSES
 from ledger.eventstore import clock, failpoints
 from ledger.models import Goal
-from ledger.operators import alerts, doctor
-from ledger.services import sweeps, wakes
+from ledger.operators import doctor
+from ledger.services import alerts, sweeps, wakes
 from ledger.services.caller import GoalNotFound
 from scheduling import notify, outbox
 

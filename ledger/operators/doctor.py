@@ -50,8 +50,8 @@ from ledger.domain.vocabulary import ACTIVE_STATUSES, SCHEDULE_PREFIXES, schedul
 from ledger.eventstore import clock, tallies
 from ledger.log import sealer_state
 from ledger.models import Goal
-from ledger.operators import alerts, passes
-from ledger.services import sweeps
+from ledger.operators import passes
+from ledger.services import alerts, sweeps
 from ledger.services.caller import GoalNotFound, state_of
 from ledger.services.goals import Caller
 from ledger.services.schedules import (  # noqa: F401  (the rows the doctor checks)

@@ -32,7 +32,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from ledger.eventstore import clock, tallies
 from ledger.models import Event, Goal, SchedulerBeat, TreeHead
-from ledger.operators import alerts
+from ledger.services import alerts
 from ledger.services.notifications import delivered_by_channel
 
 PREFIX = "wakeledger_"

@@ -35,8 +35,8 @@ from ledger.eventstore.store import Outcome
 from ledger.models import Goal, SchedulerBeat
 from ledger.notify import channels, sending
 from ledger.notify.models import Channel, GoalNotice, Notification
-from ledger.operators import alerts
 from ledger.project.siteurl import base_url
+from ledger.services import alerts
 from ledger.services.schedules import SEND_NOTIFICATIONS
 
 DIGEST_BEAT = "notify.digest"  # SchedulerBeat row: when the last digest was recorded

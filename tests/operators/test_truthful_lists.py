@@ -24,7 +24,8 @@ from django_q.models import Schedule
 from ledger.domain import housekeeping
 from ledger.eventstore import tallies
 from ledger.models import Goal, SchedulerBeat
-from ledger.operators import alerts, doctor
+from ledger.operators import doctor
+from ledger.services import alerts
 from scheduling import tasks
 from tests.factories import GoalFactory
 from tests.operators.test_admin import blocked_goal, staff

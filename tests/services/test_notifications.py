@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 from ledger.domain import notices
 from ledger.models import Channel, Goal, Notification, SchedulerBeat
 from ledger.notify import channels, sending
-from ledger.operators import alerts
-from ledger.services import notifications
+from ledger.services import alerts, notifications
 from tests.helpers import staff
 from tests.receivers import receiving, smtp_receiving
 
