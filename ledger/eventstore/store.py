@@ -206,7 +206,8 @@ def start(command: StartGoal | RunGoal, *, actor: str,
                                               actor, idempotency_key)
                 else:
                     outcome = _create(full, actor, idempotency_key)
-                _count(outcome)
+                if outcome.events:
+                    tallies.count(outcome.state.goal_id, outcome)
                 return outcome
         except IntegrityError:
             # The safety net: a start that did not take _serialize_starts' lock
@@ -258,41 +259,46 @@ def _serialize_starts(agent: str, workspace: str, session_key: str) -> None:
 
 def execute(goal_id: uuid.UUID | str, command: Command, *, actor: str,
             idempotency_key: str | None = None, owner: str | None = None) -> Outcome:
-    """Run one command against an existing goal: lock its row, decide, append,
-    fold. Use cases come here through ``ledger.services.caller.run``, which
-    owns the transaction and writes what the command causes beyond its
-    events; this block joins that transaction (``savepoint=False``: a command
-    is all or nothing with it) and opens one only for a direct caller.
+    """``record`` in a transaction of its own (or the caller's, joined whole):
+    for a caller outside the use cases (a test, a benchmark, a repair tool).
+    Use cases go through ``ledger.services.caller.run``, which owns the
+    transaction and writes what the command causes beyond its events."""
+    try:
+        with transaction.atomic(savepoint=False):
+            try:
+                outcome = record(goal_id, command, actor=actor,
+                                 idempotency_key=idempotency_key, owner=owner)
+            except DomainError as error:
+                refused = error  # nothing was written: leave the block cleanly
+            else:
+                return outcome
+        raise refused
+    except IntegrityError as exc:
+        raise conflict(goal_id) from exc
+
+
+def record(goal_id: uuid.UUID | str, command: Command, *, actor: str,
+           idempotency_key: str | None = None, owner: str | None = None) -> Outcome:
+    """Run one command against an existing goal inside the caller's open
+    transaction: lock its row, decide, append, fold, and move the metrics'
+    tallies with the events. A refusal (a DomainError, or an unknown goal) is
+    raised before anything is written, so the caller may answer it and go on.
 
     With ``owner``, a goal of another agent is not found (GoalNotFound), as
     an agent's API sees it: checked on the row the command locks, so no
     separate read is needed and none can see another state than the one the
     command is decided on."""
-    uid = _uuid(goal_id)
-    conn = connections[DEFAULT_DB_ALIAS]
-    try:
-        with transaction.atomic(savepoint=False):
-            try:
-                outcome = _execute_locked(conn, uid, command, actor, idempotency_key, owner)
-            except DomainError as error:
-                # A refusal (or an unknown goal) is raised before anything is
-                # written: leave the transaction cleanly, so a caller that
-                # answers it and goes on (a lease held by another) can.
-                refused = error
-            else:
-                _count(outcome)
-                return outcome
-        raise refused
-    except IntegrityError as exc:
-        # The (goal, seq) constraint: only reachable if something wrote the
-        # goal without taking its row lock. Nothing was recorded.
-        raise VersionConflict(f"goal {uid} changed concurrently; retry") from exc
-
-
-def _count(outcome: Outcome) -> None:
-    """The metrics' tallies move with the events, in their transaction."""
+    outcome = _execute_locked(connections[DEFAULT_DB_ALIAS], _uuid(goal_id), command, actor,
+                              idempotency_key, owner)
     if outcome.events:
         tallies.count(outcome.state.goal_id, outcome)
+    return outcome
+
+
+def conflict(goal_id: uuid.UUID | str) -> VersionConflict:
+    """What the (goal, seq) constraint's violation means: only reachable if
+    something wrote the goal without taking its row lock. Nothing was recorded."""
+    return VersionConflict(f"goal {goal_id} changed concurrently; retry")
 
 
 def load(goal_id: uuid.UUID | str) -> GoalState:

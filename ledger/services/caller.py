@@ -25,7 +25,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from ledger.domain import DomainError, GoalState, RunGoal, StartGoal
 from ledger.eventstore import store
@@ -52,16 +52,20 @@ class Caller:
 def run(caller: Caller, goal_id: str | uuid.UUID, command: Any) -> Outcome:
     """One command on a goal this caller may see (GoalNotFound otherwise), in
     one transaction with what it causes."""
-    with transaction.atomic(savepoint=False):
-        try:
-            outcome = store.execute(goal_id, command, actor=caller.name, owner=caller.owner,
-                                    idempotency_key=caller.idempotency_key)
-        except DomainError as error:
-            refused = error  # nothing was written: leave the block cleanly
-        else:
-            follow_up(outcome)
-            return outcome
-    raise refused
+    try:
+        with transaction.atomic(savepoint=False):
+            try:
+                outcome = store.record(goal_id, command, actor=caller.name,
+                                       owner=caller.owner,
+                                       idempotency_key=caller.idempotency_key)
+            except DomainError as error:
+                refused = error  # nothing was written: leave the block cleanly
+            else:
+                follow_up(outcome)
+                return outcome
+        raise refused
+    except IntegrityError as exc:
+        raise store.conflict(goal_id) from exc
 
 
 def start(caller: Caller, command: StartGoal | RunGoal) -> Outcome:
