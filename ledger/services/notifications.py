@@ -1,6 +1,6 @@
 """Telling a human (issue 38): the use cases behind notifications.
 
-- ``record``: a store effect (registered by the scheduling app). When a
+- ``record`` (``record_flip``, a step of ``caller.follow_up``). When a
   command flips a goal's standing (``notices.flip`` of its attention before
   and after), it writes the goal's notification state and one outbox row per
   channel that takes it — in the command's own transaction, so a flip is
