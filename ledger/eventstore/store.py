@@ -1,10 +1,13 @@
-"""The event store: one command = one transaction.
+"""The event store: one command, inside the transaction its use case opens.
 
-lock the goal row → decide → insert the events → fold them into the stored
-projection → commit. A command never half-applies: a DomainError raised by
-``decide`` leaves the transaction before anything was written.
+``record``: lock the goal row → decide → insert the events → fold them into
+the stored projection (and the metrics' tallies), inside the transaction
+``ledger.services.caller.run`` opens and commits after writing what the
+command causes. The store opens no transaction for a use case and calls
+nothing above it. A command never half-applies: a DomainError raised by
+``decide`` leaves before anything was written.
 
-Appending is the hot path of the whole product, so ``execute`` speaks SQL
+Appending is the hot path of the whole product, so ``record`` speaks SQL
 directly instead of going through the ORM's query building, which costs more
 than the database work itself on SQLite. It runs three statements per command
 (lock-and-read, insert, update) and never re-reads the previous event: the goal
