@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test test-quick test-sqlite test-postgres browser prometheus go claude-code jq \
+.PHONY: run test test-quick test-sqlite test-postgres browser prometheus pgbouncer go claude-code jq \
 	node24 openclaw claude-code-current tools lint bench bench-quick capacity soak simulate clean
 
 $(VENV)/bin/python:
@@ -54,6 +54,14 @@ prometheus:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	  --no-install-recommends prometheus >/dev/null; } || \
 	  echo "prometheus is not installed: the real Prometheus test will be skipped"
+
+# Debian's PgBouncer (1.18) for tests/e2e/test_pgbouncer.py: the web server
+# and a qcluster through it in transaction pooling. Without it that test skips.
+pgbouncer:
+	@command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || { [ "$$(id -u)" = 0 ] && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	  --no-install-recommends pgbouncer >/dev/null; } || \
+	  echo "pgbouncer is not installed: the PgBouncer test will be skipped"
 
 # Debian's Go and golang.org/x/mod (sumdb/note): an independent implementation
 # of signed notes that tests/log/test_checkpoint_interop.py runs on the log's
@@ -120,7 +128,7 @@ jq:
 	  echo "jq is not installed: the quickstart's test will be skipped"
 
 # Every outside program a test drives, installed where we may.
-tools: browser prometheus go claude-code node24 openclaw claude-code-current jq
+tools: browser prometheus pgbouncer go claude-code node24 openclaw claude-code-current jq
 
 test-sqlite: $(VENV)/.installed-dev tools
 	@echo "== test suite on SQLite =="

@@ -59,7 +59,6 @@ from api.serializers import validated
 from ledger.access.models import IdempotencyRecord
 from ledger.eventstore import clock, failpoints
 from ledger.services import tokens
-from ledger.services.caller import as_a_whole, one_transaction
 from ledger.services.inputs import looks_like_secret
 
 HEADER = "Idempotency-Key"
@@ -171,9 +170,10 @@ class _Taken(Exception):
 def _keyed(owner: str, key: str, digest: str, answer: Callable[[], Response]) -> Response:
     """Get the answer and store it under the key, in one transaction; _Taken
     (and nothing of this attempt kept) if the key turns out to be taken."""
-    with one_transaction():
-        with as_a_whole():  # any error rolls all of this back: no savepoints
-            response = answer()
+    # The request's one unit of work: the use case's command joins this
+    # transaction (ledger.services.caller.run), and any error rolls all of it back.
+    with transaction.atomic():
+        response = answer()
         if response.status_code >= 500:
             # Nothing half-done is kept under a key: its retry runs again.
             transaction.set_rollback(True)

@@ -63,15 +63,9 @@ class LedgerConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from ledger.eventstore import (
-            checks,  # noqa: F401  (registers the trigger check)
-            store,
-            tallies,
-        )
+        from ledger.eventstore import checks  # noqa: F401  (registers the trigger check)
         from ledger.notify import channels
 
-        # The metrics' counters move with the events, in their transaction.
-        store.register_effect(tallies.count)
         # A bad WAKELEDGER_NOTIFY stops start-up (every process), not the first notice.
         channels.env_channels()
 

@@ -9,18 +9,10 @@ class SchedulingConfig(AppConfig):
     def ready(self) -> None:
         from ledger.log import sealing as ledger_sealing
         from ledger.operators import doctor
-        from ledger.services import effects
-        from scheduling import dispatch, maintenance, notify, outbox, sealing, watchdogs
+        from scheduling import dispatch, maintenance, sealing, watchdogs
 
         # A bad dispatcher configuration stops start-up, not the first wake.
         dispatch.configured()
-        # Schedule rows and outbox rows are written in the transaction of the
-        # events that call for them, whichever shell ran the command.
-        effects.register(watchdogs.apply)
-        effects.register(outbox.record)
-        # A flip of a goal's standing gets its notifications in the same
-        # transaction (exactly once), sent right after the commit.
-        effects.register(notify.record)
         # The head webhook, for every seal (the task and `ledger seal`).
         ledger_sealing.register_witness(sealing.push_witness)
         post_migrate.connect(watchdogs.ensure_sweeper, sender=self,

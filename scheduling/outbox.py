@@ -1,7 +1,7 @@
 """Sending the dispatch outbox (DESIGN section 6; rule 6's crash cases).
 
 A granted push wake's transaction wrote a ``pending`` row next to its events
-(``record``, a store effect). ``send`` then:
+(``ledger.services.outbox.record``). ``send`` then:
 
 1. marks the row ``sending`` and commits — before any network call;
 2. sends it through the dispatcher;
@@ -26,22 +26,10 @@ from ledger.domain import GoalState
 from ledger.eventstore import clock, failpoints
 from ledger.project import requestid
 from ledger.services import wakes
-from ledger.services.effects import Outcome
 from scheduling import dispatch
 from scheduling.models import Dispatch
 
 logger = logging.getLogger(__name__)
-
-
-def record(goal_id: str, outcome: Outcome) -> None:
-    """Store effect: a wake to dispatch gets its outbox row in the same
-    transaction (which rows: ``wakes.orders``, the application layer's answer)."""
-    for order in wakes.orders(outcome):
-        Dispatch.objects.create(goal_id=goal_id, occurrence_id=order.occurrence_id,
-                                dispatcher=order.dispatcher, generation=order.generation,
-                                created_at=clock.now(), request_id=requestid.current())
-        logger.info("dispatch %s of goal %s via %s: in the outbox", order.occurrence_id,
-                    goal_id, order.dispatcher)
 
 
 def send_pending(goal_id: str | None = None, state: GoalState | None = None) -> int:

@@ -1,7 +1,8 @@
 """What django-q2 runs: a wake firing, and the minutely liveness sweep.
 
 Thin: a wake is ``ledger.services.wakes.fire``, the use case the API's claims
-share; the sweep asks the doctor, which runs the domain's liveness check.
+share; the sweep is ``ledger.services.sweeps.check_goal`` on each goal past
+its deadline, the domain's liveness check.
 """
 
 import logging
@@ -16,8 +17,8 @@ from ledger.domain import DomainError, GoalState
 from ledger.domain.vocabulary import ACTIVE_STATUSES, CLOCK_SKEW
 from ledger.eventstore import clock, failpoints
 from ledger.models import Goal
-from ledger.operators import alerts, doctor
-from ledger.services import wakes
+from ledger.operators import doctor
+from ledger.services import alerts, sweeps, wakes
 from ledger.services.caller import GoalNotFound
 from scheduling import notify, outbox
 
@@ -70,7 +71,8 @@ def sweep_leases() -> int:
         .values_list("id", "state")
     for goal_id, raw in chain(candidates.iterator(chunk_size=200), _stamped_ahead(now)):
         try:
-            outcome = doctor.check_goal(str(goal_id), GoalState.from_dict(raw), unheard=unheard)
+            outcome = sweeps.check_goal(str(goal_id), GoalState.from_dict(raw),
+                                        unheard=unheard)
         except (DomainError, DatabaseError) as error:
             logger.warning("sweeper could not check goal %s: %s", goal_id, error)
             continue

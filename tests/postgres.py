@@ -22,8 +22,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 
 def find_bindir() -> Path | None:
@@ -81,6 +83,61 @@ def server(bindir: Path, *, durable: bool = False) -> Iterator[str]:
             run(str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast" if durable else "immediate",
                 "-w", "stop")
     finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def pgbouncer(upstream: str, *, pool_size: int = 4) -> Iterator[str | None]:
+    """A throwaway PgBouncer in transaction pooling in front of ``upstream``
+    (a URL ``server`` yielded); yields its own URL, or None without a
+    ``pgbouncer`` binary (Debian's package, ``make tools``). Every client
+    transaction takes whichever of ``pool_size`` server connections is free,
+    as behind a managed PostgreSQL's pooler. As root it runs as `postgres`
+    (PgBouncer refuses root)."""
+    binary = shutil.which("pgbouncer") or ("/usr/sbin/pgbouncer"
+                                           if Path("/usr/sbin/pgbouncer").exists() else None)
+    if binary is None:
+        yield None
+        return
+    parts = urlsplit(upstream)
+    root = Path(tempfile.mkdtemp(prefix="wakeledger-pgbouncer-"))
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        user = pwd.getpwnam("postgres")
+        os.chown(root, user.pw_uid, user.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    port = free_port()
+    (root / "users.txt").write_text(f'"{parts.username}" ""\n')
+    (root / "pgbouncer.ini").write_text(
+        "[databases]\n"
+        f"{parts.path.lstrip('/')} = host={parts.hostname} port={parts.port} "
+        f"dbname={parts.path.lstrip('/')} user={parts.username}\n"
+        "[pgbouncer]\n"
+        f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
+        f"auth_type = trust\nauth_file = {root / 'users.txt'}\n"
+        f"pool_mode = transaction\ndefault_pool_size = {pool_size}\n"
+        "max_client_conn = 200\n"
+        f"logfile = {root / 'pgbouncer.log'}\npidfile = {root / 'pgbouncer.pid'}\n")
+    for path in root.iterdir():
+        os.chmod(path, 0o644)
+    process = subprocess.Popen([*as_user, binary, str(root / "pgbouncer.ini")],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(200):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.1):
+                break
+            if process.poll() is not None:
+                raise RuntimeError("pgbouncer did not start: "
+                                   + (root / "pgbouncer.log").read_text(errors="replace")[-500:])
+            time.sleep(0.05)
+        yield f"postgres://{parts.username}@127.0.0.1:{port}{parts.path}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
         shutil.rmtree(root, ignore_errors=True)
 
 

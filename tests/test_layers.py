@@ -153,9 +153,8 @@ VOCABULARY = "ledger.domain.vocabulary"
 
 # Named exceptions, each with its reason.
 EXCEPTIONS = {
-    # A store effect (it runs inside the command's transaction) that turns
-    # the committed events into django-q2 rows: it reads event kinds and the
-    # rows' names. It moves with the typed events (another branch owns it).
+    # The scheduler's names for a goal's rows, re-exported from the domain's
+    # one definition (the rows themselves: ledger.services.schedules).
     "scheduling/watchdogs.py": lambda module, name: True,
     # The doctor's read-only judgments of the machinery (no command: its
     # repairs are ``services.sweeps.check``).
@@ -253,11 +252,11 @@ def test_no_shell_runs_a_command_through_a_passthrough():
 
 
 def test_tokens_are_derived_in_one_place():
-    """HMAC under SECRET_KEY is written once (ledger.services.tokens); the
+    """HMAC under SECRET_KEY is written once (ledger.access.derivation); the
     webhook signature is the dispatcher's own secret, not a derivation."""
     users = sorted(str(path.relative_to(ROOT)) for package in ("api", "ledger", "scheduling")
                    for path in (ROOT / package).rglob("*.py") if "hmac.new(" in path.read_text())
-    assert users == ["ledger/services/tokens.py", "scheduling/signatures.py"]
+    assert users == ["ledger/access/derivation.py", "scheduling/signatures.py"]
 
 
 def simulation_violations(source: str, module: str) -> list[str]:
@@ -318,3 +317,110 @@ def test_no_product_module_is_over_500_lines():
                   if "migrations" not in path.parts
                   and (n := len(path.read_text().splitlines())) > 500)
     assert long == [], f"split these modules: {long}"
+
+
+# ---------------------------------------------------------------- inside ledger
+
+# The layers inside ``ledger``, lowest first: a module imports only from its
+# own layer or below. The pure domain; the store and what sits beside it
+# (models, the verifiable log, accounts, the notification outbox and channels,
+# the project's settings and helpers); the application layer (one function
+# per use case); the shells (operator surfaces, admin, commands, the app's
+# start-up).
+LEDGER_LAYERS = (
+    {"domain"},
+    {"models", "backends", "eventstore", "log", "access", "notify", "project"},
+    {"services"},
+    {"operators", "admin", "management", "templatetags", "apps", "__init__"},
+)
+
+
+def ledger_layer(module: str) -> int:
+    part = module.split(".")[1] if module.count(".") else "__init__"
+    for rank, parts in enumerate(LEDGER_LAYERS):
+        if part in parts:
+            return rank
+    raise AssertionError(f"{module}: in no layer of LEDGER_LAYERS")
+
+
+def runtime_imports(source: str, module: str) -> set[str]:
+    """``imported``, less what is imported for type annotations only
+    (``if TYPE_CHECKING:``): that is no dependency at run time."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            node.body = [ast.Pass()]
+    return imported(ast.unparse(tree), module)
+
+
+def test_the_layers_inside_ledger_import_only_downwards():
+    bad = []
+    for module, path in modules("ledger"):
+        rank = ledger_layer(module)
+        for name in sorted(runtime_imports(path.read_text(), module)):
+            if in_package(name, "ledger") and name != "ledger" and ledger_layer(name) > rank:
+                bad.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert bad == []
+
+
+def test_no_import_cycle_in_the_store_or_the_application_layer():
+    """Module by module (the domain's package re-exports are its own)."""
+    found = {m: p for m, p in modules("ledger")
+             if in_package(m, "ledger.eventstore") or in_package(m, "ledger.services")
+             or in_package(m, "ledger.operators")}
+    graph = {m: {n for n in runtime_imports(p.read_text(), m) if n in found and n != m}
+             for m, p in found.items()}
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in graph[todo.pop()] - seen:
+                if nxt == goal:
+                    return True
+                seen.add(nxt)
+                todo.append(nxt)
+        return False
+
+    assert sorted(f"{m} -> {n}" for m in graph for n in graph[m] if reaches(n, m)) == []
+
+
+def test_every_use_case_runs_its_commands_through_the_one_entry():
+    """``ledger.services.caller.run`` (``start`` for a new goal) owns the
+    command's transaction and writes what it causes: no other use case sends
+    a command to the store itself."""
+    bad = []
+    for module, path in modules("ledger/services"):
+        if module == "ledger.services.caller":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in {"execute", "record", "start"}
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "store"):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno} store.{node.func.attr}")
+            if isinstance(node, ast.ImportFrom) and node.module == "ledger.eventstore.store":
+                bad += [f"{path.relative_to(ROOT)}:{node.lineno} imports {alias.name}"
+                        for alias in node.names if alias.name in {"execute", "record", "start"}]
+    assert bad == []
+
+
+# Django's transaction state on the connection: what ``atomic()`` keeps, and
+# no promise to survive a release. Only a database backend's own hooks may
+# name the methods, and only to call Django's own (``super()``).
+PRIVATE_TRANSACTION_STATE = {
+    "atomic_blocks", "run_commit_hooks_on_set_autocommit_on", "commit_on_exit",
+    "closed_in_transaction", "savepoint_ids", "_set_autocommit", "_commit", "_rollback",
+    "_start_transaction_under_autocommit", "_savepoint", "_savepoint_commit",
+    "_savepoint_rollback",
+}
+
+
+def test_no_module_touches_djangos_private_transaction_state():
+    bad = []
+    for package in ("ledger", "api", "scheduling"):
+        for _module, path in modules(package):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if (isinstance(node, ast.Attribute) and node.attr in PRIVATE_TRANSACTION_STATE
+                        and not (isinstance(node.value, ast.Call)
+                                 and ast.unparse(node.value) == "super()")):
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno} .{node.attr}")
+    assert bad == []

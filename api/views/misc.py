@@ -16,13 +16,12 @@ from api.schema import QUERY, responses
 from api.serializers import validated
 from api.views.common import GoalPagination, LedgerView, caller
 from ledger.eventstore import clock
-from ledger.operators import alerts
 from ledger.project import siteurl
-from ledger.services import reads
+from ledger.services import alerts, reads
 
 
 class AlertPagination(GoalPagination):
-    """GET /goals' cursor pages, oldest goal first (``ledger.operators.alerts.ORDER``:
+    """GET /goals' cursor pages, oldest goal first (``ledger.services.alerts.ORDER``:
     created_at never changes, so a cursor never skips or repeats a goal while
     goals move), with the total every page carries."""
 

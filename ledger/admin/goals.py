@@ -33,15 +33,15 @@ from ledger.domain.vocabulary import TERMINAL_STATUSES, WHY
 from ledger.eventstore import clock, projection
 from ledger.log import export
 from ledger.models import Goal
-from ledger.operators import alerts, goalids, passes, timeline
+from ledger.operators import goalids, passes, timeline
 from ledger.operators.terminal import provider_waiting, summary, woken
 from ledger.project import dispatchers
-from ledger.services import notifications, operators
+from ledger.services import alerts, notifications, operators
 from ledger.services.bodies import Standing
 
 
 class NeedsHumanFilter(admin.SimpleListFilter):
-    """The goals GET /alerts lists (``ledger.operators.alerts``: one query), by reason:
+    """The goals GET /alerts lists (``ledger.services.alerts``: one query), by reason:
     where the dashboard sends a human for the goals it does not show."""
 
     title = "needs a human"

@@ -1,18 +1,28 @@
-"""The append path's SQL, in each driver's own parameter style: the statements
-``store`` sends straight to the driver (Django's cursor wrapper costs more than
-SQLite's own work), built once per vendor from the models' table names, and
-PostgreSQL's BEGIN sent with the locked read.
+"""The append path's recorders: how a command's three statements (lock and
+read the goal row; insert the events; update the row) reach each database.
+
+``recorder_for(conn)`` is the one way ``store`` writes. Each recorder takes
+the same values and leaves the same rows:
+
+- ``DjangoRecorder``: Django's own cursor and adapters, for any database; the
+  reference the others are tested against (tests/eventstore/test_recorders.py);
+- ``SQLiteRecorder``: the same statements on the driver's cursor, in its own
+  parameter style (Django's cursor wrapper costs more than SQLite's work);
+- ``PostgresRecorder``: psycopg's libpq handle: BEGIN sent with the locked
+  read, the insert and update in one unnamed statement with text
+  parameters (one round trip each; nothing kept on the server between
+  transactions, so it works behind a transaction-pooling PgBouncer).
 
 Table and column names come from the models' Meta, never from input.
 """
 
+import json
 import uuid
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
-from django.conf import settings
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ledger.models import Event as EventRow
@@ -87,8 +97,7 @@ def append_pg(conn: BaseDatabaseWrapper, sql: "Statements", stored: "list[Stored
               changed: tuple[str, ...], values: list[Any]) -> tuple[int, str | None]:
     """PostgreSQL: insert the events and update the goal row in one statement
     (a data-modifying WITH always runs to completion; the row count is the
-    UPDATE's), sent through libpq with its parameters as text (prepared once per
-    connection, ``_prepared``); the row count
+    UPDATE's), sent through libpq with its parameters as text; the row count
     and the state as jsonb spells it (``RETURNING state``).
 
     Not through a psycopg cursor: Django's is a client-side-binding one, which
@@ -108,39 +117,14 @@ def append_pg(conn: BaseDatabaseWrapper, sql: "Statements", stored: "list[Stored
         query = _numbered(f"WITH appended AS ({insert}) {sql.update(changed)} RETURNING state")
         _PG_APPENDS[key] = query
     raw = conn.connection
-    params = [_as_text(v) for v in values]
-    name = _prepared(raw, query) if settings.WAKELEDGER_PG_PREPARED else None
-    result = (raw.pgconn.exec_prepared(name, params) if name is not None
-              else raw.pgconn.exec_params(query, params))
+    # An unnamed statement (Parse, Bind, Execute in one message train): no
+    # server-side state outlives it, so it works behind a transaction-pooling
+    # PgBouncer, whose server connections change between transactions.
+    result = raw.pgconn.exec_params(query, [_as_text(v) for v in values])
     if result.status != pq.ExecStatus.TUPLES_OK:
         raise errors.error_from_result(result, encoding=raw.info.encoding)
     returned = result.get_value(0, 0) if result.ntuples else None
     return result.command_tuples or 0, returned.decode() if returned is not None else None
-
-
-# The append statements this process prepared, per connection (a prepared
-# statement lives in its server session; a new connection prepares anew).
-_PREPARED_ON: "WeakKeyDictionary[Any, dict[bytes, bytes]]" = WeakKeyDictionary()
-
-
-def _prepared(raw: Any, query: bytes) -> bytes:
-    """The name ``query`` is prepared under on this connection, preparing it
-    the first time. Parsing and planning the WITH statement anew cost about
-    a sixth of a checkpoint's time on PostgreSQL (bench/profile_append.py,
-    docs/performance.md); prepared, the server only binds and runs it. A
-    transaction-pooling PgBouncer older than 1.21 cannot carry prepared
-    statements between its server connections: WAKELEDGER_PG_PREPARED=false."""
-    from psycopg import errors, pq
-
-    names = _PREPARED_ON.setdefault(raw, {})
-    name = names.get(query)
-    if name is None:
-        name = b"wakeledger_append_%d" % len(names)
-        result = raw.pgconn.prepare(name, query)
-        if result.status != pq.ExecStatus.COMMAND_OK:
-            raise errors.error_from_result(result, encoding=raw.info.encoding)
-        names[query] = name
-    return name
 
 
 # The append statements in PostgreSQL's numbered placeholders, by
@@ -263,3 +247,112 @@ def statements_for(conn: BaseDatabaseWrapper) -> Statements:
             placeholder=p,
         )
     return STATEMENTS[conn.vendor]
+
+
+class DjangoRecorder:
+    """Through Django's cursor: its placeholders, its adapters, its error
+    wrapping. Any database Django speaks; the fast recorders' reference."""
+
+    def read_locked(self, conn: BaseDatabaseWrapper, uid: uuid.UUID) -> tuple[Any, ...] | None:
+        with conn.cursor() as cursor:
+            cursor.execute(statements_for(conn).lock.replace("?", "%s"), [pk_of(conn, uid)])
+            return cursor.fetchone()
+
+    def write(self, conn: BaseDatabaseWrapper, pk: Any, version: int, stored_state: Any,
+              head: str, stored: "list[StoredEvent]", changed: tuple[str, ...],
+              new: dict[str, Any]) -> tuple[int, str | None]:
+        """Insert ``stored``, update the goal row from ``version``: the row
+        count and the state's text as the database now holds it (None when
+        this recorder cannot tell)."""
+        sql = _django_statements(conn)
+        values: list[Any] = []
+        for e in stored:
+            values += [pk, e.seq, e.kind, conn.ops.adapt_json_value(e.data, None), e.actor,
+                       conn.ops.adapt_datetimefield_value(e.recorded_at), e.idempotency_key,
+                       e.prev_hash, e.hash]
+        update = [stored[-1].seq, head, conn.ops.adapt_json_value(stored_state, None),
+                  *(_django_value(conn, new[name]) for name in changed), pk, version]
+        with conn.cursor() as cursor:
+            cursor.execute(sql.insert_head + ", ".join([sql.insert_row] * len(stored)), values)
+            cursor.execute(sql.update(changed), update)
+            return cursor.rowcount, None
+
+
+class SQLiteRecorder:
+    """SQLite: the driver's own cursor and ``?`` placeholders; the instants
+    adapted as Django would (``adapt``), the JSON as its canonical text."""
+
+    def read_locked(self, conn: BaseDatabaseWrapper, uid: uuid.UUID) -> tuple[Any, ...] | None:
+        with closing(conn.connection.cursor()) as cursor:
+            cursor.execute(statements_for(conn).lock, (pk_of(conn, uid),))
+            return cursor.fetchone()
+
+    def write(self, conn: BaseDatabaseWrapper, pk: Any, version: int, stored_state: Any,
+              head: str, stored: "list[StoredEvent]", changed: tuple[str, ...],
+              new: dict[str, Any]) -> tuple[int, str | None]:
+        sql = statements_for(conn)
+        text = json.dumps(stored_state)
+        update = [stored[-1].seq, head, text,
+                  *(adapt(conn, new[name]) for name in changed), pk, version]
+        with closing(conn.connection.cursor()) as cursor:
+            cursor.execute(*insert_sql(conn, sql, pk, stored))
+            cursor.execute(sql.update(changed), update)
+            return cursor.rowcount, text  # SQLite keeps the very text it was given
+
+
+class PostgresRecorder:
+    """PostgreSQL through psycopg's libpq handle (``begin_and_lock``,
+    ``append_pg``); the lock through the driver's cursor where the
+    transaction has already begun."""
+
+    def read_locked(self, conn: BaseDatabaseWrapper, uid: uuid.UUID) -> tuple[Any, ...] | None:
+        row = begin_and_lock(conn, uid)
+        if row is NOT_BEGUN:
+            with closing(conn.connection.cursor()) as cursor:
+                cursor.execute(statements_for(conn).lock, (pk_of(conn, uid),))
+                row = cursor.fetchone()
+        return row
+
+    def write(self, conn: BaseDatabaseWrapper, pk: Any, version: int, stored_state: Any,
+              head: str, stored: "list[StoredEvent]", changed: tuple[str, ...],
+              new: dict[str, Any]) -> tuple[int, str | None]:
+        sql = statements_for(conn)
+        _, insert_values = insert_sql(conn, sql, pk, stored, as_text=True)
+        update = [stored[-1].seq, head, json.dumps(stored_state),
+                  *(adapt(conn, new[name]) for name in changed), pk, version]
+        # It returns the state as jsonb spells it: the text the next
+        # command's locked read will find.
+        return append_pg(conn, sql, stored, changed, [*insert_values, *update])
+
+
+Recorder = DjangoRecorder | SQLiteRecorder | PostgresRecorder
+_RECORDERS: dict[str, Recorder] = {}
+
+
+def recorder_for(conn: BaseDatabaseWrapper) -> Recorder:
+    """The recorder for this connection's database (a driver without a fast
+    recorder, psycopg2 for one, gets Django's)."""
+    key = conn.vendor
+    if key == "postgresql" and not hasattr(conn.connection, "pgconn"):
+        key = "django"
+    recorder = _RECORDERS.get(key)
+    if recorder is None:
+        recorder = _RECORDERS[key] = {"sqlite": SQLiteRecorder,
+                                      "postgresql": PostgresRecorder}.get(key, DjangoRecorder)()
+    return recorder
+
+
+def _django_statements(conn: BaseDatabaseWrapper) -> Statements:
+    """The append's statements with Django's ``%s`` placeholders, whatever the driver's."""
+    key = f"django:{conn.vendor}"
+    if key not in STATEMENTS:
+        sql = statements_for(conn)
+        STATEMENTS[key] = Statements(lock=sql.lock.replace("?", "%s"),
+                                     insert_head=sql.insert_head,
+                                     insert_row=sql.insert_row.replace("?", "%s"),
+                                     placeholder="%s")
+    return STATEMENTS[key]
+
+
+def _django_value(conn: BaseDatabaseWrapper, value: Any) -> Any:
+    return conn.ops.adapt_datetimefield_value(value) if isinstance(value, datetime) else value

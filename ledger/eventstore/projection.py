@@ -143,6 +143,10 @@ def _rows(ids: list[str], fields: tuple[str, ...]) -> Iterator[tuple]:
         # The driver's own cursor and parameter style, as the store does.
         conn.ensure_connection()
         cursor, p = conn.connection.cursor(), "?"
+    elif conn.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS"):
+        # Behind a transaction-pooling PgBouncer: fetched whole, as Django's
+        # QuerySet.iterator() is then (docs/deploy.md).
+        cursor, p = conn.cursor(), "%s"
     else:
         # A server-side cursor (WITH HOLD outside a transaction), as
         # QuerySet.iterator() uses: a long goal never sits in client memory.

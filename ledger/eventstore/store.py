@@ -1,10 +1,13 @@
-"""The event store: one command = one transaction.
+"""The event store: one command, inside the transaction its use case opens.
 
-lock the goal row → decide → insert the events → fold them into the stored
-projection → commit. A command never half-applies: a DomainError raised by
-``decide`` leaves the transaction before anything was written.
+``record``: lock the goal row → decide → insert the events → fold them into
+the stored projection (and the metrics' tallies), inside the transaction
+``ledger.services.caller.run`` opens and commits after writing what the
+command causes. The store opens no transaction for a use case and calls
+nothing above it. A command never half-applies: a DomainError raised by
+``decide`` leaves before anything was written.
 
-Appending is the hot path of the whole product, so ``execute`` speaks SQL
+Appending is the hot path of the whole product, so ``record`` speaks SQL
 directly instead of going through the ORM's query building, which costs more
 than the database work itself on SQLite. It runs three statements per command
 (lock-and-read, insert, update) and never re-reads the previous event: the goal
@@ -15,14 +18,12 @@ The statements themselves, per driver, are in ``appendsql``.
 import json
 import logging
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
-from contextvars import ContextVar
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
 from django.db.models import Q
 
 from ledger.domain import (
@@ -41,7 +42,7 @@ from ledger.domain.codec import Payload, encode
 from ledger.domain.state import TERMINAL_STATUSES
 from ledger.domain.timing import next_wake_at
 from ledger.domain.validation import canonical_workspace
-from ledger.eventstore import appendsql, clock, txn
+from ledger.eventstore import appendsql, clock, tallies
 from ledger.eventstore.chain import GENESIS, canonical_text, linked_hash
 from ledger.models import Goal
 
@@ -132,33 +133,6 @@ def _parse(value: str) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
-# --------------------------------------------------------------------------- effects
-
-Effect = Callable[[str, "Outcome"], None]
-_effects: list[Effect] = []
-
-
-def register_effect(effect: Effect) -> None:
-    """Run ``effect(goal_id, outcome)`` inside the transaction of every command
-    that appended events, after they are written.
-
-    This is how the world outside the ledger is kept in step with it without
-    the ledger knowing that world: ``scheduling`` registers the effect that
-    creates and deletes django-q2 schedule rows and writes outbox rows, so a
-    schedule or a dispatch exists exactly when the committed events say so,
-    whichever shell (API, admin, command, task) ran the command. An effect
-    that raises rolls the whole command back.
-    """
-    if effect not in _effects:
-        _effects.append(effect)
-
-
-def _apply_effects(outcome: "Outcome") -> None:
-    if outcome.events:
-        for effect in _effects:
-            effect(outcome.state.goal_id, outcome)
-
-
 def canonical_id(goal_id: uuid.UUID | str) -> str:
     """A goal id in its one hashed form (lower-case, hyphenated). Every spelling
     ``uuid.UUID`` accepts (upper case, no hyphens, braces, ``urn:uuid:``) names
@@ -206,7 +180,7 @@ def start(command: StartGoal | RunGoal, *, actor: str,
     session_key = start_cmd.session.get("session_key", "")
     for attempt in range(2):
         try:
-            with txn.command(connections[DEFAULT_DB_ALIAS], savepoint=True):
+            with transaction.atomic():
                 _serialize_starts(start_cmd.agent, start_cmd.workspace, session_key)
                 # One statement, so one snapshot: on PostgreSQL separate reads
                 # could see a concurrent start's goal in one and not the other,
@@ -236,7 +210,8 @@ def start(command: StartGoal | RunGoal, *, actor: str,
                                               actor, idempotency_key)
                 else:
                     outcome = _create(full, actor, idempotency_key)
-                _apply_effects(outcome)
+                if outcome.events:
+                    tallies.count(outcome.state.goal_id, outcome)
                 return outcome
         except IntegrityError:
             # The safety net: a start that did not take _serialize_starts' lock
@@ -288,57 +263,46 @@ def _serialize_starts(agent: str, workspace: str, session_key: str) -> None:
 
 def execute(goal_id: uuid.UUID | str, command: Command, *, actor: str,
             idempotency_key: str | None = None, owner: str | None = None) -> Outcome:
-    """Run one command against an existing goal, in one transaction, with the
-    effects its events call for (``register_effect``). The one entry point for
-    every command: API views, admin actions, management commands and
-    scheduler tasks all come here.
+    """``record`` in a transaction of its own (or the caller's, joined whole):
+    for a caller outside the use cases (a test, a benchmark, a repair tool).
+    Use cases go through ``ledger.services.caller.run``, which owns the
+    transaction and writes what the command causes beyond its events."""
+    try:
+        with transaction.atomic(savepoint=False):
+            try:
+                outcome = record(goal_id, command, actor=actor,
+                                 idempotency_key=idempotency_key, owner=owner)
+            except DomainError as error:
+                refused = error  # nothing was written: leave the block cleanly
+            else:
+                return outcome
+        raise refused
+    except IntegrityError as exc:
+        raise conflict(goal_id) from exc
+
+
+def record(goal_id: uuid.UUID | str, command: Command, *, actor: str,
+           idempotency_key: str | None = None, owner: str | None = None) -> Outcome:
+    """Run one command against an existing goal inside the caller's open
+    transaction: lock its row, decide, append, fold, and move the metrics'
+    tallies with the events. A refusal (a DomainError, or an unknown goal) is
+    raised before anything is written, so the caller may answer it and go on.
 
     With ``owner``, a goal of another agent is not found (GoalNotFound), as
     an agent's API sees it: checked on the row the command locks, so no
     separate read is needed and none can see another state than the one the
     command is decided on."""
-    uid = _uuid(goal_id)
-    conn = connections[DEFAULT_DB_ALIAS]
-    try:
-        with txn.command(conn, savepoint=not _as_a_whole.get()):
-            try:
-                outcome = _execute_locked(conn, uid, command, actor, idempotency_key, owner)
-            except DomainError as error:
-                # A refusal (or an unknown goal) is raised before anything is
-                # written: leave the transaction cleanly, so a caller that
-                # answers it and goes on (a lease held by another) can,
-                # with or without a savepoint around this command.
-                refused = error
-            else:
-                _apply_effects(outcome)
-                return outcome
-        raise refused
-    except IntegrityError as exc:
-        # The (goal, seq) constraint: only reachable if something wrote the
-        # goal without taking its row lock. Nothing was recorded.
-        raise VersionConflict(f"goal {uid} changed concurrently; retry") from exc
+    outcome = _execute_locked(connections[DEFAULT_DB_ALIAS], _uuid(goal_id), command, actor,
+                              idempotency_key, owner)
+    if outcome.events:
+        tallies.count(outcome.state.goal_id, outcome)
+    return outcome
 
 
-# Set by a caller whose transaction fails as a whole (see ``as_a_whole``).
-_as_a_whole: ContextVar[bool] = ContextVar("wakeledger_store_as_a_whole", default=False)
-
-
-@contextmanager
-def as_a_whole() -> Iterator[None]:
-    """Run the commands of this block in the caller's transaction without a
-    savepoint of their own.
-
-    For a caller that already rolls its whole transaction back on any error
-    a command lets through, as the Idempotency-Key's does (the key's claim,
-    the command and its answer commit together or not at all): the savepoint
-    could never be used, and cost two statements per command (on PostgreSQL
-    two round trips). A refusal decided before anything was written still
-    leaves the transaction usable (``execute``)."""
-    token = _as_a_whole.set(True)
-    try:
-        yield
-    finally:
-        _as_a_whole.reset(token)
+def conflict(goal_id: uuid.UUID | str) -> VersionConflict:
+    """What the (goal, seq) constraint's violation means: only reachable if
+    something wrote the goal without taking its row lock. Nothing was recorded."""
+    return VersionConflict(f"goal {goal_id} changed concurrently; retry")
 
 
 def load(goal_id: uuid.UUID | str) -> GoalState:
@@ -369,19 +333,13 @@ def _create(command: StartGoal | RunGoal, actor: str, idempotency_key: str | Non
 def _execute_locked(conn: Any, goal_id: uuid.UUID | str, command: Command, actor: str,
                     idempotency_key: str | None, owner: str | None = None) -> Outcome:
     # The caller's transaction is open (BEGIN IMMEDIATE on SQLite; on
-    # PostgreSQL it begins with the locked read below). From here on the
-    # driver's own cursor is used, in the driver's own parameter style:
-    # Django's cursor wrapper rewrites every query with a regular expression
-    # and adds layers that cost more than SQLite's work.
-    sql = appendsql.statements_for(conn)
+    # PostgreSQL it may begin with the locked read below). The statements
+    # reach the database through this database's recorder (appendsql).
+    recorder = appendsql.recorder_for(conn)
     uid = _uuid(goal_id)  # parsed once: the hashed spelling and the driver's value
     gid, pk = str(uid), appendsql.pk_of(conn, uid)
-    with conn.wrap_database_errors, closing(conn.connection.cursor()) as cursor:
-        row = (appendsql.begin_and_lock(conn, uid) if conn.vendor == "postgresql"
-               else appendsql.NOT_BEGUN)
-        if row is appendsql.NOT_BEGUN:
-            cursor.execute(sql.lock, (pk,))
-            row = cursor.fetchone()
+    with conn.wrap_database_errors:
+        row = recorder.read_locked(conn, uid)
         if row is None:
             raise GoalNotFound(f"no goal {goal_id}")
         version, head, raw_state = row
@@ -396,34 +354,14 @@ def _execute_locked(conn: Any, goal_id: uuid.UUID | str, command: Command, actor
         if not decided.events:
             return Outcome(before, before=before, claim=decided.claim)
         state, stored, head = _fold(gid, before, head, decided, actor, idempotency_key)
-        direct = conn.vendor == "postgresql" and hasattr(conn.connection, "pgconn")
-        insert, insert_values = appendsql.insert_sql(conn, sql, pk, stored, as_text=direct)
         # Only the columns that changed: fewer values to adapt, and SQLite
         # leaves the indexes of untouched columns alone.
         new = projected_columns(state)
         if old is None:
             old = projected_columns(before)
         changed = tuple(name for name in appendsql.MUTABLE if new[name] != old[name])
-        stored_state = (json.dumps(state.to_stored()) if direct
-                        else conn.ops.adapt_json_value(state.to_stored(), None))
-        update_values = [state.version, head, stored_state,
-                         *(appendsql.adapt(conn, new[name]) for name in changed), pk, version]
-        if direct:
-            # One statement, one round trip, through libpq (appendsql.append_pg).
-            # It returns the state as jsonb spells it, the text the next
-            # command's locked read will find (see _states).
-            rowcount, stored_text = appendsql.append_pg(conn, sql, stored, changed,
-                                                        [*insert_values, *update_values])
-        elif conn.vendor == "postgresql":  # psycopg2: the same statement through its cursor
-            cursor.execute(f"WITH appended AS ({insert}) {sql.update(changed)} RETURNING state",
-                           [*insert_values, *update_values])
-            rowcount = cursor.rowcount
-            stored_text = cursor.fetchone()[0] if rowcount == 1 else None
-        else:
-            cursor.execute(insert, insert_values)
-            cursor.execute(sql.update(changed), update_values)
-            rowcount = cursor.rowcount
-            stored_text = stored_state  # SQLite keeps the very text it was given
+        rowcount, stored_text = recorder.write(conn, pk, version, state.to_stored(), head,
+                                               stored, changed, new)
         if rowcount != 1:
             raise IntegrityError("goal version moved under its row lock")
         if isinstance(stored_text, str):

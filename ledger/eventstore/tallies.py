@@ -4,9 +4,9 @@ events, in the transaction that appends them.
 A scrape must stay cheap at a million goals, so the numbers that come from
 events (deadline misses, claims by outcome, dispatch results, continuations
 charged, the wake-lateness histogram) are never counted over the events
-table: ``count`` is a store effect that adds each command's events to a few
-``Tally`` rows (one upsert statement, only for the kinds counted), and a
-scrape reads those rows.
+table: ``count``, called by the store in each command's transaction, adds
+each command's events to a few ``Tally`` rows (one upsert statement, only
+for the kinds counted), and a scrape reads those rows.
 
 Why in the append's transaction and not a reader catching up from a stored
 position: PostgreSQL hands out event ids at insert, not at commit, so a
@@ -169,7 +169,7 @@ def lateness(claim: events.WakeClaimed, outcome: "Outcome", at: datetime) -> flo
 
 
 def count(goal_id: str, outcome: "Outcome") -> None:
-    """Store effect: the command's counted events (and a goal's change of
+    """The command's counted events (and a goal's change of
     status) added to their tallies, in one statement (none for the others)."""
     before, after = outcome.before, outcome.state
     if before.status == after.status and before.reason == after.reason:

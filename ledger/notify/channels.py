@@ -164,7 +164,7 @@ def url_of(ref: str) -> str | None:
 
 def _fernet() -> Fernet:
     # A key of its own, derived from SECRET_KEY by the one derivation.
-    from ledger.services.tokens import derived
+    from ledger.access.derivation import derived
 
     return Fernet(base64.urlsafe_b64encode(base64.urlsafe_b64decode(
         derived("notify-channel-key") + "=")))

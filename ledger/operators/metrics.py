@@ -34,7 +34,7 @@ from ledger.domain import liveness
 from ledger.domain.vocabulary import CLOCK_SKEW
 from ledger.eventstore import clock, tallies
 from ledger.models import Event, Goal, SchedulerBeat, TreeHead
-from ledger.operators import alerts
+from ledger.services import alerts
 from ledger.services.notifications import delivered_by_channel
 
 PREFIX = "wakeledger_"

@@ -25,8 +25,9 @@ from ledger.domain.state import BLOCKED, RATE_LIMIT_STOPPED
 from ledger.eventstore import clock, tallies
 from ledger.eventstore.chain import event_hash, head_break
 from ledger.models import Event, Goal
-from ledger.operators import alerts, passes
+from ledger.operators import passes
 from ledger.operators.terminal import summary
+from ledger.services import alerts
 
 PAGE = 50
 CHART_POINTS = 300

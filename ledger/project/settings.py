@@ -133,19 +133,24 @@ WAKELEDGER_DB_WAIT_SECONDS = env_int(
     "WAKELEDGER_DB_WAIT_SECONDS", env_int("WAKELEDGER_SQLITE_BUSY_TIMEOUT", 5, minimum=1),
     minimum=1)
 SQLITE_BUSY_TIMEOUT_SECONDS = WAKELEDGER_DB_WAIT_SECONDS
-# The append's write as a server-side prepared statement (docs/configuration.md).
-WAKELEDGER_PG_PREPARED = env_bool("WAKELEDGER_PG_PREPARED", True)
 
 if env_str("DATABASE_URL"):
     DATABASES = {"default": database_from_url(env_str("DATABASE_URL"))}
     DATABASES["default"]["CONN_MAX_AGE"] = CONN_MAX_AGE
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-    if DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    # Behind a transaction-pooling PgBouncer each transaction may run on
+    # another server connection: no cursor may outlive its transaction
+    # (Django's server-side cursors are WITH HOLD outside one). docs/deploy.md.
+    if env_bool("WAKELEDGER_PG_TRANSACTION_POOLING", False):
+        DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+    elif DATABASES["default"]["ENGINE"].endswith("postgresql"):
         # Every lock wait of the ledger's connections (a command's goal row, a
         # start's advisory lock) ends after the same bound, and is answered
         # 503 database_busy: set once per connection, so no command pays a
         # round trip for it. A lock_timeout in DATABASE_URL's options wins
-        # (it comes later on libpq's command line).
+        # (it comes later on libpq's command line). A pooler refuses the
+        # startup packet's options: behind one the bound is the database
+        # role's own lock_timeout (docs/deploy.md).
         given = DATABASES["default"]["OPTIONS"].get("options", "")
         DATABASES["default"]["OPTIONS"]["options"] = (
             f"-c lock_timeout={WAKELEDGER_DB_WAIT_SECONDS * 1000} {given}".strip())

@@ -18,12 +18,12 @@ from ledger.domain import (
     StartGoal,
 )
 from ledger.domain.smartwake import preflight
-from ledger.eventstore import clock, store
+from ledger.eventstore import clock
 from ledger.project import dispatchers
 from ledger.services import ids
 from ledger.services.answers import holds, lease_answer
 from ledger.services.bodies import goal_body
-from ledger.services.caller import Caller, run, state_of
+from ledger.services.caller import Caller, run, start, state_of
 
 __all__ = ["Caller", "RunAnswer", "acquire", "heartbeat", "run_goal", "state_of"]
 from ledger.services.tokens import digest
@@ -63,7 +63,7 @@ def run_goal(caller: Caller, token: str, *, workspace: str, goal_key: str, objec
         session=dict(session or {}), timeout_seconds=timeout_seconds,
         estimated_duration_seconds=estimated_duration_seconds,
     ), holder=caller.name, token_sha256=digest_)
-    outcome = store.start(command, actor=caller.name, idempotency_key=caller.idempotency_key)
+    outcome = start(caller, command)
     state = outcome.state
     return RunAnswer(state, outcome.created,
                      lease_answer(state, holds(state, digest_), token, outcome.events),

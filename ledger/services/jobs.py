@@ -65,7 +65,7 @@ def notify(token: str, job_id: str, *, status: str, conclusion: str,
         raise NotMyJob
     command = NotifyJob(job_id, digest(token), status, conclusion, link)
     try:
-        state = store.execute(goal_id, command, actor=f"job:{job_id}"[:200]).state
+        state = run(Caller(f"job:{job_id}"[:200]), goal_id, command).state
     except DomainError as error:
         if error.code == "not_found":
             raise NotMyJob from None

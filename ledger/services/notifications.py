@@ -1,6 +1,6 @@
 """Telling a human (issue 38): the use cases behind notifications.
 
-- ``record``: a store effect (registered by the scheduling app). When a
+- ``record`` (``record_flip``, a step of ``caller.follow_up``). When a
   command flips a goal's standing (``notices.flip`` of its attention before
   and after), it writes the goal's notification state and one outbox row per
   channel that takes it — in the command's own transaction, so a flip is
@@ -27,6 +27,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, Max, OuterRef
 from django.urls import reverse
+from django_q.tasks import async_task
 
 from ledger.domain import GoalState, liveness, notices
 from ledger.domain.events import iso
@@ -35,8 +36,9 @@ from ledger.eventstore.store import Outcome
 from ledger.models import Goal, SchedulerBeat
 from ledger.notify import channels, sending
 from ledger.notify.models import Channel, GoalNotice, Notification
-from ledger.operators import alerts, doctor
 from ledger.project.siteurl import base_url
+from ledger.services import alerts, schedules
+from ledger.services.schedules import SEND_NOTIFICATIONS
 
 DIGEST_BEAT = "notify.digest"  # SchedulerBeat row: when the last digest was recorded
 SILENT_BEAT = "notify.silent_since"  # the last beat of the silence last told
@@ -77,8 +79,26 @@ def _enqueue(key: str, kind: str, title: str, body_of: Any, *, goal_id: str | No
     return written
 
 
+def record_flip(outcome: Outcome) -> int:
+    """A command's flip of its goal's standing: its notifications recorded in
+    the command's transaction (``record``); after the commit, a task sends
+    them (within seconds, on the ORM broker's one-second poll). Should that
+    task never run, the sweeper's next pass sends them: recorded is never lost."""
+    written = record(outcome.state.goal_id, outcome)
+    if written:
+        transaction.on_commit(_ask_to_send)
+    return written
+
+
+def _ask_to_send() -> None:
+    try:
+        async_task(SEND_NOTIFICATIONS, task_name="notify.send")
+    except db.DatabaseError as error:  # the sweeper sends it instead
+        logger.warning("could not queue the notification sender: %s", type(error).__name__)
+
+
 def record(goal_id: str, outcome: Outcome) -> int:
-    """Store effect: a flip of the goal's standing gets its notice, in the
+    """A flip of the goal's standing gets its notice, in the
     command's transaction. Costs two pure calls on commands that flip nothing.
     Returns how many outbox rows it wrote (one per channel that takes it)."""
     before, after = liveness.attention(outcome.before), liveness.attention(outcome.state)
@@ -225,14 +245,14 @@ def scheduler_standing(now: datetime | None = None, beats: BeatWatch | None = No
 
 def _restore_scheduler_rows() -> None:
     """The sweeper's and the hourly repair's rows, restored when they will not
-    fire soon (``doctor.ensure_sweeper``: years or hours ahead, or gone). A
+    fire soon (``schedules.ensure_sweeper``: years or hours ahead, or gone). A
     clock that ran ahead and was set back leaves both as far ahead as it
     ran: the sweeper then never fires, and the repair that would restore it
     neither, so this pass — from a process other than the scheduler — is
     the one left to. A row that will fire on time is not touched."""
     try:
-        doctor.ensure_sweeper(only_if_wrong=True)
-        doctor.ensure_repair()
+        schedules.ensure_sweeper(only_if_wrong=True)
+        schedules.ensure_repair()
     except db.DatabaseError as error:  # told as the silence is; the next pass tries again
         logger.warning("could not restore the scheduler's rows: %s", type(error).__name__)
 

@@ -1,14 +1,15 @@
 """The liveness check on one goal: what the sweeper (every minute) and the
 doctor's repair (every hour, or an operator's ``ledger doctor --fix``) run
 once a goal's deadline passed. The domain decides (``CheckLiveness``); the
-caller brings the facts it gathered (the goal's schedule rows)."""
+goal's schedule rows are the facts it is decided on (``schedules.row_facts``)."""
 
 from datetime import datetime
 from typing import Any
 
-from ledger.domain.overdue import CheckLiveness
-from ledger.eventstore import store
-from ledger.eventstore.store import Outcome
+from ledger.domain import GoalState
+from ledger.domain.overdue import CheckLiveness, expected_schedules
+from ledger.services.caller import Caller, Outcome, run
+from ledger.services.schedules import row_facts
 
 SCHEDULER = "scheduler"
 
@@ -19,6 +20,14 @@ def check(goal_id: str, *, rows: tuple[Any, ...] = (), orphans: tuple[str, ...] 
     """Act on the goal's passed deadlines. An operator's repair (``actor``
     operator) repairs a wake the scheduler stopped repairing (WAKE_NOT_FIRING);
     ``unheard``: the window of the sweeper's last silence, if recent."""
-    return store.execute(goal_id, CheckLiveness(rows=rows, orphans=orphans,
-                                                by_operator=actor == "operator",
-                                                unheard=unheard), actor=actor)
+    return run(Caller(actor), goal_id, CheckLiveness(rows=rows, orphans=orphans,
+                                                     by_operator=actor == "operator",
+                                                     unheard=unheard))
+
+
+def check_goal(goal_id: str, state: GoalState, *, actor: str = SCHEDULER,
+               orphans: tuple[str, ...] = (),
+               unheard: tuple[datetime, datetime] | None = None) -> Outcome:
+    """``check``, with the goal's schedule rows (those its state expects) as facts."""
+    rows = row_facts(goal_id, set(expected_schedules(state)))
+    return check(goal_id, rows=rows, orphans=orphans, actor=actor, unheard=unheard)

@@ -8,29 +8,19 @@ lease (from the caller, the key and the path, so a replay answers the same
 token), and a blocking job's notify token (from the goal and the job).
 """
 
-import base64
 import hashlib
 import hmac
 import re
 import uuid
 from typing import Any
 
-from django.conf import settings
-
+from ledger.access.derivation import derived
 from ledger.domain import LeaseProof
 from ledger.services import ids
 
 LEASE_PREFIX = "wll_"
 NOTIFY_PREFIX = "wlj_"
 _NOTIFY_SHAPE = re.compile(r"wlj_([0-9a-f]{32})_[A-Za-z0-9_-]{43}")
-
-
-def derived(purpose: str, *parts: str) -> str:
-    """The one derivation: URL-safe base64 of HMAC-SHA256(SECRET_KEY,
-    "wakeledger.<purpose>" and the parts, one per line)."""
-    material = "\n".join((f"wakeledger.{purpose}", *parts)).encode()
-    mac = hmac.new(settings.SECRET_KEY.encode(), material, hashlib.sha256).digest()
-    return base64.urlsafe_b64encode(mac).decode().rstrip("=")
 
 
 def digest(token: str) -> str:

@@ -12,7 +12,6 @@ from typing import Any
 from ledger.domain import DomainError, GoalState
 from ledger.domain.claims import ClaimWake, WakeNow
 from ledger.domain.dispatches import RecordDispatch, dispatches, lapsed_unsent, superseded
-from ledger.domain.events import WakeClaimed
 from ledger.domain.leases import Unheard
 from ledger.domain.smartwake import resume_packet
 from ledger.domain.watchdogs import HOST
@@ -20,11 +19,9 @@ from ledger.eventstore import clock, store
 from ledger.project.dispatchers import lease_dispatchers
 from ledger.services import ids
 from ledger.services.answers import LeaseGrant, WakeReport
-from ledger.services.caller import Caller, Outcome
+from ledger.services.caller import Caller, run
+from ledger.services.outbox import GRANTED, PULLABLE
 from ledger.services.tokens import digest, dispatch_lease, random_lease
-
-GRANTED = "recurring_acquired"
-PULLABLE = "ready_for_pull"
 
 
 @dataclass
@@ -76,8 +73,7 @@ def claim(goal_id: str | uuid.UUID, *, source: str, occurrence_id: str = "", rea
     command = ClaimWake(occurrence_id, source, holder, digest(raw), reason, kind=kind,
                         intended_at=intended_at, push=push,
                         push_dispatchers=lease_dispatchers(), unheard=unheard)
-    outcome = store.execute(goal_id, command, actor=actor, idempotency_key=idempotency_key,
-                            owner=owner)
+    outcome = run(Caller(actor, owner, idempotency_key), goal_id, command)
     return _answer(outcome, raw)
 
 
@@ -117,7 +113,7 @@ def wake_now(goal_id: str | uuid.UUID, *, operator: str, reason: str,
     token = dispatch_lease(goal_id, occurrence)
     command = WakeNow(operator, reason, occurrence, digest(token),
                       push_dispatchers=lease_dispatchers())
-    outcome = store.execute(goal_id, command, actor=operator, idempotency_key=idempotency_key)
+    outcome = run(Caller(operator, idempotency_key=idempotency_key), goal_id, command)
     return _answer(outcome, token)
 
 
@@ -179,39 +175,6 @@ def lapsed(goal_id: str, generation: int) -> bool:
     return lapsed_unsent(state, generation, clock.now())
 
 
-@dataclass(frozen=True)
-class Order:
-    """An outbox row a committed claim needs: which wake, through which
-    dispatcher, handing over which lease generation (0: a notification)."""
-
-    occurrence_id: str
-    dispatcher: str
-    generation: int
-
-
-def orders(outcome: Outcome) -> list[Order]:
-    """What a command's outcome asks the outbox to send (a store effect's
-    question, asked inside the command's transaction): a granted push wake
-    hands over its lease; a ready wake of a dispatcher that carries no lease
-    (OpenClaw's Gateway) is a notification, and its agent pulls the lease."""
-    if not dispatches(outcome.state):
-        return []
-    name = outcome.state.setting("dispatch")
-    found = []
-    for event in outcome.events:
-        claim = event.payload
-        if not isinstance(claim, WakeClaimed) or claim.source not in ("internal", "operator"):
-            continue
-        if claim.outcome == GRANTED:
-            generation = outcome.state.lease["generation"]
-        elif claim.outcome == PULLABLE:
-            generation = 0
-        else:
-            continue
-        found.append(Order(claim.occurrence_id, name, generation))
-    return found
-
-
 def record_dispatch(goal_id: str, occurrence_id: str, dispatcher: str, *, ok: bool, detail: str,
                     uncertain: bool, generation: int) -> str:
     """What a dispatcher did with a wake, recorded on its goal (the domain
@@ -220,7 +183,7 @@ def record_dispatch(goal_id: str, occurrence_id: str, dispatcher: str, *, ok: bo
     command = RecordDispatch(occurrence_id, dispatcher, ok, detail, uncertain=uncertain,
                              generation=generation)
     try:
-        store.execute(goal_id, command, actor="scheduler")
+        run(Caller("scheduler"), goal_id, command)
     except DomainError as error:
         return error.detail
     return ""

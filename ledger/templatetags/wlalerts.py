@@ -3,7 +3,7 @@
 from django import template
 
 from ledger.models import Goal
-from ledger.operators import alerts
+from ledger.services import alerts
 
 register = template.Library()
 

@@ -437,7 +437,7 @@ def test_an_idempotency_key_is_stored_and_shown_as_its_digest_and_scanned(agent,
 @pytest.mark.django_db(transaction=True)
 def test_a_keyed_command_runs_in_the_keys_transaction_without_a_savepoint(agent, goal):
     """The command and the key with its answer commit together or not at
-    all, so the command takes no savepoint of its own (store.as_a_whole); a
+    all, so the command takes no savepoint of its own (caller.run joins it); a
     refusal the service answers and goes on from (a lease held by another)
     still leaves that transaction usable, and is stored and replayed. The key
     costs one statement, after the command: the insert of the key with its

@@ -13,7 +13,7 @@ from django_q.models import Schedule
 
 from ledger.domain.runs import backoff
 from ledger.models import Event, Goal
-from ledger.operators import alerts
+from ledger.services import alerts
 from ledger.services import wakes as claims
 from scheduling import tasks, watchdogs
 from tests.factories import lease_of

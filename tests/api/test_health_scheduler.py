@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from ledger.operators import alerts
+from ledger.services import alerts
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -20,7 +20,7 @@ from django.test import override_settings
 from ledger.domain import GoalState
 from ledger.domain.runs import ReportRun
 from ledger.eventstore import store
-from ledger.operators import alerts
+from ledger.services import alerts
 from tests.factories import GoalFactory, proof_of
 from tests.helpers import wait_for
 

@@ -20,8 +20,8 @@ from django_q.models import Schedule
 from ledger.domain import notices
 from ledger.domain.events import iso
 from ledger.models import Notification, SchedulerBeat
-from ledger.operators.alerts import SWEEPER
 from ledger.operators.doctor import SWEEPER_NAME
+from ledger.services.alerts import SWEEPER
 from tests.helpers import manage_env, manage_processes, wait_for
 from tests.receivers import receiving
 

@@ -31,7 +31,8 @@ from ledger.domain.runs import Recover, Stop
 from ledger.domain.vocabulary import TERMINAL_STATUSES
 from ledger.eventstore import projection, store, tallies
 from ledger.models import Goal, Tally
-from ledger.operators import alerts, doctor, metrics
+from ledger.operators import doctor, metrics
+from ledger.services import alerts
 from scheduling import tasks
 from tests.factories import GoalFactory, evidence_for, new_token, proof_of
 from tests.helpers import ledger

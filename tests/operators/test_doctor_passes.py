@@ -14,7 +14,8 @@ from django.test.utils import CaptureQueriesContext
 from django_q.models import Schedule
 
 from ledger.models import DoctorFinding, DoctorPass
-from ledger.operators import alerts, doctor, passes
+from ledger.operators import doctor, passes
+from ledger.services import alerts
 from scheduling import watchdogs
 
 pytestmark = pytest.mark.django_db

@@ -149,7 +149,7 @@ def test_alert_counts_by_reason_agree_with_the_one_query(clock):
 
     from ledger.domain import liveness
     from ledger.models import Goal
-    from ledger.operators import alerts
+    from ledger.services import alerts
 
     now = clock()
     past, future = now - timedelta(hours=2), now + timedelta(hours=2)

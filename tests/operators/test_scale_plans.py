@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 
 from ledger.eventstore import clock
 from ledger.models import Goal
-from ledger.operators import alerts
+from ledger.services import alerts
 
 
 def plan(sql: str, params: list | tuple = ()) -> str:

@@ -24,7 +24,8 @@ from django_q.models import Schedule
 from ledger.domain import housekeeping
 from ledger.eventstore import tallies
 from ledger.models import Goal, SchedulerBeat
-from ledger.operators import alerts, doctor
+from ledger.operators import doctor
+from ledger.services import alerts
 from scheduling import tasks
 from tests.factories import GoalFactory
 from tests.operators.test_admin import blocked_goal, staff
@@ -213,7 +214,7 @@ def test_doctor_does_not_claim_a_goal_is_listed_when_the_alerts_query_misses_it(
 def test_a_sweep_that_fails_does_not_beat(clock):
     GoalFactory()
     clock.advance(hours=1)  # its lease is past: the sweep has a goal to check
-    with mock.patch.object(doctor, "check_goal", side_effect=RuntimeError("poisoned")), \
+    with mock.patch.object(tasks.sweeps, "check_goal", side_effect=RuntimeError("poisoned")), \
             pytest.raises(RuntimeError):
         tasks.sweep_leases()
     assert not SchedulerBeat.objects.exists()

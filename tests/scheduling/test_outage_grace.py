@@ -8,7 +8,7 @@ import pytest
 
 from ledger.domain.leases import RECONNECT_GRACE
 from ledger.models import Goal
-from ledger.operators import alerts
+from ledger.services import alerts
 from scheduling import tasks
 from tests.factories import kinds
 

@@ -15,7 +15,7 @@ from django.core.management.base import CommandError
 from django_q.models import Schedule
 
 from ledger.models import Event, Goal
-from ledger.operators import alerts
+from ledger.services import alerts
 from scheduling import maintenance, tasks, watchdogs
 from tests.factories import COMPLETED, kinds, lease_of
 from tests.scheduling.test_liveness import fire_schedule

@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 from ledger.domain import notices
 from ledger.models import Channel, Goal, Notification, SchedulerBeat
 from ledger.notify import channels, sending
-from ledger.operators import alerts
-from ledger.services import notifications
+from ledger.services import alerts, notifications
 from tests.helpers import staff
 from tests.receivers import receiving, smtp_receiving
 
@@ -119,20 +118,26 @@ def test_a_goal_that_blocks_and_is_resolved_records_one_notice_each(
     assert state["needs_human"] is False and state["kind"] == notices.STOPPED
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_command_rolled_back_records_no_notice(agent, started, hook, monkeypatch):
     """The notice is written in the command's transaction: a command that
-    fails after it (here a later effect raising) leaves neither."""
-    from ledger.eventstore import store
+    fails after it (here a later step of its follow-up raising) leaves neither.
+    (Committed transactions: a command joins its caller's transaction whole,
+    so the failed request must not run inside the test's own.)"""
+    from ledger.services import caller
 
-    def crash(goal_id, outcome):
-        raise RuntimeError("a later effect failed")
+    real = caller.follow_up
+
+    def crash(outcome):
+        real(outcome)
+        raise RuntimeError("a later step failed")
 
     gid, lease = started()
-    monkeypatch.setattr(store, "_effects", [*store._effects, crash])
+    monkeypatch.setattr(caller, "follow_up", crash)
     with pytest.raises(RuntimeError):
         gate(agent, gid, lease)
     assert Notification.objects.count() == 0 and Goal.objects.get(pk=gid).attention == ""
-    monkeypatch.setattr(store, "_effects", store._effects[:-1])
+    monkeypatch.setattr(caller, "follow_up", real)
     gate(agent, gid, lease)
     assert Notification.objects.count() == 1
 

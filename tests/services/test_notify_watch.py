@@ -17,8 +17,7 @@ from django.db import connection
 
 from ledger.domain import notices
 from ledger.models import Notification
-from ledger.operators import alerts
-from ledger.services import notifications
+from ledger.services import alerts, notifications
 from tests.factories import lease_of
 from tests.helpers import ledger_text, wait_for
 from tests.receivers import receiving

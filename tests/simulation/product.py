@@ -37,9 +37,9 @@ from ledger.domain import DomainError, GoalState, LeaseProof, liveness
 from ledger.domain.leases import RECONNECT_GRACE  # noqa: F401 (the world reads it here)
 from ledger.eventstore import clock, projection, tallies
 from ledger.models import Event, Goal
-from ledger.operators import alerts as ledger_alerts
 from ledger.operators import doctor
 from ledger.project.siteurl import api_url
+from ledger.services import alerts as ledger_alerts
 from ledger.services import goals, ids, jobs, operators, runs, tokens, work
 from ledger.services import watchdogs as watchdog_uses
 from ledger.services.caller import Caller
@@ -50,7 +50,7 @@ FIRE = watchdogs.FIRE  # the django-q2 func of watchdog and reset schedules
 # answer how many they changed.
 SWEEP = doctor.SWEEP  # the lease sweeper's func
 # A silence of the sweeper longer than this is one the product excuses
-# (ledger.operators.alerts.unheard_window: two sweep intervals).
+# (ledger.services.alerts.unheard_window: two sweep intervals).
 SWEEP_SILENCE = timedelta(minutes=2)
 GOAL_CHANGING_TASKS = frozenset({doctor.SWEEP, doctor.REPAIR})
 DONE_CRITERIA = ("all steps verified",)  # every simulated goal's; a completion shows evidence

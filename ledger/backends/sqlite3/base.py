@@ -36,7 +36,9 @@ class DatabaseWrapper(base.DatabaseWrapper):
         self._queued = False
 
     # Django starts every atomic block here on SQLite (autocommit stays on in
-    # the driver) and ends it with _commit or _rollback.
+    # the driver, and its own BEGIN is the settings' transaction_mode,
+    # IMMEDIATE) and ends it with _commit or _rollback: the backend's hooks,
+    # each Django's own step with the queue around it.
     def _start_transaction_under_autocommit(self) -> None:
         self._enter_queue()
         # The queue and SQLite's lock share one bound (the busy timeout,
@@ -46,19 +48,13 @@ class DatabaseWrapper(base.DatabaseWrapper):
         # to 40 s instead of the bound.
         waited_out = not self._queued and self._queue_file() is not None
         try:
-            # Straight to the driver, as Django's own _commit does: its cursor
-            # wrapper (a new cursor, the debug and error layers, the
-            # placeholder rewrite) cost three times SQLite's BEGIN, on every
-            # write transaction. The price: BEGIN is not in connection.queries.
-            mode = self.transaction_mode
-            with self.wrap_database_errors:
+            if waited_out:
+                self.connection.execute("PRAGMA busy_timeout = 0")
+            try:
+                super()._start_transaction_under_autocommit()
+            finally:
                 if waited_out:
-                    self.connection.execute("PRAGMA busy_timeout = 0")
-                try:
-                    self.connection.execute(f"BEGIN {mode}" if mode else "BEGIN")
-                finally:
-                    if waited_out:
-                        self.connection.execute(f"PRAGMA busy_timeout = {self._timeout_ms()}")
+                    self.connection.execute(f"PRAGMA busy_timeout = {self._timeout_ms()}")
         except BaseException:
             self._leave_queue()
             raise
@@ -68,13 +64,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def _commit(self) -> None:
         try:
-            if self.queries_logged or self.connection is None:
-                super()._commit()  # COMMIT in connection.queries, as Django logs it
-            else:
-                # Django's _commit without debug_transaction: a generator-based
-                # context manager that only logs, when queries are logged.
-                with self.wrap_database_errors:
-                    self.connection.commit()
+            super()._commit()
         finally:
             self._leave_queue()
 

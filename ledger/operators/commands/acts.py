@@ -11,9 +11,9 @@ from django.core.management.base import CommandError
 from ledger.domain import DomainError
 from ledger.eventstore import clock
 from ledger.models import Goal
-from ledger.operators import alerts, doctor, terminal
+from ledger.operators import doctor, terminal
 from ledger.operators.commands.base import Exit, Shell
-from ledger.services import operators
+from ledger.services import alerts, operators
 
 # Goals `ledger alerts` prints unless told otherwise; the total is always printed,
 # and how many were left out.
