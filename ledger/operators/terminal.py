@@ -392,8 +392,8 @@ def state_lines(state: GoalState, now: datetime, *, colour: bool = False) -> lis
         ("goal", f"{state.goal_id}  ({clean(state.goal_key)} @ "
                  f"{clean(state.workspace)}, agent {clean(state.agent or '-')})"),
         ("objective", clean(state.objective, 200)),
-        ("status", status + reason + _paused(state, now)
-         + (f", {provider_waiting(state, now)}" if provider_waiting(state, now) else "")),
+        ("status", ", ".join(filter(None, (status + reason + _paused(state, now),
+                                           provider_waiting(state, now))))),
         ("progress", f"{_bar(state.progress_pct)} {state.progress_pct} %, "
                      f"{state.checkpoints} checkpoint(s)"),
         ("step", f"“{clean(state.current_step, 120)}”"),
@@ -420,8 +420,7 @@ def _bar(pct: int, width: int = 20) -> str:
 
 
 def provider_waiting(state: GoalState, now: datetime) -> str:
-    """A running goal whose host waits inside its own retry for the
-    provider's reset: said beside "running", never as plain running."""
+    """A host waiting in its own retry for the provider's reset, said beside "running"."""
     wait = provider_wait(state, now)
     if not wait:
         return ""

@@ -65,6 +65,8 @@ FAMILY_STYLE: dict[str, tuple[str, str, str]] = {
                  '<path d="M10.3 3.9 1.8 18a2 2 0 0 0 1.7 3h17a2 2 0 0 0 1.7-3L13.7 3.9a2 2 0 0 '
                  '0-3.4 0z"/><line x1="12" y1="9" x2="12" y2="13"/><line x1="12" y1="17" '
                  'x2="12.01" y2="17"/>'),
+    "clock": ("clock corrected", "#e37400",
+              '<circle cx="12" cy="12" r="10"/><polyline points="12 6 12 12 8 14"/>'),
     "workspace": ("workspace", "#5f6368",
                   '<path d="M22 19a2 2 0 0 1-2 2H4a2 2 0 0 1-2-2V5a2 2 0 0 1 2-2h5l2 3h9a2 2 0 0 '
                   '1 2 2z"/>'),

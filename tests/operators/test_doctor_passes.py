@@ -86,7 +86,8 @@ def test_the_page_says_when_no_pass_ran_or_the_newest_is_stale(waiting, clock, a
     assert "Wake rows not checked yet" in page and "manage.py ledger doctor</code>" in page
     doctor.fix()  # the hourly repair's call
     page = admin_client.get(DASHBOARD).content.decode()
-    assert "by the hourly repair, over 1 active goal(s): none missing or wrong." in page
+    assert "by the hourly repair, over the 1 goal(s) active then (1 now): none missing or wrong." \
+        in page
     assert "more than two hours ago" not in page
     clock.advance(hours=2, minutes=1)
     alerts.beat()
