@@ -281,7 +281,8 @@ class WatchdogAnswerSerializer(serializers.Serializer):
 class ClaimAnswerSerializer(serializers.Serializer):
     outcome = serializers.ChoiceField(choices=[
         "recurring_acquired", "ready_for_pull", "worker_busy_noop", "already_claimed",
-        "not_due", "terminal_cleanup_required", "terminal_noop", "receipt_required"])
+        "not_due", "terminal_cleanup_required", "terminal_noop", "receipt_required",
+        "stood_down", "approval_required"])
     occurrence_id = serializers.CharField(
         allow_blank=True, help_text="The occurrence this claim was decided as (a host fire "
                                     "without an id is named after its watchdog slot).")
