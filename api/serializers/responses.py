@@ -278,6 +278,21 @@ class WatchdogAnswerSerializer(serializers.Serializer):
     cleanup = serializers.DictField(required=False, allow_null=True)
 
 
+class HostContinuedAnswerSerializer(LeaseAnswerSerializer):
+    outcome = serializers.ChoiceField(
+        choices=["host_continued", "stood_down", "not_a_reset"],
+        help_text="host_continued: the reset's one continuation, the lease is yours; "
+                  "stood_down: the reset was continued already (or a person must approve): "
+                  "do no work on the goal in this run; not_a_reset: nothing recorded.")
+    notes = serializers.CharField(help_text="One line for the person or the model.")
+    reset = serializers.CharField(allow_null=True)
+    continued_by = serializers.CharField(allow_null=True)
+    breaks_policy = serializers.CharField(allow_null=True)
+    acquired = serializers.BooleanField(required=False)
+    lease = GrantedLeaseSerializer(allow_null=True, required=False)
+    next_required_action = serializers.CharField(allow_null=True, required=False)
+
+
 class ClaimAnswerSerializer(serializers.Serializer):
     outcome = serializers.ChoiceField(choices=[
         "recurring_acquired", "ready_for_pull", "worker_busy_noop", "already_claimed",

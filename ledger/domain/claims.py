@@ -458,6 +458,11 @@ def claimed(state: GoalState, data: WakeClaimed, at: str) -> dict[str, Any]:
         changes["liveness_alert"] = {}
     if data.retry_count is not None:
         changes["retry_count"] = data.retry_count
+    if outcome == "recurring_acquired" and state.paused_until:
+        # The reset's one continuation (its lease, granted next, is the
+        # following generation): a later one stands down against it.
+        changes["continued"] = {"reset": state.paused_until, "by": "wake", "at": at,
+                                "generation": state.lease_generation + 1}
     if outcome in GRANTED:
         # The wake is what the pause waited for; a requested or reset wake is
         # used up by whichever wake resumed the goal.

@@ -208,6 +208,32 @@ def host_events(state: GoalState, cmd: HostContinued, now: datetime) -> list[Eve
     return host_continued(state, cmd, now)[1]
 
 
+def recorded_answer(payloads: list[Any], state: GoalState, cmd: HostContinued,
+                    now: datetime) -> Answer:
+    """The caller's answer, read from what the command recorded (never a
+    second decision with a later clock); when it recorded nothing (not a
+    reset's continuation) nothing can contradict deciding it again."""
+    made = next((p for p in payloads if isinstance(p, ContinuationHostMade)), None)
+    down = next((p for p in payloads if isinstance(p, ContinuationStoodDown)), None)
+    if down is not None:
+        return Answer(STOOD_DOWN, down.why + ": end this run without working on the goal",
+                      reset=down.reset, continued_by=down.continued_by)
+    if made is not None:
+        broken = made.breaks_policy or ""
+        if state.lease.get("via") == VIA_HOST and state.continued.get("reset") == made.reset:
+            notes = "this continuation is the reset's one: the lease is yours"
+            if broken:
+                notes += (f" (recorded against the goal's resume policy: {broken}; a person "
+                          "is told)")
+            return Answer(HOST_CONTINUED, notes, reset=made.reset, continued_by=VIA_HOST,
+                          breaks_policy=broken)
+        why = (state.summary if state.status == BLOCKED and state.reason != "BLOCKED_APPROVAL"
+               else "the goal waits for a person's approval to continue after its reset")
+        return Answer(STOOD_DOWN, f"{why}; this continuation was recorded: do no work on the "
+                      "goal", reset=made.reset, breaks_policy=broken)
+    return host_continued(state, cmd, now)[0]
+
+
 def wake_stands_down(state: GoalState, kind: str) -> dict[str, Any] | None:
     """A reset's wake whose reset was continued already (the host by itself,
     the agent's own pull; its row fired before that and its claim came

@@ -11,8 +11,9 @@ shell imports vocabulary from the domain and never a command or a rule
 from ledger.domain import events
 from ledger.domain.claims import WAKE_REASONS
 from ledger.domain.commands import FINISH_STATUSES
+from ledger.domain.continuations import TRIGGERS as CONTINUATION_TRIGGERS
 from ledger.domain.liveness import LABELS, WHY
-from ledger.domain.policy import RANGES, SCHEDULERS
+from ledger.domain.policy import HOST_GRACE_RANGE, RANGES, RESUME_POLICIES, SCHEDULERS
 from ledger.domain.smartwake import LEASE_IN_ENVIRONMENT, packet_lines, resume_prompt
 from ledger.domain.state import ACTIVE_STATUSES, DONE, REASONS, STATUSES, TERMINAL_STATUSES
 from ledger.domain.validation import (
@@ -41,9 +42,11 @@ EVENT_KINDS = tuple(sorted(value for name, value in vars(events).items()
                            if name.isupper() and isinstance(value, str) and "." in value))
 
 __all__ = [
-    "ACTIVE_STATUSES", "DONE", "EVENT_KINDS", "FINISH_STATUSES", "HOST", "INTERNAL", "LABELS",
+    "ACTIVE_STATUSES", "CONTINUATION_TRIGGERS", "DONE", "EVENT_KINDS", "FINISH_STATUSES",
+    "HOST", "HOST_GRACE_RANGE", "INTERNAL", "LABELS",
     "LEASE_IN_ENVIRONMENT", "MAX_ARTIFACTS", "MAX_ITEM", "MAX_ITEMS", "MAX_KEY", "MAX_NOTE",
     "MAX_OBJECTIVE", "MAX_PATH", "MAX_STEP", "MAX_WORKSPACE", "RANGES", "REASONS",
+    "RESUME_POLICIES",
     "SCHEDULERS", "SCHEDULE_PREFIXES", "STATUSES", "TERMINAL_STATUSES", "WAKE_REASONS", "WHY",
     "packet_lines", "reset_schedule_name", "resume_prompt", "schedule_goal", "schedule_name",
 ]
