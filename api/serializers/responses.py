@@ -141,6 +141,11 @@ class GoalSerializer(GoalNamesSerializer):
         help_text="A finish waiting for its watchdog's cancellation receipt ({} when none).")
     ready = serializers.DictField(help_text="A due wake waiting for this goal's agent to pull "
                                             "it by taking the lease ({} when none).")
+    continued = serializers.DictField(
+        help_text="The last rate-limit reset's one continuation: reset, by (wake, pull, host), "
+                  "at, generation ({} when none). Another of that reset stands down.")
+    resume_approved = serializers.CharField(
+        help_text="The reset a person approved continuing (resume policy ask), or \"\".")
     next_wake_at = serializers.CharField(
         allow_null=True, help_text="When the next wake will fire (a watchdog slot or a "
                                    "one-off wake); the scheduler looks every 30 s.")
