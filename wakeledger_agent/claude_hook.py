@@ -9,8 +9,16 @@ Claude Code runs it with one hook event as JSON on stdin (``session_id``,
   id, workspace = ``cwd``), take or resume its lease, and print the
   ``additionalContext`` the model reads: the goal, its latest checkpoint, next
   actions and done criteria, and how to record work. Never the lease token.
+  A resumed session our dispatcher did not start (``source: resume``, no
+  lease in the environment: Claude Code's own continue at a usage limit's
+  reset, or a person) first says the host continued it
+  (``POST goals/{id}/continuations``): the reset's one continuation takes
+  the lease; one that another continuation of the reset beat is told to
+  stand down.
 - ``UserPromptSubmit``: take the lease again at the start of a turn when the
-  last turn's end gave it back (an interactive session's next prompt).
+  last turn's end gave it back (an interactive session's next prompt, or the
+  host's own continue), saying first that the host continued; a prompt that
+  would be a second continuation of a reset is refused (``decision: block``).
 - ``StopFailure``: report the run's end through the run-report endpoint, as
   a class and a reset only (``runend``): a usage limit pauses the goal until
   its reset, and the reset's wake resumes this session. Claude Code 2.1.332's

@@ -74,14 +74,11 @@ def wake(n: int = 0) -> ClaimWake:
 def continuations_of_the_reset(history: list) -> int:
     """The continuations the history granted for the reset: a granted wake, the
     host's own, or the agent's pull of it."""
-    count = 0
-    for event in history:
-        payload = event.payload
-        if isinstance(payload, WakeClaimed) and payload.outcome == "recurring_acquired":
-            count += 1
-        elif isinstance(payload, LeaseGranted) and payload.via in ("host", "pull"):
-            count += 1
-    return count
+    granted = [e.payload for e in history
+               if isinstance(e.payload, WakeClaimed) and e.payload.outcome == "recurring_acquired"]
+    taken = [e.payload for e in history
+             if isinstance(e.payload, LeaseGranted) and e.payload.via in ("host", "pull")]
+    return len(granted) + len(taken)
 
 
 STEPS = st.lists(st.tuples(st.sampled_from(["host", "wake", "pull", "release", "prompt"]),
