@@ -141,3 +141,50 @@ def test_the_wake_racing_the_hosts_own_continuation_ends_with_one(clock, setting
         granted = kinds.count("lease.acquired") + kinds.count("lease.taken_over")
         assert granted == 2  # the start's lease, then the reset's one continuation
         clock.advance(hours=1)
+
+
+def test_resume_policy_ask_waits_for_a_persons_approval_through_the_approval_path(
+        agent, operator, clock, settings):
+    gid, due = paused_goal(agent, settings, resume="ask")
+    clock.advance(seconds=121)
+    asked = wakes.fire(gid, due, "reset")
+    assert asked.outcome == "approval_required" and asked.lease is None
+    goal = agent.get(f"goals/{gid}").json()
+    assert (goal["status"], goal["reason"]) == ("blocked", "BLOCKED_APPROVAL")
+    assert [a["id"] for a in operator.get("alerts").json()["results"]] == [gid]
+    # The host went on anyway before anyone approved: recorded, no lease, told.
+    down = host_continues(agent, gid, "prompt").json()
+    assert down["outcome"] == "stood_down" and down["breaks_policy"] == "ask"
+    resolved = operator.post(f"goals/{gid}/approvals/resume/resolve", {"decision": "approve"})
+    assert resolved.status_code == 200, resolved.json()
+    row = Schedule.objects.get(name=watchdogs.reset_schedule_name(gid))
+    assert row.next_run == clock()
+    assert wakes.fire(gid, row.next_run.isoformat(), "reset").outcome == "recurring_acquired"
+
+
+def test_a_host_continuing_inside_quiet_hours_is_recorded_and_listed_for_a_person(
+        agent, operator, clock, settings):
+    # The frozen clock reads 09:00 UTC: quiet from 08:00 to 12:00.
+    quiet = {"start": "08:00", "end": "12:00", "timezone": "UTC"}
+    gid, due = paused_goal(agent, settings, resume="quiet_hours", quiet_hours=quiet)
+    assert due.startswith("2026-12-02T12:00:00")  # the wake waits for the window's end
+    clock.advance(seconds=121)
+    answer = host_continues(agent, gid).json()
+    assert answer["outcome"] == "host_continued" and answer["breaks_policy"] == "quiet_hours"
+    alerts = operator.get("alerts").json()["results"]
+    assert [(a["id"], a["reason"]) for a in alerts] == [(gid, "CONTINUED_AGAINST_POLICY")]
+    made = Event.objects.get(goal_id=gid, kind="continuation.host_made")
+    assert made.data["breaks_policy"] == "quiet_hours"
+
+
+def test_a_bad_resume_policy_is_refused_with_its_field(agent, clock):
+    for policy, field in (({"resume": "later"}, "policy.resume"),
+                          ({"resume": "quiet_hours"}, "policy.quiet_hours"),
+                          ({"resume": "quiet_hours",
+                            "quiet_hours": {"start": "25:00", "end": "07:00"}},
+                           "policy.quiet_hours.start"),
+                          ({"host_grace_minutes": 0}, "policy.host_grace_minutes")):
+        refused = agent.start(policy=policy)
+        assert refused.status_code == 400, (policy, refused.json())
+        assert Goal.objects.count() == 0
+        assert field in str(refused.json()), refused.json()
