@@ -89,7 +89,10 @@ def test_the_hosts_own_continuation_and_our_wake_make_one_continuation_per_reset
         env = {"PATH": path, "HOME": str(home), "ANTHROPIC_BASE_URL": fake.url, **QUIET,
                **passthrough(), "WAKELEDGER_URL": live_server.url,
                "WAKELEDGER_DISPATCH": "claude-code", "WAKELEDGER_OBJECTIVE": "Build the widget",
-               "WAKELEDGER_DONE": "tests pass"}
+               "WAKELEDGER_DONE": "tests pass",
+               # Ten rounds of two CLIs on a busy machine: a hook call given
+               # more than its 3 s default, so load never reads as no server.
+               "WAKELEDGER_HOOK_TIMEOUT": "10"}
         for n, delay in enumerate(DELAYS[:ROUNDS]):
             project = tmp_path / f"project-{n}"
             if n == 0:
@@ -105,7 +108,8 @@ def test_the_hosts_own_continuation_and_our_wake_make_one_continuation_per_reset
                                    capture_output=True, text=True, timeout=180, check=False)
             session_id = json.loads(first.stdout)["session_id"]
             goal = wait_for(lambda s=session_id: Goal.objects.filter(
-                session_key=s, status="paused").first(), 15, "the pause")
+                session_key=s, status="paused").first(), 15,
+                f"the pause (claude-run said: {first.stderr[-600:]})")
             gid = str(goal.id)
             row = Schedule.objects.get(name=watchdogs.reset_schedule_name(gid))
             intended, kwargs = row.next_run, ast.literal_eval(row.kwargs)
