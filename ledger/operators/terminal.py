@@ -279,6 +279,13 @@ _SUMMARIES: dict[type, Summary] = {
     ev.LivenessMissed: lambda d: (f"{_v(d.reason)}: {clean(_v(d.detail))} "
                                   f"(deadline {_short(d.deadline)})"),
     ev.JobUpdated: _job_updated,
+    ev.ContinuationHostMade: lambda d: (
+        f"{clean(_v(d.host))} continued the session itself after the reset of {_short(d.reset)} "
+        f"({_v(d.trigger)})"
+        + (f", against the resume policy ({_v(d.breaks_policy)})" if d.breaks_policy else "")),
+    ev.ContinuationStoodDown: lambda d: (
+        f"{clean(_v(d.host))}'s continuation stood down: the reset of {_short(d.reset)} was "
+        f"continued already ({_v(d.continued_by)})"),
 }
 
 # Never worth a line: digests, and the data a summary already says elsewhere.
