@@ -39,6 +39,13 @@ class SessionSerializer(StrictSerializer):
                     help_text="IANA time zone of the agent, e.g. Europe/Istanbul.")
 
 
+class QuietHoursSerializer(StrictSerializer):
+    start = text(5, help_text="Local time HH:MM the window starts (it may cross midnight).")
+    end = text(5, help_text="Local time HH:MM the window ends.")
+    timezone = text(vocabulary.MAX_KEY, required=False,
+                    help_text="IANA zone of the window (default: the session's).")
+
+
 class PolicySerializer(StrictSerializer):
     lease_seconds = ranged("lease_seconds", required=False,
                           help_text="Lease length (default 600); heartbeat every half of it.")
@@ -75,14 +82,13 @@ class PolicySerializer(StrictSerializer):
         help_text="When a reset's continuation may run: auto (default), ask (a person "
                   "approves it: the approval gate resume), quiet_hours (never inside "
                   "quiet_hours; the wake waits for the window's end).")
-    quiet_hours = serializers.DictField(
-        required=False, help_text='{"start": "HH:MM", "end": "HH:MM", "timezone": ZONE}: '
-                                  "local times (the zone defaults to the session's).")
+    quiet_hours = QuietHoursSerializer(
+        required=False, help_text="The window no continuation runs in (resume quiet_hours).")
     host_continues = StrictBooleanField(
         required=False, help_text="The host continues the session by itself at a usage-limit "
                                   "reset (Claude Code's autoContinueAtUsageLimit): the reset's "
                                   "wake waits host_grace_minutes for it first.")
-    host_grace_minutes = serializers.IntegerField(
+    host_grace_minutes = whole(
         required=False, min_value=vocabulary.HOST_GRACE_RANGE[0],
         max_value=vocabulary.HOST_GRACE_RANGE[1],
         help_text="How long the reset's wake waits for the host's own continue (default 10).")
