@@ -24,6 +24,7 @@ urlpatterns = [
     path(f"{goal}/events", views.EventsView.as_view(), name="events"),
     path(f"{goal}/resume", views.ResumeView.as_view(), name="resume"),
     path(f"{goal}/lease", views.LeaseView.as_view(), name="lease"),
+    path(f"{goal}/continuations", views.ContinuationsView.as_view(), name="continuations"),
     path(f"{goal}/lease/release", views.ReleaseView.as_view(), name="release"),
     path(f"{goal}/finish", views.FinishView.as_view(), name="finish"),
     path(f"{goal}/workspace/release", views.WorkspaceReleaseView.as_view(),

@@ -9,8 +9,16 @@ Claude Code runs it with one hook event as JSON on stdin (``session_id``,
   id, workspace = ``cwd``), take or resume its lease, and print the
   ``additionalContext`` the model reads: the goal, its latest checkpoint, next
   actions and done criteria, and how to record work. Never the lease token.
+  A resumed session our dispatcher did not start (``source: resume``, no
+  lease in the environment: Claude Code's own continue at a usage limit's
+  reset, or a person) first says the host continued it
+  (``POST goals/{id}/continuations``): the reset's one continuation takes
+  the lease; one that another continuation of the reset beat is told to
+  stand down.
 - ``UserPromptSubmit``: take the lease again at the start of a turn when the
-  last turn's end gave it back (an interactive session's next prompt).
+  last turn's end gave it back (an interactive session's next prompt, or the
+  host's own continue), saying first that the host continued; a prompt that
+  would be a second continuation of a reset is refused (``decision: block``).
 - ``StopFailure``: report the run's end through the run-report endpoint, as
   a class and a reset only (``runend``): a usage limit pauses the goal until
   its reset, and the reset's wake resumes this session. A failure that did
@@ -36,9 +44,10 @@ from typing import Any, TextIO
 from ledger.domain.vocabulary import TERMINAL_STATUSES, packet_lines
 from wakeledger_agent import claude_transcript as transcript
 from wakeledger_agent import hookrun, runend
+from wakeledger_agent.claude_settings import continues_by_itself
 from wakeledger_agent.client import ApiError, Client
 from wakeledger_agent.errors import CliError
-from wakeledger_agent.leases import FileLeases
+from wakeledger_agent.leases import FileLeases, write_private
 
 AGENT_ID = "claude-code"
 # A lease that can never work again: forget it.
@@ -71,6 +80,8 @@ class Hook:
                 if error.code != "workspace_bound":
                     raise
                 return self._untracked(str(error))
+        elif self._host_continues():
+            lease_note = self._continued(goal_id, "session_start") or self._take_lease(goal_id)
         else:
             lease_note = self._take_lease(goal_id)
         self.leases.bind_session(self.session_id, goal_id)
@@ -123,6 +134,35 @@ class Hook:
                 return {"id": str(goal.get("id", "")), "goal_key": str(goal.get("goal_key", ""))}
         return None
 
+    def _host_continues(self) -> bool:
+        """This session was continued by Claude Code or a person (``claude
+        --resume``, an auto-continue at a usage limit's reset), not by our
+        own wake's dispatcher (which hands its lease over in the environment)."""
+        return (self.event.get("source") == "resume"
+                and not os.environ.get("WAKELEDGER_LEASE_TOKEN"))
+
+    def _continued(self, goal_id: str, trigger: str) -> str:
+        """Tell the ledger the host continued the session: "" when it was no
+        reset's continuation (take the lease as before), else what the model
+        reads. A stand-down is remembered for this session's next prompt,
+        which is then refused (one record per losing run)."""
+        if self.leases.get(goal_id) is not None:
+            return ""
+        answer = self.api.call("POST", f"goals/{goal_id}/continuations",
+                               {"host": AGENT_ID, "trigger": trigger,
+                                "session_key": self.session_id})
+        outcome = answer.get("outcome")
+        log(f"{self.event['hook_event_name']}: goal {goal_id}: {outcome}")
+        if outcome == "host_continued" and answer.get("lease"):
+            self.leases.save(goal_id, answer["lease"])
+            return (f"This session continues the goal after its usage limit's reset and holds "
+                    f"its lease (generation {answer['lease']['generation']}).")
+        if outcome == "stood_down":
+            _stand_down(self.leases, self.session_id, goal_id)
+            return (f"Wake Ledger: {answer.get('notes')}. Do not work on goal {goal_id} in "
+                    "this session now; end the turn.")
+        return ""
+
     def _adopt_dispatched_lease(self, goal_id: str | None) -> None:
         """A wake's command dispatcher hands its lease over in the environment:
         keep it in the lease store, where the CLI and the MCP server find it."""
@@ -140,8 +180,14 @@ class Hook:
             "done_criteria": _lines(os.environ.get("WAKELEDGER_DONE", "")),
             "session": self.session(),
         }
+        policy: dict[str, Any] = {}
         if os.environ.get("WAKELEDGER_DISPATCH"):
-            body["policy"] = {"dispatch": os.environ["WAKELEDGER_DISPATCH"]}
+            policy["dispatch"] = os.environ["WAKELEDGER_DISPATCH"]
+        if continues_by_itself(cwd):
+            # The reset's wake gives Claude Code's own continue a grace first.
+            policy["host_continues"] = True
+        if policy:
+            body["policy"] = policy
         answer = self.api.call("POST", "goals", body)
         goal_id = answer["goal"]["id"]
         return goal_id, self._keep(goal_id, answer)
@@ -168,6 +214,21 @@ class Hook:
         goal_id = self.goal()
         if goal_id is None or self.leases.get(goal_id) is not None:
             return None  # no goal bound (SessionStart said why), or the lease is held
+        # A prompt on a session without its lease: the host's own continue at
+        # a usage limit's reset (interactive), or a person. Another
+        # continuation of that reset came first: the prompt is refused, so
+        # one continuation runs (the person reads why).
+        down = _stood_down(self.leases, self.session_id, goal_id)
+        if not down and not os.environ.get("WAKELEDGER_LEASE_TOKEN"):
+            down = self._continued(goal_id, "prompt").startswith("Wake Ledger:")
+            _stood_down(self.leases, self.session_id, goal_id)
+        if down:
+            return {"decision": "block",
+                    "reason": f"Wake Ledger: goal {goal_id} was continued already after its "
+                              "usage limit's reset; this prompt would be a second "
+                              "continuation of it (`wakeledger show` tells its state)."}
+        if self.leases.get(goal_id) is not None:
+            return None  # the host's continuation of the reset: the lease is ours
         note = self._take_lease(goal_id)
         if self.leases.get(goal_id) is not None:
             return None
@@ -337,6 +398,25 @@ def context(goal_id: str, packet: dict[str, Any], lease_note: str) -> str:
         "session after the reset.",
     ]
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- a stand-down
+
+
+def _stand_down(leases: FileLeases, session_id: str, goal_id: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        write_private(leases._session_path(session_id).with_suffix(".stood-down"), goal_id)
+
+
+def _stood_down(leases: FileLeases, session_id: str, goal_id: str) -> bool:
+    """Whether SessionStart stood this session down; read once (the next prompt)."""
+    path = leases._session_path(session_id).with_suffix(".stood-down")
+    try:
+        found = path.read_text().strip() == goal_id
+        path.unlink()
+    except (OSError, ValueError):
+        return False
+    return found
 
 
 # ---------------------------------------------------------------- the event

@@ -116,3 +116,36 @@ def install(path: Path, command: str) -> str:
 
 def uninstall(path: Path) -> str:
     return change(path, without_ours)
+
+
+# ---------------------------------------------------------------- the host's own continue
+
+# Claude Code 2.1.234+ continues a session by itself when a claude.ai usage
+# limit resets: the setting "Continue automatically at usage limit" (in
+# 2.1.332's code: ``autoContinueAtUsageLimit``, default true; a user's
+# settings.json may only turn it off). It arms only for a claude.ai login,
+# never with an API key or a cloud provider (their limits are not usage
+# windows). ``WAKELEDGER_HOST_CONTINUES`` (1/0) overrides the reading.
+API_CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK",
+                   "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_USE_FOUNDRY")
+
+
+def continues_by_itself(project: str, env: dict[str, str] | None = None) -> bool:
+    """Whether this Claude Code continues its sessions at a usage-limit reset
+    by itself, as far as its settings and login tell."""
+    env = dict(os.environ) if env is None else env
+    forced = env.get("WAKELEDGER_HOST_CONTINUES", "").strip()
+    if forced in ("0", "1"):
+        return forced == "1"
+    if any(env.get(name) for name in API_CREDENTIALS):
+        return False
+    root = Path(env.get("CLAUDE_CONFIG_DIR") or Path(env.get("HOME") or Path.home()) / ".claude")
+    for path in (root / "settings.json", Path(project) / ".claude" / "settings.json",
+                 Path(project) / ".claude" / "settings.local.json"):
+        try:
+            value = json.loads(path.read_text()).get("autoContinueAtUsageLimit")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if value is False:
+            return False
+    return True

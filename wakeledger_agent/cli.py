@@ -268,6 +268,14 @@ CLAIM = Command("claim", "claim a wake (what a host-fired task runs first); exit
     arg("--reason", choices=["timeout_recovery", "rate_limit_reset", "dependency_ready",
                              "scheduled_progress"],
         help="why the host task fired (default: the server's reading of the goal)")))
+CONTINUED = Command(
+    "continued", "say the host continued the session by itself (an auto-continue at a usage "
+    "limit's reset, a run starting): exit 0 with the reset's lease saved or nothing to do, 8 "
+    "when another continuation of that reset came first (stand down)", commands.cmd_continued,
+    args=(arg("--host", required=True, help="who continued: claude-code, openclaw, ..."),
+          arg("--trigger", required=True, choices=["session_start", "prompt", "run_start"],
+              help="the host's hook that saw it"),
+          arg("--session-key", help="the session the host continued (the goal's own)")))
 EVENTS = Command("events", "the goal's events, in order", commands.cmd_events, args=(
     arg("--after", type=int, help="only events after this seq"),
     arg("--limit", type=int, help="at most this many events")))
@@ -333,7 +341,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("workspace-release", "release the goal's workspace binding",
             commands.cmd_workspace_release,
             args=(arg("--reason", required=True, help="why (recorded in the history)"),)),
-    REPORT_RUN, APPROVAL, JOB, WATCHDOG, CLAIM,
+    REPORT_RUN, APPROVAL, JOB, WATCHDOG, CLAIM, CONTINUED,
     Command("show", "the goal's state", commands.cmd_show),
     Command("resume", "the resume packet", commands.cmd_resume),
     Command("contract", "the smart-wake checkpoint contract", commands.cmd_contract),

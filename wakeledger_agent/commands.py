@@ -346,6 +346,21 @@ def cmd_claim(args: argparse.Namespace) -> Any:
                       if answer.get("retry_after_seconds") else ""), answer)
 
 
+def cmd_continued(args: argparse.Namespace) -> Any:
+    """The host continued the session by itself: the reset's one continuation
+    (the lease saved), or a stand-down (exit 8: do no work in this run)."""
+    goal_id = current_goal(args.goal)
+    body = {"host": args.host, "trigger": args.trigger,
+            **({"session_key": args.session_key} if args.session_key else {})}
+    answer = call("POST", f"goals/{goal_id}/continuations", body)
+    if answer.get("lease"):
+        leases().save(goal_id, answer["lease"])
+    leases().set_current(goal_id)
+    if answer["outcome"] == "stood_down":
+        raise CliError(EXIT_CONFLICT, f"stand down: {answer['notes']}", _redact(answer))
+    return _redact(answer)
+
+
 # ---------------------------------------------------------------- reading
 
 

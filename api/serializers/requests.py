@@ -44,6 +44,13 @@ class SessionSerializer(StrictSerializer):
                   "session_key (each session its own goal).")
 
 
+class QuietHoursSerializer(StrictSerializer):
+    start = text(5, help_text="Local time HH:MM the window starts (it may cross midnight).")
+    end = text(5, help_text="Local time HH:MM the window ends.")
+    timezone = text(vocabulary.MAX_KEY, required=False,
+                    help_text="IANA zone of the window (default: the session's).")
+
+
 class PolicySerializer(StrictSerializer):
     lease_seconds = ranged("lease_seconds", required=False,
                           help_text="Lease length (default 600); heartbeat every half of it.")
@@ -75,6 +82,21 @@ class PolicySerializer(StrictSerializer):
                                        "its lease is held (or beyond one watchdog interval "
                                        "without one) before it is listed NO_PROGRESS "
                                        "(default 60).")
+    resume = serializers.ChoiceField(
+        choices=vocabulary.RESUME_POLICIES, required=False,
+        help_text="When a reset's continuation may run: auto (default), ask (a person "
+                  "approves it: the approval gate resume), quiet_hours (never inside "
+                  "quiet_hours; the wake waits for the window's end).")
+    quiet_hours = QuietHoursSerializer(
+        required=False, help_text="The window no continuation runs in (resume quiet_hours).")
+    host_continues = StrictBooleanField(
+        required=False, help_text="The host continues the session by itself at a usage-limit "
+                                  "reset (Claude Code's autoContinueAtUsageLimit): the reset's "
+                                  "wake waits host_grace_minutes for it first.")
+    host_grace_minutes = whole(
+        required=False, min_value=vocabulary.HOST_GRACE_RANGE[0],
+        max_value=vocabulary.HOST_GRACE_RANGE[1],
+        help_text="How long the reset's wake waits for the host's own continue (default 10).")
 
 
 class RunGoalSerializer(StrictSerializer):
@@ -289,6 +311,14 @@ class ResolveSerializer(StrictSerializer):
 
 class OperatorActSerializer(StrictSerializer):
     reason = text(vocabulary.MAX_NOTE, help_text="Why: recorded with the operator's name.")
+
+
+class HostContinuedSerializer(StrictSerializer):
+    host = text(64, help_text="Who continued the session: claude-code, openclaw, ...")
+    trigger = serializers.ChoiceField(choices=vocabulary.CONTINUATION_TRIGGERS,
+                                      help_text="The host's hook that saw it.")
+    session_key = text(vocabulary.MAX_KEY, required=False, default="",
+                       help_text="The session the host continued: the goal's own.")
 
 
 class EmptySerializer(StrictSerializer):

@@ -145,6 +145,11 @@ class GoalSerializer(GoalNamesSerializer):
         help_text="A finish waiting for its watchdog's cancellation receipt ({} when none).")
     ready = serializers.DictField(help_text="A due wake waiting for this goal's agent to pull "
                                             "it by taking the lease ({} when none).")
+    continued = serializers.DictField(
+        help_text="The last rate-limit reset's one continuation: reset, by (wake, pull, host), "
+                  "at, generation ({} when none). Another of that reset stands down.")
+    resume_approved = serializers.CharField(
+        help_text="The reset a person approved continuing (resume policy ask), or \"\".")
     next_wake_at = serializers.CharField(
         allow_null=True, help_text="When the next wake will fire (a watchdog slot or a "
                                    "one-off wake); the scheduler looks every 30 s.")
@@ -282,10 +287,26 @@ class WatchdogAnswerSerializer(serializers.Serializer):
     cleanup = serializers.DictField(required=False, allow_null=True)
 
 
+class HostContinuedAnswerSerializer(LeaseAnswerSerializer):
+    outcome = serializers.ChoiceField(
+        choices=["host_continued", "stood_down", "not_a_reset"],
+        help_text="host_continued: the reset's one continuation, the lease is yours; "
+                  "stood_down: the reset was continued already (or a person must approve): "
+                  "do no work on the goal in this run; not_a_reset: nothing recorded.")
+    notes = serializers.CharField(help_text="One line for the person or the model.")
+    reset = serializers.CharField(allow_null=True)
+    continued_by = serializers.CharField(allow_null=True)
+    breaks_policy = serializers.CharField(allow_null=True)
+    acquired = serializers.BooleanField(required=False)
+    lease = GrantedLeaseSerializer(allow_null=True, required=False)
+    next_required_action = serializers.CharField(allow_null=True, required=False)
+
+
 class ClaimAnswerSerializer(serializers.Serializer):
     outcome = serializers.ChoiceField(choices=[
         "recurring_acquired", "ready_for_pull", "worker_busy_noop", "already_claimed",
-        "not_due", "terminal_cleanup_required", "terminal_noop", "receipt_required"])
+        "not_due", "terminal_cleanup_required", "terminal_noop", "receipt_required",
+        "stood_down", "approval_required"])
     occurrence_id = serializers.CharField(
         allow_blank=True, help_text="The occurrence this claim was decided as (a host fire "
                                     "without an id is named after its watchdog slot).")

@@ -23,6 +23,7 @@ from api.views.operators import (
 from api.views.wakes import ClaimView, ReceiptsView, WatchdogView
 from api.views.work import (
     CheckpointsView,
+    ContinuationsView,
     FinishView,
     HeartbeatView,
     LeaseView,
@@ -34,6 +35,7 @@ from api.views.work import (
 
 __all__ = [
     "AlertsView", "ApprovalsView", "CheckpointContractView", "CheckpointsView", "ClaimView",
+    "ContinuationsView",
     "EventsView", "FinishView", "GoalView", "GoalsView", "HeartbeatView", "JobNotifyView",
     "JobStatusView", "JobsView", "LeaseView", "ReceiptsView", "RecoverView", "ReleaseView",
     "ResolveApprovalView", "ResumeView", "RunsView", "SessionActivityView", "SkillView",

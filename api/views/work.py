@@ -26,7 +26,7 @@ from api.views.common import (
 from ledger.access.accounts import AGENT, OPERATOR, role_of
 from ledger.domain import Artifact
 from ledger.domain.commands import Evidence, WakeRequest
-from ledger.services import goals, runs, work
+from ledger.services import continuations, goals, runs, work
 
 
 def wake_request(data: dict[str, Any]) -> WakeRequest | None:
@@ -52,6 +52,28 @@ class LeaseView(LedgerView):
     @idempotent(serializers.EmptySerializer)
     def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
         return Response(goals.acquire(caller(request), goal_id, lease_token(request)))
+
+
+class ContinuationsView(LedgerView):
+    roles = {"POST": (AGENT,)}
+
+    @extend_schema(
+        summary="The host continued this session by itself",
+        description="A host that continues a session on its own at a usage-limit reset "
+                    "(Claude Code's auto-continue, an OpenClaw run) says so: the reset's one "
+                    "continuation (host_continued, charged once, the lease is yours), or "
+                    "another continuation of that reset came first (stood_down: do no work "
+                    "in this run), or not a reset's continuation (not_a_reset, nothing "
+                    "recorded).",
+        request=serializers.HostContinuedSerializer, parameters=[IDEMPOTENCY],
+        responses=responses({200: serializers.HostContinuedAnswerSerializer}, *WRITE,
+                            "not_started"),
+    )
+    @idempotent(serializers.HostContinuedSerializer)
+    def post(self, request: Request, goal_id: str, data: dict[str, Any]) -> Response:
+        return Response(continuations.host_continued(
+            caller(request), goal_id, lease_token(request), host=data["host"],
+            trigger=data["trigger"], session_key=data["session_key"]))
 
 
 class HeartbeatView(LedgerView):

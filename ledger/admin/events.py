@@ -17,7 +17,7 @@ from ledger.admin.base import (
 )
 from ledger.domain.vocabulary import EVENT_KINDS
 from ledger.models import Event, of_kind
-from ledger.operators.terminal import summary
+from ledger.operators.summaries import summary
 
 
 class KindFilter(admin.SimpleListFilter):

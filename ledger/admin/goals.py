@@ -34,7 +34,8 @@ from ledger.eventstore import clock, projection
 from ledger.log import export
 from ledger.models import Goal
 from ledger.operators import goalids, passes, timeline
-from ledger.operators.terminal import provider_waiting, summary, woken
+from ledger.operators.summaries import summary
+from ledger.operators.terminal import provider_waiting, woken
 from ledger.project import dispatchers
 from ledger.services import alerts, notifications, operators
 from ledger.services.bodies import Standing

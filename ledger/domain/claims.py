@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from math import ceil
 from typing import Any
 
-from ledger.domain import timing, validation
+from ledger.domain import continuations, timing, validation
 from ledger.domain.errors import DomainError, InvalidCommand
 from ledger.domain.events import (
     Event,
@@ -21,6 +21,7 @@ from ledger.domain.events import (
 )
 from ledger.domain.interruptions import interrupted, interrupted_events, lease_expired_event
 from ledger.domain.leases import Unheard, acquire_events, lease_refusal
+from ledger.domain.resume import wants_approval
 from ledger.domain.runs import budget_block, budget_spent_why, charge_event
 from ledger.domain.state import BLOCKED, PAUSED, WAITING, GoalState
 from ledger.domain.watchdogs import (
@@ -40,7 +41,10 @@ CLAIM_MEMORY = 64  # occurrence ids remembered for already_claimed
 # Outcomes that use up their occurrence: a later fire of the same one is
 # already_claimed. worker_busy_noop and not_due consume nothing, so the same
 # occurrence may be claimed again after retry_after_seconds.
-CONSUMING = frozenset({"recurring_acquired", "ready_for_pull", "terminal_cleanup_required"})
+CONSUMING = frozenset({"recurring_acquired", "ready_for_pull", "terminal_cleanup_required",
+                       # A reset continued already (stood_down), or handed to a
+                       # person (approval_required): this wake is answered.
+                       continuations.STOOD_DOWN, "approval_required"})
 # Outcomes that resume the goal (a lease granted, or ready for its agent to take).
 GRANTED = frozenset({"recurring_acquired", "ready_for_pull"})
 
@@ -197,9 +201,18 @@ def _outcome(state: GoalState, cmd: ClaimWake, now: datetime, occurrence: str,
                 "notes": "the host watchdog's creation is not confirmed; record a receipt "
                          "(created, create_failed or user_attested_deleted) first"}
     operator = cmd.source == OPERATOR
+    # One continuation per reset: a reset's wake whose reset the host (or
+    # the agent's own pull) continued already stands down. An operator's
+    # wake is a person's decision, never stood down.
+    down = None if operator else continuations.wake_stands_down(state, cmd.kind)
+    if down is not None:
+        return down
     early = None if operator else _not_due(state, slot, now)
     if early is not None:
         return early
+    quiet = None if operator else continuations.quiet_wait(state, now)
+    if quiet is not None:
+        return quiet
     if interrupted(state, now, cmd.unheard):
         return {"outcome": "terminal_cleanup_required", "interrupted": True,
                 "notes": "the last continuation's lease expired without a heartbeat, "
@@ -220,6 +233,12 @@ def _outcome(state: GoalState, cmd: ClaimWake, now: datetime, occurrence: str,
     if block:
         return {"outcome": "terminal_cleanup_required", "block": block,
                 "notes": budget_spent_why(state, block)}
+    if not operator and wants_approval(state):
+        # Resume policy ask: a person approves this reset's continuation (the
+        # approval gate "resume"; its approval schedules the wake again).
+        return {"outcome": "approval_required",
+                "notes": "the resume policy asks a person to approve continuing after the "
+                         f"reset of {state.paused_until}"}
     if cmd.source != HOST and not pushed(state, cmd):
         # Dispatcher "none" is pull: a due wake hands a lease to nobody. The
         # goal is ready; its agent's own claim, run_goal or lease call takes it.
@@ -369,6 +388,10 @@ def _claim_effects(state: GoalState, cmd: ClaimWake, answer: dict[str, Any], occ
                                             reason=answer["block"]), now))
         else:
             events += cancel_events(state, now, why=answer["notes"])
+    if outcome == "approval_required":
+        events += continuations.approval_events(state, now)
+    if answer.get("quiet_until"):
+        events += continuations.after_quiet(state, cmd.kind, answer["quiet_until"], now)
     if outcome == "recurring_acquired":
         if answer["charge"]:
             # Rule 5: a recovery continuation is charged in the transaction
@@ -435,6 +458,11 @@ def claimed(state: GoalState, data: WakeClaimed, at: str) -> dict[str, Any]:
         changes["liveness_alert"] = {}
     if data.retry_count is not None:
         changes["retry_count"] = data.retry_count
+    if outcome == "recurring_acquired" and state.paused_until:
+        # The reset's one continuation (its lease, granted next, is the
+        # following generation): a later one stands down against it.
+        changes["continued"] = {"reset": state.paused_until, "by": "wake", "at": at,
+                                "generation": state.lease_generation + 1}
     if outcome in GRANTED:
         # The wake is what the pause waited for; a requested or reset wake is
         # used up by whichever wake resumed the goal.
@@ -447,6 +475,9 @@ def claimed(state: GoalState, data: WakeClaimed, at: str) -> dict[str, Any]:
         changes["ready"] = {"occurrence_id": data.occurrence_id, "reason": data.reason,
                             "at": at, "since": state.ready.get("since", at) if state.ready
                             else at, "charge": data.charge or False}
+        reset = state.paused_until or state.ready.get("reset")
+        if reset:  # the reset whose one continuation the pull will be
+            changes["ready"]["reset"] = reset
     if data.source == HOST and state.watchdog:
         changes["watchdog"] = _host_fire(changes.get("watchdog", state.watchdog), data, at)
     if data.source == HOST and not data.early:

@@ -18,6 +18,7 @@ from typing import Any
 from ledger.domain import (
     claims,
     clocksteps,
+    continuations,
     dispatches,
     events,
     finishing,
@@ -291,13 +292,14 @@ _DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
     runs.ReportRun: runs.report,
     runs.ReportSessionActivity: runs.session_activity,
     runs.RequestApproval: runs.request_approval,
-    runs.ResolveApproval: runs.resolve_approval,
+    runs.ResolveApproval: continuations.approved,
     runs.Stop: lambda state, cmd, now: [*runs.stop(state, cmd, now),
                                         *finishing.cancel_on_stop(state, now)],
     runs.Recover: runs.recover,
     jobs.TrackJob: jobs.track_job,
     jobs.UpdateJob: jobs.update_job,
     jobs.NotifyJob: jobs.notify_job,
+    continuations.HostContinued: continuations.host_events,
 }
 
 # A terminal goal still answers a late wake and takes the cancellation
@@ -311,7 +313,8 @@ Command = (CoreCommand | watchdogs.PrepareWatchdog | watchdogs.CancelWatchdog
            | dispatches.RecordDispatch | claims.WakeNow
            | jobs.TrackJob | jobs.UpdateJob | jobs.NotifyJob | runs.ReportRun
            | runs.ReportSessionActivity
-           | runs.RequestApproval | runs.ResolveApproval | runs.Stop | runs.Recover)
+           | runs.RequestApproval | runs.ResolveApproval | runs.Stop | runs.Recover
+           | continuations.HostContinued)
 
 # --------------------------------------------------------------------------- evolve
 
@@ -443,6 +446,8 @@ _EVOLVERS: dict[type[Payload], Evolver] = {
     events.ApprovalResolved: runs.approval_resolved,
     events.GoalStopped: runs.stopped,
     events.GoalRecovered: runs.recovered,
+    events.ContinuationHostMade: continuations.host_made,
+    events.ContinuationStoodDown: _recorded_only,
     CheckpointRecorded: _checkpointed,
     GoalCompleted: _ended(DONE),
     GoalFailed: _ended(FAILED),

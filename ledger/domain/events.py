@@ -49,6 +49,13 @@ LIVENESS_MISSED = "liveness.missed"
 # from the future were brought back to now (ledger.domain.clocksteps).
 CLOCK_STEPPED_BACK = "clock.stepped_back"
 
+# A host continued the goal's session by itself (Claude Code's "continue
+# automatically at usage limit", an OpenClaw run): one continuation of its
+# reset, charged once; and a continuation that found the reset continued
+# already, which stands down (docs/agents.md, "One continuation per reset").
+CONTINUATION_HOST_MADE = "continuation.host_made"
+CONTINUATION_STOOD_DOWN = "continuation.stood_down"
+
 # Kinds that may still be appended to a terminal goal: a late wake is answered
 # (terminal_noop / terminal_cleanup_required, DESIGN section 6), the
 # watchdog's cancellation receipt is recorded, and an operator may recover a
@@ -453,6 +460,29 @@ class ClockSteppedBack(Payload):
 
     last_recorded: str
     ahead_seconds: int
+
+@event_kind(CONTINUATION_HOST_MADE)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContinuationHostMade(Payload):
+    host: str  # who continued: claude-code, openclaw, ...
+    trigger: str  # session_start | prompt | run_start: the hook that told us
+    reset: str  # the pause's end it continued (ISO)
+    # The goal's resume policy said no (ask without an approval, quiet hours):
+    # the continuation stands (it ran), and the goal is listed for a person.
+    breaks_policy: str | None = optional()
+
+
+@event_kind(CONTINUATION_STOOD_DOWN)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContinuationStoodDown(Payload):
+    """A host's continuation that lost: the reset was continued already (a
+    wake's stand-down is its wake.claimed, outcome ``stood_down``)."""
+
+    host: str
+    trigger: str
+    continued_by: str  # how the winner took the lease: wake | pull | host
+    reset: str
+    why: str
 
 
 # The older stored shapes' upcasters register themselves with the codec; they

@@ -241,7 +241,14 @@ def release(state: GoalState, cmd: ReleaseLease, now: datetime) -> list[Event]:
 
 
 def leased(state: GoalState, data: LeaseAcquired | LeaseTakenOver, at: str) -> Changes:
+    # A lease that ends a rate-limit pause (or pulls a reset's ready wake) is
+    # that reset's one continuation, whoever took it (its via): a second one
+    # stands down against it (ledger.domain.continuations).
+    reset = state.paused_until or state.ready.get("reset")
+    continued = ({"continued": {"reset": reset, "by": data.via, "at": at,
+                                "generation": data.generation}} if reset else {})
     return {
+        **continued,
         "status": RUNNING,
         "lease": {
             "holder": data.holder,

@@ -110,6 +110,9 @@ WHY = {
     WAKE_NOT_FIRING: "its wake's schedule row was repaired several times and never fired: "
                      "read the row's last error, fix the cause, then wake the goal "
                      "(`ledger wake`) or recover it",
+    "CONTINUED_AGAINST_POLICY": "its host continued the session by itself against the "
+                                "goal's resume policy (ask, quiet hours): look at what it "
+                                "did, then recover it to clear this",
     OVERDUE_REASON: "its next expected evidence is overdue and nothing recorded why: is the "
                     "scheduler (manage.py qcluster) running? see `ledger doctor`",
 }

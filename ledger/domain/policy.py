@@ -72,6 +72,17 @@ DEFAULT_CAPS: dict[str, int] = {
     "job_deadline_minutes": 1_440,
     "progress_minutes": 240,
 }
+# The resume policy (docs/agents.md, "Resume policy"): settings a goal has
+# only when given, so the policy every other goal stores is unchanged.
+# resume: auto (a wake continues at the reset), ask (a person approves each
+# reset's continuation), quiet_hours (no continuation inside the window; the
+# wake waits for its end). host_continues: the agent's host continues the
+# session by itself at a reset (Claude Code's autoContinueAtUsageLimit): the
+# reset's wake waits host_grace_minutes for it first.
+RESUME_POLICIES = ("auto", "ask", "quiet_hours")
+RESUME_SETTINGS: dict[str, Any] = {"resume": "auto", "quiet_hours": {}, "host_continues": False,
+                                   "host_grace_minutes": 10}
+HOST_GRACE_RANGE = (1, 120)
 OVER_CAP = "over_cap"
 SCHEDULERS = ("internal", "host")
 SESSION_FIELDS = ("agent_id", "session_key", "session_id", "model", "timezone", "binds")
@@ -93,11 +104,11 @@ def whole(value: object, field: str, low: int, high: int) -> int:
 def policy(given: dict[str, Any], dispatchers: frozenset[str] | None = None,
            cadence_unit_seconds: int = 60,
            caps: Mapping[str, int] | None = None) -> dict[str, Any]:
-    unknown = set(given) - set(DEFAULT_POLICY)
+    unknown = set(given) - set(DEFAULT_POLICY) - set(RESUME_SETTINGS)
     if unknown:
         name = sorted(unknown)[0]
         raise InvalidCommand(f"policy.{name} is not a policy setting.", field=f"policy.{name}")
-    result = {**DEFAULT_POLICY, **given}
+    result = {**DEFAULT_POLICY, **given, **resume_policy(given)}
     for name, (low, high) in RANGES.items():
         result[name] = whole(result[name], f"policy.{name}", low, high)
     _within_caps(result, given, DEFAULT_CAPS if caps is None else caps)
@@ -181,3 +192,55 @@ def interval_minutes(interval_seconds: int) -> int:
     """A frozen watchdog interval in the whole minutes a scheduler row (or a
     host's schedule) is written in: exact, since ``policy`` rounded it up."""
     return max(1, interval_seconds // 60)
+
+
+def resume_policy(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The resume settings given, checked (only those given are kept)."""
+    result: dict[str, Any] = {}
+    if "resume" in given:
+        if given["resume"] not in RESUME_POLICIES:
+            raise InvalidCommand(f"policy.resume must be one of {', '.join(RESUME_POLICIES)}.",
+                                 field="policy.resume")
+        result["resume"] = given["resume"]
+    if "host_continues" in given:
+        if not isinstance(given["host_continues"], bool):
+            raise InvalidCommand("policy.host_continues must be true or false.",
+                                 field="policy.host_continues")
+        result["host_continues"] = given["host_continues"]
+    if "host_grace_minutes" in given:
+        result["host_grace_minutes"] = whole(given["host_grace_minutes"],
+                                             "policy.host_grace_minutes", *HOST_GRACE_RANGE)
+    if "quiet_hours" in given:
+        result["quiet_hours"] = quiet_hours(given["quiet_hours"])
+    if result.get("resume", given.get("resume")) == "quiet_hours" and not result.get("quiet_hours"):
+        raise InvalidCommand('policy.resume "quiet_hours" needs policy.quiet_hours '
+                             '{"start": "HH:MM", "end": "HH:MM", "timezone": ZONE}.',
+                             field="policy.quiet_hours")
+    return result
+
+
+def quiet_hours(given: object) -> dict[str, str]:
+    """``{"start": "22:00", "end": "07:00", "timezone": "Europe/Paris"}``: local
+    times (the window may cross midnight); the zone defaults to the session's."""
+    field = "policy.quiet_hours"
+    if not isinstance(given, dict) or set(given) - {"start", "end", "timezone"} \
+            or not {"start", "end"} <= set(given):
+        raise InvalidCommand(f"{field} must be {{\"start\": \"HH:MM\", \"end\": \"HH:MM\"}} "
+                             "and optionally \"timezone\".", field=field)
+    result = {}
+    for name in ("start", "end"):
+        value = given[name]
+        if not (isinstance(value, str) and len(value) == 5 and value[2] == ":"
+                and value[:2].isdigit() and value[3:].isdigit()
+                and int(value[:2]) < 24 and int(value[3:]) < 60):
+            raise InvalidCommand(f"{field}.{name} must be a local time HH:MM.",
+                                 field=f"{field}.{name}")
+        result[name] = value
+    if result["start"] == result["end"]:
+        raise InvalidCommand(f"{field}: start and end must differ.", field=field)
+    if "timezone" in given:
+        if not isinstance(given["timezone"], str):
+            raise InvalidCommand(f"{field}.timezone must be an IANA time zone.",
+                                 field=f"{field}.timezone")
+        result["timezone"] = timezone(given["timezone"], f"{field}.timezone")
+    return result

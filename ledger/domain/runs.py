@@ -39,6 +39,7 @@ from ledger.domain.failures import (
 from ledger.domain.leases import fence
 from ledger.domain.policy import RESET_MARGIN_SECONDS
 from ledger.domain.resets import RESET_HORIZON
+from ledger.domain.resume import RESUME_GATE, reset_wake_at
 from ledger.domain.state import (
     BLOCKED,
     FAILED,
@@ -69,7 +70,10 @@ RECOVERABLE = frozenset({"SESSION_CHANGED", "SESSION_ACTIVITY", "UNCLASSIFIED",
 # them; JOB_SILENT's jobs are written off (cancelled), so the goal may finish.
 # NO_PROGRESS and WAKE_NOT_FIRING (issue 35) likewise: a recover says "a human
 # looked" and restarts the goal's progress clock.
-SILENCES = frozenset({"HOST_SILENT", "JOB_SILENT", "NO_PROGRESS", "WAKE_NOT_FIRING"})
+SILENCES = frozenset({"HOST_SILENT", "JOB_SILENT", "NO_PROGRESS", "WAKE_NOT_FIRING",
+                      # A host continued against the resume policy: a person
+                      # looked (ledger.domain.continuations).
+                      "CONTINUED_AGAINST_POLICY"})
 SESSION_IDENTITY = ("session_id", "session_key", "model")
 
 
@@ -219,7 +223,9 @@ def report(state: GoalState, cmd: ReportRun, now: datetime) -> list[Event]:
     events.append(Event(LeaseReleased(generation=generation), now))
     if state.setting("scheduler") == "internal" and cmd.reset_schedule_name:
         # Rule 9: a one-off wake at the reset, besides the one watchdog.
-        events.append(Event(WakeScheduled(kind="reset", due_at=iso(until),
+        # At the reset; later when the host continues by itself (its grace)
+        # or the reset falls in the goal's quiet hours (ledger.domain.resume).
+        events.append(Event(WakeScheduled(kind="reset", due_at=iso(reset_wake_at(state, until)),
                                           schedule_name=cmd.reset_schedule_name), now))
     return events
 
@@ -419,6 +425,8 @@ def approval_resolved(state: GoalState, data: ApprovalResolved, at: str) -> dict
     changes: dict[str, Any] = {"pending_approvals": pending}
     if data.decision == "approve" and not pending:
         changes.update(status=WAITING, reason="", retry_count=0, progress_since=at)
+    if data.decision == "approve" and data.gate == RESUME_GATE:
+        changes["resume_approved"] = state.paused_until  # this reset may be continued
     return changes
 
 

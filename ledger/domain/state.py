@@ -114,6 +114,12 @@ class GoalState:
     # A due wake waiting for its agent to pull it (dispatcher "none"):
     # occurrence_id, reason, at, charge (a recovery continuation, rule 5).
     ready: dict[str, Any] = field(default_factory=dict)
+    # The last continuation of a rate-limit reset, whoever made it (a wake, a
+    # pull, the host by itself): reset, by (the lease's via), at, generation.
+    # A second continuation of the same reset stands down against it.
+    continued: dict[str, Any] = field(default_factory=dict)
+    # The reset (ISO) a person approved continuing (resume policy "ask").
+    resume_approved: str = ""
     # A missed deadline that needs a human to look but does not block the goal
     # (HOST_SILENT): reason, at, detail. Cleared by the evidence it waited for.
     liveness_alert: dict[str, Any] = field(default_factory=dict)

@@ -12,8 +12,9 @@ from ledger.domain import events
 from ledger.domain.claims import WAKE_REASONS
 from ledger.domain.clocksteps import CLOCK_SKEW
 from ledger.domain.commands import FINISH_STATUSES
+from ledger.domain.continuations import TRIGGERS as CONTINUATION_TRIGGERS
 from ledger.domain.liveness import LABELS, WHY
-from ledger.domain.policy import RANGES, SCHEDULERS
+from ledger.domain.policy import HOST_GRACE_RANGE, RANGES, RESUME_POLICIES, SCHEDULERS
 from ledger.domain.runs import NOTES as RUN_NOTES
 from ledger.domain.runs import OUTCOMES as RUN_OUTCOMES
 from ledger.domain.smartwake import (
@@ -50,11 +51,12 @@ EVENT_KINDS = tuple(sorted(value for name, value in vars(events).items()
                            if name.isupper() and isinstance(value, str) and "." in value))
 
 __all__ = [
-    "ACTIVE_STATUSES", "DONE", "EVENT_KINDS", "FINISH_STATUSES", "HOST", "INTERNAL", "LABELS",
+    "ACTIVE_STATUSES", "CONTINUATION_TRIGGERS", "DONE", "EVENT_KINDS", "FINISH_STATUSES",
+    "HOST", "HOST_GRACE_RANGE", "INTERNAL", "LABELS",
     "LEASE_IN_ENVIRONMENT", "LEASE_WITH_HOST_TOOLS",
     "MAX_ARTIFACTS", "MAX_ITEM", "MAX_ITEMS", "MAX_KEY", "MAX_NOTE",
     "MAX_OBJECTIVE", "MAX_PATH", "MAX_STEP", "MAX_WORKSPACE", "RANGES", "REASONS",
-    "RUN_NOTES", "RUN_OUTCOMES",
+    "RESUME_POLICIES", "RUN_NOTES", "RUN_OUTCOMES",
     "SCHEDULERS", "SCHEDULE_PREFIXES", "STATUSES", "TERMINAL_STATUSES", "WAKE_REASONS", "WHY",
     "lease_hint_moved",
     "packet_lines", "reset_schedule_name", "resume_prompt", "schedule_goal", "schedule_name",

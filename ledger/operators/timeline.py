@@ -26,7 +26,7 @@ from ledger.eventstore import clock, tallies
 from ledger.eventstore.chain import event_hash, head_break
 from ledger.models import Event, Goal
 from ledger.operators import passes
-from ledger.operators.terminal import summary
+from ledger.operators.summaries import summary
 from ledger.services import alerts
 
 PAGE = 50

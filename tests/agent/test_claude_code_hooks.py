@@ -599,3 +599,61 @@ def test_a_failure_that_did_not_end_the_turn_is_a_note_not_a_pause(once, hooks, 
     assert goal.status == "waiting" and not lease_file(hooks, goal_id).exists()
     assert PROVIDER_TEXT not in json.dumps(list(Event.objects.values_list("data", flat=True)))
 
+def _paused_past_its_reset(hooks: Hooks, settings) -> str:
+    """A session whose turn met a usage limit that resets in a second, now past."""
+    settings.WAKELEDGER_RESET_MARGIN_SECONDS = 0
+    hooks.env["WAKELEDGER_HOOK_TIMEOUT"] = "20"  # several calls per hook, a busy machine
+    hooks("SessionStart", source="startup")
+    hooks("StopFailure", error="rate_limit", error_details="429",
+          last_assistant_message="API Error: Request rejected (429): try again in 1 second")
+    goal = Goal.objects.get()
+    assert goal.status == "paused", hooks.stderr
+    time.sleep(max(0.0, (goal.paused_until - datetime.now(UTC)).total_seconds()) + 0.2)
+    return str(goal.id)
+
+
+def test_a_resumed_session_after_the_reset_is_its_one_continuation(hooks, settings):
+    """Claude Code (or a person) resumed the session after the reset, before
+    our wake: the hook says the host continued, the session holds the lease,
+    and the reset's wake stands down."""
+    from ledger.services import wakes
+
+    goal_id = _paused_past_its_reset(hooks, settings)
+    context = hooks("SessionStart", source="resume")["hookSpecificOutput"]["additionalContext"]
+    assert "continues the goal after its usage limit's reset" in context
+    assert lease_file(hooks, goal_id).exists()
+    assert hooks("UserPromptSubmit", prompt="continue") == {}  # the turn goes on
+    assert wakes.fire(goal_id, kind="reset").outcome == "stood_down"
+    kinds = list(Event.objects.filter(goal_id=goal_id).values_list("kind", flat=True))
+    assert kinds.count("continuation.host_made") == 1
+
+
+def test_a_resumed_session_our_wake_beat_is_told_and_its_prompt_refused(hooks, settings):
+    from ledger.services import wakes
+
+    settings.WAKELEDGER_DISPATCHERS = {"cmd": {"type": "command", "argv": ["true"]}}
+    hooks.env["WAKELEDGER_DISPATCH"] = "cmd"
+    goal_id = _paused_past_its_reset(hooks, settings)
+    # The reset's wake claims first (its outbox row is not sent here).
+    assert wakes.fire(goal_id, kind="reset").outcome == "recurring_acquired"
+    context = hooks("SessionStart", source="resume")["hookSpecificOutput"]["additionalContext"]
+    assert "Do not work on goal" in context and "no second continuation" in context
+    refused = hooks("UserPromptSubmit", prompt="continue")
+    assert refused["decision"] == "block" and goal_id in refused["reason"]
+    assert not lease_file(hooks, goal_id).exists()
+    kinds = list(Event.objects.filter(goal_id=goal_id).values_list("kind", flat=True))
+    assert kinds.count("continuation.stood_down") == 1
+
+
+def test_the_settings_probe_reads_claude_codes_auto_continue(tmp_path):
+    from wakeledger_agent.claude_settings import continues_by_itself
+
+    home, project = tmp_path / "home", tmp_path / "project"
+    (home / ".claude").mkdir(parents=True)
+    (project / ".claude").mkdir(parents=True)
+    env = {"HOME": str(home)}
+    assert continues_by_itself(str(project), env)  # on by default, for a claude.ai login
+    assert not continues_by_itself(str(project), {**env, "ANTHROPIC_API_KEY": "sk-x"})
+    (home / ".claude" / "settings.json").write_text('{"autoContinueAtUsageLimit": false}')
+    assert not continues_by_itself(str(project), env)
+    assert continues_by_itself(str(project), {**env, "WAKELEDGER_HOST_CONTINUES": "1"})

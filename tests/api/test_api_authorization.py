@@ -60,6 +60,9 @@ ENDPOINTS = {
     # The goal's watchdog is internal: a host receipt reaches the domain and is refused.
     "POST receipts": ("POST", "goals/{gid}/watchdog/receipts", fenced(status="cancelled")),
     "POST claim": ("POST", "goals/{gid}/claim", lambda lease: {"occurrence_id": "run-1"}),
+    # A running goal waits for no reset: not_a_reset, nothing recorded (a 200).
+    "POST continuations": ("POST", "goals/{gid}/continuations",
+                           lambda lease: {"host": "claude-code", "trigger": "prompt"}),
     "POST jobs": ("POST", "goals/{gid}/jobs", fenced(kind="ci_run", ref="gh-run-1")),
     # No job job-1 on the goal: the owner reaches the domain's not_found.
     "POST job status": ("POST", "goals/{gid}/jobs/job-1/status", fenced(status="succeeded")),
@@ -111,6 +114,7 @@ MATRIX = [
     ("DELETE watchdog",         200,   404,         403,     403),
     ("POST receipts",           400,   404,         403,     403),
     ("POST claim",              200,   404,         403,     403),
+    ("POST continuations",      200,   404,         403,     403),
     ("POST jobs",               201,   404,         403,     403),
     ("POST job status",         404,   404,         403,     403),
     ("POST runs",               200,   404,         403,     403),
@@ -213,9 +217,9 @@ def test_role_matrix(request, goal, endpoint, role, expected):
         assert body["created"] is True and body["goal"]["agent"] == caller.username
     elif endpoint == "POST workspace/release":
         assert response.json() == {"workspace": "/srv/repos/shop", "workspace_bound": False}
-    elif endpoint not in ("POST lease", "DELETE watchdog"):
-        # (The owner's acquire is refused politely: it holds the lease; and
-        # there was no watchdog to cancel.)
+    elif endpoint not in ("POST lease", "DELETE watchdog", "POST continuations"):
+        # (The owner's acquire is refused politely: it holds the lease; there
+        # was no watchdog to cancel; and a running goal waits for no reset.)
         assert Event.objects.count() > before[0]
 
 

@@ -183,7 +183,7 @@ def test_completion_records_its_evidence_and_the_timeline_shows_it(agent, clock)
     assert completion.data["evidence"] == [
         {"criterion": "CI green", "evidence": "https://ci.example/run/7"},
         {"criterion": "p95 <= 200 ms", "evidence": "k6 run 12: p95 181 ms"}]
-    from ledger.operators.terminal import summary
+    from ledger.operators.summaries import summary
 
     line = summary("goal.completed", completion.data)
     assert line.startswith("completed: shipped · evidence: “CI green” ⇒ https://ci.example")

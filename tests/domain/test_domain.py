@@ -583,6 +583,7 @@ def test_every_command_of_the_domain_is_in_the_one_catalogue():
         COMMANDS,
         claims,
         commands,
+        continuations,
         dispatches,
         finishing,
         jobs,
@@ -593,10 +594,10 @@ def test_every_command_of_the_domain_is_in_the_one_catalogue():
     )
 
     defined = {obj for module in (commands, runs, watchdogs, claims, dispatches, jobs,
-                                  finishing, requested, overdue)
+                                  finishing, requested, overdue, continuations)
                for _, obj in inspect.getmembers(module, inspect.isclass)
                if dataclasses.is_dataclass(obj) and obj.__module__ == module.__name__
                and obj.__name__ not in ("LeaseProof", "Artifact", "WakeRequest", "Evidence",
-                                        "ScheduleRow", "Verdict")}
+                                        "ScheduleRow", "Verdict", "Answer")}
     assert defined == set(COMMANDS)
-    assert len(COMMANDS) == len(set(COMMANDS)) == 24
+    assert len(COMMANDS) == len(set(COMMANDS)) == 25

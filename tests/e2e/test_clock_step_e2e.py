@@ -19,8 +19,8 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 from ledger.models import SchedulerBeat
-from ledger.services.alerts import SWEEPER
 from ledger.operators.doctor import REPAIR_NAME, SWEEPER_NAME, ensure_repair, ensure_sweeper
+from ledger.services.alerts import SWEEPER
 from tests.helpers import manage_env, manage_processes, wait_for
 from tests.receivers import receiving
 

@@ -16,7 +16,7 @@ from ledger.domain import Heartbeat, RecordCheckpoint
 from ledger.domain import events as kinds
 from ledger.eventstore import store
 from ledger.models import Event, Goal
-from ledger.operators import demo, doctor, terminal
+from ledger.operators import demo, doctor, summaries, terminal
 from scheduling import maintenance, sealing, watchdogs
 from tests.factories import GoalFactory, proof_of
 from tests.helpers import ledger_text
@@ -147,7 +147,7 @@ def test_show_of_a_completion_without_evidence_says_so():
     # block is checked on the data itself), and a goal with no done criteria.
     for data in ({"summary": "finished", "generation": 1},
                  {"summary": "finished", "generation": 1, "evidence": []}):
-        assert terminal.evidence_lines(data) == [
+        assert summaries.evidence_lines(data) == [
             "evidence:      none recorded (no done criteria, or completed before evidence "
             "was required)"]
 
@@ -241,7 +241,7 @@ def all_kinds() -> list[str]:
 
 
 def test_every_event_kind_has_its_own_summary():
-    summarised = {payload.KIND for payload in terminal._SUMMARIES}
+    summarised = {payload.KIND for payload in summaries._SUMMARIES}
     assert set(all_kinds()) <= summarised, "add a summary for the new kind"
 
 
@@ -268,19 +268,19 @@ def test_every_event_kind_has_its_own_summary():
      "completed: merged · evidence: “CI green” ⇒ run 7"),
 ])
 def test_summaries_read_like_sentences(kind, data, text):
-    assert terminal.summary(kind, data) == text
+    assert summaries.summary(kind, data) == text
 
 
 def test_summaries_never_raise_and_stay_one_safe_line():
     # Agents' text may carry escapes and newlines: they must not reach the terminal.
-    hostile = terminal.summary("checkpoint.recorded", {
+    hostile = summaries.summary("checkpoint.recorded", {
         "current_step": "done\x1b[2J\x1b]0;owned\x07\nnext line\u202e", "progress_pct": 5})
     assert "\x1b" not in hostile and "\n" not in hostile and "\u202e" not in hostile
     assert "done" in hostile and "next line" in hostile
     for kind in all_kinds():  # old events may lack any field
-        assert isinstance(terminal.summary(kind, {}), str)
-    assert terminal.summary("future.kind", {"b": 2, "a": "x\ny"}) == "a=x y, b=2"
-    assert terminal.summary("lease.acquired", None) == "gen ? to ? until ?"  # type: ignore[arg-type]
+        assert isinstance(summaries.summary(kind, {}), str)
+    assert summaries.summary("future.kind", {"b": 2, "a": "x\ny"}) == "a=x y, b=2"
+    assert summaries.summary("lease.acquired", None) == "gen ? to ? until ?"  # type: ignore[arg-type]
 
 
 def test_relative_times():

@@ -12,7 +12,7 @@ from ledger.domain import GoalState
 from ledger.domain.vocabulary import DONE, REASONS, STATUSES
 from ledger.eventstore import clock, projection
 from ledger.models import Event, Goal
-from ledger.operators import terminal
+from ledger.operators import summaries, terminal
 from ledger.operators.commands.base import Shell, positive
 from ledger.operators.progress import Progress
 
@@ -79,7 +79,7 @@ class Reading(Shell):
         if state.status == DONE:  # what showed each done criterion holds, before "updated"
             completion = (Event.objects.filter(goal_id=pk, kind="goal.completed")
                           .order_by("-seq").values_list("data", flat=True).first())
-            lines[-1:-1] = terminal.evidence_lines(completion or {})
+            lines[-1:-1] = summaries.evidence_lines(completion or {})
         yield from lines
         events = Event.objects.filter(goal_id=pk).values_list(
             "seq", "recorded_at", "kind", "actor", "data")
@@ -95,7 +95,7 @@ class Reading(Shell):
             # The newest N through the (goal, seq) index, printed oldest first.
             rows = reversed(list(events.order_by("-seq")[:limit]))
         for seq, recorded_at, kind, actor, data in rows:
-            yield terminal.event_line(seq, recorded_at, kind, actor, data, colour=colour)
+            yield summaries.event_line(seq, recorded_at, kind, actor, data, colour=colour)
 
     def handle_replay(self, goal_ids: list[str], check: bool, fix: bool, **_: Any) -> None:
         ids = self._ids(goal_ids)
