@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from math import ceil
 from typing import Any
 
-from ledger.domain import timing, validation
+from ledger.domain import progress, timing, validation
 from ledger.domain.errors import DomainError, InvalidCommand
 from ledger.domain.events import (
     Event,
@@ -22,7 +22,7 @@ from ledger.domain.events import (
 from ledger.domain.interruptions import interrupted, interrupted_events, lease_expired_event
 from ledger.domain.leases import Unheard, acquire_events, lease_refusal
 from ledger.domain.runs import budget_block, budget_spent_why, charge_event
-from ledger.domain.state import BLOCKED, PAUSED, WAITING, GoalState
+from ledger.domain.state import BLOCKED, LONG_PAUSE, PAUSED, WAITING, GoalState
 from ledger.domain.watchdogs import (
     HOST,
     INTERNAL,
@@ -188,6 +188,9 @@ def _outcome(state: GoalState, cmd: ClaimWake, now: datetime, occurrence: str,
              slot: datetime | None) -> dict[str, Any]:
     if occurrence in state.claimed:
         return {"outcome": "already_claimed", "notes": "this occurrence was handled already"}
+    if superseded(state, cmd, occurrence, slot):
+        return {"outcome": "already_claimed",
+                "notes": "a later claim already stood for this slot (a queued backlog)"}
     ended = _not_resumable(state)
     if ended is not None:
         return ended
@@ -211,10 +214,17 @@ def _outcome(state: GoalState, cmd: ClaimWake, now: datetime, occurrence: str,
     if refusal is not None:
         return {"outcome": "worker_busy_noop", "notes": refusal["why"],
                 "retry_after_seconds": refusal["retry_after_seconds"]}
-    if state.retry_count + 1 > state.setting("max_wake_retries") and not operator:
+    # Rule 7, and the empty loop: a wake that would resume a goal whose last
+    # turns all ended without progress (ledger.domain.progress) burns quota
+    # on nothing; it is not dispatched, and a person is told. This wake would
+    # be wake retry_count + 1 since the last progress; the turns that ended
+    # empty count the first turn (before any wake) too.
+    limit = state.setting("max_wake_retries")
+    if not operator and (state.retry_count + 1 > limit
+                         or progress.empty_turns(state) > limit):
         return {"outcome": "terminal_cleanup_required", "block": "WAKE_RETRIES_EXHAUSTED",
-                "notes": f"{state.retry_count} consecutive wakes without a new checkpoint: "
-                         "WAKE_RETRIES_EXHAUSTED"}
+                "notes": f"{state.retry_count} wakes and {progress.empty_turns(state)} turns "
+                         "without progress: WAKE_RETRIES_EXHAUSTED"}
     charge = recovery(state) and not operator
     block = budget_block(state) if charge else ""
     if block:
@@ -227,6 +237,22 @@ def _outcome(state: GoalState, cmd: ClaimWake, now: datetime, occurrence: str,
                 "notes": "ready: the goal's agent resumes it by taking its lease"}
     return {"outcome": "recurring_acquired", "charge": charge,
             "notes": "resume from the latest checkpoint"}
+
+
+def superseded(state: GoalState, cmd: ClaimWake, occurrence: str,
+               slot: datetime | None) -> bool:
+    """A recurring internal fire of a slot an earlier claim already stood
+    for: workers that stalled (a hang, a busy queue) run a goal's queued
+    fires in seconds, one per slot they missed. The first claim moved the
+    watchdog's next due time past them all (``_next_due``), so each later
+    one is a slot behind it: one claim per goal and slot, never a wake
+    counted against rule 7 per queued task. The last claim's own occurrence
+    may come again (a busy answer is retried)."""
+    if cmd.source != INTERNAL or cmd.kind != "recurring" or slot is None:
+        return False
+    due = state.watchdog.get("next_due_at")
+    return bool(due) and slot < datetime.fromisoformat(due) \
+        and occurrence != state.last_wake.get("occurrence_id")
 
 
 def _not_resumable(state: GoalState) -> dict[str, Any] | None:
@@ -441,6 +467,8 @@ def claimed(state: GoalState, data: WakeClaimed, at: str) -> dict[str, Any]:
         changes.update(paused_until="", reset_wake={}, requested_wake={})
         if state.status == PAUSED:
             changes.update(status=WAITING, reason="")  # RATE_LIMITED ends with the pause
+        if state.liveness_alert.get("reason") == LONG_PAUSE:
+            changes["liveness_alert"] = {}  # and its listing for a person
     if outcome == "ready_for_pull":
         # ``since``: when the goal first became ready, kept across the further
         # slots that find it still unpulled (its READY_UNCLAIMED deadline).
