@@ -250,8 +250,7 @@ def progress_expectation(state: GoalState, explain: bool = True) -> Expectation 
         # never past the deadline the goal had without a lease, so releasing
         # and retaking the lease cannot keep a goal unlisted.
         grant = datetime.fromisoformat(state.lease["acquired_at"])
-        deadline = min(max(since, grant) + bound, unleased)
-        return Expectation(WORKING, CHECKPOINT, deadline,
+        return Expectation(WORKING, CHECKPOINT, holding_deadline(since, grant, bound, unleased),
                            f"a checkpoint that changes what is recorded, from "
                            f"{state.lease['holder']} (no progress since {iso(since)}"
                            f"{_went_through(state)}); else {NO_PROGRESS}"
@@ -261,6 +260,14 @@ def progress_expectation(state: GoalState, explain: bool = True) -> Expectation 
                        f"{iso(since)}{_went_through(state)}): the next wake resumes the goal "
                        f"and its agent records one; else {NO_PROGRESS}"
                        if explain else "")
+
+
+def holding_deadline(since: datetime, grant: datetime, bound: timedelta,
+                     unleased: datetime) -> datetime:
+    """A holder's progress deadline: a chunk (``bound``) from its grant, or
+    from the last progress if that came later, but never past the deadline
+    the goal had without the lease (``unleased``)."""
+    return min(max(since, grant) + bound, unleased)
 
 
 def _went_through(state: GoalState) -> str:
