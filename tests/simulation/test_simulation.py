@@ -466,3 +466,36 @@ def test_a_host_silent_listing_of_a_healthy_host_is_reported() -> None:
     assert report.visible_stuck.get("HOST_SILENT", 0.0) > 0, report.summary()
     assert sum(report.host_silent_healthy.values()) > 0, report.summary()
     assert "listed HOST_SILENT while its host is healthy" in report.host_silent_trace
+
+
+# ------------------------------------------------------------------ activity is not progress
+#
+# The actors whose activity is not progress (docs/liveness.md, "What counts as
+# progress"): with the product's rule each is listed, so the headline stays
+# 0.0; with the rule before it (``progress_by_activity``: every checkpoint,
+# lease grant and job end restarts the clock; ``long_pause_unlisted``: a
+# pause is never listed for a person) the headline rises, caused by the actor.
+
+NO_ACTORS = {"churn": 0.0, "looper": 0.0, "dummy_jobs": 0.0, "weekly_limit": 0.0}
+
+
+def _actor_worlds(actor: str, bug: str, days: float = 1.0) -> tuple[Report, Report]:
+    world = {**NO_ACTORS, actor: 1.0, "healthy_share": 0.0, "start_within": 1.0,
+             "actor_hours": (days * 24, days * 24), "days": days}
+    return _planted(**world), _planted(**world, planted=(bug,))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("actor, bug, days", [
+    ("churn", "progress_by_activity", 1.0),
+    ("looper", "progress_by_activity", 1.0),
+    ("dummy_jobs", "progress_by_activity", 1.0),
+    ("weekly_limit", "long_pause_unlisted", 3.0),
+])
+def test_activity_that_is_not_progress_is_listed_and_its_bug_raises_the_headline(
+        actor: str, bug: str, days: float) -> None:
+    fixed, planted = _actor_worlds(actor, bug, days)
+    assert fixed.acts.get(f"actor_{actor}", 0) > 0, fixed.summary()
+    assert fixed.unseen_hours == 0.0, fixed.summary()
+    assert planted.unseen_causes.get(actor, 0.0) > 0, planted.summary()
+    print(f"\n{actor}, fixed:\n{fixed.summary()}\n{actor}, {bug}:\n{planted.summary()}")
