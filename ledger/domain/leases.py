@@ -265,9 +265,10 @@ def leased(state: GoalState, data: LeaseAcquired | LeaseTakenOver, at: str) -> C
         **({"reason": ""} if state.status == PAUSED else {}),
         "reset_wake": {},
         "requested_wake": {},
-        # A grant is activity, not progress: counted, the clock stays
+        # A grant is activity, not progress: counted; only the first a wake
+        # makes since the last progress starts the clock afresh
         # (ledger.domain.progress). A takeover ends an empty turn too.
-        "since_progress": progress.lease_granted(state),
+        **progress.lease_granted(state, at, data.via),
         # A pause listed for a person ends with the pause.
         **({"liveness_alert": {}} if state.liveness_alert.get("reason") == LONG_PAUSE
            else {}),

@@ -17,12 +17,17 @@ empty turns (leases that ended without progress), checkpoints that changed
 nothing and job ends. Its wakes stop after ``max_wake_retries`` empty turns
 (``claims``): a wake that would resume an empty loop burns quota on nothing.
 
-Two waits are not a lack of progress and start the clock afresh without
-resetting the counts: the end of a rate-limit pause (the provider's reset),
-and the end of the first wait on blocking jobs since the last progress (a
-CI run of hours is bounded by the job's own deadline). A second job wait
-without a checkpoint between them does not: otherwise a holder that tracks
-a job and reports it done every hour hides forever. A human's recovery or
+Waits its agent did not choose are not a lack of progress and start the
+clock afresh without resetting the counts: the end of a rate-limit pause
+(the provider's reset), the first lease a wake grants since the last
+progress (a wake that came late: a silent host, the scheduler down), and the end of the
+first wait on blocking jobs since the last progress (a CI run of hours is
+bounded by the job's own deadline). Each is credited once per progress: a
+second grant or job wait without a checkpoint between them is not, and a
+later grant never moves the deadline past the one the goal had without a
+lease (``liveness.holding_deadline``). Otherwise a holder that retakes its
+lease every minute, or tracks a job and reports it done every hour, hides
+forever. A human's recovery or
 approval is a fresh start: it restarts the clock and the counts.
 """
 
@@ -36,8 +41,10 @@ LEASES = "leases"  # lease grants (by the agent, a pull, a wake, a takeover)
 EMPTY_TURNS = "empty_turns"  # leases that ended without progress
 CHECKPOINTS = "checkpoints"  # checkpoints that changed nothing
 JOBS = "jobs"  # blocking jobs that ended
-# When the first job wait since the last progress ended (its one fresh start).
+# When the first job wait since the last progress ended, and when the first
+# wake since then granted a lease (each its one fresh start).
 WAITED = "waited_at"
+WOKEN = "woken_at"
 COUNTS = (EMPTY_TURNS, CHECKPOINTS, LEASES, JOBS)
 
 
@@ -62,13 +69,21 @@ def counted(state: GoalState, name: str, by: int = 1) -> dict[str, Any]:
     return {**state.since_progress, name: state.since_progress.get(name, 0) + by}
 
 
-def lease_granted(state: GoalState) -> dict[str, Any]:
-    """The counts after a grant: an empty turn if a lease granted since the
-    last progress ends with it (a takeover), and one more grant."""
+def lease_granted(state: GoalState, at: str, via: str) -> dict[str, Any]:
+    """Changes when a lease is granted: one more grant counted, and an empty
+    turn if a lease granted since the last progress ends with it (a
+    takeover). The first wake since the last progress that grants a lease
+    (``via`` a wake's claim or the pull of a due wake) starts the clock
+    afresh: the wait for it was not its agent's to choose (a late slot, a
+    silent host, the scheduler down). The agent's own lease calls, and later
+    wakes, do not."""
     counts = state.since_progress
     if state.lease and counts.get(LEASES):
         counts = counted(state, EMPTY_TURNS)
-    return {**counts, LEASES: counts.get(LEASES, 0) + 1}
+    counts = {**counts, LEASES: counts.get(LEASES, 0) + 1}
+    if via not in ("wake", "pull") or counts.get(WOKEN) or at <= state.progress_since:
+        return {"since_progress": counts}
+    return {"since_progress": {**counts, WOKEN: at}, "progress_since": at}
 
 
 def lease_ended(state: GoalState) -> dict[str, Any]:
