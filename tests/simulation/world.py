@@ -95,6 +95,9 @@ class Config:
     dummy_jobs: float = 0.04
     weekly_limit: float = 0.04
     actor_hours: tuple[float, float] = (4.0, 24.0)
+    # Operators who see a goal paused more than 6 hours (its page, the goal
+    # list) and try to wake it; 0: they read /alerts only.
+    wake_long_pauses: float = 0.3
 
 
 # ------------------------------------------------------------------ failure texts
@@ -1364,7 +1367,7 @@ class World:
                   datetime.fromisoformat(state.paused_until) - self.now > timedelta(hours=6)
                   and ("pause", state.version) not in goal.blocked_seen):
                 goal.blocked_seen.add(("pause", state.version))
-                if self.rng.random() < 0.3:
+                if self.rng.random() < self.config.wake_long_pauses:
                     self.after(self.minutes(5, 60), self.operator_wake, goal)
 
     def damage_tick(self) -> None:
@@ -1416,7 +1419,11 @@ class World:
             elif roll < 0.85 or state.status == "failed":
                 self.count("operator_recover")
                 product.recover(goal.goal_id, operator, "looked at it; carry on")
-                self.note(goal, f"{operator} recovers the goal from {state.reason}")
+                self.note(goal, f"{operator} recovers the goal from {reason or state.reason}")
+                if reason == "LONG_PAUSE" and state.paused_until:
+                    # The person chose to wait for the reset: the world's own
+                    # decision, excused as long as the product lets it go untold.
+                    self.excuse(goal, state.paused_until, "")
             else:
                 product.stop(goal.goal_id, operator, "not worth it")
                 self.count("operator_stop")
