@@ -128,14 +128,14 @@ class GoalSerializer(GoalNamesSerializer):
     progress_since = serializers.CharField(
         help_text="Since when the goal's progress deadline counts: its latest checkpoint, or "
                   "a fresh start without one (a recovery, an approval, a pause's end, the "
-                  "end of the first job wait or the first wake's grant since the last "
-                  "progress). See expected when evidence is checkpoint.")
+                  "end of the first job wait since the last progress). See expected when "
+                  "evidence is checkpoint.")
     since_progress = serializers.DictField(
         help_text="What the goal went through since its last progress ({} after it): "
                   "leases (grants), empty_turns (leases that ended without progress), "
                   "checkpoints (that changed nothing), jobs (job ends), waited_at (when "
                   "its one credited job wait ended), woken_at (when the first wake since "
-                  "then granted a lease). Activity, not progress: "
+                  "then came: its lateness is not held against the goal). Activity, not progress: "
                   "docs/liveness.md.")
     watchdog = serializers.DictField(
         allow_null=True, help_text="The one watchdog (backend, interval, status, next due, "

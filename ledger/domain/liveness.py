@@ -240,10 +240,11 @@ def progress_expectation(state: GoalState, explain: bool = True) -> Expectation 
         # progress only: a second wait without a checkpoint runs the clock.
         return None
     bound = timedelta(minutes=state.setting("progress_minutes"))
-    since = progress_since(state)
     # The next slot may come one interval later, and fire half an interval
     # late (a host's lateness, the most any wake is allowed): then a chunk.
     every = timedelta(seconds=state.interval_seconds)
+    last = progress_since(state)
+    since = progress.clock_start(state, last, every + every / 2)
     unleased = since + every + every / 2 + bound
     if state.lease:
         # A holder gets a chunk from its grant, but a grant is no progress:
@@ -252,12 +253,12 @@ def progress_expectation(state: GoalState, explain: bool = True) -> Expectation 
         grant = datetime.fromisoformat(state.lease["acquired_at"])
         return Expectation(WORKING, CHECKPOINT, holding_deadline(since, grant, bound, unleased),
                            f"a checkpoint that changes what is recorded, from "
-                           f"{state.lease['holder']} (no progress since {iso(since)}"
+                           f"{state.lease['holder']} (no progress since {iso(last)}"
                            f"{_went_through(state)}); else {NO_PROGRESS}"
                            if explain else "")
     return Expectation(SCHEDULED, CHECKPOINT, unleased,
                        f"a checkpoint that changes what is recorded (no progress since "
-                       f"{iso(since)}{_went_through(state)}): the next wake resumes the goal "
+                       f"{iso(last)}{_went_through(state)}): the next wake resumes the goal "
                        f"and its agent records one; else {NO_PROGRESS}"
                        if explain else "")
 

@@ -19,8 +19,8 @@ nothing and job ends. Its wakes stop after ``max_wake_retries`` empty turns
 
 Waits its agent did not choose are not a lack of progress and start the
 clock afresh without resetting the counts: the end of a rate-limit pause
-(the provider's reset), the first lease a wake grants since the last
-progress (a wake that came late: a silent host, the scheduler down), and the end of the
+(the provider's reset), the lateness of the first wake since the last
+progress (a silent host, the scheduler down: ``clock_start``), and the end of the
 first wait on blocking jobs since the last progress (a CI run of hours is
 bounded by the job's own deadline). Each is credited once per progress: a
 second grant or job wait without a checkpoint between them is not, and a
@@ -31,6 +31,7 @@ forever. A human's recovery or
 approval is a fresh start: it restarts the clock and the counts.
 """
 
+from datetime import datetime, timedelta
 from typing import Any
 
 from ledger.domain.events import CheckpointRecorded
@@ -41,8 +42,8 @@ LEASES = "leases"  # lease grants (by the agent, a pull, a wake, a takeover)
 EMPTY_TURNS = "empty_turns"  # leases that ended without progress
 CHECKPOINTS = "checkpoints"  # checkpoints that changed nothing
 JOBS = "jobs"  # blocking jobs that ended
-# When the first job wait since the last progress ended, and when the first
-# wake since then granted a lease (each its one fresh start).
+# When the first job wait since the last progress ended (its one fresh start),
+# and when the first wake since then came that granted a lease.
 WAITED = "waited_at"
 WOKEN = "woken_at"
 COUNTS = (EMPTY_TURNS, CHECKPOINTS, LEASES, JOBS)
@@ -81,9 +82,22 @@ def lease_granted(state: GoalState, at: str, via: str) -> dict[str, Any]:
     if state.lease and counts.get(LEASES):
         counts = counted(state, EMPTY_TURNS)
     counts = {**counts, LEASES: counts.get(LEASES, 0) + 1}
-    if via not in ("wake", "pull") or counts.get(WOKEN) or at <= state.progress_since:
+    if via not in ("wake", "pull") or counts.get(WOKEN):
         return {"since_progress": counts}
-    return {"since_progress": {**counts, WOKEN: at}, "progress_since": at}
+    # When the wake came: a pull takes a wake that was due since it became
+    # ready (how long its agent took to pull it was the agent's choice).
+    woke = (state.ready.get("since") or state.ready.get("at") or at) if via == "pull" else at
+    return {"since_progress": {**counts, WOKEN: woke}}
+
+
+def clock_start(state: GoalState, since: datetime, wait: timedelta) -> datetime:
+    """Since when the progress deadline counts: the last progress, or, when
+    the first wake since then came later than ``wait`` (the most a goal
+    without a lease waits for its next wake) after it, that much before the
+    wake — the lateness was not its agent's (a silent host, the scheduler
+    down), so the wake's turn gets its whole chunk."""
+    woken = state.since_progress.get(WOKEN)
+    return max(since, datetime.fromisoformat(woken) - wait) if woken else since
 
 
 def lease_ended(state: GoalState) -> dict[str, Any]:
