@@ -488,9 +488,9 @@ def _actor_worlds(actor: str, bug: str, days: float = 1.0) -> tuple[Report, Repo
 
 @pytest.mark.slow
 @pytest.mark.parametrize("actor, bug, days", [
-    ("churn", "progress_by_activity", 1.0),
-    ("looper", "progress_by_activity", 1.0),
-    ("dummy_jobs", "progress_by_activity", 1.0),
+    ("churn", "progress_by_activity", 0.5),
+    ("looper", "progress_by_activity", 0.5),
+    ("dummy_jobs", "progress_by_activity", 0.5),
     ("weekly_limit", "long_pause_unlisted", 2.0),
 ])
 def test_activity_that_is_not_progress_is_listed_and_its_bug_raises_the_headline(
