@@ -60,8 +60,9 @@ class PolicySerializer(StrictSerializer):
                               help_text="Automatic continuations (granted wakes) allowed "
                                         "(default 3).")
     max_wake_retries = ranged("max_wake_retries", required=False,
-                             help_text="Consecutive wakes without a checkpoint before the goal "
-                                       "blocks (default 5).")
+                             help_text="Consecutive wakes or turns without progress (a "
+                                       "checkpoint that changes what is recorded) before the "
+                                       "goal blocks (default 5; at most the server's cap).")
     scheduler = serializers.ChoiceField(
         choices=vocabulary.SCHEDULERS, required=False,
         help_text="internal (default): the server fires the wakes. host: your host does, "

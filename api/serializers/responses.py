@@ -116,6 +116,9 @@ class GoalSerializer(GoalNamesSerializer):
         help_text="How the last lease ended ('' while one is held or none ever was).")
     paused_until = serializers.CharField(
         allow_blank=True, help_text="A rate limit's reset plus margin ('' when not paused).")
+    paused_at = serializers.CharField(
+        allow_blank=True, help_text="When the latest pause began (or a person last chose to "
+                                    "let a LONG_PAUSE wait); read while paused.")
     rate_limits = serializers.IntegerField(help_text="Consecutive rate limits (the back-off's "
                                                      "exponent); a checkpoint resets it.")
     continuations_used = serializers.IntegerField(
@@ -128,8 +131,16 @@ class GoalSerializer(GoalNamesSerializer):
                   "reset: class, until, since (null when it does not, or the reset passed).")
     progress_since = serializers.CharField(
         help_text="Since when the goal's progress deadline counts: its latest checkpoint, or "
-                  "a fresh start without one (a recovery, an approval, a pause's end, a "
-                  "blocking job's end). See expected when evidence is checkpoint.")
+                  "a fresh start without one (a recovery, an approval, a pause's end, the "
+                  "end of the first job wait since the last progress). See expected when "
+                  "evidence is checkpoint.")
+    since_progress = serializers.DictField(
+        help_text="What the goal went through since its last progress ({} after it): "
+                  "leases (grants), empty_turns (leases that ended without progress), "
+                  "checkpoints (that changed nothing), jobs (job ends), waited_at (when "
+                  "its one credited job wait ended), woken_at (when the first wake since "
+                  "then came: its lateness is not held against the goal). Activity, not progress: "
+                  "docs/liveness.md.")
     watchdog = serializers.DictField(
         allow_null=True, help_text="The one watchdog (backend, interval, status, next due, "
                                    "receipt state, health); null when never prepared.")

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from math import ceil
 from typing import Any
 
-from ledger.domain import continuations, timing, validation
+from ledger.domain import continuations, progress, timing, validation
 from ledger.domain.errors import DomainError, InvalidCommand
 from ledger.domain.events import (
     Event,
@@ -23,13 +23,12 @@ from ledger.domain.interruptions import interrupted, interrupted_events, lease_e
 from ledger.domain.leases import Unheard, acquire_events, lease_refusal
 from ledger.domain.resume import wants_approval
 from ledger.domain.runs import budget_block, budget_spent_why, charge_event
-from ledger.domain.state import BLOCKED, PAUSED, WAITING, GoalState
+from ledger.domain.state import BLOCKED, GoalState
 from ledger.domain.watchdogs import (
     HOST,
     INTERNAL,
     OPERATOR,
     cancel_events,
-    host_heard,
     watchdog_live,
 )
 
@@ -192,6 +191,9 @@ def _outcome(state: GoalState, cmd: ClaimWake, now: datetime, occurrence: str,
              slot: datetime | None) -> dict[str, Any]:
     if occurrence in state.claimed:
         return {"outcome": "already_claimed", "notes": "this occurrence was handled already"}
+    if superseded(state, cmd, occurrence, slot):
+        return {"outcome": "already_claimed",
+                "notes": "a later claim already stood for this slot (a queued backlog)"}
     ended = _not_resumable(state)
     if ended is not None:
         return ended
@@ -224,10 +226,17 @@ def _outcome(state: GoalState, cmd: ClaimWake, now: datetime, occurrence: str,
     if refusal is not None:
         return {"outcome": "worker_busy_noop", "notes": refusal["why"],
                 "retry_after_seconds": refusal["retry_after_seconds"]}
-    if state.retry_count + 1 > state.setting("max_wake_retries") and not operator:
+    # Rule 7, and the empty loop: a wake that would resume a goal whose last
+    # turns all ended without progress (ledger.domain.progress) burns quota
+    # on nothing; it is not dispatched, and a person is told. This wake would
+    # be wake retry_count + 1 since the last progress; the turns that ended
+    # empty count the first turn (before any wake) too.
+    limit = state.setting("max_wake_retries")
+    if not operator and (state.retry_count + 1 > limit
+                         or progress.empty_turns(state) > limit):
         return {"outcome": "terminal_cleanup_required", "block": "WAKE_RETRIES_EXHAUSTED",
-                "notes": f"{state.retry_count} consecutive wakes without a new checkpoint: "
-                         "WAKE_RETRIES_EXHAUSTED"}
+                "notes": f"{state.retry_count} wakes and {progress.empty_turns(state)} turns "
+                         "without progress: WAKE_RETRIES_EXHAUSTED"}
     charge = recovery(state) and not operator
     block = budget_block(state) if charge else ""
     if block:
@@ -246,6 +255,22 @@ def _outcome(state: GoalState, cmd: ClaimWake, now: datetime, occurrence: str,
                 "notes": "ready: the goal's agent resumes it by taking its lease"}
     return {"outcome": "recurring_acquired", "charge": charge,
             "notes": "resume from the latest checkpoint"}
+
+
+def superseded(state: GoalState, cmd: ClaimWake, occurrence: str,
+               slot: datetime | None) -> bool:
+    """A recurring internal fire of a slot an earlier claim already stood
+    for: workers that stalled (a hang, a busy queue) run a goal's queued
+    fires in seconds, one per slot they missed. The first claim moved the
+    watchdog's next due time past them all (``_next_due``), so each later
+    one is a slot behind it: one claim per goal and slot, never a wake
+    counted against rule 7 per queued task. The last claim's own occurrence
+    may come again (a busy answer is retried)."""
+    if cmd.source != INTERNAL or cmd.kind != "recurring" or slot is None:
+        return False
+    due = state.watchdog.get("next_due_at")
+    return bool(due) and slot < datetime.fromisoformat(due) \
+        and occurrence != state.last_wake.get("occurrence_id")
 
 
 def _not_resumable(state: GoalState) -> dict[str, Any] | None:
@@ -438,62 +463,3 @@ def decided(state: GoalState, cmd: ClaimWake | WakeNow,
     if isinstance(cmd, WakeNow):
         return _operator_wake(state, cmd, now)
     return _claim(state, cmd, now)
-
-def claimed(state: GoalState, data: WakeClaimed, at: str) -> dict[str, Any]:
-    outcome = data.outcome
-    changes: dict[str, Any] = {
-        "last_wake": {"occurrence_id": data.occurrence_id, "outcome": outcome,
-                      "reason": data.reason, "at": at},
-    }
-    if outcome in CONSUMING:
-        changes["claimed"] = [*state.claimed, data.occurrence_id][-CLAIM_MEMORY:]
-    if state.watchdog and data.next_due_at:
-        changes["watchdog"] = {**state.watchdog, "next_due_at": data.next_due_at}
-    # A wake fired: its row works. Its repairs count from none again, and a
-    # WAKE_NOT_FIRING listing is answered.
-    if "repairs" in changes.get("watchdog", state.watchdog):
-        changes["watchdog"] = {k: v for k, v in changes.get("watchdog", state.watchdog).items()
-                               if k != "repairs"}
-    if state.liveness_alert.get("reason") == "WAKE_NOT_FIRING":
-        changes["liveness_alert"] = {}
-    if data.retry_count is not None:
-        changes["retry_count"] = data.retry_count
-    if outcome == "recurring_acquired" and state.paused_until:
-        # The reset's one continuation (its lease, granted next, is the
-        # following generation): a later one stands down against it.
-        changes["continued"] = {"reset": state.paused_until, "by": "wake", "at": at,
-                                "generation": state.lease_generation + 1}
-    if outcome in GRANTED:
-        # The wake is what the pause waited for; a requested or reset wake is
-        # used up by whichever wake resumed the goal.
-        changes.update(paused_until="", reset_wake={}, requested_wake={})
-        if state.status == PAUSED:
-            changes.update(status=WAITING, reason="")  # RATE_LIMITED ends with the pause
-    if outcome == "ready_for_pull":
-        # ``since``: when the goal first became ready, kept across the further
-        # slots that find it still unpulled (its READY_UNCLAIMED deadline).
-        changes["ready"] = {"occurrence_id": data.occurrence_id, "reason": data.reason,
-                            "at": at, "since": state.ready.get("since", at) if state.ready
-                            else at, "charge": data.charge or False}
-        reset = state.paused_until or state.ready.get("reset")
-        if reset:  # the reset whose one continuation the pull will be
-            changes["ready"]["reset"] = reset
-    if data.source == HOST and state.watchdog:
-        changes["watchdog"] = _host_fire(changes.get("watchdog", state.watchdog), data, at)
-    if data.source == HOST and not data.early:
-        # An early fire proves a host, not that it claims its slots: it
-        # leaves HOST_SILENT standing (else each would flip the listing).
-        changes.update(host_heard(state))
-    return changes
-
-
-def _host_fire(watchdog: dict[str, Any], data: WakeClaimed, at: str) -> dict[str, Any]:
-    """A host fire on the watchdog: an early one is remembered (``reanchor``
-    compares the next with it), any other forgets it; a re-anchoring one
-    moves the anchor to the host's own slot."""
-    changed = {k: v for k, v in watchdog.items() if k != "early_fire"}
-    if data.early:
-        changed["early_fire"] = at
-    if data.anchor:
-        changed["anchor"] = data.anchor
-    return changed

@@ -16,6 +16,7 @@ from functools import reduce
 from typing import Any
 
 from ledger.domain import (
+    claimed,
     claims,
     clocksteps,
     continuations,
@@ -26,6 +27,7 @@ from ledger.domain import (
     leases,
     overdue,
     policy,
+    progress,
     pulls,
     requested,
     runs,
@@ -362,25 +364,35 @@ def _checkpointed(state: GoalState, data: CheckpointRecorded, at: str) -> Change
             else:
                 index[artifact["path"]] = len(artifacts)
                 artifacts.append(dict(artifact))
-    return dict(
+    changes = dict(
         current_step=data.current_step,
         progress_pct=data.progress_pct,
         last_completed=list(data.completed),
         next_actions=list(data.next_actions),
         artifacts=artifacts,
         errors=list(data.errors),
-        # Rule 7: retry_count counts wakes since the last checkpoint.
-        retry_count=0,
         checkpoints=state.checkpoints + 1,
         last_checkpoint_seq=state.version + 1,
         checkpointed_at=at,
+        # A sign of life for rule 6.
+        lease={**state.lease, "active": True} if state.lease else {},
+    )
+    if not progress.advances(state, data):
+        # The same step, percent, next actions and artifacts again: activity,
+        # not progress (docs/liveness.md). The clock, rule 7's count and the
+        # alerts that wait for progress stay; the repeat is counted.
+        return {**changes, "since_progress": progress.counted(state, progress.CHECKPOINTS)}
+    return dict(
+        changes,
+        # Rule 7: retry_count counts wakes since the last progress.
+        retry_count=0,
         progress_since=at,
+        since_progress={},
         # Progress answers the alerts that waited for it (NO_PROGRESS, and a
         # wake that was not firing: the goal moves, whatever fired it).
         liveness_alert={} if state.liveness_alert.get("reason") in PROGRESS_ENDS
         else state.liveness_alert,
-        # A sign of life for rule 6, and progress ends a rate-limit streak.
-        lease={**state.lease, "active": True} if state.lease else {},
+        # Progress ends a rate-limit streak.
         rate_limits=0,
     )
 
@@ -432,7 +444,7 @@ _EVOLVERS: dict[type[Payload], Evolver] = {
     events.WakeScheduled: watchdogs.scheduled,
     events.ReceiptRecorded: watchdogs.receipted,
     events.WakeCancelRequested: watchdogs.cancel_requested,
-    events.WakeClaimed: claims.claimed,
+    events.WakeClaimed: claimed.claimed,
     events.GoalFinishRequested: finishing.finish_requested,
     events.JobTracked: jobs.job_tracked,
     events.JobUpdated: jobs.job_updated,

@@ -438,7 +438,7 @@ class JobUpdated(Payload):
 class LivenessMissed(Payload):
     """A deadline passed without its evidence; the facts each reason has."""
 
-    reason: str  # JOB_SILENT | NO_PROGRESS | HOST_SILENT | WAKE_NOT_FIRING
+    reason: str  # JOB_SILENT | NO_PROGRESS | HOST_SILENT | WAKE_NOT_FIRING | LONG_PAUSE
     expected: str
     detail: str
     deadline: str | None = optional()
@@ -446,10 +446,13 @@ class LivenessMissed(Payload):
     last_progress: str | None = optional()  # NO_PROGRESS
     missed_since: str | None = optional()  # HOST_SILENT, with a live watchdog
     schedule_name: str | None = optional()  # WAKE_NOT_FIRING: the row, its due time,
-    due_at: str | None = optional()
+    due_at: str | None = optional()  # (LONG_PAUSE: the reset it waits for)
     problem: str | None = optional()  # what is wrong with it,
     repairs: int | None = optional()  # how often it was repaired,
     last_error: str | None = optional()  # and its task's last exception type
+    # NO_PROGRESS: what the goal went through since its last progress (lease
+    # grants, empty turns, checkpoints that changed nothing, job ends).
+    since_progress: dict[str, int] | None = optional()
 
 
 @event_kind(CLOCK_STEPPED_BACK)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ledger.domain import validation
+from ledger.domain import progress, validation
 from ledger.domain.commands import LeaseProof
 from ledger.domain.errors import DomainError, InvalidCommand
 from ledger.domain.events import Event, JobTracked, JobUpdated
@@ -127,8 +127,10 @@ def job_updated(state: GoalState, data: JobUpdated, at: str) -> dict[str, Any]:
     extra = {k: v for k, v in (("link", data.link), ("reported_by", data.reported_by))
              if v is not None}
     # Waiting on a job is not a lack of progress (its own deadline covers
-    # it): the progress clock starts again when a job ends.
+    # it), but a job's end is not progress either: the clock starts again
+    # at the end of the first job wait since the last progress only
+    # (ledger.domain.progress.job_ended).
     return {"jobs": [{**job, "status": data.status, "conclusion": data.conclusion,
                       "updated_at": at, **extra} if job["job_id"] == data.job_id else job
                      for job in state.jobs],
-            "progress_since": at}
+            **progress.job_ended(state, at)}

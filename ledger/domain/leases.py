@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from math import ceil
 from typing import Any
 
-from ledger.domain import validation
+from ledger.domain import progress, validation
 from ledger.domain.codec import but
 from ledger.domain.commands import AcquireLease, Heartbeat, LeaseProof, ReleaseLease
 from ledger.domain.errors import DomainError, GoalBlocked, LeaseHeld, LeaseLost, LeaseRequired
@@ -34,7 +34,7 @@ from ledger.domain.events import (
     LeaseTakenOver,
     iso,
 )
-from ledger.domain.state import BLOCKED, PAUSED, RUNNING, WAITING, GoalState
+from ledger.domain.state import BLOCKED, LONG_PAUSE, PAUSED, RUNNING, WAITING, GoalState
 from ledger.domain.timing import pause_left, paused
 
 Changes = dict[str, Any]
@@ -272,6 +272,13 @@ def leased(state: GoalState, data: LeaseAcquired | LeaseTakenOver, at: str) -> C
         **({"reason": ""} if state.status == PAUSED else {}),
         "reset_wake": {},
         "requested_wake": {},
+        # A grant is activity, not progress: counted; only the first a wake
+        # makes since the last progress starts the clock afresh
+        # (ledger.domain.progress). A takeover ends an empty turn too.
+        **progress.lease_granted(state, at, data.via),
+        # A pause listed for a person ends with the pause.
+        **({"liveness_alert": {}} if state.liveness_alert.get("reason") == LONG_PAUSE
+           else {}),
     }
 
 
@@ -284,7 +291,8 @@ def unleased(how: str) -> Any:
     def apply(state: GoalState, data: object, at: str) -> Changes:
         # A paused or blocked goal stays so; only a running one goes back to waiting.
         status = WAITING if state.status == RUNNING else state.status
-        changes: Changes = {"lease": {}, "status": status, "lease_end": how}
+        changes: Changes = {"lease": {}, "status": status, "lease_end": how,
+                            "since_progress": progress.lease_ended(state)}
         if how == "released" and state.ready.get("charge"):
             # A wake made the goal ready as a recovery while this lease looked
             # stale (a late fire, a holder the server could not hear), and its

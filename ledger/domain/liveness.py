@@ -28,10 +28,10 @@ and the API's ``liveness`` field all come from it and from ``label``.
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ledger.domain import timing
+from ledger.domain import progress, timing
 from ledger.domain.events import iso
 from ledger.domain.leases import lease_stale_at
-from ledger.domain.state import BLOCKED, FAILED, PAUSED, GoalState
+from ledger.domain.state import BLOCKED, FAILED, LONG_PAUSE, PAUSED, GoalState
 
 # Labels (the API's ``liveness`` field).
 WORKING = "working"  # a live lease
@@ -105,8 +105,11 @@ WHY = {
                  "to re-create it; check the host's scheduled task",
     JOB_SILENT: "a blocking job was never reported by its deadline: inspect the job and "
                 "report its status (or recover the goal to write it off)",
-    NO_PROGRESS: "no checkpoint by its progress deadline (heartbeats alone do not count): "
-                 "look at what its agent is doing; the next checkpoint clears this",
+    NO_PROGRESS: "no progress by its progress deadline: no checkpoint that changed what is "
+                 "recorded (heartbeats, lease grants, repeated checkpoints and job ends do "
+                 "not count): look at what its agent is doing; progress clears this",
+    LONG_PAUSE: "paused until a provider's reset days away: wake it (`ledger wake`), stop "
+                "it, or recover it to let it wait (asked again if the pause still lasts)",
     WAKE_NOT_FIRING: "its wake's schedule row was repaired several times and never fired: "
                      "read the row's last error, fix the cause, then wake the goal "
                      "(`ledger wake`) or recover it",
@@ -215,7 +218,8 @@ def expectation(state: GoalState, *, explain: bool = True) -> Expectation:
     # its lease still expires, its rows are still repaired.
     main = _main_expectation(state, explain)
     earliest = main
-    for other in (_job_expectation(state, explain), progress_expectation(state, explain)):
+    for other in (_job_expectation(state, explain), progress_expectation(state, explain),
+                  pause_expectation(state, explain)):
         if other is not None and (earliest.deadline is None or other.deadline < earliest.deadline):
             earliest = other
     if earliest is main:
@@ -234,23 +238,63 @@ def progress_expectation(state: GoalState, explain: bool = True) -> Expectation 
     if (state.terminal or state.status in (BLOCKED, PAUSED) or state.finish_requested
             or state.liveness_alert):
         return None
-    if next_job_deadline(state) is not None:
-        return None  # waiting on a job: its own deadline (JOB_SILENT) bounds it
+    if next_job_deadline(state) is not None and not progress.waited_on_jobs(state):
+        # Waiting on a job: its own deadline (JOB_SILENT) bounds it. Once per
+        # progress only: a second wait without a checkpoint runs the clock.
+        return None
     bound = timedelta(minutes=state.setting("progress_minutes"))
-    since = progress_since(state)
-    if state.lease:
-        start = max(since, datetime.fromisoformat(state.lease["acquired_at"]))
-        return Expectation(WORKING, CHECKPOINT, start + bound,
-                           f"a checkpoint from {state.lease['holder']}, which holds the lease "
-                           f"without one since {iso(start)}; else {NO_PROGRESS}"
-                           if explain else "")
     # The next slot may come one interval later, and fire half an interval
     # late (a host's lateness, the most any wake is allowed): then a chunk.
     every = timedelta(seconds=state.interval_seconds)
-    return Expectation(SCHEDULED, CHECKPOINT, since + every + every / 2 + bound,
-                       f"a checkpoint (none since {iso(since)}): the next wake resumes the "
-                       f"goal and its agent records one; else {NO_PROGRESS}"
+    last = progress_since(state)
+    since = progress.clock_start(state, last, every + every / 2)
+    unleased = since + every + every / 2 + bound
+    if state.lease:
+        # A holder gets a chunk from its grant, but a grant is no progress:
+        # never past the deadline the goal had without a lease, so releasing
+        # and retaking the lease cannot keep a goal unlisted.
+        grant = datetime.fromisoformat(state.lease["acquired_at"])
+        return Expectation(WORKING, CHECKPOINT, holding_deadline(since, grant, bound, unleased),
+                           f"a checkpoint that changes what is recorded, from "
+                           f"{state.lease['holder']} (no progress since {iso(last)}"
+                           f"{_went_through(state)}); else {NO_PROGRESS}"
+                           if explain else "")
+    return Expectation(SCHEDULED, CHECKPOINT, unleased,
+                       f"a checkpoint that changes what is recorded (no progress since "
+                       f"{iso(last)}{_went_through(state)}): the next wake resumes the goal "
+                       f"and its agent records one; else {NO_PROGRESS}"
                        if explain else "")
+
+
+def holding_deadline(since: datetime, grant: datetime, bound: timedelta,
+                     unleased: datetime) -> datetime:
+    """A holder's progress deadline: a chunk (``bound``) from its grant, or
+    from the last progress if that came later, but never past the deadline
+    the goal had without the lease (``unleased``)."""
+    return min(max(since, grant) + bound, unleased)
+
+
+def _went_through(state: GoalState) -> str:
+    said = progress.told(state)
+    return f"; since then {said}" if said else ""
+
+
+def pause_expectation(state: GoalState, explain: bool = True) -> Expectation | None:
+    """A pause to a reset further away than the server's ``long_pause_minutes``:
+    listed LONG_PAUSE once it has lasted that long, so a person decides
+    whether to wait (a weekly limit, "try again on Jan 3"). None for any
+    other goal, and for one listed already."""
+    if state.status != PAUSED or not state.paused_until or not state.paused_at \
+            or state.liveness_alert:
+        return None
+    listed_at = (datetime.fromisoformat(state.paused_at)
+                 + timedelta(minutes=state.setting("long_pause_minutes")))
+    if datetime.fromisoformat(state.paused_until) <= listed_at:
+        return None  # the reset comes first: the reset wake is the evidence
+    return Expectation(SCHEDULED, SCHEDULER_FIRE, listed_at,
+                       f"the reset at {state.paused_until} is further away than this "
+                       f"server lets a pause go untold; at {iso(listed_at)} it is listed "
+                       f"{LONG_PAUSE} for a person to decide" if explain else "")
 
 
 def progress_since(state: GoalState) -> datetime:

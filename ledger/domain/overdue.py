@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ledger.domain import liveness, timing
+from ledger.domain import liveness, progress, timing
 from ledger.domain.events import (
     Event,
     GoalBlocked,
@@ -38,7 +38,7 @@ from ledger.domain.events import (
 from ledger.domain.interruptions import interrupted, interrupted_events, lease_expired_event
 from ledger.domain.leases import lease_stale_at
 from ledger.domain.requested import one_off_wake
-from ledger.domain.state import GoalState
+from ledger.domain.state import LONG_PAUSE, GoalState
 from ledger.domain.watchdogs import INTERNAL, arm_events
 
 
@@ -91,6 +91,8 @@ def check(state: GoalState, cmd: CheckLiveness, now: datetime) -> list[Event]:
     # that blocks, or whose host went silent, is listed with that reason).
     if not any(isinstance(event.payload, LivenessMissed | GoalBlocked) for event in acted):
         acted += _no_progress(state, now)
+    if not acted:
+        acted += _long_pause(state, now)
     return acted + events if state.lease else events + acted
 
 
@@ -147,10 +149,22 @@ def _no_progress(state: GoalState, now: datetime) -> list[Event]:
     expected = liveness.progress_expectation(state)
     if expected is None or expected.deadline is None or now < expected.deadline:
         return []
+    # What it went through meanwhile is told: lease grants, empty turns,
+    # checkpoints that changed nothing, job ends (ledger.domain.progress).
     return [Event(LivenessMissed(
         reason=liveness.NO_PROGRESS, expected=liveness.CHECKPOINT,
         deadline=iso(expected.deadline), detail=expected.detail,
-        last_progress=iso(liveness.progress_since(state))), now)]
+        last_progress=iso(liveness.progress_since(state)),
+        since_progress=progress.summary(state)), now)]
+
+
+def _long_pause(state: GoalState, now: datetime) -> list[Event]:
+    expected = liveness.pause_expectation(state)
+    if expected is None or expected.deadline is None or now < expected.deadline:
+        return []
+    return [Event(LivenessMissed(
+        reason=LONG_PAUSE, expected=liveness.SCHEDULER_FIRE, deadline=iso(expected.deadline),
+        detail=expected.detail, due_at=state.paused_until), now)]
 
 
 def _host(state: GoalState, now: datetime) -> list[Event]:
@@ -290,6 +304,9 @@ def missed(state: GoalState, data: LivenessMissed, at: str) -> dict[str, Any]:
                          for job in state.jobs]}
     # The facts its reason has (an empty last_error says the task never failed).
     facts = {"missed_since": data.missed_since, "last_progress": data.last_progress,
-             "schedule_name": data.schedule_name, "last_error": data.last_error}
+             "schedule_name": data.schedule_name, "last_error": data.last_error,
+             "since_progress": data.since_progress,
+             # LONG_PAUSE: the reset it waits for.
+             "paused_until": data.due_at if data.reason == LONG_PAUSE else None}
     return {"liveness_alert": {"reason": data.reason, "at": at, "detail": data.detail,
                                **{name: value for name, value in facts.items() if value}}}

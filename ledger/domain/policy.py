@@ -42,6 +42,11 @@ DEFAULT_POLICY: dict[str, Any] = {
     # chunks are 5-15 minutes of work, each ended by a checkpoint: an hour
     # without one is four chunks missed.
     "progress_minutes": 60,
+    # How long a pause to a reset further away may last before it is listed
+    # LONG_PAUSE for a person (a weekly limit, "try again on Jan 3"): a day.
+    # Set by the server (WAKELEDGER_LONG_PAUSE_MINUTES), not by agents, and
+    # frozen into goal.started like the stale grace.
+    "long_pause_minutes": 1_440,
 }
 
 # name -> (minimum, maximum) for the whole-number settings
@@ -55,10 +60,12 @@ RANGES = {
     "ready_timeout_minutes": (1, 10_080),
     "job_deadline_minutes": (1, 43_200),
     "progress_minutes": (1, 1_440),
+    "long_pause_minutes": (1, 43_200),
 }
 
 # Operator caps (issue 35): the longest an agent may make each duration that
-# hides a dead holder, host or job from every list. RANGES say what a value
+# hides a dead holder, host or job from every list, and the most of each
+# count that keeps a goal going without a person. RANGES say what a value
 # may be at all; a cap says how long this server lets a goal stay silent.
 # ledger/project/settings.py reads them from WAKELEDGER_MAX_* (bounded by RANGES);
 # a value over its cap is refused (``over_cap``), never silently clamped: an
@@ -71,6 +78,11 @@ DEFAULT_CAPS: dict[str, int] = {
     "ready_timeout_minutes": 1_440,
     "job_deadline_minutes": 1_440,
     "progress_minutes": 240,
+    # Counts an agent chooses are caps too: continuations a rate limit
+    # spends before the goal is listed, and wakes without progress before
+    # they stop (100 of either kept a goal unlisted for months).
+    "max_continuations": 10,
+    "max_wake_retries": 10,
 }
 # The resume policy (docs/agents.md, "Resume policy"): settings a goal has
 # only when given, so the policy every other goal stores is unchanged.
@@ -138,7 +150,8 @@ def _within_caps(result: dict[str, Any], given: dict[str, Any],
     the operator set a cap below a default on purpose and is told at start-up
     (ledger/project/settings.py checks it)."""
     for name in ("lease_seconds", "cadence_minutes", "ready_timeout_minutes",
-                 "job_deadline_minutes", "progress_minutes"):
+                 "job_deadline_minutes", "progress_minutes", "max_continuations",
+                 "max_wake_retries"):
         cap = caps.get(name)
         if cap is not None and name in given and result[name] > cap:
             raise InvalidCommand(f"policy.{name} {result[name]} is over this server's cap "

@@ -43,6 +43,7 @@ from ledger.domain.resume import RESUME_GATE, reset_wake_at
 from ledger.domain.state import (
     BLOCKED,
     FAILED,
+    LONG_PAUSE,
     PAUSED,
     RATE_LIMIT_STOPPED,
     RATE_LIMITED,
@@ -73,7 +74,10 @@ RECOVERABLE = frozenset({"SESSION_CHANGED", "SESSION_ACTIVITY", "UNCLASSIFIED",
 SILENCES = frozenset({"HOST_SILENT", "JOB_SILENT", "NO_PROGRESS", "WAKE_NOT_FIRING",
                       # A host continued against the resume policy: a person
                       # looked (ledger.domain.continuations).
-                      "CONTINUED_AGAINST_POLICY"})
+                      "CONTINUED_AGAINST_POLICY",
+                      # A person read a long pause and chose to wait: listed
+                      # again if it still lasts another long_pause_minutes.
+                      LONG_PAUSE})
 SESSION_IDENTITY = ("session_id", "session_key", "model")
 
 
@@ -406,7 +410,8 @@ def paused(state: GoalState, data: GoalPaused, at: str) -> dict[str, Any]:
     # The wait for a stated reset is not a lack of progress: the clock starts
     # again when the pause ends.
     return {"status": PAUSED, "reason": RATE_LIMITED, "paused_until": data.until,
-            "rate_limits": state.rate_limits + 1, "progress_since": data.until}
+            "rate_limits": state.rate_limits + 1, "progress_since": data.until,
+            "paused_at": at}
 
 
 def charged(state: GoalState, data: ContinuationCharged, at: str) -> dict[str, Any]:
@@ -424,7 +429,8 @@ def approval_resolved(state: GoalState, data: ApprovalResolved, at: str) -> dict
     pending = [g for g in state.pending_approvals if g["gate"] != data.gate]
     changes: dict[str, Any] = {"pending_approvals": pending}
     if data.decision == "approve" and not pending:
-        changes.update(status=WAITING, reason="", retry_count=0, progress_since=at)
+        changes.update(status=WAITING, reason="", retry_count=0, progress_since=at,
+                       since_progress={})
     if data.decision == "approve" and data.gate == RESUME_GATE:
         changes["resume_approved"] = state.paused_until  # this reset may be continued
     return changes
@@ -447,17 +453,22 @@ def _silence(state: GoalState) -> str:
 
 
 def recovered(state: GoalState, data: GoalRecovered, at: str) -> dict[str, Any]:
+    if data.from_reason == LONG_PAUSE:
+        # The pause goes on; its listing clock starts again (the progress
+        # clock already starts at the reset).
+        return {"liveness_alert": {}, "paused_at": at}
     if data.from_reason in SILENCES:
         # The goal was never stopped: it keeps its status and lease.
         written_off = set(data.written_off_jobs or ())
         jobs = [{**job, "status": "cancelled", "conclusion": "written off by an operator",
                  "updated_at": at} if job["job_id"] in written_off else job
                 for job in state.jobs]
-        return {"liveness_alert": {}, "jobs": jobs, "progress_since": at}
+        return {"liveness_alert": {}, "jobs": jobs, "progress_since": at,
+                "since_progress": {}}
     # Rule 11: a recovered goal starts a new continuation budget.
     return {"status": WAITING, "reason": "", "continuations_used": 0, "retry_count": 0,
             "rate_limits": 0, "paused_until": "", "lease": {}, "liveness_alert": {},
-            "progress_since": at}
+            "progress_since": at, "since_progress": {}}
 
 
 

@@ -21,6 +21,9 @@ ACTIVE_STATUSES = tuple(s for s in STATUSES if s not in TERMINAL_STATUSES)
 RATE_LIMITED = "RATE_LIMITED"
 # Why a rate-limited goal blocked instead: its continuation budget was spent (rule 5).
 RATE_LIMIT_STOPPED = "RATE_LIMIT_STOPPED"
+# An alert, not a status: a pause to a reset days away, listed once it has
+# lasted the server's long_pause_minutes, so a person decides whether to wait.
+LONG_PAUSE = "LONG_PAUSE"
 
 # Reasons (from the source systems), plus AGENT_BLOCKED for an agent that
 # finished its goal as blocked itself, and RATE_LIMITED while paused.
@@ -85,6 +88,9 @@ class GoalState:
     # always gets a higher one and an old holder is always fenced off.
     lease_generation: int = 0
     paused_until: str = ""  # ISO; set by a rate limit (failures issue)
+    # When the latest pause began: a pause to a reset days away is listed
+    # LONG_PAUSE once it has lasted the server's long_pause_minutes.
+    paused_at: str = ""
     lease_end: str = ""  # how the last lease ended: released, expired, finished
     last_checkpoint_seq: int = 0
     # When the latest checkpoint (the start's plan, or a recorded one) was
@@ -97,6 +103,10 @@ class GoalState:
     # end of a pause, a blocking job's end. "" in projections stored before it
     # existed: the checkpoint time stands in.
     progress_since: str = ""
+    # What the goal went through since its last progress (ledger.domain.progress):
+    # lease grants, empty turns, checkpoints that changed nothing, job ends,
+    # and when its one credited job wait ended. {} after progress.
+    since_progress: dict[str, Any] = field(default_factory=dict)
     # The one watchdog ({} when never prepared): backend, interval_seconds,
     # tzid, status, schedule_name, host_ref_sha256, runs_on, next_due_at, …
     watchdog: dict[str, Any] = field(default_factory=dict)

@@ -381,10 +381,17 @@ WAKELEDGER_STALE_GRACE_SECONDS = env_int(
 WAKELEDGER_RESET_MARGIN_SECONDS = env_int(
     "WAKELEDGER_RESET_MARGIN_SECONDS", domain_policy.RESET_MARGIN_SECONDS,
     minimum=domain_policy.RESET_MARGIN_RANGE[0], maximum=domain_policy.RESET_MARGIN_RANGE[1])
+# A pause to a reset further away than this is listed LONG_PAUSE for a person
+# once it has lasted this long (docs/liveness.md), frozen into each goal.
+WAKELEDGER_LONG_PAUSE_MINUTES = env_int(
+    "WAKELEDGER_LONG_PAUSE_MINUTES", domain_policy.DEFAULT_POLICY["long_pause_minutes"],
+    minimum=domain_policy.RANGES["long_pause_minutes"][0],
+    maximum=domain_policy.RANGES["long_pause_minutes"][1])
 # Caps on the durations an agent may choose (issue 35; docs/liveness.md
 # "Caps"): WAKELEDGER_MAX_LEASE_SECONDS, _MAX_CADENCE_MINUTES,
 # _MAX_HOST_SILENCE_MINUTES (host_silent_slots x cadence), _MAX_READY_TIMEOUT_MINUTES,
-# _MAX_JOB_DEADLINE_MINUTES, _MAX_PROGRESS_MINUTES. A cap may not lie below the
+# _MAX_JOB_DEADLINE_MINUTES, _MAX_PROGRESS_MINUTES, and on the counts
+# _MAX_MAX_CONTINUATIONS, _MAX_MAX_WAKE_RETRIES. A cap may not lie below the
 # default it caps: every goal that names no value would then be over it.
 WAKELEDGER_CAPS = {}
 for _name, _default in domain_policy.DEFAULT_CAPS.items():

@@ -55,8 +55,9 @@ def run_goal(caller: Caller, token: str, *, workspace: str, goal_key: str, objec
         goal_id=ids.new_id(), workspace=workspace, goal_key=goal_key,
         objective=objective, done_criteria=done_criteria, next_actions=next_actions,
         agent=caller.name,
-        # The stale grace is the server's, not the agent's to choose.
-        policy={**(policy or {}), "stale_grace_seconds": settings.WAKELEDGER_STALE_GRACE_SECONDS},
+        # The stale grace and the long pause are the server's, not the agent's to choose.
+        policy={**(policy or {}), "stale_grace_seconds": settings.WAKELEDGER_STALE_GRACE_SECONDS,
+                "long_pause_minutes": settings.WAKELEDGER_LONG_PAUSE_MINUTES},
         dispatchers=dispatchers.names(),
         cadence_unit_seconds=settings.WAKELEDGER_CADENCE_UNIT_SECONDS,
         caps=settings.WAKELEDGER_CAPS,

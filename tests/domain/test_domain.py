@@ -116,7 +116,8 @@ def test_start_records_the_plan_as_the_first_checkpoint_and_binds_the_workspace(
                             "max_wake_retries": 5, "scheduler": "internal", "dispatch": "none",
                             "stale_grace_seconds": 60, "host_silent_slots": 2,
                             "ready_timeout_minutes": 120, "job_deadline_minutes": 360,
-                            "progress_minutes": 60, "interval_seconds": 3600}
+                            "progress_minutes": 60, "long_pause_minutes": 1440,
+                            "interval_seconds": 3600}
     assert state.created_at == state.updated_at == "2026-12-02T09:00:00.000000Z"
 
 

@@ -33,7 +33,7 @@ from django.conf import settings
 from django.db import connection
 from django_q.models import Schedule
 
-from ledger.domain import DomainError, GoalState, LeaseProof, liveness
+from ledger.domain import DomainError, GoalState, LeaseProof, claims, liveness, progress
 from ledger.domain.leases import RECONNECT_GRACE  # noqa: F401 (the world reads it here)
 from ledger.eventstore import clock, projection, tallies
 from ledger.models import Event, Goal
@@ -792,6 +792,13 @@ def planted(faults: tuple[str, ...], poisoned: set[str]) -> Iterator[None]:
     * ``host_silent_early``: a host goal's HOST_SILENT deadline comes
       ``host_silent_slots`` intervals early (half an interval before its
       next slot), so a host firing on schedule is listed between its fires;
+    * ``progress_by_activity``: the progress rule before progress meant
+      evidence (``activity_is_progress``): any checkpoint, lease grant and
+      job end restarts the progress clock, and empty turns stop no wake;
+    * ``long_pause_unlisted``: a pause to a reset days away is never listed
+      LONG_PAUSE (only the continuation budget ends it);
+    * ``backlog_counted``: every queued fire of a stalled cluster is a claim
+      of its own (none is collapsed into the one that stood for its slot);
     * and, whatever the faults, the wake task raises for every goal id in
       ``poisoned`` (a set the world fills as it starts goals): django-q2
       records each run as a failed task.
@@ -834,8 +841,17 @@ def planted(faults: tuple[str, ...], poisoned: set[str]) -> Iterator[None]:
                 return replace(expected, deadline=expected.deadline - silence)
 
             stack.enter_context(mock.patch.object(liveness, "host_expectation", early))
+        if "progress_by_activity" in faults:
+            stack.enter_context(activity_is_progress())
+        if "long_pause_unlisted" in faults:
+            stack.enter_context(mock.patch.object(liveness, "pause_expectation",
+                                                  lambda *args, **kwargs: None))
+        if "backlog_counted" in faults:
+            stack.enter_context(mock.patch.object(claims, "superseded",
+                                                  lambda *args, **kwargs: False))
         unknown = set(faults) - {"sweeper_off", "repair_off", "overdue_unlisted",
-                                 "host_silent_early"}
+                                 "host_silent_early", "progress_by_activity",
+                                 "long_pause_unlisted", "backlog_counted"}
         if unknown:
             raise ValueError(f"unknown planted faults: {sorted(unknown)}")
         yield
@@ -875,6 +891,28 @@ def notify_watch() -> str:
 
     with _django_q_time():
         return notifications.scheduler_standing()
+
+@contextlib.contextmanager
+def activity_is_progress() -> Iterator[None]:
+    """The progress rule as it was before it meant evidence (planted): every
+    checkpoint is progress, each lease grant restarts a holder's clock, each
+    job end restarts it and every running job suspends it, and turns that
+    end empty never stop a wake."""
+
+    def job_ended(state: GoalState, at: str) -> dict[str, Any]:
+        return {"since_progress": progress.counted(state, progress.JOBS), "progress_since": at}
+
+    def from_the_grant(since: datetime, grant: datetime, bound: timedelta,
+                       unleased: datetime) -> datetime:
+        return max(since, grant) + bound
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(progress, "advances", lambda state, data: True))
+        stack.enter_context(mock.patch.object(progress, "job_ended", job_ended))
+        stack.enter_context(mock.patch.object(progress, "waited_on_jobs", lambda state: False))
+        stack.enter_context(mock.patch.object(progress, "empty_turns", lambda state: 0))
+        stack.enter_context(mock.patch.object(liveness, "holding_deadline", from_the_grant))
+        yield
 
 
 # --------------------------------------------------------------------------- push dispatch

@@ -486,3 +486,36 @@ def test_a_clock_stepped_back_keeps_the_headline_at_zero_and_trusting_it_raises_
                        planted=("clock_step_trusted",))
     assert trusted.acts.get("clock_step_holder_died", 0) > 0, trusted.summary()
     assert trusted.unseen_causes.get("clock_step", 0.0) > 0, trusted.summary()
+
+# ------------------------------------------------------------------ activity is not progress
+#
+# The actors whose activity is not progress (docs/liveness.md, "What counts as
+# progress"): with the product's rule each is listed, so the headline stays
+# 0.0; with the rule before it (``progress_by_activity``: every checkpoint,
+# lease grant and job end restarts the clock; ``long_pause_unlisted``: a
+# pause is never listed for a person) the headline rises, caused by the actor.
+
+NO_ACTORS = {"churn": 0.0, "looper": 0.0, "dummy_jobs": 0.0, "weekly_limit": 0.0}
+
+
+def _actor_worlds(actor: str, bug: str, days: float = 1.0) -> tuple[Report, Report]:
+    # Operators read /alerts only: none wakes a long pause it was not told of.
+    world = {**NO_ACTORS, actor: 1.0, "healthy_share": 0.0, "start_within": 1.0,
+             "actor_hours": (days * 24, days * 24), "days": days, "wake_long_pauses": 0.0}
+    return _planted(**world), _planted(**world, planted=(bug,))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("actor, bug, days", [
+    ("churn", "progress_by_activity", 0.5),
+    ("looper", "progress_by_activity", 0.5),
+    ("dummy_jobs", "progress_by_activity", 0.5),
+    ("weekly_limit", "long_pause_unlisted", 2.0),
+])
+def test_activity_that_is_not_progress_is_listed_and_its_bug_raises_the_headline(
+        actor: str, bug: str, days: float) -> None:
+    fixed, planted = _actor_worlds(actor, bug, days)
+    assert fixed.acts.get(f"actor_{actor}", 0) > 0, fixed.summary()
+    assert fixed.unseen_hours == 0.0, fixed.summary()
+    assert planted.unseen_causes.get(actor, 0.0) > 0, planted.summary()
+    assert planted.unseen_hours > fixed.unseen_hours

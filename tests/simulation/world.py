@@ -31,6 +31,14 @@ HOST_SILENT_SLOTS = 2
 PROGRESS_BOUND = timedelta(minutes=60)  # a checkpoint at least this often (smart-wake: 5-15 min)
 STALE_GRACE = timedelta(seconds=60)  # the server's (WAKELEDGER_STALE_GRACE_SECONDS) default
 MARGIN = timedelta(minutes=30)
+# The longest the world lets a pause go without a person told (a weekly limit,
+# a reset "on Jan 3"): past it, an unlisted pause counts in the headline.
+PAUSE_UNTOLD = timedelta(days=1)
+# A weekly limit as a provider states it: "try again in 6 days 23 hours".
+WEEKLY_RESET_SECONDS = 6 * 86_400 + 23 * 3_600
+# Agents whose activity is not progress (docs/liveness.md): each a share of
+# the eventful goals, active for a while after the goal starts.
+ACTORS = ("churn", "looper", "dummy_jobs", "weekly_limit")
 REPLAY_EVERY = timedelta(hours=6)
 
 
@@ -92,6 +100,22 @@ class Config:
     # at which the server's clock jumps ahead, hours ahead, minutes before it
     # is set back); None: the clock never jumps.
     clock_step: tuple[float, float, float] | None = (0.4, 8.0, 2.5)
+
+    # Issue 48's actors, each a share of the eventful goals: a holder that
+    # releases and retakes its lease every minute, never a checkpoint
+    # (churn); one that records the same checkpoint at every wake (looper);
+    # one that tracks a job and reports it done every 50 minutes (dummy_jobs);
+    # and a provider that always answers "try again in 6 days 23 hours"
+    # (weekly_limit). For actor_hours after its start (the weekly limit for
+    # the goal's life).
+    churn: float = 0.04
+    looper: float = 0.04
+    dummy_jobs: float = 0.04
+    weekly_limit: float = 0.04
+    actor_hours: tuple[float, float] = (4.0, 24.0)
+    # Operators who see a goal paused more than 6 hours (its page, the goal
+    # list) and try to wake it; 0: they read /alerts only.
+    wake_long_pauses: float = 0.3
 
 
 # ------------------------------------------------------------------ failure texts
@@ -183,6 +207,9 @@ class GoalSim:
     excused_until: datetime | None = None
     listing: tuple[str, datetime] | None = None  # (reason, since) while /alerts lists it
     hung_until: datetime | None = None
+    # Which of ACTORS its agent is ("" for none), and until when it acts so.
+    actor: str = ""
+    actor_until: datetime | None = None
     # The product accepted a receipt whose due_at the world knows was wrong:
     # its slots are no longer the host's, so no_drift cannot judge the fires
     # (the headline still judges the goal).
@@ -462,6 +489,7 @@ class World:
             goal.poisoned = True
             self.poisoned.add(gid)
             self.count("poisoned_goal")
+        self.cast(goal)
         self.goals[gid] = goal
         self.report.goals_started += 1
         self.touched.add(gid)
@@ -469,7 +497,8 @@ class World:
                         f"{goal.turns_needed} turns, {goal.scheduler} every {goal.cadence} min"
                         f"{', runs only when its host fires' if goal.host_only else ''}"
                         f"{', its wake task is poisoned' if goal.poisoned else ''}"
-                        f"{', its wakes are pushed' if goal.push else ''})")
+                        f"{', its wakes are pushed' if goal.push else ''}"
+                        f"{f', acts as {goal.actor}' if goal.actor else ''})")
         if not answer.acquired or answer.lease is None:
             self.violation(inv.PROGRESS, gid, "a new goal's run_goal did not grant its lease")
             return
@@ -480,6 +509,29 @@ class World:
         if watchdog and goal.scheduler == "host":
             self.host_creates(goal, watchdog)
         self.begin_turn(goal, goal.lease)
+
+    def cast(self, goal: GoalSim) -> None:
+        """Whether the goal's agent is one of ACTORS, drawn from its own
+        stream (a world without them replays as before)."""
+        if goal.healthy:
+            return
+        rng = random.Random(f"{self.config.seed}:{goal.goal_id}:actor")  # noqa: S311
+        roll = rng.random()
+        for actor in ACTORS:
+            share = getattr(self.config, actor)
+            if roll < share:
+                low, high = self.config.actor_hours
+                goal.actor = actor
+                goal.actor_until = (self.end if actor == "weekly_limit"
+                                    else self.now + timedelta(hours=rng.uniform(low, high)))
+                goal.injected = actor
+                self.count(f"actor_{actor}")
+                return
+            roll -= share
+
+    def acting(self, goal: GoalSim, actor: str) -> bool:
+        return goal.actor == actor and goal.actor_until is not None \
+            and self.now < goal.actor_until
 
     def host_creates(self, goal: GoalSim, watchdog: dict[str, Any]) -> None:
         """The agent's host creates the schedule it was given and reports the receipt."""
@@ -579,6 +631,13 @@ class World:
             self.call(goal, product.update_job, goal.goal_id, goal.agent, lease,
                       job_id=job["job_id"], status=status)
             self.note(goal, f"agent inspects {job['job_id']} left by a dead holder: {status}")
+        for actor, act in (("churn", self.churn), ("looper", self.loop_turn),
+                           ("dummy_jobs", self.dummy_job)):
+            if self.acting(goal, actor):
+                goal.injected = actor
+                self.note(goal, f"turn begins as {actor} (generation {lease.generation})")
+                self.after(self.minutes(0.5, 2), act, goal, goal.turn)
+                return
         chunks = self.rng.randint(1, 3)
         self.note(goal, f"turn {goal.turns_done + 1}/{goal.turns_needed} begins "
                         f"(generation {lease.generation}, {chunks} chunk(s))")
@@ -626,6 +685,18 @@ class World:
                       error_text=rng.choice(self.auth_texts))
             if goal.turn == turn:
                 self.end_turn(goal, "authentication failed (the provider key was revoked)")
+            return
+        if self.acting(goal, "weekly_limit"):
+            self.count("weekly_limit")
+            answer = self.call(goal, product.report_run, goal.goal_id, goal.agent, lease,
+                               error_text="HTTP/1.1 429 Too Many Requests",
+                               retry_after=str(WEEKLY_RESET_SECONDS))
+            if answer is not None:
+                self.note(goal, f"weekly limit: try again in 6 days 23 hours -> "
+                                f"{answer['status']} until {answer['paused_until']}")
+                self.excuse(goal, answer["paused_until"], str(WEEKLY_RESET_SECONDS))
+                if goal.turn == turn:
+                    self.end_turn(goal, "weekly limit")
             return
         if eventful and rng.random() < config.crash:
             goal.crashed.add(lease.generation)
@@ -742,12 +813,15 @@ class World:
     def excuse(self, goal: GoalSim, paused_until: str, retry_after: str) -> None:
         """The world knows its own provider: the goal may wait for the reset it
         was told, but never longer than what the world injected says (the
-        Retry-After it sent, else a week: the longest reset its texts name)."""
+        Retry-After it sent, else a week: the longest reset its texts name),
+        and unlisted for at most PAUSE_UNTOLD."""
         if not paused_until:
             return
         cap = timedelta(seconds=int(retry_after)) if retry_after.isdigit() else timedelta(days=7)
         stated = datetime.fromisoformat(paused_until.replace("Z", "+00:00"))
-        goal.excused_until = min(stated, self.now + cap)
+        # A wait longer than PAUSE_UNTOLD is a person's to decide: the world
+        # excuses that much of it unlisted, no more.
+        goal.excused_until = min(stated, self.now + cap, self.now + PAUSE_UNTOLD)
 
     def auth_burst(self) -> bool:
         burst = self.config.auth_burst
@@ -755,6 +829,81 @@ class World:
             return False
         start = START + timedelta(hours=burst[0])
         return start <= self.now < start + timedelta(hours=burst[1])
+
+    def churn(self, goal: GoalSim, turn: int) -> None:
+        """Release the lease and take it again about every 50 s, never a
+        checkpoint: each grant is activity, not progress."""
+        if turn != goal.turn or goal.lease is None:
+            return
+        if not self.acting(goal, "churn"):
+            self.work_chunk(goal, turn, 1)  # back to work: its next checkpoint moves
+            return
+        self.count("churn")
+        if self.call(goal, product.release, goal.goal_id, goal.agent, goal.lease) is None \
+                and goal.turn != turn:
+            return
+        try:
+            answer = product.pull(goal.goal_id, goal.agent, self.token())
+        except Refused as refused:
+            self.note(goal, f"churn: lease refused ({refused.code})")
+            self.end_turn(goal, "churn: the lease was refused")
+            return
+        if not answer.acquired or answer.lease is None:
+            self.end_turn(goal, f"churn: no lease ({answer.next_required_action})")
+            return
+        goal.handed.add(answer.lease.generation)
+        goal.lease = answer.lease
+        self.after(timedelta(seconds=self.rng.uniform(40, 60)), self.churn, goal, turn)
+
+    def loop_turn(self, goal: GoalSim, turn: int) -> None:
+        """At each wake the same step and percent, recorded again, and the
+        turn ends: the empty loop that burns quota and gets nowhere. The
+        world knows it is no progress (its agent did nothing new)."""
+        if turn != goal.turn or goal.lease is None:
+            return
+        if not self.acting(goal, "looper"):
+            self.work_chunk(goal, turn, 1)
+            return
+        self.count("looped_checkpoint")
+
+        def same_checkpoint(*args: Any, **kwargs: Any) -> Any:
+            return product.checkpoint(*args, **kwargs)
+
+        self.call(goal, same_checkpoint, goal.goal_id, goal.agent, goal.lease,
+                  step="looking into it", pct=goal.progress, next_actions=["look again"],
+                  release=True)
+        if goal.turn == turn:
+            self.end_turn(goal, "looper: the same checkpoint again")
+
+    def dummy_job(self, goal: GoalSim, turn: int, job_id: str = "",
+                  done_at: datetime | None = None) -> None:
+        """Track a job, heartbeat, report it succeeded some 50 minutes later,
+        track the next: jobs end, no checkpoint ever."""
+        if turn != goal.turn or goal.lease is None:
+            return
+        if job_id and done_at is not None and self.now >= done_at:
+            self.count("dummy_job_done")
+            self.call(goal, product.update_job, goal.goal_id, goal.agent, goal.lease,
+                      job_id=job_id, status="succeeded")
+            if goal.turn != turn:
+                return
+            job_id = ""
+        if not job_id:
+            if not self.acting(goal, "dummy_jobs"):
+                self.work_chunk(goal, turn, 1)
+                return
+            goal.jobs += 1
+            job_id = f"job-{goal.jobs}"
+            tracked = self.call(goal, product.track_job, goal.goal_id, goal.agent, goal.lease,
+                                job_id=job_id, ref=f"dummy-{goal.jobs}", notify=False)
+            if tracked is None and goal.turn != turn:
+                return
+            done_at = self.now + self.minutes(45, 55)
+        else:
+            self.call(goal, product.heartbeat, goal.goal_id, goal.agent, goal.lease)
+            if goal.turn != turn:
+                return
+        self.after(timedelta(minutes=4), self.dummy_job, goal, turn, job_id, done_at)
 
     def hang(self, goal: GoalSim, turn: int, left: int) -> None:
         """The agent hangs (a stuck tool call, a dead model stream) while its
@@ -1239,7 +1388,7 @@ class World:
                   datetime.fromisoformat(state.paused_until) - self.now > timedelta(hours=6)
                   and ("pause", state.version) not in goal.blocked_seen):
                 goal.blocked_seen.add(("pause", state.version))
-                if self.rng.random() < 0.3:
+                if self.rng.random() < self.config.wake_long_pauses:
                     self.after(self.minutes(5, 60), self.operator_wake, goal)
 
     def damage_tick(self) -> None:
@@ -1329,7 +1478,11 @@ class World:
             elif roll < 0.85 or state.status == "failed":
                 self.count("operator_recover")
                 product.recover(goal.goal_id, operator, "looked at it; carry on")
-                self.note(goal, f"{operator} recovers the goal from {state.reason}")
+                self.note(goal, f"{operator} recovers the goal from {reason or state.reason}")
+                if reason == "LONG_PAUSE" and state.paused_until:
+                    # The person chose to wait for the reset: the world's own
+                    # decision, excused as long as the product lets it go untold.
+                    self.excuse(goal, state.paused_until, "")
             else:
                 product.stop(goal.goal_id, operator, "not worth it")
                 self.count("operator_stop")
