@@ -126,13 +126,11 @@ CONN_MAX_AGE = env_int("WAKELEDGER_CONN_MAX_AGE", 600, minimum=0)
 # How long a write may wait for the database (its write lock on SQLite, the
 # goal's row or a start's lock on PostgreSQL) before it is refused: the API
 # answers 503 database_busy with Retry-After, and nothing is recorded
-# (docs/reliability.md). WAKELEDGER_SQLITE_BUSY_TIMEOUT is its older name,
-# still read. Seconds, so a locked database is a quick clear answer rather
-# than a request that holds a worker for half a minute and then fails.
+# (docs/reliability.md); WAKELEDGER_SQLITE_BUSY_TIMEOUT is its older name. A
+# locked database is a quick clear answer, not a worker held for half a minute.
 WAKELEDGER_DB_WAIT_SECONDS = env_int(
     "WAKELEDGER_DB_WAIT_SECONDS", env_int("WAKELEDGER_SQLITE_BUSY_TIMEOUT", 5, minimum=1),
     minimum=1)
-SQLITE_BUSY_TIMEOUT_SECONDS = WAKELEDGER_DB_WAIT_SECONDS
 
 if env_str("DATABASE_URL"):
     DATABASES = {"default": database_from_url(env_str("DATABASE_URL"))}
@@ -167,7 +165,7 @@ else:
                 # goal, decide, append" can then never fail half-way with
                 # SQLITE_BUSY on lock upgrade (SQLite has no SELECT … FOR UPDATE).
                 "transaction_mode": "IMMEDIATE",
-                "timeout": SQLITE_BUSY_TIMEOUT_SECONDS,
+                "timeout": WAKELEDGER_DB_WAIT_SECONDS,
                 # WAL lets the admin and the API read while a command writes.
                 # synchronous=FULL keeps every committed event on disk at once.
                 "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
