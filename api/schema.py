@@ -1,6 +1,6 @@
 """OpenAPI: the bearer-token scheme, and the answers every operation declares.
 
-The served schema is a contract (issue 13): schemathesis checks every status,
+The served schema is a contract: schemathesis checks every status,
 content type and body the server sends against it. Errors are RFC 9457
 problem documents served as ``application/problem+json``, so each operation
 declares them under that media type, one entry per status, listing the codes

@@ -24,7 +24,7 @@ def _ensure_role_groups(sender: AppConfig, using: str = "default", **kwargs: Any
 
     from ledger.access.models import OAuthAudit
 
-    # Connectors' access (issue 40) is the auditors' to see too: the OAuth
+    # Connectors' access is the auditors' to see too: the OAuth
     # audit trail and DOT's clients and tokens (their admins show no secret).
     # DOT's permissions may not exist yet on a fresh database (post_migrate
     # reaches that app later), and the api label has no models module, so

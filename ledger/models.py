@@ -83,7 +83,7 @@ class Goal(models.Model):
             # one agent's goal must never refuse or capture another agent's
             # start. Within one agent the rules are as strict as ever.
             #
-            # Rule 1, enforced by the database as well as by the store: one
+            # One goal per workspace, enforced by the database as well as by the store: one
             # active goal per (agent, workspace, goal_key). store.start
             # serializes concurrent starts (an advisory lock on PostgreSQL);
             # this is the safety net that makes a start which got past it fail
@@ -138,7 +138,7 @@ class Goal(models.Model):
 
 
 class SchedulerBeat(models.Model):
-    """The scheduler's heartbeat (DESIGN section 6): the lease sweeper writes
+    """The scheduler's heartbeat (docs/design.md, "Wakes and claims"): the lease sweeper writes
     its row on every pass, so "no pass for minutes" is a fact anyone can read,
     even while no scheduler runs to report it."""
 
@@ -422,7 +422,7 @@ class Dispatch(models.Model):
     detail = models.CharField(max_length=500, blank=True, default="")
     created_at = models.DateTimeField()
     # When it was marked sending: a row left "sending" past the dispatch
-    # timeout belongs to a sender that died mid-call (uncertain, rule 6).
+    # timeout belongs to a sender that died mid-call (uncertain, the uncertain-attempt rule).
     sending_at = models.DateTimeField(null=True, blank=True)
     done_at = models.DateTimeField(null=True, blank=True)
     # The id of the web request whose claim wrote the row (ledger/project/requestid.py;

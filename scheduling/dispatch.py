@@ -29,7 +29,8 @@ Every dispatch answers a ``Result``: ``ok``; or a failure that certainly
 started nothing (``uncertain=False``: refused, DNS, TLS, an error or redirect
 status, an invalid value, a command that could not be spawned); or one that
 may have reached the receiver (``uncertain=True``: the request was sent and
-then the answer timed out or the connection broke). DESIGN rule 6 treats the
+then the answer timed out or the connection broke). The uncertain-attempt rule
+(docs/design.md) treats the
 two differently. ``detail`` is sanitized: a status code or an error class,
 never a body, a URL or a value.
 """
@@ -106,7 +107,8 @@ UNCERTAIN_STATUSES = frozenset({504})
 class Result:
     ok: bool
     detail: str  # sanitized: a status code or an error class, never a body
-    uncertain: bool = False  # the request may have reached the receiver (rule 6)
+    # The request may have reached the receiver (the uncertain-attempt rule).
+    uncertain: bool = False
 
 
 class InvalidValue(ValueError):

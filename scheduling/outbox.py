@@ -1,4 +1,5 @@
-"""Sending the dispatch outbox (DESIGN section 6; rule 6's crash cases).
+"""Sending the dispatch outbox (docs/design.md, "Wakes and claims"; the
+uncertain-attempt rule's crash cases).
 
 A granted push wake's transaction wrote a ``pending`` row next to its events
 (``ledger.services.outbox.record``). ``send`` then:
@@ -11,7 +12,7 @@ A granted push wake's transaction wrote a ``pending`` row next to its events
 A crash before 1 leaves the row ``pending``: it is sent later, safely (the
 continuation never started). A crash between 1 and 3 leaves it ``sending``:
 the request may or may not have gone out, so it is never sent again; the
-sweeper records it as uncertain, and rule 6 blocks the goal if the
+sweeper records it as uncertain, and the uncertain-attempt rule blocks the goal if the
 continuation stays silent. A dispatch that certainly started nothing releases
 its lease at once (the domain decides that, from the recorded result).
 """

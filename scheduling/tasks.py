@@ -54,7 +54,7 @@ def fire_watchdog(goal_id: str, intended_date: str | None = None,
 
 
 def sweep_leases() -> int:
-    """The minutely sweep (DESIGN section 6): act on every goal whose
+    """The minutely sweep (docs/design.md, "Wakes and claims"): act on every goal whose
     deadline passed — a lease past its stale point expires (and an internal
     goal gets its timeout_recovery wake), a ready goal nobody pulled blocks, a
     silent host or job is alerted, a wake whose row is missing, exhausted or

@@ -56,7 +56,7 @@ def record_leaf_hash(record: Mapping[str, Any]) -> bytes:
 
 
 def chain_hash(record: Mapping[str, Any]) -> str:
-    """The per-goal chain link (DESIGN section 3):
+    """The per-goal chain link (docs/design.md, "Event store"):
     sha256(prev_hash || canonical_json([goal, seq, kind, data, actor, recorded_at]))."""
     payload = _CANONICAL.encode([record["goal"], record["seq"], record["kind"], record["data"],
                                  record["actor"], record["recorded_at"]])

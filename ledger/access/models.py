@@ -3,7 +3,7 @@ to its idempotent POSTs (``IdempotencyRecord``).
 
 They live with the ledger's accounts (``ledger.access.accounts`` issues tokens
 and prunes records; ``ledger agent create|revoke`` and ``ledger prune`` run it),
-because the ledger imports nothing from ``api`` (DESIGN section 2). They keep
+because the ledger imports nothing from ``api`` (docs/design.md, "Layout"). They keep
 the ``api`` app label they were created under: their tables, migrations
 (api/migrations), admin URLs (/admin/api/apitoken/) and permissions stay as
 they were (docs/decisions.md, 2026-12 "ApiToken and IdempotencyRecord keep the

@@ -1,4 +1,4 @@
-"""Notifications in the admin (issue 38): the channels, and every notification
+"""Notifications in the admin: the channels, and every notification
 for an auditor — what, to which channel (redacted), when, delivered or not,
 attempts, the last error's type. Notifications are read-only like the rest of
 the ledger. Channels are configuration: a superuser adds, edits or removes

@@ -1,4 +1,5 @@
-"""Wake claims (rules 5, 7, 9; DESIGN section 6): slots and occurrences, the
+"""Wake claims (the continuation budget, the wake-loop bound, one watchdog
+per goal; docs/design.md, "Wakes and claims"): slots and occurrences, the
 outcome of a claim and an operator's wake now (a due wake's pull is
 ``ledger.domain.pulls``, a push's result ``ledger.domain.dispatches``).
 
@@ -92,7 +93,7 @@ def ready_for_pull(occurrence_id: str, source: str, kind: str, reason: str, note
 
 
 def recovery(state: GoalState) -> bool:
-    """Rule 5: would resuming now be a recovery continuation (charged)? Yes
+    """The continuation budget: would resuming now be a recovery continuation (charged)? Yes
     when the goal's last attempt did not end cleanly: its lease is still there
     (it went stale) or expired, or a rate limit paused it."""
     return bool(state.lease) or state.lease_end == "expired" or bool(state.paused_until)
@@ -155,7 +156,7 @@ def judge(state: GoalState, cmd: ClaimWake, now: datetime) -> Verdict:
 
 def reanchor(state: GoalState, cmd: ClaimWake, slot: datetime | None,
              now: datetime) -> datetime | None:
-    """The host is the truth of when its task fires (DESIGN: "the host's
+    """The host is the truth of when its task fires (docs/design.md: "the host's
     schedule is what fires"). A receipt's ``due_at`` within the receipt
     tolerance but off the task's real slots (a typo, a zone slip) makes every
     fire early, so every claim would be ``not_due`` forever. When a host fire
@@ -226,7 +227,7 @@ def _outcome(state: GoalState, cmd: ClaimWake, now: datetime, occurrence: str,
     if refusal is not None:
         return {"outcome": "worker_busy_noop", "notes": refusal["why"],
                 "retry_after_seconds": refusal["retry_after_seconds"]}
-    # Rule 7, and the empty loop: a wake that would resume a goal whose last
+    # The wake-loop bound, and the empty loop: a wake that would resume a goal whose last
     # turns all ended without progress (ledger.domain.progress) burns quota
     # on nothing; it is not dispatched, and a person is told. This wake would
     # be wake retry_count + 1 since the last progress; the turns that ended
@@ -264,7 +265,7 @@ def superseded(state: GoalState, cmd: ClaimWake, occurrence: str,
     fires in seconds, one per slot they missed. The first claim moved the
     watchdog's next due time past them all (``_next_due``), so each later
     one is a slot behind it: one claim per goal and slot, never a wake
-    counted against rule 7 per queued task. The last claim's own occurrence
+    counted against the wake-loop bound per queued task. The last claim's own occurrence
     may come again (a busy answer is retried)."""
     if cmd.source != INTERNAL or cmd.kind != "recurring" or slot is None:
         return False
@@ -370,7 +371,7 @@ def _claim(state: GoalState, cmd: ClaimWake, now: datetime,
         if operator else None,
         why=validation.text(cmd.note, "reason", limit=validation.MAX_NOTE, required=True)
         if operator else None,
-        # Rule 7: a wake without progress until a checkpoint says otherwise.
+        # The wake-loop bound: a wake without progress until a checkpoint says otherwise.
         # A ready goal that nobody pulls counts each further due wake too, so
         # it ends visibly blocked instead of waiting forever.
         retry_count=state.retry_count + 1 if outcome in GRANTED else None,
@@ -385,7 +386,7 @@ def _next_due(state: GoalState, slot: datetime | None, now: datetime) -> str | N
     A fire so late that later slots passed too (the scheduler was down)
     stands for them all: the next is the first slot ahead, as django-q2
     (catch_up off) and a host's scheduler fire it — never a replay of each
-    missed slot, which rule 7 would count as wakes without progress. None
+    missed slot, which the wake-loop bound would count as wakes without progress. None
     when it would not move the watchdog's next due time forward."""
     if slot is None:
         return None
@@ -419,9 +420,9 @@ def _claim_effects(state: GoalState, cmd: ClaimWake, answer: dict[str, Any], occ
         events += continuations.after_quiet(state, cmd.kind, answer["quiet_until"], now)
     if outcome == "recurring_acquired":
         if answer["charge"]:
-            # Rule 5: a recovery continuation is charged in the transaction
+            # The continuation budget: a recovery continuation is charged in the transaction
             # that grants its lease, before anything is dispatched: a crash
-            # after this commit never yields a free retry (rule 6 then stops
+            # after this commit never yields a free retry (the uncertain-attempt rule then stops
             # the silent attempt).
             events.append(charge_event(state, occurrence, now))
         events += acquire_events(state, cmd.holder or state.agent, cmd.token_sha256, now,

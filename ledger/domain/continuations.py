@@ -187,7 +187,7 @@ def _host_wins(state: GoalState, cmd: HostContinued, host: str, reset: str,
     made = ContinuationHostMade(host=host, trigger=cmd.trigger, reset=reset,
                                 breaks_policy=broken or None)
     events = [Event(made, now)]
-    # Rule 5: a continuation after a rate limit is a recovery, charged once
+    # The continuation budget: a continuation after a rate limit is a recovery, charged once
     # (whoever makes it); with the budget spent the goal stops, as a wake's.
     block = budget_block(state)
     if block:

@@ -130,14 +130,14 @@ def _start(state: GoalState, cmd: StartGoal, now: datetime) -> list[Event]:
     if state.terminal:
         raise GoalTerminal(f"the goal is {state.status}; start a new one")
     if state.started:
-        # Rule 1 and every binding hold within one agent: the shell looks up
+        # One goal per workspace and every binding hold within one agent: the shell looks up
         # the starting agent's goals only (workspace paths are host-local,
         # session keys the agent's own names). Handed another agent's goal
         # anyway, refuse rather than return it: it would give away its state.
         if cmd.agent != state.agent:
             raise WorkspaceBound("this workspace and goal key belong to another agent's goal",
                                  field="goal_key")
-        return []  # rule 1: starting an active goal again returns it unchanged
+        return []  # one goal per workspace: starting an active goal again returns it unchanged
     # The binding facts name the agent's own goals (see above); the other
     # goal's id is still not told, as no refusal names a goal it did not ask for.
     session = policy.session(dict(cmd.session))
@@ -196,7 +196,7 @@ def _optional_seconds(value: int | None, field: str) -> int | None:
     return None if value is None else policy.whole(value, field, 1, 30 * 86_400)
 
 
-# ------------------------------------------------------------ checkpoints (rule 3)
+# ------------------------------------------------------------ checkpoints (the checkpoint rule)
 
 
 def _checkpoint(state: GoalState, cmd: RecordCheckpoint, now: datetime) -> list[Event]:
@@ -227,7 +227,7 @@ def _checkpoint(state: GoalState, cmd: RecordCheckpoint, now: datetime) -> list[
         digest = validation.sha256(artifact.sha256, f"{name}.sha256")
         size = validation.byte_count(artifact.bytes, f"{name}.bytes")
         recorded = state.artifact(path)
-        # Rule 3: no blind overwrite of an artifact recorded before.
+        # The checkpoint rule: no blind overwrite of an artifact recorded before.
         if (recorded is not None and recorded["sha256"] != digest
                 and artifact.previous_sha256 != recorded["sha256"]):
             raise ArtifactConflict(
@@ -374,17 +374,17 @@ def _checkpointed(state: GoalState, data: CheckpointRecorded, at: str) -> Change
         checkpoints=state.checkpoints + 1,
         last_checkpoint_seq=state.version + 1,
         checkpointed_at=at,
-        # A sign of life for rule 6.
+        # A sign of life for the uncertain-attempt rule.
         lease={**state.lease, "active": True} if state.lease else {},
     )
     if not progress.advances(state, data):
         # The same step, percent, next actions and artifacts again: activity,
-        # not progress (docs/liveness.md). The clock, rule 7's count and the
+        # not progress (docs/liveness.md). The clock, the wake-loop bound's count and the
         # alerts that wait for progress stay; the repeat is counted.
         return {**changes, "since_progress": progress.counted(state, progress.CHECKPOINTS)}
     return dict(
         changes,
-        # Rule 7: retry_count counts wakes since the last progress.
+        # The wake-loop bound: retry_count counts wakes since the last progress.
         retry_count=0,
         progress_since=at,
         since_progress={},

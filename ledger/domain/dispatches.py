@@ -1,4 +1,4 @@
-"""Dispatch results (rule 6): what a dispatcher did with a granted wake's
+"""Dispatch results (the uncertain-attempt rule): what a dispatcher did with a granted wake's
 lease. One that certainly started nothing gives the lease back at once."""
 
 from dataclasses import dataclass
@@ -35,7 +35,7 @@ def dispatched(state: GoalState, cmd: RecordDispatch, now: datetime) -> list[Eve
     events = [Event(result, now)]
     if (not cmd.ok and not cmd.uncertain and state.lease
             and state.lease["generation"] == cmd.generation):
-        # Rule 6: a dispatch that certainly started nothing is not uncertain.
+        # The uncertain-attempt rule: a dispatch that certainly started nothing is not uncertain.
         # Its lease goes at once and the goal waits for the next wake (the
         # charge is not refunded: the budget bounds attempts, not successes).
         events.append(Event(LeaseReleased(generation=cmd.generation,
@@ -64,7 +64,7 @@ def lapsed_unsent(state: GoalState, generation: int, now: datetime) -> bool:
     """Whether a dispatch still waiting in the outbox hands over a lease that
     has already expired: no sender took it in time (the scheduler was down
     when an operator's wake was granted from the web, or right after a claim).
-    Nobody ever received that lease, so nothing can have started — rule 6's
+    Nobody ever received that lease, so nothing can have started — the uncertain-attempt rule's
     "uncertain" does not apply: it is a dispatch that certainly started
     nothing (``dispatched`` then frees the lease), not INTERRUPTED_UNKNOWN."""
     return (generation > 0 and state.lease.get("generation") == generation

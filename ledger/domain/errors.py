@@ -39,7 +39,7 @@ class GoalNotStarted(DomainError):
 
 
 class ProgressRegressed(DomainError):
-    """Progress went down without the checkpoint saying why (rule 3)."""
+    """Progress went down without the checkpoint saying why (the checkpoint rule)."""
 
     code = "progress_regressed"
 

@@ -41,7 +41,7 @@ WAKE_CANCEL_REQUESTED = "wake.cancel_requested"
 CONTINUATION_DISPATCHED = "continuation.dispatched"
 JOB_TRACKED = "job.tracked"
 JOB_UPDATED = "job.updated"
-# A deadline passed without its evidence (DESIGN section 6): HOST_SILENT or
+# A deadline passed without its evidence (docs/design.md, "Wakes and claims"): HOST_SILENT or
 # JOB_SILENT, with what was expected and by when.
 LIVENESS_MISSED = "liveness.missed"
 # The clock was found behind the goal's last event by more than the skew
@@ -57,9 +57,9 @@ CONTINUATION_HOST_MADE = "continuation.host_made"
 CONTINUATION_STOOD_DOWN = "continuation.stood_down"
 
 # Kinds that may still be appended to a terminal goal: a late wake is answered
-# (terminal_noop / terminal_cleanup_required, DESIGN section 6), the
+# (terminal_noop / terminal_cleanup_required, docs/design.md, "Wakes and claims"), the
 # watchdog's cancellation receipt is recorded, and an operator may recover a
-# failed/AUTH_FAILED goal (rule 11). Nothing else.
+# failed/AUTH_FAILED goal (the operators' rule). Nothing else.
 WAKE_CLAIMED = "wake.claimed"
 RECEIPT_RECORDED = "receipt.recorded"
 # A dispatch's outcome is recorded even when the continuation it started
@@ -173,10 +173,10 @@ class LeaseGranted(Payload):
     token_sha256: str
     lease_seconds: int
     expires_at: str
-    # agent | wake (an automatic continuation, rule 6 watches it) | pull.
+    # agent | wake (an automatic continuation, the uncertain-attempt rule watches it) | pull.
     # Leases granted before it was recorded are read as "agent" (upcasters).
     via: str
-    # A lease call that resumed a due wake (rule 5): which one.
+    # A lease call that resumed a due wake (the continuation budget): which one.
     pulled: Json | None = optional()
 
 
@@ -387,9 +387,11 @@ class WakeClaimed(Payload):
     next_due_at: str | None = optional()  # the watchdog's next slot, when it moves
     operator: str | None = optional()  # an operator's wake: who
     why: str | None = optional()  # and why
-    retry_count: int | None = optional()  # granted: wakes since the last checkpoint (rule 7)
+    # granted: wakes since the last checkpoint (the wake-loop bound)
+    retry_count: int | None = optional()
     retry_after_seconds: int | None = optional()
-    charge: bool | None = optional()  # ready_for_pull: a recovery continuation (rule 5)
+    # ready_for_pull: a recovery continuation (the continuation budget)
+    charge: bool | None = optional()
     early: bool | None = optional()  # a host fire before its slot: claims no slot
     anchor: str | None = optional()  # a host fire that re-anchored the slots here (ISO)
 

@@ -1,4 +1,5 @@
-"""Finishing (rule 10) and keeping a goal alive after every command (DESIGN section 6).
+"""Finishing (verified completion) and keeping a goal alive after every command
+(docs/design.md, "Wakes and claims").
 
 A finish completes only with every blocking job ended and the watchdog
 cancelled: a host watchdog's cancellation receipt is what a requested finish
@@ -45,7 +46,7 @@ def finish(state: GoalState, cmd: Finish, now: datetime) -> list[Event]:
     if cmd.evidence and not completed:
         raise InvalidCommand("evidence goes with status completed; say in the summary what "
                              "held and what did not.", field="evidence")
-    # Rule 10: verified completion (jobs terminal, watchdog cancelled).
+    # Verified completion: every job terminal, the watchdog cancelled.
     return finish_events(state, cmd.status, summary, lease["generation"], now,
                          evidence=evidence)
 
@@ -123,21 +124,22 @@ def receipt(state: GoalState, cmd: RecordReceipt, now: datetime) -> list[Event]:
     events = watchdogs.receipt(state, cmd, now)
     if cmd.status in ("cancelled", "user_attested_deleted") and state.finish_requested \
             and not state.terminal:
-        # Rule 10: the cancellation receipt was what the finish waited for.
+        # Verified completion: the cancellation receipt was what the finish waited for.
         events += complete(state, state.finish_requested, now)
     return events
 
 
 def settle(before: GoalState, after: GoalState, now: datetime) -> list[Event]:
     """What a command's events (``before`` -> ``after``) leave to do so that no
-    goal is ever silently stuck (DESIGN section 6, "Liveness"). Decided once, for every command:
+    goal is ever silently stuck (docs/design.md, "Liveness"). Decided once, for every
+    command:
 
     - a goal that becomes blocked keeps no internal schedule firing at it
       (an operator's recover or approval re-arms it);
     - an internal goal that would be stuck (no lease, no pending wake) or that
       is ready gets its watchdog (re)armed: due at once after an operator
       unblocked it, at the next interval otherwise. A ready goal needs it too:
-      each further slot nobody pulls counts against rule 7, so it ends visibly
+      each further slot nobody pulls counts against the wake-loop bound, so it ends visibly
       blocked instead of waiting forever;
     - a host goal an operator unblocked is made ready for its agent to pull,
       since only its host can re-create its schedule.

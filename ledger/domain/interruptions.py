@@ -1,4 +1,4 @@
-"""Rule 6, decided once for every path (a claim, the sweeper): a continuation
+"""The uncertain-attempt rule, decided once for every path (a claim, the sweeper): a continuation
 that was handed over and went silent is INTERRUPTED_UNKNOWN, never retried
 blindly."""
 
@@ -10,11 +10,11 @@ from ledger.domain.state import GoalState
 
 
 def interrupted(state: GoalState, now: datetime, unheard: Unheard = None) -> bool:
-    """Rule 6, decided here for every path (claim, sweeper): a continuation
+    """The uncertain-attempt rule, decided here for every path (claim, sweeper): a continuation
     that was handed over (dispatched, or its lease taken by a claimant or a
     pull) went silent past its lease and stale grace, with no heartbeat,
     checkpoint or outcome. A blocking job it tracked is no sign of life: a
-    holder that waits on one heartbeats (DESIGN section 6). Silence is only
+    holder that waits on one heartbeats (docs/design.md, "Wakes and claims"). Silence is only
     what the server could have heard: a lease that went stale while it could
     not (``unheard``) gets the reconnect grace first, on every path."""
     stale_at = lease_stale_at(state, unheard)

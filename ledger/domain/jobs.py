@@ -1,5 +1,5 @@
 """Blocking jobs: a CI run or a deploy a goal waits for. A running one keeps
-a goal from finishing (rule 10); the last one to end wakes a waiting goal.
+a goal from finishing (verified completion); the last one to end wakes a waiting goal.
 The evolvers of ``job.tracked`` and ``job.updated`` are here."""
 
 import hmac

@@ -1,4 +1,4 @@
-"""Leases (rule 2): acquire, take over a stale one, renew, release, fence.
+"""Leases (the lease rule): acquire, take over a stale one, renew, release, fence.
 
 A live lease is never stolen. Past its expiry plus the stale grace it may be
 taken over with generation + 1, whether or not its holder tracked a blocking
@@ -75,7 +75,7 @@ def lease_stale_at(state: GoalState, unheard: Unheard = None) -> datetime | None
 
 def lease_live(state: GoalState, now: datetime) -> bool:
     """Is there a lease, not yet past its expiry? (What a reader means by an
-    active lease; the stored ``lease["active"]`` flag is rule 6's "the holder
+    active lease; the stored ``lease["active"]`` flag is the uncertain-attempt rule's "the holder
     has shown a sign of life since the grant", which starts false.)"""
     return bool(state.lease) and now < datetime.fromisoformat(state.lease["expires_at"])
 
@@ -142,7 +142,7 @@ def acquire_events(state: GoalState, holder: str, token_sha256: str, now: dateti
         token_sha256=digest,
         lease_seconds=seconds,
         expires_at=iso(now + timedelta(seconds=seconds)),
-        # "wake": granted to an automatic continuation (rule 6 watches it).
+        # "wake": granted to an automatic continuation (the uncertain-attempt rule watches it).
         via=via,
     )
     if not state.lease:
@@ -176,7 +176,7 @@ def no_lease_why(state: GoalState) -> str:
 
 
 def fence(state: GoalState, proof: LeaseProof | None) -> dict[str, Any]:
-    """Rule 2: every write that changes work presents the current lease."""
+    """The lease rule: every write that changes work presents the current lease."""
     if proof is None:
         raise LeaseRequired("this call must carry lease: {token, generation}", field="lease")
     if not state.lease:
@@ -209,7 +209,7 @@ _LEASE_CHANGES = frozenset({LEASE_ACQUIRED, LEASE_TAKEN_OVER, LEASE_RENEWED, LEA
 
 def renewing(state: GoalState, command: object, events: list[Event],
              now: datetime) -> list[Event]:
-    """Every fenced call is liveness evidence (issue 35; DESIGN section 6): a
+    """Every fenced call is liveness evidence (docs/design.md, "Wakes and claims"): a
     checkpoint, a run report, a job or watchdog call by the holder renews its
     lease as a heartbeat does (same generation, expiry now + lease_seconds).
     The renewal rides on the call's first event (``lease_expires_at``), so the
@@ -298,7 +298,7 @@ def unleased(how: str) -> Any:
             # stale (a late fire, a holder the server could not hear), and its
             # holder came back and released it: the attempt ended cleanly
             # after all, so pulling that wake is scheduled progress, which
-            # rule 5 never charges. (A holder that goes silent again ends in
+            # the continuation budget never charges. (A holder that goes silent again ends in
             # lease.expired, which keeps the charge.)
             changes["ready"] = {**state.ready, "charge": False}
         return changes

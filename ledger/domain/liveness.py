@@ -1,4 +1,5 @@
-"""Liveness proven by evidence (DESIGN section 6): what each goal waits for, and by when.
+"""Liveness proven by evidence (docs/design.md, "Liveness"): what each goal waits
+for, and by when.
 
 A state label is not proof. Every non-terminal goal has, at every moment, one
 **next expected evidence** with a **deadline**, computed here from its state
@@ -14,7 +15,7 @@ alone (so the deadline is a projected, indexed column the sweeper can query):
 - a goal that needs a human: an operator, with no deadline — it is listed.
 
 Beside these (presence), every active goal has a **progress deadline**
-(issue 35): a checkpoint within ``progress_minutes`` of holding a lease, or
+(docs/liveness.md): a checkpoint within ``progress_minutes`` of holding a lease, or
 within one and a half watchdog intervals plus that without a lease. Heartbeats never
 satisfy it; past it the goal is listed NO_PROGRESS without interrupting its
 holder, and the next checkpoint clears it.
@@ -57,7 +58,7 @@ CHECKPOINT = "checkpoint"
 # human should look. Recorded by ``liveness.missed`` events.
 HOST_SILENT = "HOST_SILENT"
 JOB_SILENT = "JOB_SILENT"
-# Issue 35: a goal that made no progress by its progress deadline, and a wake
+# a goal that made no progress by its progress deadline, and a wake
 # whose schedule row was repaired MAX_REPAIRS times without ever firing.
 NO_PROGRESS = "NO_PROGRESS"
 WAKE_NOT_FIRING = "WAKE_NOT_FIRING"

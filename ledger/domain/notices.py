@@ -1,4 +1,4 @@
-"""Telling a human (issue 38): when a notification is due, and what it says.
+"""Telling a human: when a notification is due, and what it says.
 
 Healthchecks' rule: one notification per change of standing, never one per
 event. A goal's standing is whether it needs a human — ``liveness.attention``

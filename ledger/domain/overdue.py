@@ -1,11 +1,11 @@
-"""What happens when a goal's deadline passes (DESIGN section 6, "Liveness").
+"""What happens when a goal's deadline passes (docs/design.md, "Liveness").
 
 ``ledger.domain.liveness`` says what each goal waits for and by when; this
 module decides, for the sweeper (every minute) and ``ledger doctor --fix``,
 what a missed deadline changes — always as events, with the reason:
 
 - a lease past its stale point: ``lease.expired`` (or INTERRUPTED_UNKNOWN for a
-  silent continuation, rule 6), and on an internal goal a one-off
+  silent continuation, the uncertain-attempt rule), and on an internal goal a one-off
   ``timeout_recovery`` wake due at once, so a crashed agent's goal resumes in
   minutes instead of at the next recurring slot. A running blocking job no
   longer keeps a silent holder's lease alive: the resume packet names it;
@@ -101,7 +101,7 @@ def _deadlines(state: GoalState, cmd: CheckLiveness, now: datetime) -> list[Even
         return _lease(state, now, cmd.unheard)
     if state.ready:
         # Its own deadline: a tracked job's earlier one is JOB_SILENT's, never
-        # READY_UNCLAIMED's (issue 35).
+        # READY_UNCLAIMED's.
         if state.status != "blocked" and now >= liveness.ready_deadline(state):
             minutes = state.setting("ready_timeout_minutes")
             return [Event(GoalBlocked(
@@ -127,7 +127,7 @@ def _lease(state: GoalState, now: datetime,
     if state.setting("scheduler") == INTERNAL:
         # Resume in minutes, not at the next recurring slot (smart-wake's
         # short cron wake): a one-off wake due now, charged as recovery by the
-        # claim (rule 5: the lease expired).
+        # claim (the continuation budget: the lease expired).
         events += one_off_wake(state, now, "timeout_recovery", now,
                                requested_by="liveness")
     return events

@@ -11,10 +11,10 @@ from ledger.domain.errors import InvalidCommand
 # defaults and bounds from here: WAKELEDGER_STALE_GRACE_SECONDS,
 # WAKELEDGER_RESET_MARGIN_SECONDS).
 #
-# Rule 2: a holder whose lease is past its expiry by more than this may be
+# The lease rule: a holder whose lease is past its expiry by more than this may be
 # taken over. A live lease is never stolen.
 LEASE_STALE_GRACE_SECONDS = 60
-# Rule 4: the safety margin after a provider's reset time before the goal
+# The failure rule: the safety margin after a provider's reset time before the goal
 # resumes (the reset instant itself is clamped to ledger.domain.resets.RESET_HORIZON).
 RESET_MARGIN_SECONDS = 120
 RESET_MARGIN_RANGE = (0, 3600)
@@ -29,14 +29,14 @@ DEFAULT_POLICY: dict[str, Any] = {
     # Set by the server (WAKELEDGER_STALE_GRACE_SECONDS), not by agents; frozen
     # into goal.started so replay always uses the grace the goal ran with.
     "stale_grace_seconds": LEASE_STALE_GRACE_SECONDS,
-    # Liveness deadlines (DESIGN section 6, ledger.domain.liveness): missed host
+    # Liveness deadlines (docs/design.md, "Wakes and claims", ledger.domain.liveness): missed host
     # slots before HOST_SILENT, how long a due wake waits for its agent's pull
     # before READY_UNCLAIMED, and how long a blocking job may go unreported
     # before JOB_SILENT.
     "host_silent_slots": 2,
     "ready_timeout_minutes": 120,
     "job_deadline_minutes": 360,
-    # The progress deadline (issue 35): how long a goal may go without a
+    # The progress deadline: how long a goal may go without a
     # checkpoint while its agent holds the lease (or, without a lease, beyond
     # one watchdog interval) before it is listed NO_PROGRESS. Smart-wake's
     # chunks are 5-15 minutes of work, each ended by a checkpoint: an hour
@@ -63,7 +63,7 @@ RANGES = {
     "long_pause_minutes": (1, 43_200),
 }
 
-# Operator caps (issue 35): the longest an agent may make each duration that
+# Operator caps: the longest an agent may make each duration that
 # hides a dead holder, host or job from every list, and the most of each
 # count that keeps a goal going without a person. RANGES say what a value
 # may be at all; a cap says how long this server lets a goal stay silent.

@@ -1,4 +1,4 @@
-"""Pulls (rule 5): the agent's own lease call on a goal with a due wake
+"""Pulls (the continuation budget): the agent's own lease call on a goal with a due wake
 takes it, and a recovery continuation is charged once, whichever came first."""
 
 from dataclasses import replace
@@ -14,7 +14,7 @@ from ledger.domain.state import GoalState
 def pull_events(state: GoalState, holder: str, token_sha256: str, now: datetime) -> list[Event]:
     """The agent's own lease call on a goal with a due wake (ready, or paused
     past its reset before the reset wake fired): it takes the lease, and a
-    recovery continuation is charged (rule 5) — once, whichever came first."""
+    recovery continuation is charged (the continuation budget) — once, whichever came first."""
     if state.ready:
         pulled = {"occurrence_id": state.ready["occurrence_id"],
                   "reason": state.ready["reason"]}

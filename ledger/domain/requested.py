@@ -1,4 +1,4 @@
-"""One-off wakes (rule 9): the one an agent asks for at its turn boundary, the
+"""One-off wakes (one watchdog per goal): the one an agent asks for at its turn boundary, the
 one a job that ended (``dependency_ready``) or the sweeper (timeout recovery)
 asks for. They never retime or replace the recurring watchdog."""
 
@@ -16,7 +16,7 @@ from ledger.domain.watchdogs import HOST, INTERNAL, requested_schedule_name
 
 def requested_wake_events(state: GoalState, request: WakeRequest, now: datetime) -> list[Event]:
     """The one-off wake an agent asks for as it releases its lease: at least a
-    minute away, at most one watchdog interval (rule 9: it never retimes or
+    minute away, at most one watchdog interval (one watchdog per goal: it never retimes or
     replaces the recurring watchdog; a later request replaces this one)."""
     if request.reason not in WAKE_REASONS:
         raise InvalidCommand(f"wake.reason must be one of {', '.join(WAKE_REASONS)}",

@@ -1,5 +1,6 @@
 """Runs and failures, the continuation budget, approval gates and operators
-(rules 4, 5, 6, 8, 11).
+(the failure rule, the continuation budget, the uncertain-attempt rule, the
+approval-gate rule, the operators' rule).
 
 The provider's error text never reaches here: the shell classifies it
 (``ledger.domain.failures.classify``) and parses the reset instant
@@ -65,11 +66,11 @@ RECOVERABLE = frozenset({"SESSION_CHANGED", "SESSION_ACTIVITY", "UNCLASSIFIED",
                          # The agent said it cannot go on; a human who fixed the
                          # cause must be able to send it back to work.
                          "AGENT_BLOCKED",
-                         # A due wake nobody pulled (DESIGN section 6).
+                         # A due wake nobody pulled (docs/design.md, "Wakes and claims").
                          "READY_UNCLAIMED"})
-# Alerts on a goal that is not blocked (DESIGN section 6): recover clears
+# Alerts on a goal that is not blocked (docs/design.md, "Wakes and claims"): recover clears
 # them; JOB_SILENT's jobs are written off (cancelled), so the goal may finish.
-# NO_PROGRESS and WAKE_NOT_FIRING (issue 35) likewise: a recover says "a human
+# NO_PROGRESS and WAKE_NOT_FIRING likewise: a recover says "a human
 # looked" and restarts the goal's progress clock.
 SILENCES = frozenset({"HOST_SILENT", "JOB_SILENT", "NO_PROGRESS", "WAKE_NOT_FIRING",
                       # A host continued against the resume policy: a person
@@ -205,7 +206,7 @@ def report(state: GoalState, cmd: ReportRun, now: datetime) -> list[Event]:
         # A 429, but no wait lifts it: one request exceeds the per-minute limit itself.
         why = "one request exceeds the provider's per-minute limit: waiting never helps"
         return [*events, _block("REQUEST_TOO_LARGE", why, now)]
-    # Rule 5: once the budget is spent, the next rate limit stops the goal.
+    # The continuation budget: once the budget is spent, the next rate limit stops the goal.
     block = budget_block(state, rate_limited=True)
     if block:
         why = (f"rate limited with the continuation budget spent "
@@ -226,7 +227,7 @@ def report(state: GoalState, cmd: ReportRun, now: datetime) -> list[Event]:
     events.append(Event(GoalPaused(until=iso(until), basis=hint, generation=generation), now))
     events.append(Event(LeaseReleased(generation=generation), now))
     if state.setting("scheduler") == "internal" and cmd.reset_schedule_name:
-        # Rule 9: a one-off wake at the reset, besides the one watchdog.
+        # One watchdog per goal: a one-off wake at the reset, besides the one watchdog.
         # At the reset; later when the host continues by itself (its grace)
         # or the reset falls in the goal's quiet hours (ledger.domain.resume).
         events.append(Event(WakeScheduled(kind="reset", due_at=iso(reset_wake_at(state, until)),
@@ -294,7 +295,7 @@ def _block(reason: str, summary: str, now: datetime) -> Event:
     return Event(GoalBlocked(summary=summary, reason=reason, generation=0), now)
 
 
-# ---------------------------------------------------------------- budget (rule 5)
+# ---------------------------------------------------------------- the continuation budget
 
 
 def budget_left(state: GoalState) -> int:
@@ -302,7 +303,7 @@ def budget_left(state: GoalState) -> int:
 
 
 def budget_block(state: GoalState, *, rate_limited: bool | None = None) -> str:
-    """Rule 5, the one place it is decided: the reason a goal blocks when a
+    """The continuation budget, the one place it is decided: the reason a goal blocks when a
     continuation would be charged (a wake, a pull) or a rate limit reported
     with the budget spent — RATE_LIMIT_STOPPED while rate limited (by default:
     while the goal has a pause), else CONTINUATION_STOPPED; "" while some
@@ -315,7 +316,8 @@ def budget_block(state: GoalState, *, rate_limited: bool | None = None) -> str:
 
 
 def charge_event(state: GoalState, occurrence: str, now: datetime) -> Event:
-    """Rule 5: a recovery continuation charged, in the transaction that grants its lease."""
+    """The continuation budget: a recovery continuation charged, in the
+    transaction that grants its lease."""
     return Event(ContinuationCharged(attempt=state.continuations_used + 1,
                                      max=state.setting("max_continuations"),
                                      occurrence_id=occurrence), now)
@@ -326,7 +328,7 @@ def budget_spent_why(state: GoalState, block: str) -> str:
     return f"the continuation budget is spent ({budget} of {budget}): {block}"
 
 
-# ---------------------------------------------------------------- approvals (rule 8)
+# ------------------------------------------------------- approvals (the approval-gate rule)
 
 
 def request_approval(state: GoalState, cmd: RequestApproval, now: datetime) -> list[Event]:
@@ -356,7 +358,7 @@ def resolve_approval(state: GoalState, cmd: ResolveApproval, now: datetime) -> l
     return events
 
 
-# ---------------------------------------------------------------- operators (rule 11)
+# ---------------------------------------------------------- operators (the operators' rule)
 
 
 def stop(state: GoalState, cmd: Stop, now: datetime) -> list[Event]:
@@ -394,7 +396,8 @@ def recover(state: GoalState, cmd: Recover, now: datetime) -> list[Event]:
 def reported(state: GoalState, data: RunReported, at: str) -> dict[str, Any]:
     changes: dict[str, Any] = {}
     if state.lease:
-        changes["lease"] = {**state.lease, "active": True}  # a sign of life (rule 6)
+        # A sign of life (the uncertain-attempt rule).
+        changes["lease"] = {**state.lease, "active": True}
     if data.outcome == "ok":
         changes["rate_limits"] = 0
     if data.note == PROVIDER_WAIT and state.lease:
@@ -465,7 +468,7 @@ def recovered(state: GoalState, data: GoalRecovered, at: str) -> dict[str, Any]:
                 for job in state.jobs]
         return {"liveness_alert": {}, "jobs": jobs, "progress_since": at,
                 "since_progress": {}}
-    # Rule 11: a recovered goal starts a new continuation budget.
+    # The operators' rule: a recovered goal starts a new continuation budget.
     return {"status": WAITING, "reason": "", "continuations_used": 0, "retry_count": 0,
             "rate_limits": 0, "paused_until": "", "lease": {}, "liveness_alert": {},
             "progress_since": at, "since_progress": {}}

@@ -1,4 +1,4 @@
-"""GoalState: the projection folded from a goal's events (DESIGN section 4)."""
+"""GoalState: the projection folded from a goal's events (docs/design.md, "Goal state")."""
 
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
@@ -16,10 +16,10 @@ STATUSES = (RUNNING, WAITING, PAUSED, BLOCKED, DONE, FAILED, STOPPED)
 TERMINAL_STATUSES = frozenset({DONE, FAILED, STOPPED})
 ACTIVE_STATUSES = tuple(s for s in STATUSES if s not in TERMINAL_STATUSES)
 
-# Why a paused goal is paused: it is the only cause (rule 4), but an empty
+# Why a paused goal is paused: it is the only cause (the failure rule), but an empty
 # reason told a reader of the API, the admin or `ledger goals` nothing.
 RATE_LIMITED = "RATE_LIMITED"
-# Why a rate-limited goal blocked instead: its continuation budget was spent (rule 5).
+# Why a rate-limited goal blocked instead: its continuation budget was spent.
 RATE_LIMIT_STOPPED = "RATE_LIMIT_STOPPED"
 # An alert, not a status: a pause to a reset days away, listed once it has
 # lasted the server's long_pause_minutes, so a person decides whether to wait.
@@ -114,7 +114,7 @@ class GoalState:
     last_wake: dict[str, Any] = field(default_factory=dict)
     jobs: list[dict[str, Any]] = field(default_factory=list)
     finish_requested: dict[str, Any] = field(default_factory=dict)
-    continuations_used: int = 0  # automatic continuations charged (rule 5)
+    continuations_used: int = 0  # automatic continuations charged (the continuation budget)
     rate_limits: int = 0  # consecutive rate limits: the backoff's exponent
     pending_approvals: list[dict[str, Any]] = field(default_factory=list)
     reset_wake: dict[str, Any] = field(default_factory=dict)  # the one-off wake at a reset
@@ -122,7 +122,7 @@ class GoalState:
     # schedule_name); a later request replaces it.
     requested_wake: dict[str, Any] = field(default_factory=dict)
     # A due wake waiting for its agent to pull it (dispatcher "none"):
-    # occurrence_id, reason, at, charge (a recovery continuation, rule 5).
+    # occurrence_id, reason, at, charge (a recovery continuation, the continuation budget).
     ready: dict[str, Any] = field(default_factory=dict)
     # The last continuation of a rate-limit reset, whoever made it (a wake, a
     # pull, the host by itself): reset, by (the lease's via), at, generation.

@@ -1,4 +1,5 @@
-"""Wake timing and liveness (DESIGN section 6), each decided here and nowhere else.
+"""Wake timing and liveness (docs/design.md, "Wakes and claims"), each decided
+here and nowhere else.
 
 - **Slots.** A recurring watchdog fires at ``anchor + k x interval``. The
   anchor is the first due time (internal) or the host receipt's ``due_at``

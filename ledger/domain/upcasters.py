@@ -34,7 +34,7 @@ from ledger.domain.events import (
 # ---------------------------------------------------------------- repairs' attempt
 #
 # Version 1: a repair event (``wake.scheduled`` or ``receipt.recorded`` with
-# ``repair``) recorded before issue 35 bounded repairs has no ``attempt``,
+# ``repair``) recorded before repairs were bounded has no ``attempt``,
 # the count of repairs since its wake last fired. Version 2 always has it.
 # Such a repair counts as one: the bound (MAX_REPAIRS) then starts from it
 # as the release that wrote it would have (it repaired forever).
@@ -59,7 +59,7 @@ for _kind in (WAKE_SCHEDULED, RECEIPT_RECORDED):
 #
 # Version 1: a lease granted before automatic continuations existed has no
 # ``via``; every lease then was the agent's own. Version 2 always says who it
-# was granted to (agent, wake or pull: rule 6 watches the last two).
+# was granted to (agent, wake or pull: the uncertain-attempt rule watches the last two).
 
 
 def _via_version(data: Mapping[str, Any]) -> int:

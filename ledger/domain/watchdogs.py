@@ -1,4 +1,5 @@
-"""Watchdogs (rule 9; DESIGN section 6): prepare, cancel, receipts, statuses.
+"""Watchdogs (one watchdog per goal; docs/design.md, "Wakes and claims"): prepare,
+cancel, receipts, statuses.
 
 One watchdog per goal (a recurring wake), owned by the server (``internal``,
 a django-q2 schedule) or by the agent's host (``host``, confirmed by
@@ -115,7 +116,7 @@ def prepare(state: GoalState, cmd: PrepareWatchdog, now: datetime) -> list[Event
     status = state.watchdog.get("status", "")
     retry = False
     if status in ("requested", "live", "uncertain", "disabled", "cancel_requested", "failed"):
-        # Rule 9: never a second watchdog, never retimed. An uncertain create
+        # One watchdog per goal: never a second watchdog, never retimed. An uncertain create
         # is reconciled by a receipt, never followed by a blind second create.
         return []
     if status == "create_failed":
@@ -192,7 +193,7 @@ RECEIPT_DUE_AT_MISMATCH = "receipt_due_at_mismatch"
 
 
 def _near_slot(state: GoalState, due: datetime, now: datetime) -> None:
-    """Issue 35: a host receipt's ``due_at`` becomes the anchor every later
+    """A host receipt's ``due_at`` becomes the anchor every later
     slot and the HOST_SILENT deadline are counted from, so a typo, a time-zone
     slip or a year-ahead date would hide a dead host until then. It must lie
     within one interval plus the host's lateness (half an interval) of the slot

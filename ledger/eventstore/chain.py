@@ -1,4 +1,4 @@
-"""The per-goal SHA-256 hash chain over canonical JSON (DESIGN section 3).
+"""The per-goal SHA-256 hash chain over canonical JSON (docs/design.md, "Event store").
 
 hash = sha256(prev_hash || canonical_json([goal_id, seq, kind, data, actor, recorded_at]))
 

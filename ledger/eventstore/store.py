@@ -121,7 +121,7 @@ def projected_columns(state: GoalState) -> dict[str, Any]:
         "lease_expires_at": _parse(state.lease.get("expires_at", "")),
         "next_wake_at": _parse(next_wake_at(state)),
         "paused_until": _parse(state.paused_until),
-        # Liveness (DESIGN section 6): the sweeper's candidates, and /alerts.
+        # Liveness (docs/design.md, "Wakes and claims"): the sweeper's candidates, and /alerts.
         "deadline_at": liveness.deadline_at(state),
         "attention": liveness.attention(state),
         "created_at": _parse(state.created_at),
@@ -168,7 +168,7 @@ _UUIDS: dict[str, uuid.UUID] = {}
 def start(command: StartGoal | RunGoal, *, actor: str,
           idempotency_key: str | None = None) -> Outcome:
     """Create the goal for (agent, workspace, goal_key), or return the active one
-    (rule 1); with RunGoal, also try to take its lease in the same transaction.
+    (one goal per workspace); with RunGoal, also try to take its lease in the same transaction.
 
     Every binding fact is read within the starting agent's goals only (the
     goal's ``agent``, fixed at start): a workspace path is host-local and a

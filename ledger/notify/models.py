@@ -1,4 +1,4 @@
-"""Notifications (issue 38): the channels an operator added in the admin, the
+"""Notifications: the channels an operator added in the admin, the
 outbox of notifications, and each goal's notification state.
 
 ``Notification`` is an outbox row, written in the transaction of the event

@@ -1,7 +1,7 @@
 """``ledger doctor``: is the machinery that keeps goals moving intact? And
 ``ledger doctor --fix`` (also run by the scheduler every hour): repair it.
 
-Liveness is proven by evidence (DESIGN section 6, ``ledger.domain.liveness``):
+Liveness is proven by evidence (docs/design.md, "Wakes and claims", ``ledger.domain.liveness``):
 every active goal has a next expected evidence and a deadline. The doctor
 reports what would let a deadline pass unseen or unrepaired:
 

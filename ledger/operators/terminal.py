@@ -258,7 +258,7 @@ def woken(claim: Any) -> str:
     """What a wake did, said plainly (`ledger wake`, the admin's wake): pushed
     to which dispatcher, or made ready for pull and why. A shell that read
     other dispatchers than the server's once made a pushed goal wait an hour
-    for a pull, and said nothing (issue 38)."""
+    for a pull, and said nothing."""
     # Here only: the rest of this module reads goals and events without settings.
     from django.conf import settings
 

@@ -8,7 +8,7 @@ variable ``WAKELEDGER_DISPATCHERS`` is only a seed: with no file yet, its value
 is used and written to the file (0600: commands and webhooks may hold tokens);
 with a file, it must say the same or the process refuses to start. Before
 this, each process read its own environment, and a shell without the server's
-variable made a pushed goal ready for pull (issue 38).
+variable made a pushed goal ready for pull.
 
 Push or pull is a fact every internal or operator wake's claim needs (decided
 in the domain on the locked state: ``ledger.domain.claims.pushed``);

@@ -369,8 +369,8 @@ if Q_CLUSTER["retry"] <= Q_CLUSTER["timeout"]:
 # end-to-end tests shrink it so a watchdog fires within seconds.
 WAKELEDGER_CADENCE_UNIT_SECONDS = env_int("WAKELEDGER_CADENCE_UNIT_SECONDS", 60, minimum=1,
                                           maximum=60)
-# Rule 2's stale grace after a lease's expiry, frozen into each goal's policy,
-# and rule 4's margin after a provider's reset time before the one-off wake:
+# The lease rule's stale grace after a lease's expiry, frozen into each goal's policy,
+# and the failure rule's margin after a provider's reset time before the one-off wake:
 # their defaults and bounds are the domain's (ledger/domain/policy.py).
 WAKELEDGER_STALE_GRACE_SECONDS = env_int(
     "WAKELEDGER_STALE_GRACE_SECONDS", domain_policy.LEASE_STALE_GRACE_SECONDS,
@@ -385,7 +385,7 @@ WAKELEDGER_LONG_PAUSE_MINUTES = env_int(
     "WAKELEDGER_LONG_PAUSE_MINUTES", domain_policy.DEFAULT_POLICY["long_pause_minutes"],
     minimum=domain_policy.RANGES["long_pause_minutes"][0],
     maximum=domain_policy.RANGES["long_pause_minutes"][1])
-# Caps on the durations an agent may choose (issue 35; docs/liveness.md
+# Caps on the durations an agent may choose (docs/liveness.md
 # "Caps"): WAKELEDGER_MAX_LEASE_SECONDS, _MAX_CADENCE_MINUTES,
 # _MAX_HOST_SILENCE_MINUTES (host_silent_slots x cadence), _MAX_READY_TIMEOUT_MINUTES,
 # _MAX_JOB_DEADLINE_MINUTES, _MAX_PROGRESS_MINUTES, and on the counts
@@ -409,7 +409,7 @@ WAKELEDGER_SCHEDULER_SILENT_SECONDS = env_int(
     "WAKELEDGER_SCHEDULER_SILENT_SECONDS", 3 * 60 * WAKELEDGER_SWEEP_MINUTES, minimum=5,
     maximum=24 * 3600)
 # An outbox row still "sending" this long after its dispatcher's timeout
-# belongs to a sender that died mid-call: recorded as uncertain (rule 6).
+# belongs to a sender that died mid-call: recorded as uncertain (the uncertain-attempt rule).
 WAKELEDGER_OUTBOX_GRACE_SECONDS = env_int("WAKELEDGER_OUTBOX_GRACE_SECONDS", 60, minimum=0,
                                           maximum=3600)
 # Fail points (ledger/eventstore/failpoints.py) for the crash tests; never in production.

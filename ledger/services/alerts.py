@@ -9,7 +9,7 @@ indexed ``deadline_at`` column). The second case is what keeps the promise
 when the sweeper itself is down: a goal is never stuck past its deadline
 without being listed.
 
-Lists are truthful (DESIGN section 6): no surface caps this list silently.
+Lists are truthful (docs/design.md, "Wakes and claims"): no surface caps this list silently.
 GET /alerts pages it with a cursor and a total, ``ledger alerts`` prints the
 total and says how many rows it did not show, and every total is an SQL COUNT
 over the same query as the rows (``needing_a_human``).

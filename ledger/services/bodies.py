@@ -38,7 +38,7 @@ def goal_body(state: GoalState) -> dict[str, Any]:
     now = clock.now()
     # The token digest stays inside: callers prove the token, they never read it.
     # "active" is shown as a reader takes it (live now); the stored flag of
-    # that name (rule 6: a sign of life since the grant) is heard_from_holder.
+    # that name (the uncertain-attempt rule: a sign of life since the grant) is heard_from_holder.
     body["lease"] = ({**{k: v for k, v in lease.items() if k not in ("token_sha256", "active")},
                       "active": lease_live(state, now),
                       "heard_from_holder": bool(lease.get("active"))}

@@ -1,4 +1,4 @@
-"""Telling a human (issue 38): the use cases behind notifications.
+"""Telling a human: the use cases behind notifications.
 
 - ``record`` (``record_flip``, a step of ``caller.follow_up``). When a
   command flips a goal's standing (``notices.flip`` of its attention before

@@ -1,12 +1,10 @@
-"""Lists are truthful (issue 35, item 6; DESIGN section 6): with more goals
+"""Lists are truthful (docs/liveness.md): with more goals
 needing a human than any one page shows, GET /alerts, `ledger alerts`,
 `ledger doctor` and the dashboard count every one with SQL and show every one
 or say how many they did not show — the oldest goals no longer vanish at 500.
 Also: the sweeper's heartbeat is written only by a sweep that completed, the
 scheduler's own rows are checked by their next run, and "the reset wake" is
 said only of a paused goal's reset wake.
-
-Each test failed on the code before.
 """
 
 import io

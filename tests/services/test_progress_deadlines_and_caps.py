@@ -1,12 +1,9 @@
-"""Liveness judged from outside (issue 35): the goals an outside audit found
-stuck while every list said nothing, each through the API, the real sweeper
-task and django-q2's own task records.
-
-Each failed on the code before: a holder that only heartbeats stayed
-`working` for as long as it liked; a checkpoint let the lease lapse; an agent
-could choose a day-long lease or a hundred silent host slots; a receipt a
-year ahead became the anchor; a wake whose task always raised was repaired
-every few minutes forever, never listed.
+"""Progress deadlines and the caps on what an agent chooses (docs/liveness.md),
+each through the API, the real sweeper task and django-q2's own task records:
+a holder that only heartbeats is listed, a checkpoint keeps the lease, no agent
+chooses a day-long lease or a hundred silent host slots, a receipt a year ahead
+never becomes the anchor, and a wake whose task always raises is listed after
+a few repairs instead of being repaired forever.
 """
 
 import queue
