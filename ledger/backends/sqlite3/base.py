@@ -36,9 +36,9 @@ class DatabaseWrapper(base.DatabaseWrapper):
         self._queued = False
 
     # Django starts every atomic block here on SQLite (autocommit stays on in
-    # the driver, and its own BEGIN is the settings' transaction_mode,
-    # IMMEDIATE) and ends it with _commit or _rollback: the backend's hooks,
-    # each Django's own step with the queue around it.
+    # the driver; BEGIN takes the settings' transaction_mode, IMMEDIATE) and
+    # ends it with _commit or _rollback: the backend's own hooks, with the
+    # writers' queue around them.
     def _start_transaction_under_autocommit(self) -> None:
         self._enter_queue()
         # The queue and SQLite's lock share one bound (the busy timeout,
@@ -48,13 +48,20 @@ class DatabaseWrapper(base.DatabaseWrapper):
         # to 40 s instead of the bound.
         waited_out = not self._queued and self._queue_file() is not None
         try:
-            if waited_out:
-                self.connection.execute("PRAGMA busy_timeout = 0")
-            try:
-                super()._start_transaction_under_autocommit()
-            finally:
+            # Straight to the driver, as Django's own _commit does: its cursor
+            # wrapper (a new cursor, the debug and error layers, the
+            # placeholder rewrite) cost three times SQLite's BEGIN, on every
+            # write transaction (docs/performance.md, "The house redesign's
+            # cost"). The price: BEGIN is not in connection.queries.
+            mode = self.transaction_mode
+            with self.wrap_database_errors:
                 if waited_out:
-                    self.connection.execute(f"PRAGMA busy_timeout = {self._timeout_ms()}")
+                    self.connection.execute("PRAGMA busy_timeout = 0")
+                try:
+                    self.connection.execute(f"BEGIN {mode}" if mode else "BEGIN")
+                finally:
+                    if waited_out:
+                        self.connection.execute(f"PRAGMA busy_timeout = {self._timeout_ms()}")
         except BaseException:
             self._leave_queue()
             raise
@@ -64,7 +71,13 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def _commit(self) -> None:
         try:
-            super()._commit()
+            if self.queries_logged or self.connection is None:
+                super()._commit()  # COMMIT in connection.queries, as Django logs it
+            else:
+                # Django's _commit without debug_transaction: a generator-based
+                # context manager that only logs, when queries are logged.
+                with self.wrap_database_errors:
+                    self.connection.commit()
         finally:
             self._leave_queue()
 
