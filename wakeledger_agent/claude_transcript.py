@@ -36,6 +36,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -91,22 +92,30 @@ def _text(message: object) -> str:
     return ""
 
 
-def last_turn_end(path: str | Path | None) -> TurnEnd | None:
-    """The last conversation entry of the main thread (not a subagent's), as
-    a turn's end: failed when it is Claude Code's API error message. None
-    without a transcript or an entry to read. Never raises."""
+def _newest_first(path: str | Path | None) -> Iterator[dict[str, Any]]:
+    """The transcript's last entries that parse as JSON objects, newest first;
+    nothing without a transcript to read."""
     if not path:
-        return None
+        return
     try:
         lines = _tail_lines(Path(path))
     except OSError:
-        return None
+        return
     for line in reversed(lines):
         try:
             entry = json.loads(line)
         except ValueError:
             continue
-        if (not isinstance(entry, dict) or entry.get("type") not in ("user", "assistant")
+        if isinstance(entry, dict):
+            yield entry
+
+
+def last_turn_end(path: str | Path | None) -> TurnEnd | None:
+    """The last conversation entry of the main thread (not a subagent's), as
+    a turn's end: failed when it is Claude Code's API error message. None
+    without a transcript or an entry to read. Never raises."""
+    for entry in _newest_first(path):
+        if (entry.get("type") not in ("user", "assistant")
                 or entry.get("isSidechain") or entry.get("isMeta")):
             continue
         at = _instant(entry.get("timestamp"))
@@ -128,18 +137,8 @@ def provider_wait(path: str | Path | None) -> tuple[str, datetime] | None:
     retrying a rate-limited request (its retry watchdog: ``system`` /
     ``api_error`` with ``retryInMs``, as 2.1.332 writes it): the run waits
     in the process until then. None when it moved on, or without one."""
-    if not path:
-        return None
-    try:
-        lines = _tail_lines(Path(path))
-    except OSError:
-        return None
-    for line in reversed(lines):
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(entry, dict) or entry.get("isSidechain"):
+    for entry in _newest_first(path):
+        if entry.get("isSidechain"):
             continue
         if entry.get("type") in ("user", "assistant"):
             return None  # the conversation went on after any retry
