@@ -85,7 +85,10 @@ def _back(value: Any, at: str, now: datetime) -> Any:
 
 # The goal's own fields that start a clock (a deadline is counted from them).
 # A new such field belongs here, or a clock step leaves its deadline ahead.
-CLOCK_STARTS = ("progress_since", "checkpointed_at")
+CLOCK_STARTS = ("progress_since", "checkpointed_at", "paused_at")
+# The same inside ``since_progress`` (ledger.domain.progress): the first job
+# wait's end and the first wake since the last progress.
+PROGRESS_STARTS = ("waited_at", "woken_at")
 
 
 def rebased(state: GoalState, data: ClockSteppedBack, at: str) -> dict[str, Any]:
@@ -105,6 +108,10 @@ def rebased(state: GoalState, data: ClockSteppedBack, at: str) -> dict[str, Any]
         moved = _back(getattr(state, name), at, now)
         if moved != getattr(state, name):
             changes[name] = moved
+    since = {name: _back(value, at, now) if name in PROGRESS_STARTS else value
+             for name, value in state.since_progress.items()}
+    if since != state.since_progress:
+        changes["since_progress"] = since
     if state.ready:
         changes["ready"] = {**state.ready, **{name: _back(state.ready[name], at, now)
                                               for name in ("at", "since") if name in state.ready}}

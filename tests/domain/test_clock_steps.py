@@ -90,6 +90,22 @@ def test_the_progress_clock_restarts_from_the_real_now_not_the_future() -> None:
     assert expected.deadline <= now + bound
 
 
+def test_the_stamps_progress_counts_from_come_back_too() -> None:
+    """The first wake's and the first job wait's stamps since the last
+    progress start clocks as well: left in the future, a woken holder that
+    died during the step had its progress deadline hours away."""
+    wrong = T0 + timedelta(hours=8)
+    state = started_at(wrong).but(since_progress={"leases": 2, "woken_at": wrong.isoformat(),
+                                                  "waited_at": wrong.isoformat()},
+                                  paused_at=wrong.isoformat())
+    now = T0 + timedelta(minutes=1)
+    after = decision(state, CheckLiveness(), now).state
+    for stamp in (after.since_progress["woken_at"], after.since_progress["waited_at"],
+                  after.paused_at):
+        assert datetime.fromisoformat(stamp) <= now
+    assert after.since_progress["leases"] == 2
+
+
 @settings(max_examples=40, deadline=None)
 @given(behind=st.timedeltas(min_value=timedelta(0), max_value=CLOCK_SKEW))
 def test_clocks_a_little_apart_never_record_time_running_backwards(behind: timedelta) -> None:
