@@ -23,6 +23,11 @@ stamps back. So:
   tracking) is brought back to now, and the lease expires at most its own
   ``lease_seconds`` from now. No deadline derived from them is then further
   away than the policy allows from the moment the step was seen.
+- A silence the sweeper judged while the clock ran ahead (HOST_SILENT,
+  NO_PROGRESS, a silent job…, stamped after the real now) is withdrawn: its
+  deadline had passed only on the wrong clock, and listing it sends a person
+  to re-create a host task that fires on time. The next check judges it again
+  at the real time.
 
 The sweeper finds such goals by the indexed ``updated_at`` column (a last
 event more than ``CLOCK_SKEW`` ahead), so the correction does not wait for a
@@ -36,7 +41,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ledger.domain.events import ClockSteppedBack, Event, iso
-from ledger.domain.state import GoalState
+from ledger.domain.state import LONG_PAUSE, GoalState
 
 # How far behind a goal's last event the clock may read and still be one
 # clock among several (hosts a little apart, as a web host two minutes behind
@@ -115,7 +120,30 @@ def rebased(state: GoalState, data: ClockSteppedBack, at: str) -> dict[str, Any]
     if state.ready:
         changes["ready"] = {**state.ready, **{name: _back(state.ready[name], at, now)
                                               for name in ("at", "since") if name in state.ready}}
-    if any(_back(job.get("tracked_at"), at, now) != job.get("tracked_at") for job in state.jobs):
-        changes["jobs"] = [{**job, "tracked_at": _back(job.get("tracked_at"), at, now)}
-                           if job.get("tracked_at") else job for job in state.jobs]
+    if any(_back(job.get("tracked_at"), at, now) != job.get("tracked_at")
+           or _ahead(job.get("silent_at"), now) for job in state.jobs):
+        changes["jobs"] = [_job_back(job, at, now) for job in state.jobs]
+    if _ahead(state.liveness_alert.get("at"), now) \
+            and state.liveness_alert.get("reason") in JUDGED_SILENCES:
+        changes["liveness_alert"] = {}
     return changes
+
+
+# The alerts a deadline raises, so a clock that ran ahead may have raised them
+# early. A fact (a host continued against the goal's policy) stays, whenever
+# it was recorded.
+JUDGED_SILENCES = frozenset({"HOST_SILENT", "NO_PROGRESS", "WAKE_NOT_FIRING", LONG_PAUSE})
+
+
+def _ahead(value: str | None, now: datetime) -> bool:
+    return bool(value) and datetime.fromisoformat(value) > now  # type: ignore[arg-type]
+
+
+def _job_back(job: dict[str, Any], at: str, now: datetime) -> dict[str, Any]:
+    """A job's tracking stamp brought back; its silence, judged ahead, withdrawn."""
+    moved = {**job}
+    if moved.get("tracked_at"):
+        moved["tracked_at"] = _back(moved["tracked_at"], at, now)
+    if _ahead(moved.get("silent_at"), now):
+        del moved["silent_at"]
+    return moved

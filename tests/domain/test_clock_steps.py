@@ -132,3 +132,33 @@ def test_the_correction_is_one_event_that_replays() -> None:
     decided = decision(state, CheckLiveness(), T0)
     assert fold(decided.events, state) == decided.state
     assert not any(isinstance(e.payload, LivenessMissed) for e in decided.events)
+
+
+def test_a_silence_judged_while_the_clock_ran_ahead_is_withdrawn() -> None:
+    """The sweeper, hours ahead, found a host's slot and a job's report
+    overdue; the real clock says neither was: the step withdraws both, and
+    the check at the real time raises nothing. An alert judged before the
+    clock ran ahead stays."""
+    wrong = T0 + timedelta(hours=8)
+    job = {"job_id": "j", "kind": "ci", "ref": "r", "status": "running",
+           "tracked_at": wrong.isoformat(), "silent_at": wrong.isoformat()}
+    state = started_at(wrong).but(
+        liveness_alert={"reason": liveness.HOST_SILENT, "at": wrong.isoformat(), "detail": "d"},
+        jobs=[job])
+    now = T0 + timedelta(minutes=1)
+    after = decision(state, CheckLiveness(), now).state
+    assert after.liveness_alert == {}
+    assert "silent_at" not in after.jobs[0]
+    assert liveness.attention(after) != liveness.HOST_SILENT
+    judged_before = state.but(liveness_alert={**state.liveness_alert, "at": T0.isoformat()})
+    assert decision(judged_before, CheckLiveness(), now).state.liveness_alert["reason"] \
+        == liveness.HOST_SILENT
+
+
+def test_a_fact_recorded_while_the_clock_ran_ahead_stays() -> None:
+    """A host that continued against the goal's policy did so, whatever the clock read."""
+    wrong = T0 + timedelta(hours=8)
+    alert = {"reason": "CONTINUED_AGAINST_POLICY", "at": wrong.isoformat(), "detail": "d"}
+    state = started_at(wrong).but(liveness_alert=alert)
+    after = decision(state, CheckLiveness(), T0 + timedelta(minutes=1)).state
+    assert after.liveness_alert["reason"] == "CONTINUED_AGAINST_POLICY"
