@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test test-quick test-sqlite test-postgres browser prometheus pgbouncer go claude-code jq \
+.PHONY: run test test-quick test-sqlite test-sqlite-main test-simulation test-postgres browser prometheus pgbouncer go claude-code jq \
 	node24 openclaw claude-code-current tools lint bench bench-quick capacity soak simulate clean
 
 $(VENV)/bin/python:
@@ -31,13 +31,16 @@ run: export WAKELEDGER_PORT := $(PORT)
 run: $(VENV)/.installed
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m ledger.project.run --port $(PORT)
 
-# The two halves run at once: each mostly waits (live servers, child
-# processes, lock waits; pytest itself used ~20 % of a core on PostgreSQL), so
-# on 2 cores both take about as long as the longer one. The programs the tests
-# drive are installed first, one at a time (apt-get holds one lock), and each
-# half's output is printed whole when it ends (--output-sync).
+# Three jobs run at once: the SQLite half, its simulation worlds apart, and
+# the PostgreSQL half. The halves mostly wait (live servers, child processes,
+# lock waits; pytest itself used ~20 % of a core on PostgreSQL) while the
+# simulation computes, so on 2 cores the three take about as long as the
+# longest. The programs the tests drive are installed first, one at a time
+# (apt-get holds one lock), and each job's output is printed whole when it
+# ends (--output-sync).
 test: $(VENV)/.installed-dev tools
-	@$(MAKE) --no-print-directory -j2 --output-sync=target test-sqlite test-postgres
+	@$(MAKE) --no-print-directory -j3 --output-sync=target test-sqlite-main test-simulation \
+	  test-postgres
 
 # The admin's browser tests drive Debian's Chromium (never a browser download
 # of Playwright's own). Installed when missing and when we may (root).
@@ -130,9 +133,17 @@ jq:
 # Every outside program a test drives, installed where we may.
 tools: browser prometheus pgbouncer go claude-code node24 openclaw claude-code-current jq
 
-test-sqlite: $(VENV)/.installed-dev tools
-	@echo "== test suite on SQLite =="
-	env -u DATABASE_URL $(BIN)/python -m pytest $(PYTEST_ARGS)
+# The SQLite half: its own tests, then the simulation's worlds (tests/simulation,
+# deterministic worlds through the real store and django-q2 on SQLite).
+test-sqlite: test-sqlite-main test-simulation
+
+test-sqlite-main: $(VENV)/.installed-dev tools
+	@echo "== test suite on SQLite (the simulation apart) =="
+	env -u DATABASE_URL $(BIN)/python -m pytest --ignore=tests/simulation $(PYTEST_ARGS)
+
+test-simulation: $(VENV)/.installed-dev
+	@echo "== the simulation's worlds on SQLite =="
+	env -u DATABASE_URL $(BIN)/python -m pytest tests/simulation $(PYTEST_ARGS)
 
 # For development: the SQLite half without the tests marked `slow` (real
 # processes, browsers, fuzzing, the simulation, big data sets). `make test`

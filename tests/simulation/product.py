@@ -30,12 +30,12 @@ from typing import Any
 from unittest import mock
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django_q.models import Schedule
 
 from ledger.domain import DomainError, GoalState, LeaseProof, claims, liveness, progress
 from ledger.domain.leases import RECONNECT_GRACE  # noqa: F401 (the world reads it here)
-from ledger.eventstore import clock, projection, tallies
+from ledger.eventstore import appendsql, clock, projection, tallies
 from ledger.models import Event, Goal
 from ledger.operators import doctor
 from ledger.project.siteurl import api_url
@@ -740,8 +740,8 @@ _PASS_THROUGH = ("SAVEPOINT", "RELEASE", "ROLLBACK")
 def database_down() -> Iterator[None]:
     """The database is unreachable: every query of whoever runs inside raises
     ``django.db.OperationalError`` before it reaches the database. Savepoint
-    statements pass, so the product's own atomic blocks unwind as they would
-    after a dropped connection, and the world's one transaction stays usable."""
+    statements pass, so the step's savepoint unwinds as a dropped connection
+    would, and the world's one transaction stays usable."""
     from django.db import OperationalError
 
     def refuse(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
@@ -752,8 +752,18 @@ def database_down() -> Iterator[None]:
     muted = logging.root.manager.disable
     logging.disable(logging.ERROR)  # django.request's "Internal Server Error" per refused call
     refused: BaseException | None = None
+    # The store appends through the driver's own cursor on SQLite, past
+    # Django's execute wrappers: during the outage it appends through Django's
+    # cursor (its reference recorder), refused like every other statement.
+    # And the step runs in a savepoint: a product transaction joins the
+    # world's one without a savepoint of its own, so a command refused part
+    # way must be undone here as a dropped connection undoes it. (Without
+    # both, an operator's wake kept its lease grant and lost its outbox row:
+    # a dispatch never sent, then INTERRUPTED_UNKNOWN.)
+    django_recorder = {connection.vendor: appendsql.DjangoRecorder()}
     try:
-        with connection.execute_wrapper(refuse):
+        with mock.patch.dict(appendsql._RECORDERS, django_recorder), \
+                connection.execute_wrapper(refuse), transaction.atomic():
             yield
     except BaseException as error:
         refused = error

@@ -1,4 +1,4 @@
-"""The deterministic simulation in `make test` (issue 9).
+"""The deterministic simulation in `make test` (docs/liveness.md, "What is measured").
 
 Each seed runs a world of SIM_GOALS goal slots for SIM_DAYS simulated days
 (defaults: seeds 1,2,3 x 16 goals x 7 days = 336 goal-days) through the real
@@ -60,48 +60,47 @@ DAYS = _days()
 GOALS = env_int("SIM_GOALS", 16, minimum=1, maximum=500)
 
 # Invariants the product is known to break: invariant -> the defect (each
-# test is then xfail, strict=False). Empty: on the pre-issue-9 code (e530d7b)
-# the simulation broke no_lease_to_nobody, interrupted_only_after_silence,
+# test is then xfail, strict=False). Empty: on the code of commit e530d7b the
+# simulation broke no_lease_to_nobody, interrupted_only_after_silence,
 # only_recovery_is_charged, progress, liveness, no_drift and
-# operator_can_recover (issue 9 #1-#5); the issue 9 changes fixed all of them,
-# and the seeds that showed them are kept in REGRESSIONS below.
-#
-# Issue 35 judged the world from outside and added the actors its audit found
-# missing; until the product fixes are merged these break on this branch.
-NEEDS_35 = "needs issue 35 product fix: "
+# operator_can_recover; all were fixed, and the breaks are kept in
+# REGRESSIONS below.
 DEFECTS: dict[str, str] = {}
 RARE_DEFECTS: dict[str, str] = {}
 KNOWN = {**DEFECTS, **RARE_DEFECTS}
 
-# Seeds that broke an invariant on the pre-issue-9 code, kept as regression
-# tests: (seed, goals, days, world overrides, invariant, what its trace showed
-# then). Small worlds, so they stay cheap; rows with the same world share one run.
+# Invariants that once broke, kept as regression tests: (seed, goals, days,
+# world overrides, invariant, what its trace showed then). The world has grown
+# actors since, so a seed no longer replays the history it showed: each row
+# now runs on the default world of its seed (that run is reused) or on one
+# world whose every goal is host-scheduled, the configuration several of the
+# breaks needed. Rows with the same world share one run.
 HOSTS = {"host_share": 1.0}  # every goal's watchdog owned by the agent's host
 REGRESSIONS = [
-    (1, 12, 2, {}, inv.PULL_WAKES,
+    (1, 16, 7, {}, inv.PULL_WAKES,
      "goal 380208a9: the 10:23 internal wake grants generation 2 via wake to nobody"),
-    (1, 12, 2, {}, inv.INTERRUPTED_ONLY_AFTER_SILENCE,
+    (1, 16, 7, {}, inv.INTERRUPTED_ONLY_AFTER_SILENCE,
      "goal 380208a9: that lease expires; at 10:35 the sweeper blocks INTERRUPTED_UNKNOWN"),
-    (1, 12, 2, {}, inv.CHARGED_ONLY_RECOVERY,
+    (1, 16, 7, {}, inv.CHARGED_ONLY_RECOVERY,
      "goal 380208a9: the first wake after a clean release is charged 1/3"),
-    (1, 12, 2, {}, inv.PROGRESS,
+    (1, 16, 7, {}, inv.PROGRESS,
      "goal 88534206 (always succeeds, 7 turns) blocked INTERRUPTED_UNKNOWN after turn 1"),
-    (1, 12, 2, {}, inv.LIVENESS,
+    (1, 16, 7, {}, inv.LIVENESS,
      "goal 97dae38d: a wake while blocked for approval cancels the watchdog; the approval "
      "leaves it waiting with nothing to wake it"),
-    (1, 12, 2, {}, inv.NO_DRIFT,
+    (1, 16, 7, {}, inv.NO_DRIFT,
      "goal 97dae38d: the 11:36:44 slot picked up 87 s late is not_due (next due moved to "
      "11:42:35 by the previous late claim)"),
-    (4, 12, 3, HOSTS, inv.PROGRESS,
+    (1, 12, 3, HOSTS, inv.PROGRESS,
      "goal 3bb4a570 (host, always succeeds, 5 turns) blocked CONTINUATION_STOPPED after 4 "
      "turns: three scheduled-progress wakes spent the budget"),
     (1, 12, 3, HOSTS, inv.LIVENESS,
      "goal b2221a58: blocked CONTINUATION_STOPPED by a host wake, the host deletes its task "
      "but its receipt is refused (lease_required); recovered, it waits with the watchdog "
      "cancel_requested and nothing to wake it"),
-    (2, 12, 3, HOSTS, inv.OPERATOR_CAN_RECOVER,
+    (1, 12, 3, HOSTS, inv.OPERATOR_CAN_RECOVER,
      "goal 874a2a3d: finished as blocked (AGENT_BLOCKED); recover refuses it"),
-    # Found on main once agents used notify-token jobs (issue 14): a holder that
+    # Found on main once agents used notify-token jobs: a holder that
     # crashed while such a job ran was never swept (its lease counted as
     # "waiting on the job"). Seed 2 of the default world (16 goals, 7 days).
     (2, 16, 7, {}, inv.SWEPT,
@@ -203,7 +202,7 @@ def test_the_world_exercised_what_it_claims(reports: list[Report]) -> None:
 
 @pytest.mark.slow
 def test_no_healthy_host_is_listed_host_silent(reports: list[Report]) -> None:
-    """Issue 42: the world knows its hosts. A HOST_SILENT listing of a host
+    """The world knows its hosts. A HOST_SILENT listing of a host
     whose every recent slot reached the product asks a human to check a task
     that works (it was the progress deadline, judged as the host's)."""
     listed = {goal: hours for r in reports for goal, hours in r.host_silent_healthy.items()}
@@ -344,7 +343,7 @@ def test_the_monitor_catches_each_safety_break() -> None:
     evidence = [{"criterion": "tests pass", "evidence": "make test: 12 passed"}]
     assert _feed(_event(2, "job.tracked", job_id="j"), _event(
         3, "goal.completed", summary="done", evidence=evidence)) == [inv.VERIFIED_COMPLETION]
-    # Issue 12.7: a completion without a summary or evidence for each criterion.
+    # A completion without a summary or evidence for each criterion.
     assert _feed(_event(3, "goal.completed", summary="done", evidence=evidence)) == []
     assert _feed(_event(3, "goal.completed", summary="", evidence=evidence)) == \
         [inv.VERIFIED_COMPLETION]
@@ -385,7 +384,7 @@ def test_the_world_catches_a_tampered_projection_and_a_lost_schedule() -> None:
         assert [v.goal_id for v in world.report.by_invariant(inv.DOCTOR)] == [goal_id]
 
 
-# ------------------------------------------------------------------ planted bugs (issue 35)
+# ------------------------------------------------------------------ planted bugs
 #
 # Each figure and invariant must be able to fail: a world with a bug planted in
 # the product (tests/simulation/product.py's ``planted``) must report it. Short
@@ -470,7 +469,7 @@ def test_a_host_silent_listing_of_a_healthy_host_is_reported() -> None:
     assert "listed HOST_SILENT while its host is healthy" in report.host_silent_trace
 
 
-# ------------------------------------------------------------------ a stepped clock (issue 48)
+# ------------------------------------------------------------------ a stepped clock
 
 
 @pytest.mark.slow

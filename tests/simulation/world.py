@@ -115,10 +115,9 @@ class Config:
     actor_hours: tuple[float, float] = (4.0, 24.0)
     # Operators who see a goal paused more than 6 hours (its page, the goal
     # list) and try to wake it; 0: they read /alerts only. Off by default for
-    # now: with it on, seed 1's default world shows an operator's wake of a
-    # weekly-limited goal granted (via wake) but never dispatched, then read as
-    # INTERRUPTED_UNKNOWN (docs/liveness.md, "Open: an operator's wake that is
-    # never sent"); the failing world is `make simulate SEED=1` with it at 0.3.
+    # now: with it at 0.3, seed 1's default world shows two holders that died
+    # as the clock was set back left unlisted (docs/liveness.md, "Open: a
+    # holder that dies as the clock is set back").
     wake_long_pauses: float = 0.0
 
 
