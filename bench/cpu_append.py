@@ -17,7 +17,7 @@ disk's, not ours), PostgreSQL on a throwaway test server (client CPU only).
   processes alternating between the trees, ``--rounds`` rounds; prints each
   side's median and the median per-round ratio (ours / theirs).
 
-How issue 41's second item was measured (docs/performance.md, "The
+How the command's own CPU was measured (docs/performance.md, "The
 command's own CPU"); bench/profile_append.py says where the time goes.
 """
 

@@ -142,7 +142,7 @@ class Stats:
     anomalies: list[str] = field(default_factory=list)
     # Crash -> resumed (a pushed lease or a pulled one), seconds, per crash:
     # the lease and its grace run out, the sweeper records the expiry and arms
-    # a timeout_recovery wake due at once (DESIGN section 6).
+    # a timeout_recovery wake due at once.
     crash_recovery: list[float] = field(default_factory=list)
 
     def note(self, what: str) -> None:
@@ -374,7 +374,7 @@ class Agent(threading.Thread):
                     "lease": lease, "outcome": "error", "retry_after": "3",
                     "error_text": RATE_LIMIT_TEXT})
                 if ok(status) and answer.get("status") == "blocked":
-                    # Rule 5: the budget is spent; the limit stops the goal.
+                    # The continuation budget is spent; the limit stops the goal.
                     return self.stats.note(f"rate limit stopped the goal ({answer['reason']})")
                 if not ok(status) or answer.get("status") != "paused":
                     return self.lost(gid, "rate limit report", status, answer)

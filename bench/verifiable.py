@@ -1,4 +1,4 @@
-"""The verifiable log (issue 23): sealing, serving proofs, exporting and
+"""The verifiable log: sealing, serving proofs, exporting and
 verifying offline.
 
     python bench/verifiable.py [--quick] [--events N] [--goal-events M]

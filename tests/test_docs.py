@@ -1,4 +1,4 @@
-"""The documentation a newcomer reads (issue 24): no path that exists only on
+"""The documentation a newcomer reads: no path that exists only on
 the machine it was written on, links that stay inside the repository and
 resolve, and a README short enough to read in five minutes."""
 

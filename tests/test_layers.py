@@ -1,4 +1,5 @@
-"""The layers' import boundaries (DESIGN section 2), read from the source.
+"""The layers' import boundaries (docs/design.md, "Layout (top level is fixed)"),
+read from the source.
 
 The pure domain imports nothing from Django or from the rest of the project;
 ``ledger`` (the core: store, application layer, admin, commands) imports
@@ -219,7 +220,7 @@ def test_the_shells_call_use_cases_not_the_store_or_the_rules():
 
 
 def test_the_shell_check_refuses_what_the_old_views_imported(tmp_path):
-    """The check itself, on the imports api/views.py had before issue 36."""
+    """The check itself, on the imports api/views.py had before it called use cases."""
     old = tmp_path / "views.py"
     old.write_text("from ledger.eventstore import clock, store\n"
                    "from ledger.domain import Artifact, Finish, LeaseProof, liveness\n"

@@ -1,7 +1,6 @@
-"""Every option of `wakeledger` says what it is for (issue 38): `wakeledger
-start --help` used to leave most of its options undescribed. The whole
-argparse tree is walked, so a command or option added later without a help
-text fails here."""
+"""Every option of `wakeledger` says what it is for: `wakeledger start --help`
+used to leave most of its options undescribed. The whole argparse tree is
+walked, so a command or option added later without a help text fails here."""
 
 import argparse
 

@@ -44,7 +44,7 @@ def ended(tail: str, code: int = 1, sig: int | None = None) -> Ended:
 
 
 # The phrase sent: "usage limit" for a usage window (or a quota: Gemini's
-# RESOURCE_EXHAUSTED), "rate limit" for a per-minute limit (issue 37's backoffs).
+# RESOURCE_EXHAUSTED), "rate limit" for a per-minute limit (the server's per-minute backoff).
 USAGE, RATE = "usage limit", PHRASES[RATE_LIMIT]
 
 
@@ -122,8 +122,8 @@ def test_a_waiting_supervisor_pulls_only_a_due_wake():
 @pytest.mark.parametrize("reason", ["NO_PROGRESS", "WAKE_NOT_FIRING", "HOST_SILENT",
                                     "JOB_SILENT"])
 def test_a_listing_that_does_not_block_the_goal_does_not_stop_the_wait(reason):
-    """Issue 35's alerts list the goal for a human but its next run answers
-    them (a checkpoint clears NO_PROGRESS): the supervisor goes on."""
+    """Alerts that list the goal for a human but that its next run answers
+    (a checkpoint clears NO_PROGRESS): the supervisor goes on."""
     listed = goal(liveness="needs_human", alert={"reason": reason}, ready={"reason": "x"})
     assert next_step(listed, NOW, 30).action == "pull"
     pending = goal(liveness="needs_human", alert={"reason": "PENDING_NATIVE_CLEANUP"})

@@ -1,4 +1,4 @@
-"""The cheap request path (issue 11) keeps every rule of the expensive one.
+"""The cheap request path keeps every rule of the expensive one.
 
 Bearer authentication reads the token, its user and the user's role in one
 statement with nothing cached between requests: a revoked token, a

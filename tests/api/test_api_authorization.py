@@ -80,12 +80,12 @@ ENDPOINTS = {
     # The agent holds a live lease: there is nothing to wake (not_wakeable).
     "POST wake": ("POST", "goals/{gid}/wake", lambda lease: {"reason": "reset came early"}),
     "GET alerts": ("GET", "alerts", None),
-    # The verifiable log (issue 23); the goal fixture seals, so there is a head.
+    # The verifiable log; the goal fixture seals, so there is a head.
     "GET log head": ("GET", "ledger/head", None),
     "GET log heads": ("GET", "ledger/heads", None),
     "GET inclusion proof": ("GET", "ledger/proof/inclusion?event={event}", None),
     "GET consistency proof": ("GET", "ledger/proof/consistency?from=1", None),
-    # Issue 39: the checkpoint note; a witness's cosignature (not a note: refused
+    # The checkpoint note; a witness's cosignature (not a note: refused
     # by the view, so the roles that may send one reach its validation).
     "GET log checkpoint": ("GET", "ledger/checkpoint", None),
     "POST cosignature": ("POST", "ledger/checkpoint", lambda lease: {"checkpoint": "x"}),

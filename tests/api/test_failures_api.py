@@ -79,7 +79,7 @@ def test_retry_after_header_and_backoff_without_a_reset(agent, started, clock):
                     retry_after="120")
     assert answer["reset_at"] == "2026-12-02T09:02:00.000000Z"
     assert answer["paused_until"] == "2026-12-02T09:04:00.000000Z"
-    # A per-minute request limit (no usage window named): minutes, bounded (issue 37).
+    # A per-minute request limit (no usage window named): minutes, bounded.
     waits = []
     for n in range(4):
         clock.advance(days=2)
@@ -271,7 +271,7 @@ def test_no_error_text_reaches_the_database(agent, started, clock):
                         "reset_at": "2026-12-02T09:00:09.800000Z", "retry_after": ""}
 
 
-# --- resets far in the future, and Retry-After values that are no Retry-After (issue 10.6) --
+# --- resets far in the future, and Retry-After values that are no Retry-After ---------------
 
 HORIZON = timedelta(days=7)  # ledger.domain.resets.RESET_HORIZON, written out: the contract
 

@@ -1,7 +1,7 @@
 """An Idempotency-Key's record is written in the command's own transaction or
 not at all, so two attempts with one key are serialized by the database and
-only one command ever runs (issue 10, item 4; issue 11 made it one
-transaction).
+only one command ever runs (docs/integrity.md, "Idempotency: one
+transaction, the database decides").
 
 Two real requests on two threads (two database connections); the first is
 paused with a threading.Event at a chosen point."""

@@ -1,4 +1,4 @@
-"""The OpenAPI document is a contract that holds (issue 13).
+"""The OpenAPI document is a contract that holds.
 
 Schemathesis reads the schema the live server serves at /api/v1/schema and
 fuzzes every operation against that same server, once per role: what the
@@ -155,7 +155,7 @@ def test_every_error_is_declared_as_a_problem_document():
     assert listing["operationId"] == "goals_list"
     assert listing["responses"]["200"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/GoalPage"}
-    # GET /alerts is a page with a total (issue 35: lists are truthful).
+    # GET /alerts is a page with a total: a list is never silently cut.
     alerts = schema["paths"]["/api/v1/alerts"]["get"]
     assert alerts["operationId"] == "alerts_list"
     assert {p["name"] for p in alerts["parameters"]} >= {"cursor", "page_size"}
@@ -322,7 +322,7 @@ def test_a_granted_lease_is_active_and_the_schema_names_every_field_sent(agent, 
     agent.post(f"goals/{gid}/watchdog", {"lease": lease})
     agent.post(f"goals/{gid}/jobs", {"lease": lease, "kind": "ci", "ref": "run 7"})
     body = agent.get(f"goals/{gid}").json()
-    # Every fenced call is a sign of life and renews the lease (issue 35).
+    # Every fenced call is a sign of life and renews the lease.
     assert body["lease"]["heard_from_holder"] is True
     assert body["lease"]["expires_at"] > granted["expires_at"]
     clock.advance(seconds=301)

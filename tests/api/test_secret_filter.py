@@ -208,7 +208,7 @@ def test_a_credential_split_by_a_bidi_control_is_still_caught(control):
 
 # ------------------------------------------- credentials split by any default-ignorable code point
 
-# Issue 39 measured 15 of 15 stored: five invisible characters outside the old
+# Once 15 of 15 were stored: five invisible characters outside the old
 # list (combining grapheme joiner, a variation selector, a tag space, the
 # Hangul filler, a Mongolian free variation selector) in three credentials.
 SPLITTERS = ["\u034f", "\ufe0f", "\U000e0020", "\u3164", "\u180b"]

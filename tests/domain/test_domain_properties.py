@@ -291,7 +291,8 @@ def test_status_and_lease_agree(history):
 @settings(max_examples=300)
 @given(histories)
 def test_no_automatic_path_leaves_an_approval_gate(history):
-    """Rule 8: only an operator's decision moves a goal out of BLOCKED_APPROVAL."""
+    """Approval gates are never crossed: only an operator's decision moves a goal
+    out of BLOCKED_APPROVAL."""
     _, _, trace = run(history)
     for command, before, _now, outcome in trace:
         if before.reason == "BLOCKED_APPROVAL" and isinstance(outcome, list) and outcome:
@@ -304,7 +305,8 @@ def test_no_automatic_path_leaves_an_approval_gate(history):
 @settings(max_examples=300)
 @given(histories)
 def test_the_continuation_budget_is_never_exceeded(history):
-    """Rule 5: charges never pass max_continuations; only recover starts a new budget."""
+    """The continuation budget: charges never pass max_continuations; only
+    recover starts a new budget."""
     state, events, _ = run(history)
     used = 0
     for event in events:
@@ -334,7 +336,7 @@ def test_every_granted_wake_is_charged_first(history):
 @settings(max_examples=300)
 @given(histories)
 def test_every_active_goal_has_a_deadline_or_a_reason_for_a_human(history):
-    """DESIGN section 6: after every command, an active goal expects some
+    """Liveness by evidence: after every command, an active goal expects some
     evidence by a deadline, or is listed for a human with a reason."""
     _state, _events, trace = run(history)
     for _command, before, _now, result in trace:
@@ -388,7 +390,7 @@ def test_claims_that_are_not_granted_consume_nothing_and_never_move_the_anchor(h
 @settings(max_examples=300)
 @given(histories)
 def test_only_recovery_continuations_are_charged(history):
-    """Rule 5: a charge follows an unclean end (an expired or stale lease, a
+    """The continuation budget: a charge follows an unclean end (an expired or stale lease, a
     rate limit), never a clean release followed by the next slot."""
     _state, _events, trace = run(history)
     for command, before, _now, result in trace:
@@ -443,7 +445,7 @@ def test_the_generated_histories_still_complete_goals():
     assert run(found)[0].status == "done"
 
 
-# ------------------------------------------------------------ rules decided once (issue 22)
+# ------------------------------------------------------------------ rules decided once
 
 
 RATE_LIMITED_STEP = Step(ReportRun(None, "error", "rate_limit"), "current", 0)

@@ -78,7 +78,7 @@ def test_internal_watchdog_is_prepared_once_with_its_receipt():
     state = apply(state, command)
     assert state.watchdog["status"] == "live"
     assert state.watchdog["next_due_at"] == "2026-12-02T10:00:00.000000Z"
-    # Rule 9: preparing again never creates a second one or retimes it.
+    # One watchdog per goal: preparing again never creates a second one or retimes it.
     assert decide(state, PrepareWatchdog(proof_of(state), 60, "UTC", "other"), at(minutes=5)) == []
 
 
@@ -313,7 +313,7 @@ def test_a_running_job_blocks_finish_but_never_keeps_a_silent_holder_alive():
     state = apply(state, TrackJob(proof_of(state), "job-1", "ci_run", "gh-run-123"))
     assert decide(state, TrackJob(proof_of(state), "job-2", "ci_run", "gh-run-123"), T0) == []
     # Within the lease and its grace the holder is trusted; after it, a dead
-    # holder must not lock the goal behind its CI run (DESIGN section 6).
+    # holder must not lock the goal behind its CI run.
     assert decide(state, CheckLiveness(), at(minutes=10, seconds=59)) == []
     assert kinds(state, CheckLiveness(), at(hours=1))[:1] == ["lease.expired"]
     assert claim_outcome(state, wake(), at(minutes=5))["outcome"] == "worker_busy_noop"

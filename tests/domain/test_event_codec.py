@@ -1,4 +1,4 @@
-"""Events as typed payloads (issue 36): one class per kind, one codec, upcasters.
+"""Events as typed payloads: one class per kind, one codec, upcasters.
 
 The stored JSON of an event is hashed into its goal's chain and the Merkle
 log, so the codec must give back exactly the dict the domain stored before
@@ -81,7 +81,7 @@ def test_every_stored_event_of_a_seeded_database_round_trips_and_verifies():
 
 
 def test_an_old_repair_without_attempt_is_upcast_on_read_and_still_verifies():
-    """A repair recorded before issue 35 bounded repairs has no ``attempt``
+    """A repair recorded before repairs were bounded has no ``attempt``
     (the compatibility repaired() once did with data.get("attempt", 1))."""
     old = {"backend": "internal", "status": "created", "schedule_name": "wakeledger-watchdog-x",
            "due_at": "2026-12-02T09:05:00.000000Z", "note": "repaired: the schedule row was "

@@ -1,4 +1,4 @@
-"""Issue 37: reading how a run ended, for every host. A per-minute request limit told
+"""Reading how a run ended, for every host. A per-minute request limit told
 from a usage window (the backoff when no reset is stated), a terminal's hard line
 breaks (even inside a word or a number) undone, and the properties that hold whatever
 the text: wrapping a known notice anywhere keeps its class, and a reset read from any
@@ -27,7 +27,7 @@ NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)  # 12:00 in Istanbul
 # (text, its class, a usage window?) — each from a public page (tests/domain/test_failures.py
 # names the sources) or a provider's documented wording.
 NOTICES = [
-    # Claude Code's API-key 429: a per-minute limit, no reset (issue 37).
+    # Claude Code's API-key 429: a per-minute limit, no reset.
     ("API Error: Request rejected (429) · try again later", RATE_LIMIT, False),
     # Codex's 429 with no reset in its text (the reset only in a header), openai/codex#10550.
     ("exceeded retry limit, last status: 429 Too Many Requests, request id: "

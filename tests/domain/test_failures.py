@@ -192,8 +192,8 @@ RESETS = [
         NOW,
         at(2026, 12, 2, 21, 0),
     ),
-    # Claude Code's format (#22946) with an invented zone: an unknown name falls back to
-    # the agent's tz (Paris, 10:00 CET at NOW)…
+    # Claude Code's format (anthropics/claude-code#22946, above) with an invented zone:
+    # an unknown name falls back to the agent's tz (Paris, 10:00 CET at NOW)…
     (
         "You've hit your limit · resets 3pm (Mars/Olympus)",
         None,
@@ -569,7 +569,7 @@ RESETS = [
     ("Retry after 2026-12-03 00:00 UTC", None, "UTC", NOW, at(2026, 12, 3, 0, 0)),
     ("try again at Oct 19 at 8:39 AM GMT+3", None, "UTC", NOW, at(2027, 10, 19, 5, 39)),
     ("resets in 2h 30m", None, "UTC", NOW, at(2026, 12, 2, 11, 30)),
-    # --- Added in the usage-limit review (issue 9): paid extra usage, session and weekly
+    # --- Added in the usage-limit review (docs/failures.md): paid extra usage, session and weekly
     # windows, overload and capacity notices, more providers --------------------------
     # Claude Code 2.1.23, anthropics/claude-code#22603 title (paid extra usage, a dated
     # reset); `now` is the issue's log timestamp, Budapest is UTC+1 in February.
@@ -743,7 +743,7 @@ RESETS = [
         NOW,
         at(2026, 12, 26, 20, 33),
     ),
-    # Retry-After far in the future (issue 10.6): stated as is, the horizon for scheduling.
+    # Retry-After far in the future: stated as is, the horizon for scheduling.
     ("", "9999-12-31T23:59:59Z", "UTC", NOW, datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)),
     ("", "Wed, 21 Oct 9999 07:28:00 GMT", "UTC", NOW, at(9999, 10, 21, 7, 28)),
 ]
@@ -785,7 +785,7 @@ def test_a_reset_in_the_past_is_now_and_one_beyond_the_horizon_is_the_horizon():
     ("Wed, 21 Oct 2015 07:28:00 GMT", NOW),  # MDN's HTTP-date example: past, so now
     ("2026-12-02T10:00:00+01:00", NOW),  # RFC 3339 with an offset: exactly now
     ("2026-12-02T12:00:00Z", at(2026, 12, 2, 12, 0)),
-    ("9999-12-31T23:59:59Z", at(2026, 12, 9, 9, 0)),  # issue 10.6: was an overflow later
+    ("9999-12-31T23:59:59Z", at(2026, 12, 9, 9, 0)),  # was an overflow later
     ("Wed, 21 Oct 9999 07:28:00 GMT", at(2026, 12, 9, 9, 0)),  # was a pause until 9999
     ("9999-12-31T23:59:59-05:00", at(2026, 12, 9, 9, 0)),  # past datetime.max in UTC
     ("99999999999999999999", at(2026, 12, 9, 9, 0)),
@@ -1022,7 +1022,7 @@ CLASSIFICATIONS = [
     ),
     # The task's wording for identity checks (no verbatim provider sample found).
     ("Identity verification required before you can continue.", OWNER_VERIFICATION),
-    # --- Added in the usage-limit review (issue 9) ------------------------------------
+    # --- Added in the usage-limit review (docs/failures.md) ---------------------------
     # Claude Code 2.1.90, anthropics/claude-code#42654 title: paid extra usage spent.
     ("You're out of extra usage · resets 9am (America/Cordoba)", RATE_LIMIT),
     # Claude Code 2.1.114, anthropics/claude-code#55876 title.
@@ -1213,7 +1213,7 @@ CLASSIFICATIONS = [
         "API key usage pattern? Check the api key in your config.",
         RATE_LIMIT,
     ),
-    # --- Added for issue 37: what still fell through -----------------------------------
+    # --- Per-minute limits and wrapped notices: what still fell through ----------------
     # Claude Code's API-key 429, which names no usage window and no reset.
     ("API Error: Request rejected (429) · try again later", RATE_LIMIT),
     # Anthropic's server-side throttling, anthropics/claude-code#62527, wrapped by the

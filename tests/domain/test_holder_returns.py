@@ -1,6 +1,6 @@
 """A holder the server could not hear, or that came back after its lease went
-stale, is not judged silent and its clean end is not charged (rules 5 and 6;
-DESIGN section 6). Seed 2's 30-day world broke both:
+stale, is not judged an uncertain attempt gone silent, and its clean end is not
+charged against the continuation budget. Seed 2's 30-day world broke both:
 
 * a late fire found the lease stale and made the goal ready as a charged
   recovery; the same holder then renewed, checkpointed and released cleanly,
@@ -73,7 +73,7 @@ def test_a_recovery_made_ready_is_not_charged_once_its_holder_releases_cleanly(
     """Whenever a fire finds the holder's lease stale (``late`` past its stale
     point), it makes the goal ready as a charged recovery; if that holder comes
     back (``back`` later), renews, works and releases cleanly, pulling the
-    wake is scheduled progress: nothing is charged (rule 5)."""
+    wake is scheduled progress: nothing is charged."""
     state = watched()
     stale = lease_stale_at(state)
     assert stale is not None
@@ -97,7 +97,7 @@ def test_a_recovery_made_ready_is_not_charged_once_its_holder_releases_cleanly(
 
 
 def test_a_holder_that_never_comes_back_is_still_charged_for():
-    """The other side of rule 5: the same ready wake, its holder silent until
+    """The other side of the continuation budget: the same ready wake, its holder silent until
     the sweeper expires the lease, is a recovery when pulled."""
     state = watched()
     stale = lease_stale_at(state)
@@ -128,7 +128,8 @@ def test_a_holder_that_comes_back_and_goes_silent_again_is_charged_for():
 
 
 def pushed_continuation() -> GoalState:
-    """Generation 2, handed over by a pushed wake at 10:00: rule 6 watches it."""
+    """Generation 2, handed over by a pushed wake at 10:00: if it goes silent,
+    it is an uncertain attempt."""
     state = watched()
     state = apply(state, RecordCheckpoint("turn 1", 5, release_lease=True,
                                           proof=proof_of(state)), T0 + timedelta(minutes=5))
@@ -167,7 +168,7 @@ def test_a_fire_after_an_outage_gives_the_holder_the_sweepers_reconnect_grace(
 
 
 def test_without_an_outage_a_silent_continuation_is_interrupted_at_its_stale_point():
-    """No unheard window: rule 6 as before, at the stale point itself."""
+    """No unheard window: interrupted as before, at the stale point itself."""
     state = pushed_continuation()
     stale = lease_stale_at(state)
     assert stale is not None

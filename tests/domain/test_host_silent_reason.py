@@ -1,4 +1,4 @@
-"""HOST_SILENT means the host's deadline passed, nothing else (issue 42).
+"""HOST_SILENT means the host's deadline passed, nothing else.
 
 The sweeper's check of a host goal took the goal's *earliest* deadline, which
 may be its progress deadline, and recorded HOST_SILENT whenever that one

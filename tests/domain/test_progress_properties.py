@@ -1,4 +1,5 @@
-"""Property tests of issue 35's rules in the pure domain (hypothesis): the
+"""Property tests of the progress rules (docs/liveness.md) in the pure domain
+(hypothesis): the
 progress deadline, renewal by every fenced call, the caps, receipts near the
 prepared slot and bounded repairs."""
 

@@ -307,7 +307,7 @@ def test_an_operator_is_offered_only_what_the_domain_accepts(browser, live_serve
 
 def test_the_lists_show_what_an_auditor_needs_in_utc_unclipped_at_1400px(browser,
                                                                         live_server):
-    """Issue 24, items 1, 15 and 17: id prefix, objective, lease holder and
+    """Id prefix, objective, lease holder and
     next wake on the goal list; a summary and the goal's id prefix on the event
     list; times in UTC to the second with sortable columns; nothing wider than
     a 1400 px window; a favicon; a typed id prefix opens its goal."""
@@ -354,7 +354,7 @@ def test_the_lists_show_what_an_auditor_needs_in_utc_unclipped_at_1400px(browser
 
 
 def test_the_timeline_header_shows_how_a_goal_ended_and_its_pauses(browser, live_server):
-    """Issue 24 item 14: the completion, its evidence and each rate limit are in
+    """The completion, its evidence and each rate limit are in
     the first screen; the chart shades the pause; an ended goal gets one line."""
     user("olga", "operator")
     made = {m.goal_key: m for m in demo.create()}
@@ -377,7 +377,7 @@ def test_the_timeline_header_shows_how_a_goal_ended_and_its_pauses(browser, live
     page.close()
 
 
-# Issue 38 item 6: what an operator reads at 1400 px, with real-world lengths.
+# What an operator reads at 1400 px, with real-world lengths.
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 LONG_ROOT = "/home/alice-the-operator/projects/customer-portal-monorepo/services"
 # Every cell, header and box of a list or the dashboard that overflows its own

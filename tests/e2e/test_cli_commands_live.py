@@ -299,7 +299,7 @@ def test_release_with_a_wake_and_a_job_with_a_notify_token(shell):
 
 def test_alerts_pages_with_the_total_and_a_cursor(shell):
     """`wakeledger alerts` answers GET /alerts' page: the total, and a cursor
-    (issue 35: the list was a bare array cut at 500)."""
+    (the list was once a bare array cut at 500)."""
     blocked = []
     for key in ("paged-1", "paged-2", "paged-3"):
         blocked.append(start(shell, key))

@@ -134,7 +134,7 @@ def test_tokens_in_the_query_string_never_reach_the_logs(web):
 
 
 def test_a_chunked_body_is_refused_with_411_by_the_real_server(web):
-    """Issue 24: gunicorn hands Django a chunked body with no Content-Length,
+    """Gunicorn hands Django a chunked body with no Content-Length,
     which Django reads as empty; the API refuses it instead (before any token
     is looked at, so the bad-token count below is untouched)."""
     import http.client

@@ -221,8 +221,8 @@ def pull(agent_http, gid: str, timeout: float) -> dict:
 @pytest.mark.parametrize("agent_first", [False, True], ids=["wake-first", "agent-first"])
 def test_default_settings_a_rate_limited_goal_is_pulled_after_its_reset(agent_http, cluster,
                                                                          agent_first):
-    """Issue 9's first problem, end to end with the defaults (dispatcher none):
-    no operator, the agent resumes from its checkpoint, charged once."""
+    """A rate-limited goal resumes after its reset, end to end with the defaults
+    (dispatcher none): no operator, the agent resumes from its checkpoint, charged once."""
     started = agent_http("POST", "goals", {
         "goal_key": "e2e-pull", "workspace": "/srv/e2e-pull", "objective": "Outlast a limit",
         "next_actions": ["call the model again"], "policy": {"lease_seconds": 60}})
@@ -263,7 +263,7 @@ def test_default_settings_a_rate_limited_goal_is_pulled_after_its_reset(agent_ht
 
 def test_requested_wake_and_dependency_ready_on_a_real_cluster(agent_http, cluster,
                                                                live_server):
-    """Issue 14, end to end: a release with wake {in_seconds: 60} is resumed
+    """Wakes the agent asks for, end to end: a release with wake {in_seconds: 60} is resumed
     about a minute later (timeout_recovery); a job reported by its notify
     token wakes its waiting goal at once (dependency_ready)."""
     first = agent_http("POST", "goals", {

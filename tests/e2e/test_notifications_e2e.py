@@ -1,4 +1,4 @@
-"""Notifications end to end with real processes (issue 38's "done when"): a
+"""Notifications end to end with real processes: a
 live HTTP server (the test's), a real `manage.py qcluster` on the same
 PostgreSQL database, a real webhook receiver and a real SMTP server.
 

@@ -1,6 +1,7 @@
-"""The dispatch outbox under real crashes (DESIGN rule 6; issue 10): a
-scheduler process is killed (SIGKILL) at each point of a push wake, on SQLite
-and on PostgreSQL, and the ledger must end where DESIGN says — no dispatch
+"""The dispatch outbox under real crashes (docs/design.md, "Uncertain attempts
+are terminal"): a scheduler process is killed (SIGKILL) at each point of a push
+wake, on SQLite and on PostgreSQL, and the ledger must end where that rule
+says — no dispatch
 lost, none sent twice without being recorded as uncertain, no free retry."""
 
 import io
@@ -104,7 +105,7 @@ def test_killed_mid_dispatch_is_uncertain_never_resent(agent, hook, settings, po
     dispatched = Event.objects.get(goal_id=gid, kind="continuation.dispatched")
     assert dispatched.data["uncertain"] is True
     assert len(hook) == sent  # never sent again
-    # No sign of life from the continuation: rule 6, never a replay.
+    # No sign of life from the continuation: an uncertain attempt, never a replay.
     goal = Goal.objects.get(pk=gid)
     time.sleep(max(0.0, (goal.lease_expires_at - datetime.now(UTC)).total_seconds()) + 1.5)
     tasks.sweep_leases()

@@ -73,8 +73,8 @@ def next_wall_time(now: datetime, hour: int, minute: int) -> datetime:
 
 
 # Each provider's notice as tests/domain/test_failures.py quotes it (the Codex and Claude Code
-# wall times as issue 25 quotes them), and how its reset is read: an absolute wall
-# time, a delay from now, or none (the server's per-minute backoff, 1 min: issue 37).
+# wall times as their users reported them), and how its reset is read: an absolute wall
+# time, a delay from now, or none (the server's per-minute backoff, 1 min).
 LIMITS = {
     "codex": ("■ You've hit your usage limit. Upgrade to Pro "
               "(https://openai.com/chatgpt/pricing) or try again at 6:44 PM.",

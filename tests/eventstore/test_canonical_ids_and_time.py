@@ -1,5 +1,5 @@
 """The chain hashes one spelling of a goal id, and time never runs backwards
-in a goal (issue 10, items 1 and 5)."""
+in a goal."""
 
 import io
 import uuid

@@ -1,6 +1,6 @@
-"""Issue 10, items 2 and 3: `verify` checks each chain against the goal row's
-record of where it ends; `replay --fix` never loses an update that commits
-while it runs."""
+"""`verify` checks each chain against the goal row's record of where it ends;
+`replay --fix` never loses an update that commits while it runs
+(docs/integrity.md)."""
 
 import hashlib
 import json
@@ -277,9 +277,10 @@ _JSON = st.recursive(
 def test_the_hash_is_sha256_of_the_previous_hash_and_the_canonical_list(data, goal, seq, kind,
                                                                          actor, at):
     """The store hashes from the event's canonical data text (linked_hash);
-    verify recomputes from the row (event_hash). Both must be DESIGN's
-    sha256(prev_hash || canonical_json([goal_id, seq, kind, data, actor,
-    recorded_at])), byte for byte, for any data and any text."""
+    verify recomputes from the row (event_hash). Both must be the hash
+    docs/design.md gives ("Event store"): sha256(prev_hash ||
+    canonical_json([goal_id, seq, kind, data, actor, recorded_at])), byte for
+    byte, for any data and any text."""
     prev = hashlib.sha256(str(seq).encode()).hexdigest()
     expected = hashlib.sha256(prev.encode("ascii") + canonical_json(
         [str(goal), seq, kind, data, actor, iso(at)])).hexdigest()

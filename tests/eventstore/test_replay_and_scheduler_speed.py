@@ -1,6 +1,6 @@
-"""Issue 11, replay and scheduler speed: the faster reading paths must still
+"""Replay and scheduler speed: the faster reading paths must still
 find what the slower ones found, and django-q2's scheduler pass must read its
-due rows through an index (docs/decisions.md, "Speed")."""
+due rows through an index (docs/decisions.md, "Performance and speed")."""
 
 import json
 import uuid

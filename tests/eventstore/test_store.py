@@ -155,7 +155,7 @@ def _row(goal: Goal, **values) -> Goal:
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("values", [
-    {},  # rule 1: the same (agent, workspace, goal_key)
+    {},  # one goal per workspace: the same (agent, workspace, goal_key)
     {"goal_key": "other", "workspace_bound": True},  # the agent's workspace binding
     {"goal_key": "other", "workspace": "/elsewhere", "session_key": "s-1"},  # its session key
 ], ids=["key", "binding", "session"])

@@ -1,5 +1,5 @@
-"""Issue 23's attack matrix: with the append-only triggers dropped (as a DBA or
-an attacker with the database's credentials could), every rewrite of history
+"""The verifiable log's attack matrix: with the append-only triggers dropped
+(as a DBA or an attacker with the database's credentials could), every rewrite of history
 since a head the auditor kept is found by ``ledger verify --against``, even
 those the per-goal chains cannot see (a chain rehashed consistently, an
 idempotency key, a whole goal removed, a rolled-back backup).
@@ -262,7 +262,7 @@ def test_a_damaged_stored_tree_is_found_even_when_every_leaf_is_intact(world):
     LogNode.objects.filter(key=node.key).update(hash="00" * 32)
     code, out = against(world)
     level, index = node.key >> 48, node.key & ((1 << 48) - 1)
-    # Named with its position (issue 39), not just "the root differs".
+    # Named with its position (level/index), not just "the root differs".
     assert code == 1 and f"stored node {level}/{index} (leaves" in out, out
 
 

@@ -1,4 +1,4 @@
-"""Issue 39's tamper paths, each as a database administrator with SQL only (no
+"""Tamper paths, each as a database administrator with SQL only (no
 key, no files): the triggers dropped, plain SQL on the tables, then the
 commands an operator and an auditor run. Each was measured to pass before;
 each is caught now, by the sealer's record beside its key (it refuses to sign

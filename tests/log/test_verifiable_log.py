@@ -1,4 +1,5 @@
-"""Issue 23: the verifiable log. RFC 9162 hashing and proofs, sealing behind a
+"""The verifiable log (docs/integrity.md, "The verifiable log: signed tree heads,
+proofs, offline exports"). RFC 9162 hashing and proofs, sealing behind a
 horizon, signed heads, the API's heads and proofs, and exports checked by
 ``wakeledger-verify``. The attacks on the database are in test_log_attacks.py."""
 

@@ -402,7 +402,7 @@ def test_actions_are_offered_exactly_when_the_domain_accepts_them(monkeypatch):
     act(client, blocked, "stop", reason="abandoned")
     assert offered(client, Goal.objects.get(pk=blocked.pk)) == {"replay"}
     page = client.get(f"/admin/ledger/goal/{blocked.pk}/timeline/").content.decode()
-    # An ended goal: one line, not a refusal per action (issue 24 item 14).
+    # An ended goal: one line, not a refusal per action.
     assert 'data-testid="not-offered-' not in page and "is not offered" not in page
     assert page.count('data-testid="no-action"') == 1
     assert "No operator action applies: the goal has ended (stopped)." in page
@@ -486,7 +486,7 @@ def test_the_root_and_view_site_lead_somewhere(client):
     assert '<a href="/api/v1/docs">View site</a>' in index
 
 
-# ------------------------------------------ timeline header (issue 24 item 14)
+# ------------------------------------------------------------------ timeline header
 
 
 def rate_limited_then_completed() -> tuple[Goal, datetime]:

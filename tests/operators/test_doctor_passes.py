@@ -1,6 +1,6 @@
 """The doctor's kept passes (ledger/operators/passes.py): what a whole pass
 found and did is kept, and the dashboard shows the newest pass, saying when
-it ran, instead of checking every goal's wake rows on each view (issue 41)."""
+it ran, instead of checking every goal's wake rows on each view."""
 
 import contextlib
 import io

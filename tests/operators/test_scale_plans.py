@@ -83,7 +83,7 @@ def test_a_scrape_reads_the_goal_table_only_for_the_alert_counts(analyzed):
     """Goals by status and reason come from their tallies
     (ledger/eventstore/tallies.py): the only statements of a /metrics scrape
     that read the goal table are the two alert counts, each a search of its
-    index. Until issue 41 a GROUP BY walked the (status, reason) index over
+    index. Before the tallies, a GROUP BY walked the (status, reason) index over
     every active goal: a million index entries at a million goals."""
     from prometheus_client import generate_latest
 

@@ -586,7 +586,7 @@ def test_an_ipv6_loopback_receiver_is_reached(settings):
 @pytest.mark.django_db
 def test_an_operator_wake_on_openclaw_is_pulled_never_a_lease_to_nobody(agent, operator, clock,
                                                                        settings):
-    """Issue 22: the operator's wake decided push from "a dispatcher is named"
+    """The operator's wake once decided push from "a dispatcher is named"
     alone, so on the OpenClaw preset (which carries no lease) it granted a
     lease nobody received. Push or pull is now the domain's, for every wake."""
     with openclaw_gateway(allow_request_session_key=False) as url:

@@ -1,6 +1,6 @@
-"""Dispatchers come from one file every process reads (issue 38): `ledger
-wake` decides push or pull the same from a shell with or without
-WAKELEDGER_DISPATCHERS, says which, and a variable that disagrees with the
+"""Dispatchers come from one file every process reads: `ledger wake` decides
+push or pull the same from a shell with or without WAKELEDGER_DISPATCHERS,
+says which, and a variable that disagrees with the
 file stops the process instead of deciding otherwise. Real `manage.py`
 subprocesses on their own SQLite database under a temporary var/."""
 

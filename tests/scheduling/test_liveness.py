@@ -1,5 +1,6 @@
-"""The wake loop closes by itself (issue 9): pull wakes, slot-aligned claims,
-the recovery-only budget, re-armed watchdogs, rule 6 in one place, certain
+"""The wake loop closes by itself: pull wakes, slot-aligned claims, the
+recovery-only budget, re-armed watchdogs, the uncertain-attempt rule decided
+in one place (docs/design.md, "Uncertain attempts are terminal"), certain
 dispatch failures, an operator's wake-now and `ledger doctor`.
 
 Each test names the problem it pins down; each failed on the code before.
@@ -51,7 +52,7 @@ def doctor() -> str:
     return out.getvalue()
 
 
-# ------------------------------------------------ 1: the default wake resumes nothing
+# --------------------------------------------------- the default wake resumes nothing
 
 
 @pytest.mark.parametrize("agent_first", [False, True], ids=["wake-then-agent", "agent-first"])
@@ -81,7 +82,7 @@ def test_a_rate_limited_goal_resumes_by_pull_with_default_settings(agent, starte
     assert not Schedule.objects.filter(name__endswith=gid).exists()
 
 
-# ------------------------------------- 2: claims that are not granted consume nothing
+# ---------------------------------------- claims that are not granted consume nothing
 
 
 def test_a_busy_claim_consumes_nothing_and_the_same_occurrence_completes_the_takeover(
@@ -137,7 +138,7 @@ def test_a_host_claim_without_an_occurrence_id_is_named_after_its_slot(agent, st
     assert agent.post(f"goals/{gid}/claim", {}).json()["outcome"] == "already_claimed"
 
 
-# ------------------------------------------ 3: approval and recover leave a way forward
+# --------------------------------------------- approval and recover leave a way forward
 
 
 def test_recover_rearms_the_watchdog_due_at_once(agent, operator, started, clock):
@@ -153,7 +154,7 @@ def test_recover_rearms_the_watchdog_due_at_once(agent, operator, started, clock
     assert "no problems" in doctor()
 
 
-# ------------------------------------------ 4: the budget is for recovery continuations
+# --------------------------------------------- the budget is for recovery continuations
 
 
 def test_an_hourly_goal_works_for_a_day_on_scheduled_progress_wakes(agent, started, clock):
@@ -173,7 +174,7 @@ def test_an_hourly_goal_works_for_a_day_on_scheduled_progress_wakes(agent, start
     assert goal.status == "running" and goal.state["continuations_used"] == 0
 
 
-# ------------------------------------------------------- 5: AGENT_BLOCKED recoverable
+# ---------------------------------------------------------- AGENT_BLOCKED recoverable
 
 
 def test_a_goal_its_agent_blocked_can_be_recovered(agent, operator, started):
@@ -184,7 +185,7 @@ def test_a_goal_its_agent_blocked_can_be_recovered(agent, operator, started):
     assert recovered.status_code == 200 and recovered.json()["status"] == "waiting"
 
 
-# ----------------------- 6: rule 6 decided once; certain dispatch failures are not uncertain
+# ------- the uncertain-attempt rule decided once; certain dispatch failures are not uncertain
 
 
 def _closed_port() -> int:
@@ -241,7 +242,7 @@ def test_a_sender_that_died_mid_dispatch_is_uncertain_and_never_resent(agent, st
     assert Dispatch.objects.filter(goal_id=gid).count() == 1
 
 
-# ------------------------------------------------------------ 7: an operator's wake now
+# --------------------------------------------------------------- an operator's wake now
 
 
 def test_an_operator_ends_a_pause_early(agent, operator, started, clock):

@@ -27,7 +27,7 @@ def test_a_fire_after_an_outage_leaves_a_stale_lease_to_its_holder(agent, starte
     # Ten minutes on, the holder's lease is four minutes past its stale point.
     outcome = tasks.fire_watchdog(gid, intended_date=clock().isoformat(), kind="requested")
     if not silence:
-        # Heard all along and still silent: the wake is a recovery (rule 5).
+        # Heard all along and still silent: the wake is a recovery, charged.
         assert outcome == "ready_for_pull"
         assert Goal.objects.get(id=gid).state["ready"]["charge"] is True
         return

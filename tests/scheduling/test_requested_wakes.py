@@ -1,4 +1,4 @@
-"""Wakes the agent asks for (issue 14): "wake me in N minutes" at the turn
+"""Wakes the agent asks for: "wake me in N minutes" at the turn
 boundary, and a wake the moment a blocking job's notify token reports its end."""
 
 import json
@@ -52,7 +52,7 @@ def test_release_with_a_wake_in_60_seconds_resumes_the_goal_then(agent, running,
     one_off = Schedule.objects.get(name=watchdogs.requested_schedule_name(gid))
     assert one_off.schedule_type == Schedule.ONCE and one_off.next_run == clock() + \
         timedelta(seconds=60)
-    # Rule 9: the one recurring watchdog stays as it was.
+    # One watchdog per goal: the recurring one stays as it was.
     assert Schedule.objects.filter(name=watchdogs.schedule_name(gid)).count() == 1
     assert Goal.objects.get(pk=gid).state["watchdog"]["anchor"] == anchor
     assert Goal.objects.get(pk=gid).next_wake_at == clock() + timedelta(seconds=60)

@@ -471,7 +471,7 @@ def test_a_receipt_due_at_any_instant_round_trips_or_is_refused(agent, clock, du
         "runs_on": "local"})
     assert answer.status_code in (200, 400), answer.content
     if answer.status_code == 400:
-        # Outside what the ledger records, or (issue 35) far from the slot the
+        # Outside what the ledger records, or far from the slot the
         # server prepared: never an anchor a year (or eight thousand) away.
         assert answer.json()["code"] in ("time_out_of_range", "receipt_due_at_mismatch"), \
             answer.json()

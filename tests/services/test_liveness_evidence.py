@@ -1,6 +1,7 @@
-"""Liveness proven by evidence (issue 21, DESIGN section 6): every scenario
-that left a goal stuck for weeks while `liveness`, `doctor` and `/alerts` said
-it was fine, through the API, the real sweeper task and the django-q2 rows.
+"""Liveness proven by evidence (docs/design.md, "Liveness: no goal is ever
+silently stuck — proven by evidence"): every scenario that left a goal stuck
+for weeks while `liveness`, `doctor` and `/alerts` said it was fine, through
+the API, the real sweeper task and the django-q2 rows.
 
 Each failed on the code before: the goal stayed `scheduled`/`working`/`ready`
 with an empty /alerts, or waited an hour for its next slot.
@@ -265,7 +266,7 @@ def test_a_wake_fired_after_hours_of_outage_stands_for_every_missed_slot(agent, 
     the oldest missed slot once and moves its row to the first slot ahead. The
     claim must expect that slot too, or the repair would find the row "late",
     recreate it in the past and replay every missed slot, each a wake without
-    progress (rule 7)."""
+    progress, toward the wake-loop bound."""
     gid, lease = started(cadence_minutes=60)
     agent.post(f"goals/{gid}/lease/release", {"lease": lease})
     name = watchdogs.schedule_name(gid)

@@ -1,4 +1,4 @@
-"""Notifications (issue 38, docs/notifications.md): the flip rule as a
+"""Notifications (docs/notifications.md): the flip rule as a
 property, one notice per change recorded with the event that caused it,
 routing, reminders, the digest, the scheduler's own alarm, delivery through
 Apprise to a real webhook receiver and a real SMTP server, retries and the

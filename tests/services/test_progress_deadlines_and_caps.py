@@ -324,7 +324,7 @@ def test_a_push_wake_no_sender_took_before_its_lease_expired_started_nothing(
     """An operator wakes a push goal from the web while the scheduler is down:
     the outbox row waits for a sender that does not come. When the sweeper is
     back, the lease has long expired — but nobody ever received it, so the goal
-    is not INTERRUPTED_UNKNOWN (found by the simulation, issue 35): the row is
+    is not INTERRUPTED_UNKNOWN (found by the simulation): the row is
     recorded as a dispatch that started nothing and the goal waits."""
     settings.WAKELEDGER_DISPATCHERS = {"hook": {"type": "webhook",
                                                 "url": "https://hooks.invalid/wake",
@@ -354,7 +354,7 @@ def test_a_holder_whose_heartbeats_met_a_database_outage_is_not_judged_silent(
     """No sweep and no write for twelve minutes: the database was down, and the
     holder's heartbeats were refused with everything else. Its lease went stale
     in the outage; the first sweeps back give it five minutes to reconnect
-    before rule 6 reads it as silent (found by the simulation)."""
+    before its lease is expired as silent (found by the simulation)."""
     gid, lease = started()  # 300 s lease, 60 s grace
     tasks.sweep_leases()  # a sweep before the outage
     clock.advance(minutes=12)  # the outage: nothing recorded, no sweep

@@ -1,4 +1,4 @@
-"""A deterministic simulation of weeks of goal life (issue 9): one seed drives
+"""A deterministic simulation of weeks of goal life: one seed drives
 agents, django-q2's scheduler, hosts and operators against the real store and
 scheduling code on SQLite, with invariant checks after every step.
 

@@ -1,4 +1,5 @@
-"""What must hold after every step of the simulation (DESIGN sections 5 and 6).
+"""What must hold after every step of the simulation (docs/design.md, "Rules
+(what `decide` enforces)" and "Wakes and claims").
 
 Two kinds of check live here, both independent of how the product decides:
 
@@ -6,7 +7,7 @@ Two kinds of check live here, both independent of how the product decides:
   safety rules against the history itself: one live lease, fencing, exactly-once
   occurrences, the continuation budget (and that only recovery continuations
   are charged), no crossed approval gate, verified completion.
-* Liveness is judged by evidence (DESIGN section 6), in the world's checks:
+* Liveness is judged by evidence, in the world's checks:
   no active goal goes past its own deadline unless /alerts lists it.
 """
 
@@ -28,7 +29,7 @@ VERIFIED_COMPLETION = "verified_completion"
 INTERRUPTED_ONLY_AFTER_SILENCE = "interrupted_only_after_silence"
 PULL_WAKES = "no_lease_to_nobody"
 LIVENESS = "liveness"
-# Issue 35, judged from outside: unlisted in /alerts with no progress beyond
+# Judged from outside: unlisted in /alerts with no progress beyond
 # the world's own bound (the headline figure).
 UNSEEN = "unlisted_without_progress"
 DOCTOR = "doctor_consistency"
@@ -38,7 +39,7 @@ PROGRESS = "progress"
 REPLAY = "replay_equals_projection"
 CHAIN = "chain_verifies"
 OPERATOR_CAN_RECOVER = "operator_can_recover"
-# Issue 41: the goals-by-status tallies /metrics reads equal a COUNT of the
+# The goals-by-status tallies /metrics reads equal a COUNT of the
 # goal table, whatever the world did (crashes, outages, sweeps, repairs).
 TALLIES = "goal_tallies_equal_a_count"
 
@@ -77,7 +78,7 @@ class GoalMonitor:
     granted: set[str] = field(default_factory=set)
     charged: int = 0
     # Whether the last attempt ended cleanly (checkpoint + release_lease): a
-    # wake after that is scheduled progress, which rule 5 does not charge. An
+    # wake after that is scheduled progress, which the continuation budget does not charge. An
     # attempt still holding its lease has not ended cleanly (a wake that takes
     # it over is a recovery); None: not judged (an approval ended it).
     clean: bool | None = None
@@ -188,7 +189,7 @@ class GoalMonitor:
             if self.watchdog in WATCHDOG_LIVE:
                 found.append((VERIFIED_COMPLETION, f"completed with its watchdog "
                                                    f"{self.watchdog}"))
-            # Issue 12.7: a summary, and evidence for each done criterion.
+            # Verified completion: a summary, and evidence for each done criterion.
             shown = [item.get("criterion") for item in data.get("evidence", [])]
             if not data.get("summary", "").strip() or shown != self.done_criteria:
                 found.append((VERIFIED_COMPLETION, f"completed with evidence for {shown}, "

@@ -155,7 +155,7 @@ def wake_waiting(state: GoalState, since: str) -> bool:
 
 
 def is_ready(state: GoalState | dict[str, Any]) -> bool:
-    """DESIGN's "ready": a due wake waiting for its agent to pull it
+    """The domain's "ready": a due wake waiting for its agent to pull it
     (``GoalState.ready``, set by a ``ready_for_pull`` claim)."""
     data = state if isinstance(state, dict) else state.to_dict()
     return bool(data.get("ready"))
@@ -298,7 +298,7 @@ def stop(goal_id: str, operator: str, reason: str) -> None:
 
 
 def wake_now(goal_id: str, operator: str, reason: str) -> str:
-    """POST /goals/{id}/wake: an operator ends a pause early (issue 9, item 7)."""
+    """POST /goals/{id}/wake: an operator ends a pause early."""
     return _act("wake", goal_id, operator, reason).claim.outcome
 
 
@@ -702,7 +702,7 @@ _MAX_PAGES = 10_000  # a cursor that never ends is a product bug, not a long lis
 
 def read_alerts(api: Api) -> AlertsRead:
     """GET /alerts as a dashboard reads it, every page: a JSON list (one page,
-    the shape before issue 35), or a page ``{"count", "next", "previous",
+    the shape before it was paged), or a page ``{"count", "next", "previous",
     "results"}`` whose ``next`` is followed to the end. Reasons are read as
     given, whatever their names."""
     reasons: dict[str, str] = {}

@@ -67,20 +67,20 @@ class Config:
     unclassified: float = 0.004
     approval: float = 0.015
     ci_job: float = 0.05
-    requested_wake: float = 0.3  # an end of turn asks "wake me in 1-10 minutes" (issue 14)
-    ci_notify: float = 0.5  # a CI job reports its end with its notify token (issue 14)
+    requested_wake: float = 0.3  # an end of turn asks "wake me in 1-10 minutes"
+    ci_notify: float = 0.5  # a CI job reports its end with its notify token
     agent_blocked: float = 0.1  # a finish as blocked (AGENT_BLOCKED), per finish
     healthy_share: float = 0.35  # goals whose agent always succeeds (PROGRESS checks them)
     host_share: float = 0.3  # goals whose watchdog the agent's host owns
     outages_per_day: float = 0.4  # django-q2 scheduler outages of 1-6 hours
     host_early: float = 0.1  # a host fire up to 30 s early (else late by up to 5 min)
     host_double: float = 0.07  # a host fires the same slot twice
-    # Issue 21's actors: a host that drops its task silently (once per goal),
+    # Silent failures: a host that drops its task silently (once per goal),
     # an agent that dies while it waits on CI, operators that damage rows.
     host_stops: float = 0.15  # host goals whose host silently stops firing at some point
     ci_crash: float = 0.15  # a CI wait during which the agent dies
     row_damage_per_day: float = 1.0  # a watchdog row deleted or exhausted by hand
-    # Issue 35's actors (the audit of what the world never did).
+    # Actors for what the world once never exercised.
     host_only: float = 0.5  # host goals whose agent runs only when its host fires
     hang: float = 0.004  # per chunk: the agent hangs; its client keeps renewing the lease
     hang_hours: tuple[float, float] = (1.0, 8.0)
@@ -96,12 +96,13 @@ class Config:
     planted: tuple[str, ...] = ()  # product bugs planted for a test (product.planted)
     sweeper_row_deleted_at: float | None = None  # hours: an admin deletes the sweeper's row
     start_within: float = 12.0  # hours over which the first goals start
-    # Issue 48's clock step (World.clock_jumps): (share of the world's length
-    # at which the server's clock jumps ahead, hours ahead, minutes before it
-    # is set back); None: the clock never jumps.
+    # The clock step (World.clock_jumps; docs/liveness.md, "A clock stepped
+    # back"): (share of the world's length at which the server's clock jumps
+    # ahead, hours ahead, minutes before it is set back); None: the clock
+    # never jumps.
     clock_step: tuple[float, float, float] | None = (0.4, 8.0, 2.5)
 
-    # Issue 48's actors, each a share of the eventful goals: a holder that
+    # Holders and a provider that misbehave, each a share of the eventful goals: a holder that
     # releases and retakes its lease every minute, never a checkpoint
     # (churn); one that records the same checkpoint at every wake (looper);
     # one that tracks a job and reports it done every 50 minutes (dummy_jobs);
@@ -202,7 +203,7 @@ class GoalSim:
     poisoned: bool = False  # its wake task raises every time (planted)
     push: bool = False  # its wakes are pushed (product.PUSH) with the lease they grant
     undelivered: dict[int, datetime] = field(default_factory=dict)  # pushed generations due
-    # Judged from outside (issue 35): the last progress its agent saw succeed
+    # Judged from outside: the last progress its agent saw succeed
     # (start, checkpoint, finish), the last time /alerts listed it, and the
     # end of a wait the world itself caused and knows (a rate limit's reset).
     last_progress: datetime | None = None
@@ -262,7 +263,7 @@ class Report:
     working_hours: float = 0.0
     visible_stuck: dict[str, float] = field(default_factory=dict)  # listed hours by reason
     invisible_stuck_hours: float = 0.0  # past the product's own deadline and unlisted
-    # The headline (issue 35): hours goals spent unlisted with no progress
+    # The headline: hours goals spent unlisted with no progress
     # beyond the world's own bound (World.bound); must be 0.
     unseen_hours: float = 0.0
     unseen_goals: set[str] = field(default_factory=set)
@@ -762,7 +763,7 @@ class World:
                 return
             done_in = self.minutes(5, 45)
             if notify and tracked is not None:
-                # Issue 14: end the turn; CI reports the end with the job's own
+                # End the turn; CI reports the end with the job's own
                 # token, and the waiting goal is woken (dependency_ready).
                 self.count("ci_notify")
                 self.call(goal, product.release, goal.goal_id, goal.agent, lease)
@@ -956,7 +957,7 @@ class World:
         pct = min(99, int(100 * (goal.turns_done + (0.5 if not last else 1)) / goal.turns_needed))
         pct = max(pct, goal.progress)
         release = last and not finishing
-        # Issue 14: some turns end asking for a wake a few minutes later
+        # Some turns end asking for a wake a few minutes later
         # (bounded by the product to 60 s - one watchdog interval).
         wake_in = (self.rng.randint(60, min(600, goal.cadence * 60))
                    if release and self.rng.random() < self.config.requested_wake else None)
@@ -1112,7 +1113,7 @@ class World:
             return
         # Nothing for it yet: come back later, less often the longer nothing
         # happens, but at least once a slot: a ready wake nobody pulls counts as
-        # a wake without progress (rule 7), and max_wake_retries of them block.
+        # a wake without progress, and max_wake_retries of them block.
         goal.idle_polls += 1
         back = min(float(goal.cadence), 120.0, 5.0 * 2 ** min(goal.idle_polls, 5))
         self.after(self.minutes(back / 3, back), self.agent_poll, goal, goal.turn)
@@ -1196,8 +1197,9 @@ class World:
         self.note(goal, f"host fires slot {k}{' again' if duplicate else ''} "
                         f"(occurrence {occurrence or 'none'}) -> {answer.outcome}")
         # The slot this fire stands for: the host's own run when it names it;
-        # without an id, the nearest slot (DESIGN: a fire up to half an interval
-        # early belongs to the coming slot, a later one to the slot it was meant for).
+        # without an id, the nearest slot (docs/design.md, "Wake timing and
+        # occurrences": a fire up to half an interval early belongs to the
+        # coming slot, a later one to the slot it was meant for).
         slot = k if occurrence else round((self.now - host.anchor) / host.interval)
         self.record_slot_grant(goal, f"host:{host.ref}:{slot}", answer.outcome)
         self.count("host_claim")
@@ -1222,7 +1224,7 @@ class World:
                                 f"({refused.code}, goal {state.status})")
         elif answer.outcome == "terminal_noop" and before.terminal:
             # The skill: on terminal_noop "stop and change nothing". A blocked
-            # goal keeps its host watchdog (DESIGN: an operator may recover it,
+            # goal keeps its host watchdog (an operator may recover it,
             # and its host fires it again); only an ended goal's host, whose
             # watchdog is no longer live, stops firing. Deleting the task for
             # a blocked goal made every recovered host goal HOST_SILENT.
@@ -1254,7 +1256,7 @@ class World:
                 outages.append((start, start + timedelta(hours=rng.uniform(1, 6))))
             day += 1
         if self.config.long_outage and self.config.days >= 7:
-            # Issue 35: a cluster down for days (a weekend nobody looked).
+            # A cluster down for days (a weekend nobody looked).
             start = START + timedelta(days=rng.uniform(1, self.config.days - 4))
             outages.append((start, start + timedelta(days=rng.uniform(1, 3))))
             outages.sort()
@@ -1698,12 +1700,13 @@ class World:
                                    host) + MARGIN
 
     def evidence_check(self, states: dict[str, Any]) -> None:
-        """Liveness judged from outside (issue 35), with every page of the real
+        """Liveness judged from outside, with every page of the real
         /alerts. The headline: a goal unlisted with no progress its agent saw
         succeed for longer than the world's bound (since its last progress,
         its last listing, or the end of a wait the world knows it caused).
-        Also DESIGN section 6's narrower invariant with the product's own
-        deadline, the listed hours by reason and the longest listing."""
+        Also the narrower invariant of docs/design.md ("Liveness: no goal is
+        ever silently stuck") with the product's own deadline, the listed hours
+        by reason and the longest listing."""
         listed = self.read_alerts().reasons
         hours = CHECK_EVERY.total_seconds() / 3600
         slack = timedelta(minutes=5)
