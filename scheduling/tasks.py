@@ -29,11 +29,7 @@ def fire_watchdog(goal_id: str, intended_date: str | None = None,
                   kind: str = "recurring") -> str:
     """A wake fired (django-q2 passes the schedule's intended run time)."""
     try:
-        # A fire late because the scheduler or the database was down: the
-        # holder's heartbeats may have been refused meanwhile, so the claim
-        # judges its lease with the sweeper's reconnect grace.
-        unheard = alerts.unheard_window(clock.now())
-        result = wakes.fire(goal_id, intended_date, kind, unheard=unheard)
+        result = wakes.fire(goal_id, intended_date, kind)
     except GoalNotFound:
         logger.warning("a wake fired for unknown goal %s", goal_id)
         return "unknown_goal"

@@ -21,7 +21,7 @@ from ledger.domain.events import (
     iso,
 )
 from ledger.domain.interruptions import interrupted, interrupted_events, lease_expired_event
-from ledger.domain.leases import Unheard, acquire_events, lease_refusal
+from ledger.domain.leases import Unheard, acquire_events, judged_unheard, lease_refusal
 from ledger.domain.resume import wants_approval
 from ledger.domain.runs import budget_block, budget_spent_why, charge_event
 from ledger.domain.state import BLOCKED, GoalState
@@ -68,8 +68,9 @@ class ClaimWake:
     # The shell's recent window in which the server could not be heard from
     # (``leases.unheard_grace``): a fire right after an outage must not judge
     # the holder silent, or its attempt a recovery, for heartbeats the outage
-    # refused — as the sweeper does not (seed 2, 30 days).
-    unheard: Unheard = None
+    # refused — as the sweeper does not (seed 2, 30 days). ``leases.UNREAD``:
+    # the shell reads it only if the decision asks (``leases.UnheardNeeded``).
+    unheard: Unheard | str = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,14 +217,15 @@ def _outcome(state: GoalState, cmd: ClaimWake, now: datetime, occurrence: str,
     quiet = None if operator else continuations.quiet_wait(state, now)
     if quiet is not None:
         return quiet
-    if interrupted(state, now, cmd.unheard):
+    unheard = judged_unheard(state, cmd.unheard)
+    if interrupted(state, now, unheard):
         return {"outcome": "terminal_cleanup_required", "interrupted": True,
                 "notes": "the last continuation's lease expired without a heartbeat, "
                          "checkpoint or outcome: INTERRUPTED_UNKNOWN"}
     # An operator's wake ends a pause early; a live worker still comes first,
     # and so does one the server could not hear during an outage.
     refusal = lease_refusal(state.but(paused_until="") if operator else state, now,
-                            cmd.unheard)
+                            unheard)
     if refusal is not None:
         return {"outcome": "worker_busy_noop", "notes": refusal["why"],
                 "retry_after_seconds": refusal["retry_after_seconds"]}

@@ -49,6 +49,28 @@ RECONNECT_GRACE = timedelta(minutes=5)
 # scheduler or the database was down), from the last sweep before the silence
 # to the first pass after it; found by the shell (None: no recent silence).
 Unheard = tuple[datetime, datetime] | None
+# A claim's ``unheard`` the shell has not read yet: the decision asks for it
+# (UnheardNeeded) only when it meets a lease, which the window alone affects.
+UNREAD = "unread"
+
+
+class UnheardNeeded(DomainError):
+    """A claim met a lease, and its shell has not read the window in which the
+    server could not hear its clients: the shell reads it and asks again.
+    Read only then: most fires meet no lease, and the read is a query of its
+    own (docs/performance.md, "Where a claim's time went")."""
+
+    code = "unheard_needed"
+
+
+def judged_unheard(state: GoalState, unheard: Unheard | str) -> Unheard:
+    """The window a claim judges the goal's lease with: none needed when there
+    is no lease (no rule reads it then); the shell's, read on demand."""
+    if unheard != UNREAD:
+        return unheard  # type: ignore[return-value]
+    if state.lease:
+        raise UnheardNeeded("the lease is judged with the server's recent silence")
+    return None
 
 
 def unheard_grace(stale_at: datetime, unheard: Unheard) -> datetime:

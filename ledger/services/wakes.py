@@ -12,12 +12,12 @@ from typing import Any
 from ledger.domain import DomainError, GoalState
 from ledger.domain.claims import ClaimWake, WakeNow
 from ledger.domain.dispatches import RecordDispatch, dispatches, lapsed_unsent, superseded
-from ledger.domain.leases import Unheard
+from ledger.domain.leases import UNREAD, Unheard, UnheardNeeded
 from ledger.domain.smartwake import resume_packet
 from ledger.domain.watchdogs import HOST
 from ledger.eventstore import clock, store
 from ledger.project.dispatchers import lease_dispatchers
-from ledger.services import ids
+from ledger.services import alerts, ids
 from ledger.services.answers import LeaseGrant, WakeReport
 from ledger.services.caller import Caller, run
 from ledger.services.outbox import GRANTED, PULLABLE
@@ -59,7 +59,8 @@ class Claim:
 def claim(goal_id: str | uuid.UUID, *, source: str, occurrence_id: str = "", reason: str = "",
           holder: str = "", actor: str, idempotency_key: str | None = None,
           token: str | None = None, kind: str = "recurring", intended_at: str = "",
-          push: bool = False, owner: str | None = None, unheard: Unheard = None) -> Claim:
+          push: bool = False, owner: str | None = None,
+          unheard: Unheard | str = None) -> Claim:
     """One wake's claim. An internal wake's lease token is the derived
     dispatch token (only a push hands it out, and the outbox derives it
     again); a host's claimant gets the token it brings or a fresh random one.
@@ -88,19 +89,25 @@ def host_claim(caller: Caller, goal_id: str | uuid.UUID, *, occurrence_id: str, 
                  token=token, owner=caller.owner)
 
 
-def fire(goal_id: str, intended_at: str | None = None, kind: str = "recurring",
-         unheard: Unheard = None) -> Claim:
+def fire(goal_id: str, intended_at: str | None = None, kind: str = "recurring") -> Claim:
     """A scheduled wake fired: the recurring watchdog's slot, or a one-off
     wake (``kind``). Its occurrence id is the schedule's intended run time,
     so the same occurrence fired twice (two clusters, a retry) is one claim.
-    ``unheard``: the window the sweeper's beats say no sweep completed in
-    (the scheduler's task reads it): a late fire after an outage gives the
-    holder the reconnect grace the sweeper gives it."""
+    A claim that meets a lease judges it with the window the sweeper's beats
+    say no sweep completed in (``alerts.unheard_window``): a late fire after
+    an outage gives the holder the reconnect grace the sweeper gives it. The
+    window is read only then (``leases.UnheardNeeded``: nothing was written),
+    and the claim asked again."""
     intended = intended_at or clock.now().isoformat()
     occurrence = (f"internal:{goal_id}@{intended}" if kind == "recurring"
                   else f"internal:{goal_id}@{kind}:{intended}")
-    return claim(goal_id, source="internal", occurrence_id=occurrence, actor="scheduler",
-                 kind=kind, intended_at=intended, unheard=unheard)
+    try:
+        return claim(goal_id, source="internal", occurrence_id=occurrence, actor="scheduler",
+                     kind=kind, intended_at=intended, unheard=UNREAD)
+    except UnheardNeeded:
+        return claim(goal_id, source="internal", occurrence_id=occurrence, actor="scheduler",
+                     kind=kind, intended_at=intended,
+                     unheard=alerts.unheard_window(clock.now()))
 
 
 def wake_now(goal_id: str | uuid.UUID, *, operator: str, reason: str,
