@@ -1,4 +1,4 @@
-"""Two fewer pages written by every append (docs/decisions.md, issue 11).
+"""Two fewer pages written by every append (docs/decisions.md, Performance and speed).
 
 - The event's own index on ``goal_id`` goes: the (goal, seq) unique index
   starts with the goal and serves the same reads. Dropped with plain SQL, so

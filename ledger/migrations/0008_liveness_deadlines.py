@@ -1,5 +1,6 @@
-"""Liveness deadlines (DESIGN section 6): the goal's next deadline and why a
-human must look, as indexed columns, and the scheduler's heartbeat row.
+"""Liveness deadlines (docs/design.md, "Liveness: no goal is ever silently
+stuck"): the goal's next deadline and why a human must look, as indexed
+columns, and the scheduler's heartbeat row.
 
 The backfill computes both columns from each goal's stored state with the
 pure domain (ledger.domain.liveness), as the store does on every command, so
