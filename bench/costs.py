@@ -9,7 +9,9 @@ Two operations, each run N times after a warm-up:
   ``Idempotency-Key`` through Django's test client (the middleware, DRF, the
   key's record and the command in one transaction);
 - a plain command: bench/append.py's checkpoint through ``store.execute``
-  (``caller.run`` where that is the one entry), the append hot path.
+  (``caller.run`` where that is the one entry), the append hot path;
+- a scheduled claim: django-q2's task function firing a due internal
+  watchdog of a goal whose lease was released (bench/scheduler.py's claims).
 
 Per operation: the Python function calls cProfile counts (deterministic for
 the same code), and, under callgrind started with ``--instr-atstart=no``, the
@@ -121,13 +123,38 @@ def measure(n: int, database: str, dump_dir: str) -> None:
     def commands(k: int) -> None:
         ours.run(k)
 
-    for name, run in (("keyed checkpoint (HTTP)", checkpoints), ("plain command", commands)):
+    claims = scheduled_claims(50 + 2 * n)
+    for name, run in (("keyed checkpoint (HTTP)", checkpoints), ("plain command", commands),
+                      ("scheduled claim", claims)):
         run(50)  # warm: imports, first-use caches, page splits
         per_call = calls(run, n)
         per_instr = instructions(run, n, dump_dir, name.split()[0])
         figure = f"{per_instr:,.0f} instructions, " if per_instr is not None else ""
         print(f"{database}: {name}: {figure}{per_call:,.0f} Python calls per operation",
               flush=True)
+
+
+def scheduled_claims(goals: int) -> Callable[[int], None]:
+    """Fires of due internal watchdogs, each on a goal of its own (a claim
+    grants its goal's wake: the next fire of it would be another case)."""
+    from datetime import UTC, datetime, timedelta
+
+    from bench.scheduler import seed_goals
+    from ledger.eventstore import clock, store
+    from scheduling.tasks import fire_watchdog
+
+    ids = seed_goals(goals)
+    due = {goal: store.load(goal).watchdog["next_due_at"] for goal in ids}
+    later = datetime.now(UTC) + timedelta(hours=25)
+    pending = iter(ids)
+
+    def fire(k: int) -> None:
+        with clock.use(lambda: later):
+            for _ in range(k):
+                goal = next(pending)
+                assert fire_watchdog(goal, due[goal]) == "ready_for_pull"
+
+    return fire
 
 
 if __name__ == "__main__":
