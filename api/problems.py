@@ -57,6 +57,10 @@ STATUS_BY_CODE = {
     "throttled": 429,
     "internal_error": 500,
     "database_busy": 503,
+    # Only django-q2's task asks a claim without the server's recent silence
+    # (ledger.domain.leases.UnheardNeeded); a request never does. Were one
+    # to, nothing was recorded and a retry is the answer.
+    "unheard_needed": 503,
 }
 
 TITLES = {
@@ -97,6 +101,8 @@ TITLES = {
     "throttled": "Too many requests.",
     "internal_error": "Internal error.",
     "database_busy": "The database is busy; nothing was recorded. Try again.",
+    "unheard_needed": "The claim needs the server's recent silence; nothing was recorded. "
+                      "Try again.",
 }
 
 

@@ -141,6 +141,11 @@ class GoalSerializer(GoalNamesSerializer):
                   "its one credited job wait ended), woken_at (when the first wake since "
                   "then came: its lateness is not held against the goal). Activity, not progress: "
                   "docs/liveness.md.")
+    recent_progress = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Digests of the latest checkpoints that were progress (at most 8): a "
+                  "checkpoint that says one of them again (A, B, A, B…) is a loop, not "
+                  "progress. docs/liveness.md.")
     watchdog = serializers.DictField(
         allow_null=True, help_text="The one watchdog (backend, interval, status, next due, "
                                    "receipt state, health); null when never prepared.")

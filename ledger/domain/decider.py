@@ -378,8 +378,9 @@ def _checkpointed(state: GoalState, data: CheckpointRecorded, at: str) -> Change
         lease={**state.lease, "active": True} if state.lease else {},
     )
     if not progress.advances(state, data):
-        # The same step, percent, next actions and artifacts again: activity,
-        # not progress (docs/liveness.md). The clock, the wake-loop bound's count and the
+        # The same step, percent, next actions and artifacts again, or back to
+        # what a recent progress checkpoint said: activity, not progress
+        # (docs/liveness.md). The clock, the wake-loop bound's count and the
         # alerts that wait for progress stay; the repeat is counted.
         return {**changes, "since_progress": progress.counted(state, progress.CHECKPOINTS)}
     return dict(
@@ -388,6 +389,7 @@ def _checkpointed(state: GoalState, data: CheckpointRecorded, at: str) -> Change
         retry_count=0,
         progress_since=at,
         since_progress={},
+        recent_progress=progress.remembered(state, data),
         # Progress answers the alerts that waited for it (NO_PROGRESS, and a
         # wake that was not firing: the goal moves, whatever fired it).
         liveness_alert={} if state.liveness_alert.get("reason") in PROGRESS_ENDS

@@ -3,7 +3,9 @@
 Progress is evidence an agent cannot produce by repeating itself:
 
 - a checkpoint that changes what is recorded: the step, the percent, the
-  next actions, or an artifact's checksum (``advances``);
+  next actions, or an artifact's checksum (``advances``), to something none
+  of the last ``RECENT`` progress checkpoints recorded (an agent that
+  alternates two steps, A, B, A, B, is looping);
 - or a verified finish (the goal completes: it is then terminal).
 
 Activity is not progress. Heartbeats, lease grants, a checkpoint that
@@ -31,6 +33,8 @@ forever. A human's recovery or
 approval is a fresh start: it restarts the clock and the counts.
 """
 
+import hashlib
+import json
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -49,11 +53,23 @@ WOKEN = "woken_at"
 COUNTS = (EMPTY_TURNS, CHECKPOINTS, LEASES, JOBS)
 
 
+# How many of the latest progress checkpoints a new one is compared with. A
+# loop through more distinct states than this is not caught, but it is a
+# loop an agent must take pains to build; eight covers the retry loops seen
+# (two or three steps said in turn).
+RECENT = 8
+
+
 def advances(state: GoalState, data: CheckpointRecorded) -> bool:
-    """Whether a checkpoint changes what is recorded: its step, percent or
-    next actions, or the checksum of an artifact (a new one, or a new
-    version). The completed items, errors and note are narration: an agent
-    could vary them forever without moving."""
+    """Whether a checkpoint is progress: it changes what is recorded (its
+    step, percent or next actions, or the checksum of an artifact: a new one,
+    or a new version) to something none of the latest progress checkpoints
+    said. The completed items, errors and note are narration: an agent could
+    vary them forever without moving."""
+    return _changes(state, data) and fingerprint(data) not in state.recent_progress
+
+
+def _changes(state: GoalState, data: CheckpointRecorded) -> bool:
     if data.current_step != state.current_step or data.progress_pct != state.progress_pct:
         return True
     if list(data.next_actions) != list(state.next_actions):
@@ -63,6 +79,21 @@ def advances(state: GoalState, data: CheckpointRecorded) -> bool:
         if recorded is None or recorded["sha256"] != artifact["sha256"]:
             return True
     return False
+
+
+def fingerprint(data: CheckpointRecorded) -> str:
+    """What a checkpoint says that counts as progress (not its narration), as
+    a short digest: the step, percent, next actions and its artifacts'
+    checksums."""
+    said = [data.current_step, data.progress_pct, list(data.next_actions),
+            sorted((a["path"], a["sha256"]) for a in data.artifacts)]
+    text = json.dumps(said, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def remembered(state: GoalState, data: CheckpointRecorded) -> list[str]:
+    """``recent_progress`` with this progress checkpoint's fingerprint last."""
+    return [*state.recent_progress[-(RECENT - 1):], fingerprint(data)]
 
 
 def counted(state: GoalState, name: str, by: int = 1) -> dict[str, Any]:

@@ -107,6 +107,10 @@ class GoalState:
     # lease grants, empty turns, checkpoints that changed nothing, job ends,
     # and when its one credited job wait ended. {} after progress.
     since_progress: dict[str, Any] = field(default_factory=dict)
+    # The last few checkpoints that were progress, as fingerprints
+    # (``progress.fingerprint``): coming back to one of them is a loop
+    # (A, B, A, B…), not progress.
+    recent_progress: list[str] = field(default_factory=list)
     # The one watchdog ({} when never prepared): backend, interval_seconds,
     # tzid, status, schedule_name, host_ref_sha256, runs_on, next_due_at, …
     watchdog: dict[str, Any] = field(default_factory=dict)

@@ -115,6 +115,42 @@ def test_a_checkpoint_that_records_the_same_again_is_not_progress(told, minutes)
     assert after.checkpoints == state.checkpoints + 1  # recorded, all the same
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, progress.RECENT), st.integers(1, 5), st.booleans())
+def test_a_loop_through_a_few_checkpoints_is_not_progress(length, rounds, with_artifacts):
+    """An agent that says A, B, A, B… (or loops through up to ``RECENT``
+    checkpoints) moves once through the loop; after that it is looping: the
+    progress clock stays where the loop's first pass ended, every repeat is
+    counted, and the next new checkpoint is progress again."""
+    state = running()
+    at = T0
+
+    def said(i: int) -> RecordCheckpoint:
+        recorded = state.artifact("out.bin")
+        previous = recorded["sha256"] if recorded else None
+        artifacts = ((Artifact("out.bin", f"{i:x}" * 64, 3, previous_sha256=previous),)
+                     if with_artifacts else ())
+        return RecordCheckpoint(current_step=f"step {i}", progress_pct=10, next_actions=("go",),
+                                artifacts=artifacts, proof=proof(state))
+
+    for i in range(length):
+        at += timedelta(minutes=2)
+        state = step(state, said(i), at)
+        assert state.progress_since == iso(at)
+    looped_since = state.progress_since
+    for _ in range(rounds):
+        for i in range(length):
+            at += timedelta(minutes=2)
+            state = step(state, said(i), at)
+    assert state.progress_since == looped_since
+    assert state.since_progress[progress.CHECKPOINTS] == rounds * length
+    assert len(state.recent_progress) <= progress.RECENT
+    at += timedelta(minutes=2)
+    state = step(state, RecordCheckpoint(current_step="something new", progress_pct=20,
+                                         next_actions=("go",), proof=proof(state)), at)
+    assert state.progress_since == iso(at) and state.since_progress == {}
+
+
 # ------------------------------------------------------------------ activity never hides a goal
 
 
