@@ -33,3 +33,16 @@ def utc_ago(value: str | datetime | None) -> str:
     moment = terminal.when(value).replace(" ", "T") + "Z"
     return format_html('<time datetime="{}">{}</time> <span class="wl-ago">({})</span>',
                        moment, text, terminal.relative(value, clock.now()))
+
+
+@register.filter
+def utc_cell(value: str | datetime | None) -> str:
+    """An instant in a table cell, as the admin's lists show it: the date and
+    the time each unbroken, so a narrow column wraps between them and never
+    at the date's hyphens (``.wl-time`` in ledger/static/ledger/admin.css)."""
+    text = terminal.when(value)
+    if text == "-":
+        return "—"
+    day, _, time = text.partition(" ")
+    return format_html('<time class="wl-time" datetime="{}"><span>{}</span> <span>{} UTC</span>'
+                       '</time>', text.replace(" ", "T") + "Z", day, time)

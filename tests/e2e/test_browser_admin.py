@@ -538,6 +538,13 @@ def test_the_lists_the_timeline_and_the_dashboard_read_right_at_1400_and_800px(
             assert page.evaluate(CLIPPED_CELLS, CELLS) == [], (name, width)
             text = page.locator("#content").inner_text()
             assert "nobody yetall" not in text and "yetall" not in text, (name, width)
+            # A date and a time each on one line (at 800 px the dashboard's
+            # "notified" dates broke at their hyphens).
+            lines = page.evaluate("""() => [...document.querySelectorAll(
+                '[data-testid=notified-at] span')].map(el => el.getClientRects().length)""")
+            assert all(count == 1 for count in lines), (name, width, lines)
+            if name == "dashboard":
+                assert lines, "the dashboard shows no notified date: the check saw nothing"
         page.goto(f"{live_server.url}/admin/ledger/goal/")
         agent = page.locator(f"#result_list tr:has(span[title='{quick.pk}']) td.field-agent")
         assert agent.inner_text().replace("\n", "") == "quickstart-agent"
