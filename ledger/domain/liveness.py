@@ -29,7 +29,7 @@ and the API's ``liveness`` field all come from it and from ``label``.
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ledger.domain import progress, timing
+from ledger.domain import clocksteps, progress, timing
 from ledger.domain.events import iso
 from ledger.domain.leases import lease_stale_at
 from ledger.domain.state import BLOCKED, FAILED, LONG_PAUSE, PAUSED, GoalState
@@ -160,11 +160,18 @@ def attention(state: GoalState) -> str:
 
 
 def alert(state: GoalState, now: datetime) -> str:
-    """``attention``, or OVERDUE for a goal whose deadline passed unrecorded."""
+    """``attention``, or OVERDUE for a goal whose deadline passed unrecorded,
+    or whose last event lies beyond the clock (``clocksteps.ahead_by``): its
+    deadlines were counted from a clock that ran ahead, and only a command on
+    it brings them back. The sweeper records that within a minute; with the
+    scheduler down (seed 1, 7 days: a step during a three-day outage) the
+    goal would hide behind deadlines hours away."""
     reason = attention(state)
     if reason:
         return reason
-    return OVERDUE_REASON if overdue(expectation(state).deadline, now) else ""
+    if overdue(expectation(state).deadline, now) or clocksteps.ahead_by(state, now):
+        return OVERDUE_REASON
+    return ""
 
 
 def overdue(deadline: datetime | None, now: datetime) -> bool:

@@ -52,8 +52,16 @@ def needing_a_human(goals: QuerySet[Goal], now: datetime) -> QuerySet[Goal]:
     """``liveness.alert`` as a query (the stored attention, or
     ``liveness.overdue``), oldest goal first: the rows every list shows and the
     query every total counts."""
-    overdue = Q(deadline_at__lt=liveness.overdue_cutoff(now), status__in=ACTIVE_STATUSES)
+    overdue = _overdue(now) & Q(status__in=ACTIVE_STATUSES)
     return goals.filter(ATTENTION_SET | overdue).order_by(*ORDER)
+
+
+def _overdue(now: datetime) -> Q:
+    """``liveness.alert``'s OVERDUE as a condition on indexed columns: the
+    deadline passed, or the last event lies beyond the clock by more than the
+    skew bound (stamped while the clock ran ahead: its deadline cannot be
+    trusted until a command corrects it)."""
+    return Q(deadline_at__lt=liveness.overdue_cutoff(now)) | Q(updated_at__gt=now + CLOCK_SKEW)
 
 
 def count(goals: QuerySet[Goal], now: datetime | None = None) -> int:
@@ -70,8 +78,7 @@ def counts_by_reason(goals: QuerySet[Goal], now: datetime) -> dict[str, int]:
     grouped = (goals.filter(ATTENTION_SET).order_by().values("attention")
                .annotate(n=Count("*")))
     found = {row["attention"]: row["n"] for row in grouped}
-    overdue = goals.filter(attention="", deadline_at__lt=liveness.overdue_cutoff(now),
-                           status__in=ACTIVE_STATUSES).count()
+    overdue = goals.filter(_overdue(now), attention="", status__in=ACTIVE_STATUSES).count()
     if overdue:
         found[liveness.OVERDUE_REASON] = overdue
     return found
@@ -104,7 +111,7 @@ def row(goal: Goal, now: datetime) -> dict[str, Any]:
     return {
         "id": str(goal.pk), "goal_key": goal.goal_key, "workspace": goal.workspace,
         "agent": goal.agent, "status": goal.status, "reason": reason,
-        "why": liveness.why(reason), "since": _since(state, reason, expected),
+        "why": liveness.why(reason), "since": _since(state, reason, expected, now),
         "expected": expected.as_dict(),
     }
 
@@ -115,13 +122,14 @@ def matched_reason(goal: Goal) -> str:
     return goal.attention or liveness.OVERDUE_REASON
 
 
-def _since(state: GoalState, reason: str, expected: liveness.Expectation) -> str:
+def _since(state: GoalState, reason: str, expected: liveness.Expectation,
+           now: datetime) -> str:
     """Since when the goal needs a human: the missed host deadline, the passed
     deadline of an OVERDUE goal, or its last event (it blocked, it failed)."""
     if reason == liveness.HOST_SILENT and state.liveness_alert.get("at"):
         return state.liveness_alert["at"]
     if reason == liveness.OVERDUE_REASON and expected.deadline is not None:
-        return iso(expected.deadline)
+        return iso(min(expected.deadline, now))  # a goal stamped ahead: not in the future
     return state.updated_at
 
 

@@ -3,7 +3,7 @@
 sweeper and expires within its lease, and ``ledger doctor`` reports and
 repairs such a goal. Through django-q2's task function, on the real store."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -50,3 +50,20 @@ def test_the_doctor_reports_a_goal_stamped_ahead_and_fix_brings_it_back(started,
     assert "clock.stepped_back" in kinds(gid)
     assert not [f for f in doctor.findings([gid]) if f.problem == "clock_ahead"]
     assert Goal.objects.get(id=gid).deadline_at <= clock() + timedelta(minutes=10)
+
+
+def test_with_the_scheduler_down_a_goal_stamped_ahead_is_listed_for_a_person(
+        started, clock):
+    """No sweep runs to correct it (the scheduler is down): its deadlines lie
+    hours ahead, so it is listed OVERDUE now, counted like every listing,
+    and no longer once a command brought its stamps back."""
+    from ledger.services import alerts
+
+    gid = run_while_ahead(clock, started)
+    goals = Goal.objects.all()
+    listed = [row for row in alerts.alerts(goals) if row["id"] == gid]
+    assert [row["reason"] for row in listed] == ["OVERDUE"]
+    assert datetime.fromisoformat(listed[0]["since"]) <= clock()
+    assert alerts.counts_by_reason(goals, clock()).get("OVERDUE") == alerts.count(goals)
+    doctor.fix([gid], actor="operator")
+    assert gid not in [row["id"] for row in alerts.alerts(Goal.objects.all())]
