@@ -115,11 +115,9 @@ class Config:
     weekly_limit: float = 0.04
     actor_hours: tuple[float, float] = (4.0, 24.0)
     # Operators who see a goal paused more than 6 hours (its page, the goal
-    # list) and try to wake it; 0: they read /alerts only. Off by default for
-    # now: with it at 0.3, seed 1's default world shows two holders that died
-    # as the clock was set back left unlisted (docs/liveness.md, "Open: a
-    # holder that dies as the clock is set back").
-    wake_long_pauses: float = 0.0
+    # list) and try to wake it; 0: they read /alerts only (docs/liveness.md,
+    # "Operators who wake long pauses").
+    wake_long_pauses: float = 0.3
 
 
 # ------------------------------------------------------------------ failure texts
