@@ -174,7 +174,8 @@ class GoalMonitor:
             if self.clean:
                 found.append((CHARGED_ONLY_RECOVERY,
                               f"continuation {data['attempt']}/{data['max']} charged for a "
-                              "wake after a clean release (scheduled progress; the continuation budget)"))
+                              "wake after a clean release (scheduled progress; the "
+                              "continuation budget)"))
         elif kind == "goal.recovered":
             for job_id in data.get("written_off_jobs", ()):
                 self.running_jobs.discard(job_id)
