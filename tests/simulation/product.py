@@ -876,8 +876,11 @@ CLOCK_TRUSTED = "clock_step_trusted"
 def clock_faults(faults: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
     """``clock_step_trusted`` (the product before ledger.domain.clocksteps):
     every command is recorded at the goal's last event however far that lies
-    ahead, and stamps from the future are never brought back. Yields the
-    other faults, for ``planted``."""
+    ahead, stamps from the future are never brought back, and a goal stamped
+    ahead is listed by its deadlines alone. Yields the other faults, for
+    ``planted``."""
+    from django.db.models import Q
+
     from ledger.domain import clocksteps
 
     with contextlib.ExitStack() as stack:
@@ -889,6 +892,11 @@ def clock_faults(faults: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
             stack.enter_context(mock.patch.object(clocksteps, "recording_time", trusted))
             stack.enter_context(mock.patch.object(clocksteps, "stepped_back",
                                                   lambda state, now: []))
+            stack.enter_context(mock.patch.object(clocksteps, "ahead_by",
+                                                  lambda state, now: None))
+            stack.enter_context(mock.patch.object(
+                ledger_alerts, "_overdue",
+                lambda now: Q(deadline_at__lt=liveness.overdue_cutoff(now))))
         yield tuple(fault for fault in faults if fault != CLOCK_TRUSTED)
 
 
