@@ -377,7 +377,8 @@ def _checkpointed(state: GoalState, data: CheckpointRecorded, at: str) -> Change
         # A sign of life for the uncertain-attempt rule.
         lease={**state.lease, "active": True} if state.lease else {},
     )
-    if not progress.advances(state, data):
+    said = progress.advances(state, data)
+    if said is None:
         # The same step, percent, next actions and artifacts again, or back to
         # what a recent progress checkpoint said: activity, not progress
         # (docs/liveness.md). The clock, the wake-loop bound's count and the
@@ -389,7 +390,7 @@ def _checkpointed(state: GoalState, data: CheckpointRecorded, at: str) -> Change
         retry_count=0,
         progress_since=at,
         since_progress={},
-        recent_progress=progress.remembered(state, data),
+        recent_progress=progress.remembered(state, said),
         # Progress answers the alerts that waited for it (NO_PROGRESS, and a
         # wake that was not firing: the goal moves, whatever fired it).
         liveness_alert={} if state.liveness_alert.get("reason") in PROGRESS_ENDS
