@@ -140,11 +140,12 @@ def scheduled_claims(goals: int) -> Callable[[int], None]:
     from datetime import UTC, datetime, timedelta
 
     from bench.scheduler import seed_goals
+    from ledger.domain.events import iso
     from ledger.eventstore import clock, store
     from scheduling.tasks import fire_watchdog
 
     ids = seed_goals(goals)
-    due = {goal: store.load(goal).watchdog["next_due_at"] for goal in ids}
+    due = {goal: iso(store.load(goal).watchdog.next_due_at) for goal in ids}
     later = datetime.now(UTC) + timedelta(hours=25)
     pending = iter(ids)
 

@@ -91,6 +91,7 @@ class World:
         from bench.seed import TOKEN
         from ledger.domain import LeaseProof, RunGoal, StartGoal
         from ledger.domain.commands import ReleaseLease
+        from ledger.domain.events import iso
         from ledger.domain.watchdogs import PrepareWatchdog
         from ledger.eventstore import clock, store, tallies
 
@@ -108,7 +109,7 @@ class World:
             waiting = start("waiting")
             store.execute(waiting, ReleaseLease(proof), actor="agent-1")
             leased = start("leased")
-        self.due_str = store.load(waiting).watchdog["next_due_at"]
+        self.due_str = iso(store.load(waiting).watchdog.next_due_at)
         self.due_at = datetime.fromisoformat(self.due_str)
         sweeps = self.due * (rounds + 2)
         filler = self.goals - sweeps

@@ -59,6 +59,7 @@ def seed_goals(count: int) -> list[str]:
 
 def claims(goals: int, per_round: int, reps: int) -> Row:
     from bench.append import Ours
+    from ledger.domain.events import iso
     from ledger.eventstore import clock, store
     from scheduling.tasks import fire_watchdog
 
@@ -67,7 +68,7 @@ def claims(goals: int, per_round: int, reps: int) -> Row:
     ids = seed_goals(goals)
     print(f"seeded {goals:,} goals with internal watchdogs in "
           f"{time.perf_counter() - started:.0f}s", file=sys.stderr, flush=True)
-    due = {g: store.load(g).watchdog["next_due_at"] for g in ids}
+    due = {g: iso(store.load(g).watchdog.next_due_at) for g in ids}
     later = datetime.now(UTC) + timedelta(hours=25)
     pending = iter(ids)
     outcomes: Counter = Counter()

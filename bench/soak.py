@@ -734,8 +734,7 @@ def _next_due(state: dict) -> datetime | None:
     from ledger.domain.state import GoalState
     from ledger.domain.timing import next_wake_at
 
-    due = next_wake_at(GoalState.from_dict(state))
-    return datetime.fromisoformat(due) if due else None
+    return next_wake_at(GoalState.from_dict(state))
 
 
 def verdict(failures: list[str], ok: bool, text: str) -> None:

@@ -63,6 +63,7 @@ def paths() -> list[tuple[str, set[str], set[tuple[str, str]]]]:
     from django.test import Client
 
     from ledger.access import accounts
+    from ledger.domain.events import iso
     from ledger.eventstore import clock, store
     from ledger.operators.commands.accounts import ensure_user
     from scheduling.tasks import fire_watchdog
@@ -103,7 +104,7 @@ def paths() -> list[tuple[str, set[str], set[tuple[str, str]]]]:
         key=str(uuid.uuid4())))
     rows.append(("keyed checkpoint (POST …/checkpoints, release and wake)", modules, functions))
 
-    due = store.load(goal_id).watchdog["next_due_at"]
+    due = iso(store.load(goal_id).watchdog.next_due_at)
     later = datetime.now(UTC) + timedelta(hours=2)
     with clock.use(lambda: later):
         outcome, modules, functions = traced(lambda: fire_watchdog(goal_id, due))

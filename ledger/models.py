@@ -37,7 +37,7 @@ class StateField(models.JSONField):
     def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
         value = super().from_db_value(value, expression, connection)
         if isinstance(value, dict):
-            return {**GoalState().__dict__, **value}  # a new state: its own lists
+            return {**GoalState().to_dict(), **value}  # a new state: its own lists
         return value
 
     def deconstruct(self) -> Any:

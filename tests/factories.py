@@ -44,7 +44,7 @@ def completed(state: GoalState, summary: str = "done") -> Finish:
 def proof_of(state: GoalState) -> LeaseProof:
     """The current holder's proof. Tests may build it from the stored digest;
     real callers only have the raw token and hash it."""
-    return LeaseProof(state.lease["token_sha256"], state.lease["generation"])
+    return LeaseProof(state.lease.token_sha256, state.lease.generation)
 
 
 class GoalFactory(factory.Factory):

@@ -149,6 +149,8 @@ SHELL_DOMAIN = {
     ("ledger.domain.commands", "Evidence"),
     ("ledger.domain.commands", "WakeRequest"),
     ("ledger.domain", "vocabulary"),
+    # A time of the state as the API shows it (ISO text, "" for none).
+    ("ledger.domain", "iso_text"),
 }
 VOCABULARY = "ledger.domain.vocabulary"
 

@@ -20,6 +20,7 @@ from ledger.domain.decider import COMMANDS, Command, Decision, decide, decision,
 from ledger.domain.errors import DomainError, GoalTerminal, InvalidCommand
 from ledger.domain.events import TERMINAL_ALLOWED_KINDS, Event, iso
 from ledger.domain.leases import lease_refusal, lease_stale_at
+from ledger.domain.parts import iso_text
 from ledger.domain.state import ACTIVE_STATUSES, STATUSES, TERMINAL_STATUSES, GoalState
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "evolve",
     "fold",
     "iso",
+    "iso_text",
     "lease_refusal",
     "lease_stale_at",
 ]

@@ -22,6 +22,7 @@ from ledger.domain.events import (
 )
 from ledger.domain.interruptions import interrupted, interrupted_events, lease_expired_event
 from ledger.domain.leases import Unheard, acquire_events, judged_unheard, lease_refusal
+from ledger.domain.parts import iso_text
 from ledger.domain.resume import wants_approval
 from ledger.domain.runs import budget_block, budget_spent_why, charge_event
 from ledger.domain.state import BLOCKED, GoalState
@@ -97,12 +98,13 @@ def recovery(state: GoalState) -> bool:
     """The continuation budget: would resuming now be a recovery continuation (charged)? Yes
     when the goal's last attempt did not end cleanly: its lease is still there
     (it went stale) or expired, or a rate limit paused it."""
-    return bool(state.lease) or state.lease_end == "expired" or bool(state.paused_until)
+    return (state.lease is not None or state.lease_end == "expired"
+            or state.paused_until is not None)
 
 
 def _slot(state: GoalState, cmd: ClaimWake, now: datetime) -> datetime | None:
     """The recurring slot a fire belongs to (None for one-off wakes)."""
-    if cmd.kind != "recurring" or not state.watchdog:
+    if cmd.kind != "recurring" or state.watchdog is None:
         return None
     return timing.slot_of(state.watchdog, _intended(cmd, now))
 
@@ -167,14 +169,14 @@ def reanchor(state: GoalState, cmd: ClaimWake, slot: datetime | None,
     host that fires too often (consecutive fires less than an interval apart)
     never qualifies, so it still gets ``not_due``. The new anchor, or None."""
     watchdog = state.watchdog
-    if (cmd.source != HOST or cmd.kind != "recurring" or slot is None
-            or watchdog.get("backend") != HOST or watchdog.get("status") != "live"
-            or not watchdog.get("early_fire") or timing.pause_left(state, now)
+    if (cmd.source != HOST or cmd.kind != "recurring" or slot is None or watchdog is None
+            or watchdog.backend != HOST or watchdog.status != "live"
+            or watchdog.early_fire is None or timing.pause_left(state, now)
             or timing.early_by(watchdog, slot, now) <= 0):
         return None
-    previous = datetime.fromisoformat(watchdog["early_fire"])
+    previous = watchdog.early_fire
     gap = (now - previous).total_seconds()
-    every = watchdog.get("interval_seconds", 0)
+    every = watchdog.interval_seconds
     intervals = round(gap / every) if every else 0
     if intervals < 1 or abs(gap - intervals * every) > timing.reanchor_tolerance(watchdog):
         return None
@@ -199,8 +201,8 @@ def _outcome(state: GoalState, cmd: ClaimWake, now: datetime, occurrence: str,
     ended = _not_resumable(state)
     if ended is not None:
         return ended
-    if (cmd.source == HOST and state.watchdog.get("backend") == HOST
-            and state.watchdog.get("status") in ("requested", "uncertain")):
+    if (cmd.source == HOST and state.watchdog is not None and state.watchdog.backend == HOST
+            and state.watchdog.status in ("requested", "uncertain")):
         return {"outcome": "receipt_required",
                 "notes": "the host watchdog's creation is not confirmed; record a receipt "
                          "(created, create_failed or user_attested_deleted) first"}
@@ -224,7 +226,7 @@ def _outcome(state: GoalState, cmd: ClaimWake, now: datetime, occurrence: str,
                          "checkpoint or outcome: INTERRUPTED_UNKNOWN"}
     # An operator's wake ends a pause early; a live worker still comes first,
     # and so does one the server could not hear during an outage.
-    refusal = lease_refusal(state.but(paused_until="") if operator else state, now,
+    refusal = lease_refusal(state.but(paused_until=None) if operator else state, now,
                             unheard)
     if refusal is not None:
         return {"outcome": "worker_busy_noop", "notes": refusal["why"],
@@ -250,7 +252,7 @@ def _outcome(state: GoalState, cmd: ClaimWake, now: datetime, occurrence: str,
         # approval gate "resume"; its approval schedules the wake again).
         return {"outcome": "approval_required",
                 "notes": "the resume policy asks a person to approve continuing after the "
-                         f"reset of {state.paused_until}"}
+                         f"reset of {iso_text(state.paused_until)}"}
     if cmd.source != HOST and not pushed(state, cmd):
         # Dispatcher "none" is pull: a due wake hands a lease to nobody. The
         # goal is ready; its agent's own claim, run_goal or lease call takes it.
@@ -271,9 +273,9 @@ def superseded(state: GoalState, cmd: ClaimWake, occurrence: str,
     may come again (a busy answer is retried)."""
     if cmd.source != INTERNAL or cmd.kind != "recurring" or slot is None:
         return False
-    due = state.watchdog.get("next_due_at")
-    return bool(due) and slot < datetime.fromisoformat(due) \
-        and occurrence != state.last_wake.get("occurrence_id")
+    due = state.watchdog.next_due_at if state.watchdog is not None else None
+    return due is not None and slot < due and (
+        state.last_wake is None or occurrence != state.last_wake.occurrence_id)
 
 
 def _not_resumable(state: GoalState) -> dict[str, Any] | None:
@@ -287,7 +289,7 @@ def _not_resumable(state: GoalState) -> dict[str, Any] | None:
                     "notes": f"the goal is {what}; cancel its watchdog, resume nothing"}
         return {"outcome": "terminal_noop", "notes": f"the goal is {what}"}
     if state.status == BLOCKED:
-        if live and state.watchdog.get("backend") == INTERNAL:
+        if live and state.scheduler_backend == INTERNAL:
             # A blocked goal keeps no internal schedule (settle cancels it);
             # one that survived from an older release goes now.
             return {"outcome": "terminal_cleanup_required",
@@ -305,7 +307,7 @@ def _not_due(state: GoalState, slot: datetime | None, now: datetime) -> dict[str
     """A fire before its time (a pause not over yet, a slot still ahead): not_due, or None."""
     wait = timing.pause_left(state, now)
     if wait:
-        return {"outcome": "not_due", "notes": f"paused until {state.paused_until}",
+        return {"outcome": "not_due", "notes": f"paused until {iso_text(state.paused_until)}",
                 "retry_after_seconds": wait}
     if slot is not None and timing.early_by(state.watchdog, slot, now) > 0:
         # ``early``: the slot has not come, so it is not claimed (the
@@ -327,13 +329,15 @@ def _reason(state: GoalState, cmd: ClaimWake) -> str:
             raise InvalidCommand(f"reason must be one of {', '.join(WAKE_REASONS)}",
                                  field="reason")
         return cmd.reason
-    if state.lease or state.lease_end == "expired":
+    if state.lease is not None or state.lease_end == "expired":
         return "timeout_recovery"
     if state.paused_until:
         return "rate_limit_reset"
-    if cmd.kind == "requested" and state.requested_wake.get("reason"):
-        return state.requested_wake["reason"]
-    since = state.last_wake.get("at", "")
+    if cmd.kind == "requested" and state.requested_wake is not None \
+            and state.requested_wake.reason:
+        return state.requested_wake.reason
+    # Jobs keep their times as ISO text, which orders as the instants do.
+    since = iso_text(state.last_wake.at) if state.last_wake is not None else ""
     if any(job["status"] != "running" and job["updated_at"] > since for job in state.jobs):
         return "dependency_ready"
     return "scheduled_progress"
@@ -357,8 +361,7 @@ def _claim(state: GoalState, cmd: ClaimWake, now: datetime,
     operator = cmd.source == OPERATOR
     early = bool(answer.get("early"))
     if verdict.anchor is not None:
-        next_due: str | None = iso(verdict.anchor
-                                   + timedelta(seconds=state.watchdog["interval_seconds"]))
+        next_due: str | None = iso(verdict.anchor + timedelta(seconds=state.interval_seconds))
     else:
         # An early fire claims no slot: the watchdog's next due time (and
         # the HOST_SILENT deadline counted from it) stays where it was.
@@ -378,7 +381,7 @@ def _claim(state: GoalState, cmd: ClaimWake, now: datetime,
         # it ends visibly blocked instead of waiting forever.
         retry_count=state.retry_count + 1 if outcome in GRANTED else None,
         retry_after_seconds=answer.get("retry_after_seconds"),
-        charge=answer["charge"] or bool(state.ready.get("charge"))
+        charge=answer["charge"] or (state.ready is not None and state.ready.charge)
         if outcome == "ready_for_pull" else None)
     return verdict, [record.event(now), *_claim_effects(state, cmd, answer, occurrence, now)]
 
@@ -390,13 +393,14 @@ def _next_due(state: GoalState, slot: datetime | None, now: datetime) -> str | N
     (catch_up off) and a host's scheduler fire it — never a replay of each
     missed slot, which the wake-loop bound would count as wakes without progress. None
     when it would not move the watchdog's next due time forward."""
-    if slot is None:
+    watchdog = state.watchdog
+    if slot is None or watchdog is None:
         return None
-    following = slot + timedelta(seconds=state.watchdog["interval_seconds"])
+    following = slot + timedelta(seconds=watchdog.interval_seconds)
     if following <= now:
-        following = timing.slot_after(state.watchdog, now) or following
-    current = state.watchdog.get("next_due_at", "")
-    if not current or following > datetime.fromisoformat(current):
+        following = timing.slot_after(watchdog, now) or following
+    current = watchdog.next_due_at
+    if current is None or following > current:
         return iso(following)
     return None
 
@@ -410,7 +414,7 @@ def _claim_effects(state: GoalState, cmd: ClaimWake, answer: dict[str, Any], occ
         if answer.get("interrupted"):
             events += interrupted_events(state, now)
         elif answer.get("block"):
-            if state.lease:
+            if state.lease is not None:
                 events.append(lease_expired_event(state, now))
             events.append(Event(GoalBlocked(summary=answer["notes"], generation=0,
                                             reason=answer["block"]), now))

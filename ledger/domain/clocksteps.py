@@ -54,9 +54,9 @@ CLOCK_SKEW = timedelta(minutes=5)
 def ahead_by(state: GoalState, now: datetime) -> timedelta | None:
     """How far the goal's last event lies beyond ``now``, when that is more
     than ``CLOCK_SKEW`` (else None). Ended goals have no clock left to run."""
-    if not state.updated_at or state.terminal:
+    if state.updated_at is None or state.terminal:
         return None
-    gap = datetime.fromisoformat(state.updated_at) - now
+    gap = state.updated_at - now
     return gap if gap > CLOCK_SKEW else None
 
 
@@ -65,10 +65,9 @@ def recording_time(state: GoalState, now: datetime) -> datetime:
     before its last event by less than ``CLOCK_SKEW`` (clocks of several hosts
     a little apart), and the clock's own ``now`` when it is further behind
     (a clock stepped back: ``stepped_back`` corrects the stamps)."""
-    if state.updated_at:
-        last = datetime.fromisoformat(state.updated_at)
-        if now < last <= now + CLOCK_SKEW:
-            return last
+    last = state.updated_at
+    if last is not None and now < last <= now + CLOCK_SKEW:
+        return last
     return now
 
 
@@ -77,7 +76,7 @@ def stepped_back(state: GoalState, now: datetime) -> list[Event]:
     ahead = ahead_by(state, now)
     if ahead is None:
         return []
-    return [Event(ClockSteppedBack(last_recorded=state.updated_at,
+    return [Event(ClockSteppedBack(last_recorded=iso(state.updated_at),  # type: ignore[arg-type]
                                    ahead_seconds=int(ahead.total_seconds())), now)]
 
 

@@ -37,6 +37,7 @@ from ledger.domain.events import (
     iso,
 )
 from ledger.domain.leases import acquire_events, lease_refusal, lease_stale_at
+from ledger.domain.parts import Continued, iso_text
 from ledger.domain.resume import RESUME_GATE, breach, quiet_until
 from ledger.domain.runs import (
     ResolveApproval,
@@ -89,7 +90,7 @@ def approval_events(state: GoalState, now: datetime) -> list[Event]:
     resolves it."""
     return [Event(ApprovalRequested(
         gate=RESUME_GATE, generation=0,
-        summary=f"the usage limit reset at {state.paused_until}: approve to continue the "
+        summary=f"the usage limit reset at {iso_text(state.paused_until)}: approve to continue the "
                 "session"), now)]
 
 
@@ -121,18 +122,18 @@ def pending_reset(state: GoalState) -> str:
     (past its reset or not, or approved by a person), or a reset's wake
     ready for its agent."""
     if state.paused_until and state.status != BLOCKED:
-        return state.paused_until  # paused, or approved (resume policy ask) and waiting
-    return str(state.ready.get("reset") or "")
+        return iso(state.paused_until)  # paused, or approved (resume policy ask) and waiting
+    return iso_text(state.ready.reset) if state.ready is not None else ""
 
 
-def continuing(state: GoalState, now: datetime) -> dict[str, Any]:
-    """The reset continuation in progress, or {}: the last reset's
+def continuing(state: GoalState, now: datetime) -> Continued | None:
+    """The reset continuation in progress, or None: the last reset's
     continuation still holds its lease (live or in its stale grace)."""
     last = state.continued
-    if not last or not state.lease or state.lease.get("generation") != last.get("generation"):
-        return {}
+    if last is None or state.lease is None or state.lease.generation != last.generation:
+        return None
     stale_at = lease_stale_at(state)
-    return last if stale_at is not None and now < stale_at else {}
+    return last if stale_at is not None and now < stale_at else None
 
 
 def host_continued(state: GoalState, cmd: HostContinued,
@@ -158,20 +159,21 @@ def host_continued(state: GoalState, cmd: HostContinued,
         # Resume policy ask, the approval still pending: the host went on
         # anyway. The fact is recorded against the policy; no lease (a person
         # decides), so the caller is told to do no work.
-        made = ContinuationHostMade(host=host, trigger=cmd.trigger, reset=state.paused_until,
+        paused_until = iso_text(state.paused_until)
+        made = ContinuationHostMade(host=host, trigger=cmd.trigger, reset=paused_until,
                                     breaks_policy="ask")
         return Answer(STOOD_DOWN, "the goal waits for a person's approval to continue after "
                       "its reset; this continuation was recorded against the goal's resume "
-                      "policy: do no work on the goal", reset=state.paused_until,
+                      "policy: do no work on the goal", reset=paused_until,
                       breaks_policy="ask"), [Event(made, now)]
     last = continuing(state, now)
-    if last:
-        why = (f"the reset of {last['reset']} was continued already ({last['by']}, "
-               f"{last['at']}); no second continuation")
-        down = ContinuationStoodDown(host=host, trigger=cmd.trigger, continued_by=last["by"],
-                                     reset=last["reset"], why=why)
+    if last is not None:
+        why = (f"the reset of {iso(last.reset)} was continued already ({last.by}, "
+               f"{iso(last.at)}); no second continuation")
+        down = ContinuationStoodDown(host=host, trigger=cmd.trigger, continued_by=last.by,
+                                     reset=iso(last.reset), why=why)
         return Answer(STOOD_DOWN, why + ": end this run without working on the goal",
-                      reset=last["reset"], continued_by=last["by"]), [Event(down, now)]
+                      reset=iso(last.reset), continued_by=last.by), [Event(down, now)]
     return Answer(NOT_A_RESET, "the goal is not waiting for a reset's continuation"), []
 
 
@@ -220,7 +222,8 @@ def recorded_answer(payloads: list[Any], state: GoalState, cmd: HostContinued,
                       reset=down.reset, continued_by=down.continued_by)
     if made is not None:
         broken = made.breaks_policy or ""
-        if state.lease.get("via") == VIA_HOST and state.continued.get("reset") == made.reset:
+        if (state.lease is not None and state.lease.via == VIA_HOST
+                and state.continued is not None and iso(state.continued.reset) == made.reset):
             notes = "this continuation is the reset's one: the lease is yours"
             if broken:
                 notes += (f" (recorded against the goal's resume policy: {broken}; a person "
@@ -238,12 +241,12 @@ def wake_stands_down(state: GoalState, kind: str) -> dict[str, Any] | None:
     """A reset's wake whose reset was continued already (the host by itself,
     the agent's own pull; its row fired before that and its claim came
     after): it stands down, recorded, and nothing is dispatched."""
-    if kind != "reset" or state.reset_wake or timing.paused(state) or not state.continued:
-        return None
     last = state.continued
+    if kind != "reset" or state.reset_wake is not None or timing.paused(state) or last is None:
+        return None
     return {"outcome": STOOD_DOWN,
-            "notes": f"the session was continued already after the reset of {last['reset']} "
-                     f"({last['by']}, {last['at']}): no second continuation"}
+            "notes": f"the session was continued already after the reset of {iso(last.reset)} "
+                     f"({last.by}, {iso(last.at)}): no second continuation"}
 
 
 def quiet_wait(state: GoalState, now: datetime) -> dict[str, Any] | None:
@@ -259,12 +262,12 @@ def quiet_wait(state: GoalState, now: datetime) -> dict[str, Any] | None:
 def after_quiet(state: GoalState, kind: str, ends: datetime, now: datetime) -> list[Event]:
     """A one-off wake that fired inside the quiet window: its row ran
     (django-q2 drops a ONCE row), so it is scheduled again at the window's end."""
-    pending = {"reset": state.reset_wake, "requested": state.requested_wake}.get(kind) or {}
-    if not pending.get("schedule_name"):
+    pending = {"reset": state.reset_wake, "requested": state.requested_wake}.get(kind)
+    if pending is None or not pending.schedule_name:
         return []
     return [Event(WakeScheduled(kind=kind, due_at=iso(ends),
-                                schedule_name=pending["schedule_name"],
-                                reason=pending.get("reason")), now)]
+                                schedule_name=pending.schedule_name,
+                                reason=pending.reason), now)]
 
 
 # ------------------------------------------------------------ evolve

@@ -68,7 +68,7 @@ from ledger.domain.events import (
 )
 from ledger.domain.leases import fence
 from ledger.domain.liveness import PROGRESS_ENDS
-from ledger.domain.state import BLOCKED, DONE, FAILED, WAITING, GoalState
+from ledger.domain.state import BLOCKED, DONE, FAILED, WAITING, GoalState, typed_changes
 
 INITIAL_STEP = "plan"
 
@@ -245,14 +245,14 @@ def _checkpoint(state: GoalState, cmd: RecordCheckpoint, now: datetime) -> list[
         artifacts=artifacts,
         errors=validation.text_list(list(cmd.errors), "errors", scan=scan),
         note=note,
-        generation=lease["generation"],
+        generation=lease.generation,
     )
     events = [Event(recorded, now)]
     if cmd.wake is not None and not cmd.release_lease:
         raise InvalidCommand("wake is asked for at a turn boundary: with release_lease",
                              field="wake")
     if cmd.release_lease:
-        events.append(Event(LeaseReleased(generation=lease["generation"]), now))
+        events.append(Event(LeaseReleased(generation=lease.generation), now))
         if cmd.wake is not None:
             events += requested.requested_wake_events(state, cmd.wake, now)
     return events
@@ -479,10 +479,13 @@ def evolve(state: GoalState, event: Event) -> GoalState:
         raise ValueError(f"no evolver for event kind {event.kind!r}") from None
     at = iso(event.at)
     payload = event.payload
-    changes = apply(state, payload, at)
+    # The seam while the evolvers read and write the stored shape
+    # (GoalState.folding_view): their changes become the state's values.
+    view = state.folding_view()
+    changes = apply(view, payload, at)
     if payload.lease_expires_at is not None:
-        changes = leases.renewed_by(state, changes, payload.lease_expires_at, at)
-    return state.but(**changes, updated_at=at, version=state.version + 1)
+        changes = leases.renewed_by(view, changes, payload.lease_expires_at, at)
+    return state.but(**typed_changes(changes), updated_at=event.at, version=state.version + 1)
 
 
 def fold(events: Iterable[Event], state: GoalState | None = None) -> GoalState:

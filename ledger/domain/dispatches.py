@@ -33,8 +33,8 @@ def dispatched(state: GoalState, cmd: RecordDispatch, now: datetime) -> list[Eve
         uncertain=None if cmd.ok else bool(cmd.uncertain),
     )
     events = [Event(result, now)]
-    if (not cmd.ok and not cmd.uncertain and state.lease
-            and state.lease["generation"] == cmd.generation):
+    if (not cmd.ok and not cmd.uncertain and state.lease is not None
+            and state.lease.generation == cmd.generation):
         # The uncertain-attempt rule: a dispatch that certainly started nothing is not uncertain.
         # Its lease goes at once and the goal waits for the next wake (the
         # charge is not refunded: the budget bounds attempts, not successes).
@@ -56,8 +56,8 @@ def superseded(state: GoalState, generation: int) -> bool:
     if state.terminal:
         return True
     if generation == 0:
-        return not state.ready
-    return state.lease.get("generation") != generation
+        return state.ready is None
+    return state.lease is None or state.lease.generation != generation
 
 
 def lapsed_unsent(state: GoalState, generation: int, now: datetime) -> bool:
@@ -67,5 +67,6 @@ def lapsed_unsent(state: GoalState, generation: int, now: datetime) -> bool:
     Nobody ever received that lease, so nothing can have started — the uncertain-attempt rule's
     "uncertain" does not apply: it is a dispatch that certainly started
     nothing (``dispatched`` then frees the lease), not INTERRUPTED_UNKNOWN."""
-    return (generation > 0 and state.lease.get("generation") == generation
-            and now >= datetime.fromisoformat(state.lease["expires_at"]))
+    lease = state.lease
+    return (generation > 0 and lease is not None and lease.generation == generation
+            and now >= lease.expires_at)

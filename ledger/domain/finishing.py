@@ -47,7 +47,7 @@ def finish(state: GoalState, cmd: Finish, now: datetime) -> list[Event]:
         raise InvalidCommand("evidence goes with status completed; say in the summary what "
                              "held and what did not.", field="evidence")
     # Verified completion: every job terminal, the watchdog cancelled.
-    return finish_events(state, cmd.status, summary, lease["generation"], now,
+    return finish_events(state, cmd.status, summary, lease.generation, now,
                          evidence=evidence)
 
 
@@ -89,8 +89,7 @@ def finish_events(state: GoalState, status: str, summary: str, generation: int,
             f"{running[0]['ref']}); record their status first", code="jobs_running")
     request = {"status": status, "summary": summary, "generation": generation,
                **({"evidence": evidence} if status == "completed" else {})}
-    backend = state.watchdog.get("backend")
-    if watchdog_live(state) and backend == HOST:
+    if watchdog_live(state) and state.scheduler_backend == HOST:
         events = [] if state.finish_requested else [
             Event(GoalFinishRequested(**request), now)]
         return events + cancel_events(state, now, why="the goal is finishing")
@@ -147,15 +146,15 @@ def settle(before: GoalState, after: GoalState, now: datetime) -> list[Event]:
     if after.terminal or after.finish_requested:
         return []
     if after.status == BLOCKED:
-        if after.watchdog.get("backend") == INTERNAL and watchdog_live(after):
+        if watchdog_live(after) and after.scheduler_backend == INTERNAL:
             return cancel_events(after, now, why=f"blocked ({after.reason})")
         return []
     unblocked = before.status == BLOCKED
     stuck = timing.nothing_fires(after)
-    if not stuck and not (after.ready and not after.lease):
+    if not stuck and not (after.ready is not None and after.lease is None):
         return []
     backend = after.setting("scheduler")
-    if backend == INTERNAL and after.watchdog.get("status") not in timing.FIRING:
+    if backend == INTERNAL and after.watchdog_status not in timing.FIRING:
         interval = after.interval_seconds
         first = now if unblocked else now + timedelta(seconds=interval)
         return arm_events(after, interval, iso(first), now)

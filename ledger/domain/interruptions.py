@@ -4,7 +4,7 @@ blindly."""
 
 from datetime import datetime
 
-from ledger.domain.events import Event, GoalBlocked, LeaseExpired
+from ledger.domain.events import Event, GoalBlocked, LeaseExpired, iso
 from ledger.domain.leases import Unheard, lease_stale_at
 from ledger.domain.state import GoalState
 
@@ -18,9 +18,9 @@ def interrupted(state: GoalState, now: datetime, unheard: Unheard = None) -> boo
     what the server could have heard: a lease that went stale while it could
     not (``unheard``) gets the reconnect grace first, on every path."""
     stale_at = lease_stale_at(state, unheard)
-    return (stale_at is not None and now >= stale_at
-            and state.lease.get("via") in ("wake", "pull")
-            and not state.lease.get("active"))
+    lease = state.lease
+    return (stale_at is not None and lease is not None and now >= stale_at
+            and lease.via in ("wake", "pull") and not lease.active)
 
 
 def interrupted_events(state: GoalState, now: datetime) -> list[Event]:
@@ -31,5 +31,7 @@ def interrupted_events(state: GoalState, now: datetime) -> list[Event]:
 
 
 def lease_expired_event(state: GoalState, now: datetime) -> Event:
-    return Event(LeaseExpired(generation=state.lease["generation"], holder=state.lease["holder"],
-                              expired_at=state.lease["expires_at"]), now)
+    lease = state.lease
+    assert lease is not None, "a lease to expire"
+    return Event(LeaseExpired(generation=lease.generation, holder=lease.holder,
+                              expired_at=iso(lease.expires_at)), now)

@@ -105,7 +105,8 @@ def notify_job(state: GoalState, cmd: NotifyJob, now: datetime) -> list[Event]:
         conclusion=validation.text(cmd.conclusion, "conclusion", limit=validation.MAX_NOTE),
         reported_by="notify_token",
         link=validation.text(cmd.link, "link", limit=500) if cmd.link else None), now)]
-    if state.terminal or state.status == BLOCKED or state.lease or state.finish_requested:
+    if (state.terminal or state.status == BLOCKED or state.lease is not None
+            or state.finish_requested):
         return events  # a worker holds it (it learns itself), or it needs a human
     if any(j["status"] == "running" for j in state.jobs if j["job_id"] != cmd.job_id):
         return events  # still waiting on another job

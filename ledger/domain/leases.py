@@ -34,6 +34,7 @@ from ledger.domain.events import (
     LeaseTakenOver,
     iso,
 )
+from ledger.domain.parts import Lease, iso_text
 from ledger.domain.state import BLOCKED, LONG_PAUSE, PAUSED, RUNNING, WAITING, GoalState
 from ledger.domain.timing import pause_left, paused
 
@@ -68,7 +69,7 @@ def judged_unheard(state: GoalState, unheard: Unheard | str) -> Unheard:
     is no lease (no rule reads it then); the shell's, read on demand."""
     if unheard != UNREAD:
         return unheard  # type: ignore[return-value]
-    if state.lease:
+    if state.lease is not None:
         raise UnheardNeeded("the lease is judged with the server's recent silence")
     return None
 
@@ -88,18 +89,17 @@ def unheard_grace(stale_at: datetime, unheard: Unheard) -> datetime:
 def lease_stale_at(state: GoalState, unheard: Unheard = None) -> datetime | None:
     """When the current lease may be taken over (None: there is no lease),
     the reconnect grace after an unheard window included."""
-    if not state.lease:
+    if state.lease is None:
         return None
-    expires = datetime.fromisoformat(state.lease["expires_at"])
     grace = state.setting("stale_grace_seconds")
-    return unheard_grace(expires + timedelta(seconds=grace), unheard)
+    return unheard_grace(state.lease.expires_at + timedelta(seconds=grace), unheard)
 
 
 def lease_live(state: GoalState, now: datetime) -> bool:
     """Is there a lease, not yet past its expiry? (What a reader means by an
-    active lease; the stored ``lease["active"]`` flag is the uncertain-attempt rule's "the holder
+    active lease; the lease's ``active`` flag is the uncertain-attempt rule's "the holder
     has shown a sign of life since the grant", which starts false.)"""
-    return bool(state.lease) and now < datetime.fromisoformat(state.lease["expires_at"])
+    return state.lease is not None and now < state.lease.expires_at
 
 
 def lease_refusal(state: GoalState, now: datetime,
@@ -117,9 +117,9 @@ def lease_refusal(state: GoalState, now: datetime,
     wait = pause_left(state, now)
     if wait:
         return {"retry_after_seconds": wait, "next_required_action": "wait_for_reset",
-                "why": f"rate limited: paused until {state.paused_until}"}
+                "why": f"rate limited: paused until {iso_text(state.paused_until)}"}
     stale_at = lease_stale_at(state, unheard)
-    if stale_at is None:
+    if stale_at is None or state.lease is None:
         return None
     if now >= stale_at:
         # Stale, whatever it tracked: a holder that waits on a CI run
@@ -127,16 +127,16 @@ def lease_refusal(state: GoalState, now: datetime,
         # behind its job (the resume packet names the job to inspect).
         return None
     # A live lease is never stolen; past its expiry only the grace remains.
-    expires = datetime.fromisoformat(state.lease["expires_at"])
-    in_grace = now >= expires
+    lease = state.lease
+    in_grace = now >= lease.expires_at
     return {
         "retry_after_seconds": max(1, ceil((stale_at - now).total_seconds())),
         "next_required_action": "retry_after_stale_grace" if in_grace else "wait_for_holder",
-        "why": (f"the lease is held by {state.lease['holder']} (generation "
-                f"{state.lease['generation']}) until {state.lease['expires_at']}"
+        "why": (f"the lease is held by {lease.holder} (generation "
+                f"{lease.generation}) until {iso(lease.expires_at)}"
                 + (", now in its stale grace" if in_grace else "")),
-        "holder": state.lease["holder"],
-        "expires_at": state.lease["expires_at"],
+        "holder": lease.holder,
+        "expires_at": iso(lease.expires_at),
     }
 
 
@@ -167,12 +167,12 @@ def acquire_events(state: GoalState, holder: str, token_sha256: str, now: dateti
         # "wake": granted to an automatic continuation (the uncertain-attempt rule watches it).
         via=via,
     )
-    if not state.lease:
-        return [Event(LeaseAcquired(**grant), now)]
     previous = state.lease
-    return [Event(LeaseTakenOver(**grant, previous_holder=previous["holder"],
-                                 previous_generation=previous["generation"],
-                                 previous_expires_at=previous["expires_at"]), now)]
+    if previous is None:
+        return [Event(LeaseAcquired(**grant), now)]
+    return [Event(LeaseTakenOver(**grant, previous_holder=previous.holder,
+                                 previous_generation=previous.generation,
+                                 previous_expires_at=iso(previous.expires_at)), now)]
 
 
 _LEASE_ENDS = {"released": "was released", "expired": "expired",
@@ -185,7 +185,7 @@ def no_lease_why(state: GoalState) -> str:
     be granted. (After a rate limit the run report itself released the lease.)"""
     if paused(state):
         return (f"the goal holds no lease: the rate-limit run report released it, and the "
-                f"goal is paused until {state.paused_until}; take a new lease after then "
+                f"goal is paused until {iso_text(state.paused_until)}; take a new lease after then "
                 "(or let its reset wake resume it)")
     ended = _LEASE_ENDS.get(state.lease_end)
     why = f"the goal holds no lease (the last one {ended})" if ended else \
@@ -197,29 +197,30 @@ def no_lease_why(state: GoalState) -> str:
     return f"{why}; acquire one"
 
 
-def fence(state: GoalState, proof: LeaseProof | None) -> dict[str, Any]:
+def fence(state: GoalState, proof: LeaseProof | None) -> Lease:
     """The lease rule: every write that changes work presents the current lease."""
     if proof is None:
         raise LeaseRequired("this call must carry lease: {token, generation}", field="lease")
-    if not state.lease:
+    lease = state.lease
+    if lease is None:
         raise LeaseLost(no_lease_why(state), field="lease",
                         current_generation=state.lease_generation,
-                        paused_until=state.paused_until or None)
-    if proof.generation != state.lease["generation"]:
+                        paused_until=iso_text(state.paused_until) or None)
+    if proof.generation != lease.generation:
         raise LeaseLost(
             f"lease generation {proof.generation} is stale; the current one is "
-            f"{state.lease['generation']}", field="lease.generation",
-            current_generation=state.lease["generation"])
-    if not hmac.compare_digest(str(proof.token_sha256), state.lease["token_sha256"]):
+            f"{lease.generation}", field="lease.generation",
+            current_generation=lease.generation)
+    if not hmac.compare_digest(str(proof.token_sha256), lease.token_sha256):
         raise LeaseLost("the lease token does not match the current lease",
-                        field="lease.token", current_generation=state.lease["generation"])
-    return state.lease
+                        field="lease.token", current_generation=lease.generation)
+    return lease
 
 
 def heartbeat(state: GoalState, cmd: Heartbeat, now: datetime) -> list[Event]:
     lease = fence(state, cmd.proof)
-    expires = now + timedelta(seconds=lease["lease_seconds"])
-    return [Event(LeaseRenewed(generation=lease["generation"], expires_at=iso(expires)), now)]
+    expires = now + timedelta(seconds=lease.lease_seconds)
+    return [Event(LeaseRenewed(generation=lease.generation, expires_at=iso(expires)), now)]
 
 
 # Kinds after which the lease a fenced call presented is no longer held as it
@@ -238,13 +239,13 @@ def renewing(state: GoalState, command: object, events: list[Event],
     history says it and no second event is written. A call that ends or
     changes the lease renews nothing; a heartbeat is its own renewal."""
     proof = getattr(command, "proof", None)
-    if proof is None or not events or not state.lease or isinstance(command, Heartbeat):
+    if proof is None or not events or state.lease is None or isinstance(command, Heartbeat):
         return events
     for event in events:  # a loop, not any(): its generator cost more than the test
         if event.payload.KIND in _LEASE_CHANGES:
             return events
     first = events[0]
-    expires = iso(now + timedelta(seconds=state.lease["lease_seconds"]))
+    expires = iso(now + timedelta(seconds=state.lease.lease_seconds))
     return [Event(but(first.payload, lease_expires_at=expires), first.at), *events[1:]]
 
 
@@ -259,7 +260,7 @@ def renewed_by(state: GoalState, changes: Changes, expires_at: str, at: str) -> 
 
 def release(state: GoalState, cmd: ReleaseLease, now: datetime) -> list[Event]:
     lease = fence(state, cmd.proof)
-    return [Event(LeaseReleased(generation=lease["generation"]), now)]
+    return [Event(LeaseReleased(generation=lease.generation), now)]
 
 
 def leased(state: GoalState, data: LeaseAcquired | LeaseTakenOver, at: str) -> Changes:

@@ -152,8 +152,8 @@ def attention(state: GoalState) -> str:
         return state.reason or "BLOCKED"
     if state.finish_requested:
         return PENDING_CLEANUP
-    if state.liveness_alert.get("reason"):
-        return state.liveness_alert["reason"]
+    if state.alert_reason:
+        return state.alert_reason
     if silent_jobs(state):
         return JOB_SILENT
     return ""
@@ -198,8 +198,8 @@ def label(state: GoalState, now: datetime) -> str:
     A lease past its expiry is ``expired`` until the sweeper records it, never
     ``working``; a goal with an alert and no lease ``needs_human``."""
     expected = expectation(state)
-    if state.lease and not state.terminal:
-        return EXPIRED if now >= datetime.fromisoformat(state.lease["expires_at"]) else WORKING
+    if state.lease is not None and not state.terminal:
+        return EXPIRED if now >= state.lease.expires_at else WORKING
     if expected.label == NEEDS_HUMAN or attention(state):
         return NEEDS_HUMAN
     if overdue(expected.deadline, now):
@@ -244,7 +244,7 @@ def progress_expectation(state: GoalState, explain: bool = True) -> Expectation 
     the last progress and the lease's grant; without one, a whole watchdog
     interval (the next wake) comes first."""
     if (state.terminal or state.status in (BLOCKED, PAUSED) or state.finish_requested
-            or state.liveness_alert):
+            or state.liveness_alert is not None):
         return None
     if next_job_deadline(state) is not None and not progress.waited_on_jobs(state):
         # Waiting on a job: its own deadline (JOB_SILENT) bounds it. Once per
@@ -257,14 +257,14 @@ def progress_expectation(state: GoalState, explain: bool = True) -> Expectation 
     last = progress_since(state)
     since = progress.clock_start(state, last, every + every / 2)
     unleased = since + every + every / 2 + bound
-    if state.lease:
+    if state.lease is not None:
         # A holder gets a chunk from its grant, but a grant is no progress:
         # never past the deadline the goal had without a lease, so releasing
         # and retaking the lease cannot keep a goal unlisted.
-        grant = datetime.fromisoformat(state.lease["acquired_at"])
+        grant = state.lease.acquired_at
         return Expectation(WORKING, CHECKPOINT, holding_deadline(since, grant, bound, unleased),
                            f"a checkpoint that changes what is recorded, from "
-                           f"{state.lease['holder']} (no progress since {iso(last)}"
+                           f"{state.lease.holder} (no progress since {iso(last)}"
                            f"{_went_through(state)}); else {NO_PROGRESS}"
                            if explain else "")
     return Expectation(SCHEDULED, CHECKPOINT, unleased,
@@ -292,53 +292,52 @@ def pause_expectation(state: GoalState, explain: bool = True) -> Expectation | N
     listed LONG_PAUSE once it has lasted that long, so a person decides
     whether to wait (a weekly limit, "try again on Jan 3"). None for any
     other goal, and for one listed already."""
-    if state.status != PAUSED or not state.paused_until or not state.paused_at \
-            or state.liveness_alert:
+    if state.status != PAUSED or state.paused_until is None or state.paused_at is None \
+            or state.liveness_alert is not None:
         return None
-    listed_at = (datetime.fromisoformat(state.paused_at)
-                 + timedelta(minutes=state.setting("long_pause_minutes")))
-    if datetime.fromisoformat(state.paused_until) <= listed_at:
+    listed_at = state.paused_at + timedelta(minutes=state.setting("long_pause_minutes"))
+    if state.paused_until <= listed_at:
         return None  # the reset comes first: the reset wake is the evidence
     return Expectation(SCHEDULED, SCHEDULER_FIRE, listed_at,
-                       f"the reset at {state.paused_until} is further away than this "
+                       f"the reset at {iso(state.paused_until)} is further away than this "
                        f"server lets a pause go untold; at {iso(listed_at)} it is listed "
                        f"{LONG_PAUSE} for a person to decide" if explain else "")
 
 
 def progress_since(state: GoalState) -> datetime:
-    return datetime.fromisoformat(state.progress_since or state.checkpoint_time
-                                  or state.created_at)
+    return state.progress_since or state.checkpoint_time or state.created_at  # type: ignore[return-value]
 
 
 def _main_expectation(state: GoalState, explain: bool = True) -> Expectation:
-    if state.lease:
+    if state.lease is not None:
         return Expectation(
             WORKING, HEARTBEAT, lease_stale_at(state),
-            f"a heartbeat or checkpoint from {state.lease['holder']} before its lease "
-            f"expires at {state.lease['expires_at']} (then the stale grace)"
+            f"a heartbeat or checkpoint from {state.lease.holder} before its lease "
+            f"expires at {iso(state.lease.expires_at)} (then the stale grace)"
             if explain else "")
-    if state.ready:
+    if state.ready is not None:
         return Expectation(READY, PULL, ready_deadline(state),
                            "its agent takes the lease (run_goal, lease or claim) to resume "
                            f"the due wake; else {READY_UNCLAIMED}")
     if state.scheduler_backend == "host":
         return host_expectation(state)
-    if state.liveness_alert.get("reason") == WAKE_NOT_FIRING:
+    if state.alert_reason == WAKE_NOT_FIRING:
         # Repaired MAX_REPAIRS times and never fired: said once, repaired no
         # more (each repair was an event); a human (a wake, a recover, an
         # operator's `doctor --fix`) must act.
         return Expectation(NEEDS_HUMAN, SCHEDULER_FIRE, None, why(WAKE_NOT_FIRING))
     due = timing.next_wake_at(state)
-    if due:
+    if due is not None:
         # "The reset wake" only when the slot due is a paused goal's reset wake.
-        reset = state.status == PAUSED and state.reset_wake.get("due_at") == due
+        reset = (state.status == PAUSED and state.reset_wake is not None
+                 and state.reset_wake.due_at == due)
         what = "the reset wake" if reset else "the next wake"
         # A row repaired after its due time has the scheduler's lateness anew.
-        repaired = [wake["repaired_at"] for wake in (state.watchdog, *timing.one_off_wakes(state))
-                    if wake.get("repaired_at")]
-        start = max([datetime.fromisoformat(t) for t in (due, *repaired)])
+        repaired = [wake.repaired_at for wake in (state.watchdog, *timing.one_off_wakes(state))
+                    if wake is not None and wake.repaired_at is not None]
+        start = max([due, *repaired])
         return Expectation(SCHEDULED, SCHEDULER_FIRE, start + SCHEDULER_LATENESS,
-                           f"the scheduler fires {what}, due {due}; else its schedule row "
+                           f"the scheduler fires {what}, due {iso(due)}; else its schedule row "
                            "is checked and repaired")
     # An internal goal nothing will fire: the sweeper arms its watchdog.
     return Expectation(SCHEDULED, SCHEDULER_FIRE, _updated(state),
@@ -348,8 +347,8 @@ def _main_expectation(state: GoalState, explain: bool = True) -> Expectation:
 def ready_deadline(state: GoalState) -> datetime:
     """When a due wake nobody pulled makes the goal READY_UNCLAIMED: its own
     deadline, whatever else (a job's) comes earlier."""
-    since = datetime.fromisoformat(state.ready.get("since") or state.ready["at"])
-    return since + timedelta(minutes=state.setting("ready_timeout_minutes"))
+    assert state.ready is not None, "a due wake waiting for its pull"
+    return state.ready.first_at + timedelta(minutes=state.setting("ready_timeout_minutes"))
 
 
 def host_expectation(state: GoalState) -> Expectation:
@@ -359,24 +358,24 @@ def host_expectation(state: GoalState) -> Expectation:
     passed progress deadline is NO_PROGRESS, whatever its host does."""
     watchdog, every = state.watchdog, timedelta(seconds=state.interval_seconds)
     lateness = every / 2
-    status = watchdog.get("status", "")
-    if state.liveness_alert.get("reason") == HOST_SILENT:
+    status = state.watchdog_status
+    if state.alert_reason == HOST_SILENT:
         # Said once; now the host (a claim, a receipt) or the agent (a new
         # watchdog) must be heard from. Nothing more is due until then.
         return Expectation(NEEDS_HUMAN, HOST_CLAIM, None, why(HOST_SILENT))
-    if status == "live" and watchdog.get("next_due_at"):
-        due = datetime.fromisoformat(watchdog["next_due_at"])
+    if watchdog is not None and status == "live" and watchdog.next_due_at:
+        due = watchdog.next_due_at
         slots = state.setting("host_silent_slots")
         return Expectation(SCHEDULED, HOST_CLAIM, due + (slots - 1) * every + lateness,
-                           f"its host claims the slot due {watchdog['next_due_at']} (a fire "
+                           f"its host claims the slot due {iso(due)} (a fire "
                            "before it claims none); "
                            f"after {slots} missed slot(s), {HOST_SILENT}")
     # No host task is known to fire: never prepared, not confirmed by a
     # receipt, uncertain, failed or disabled. Its agent must reconcile it.
-    since = (watchdog.get("last_receipt_at") or watchdog.get("first_due_at")
-             or state.updated_at)
+    since = ((watchdog.last_receipt_at or watchdog.first_due_at if watchdog is not None
+              else None) or state.updated_at)
     what = f"its host watchdog is {status}" if status else "it has no host watchdog"
-    return Expectation(SCHEDULED, HOST_CLAIM, datetime.fromisoformat(since) + lateness,
+    return Expectation(SCHEDULED, HOST_CLAIM, since + lateness,  # type: ignore[operator]
                        f"{what}: a receipt or a claim from its host; else {HOST_SILENT}")
 
 
@@ -406,4 +405,4 @@ def silent_jobs(state: GoalState) -> list[dict]:
 
 
 def _updated(state: GoalState) -> datetime:
-    return datetime.fromisoformat(state.updated_at or state.created_at)
+    return state.updated_at or state.created_at  # type: ignore[return-value]

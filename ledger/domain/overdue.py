@@ -37,6 +37,7 @@ from ledger.domain.events import (
 )
 from ledger.domain.interruptions import interrupted, interrupted_events, lease_expired_event
 from ledger.domain.leases import lease_stale_at
+from ledger.domain.parts import iso_text
 from ledger.domain.requested import one_off_wake
 from ledger.domain.state import LONG_PAUSE, GoalState
 from ledger.domain.watchdogs import INTERNAL, arm_events
@@ -93,19 +94,19 @@ def check(state: GoalState, cmd: CheckLiveness, now: datetime) -> list[Event]:
         acted += _no_progress(state, now)
     if not acted:
         acted += _long_pause(state, now)
-    return acted + events if state.lease else events + acted
+    return acted + events if state.lease is not None else events + acted
 
 
 def _deadlines(state: GoalState, cmd: CheckLiveness, now: datetime) -> list[Event]:
-    if state.lease:
+    if state.lease is not None:
         return _lease(state, now, cmd.unheard)
-    if state.ready:
+    if state.ready is not None:
         # Its own deadline: a tracked job's earlier one is JOB_SILENT's, never
         # READY_UNCLAIMED's.
         if state.status != "blocked" and now >= liveness.ready_deadline(state):
             minutes = state.setting("ready_timeout_minutes")
             return [Event(GoalBlocked(
-                summary=f"a due wake ({state.ready['reason']}) waited {minutes} min and "
+                summary=f"a due wake ({state.ready.reason}) waited {minutes} min and "
                         f"nobody pulled it: {liveness.READY_UNCLAIMED}",
                 generation=0, reason=liveness.READY_UNCLAIMED), now)]
         return []
@@ -164,7 +165,7 @@ def _long_pause(state: GoalState, now: datetime) -> list[Event]:
         return []
     return [Event(LivenessMissed(
         reason=LONG_PAUSE, expected=liveness.SCHEDULER_FIRE, deadline=iso(expected.deadline),
-        detail=expected.detail, due_at=state.paused_until), now)]
+        detail=expected.detail, due_at=iso_text(state.paused_until)), now)]
 
 
 def _host(state: GoalState, now: datetime) -> list[Event]:
@@ -173,13 +174,14 @@ def _host(state: GoalState, now: datetime) -> list[Event]:
     # on schedule listed HOST_SILENT, its agent told to re-create its task).
     expected = liveness.host_expectation(state)
     # HOST_SILENT says more than NO_PROGRESS (what to re-create): it replaces it.
-    if state.liveness_alert.get("reason", liveness.NO_PROGRESS) != liveness.NO_PROGRESS \
+    if state.alert_reason not in ("", liveness.NO_PROGRESS) \
             or expected.deadline is None or now < expected.deadline:
         return []
-    live = state.watchdog.get("status") == "live" and state.watchdog.get("next_due_at")
+    watchdog = state.watchdog
+    missed = watchdog.next_due_at if watchdog is not None and watchdog.status == "live" else None
     return [Event(LivenessMissed(reason=liveness.HOST_SILENT, expected=liveness.HOST_CLAIM,
                                  deadline=iso(expected.deadline), detail=expected.detail,
-                                 missed_since=state.watchdog["next_due_at"] if live else None),
+                                 missed_since=iso(missed) if missed else None),
                   now)]
 
 
@@ -190,12 +192,12 @@ def expected_schedules(state: GoalState) -> dict[str, str]:
     """The django-q2 rows this goal's projection says exist: name -> due (ISO)."""
     names: dict[str, str] = {}
     watchdog = state.watchdog
-    if (watchdog.get("backend") == INTERNAL and watchdog.get("status") in timing.FIRING
-            and watchdog.get("schedule_name")):
-        names[watchdog["schedule_name"]] = watchdog.get("next_due_at", "")
+    if (watchdog is not None and watchdog.backend == INTERNAL
+            and watchdog.status in timing.FIRING and watchdog.schedule_name):
+        names[watchdog.schedule_name] = iso_text(watchdog.next_due_at)
     for wake in timing.one_off_wakes(state):
-        if wake.get("schedule_name"):
-            names[wake["schedule_name"]] = wake["due_at"]
+        if wake.schedule_name:
+            names[wake.schedule_name] = iso(wake.due_at)
     return names
 
 
@@ -234,11 +236,11 @@ def repairs(state: GoalState, rows: tuple[ScheduleRow, ...], now: datetime,
             continue
         count = 0 if by_operator else _repairs_of(state, name)
         if count >= MAX_REPAIRS:
-            if state.liveness_alert.get("reason") != liveness.WAKE_NOT_FIRING:
+            if state.alert_reason != liveness.WAKE_NOT_FIRING:
                 events.append(_not_firing(name, due, problem, count, row, now))
             continue
         note = f"repaired: the schedule row was {problem}"
-        if name == state.watchdog.get("schedule_name"):
+        if state.watchdog is not None and name == state.watchdog.schedule_name:
             # The owed slot itself (its due time, maybe past): django-q2 fires
             # it at once with that intended time, and steps on from there, on
             # the anchor's grid (a row due "now" would shift every later slot).
@@ -246,20 +248,21 @@ def repairs(state: GoalState, rows: tuple[ScheduleRow, ...], now: datetime,
                 backend=INTERNAL, status="created", schedule_name=name,
                 due_at=due or iso(now), note=note, repair=problem, attempt=count + 1), now))
         else:
-            reset = state.reset_wake.get("schedule_name") == name
+            reset = state.reset_wake is not None and state.reset_wake.schedule_name == name
             wake = state.reset_wake if reset else state.requested_wake
+            assert wake is not None  # expected_schedules named it
             events.append(Event(WakeScheduled(
-                kind="reset" if reset else "requested", due_at=wake["due_at"],
+                kind="reset" if reset else "requested", due_at=iso(wake.due_at),
                 schedule_name=name, repair=problem, attempt=count + 1,
-                reason=None if reset else wake.get("reason", "timeout_recovery")), now))
+                reason=None if reset else wake.reason or "timeout_recovery"), now))
     return events
 
 
 def _repairs_of(state: GoalState, name: str) -> int:
     """How often this wake's row was repaired since it last fired."""
     for wake in (state.watchdog, state.reset_wake, state.requested_wake):
-        if wake.get("schedule_name") == name:
-            return wake.get("repairs", 0)
+        if wake is not None and wake.schedule_name == name:
+            return wake.repairs or 0
     return 0
 
 
@@ -288,7 +291,7 @@ def _internal(state: GoalState, cmd: CheckLiveness, now: datetime) -> list[Event
         return arm_events(state, state.interval_seconds, iso(now), now)
     if cmd.rows is None:
         return []
-    if state.liveness_alert.get("reason") == liveness.WAKE_NOT_FIRING and not cmd.by_operator:
+    if state.alert_reason == liveness.WAKE_NOT_FIRING and not cmd.by_operator:
         return []  # listed: repaired no more until a human acts
     return repairs(state, cmd.rows, now, cmd.by_operator)
 

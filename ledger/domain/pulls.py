@@ -7,6 +7,7 @@ from datetime import datetime
 from ledger.domain import timing
 from ledger.domain.events import Event, GoalBlocked
 from ledger.domain.leases import acquire_events
+from ledger.domain.parts import iso_text
 from ledger.domain.runs import budget_block, budget_spent_why, charge_event
 from ledger.domain.state import GoalState
 
@@ -15,12 +16,11 @@ def pull_events(state: GoalState, holder: str, token_sha256: str, now: datetime)
     """The agent's own lease call on a goal with a due wake (ready, or paused
     past its reset before the reset wake fired): it takes the lease, and a
     recovery continuation is charged (the continuation budget) — once, whichever came first."""
-    if state.ready:
-        pulled = {"occurrence_id": state.ready["occurrence_id"],
-                  "reason": state.ready["reason"]}
-        charge = bool(state.ready.get("charge"))
+    if state.ready is not None:
+        pulled = {"occurrence_id": state.ready.occurrence_id, "reason": state.ready.reason}
+        charge = state.ready.charge
     else:
-        pulled = {"occurrence_id": f"pull:reset:{state.paused_until}",
+        pulled = {"occurrence_id": f"pull:reset:{iso_text(state.paused_until)}",
                   "reason": "rate_limit_reset"}
         charge = True
     events = []
@@ -38,6 +38,6 @@ def pull_events(state: GoalState, holder: str, token_sha256: str, now: datetime)
 def due_for_pull(state: GoalState, now: datetime) -> bool:
     """A lease call now resumes a due wake: the goal is ready, or paused past
     its reset with the reset wake not fired yet."""
-    if state.ready:
+    if state.ready is not None:
         return True
     return timing.paused(state) and not timing.pause_left(state, now)

@@ -45,8 +45,8 @@ def one_off_wake(state: GoalState, due: datetime, reason: str, now: datetime, *,
     (``requested_by`` "liveness")."""
     wake = WakeScheduled(kind="requested", due_at=iso(due), reason=reason,
                          requested_by=requested_by or None,
-                         replaces=state.requested_wake["due_at"] if state.requested_wake
-                         else None)
+                         replaces=iso(state.requested_wake.due_at)
+                         if state.requested_wake is not None else None)
     if state.setting("scheduler") == INTERNAL:
         return [Event(replace(wake, schedule_name=requested_schedule_name(state.goal_id)), now)]
     # A host goal: only its host can schedule it. The wake is due now, so

@@ -38,6 +38,7 @@ from ledger.domain.failures import (
     UNCLASSIFIED,
 )
 from ledger.domain.leases import fence
+from ledger.domain.parts import ProviderWait
 from ledger.domain.policy import RESET_MARGIN_SECONDS
 from ledger.domain.resets import RESET_HORIZON
 from ledger.domain.resume import RESUME_GATE, reset_wake_at
@@ -169,7 +170,7 @@ def request_backoff(consecutive: int) -> timedelta:
 
 
 def report(state: GoalState, cmd: ReportRun, now: datetime) -> list[Event]:
-    fence(state, cmd.proof)
+    lease = fence(state, cmd.proof)
     if cmd.outcome not in OUTCOMES:
         raise InvalidCommand("outcome must be ok, error or note", field="outcome")
     if cmd.outcome == "note":
@@ -191,7 +192,7 @@ def report(state: GoalState, cmd: ReportRun, now: datetime) -> list[Event]:
         return [*events, _block("SESSION_CHANGED", why, now)]
     if cmd.outcome == "ok":
         return events
-    generation = state.lease["generation"]
+    generation = lease.generation
     if cmd.error_class == AUTH:
         return [*events, Event(GoalFailed(summary="authentication failed",
                                           reason="AUTH_FAILED", generation=generation), now)]
@@ -255,16 +256,15 @@ def noted(cmd: ReportRun, now: datetime) -> Event:
                              note=cmd.note), now)
 
 
-def provider_wait(state: GoalState, now: datetime) -> dict[str, Any]:
-    """The provider wait the goal shows ({} for none): recorded under the
+def provider_wait(state: GoalState, now: datetime) -> ProviderWait | None:
+    """The provider wait the goal shows (None for none): recorded under the
     lease that still holds, and its reset still ahead. A wait outlives neither:
     a new lease, a pause or an end is news of its own, and once the reset has
     passed the host is running again (or reports its next wait)."""
     wait = state.provider_wait
-    if (not wait or state.status != RUNNING or not state.lease
-            or state.lease.get("generation") != wait.get("generation")
-            or datetime.fromisoformat(wait["until"]) <= now):
-        return {}
+    if (wait is None or state.status != RUNNING or state.lease is None
+            or state.lease.generation != wait.generation or wait.until <= now):
+        return None
     return wait
 
 
@@ -275,7 +275,7 @@ def session_activity(state: GoalState, cmd: ReportSessionActivity, now: datetime
                              field="session")
     if state.status == BLOCKED:
         return []  # already waiting for a human: one stop, not one per turn
-    if state.status == RUNNING and state.lease:
+    if state.status == RUNNING and state.lease is not None:
         # A turn under the goal's lease is its holder's work, not a human's.
         raise InvalidCommand("the goal's lease is held: that turn was its holder's",
                              field="session")
@@ -336,7 +336,7 @@ def request_approval(state: GoalState, cmd: RequestApproval, now: datetime) -> l
     gate = validation.text(cmd.gate, "gate", limit=100, required=True)
     if any(pending["gate"] == gate for pending in state.pending_approvals):
         return []
-    return [Event(ApprovalRequested(gate=gate, generation=lease["generation"],
+    return [Event(ApprovalRequested(gate=gate, generation=lease.generation,
                                     summary=validation.text(cmd.summary, "summary",
                                                             limit=validation.MAX_NOTE)), now)]
 
@@ -448,8 +448,8 @@ def _silence(state: GoalState) -> str:
     """The HOST_SILENT or JOB_SILENT alert of a goal that is not blocked, or ""."""
     if state.terminal or state.status == BLOCKED:
         return ""
-    if state.liveness_alert.get("reason") in SILENCES:
-        return state.liveness_alert["reason"]
+    if state.alert_reason in SILENCES:
+        return state.alert_reason
     if any(job.get("silent_at") for job in state.running_jobs()):
         return "JOB_SILENT"
     return ""

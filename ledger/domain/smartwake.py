@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ledger.domain.events import iso
+from ledger.domain.parts import iso_text
 from ledger.domain.state import GoalState
 
 WAKES_THRESHOLD = 0.70  # wakes are needed when the estimate exceeds 70 % of the timeout
@@ -30,9 +31,8 @@ def preflight(state: GoalState, now: datetime) -> dict[str, Any]:
     deadlines = []
     if timeout:
         deadlines.append(now + timedelta(seconds=timeout * (1 - AUTOSAVE_RESERVE)))
-    expires = state.lease.get("expires_at")
-    if expires:
-        deadlines.append(datetime.fromisoformat(expires)
+    if state.lease is not None:
+        deadlines.append(state.lease.expires_at
                          - timedelta(seconds=lease_seconds * AUTOSAVE_RESERVE))
     return {
         "wakes_needed": wakes_needed,
@@ -59,7 +59,7 @@ def resume_packet(state: GoalState) -> dict[str, Any]:
             "last_completed": list(state.last_completed),
             "next_actions": list(state.next_actions),
             "errors": list(state.errors),
-            "updated_at": state.checkpoint_time,
+            "updated_at": iso_text(state.checkpoint_time),
             "version": state.version,
         },
         "next_actions": list(state.next_actions),
@@ -69,7 +69,8 @@ def resume_packet(state: GoalState) -> dict[str, Any]:
         "jobs": [{k: job[k] for k in ("job_id", "kind", "ref", "status", "conclusion",
                                       "link", "updated_at") if k in job}
                  for job in state.jobs[-10:]],
-        "wake_reason": state.ready.get("reason") or state.last_wake.get("reason", ""),
+        "wake_reason": ((state.ready.reason if state.ready is not None else "")
+                        or (state.last_wake.reason if state.last_wake is not None else "")),
         # Jobs still running when the goal was resumed: the holder that
         # tracked them is gone, so nobody knows how they went. Inspect each
         # (its exact ref) and report its status before starting it again.

@@ -1,7 +1,22 @@
 """GoalState: the projection folded from a goal's events (docs/design.md, "Goal state")."""
 
 from dataclasses import MISSING, dataclass, field, fields
+from datetime import datetime
 from typing import Any
+
+from ledger.domain.events import iso
+from ledger.domain.parts import (
+    PARTS,
+    Continued,
+    LastWake,
+    Lease,
+    LivenessAlert,
+    OneOffWake,
+    ProviderWait,
+    Ready,
+    Watchdog,
+    iso_text,
+)
 
 # Statuses
 RUNNING = "running"  # a live lease
@@ -54,10 +69,13 @@ _UNSET: Any = object()
 # setattr at a time (five times the cost, a third of a replay).
 @dataclass(frozen=True)
 class GoalState:
-    """Everything a goal is, as plain JSON-able values.
+    """Everything a goal is: its records as frozen values
+    (``ledger.domain.parts``, None when it has none), its times as aware
+    datetimes (None when unset), the rest plain JSON-able values.
 
     Frozen: ``evolve`` returns a new state, so a refused command can never have
-    half-changed the one it was decided on.
+    half-changed the one it was decided on. Stored, it is JSON (``to_stored``
+    and ``from_dict``); shown, too (``to_dict``).
     """
 
     goal_id: str = ""
@@ -81,28 +99,28 @@ class GoalState:
     timeout_seconds: int | None = None
     estimated_duration_seconds: int | None = None
     workspace_bound: bool = False
-    # The live lease ({} when none): holder, generation, token_sha256 (never
-    # the raw token), acquired_at, expires_at, last_heartbeat_at.
-    lease: dict[str, Any] = field(default_factory=dict)
+    # The live lease (None when none): holder, generation, token_sha256 (never
+    # the raw token), acquired_at, expires_at, last_heartbeat_at, via, active.
+    lease: Lease | None = None
     # The last generation handed out; survives a release, so the next holder
     # always gets a higher one and an old holder is always fenced off.
     lease_generation: int = 0
-    paused_until: str = ""  # ISO; set by a rate limit (failures issue)
+    paused_until: datetime | None = None  # set by a rate limit (docs/failures.md)
     # When the latest pause began: a pause to a reset days away is listed
     # LONG_PAUSE once it has lasted the server's long_pause_minutes.
-    paused_at: str = ""
+    paused_at: datetime | None = None
     lease_end: str = ""  # how the last lease ended: released, expired, finished
     last_checkpoint_seq: int = 0
     # When the latest checkpoint (the start's plan, or a recorded one) was
     # made: the resume packet's and the checkpoint contract's updated_at,
     # which later events (a lease, a pull) must not move.
-    checkpointed_at: str = ""
+    checkpointed_at: datetime | None = None
     # Since when the goal's progress is counted (its progress deadline,
     # ledger.domain.liveness): the last checkpoint, or the last moment it was
     # given a fresh start without one — an operator's recovery or approval, the
     # end of a pause, a blocking job's end. "" in projections stored before it
     # existed: the checkpoint time stands in.
-    progress_since: str = ""
+    progress_since: datetime | None = None
     # What the goal went through since its last progress (ledger.domain.progress):
     # lease grants, empty turns, checkpoints that changed nothing, job ends,
     # and when its one credited job wait ended. {} after progress.
@@ -111,40 +129,40 @@ class GoalState:
     # (``progress.fingerprint``): coming back to one of them is a loop
     # (A, B, A, B…), not progress.
     recent_progress: list[str] = field(default_factory=list)
-    # The one watchdog ({} when never prepared): backend, interval_seconds,
+    # The one watchdog (None when never prepared): backend, interval_seconds,
     # tzid, status, schedule_name, host_ref_sha256, runs_on, next_due_at, …
-    watchdog: dict[str, Any] = field(default_factory=dict)
+    watchdog: Watchdog | None = None
     claimed: list[str] = field(default_factory=list)  # recent wake occurrence ids
-    last_wake: dict[str, Any] = field(default_factory=dict)
+    last_wake: LastWake | None = None
     jobs: list[dict[str, Any]] = field(default_factory=list)
     finish_requested: dict[str, Any] = field(default_factory=dict)
     continuations_used: int = 0  # automatic continuations charged (the continuation budget)
     rate_limits: int = 0  # consecutive rate limits: the backoff's exponent
     pending_approvals: list[dict[str, Any]] = field(default_factory=list)
-    reset_wake: dict[str, Any] = field(default_factory=dict)  # the one-off wake at a reset
+    reset_wake: OneOffWake | None = None  # the one-off wake at a reset
     # The one-off wake the agent asked for at its turn boundary (due_at, reason,
     # schedule_name); a later request replaces it.
-    requested_wake: dict[str, Any] = field(default_factory=dict)
+    requested_wake: OneOffWake | None = None
     # A due wake waiting for its agent to pull it (dispatcher "none"):
     # occurrence_id, reason, at, charge (a recovery continuation, the continuation budget).
-    ready: dict[str, Any] = field(default_factory=dict)
+    ready: Ready | None = None
     # The last continuation of a rate-limit reset, whoever made it (a wake, a
     # pull, the host by itself): reset, by (the lease's via), at, generation.
     # A second continuation of the same reset stands down against it.
-    continued: dict[str, Any] = field(default_factory=dict)
-    # The reset (ISO) a person approved continuing (resume policy "ask").
-    resume_approved: str = ""
+    continued: Continued | None = None
+    # The reset a person approved continuing (resume policy "ask").
+    resume_approved: datetime | None = None
     # A missed deadline that needs a human to look but does not block the goal
     # (HOST_SILENT): reason, at, detail. Cleared by the evidence it waited for.
-    liveness_alert: dict[str, Any] = field(default_factory=dict)
+    liveness_alert: LivenessAlert | None = None
     # The running agent's host waits inside its own retry for a provider's
-    # reset ({} when it does not): class, until, since, generation (of the
+    # reset (None when it does not): class, until, since, generation (of the
     # lease it waits under). Shown only while that lease holds and the reset
     # is ahead (ledger.domain.runs.provider_wait).
-    provider_wait: dict[str, Any] = field(default_factory=dict)
+    provider_wait: ProviderWait | None = None
     summary: str = ""
-    created_at: str = ""
-    updated_at: str = ""
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
     version: int = 0  # seq of the last event folded in
 
     @property
@@ -182,14 +200,24 @@ class GoalState:
         """Who fires this goal's wakes (internal or host): its watchdog's
         backend once it has one, else the policy's choice (the one place of
         the fallback: liveness, the sweeper's checks and the answers read it)."""
-        return self.watchdog.get("backend") or self.setting("scheduler")
+        return self.watchdog.backend if self.watchdog else self.setting("scheduler")
 
     @property
     def interval_seconds(self) -> int:
         """The watchdog's interval: the armed watchdog's own, else the one
         frozen into the policy at start, else the cadence (the one place)."""
-        return (self.watchdog.get("interval_seconds") or self.policy.get("interval_seconds")
-                or self.setting("cadence_minutes") * 60)
+        return ((self.watchdog.interval_seconds if self.watchdog else 0)
+                or self.policy.get("interval_seconds") or self.setting("cadence_minutes") * 60)
+
+    @property
+    def alert_reason(self) -> str:
+        """The standing liveness alert's reason ("" when none)."""
+        return self.liveness_alert.reason if self.liveness_alert is not None else ""
+
+    @property
+    def watchdog_status(self) -> str:
+        """The watchdog's status ("" when it was never prepared)."""
+        return self.watchdog.status if self.watchdog is not None else ""
 
     def seen_by(self, owner: str | None) -> bool:
         """Who may see the goal: everyone but an agent (``owner`` None: an
@@ -219,30 +247,48 @@ class GoalState:
             "artifacts": [dict(a) for a in self.artifacts],
             "errors": list(self.errors),
             "retry_count": self.retry_count,
-            "updated_at": self.checkpoint_time,
+            "updated_at": iso_text(self.checkpoint_time),
         }
 
     @property
-    def checkpoint_time(self) -> str:
+    def checkpoint_time(self) -> datetime | None:
         """When the latest checkpoint was made. A projection stored before
         ``checkpointed_at`` existed has none until its next checkpoint (or
         `ledger replay --fix`): its last update is the best it knows."""
         return self.checkpointed_at or self.updated_at
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)  # the fields, in declaration order (__init__'s)
+        """Every field as JSON, in declaration order: a part as the dict it is
+        stored as ({} for none), a time as ``events.iso`` writes it ("" for
+        none). The one place a state is turned into what the API, the admin
+        and the terminal show (they showed the stored shape before the parts
+        were values, and still do, byte for byte)."""
+        out = self.__dict__.copy()
+        for name in _PART_FIELDS:
+            part = out[name]
+            out[name] = part.stored() if part is not None else {}
+        for name in _TIME_FIELDS:
+            moment = out[name]
+            out[name] = iso(moment) if moment is not None else ""
+        return out
 
     def to_stored(self) -> dict[str, Any]:
         """The projection as the goal row stores it: the fields that differ
         from their defaults, in declaration order (``from_dict`` gives the
-        rest back). A working goal leaves about half its fields empty; leaving
-        them out takes ~500 of ~1,800 bytes off every command's write of the
-        row (PostgreSQL's WAL, the JSON encoded and decoded). The type counts
-        too: a stored ``0`` must not come back as a default ``False``. Every
-        default is empty (checked below), so an empty value of its default's
-        type is the default: a truth test first, the cheap way out."""
-        return {name: value for name, value in self.__dict__.items()
-                if value or type(value) is not _DEFAULT_TYPES[name]}
+        rest back), each as JSON (a part as its dict, a time as ISO text:
+        ``to_dict``'s shape). A working goal leaves about half its fields
+        empty; leaving them out takes ~500 of ~1,800 bytes off every
+        command's write of the row (PostgreSQL's WAL, the JSON encoded and
+        decoded). The type counts too: a stored ``0`` must not come back as a
+        default ``False``. Every default is empty (checked below), so an
+        empty value of its default's type is the default: a truth test
+        first, the cheap way out."""
+        out: dict[str, Any] = {}
+        for name, value in self.__dict__.items():
+            if value or type(value) is not _DEFAULT_TYPES[name]:
+                convert = _TO_JSON.get(name)
+                out[name] = value if convert is None else convert(value)
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "GoalState":
@@ -251,10 +297,16 @@ class GoalState:
         # rewrites it in full). What __init__ would make, in the same order,
         # without its fifty object.__setattr__ calls (a third of the cost):
         # every read of a goal and every command that finds no cached state.
+        # A part's dict becomes its value and an ISO time a datetime; an empty
+        # one ({} or "", as a row read with its defaults filled in has) None.
         values = FIELD_DEFAULTS.copy()
         for name, value in data.items():
             if name in _FIELD_NAMES:
-                values[name] = value
+                convert = _FROM_JSON.get(name)
+                if convert is None:
+                    values[name] = value
+                elif value:
+                    values[name] = convert(value)
         for name, factory in _FACTORIES:
             if values[name] is FIELD_DEFAULTS[name]:
                 values[name] = factory()  # a fresh empty list or dict, as default_factory
@@ -274,6 +326,41 @@ class GoalState:
         _set(copy, "__dict__", {**self.__dict__, **changes})
         return copy
 
+    # ------------------------------------------------------------ the fold's seam
+    # The evolvers still read and write the stored shape (dicts and ISO
+    # text): ``decider.evolve`` hands them ``folding_view()`` and turns what
+    # they return into values with ``typed_changes``. Removed once every
+    # fold builds values itself.
+
+    def folding_view(self) -> "GoalState":
+        """This state with its parts as dicts and its times as ISO text."""
+        view = _new(_FoldingView)
+        _set(view, "__dict__", self.to_dict())
+        return view
+
+
+def typed_changes(changes: dict[str, Any]) -> dict[str, Any]:
+    """An evolver's changes (the stored shape) as the state's values."""
+    typed = {}
+    for name, value in changes.items():
+        convert = _FROM_JSON.get(name)
+        typed[name] = value if convert is None else (convert(value) if value else None)
+    return typed
+
+
+class _FoldingView(GoalState):
+    """What an evolver reads: the fields in the stored shape, and the two
+    properties that read a part, as they read it then."""
+
+    @property
+    def scheduler_backend(self) -> str:
+        return self.watchdog.get("backend") or self.setting("scheduler")  # type: ignore[union-attr]
+
+    @property
+    def interval_seconds(self) -> int:
+        return (self.watchdog.get("interval_seconds")  # type: ignore[union-attr]
+                or self.policy.get("interval_seconds") or self.setting("cadence_minutes") * 60)
+
 
 # Computed once: fields() walks the class on every call, and the store folds
 # a state in and out of JSON on every command.
@@ -286,6 +373,17 @@ FIELD_DEFAULTS: dict[str, Any] = dict(GoalState().__dict__)
 if any(FIELD_DEFAULTS.values()):  # to_stored's rule leans on it
     raise TypeError("every GoalState default must be empty for to_stored")
 _DEFAULT_TYPES = {name: type(value) for name, value in FIELD_DEFAULTS.items()}
+# The fields that hold a part (ledger.domain.parts) or a time, and how each
+# is turned into JSON and back.
+_PART_FIELDS = tuple(name for name in _FIELD_ORDER if name in PARTS)
+_TIME_FIELDS = tuple(f.name for f in fields(GoalState) if "datetime" in str(f.type))
+_TO_JSON: dict[str, Any] = {**{name: PARTS[name].stored for name in _PART_FIELDS},
+                            **{name: iso for name in _TIME_FIELDS}}
+_FROM_JSON: dict[str, Any] = {**{name: PARTS[name].of for name in _PART_FIELDS},
+                              **{name: datetime.fromisoformat for name in _TIME_FIELDS}}
+# Every field at its default as JSON (``to_dict``): what a stored row read
+# with its defaults filled in has ({} for a part, "" for a time).
+JSON_DEFAULTS: dict[str, Any] = GoalState().to_dict()
 # The fields with a default_factory (every list and dict): never shared.
 _FACTORIES = tuple((f.name, f.default_factory) for f in fields(GoalState)
                    if f.default_factory is not MISSING)

@@ -15,6 +15,7 @@ here and nowhere else.
 from datetime import datetime, timedelta
 from math import ceil, floor
 
+from ledger.domain.parts import OneOffWake, Watchdog
 from ledger.domain.state import PAUSED, GoalState
 
 # Watchdog statuses under which the scheduler will fire it.
@@ -24,25 +25,24 @@ FIRING = frozenset({"requested", "live"})
 EARLY_TOLERANCE_SECONDS = 60
 
 
-def anchor(watchdog: dict) -> datetime | None:
-    value = watchdog.get("anchor") or watchdog.get("first_due_at")
-    return datetime.fromisoformat(value) if value else None
-
-
-def slot_of(watchdog: dict, moment: datetime) -> datetime | None:
+def slot_of(watchdog: Watchdog | None, moment: datetime) -> datetime | None:
     """The slot a fire at ``moment`` belongs to: the nearest one. A fire up to
     half an interval early belongs to the coming slot; a late fire to the slot
     it was meant for."""
-    start, interval = anchor(watchdog), watchdog.get("interval_seconds", 0)
+    if watchdog is None:
+        return None
+    start, interval = watchdog.start, watchdog.interval_seconds
     if start is None or not interval:
         return None
     k = max(0, floor((moment - start).total_seconds() / interval + 0.5))
     return start + timedelta(seconds=k * interval)
 
 
-def slot_after(watchdog: dict, moment: datetime) -> datetime | None:
+def slot_after(watchdog: Watchdog | None, moment: datetime) -> datetime | None:
     """The first slot strictly after ``moment``."""
-    start, interval = anchor(watchdog), watchdog.get("interval_seconds", 0)
+    if watchdog is None:
+        return None
+    start, interval = watchdog.start, watchdog.interval_seconds
     if start is None or not interval:
         return None
     if moment < start:
@@ -51,9 +51,10 @@ def slot_after(watchdog: dict, moment: datetime) -> datetime | None:
     return start + timedelta(seconds=k * interval)
 
 
-def early_by(watchdog: dict, slot: datetime, now: datetime) -> float:
+def early_by(watchdog: Watchdog | None, slot: datetime, now: datetime) -> float:
     """Seconds a fire at ``now`` comes before ``slot`` beyond the tolerance (0: on time)."""
-    tolerance = min(EARLY_TOLERANCE_SECONDS, watchdog.get("interval_seconds", 0) / 2)
+    interval = watchdog.interval_seconds if watchdog is not None else 0
+    tolerance = min(EARLY_TOLERANCE_SECONDS, interval / 2)
     return max(0.0, (slot - now).total_seconds() - tolerance)
 
 
@@ -64,8 +65,8 @@ def early_by(watchdog: dict, slot: datetime, now: datetime) -> float:
 REANCHOR_TOLERANCE_SECONDS = 600
 
 
-def reanchor_tolerance(watchdog: dict) -> float:
-    return min(REANCHOR_TOLERANCE_SECONDS, watchdog.get("interval_seconds", 0) / 8)
+def reanchor_tolerance(watchdog: Watchdog) -> float:
+    return min(REANCHOR_TOLERANCE_SECONDS, watchdog.interval_seconds / 8)
 
 
 def paused(state: GoalState) -> bool:
@@ -79,31 +80,34 @@ def pause_left(state: GoalState, now: datetime) -> int:
     yet due": a lease, a wake and a pull all wait for it."""
     if not paused(state):
         return 0
-    return max(0, ceil((datetime.fromisoformat(state.paused_until) - now).total_seconds()))
+    return max(0, ceil((state.paused_until - now).total_seconds()))  # type: ignore[operator]
 
 
-def next_wake_at(state: GoalState) -> str:
-    """When the next wake will fire (ISO), or "" when none will: the earliest
+def next_wake_at(state: GoalState) -> datetime | None:
+    """When the next wake will fire, or None when none will: the earliest
     of the pending one-off wakes and the firing watchdog's next slot."""
     if state.terminal:
-        return ""
-    candidates = [wake["due_at"] for wake in one_off_wakes(state)]
-    if state.watchdog.get("status") in FIRING and state.watchdog.get("next_due_at"):
-        candidates.append(state.watchdog["next_due_at"])
-    return min(candidates, key=datetime.fromisoformat) if candidates else ""
+        return None
+    candidates = [wake.due_at for wake in one_off_wakes(state)]
+    watchdog = state.watchdog
+    if watchdog is not None and watchdog.status in FIRING and watchdog.next_due_at:
+        candidates.append(watchdog.next_due_at)
+    return min(candidates) if candidates else None
 
 
-def one_off_wakes(state: GoalState) -> list[dict]:
+def one_off_wakes(state: GoalState) -> list[OneOffWake]:
     """The pending one-off wakes: at a rate-limit reset, or asked for by the agent."""
-    return [wake for wake in (state.reset_wake, state.requested_wake) if wake.get("due_at")]
+    return [wake for wake in (state.reset_wake, state.requested_wake) if wake is not None]
 
 
 def nothing_fires(state: GoalState) -> bool:
     """Nothing will move this goal by itself: no lease, no due wake waiting for
     its agent, no pending one-off wake and no watchdog that will fire (an
     internal one fires once requested; a host one only once confirmed live)."""
-    if state.terminal or state.lease or state.ready or one_off_wakes(state):
+    if (state.terminal or state.lease is not None or state.ready is not None
+            or one_off_wakes(state)):
         return False
     watchdog = state.watchdog
-    return not (watchdog.get("status") == "live" or (watchdog.get("status") == "requested"
-                                                    and watchdog.get("backend") == "internal"))
+    return watchdog is None or not (
+        watchdog.status == "live"
+        or (watchdog.status == "requested" and watchdog.backend == "internal"))

@@ -65,11 +65,11 @@ class RecordReceipt:
 
 
 def watchdog_live(state: GoalState) -> bool:
-    return state.watchdog.get("status") in LIVE
+    return state.watchdog_status in LIVE
 
 
 def watchdog_health(state: GoalState) -> str:
-    status = state.watchdog.get("status", "")
+    status = state.watchdog_status
     if not status:
         return "none"
     return "degraded" if status in DEGRADED else "ok"
@@ -113,14 +113,14 @@ def prepare(state: GoalState, cmd: PrepareWatchdog, now: datetime) -> list[Event
     if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 1:
         raise InvalidCommand("interval_seconds must be a positive whole number")
     tzid = timezone(cmd.tzid or "UTC", "tzid")
-    status = state.watchdog.get("status", "")
+    status = state.watchdog_status
     retry = False
     if status in ("requested", "live", "uncertain", "disabled", "cancel_requested", "failed"):
         # One watchdog per goal: never a second watchdog, never retimed. An uncertain create
         # is reconciled by a receipt, never followed by a blind second create.
         return []
     if status == "create_failed":
-        if not state.watchdog.get("retry_allowed"):
+        if state.watchdog is None or not state.watchdog.retry_allowed:
             return []
         retry = True  # a definitive failure allows exactly one retry of the same create
     scheduled = WakeScheduled(backend=backend, interval_seconds=seconds, tzid=tzid,
@@ -140,13 +140,14 @@ def cancel(state: GoalState, cmd: CancelWatchdog, now: datetime) -> list[Event]:
 
 
 def cancel_events(state: GoalState, now: datetime, *, why: str) -> list[Event]:
-    status = state.watchdog.get("status", "")
-    if status not in LIVE:
+    watchdog = state.watchdog
+    if watchdog is None or watchdog.status not in LIVE:
         return []
-    if state.watchdog["backend"] == INTERNAL:
+    status = watchdog.status
+    if watchdog.backend == INTERNAL:
         # The server cancels its own schedule in the same transaction.
         return [Event(ReceiptRecorded(backend=INTERNAL, status="cancelled",
-                                      schedule_name=state.watchdog["schedule_name"], note=why),
+                                      schedule_name=watchdog.schedule_name, note=why),
                       now)]
     if status == "cancel_requested":
         return []
@@ -159,7 +160,7 @@ def receipt(state: GoalState, cmd: RecordReceipt, now: datetime) -> list[Event]:
     # leftover host watchdog is still welcome (and needed).
     if not state.terminal:
         fence(state, cmd.proof)
-    if state.watchdog.get("backend") != HOST:
+    if state.watchdog is None or state.watchdog.backend != HOST:
         raise DomainError("only a host watchdog takes receipts; internal watchdogs record "
                           "their own", code="validation_error", field="status")
     if cmd.status not in RECEIPT_STATUSES:
@@ -185,7 +186,7 @@ def receipt(state: GoalState, cmd: RecordReceipt, now: datetime) -> list[Event]:
         data["attested_by"] = validation.text(cmd.attested_by, "attested_by",
                                               limit=validation.MAX_KEY, required=True)
     if cmd.status == "create_failed":
-        data["retry_allowed"] = state.watchdog.get("attempt", 1) == 1
+        data["retry_allowed"] = state.watchdog.attempt == 1
     return [Event(ReceiptRecorded(**data), now)]
 
 
@@ -201,8 +202,9 @@ def _near_slot(state: GoalState, due: datetime, now: datetime) -> None:
     (a reconciled uncertain create), of the host's next run from now."""
     every = timedelta(seconds=state.interval_seconds)
     tolerance = every + every / 2
-    prepared = state.watchdog.get("next_due_at") or state.watchdog.get("first_due_at")
-    slot = datetime.fromisoformat(prepared) if prepared else now + every
+    watchdog = state.watchdog
+    prepared = (watchdog.next_due_at or watchdog.first_due_at) if watchdog is not None else None
+    slot = prepared or now + every
     if abs(due - slot) <= tolerance or now - every / 2 <= due <= now + tolerance:
         return
     raise DomainError(
@@ -216,7 +218,7 @@ def _near_slot(state: GoalState, due: datetime, now: datetime) -> None:
 def arm_events(state: GoalState, interval: int, first_due_at: str, now: datetime) -> list[Event]:
     name = schedule_name(state.goal_id)
     return [Event(WakeScheduled(backend=INTERNAL, interval_seconds=interval,
-                                tzid=state.zone(state.watchdog.get("tzid", "")),
+                                tzid=state.zone(state.watchdog.tzid if state.watchdog else ""),
                                 first_due_at=first_due_at, attempt=1, schedule_name=name), now),
             Event(ReceiptRecorded(backend=INTERNAL, status="created", schedule_name=name,
                                   due_at=first_due_at), now)]

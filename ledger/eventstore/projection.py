@@ -31,7 +31,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 
 from ledger.domain import Event, fold
-from ledger.domain.state import FIELD_DEFAULTS
+from ledger.domain.state import JSON_DEFAULTS
 from ledger.eventstore import failpoints, tallies
 from ledger.eventstore.chain import Break, StoredLink, first_break
 from ledger.eventstore.store import projected_columns
@@ -203,7 +203,7 @@ def diff_goal(goal: Goal, events: Iterable[tuple]) -> tuple[list[Difference], di
     # stored in full is no difference, and a key no field has still is.
     stored_state, replayed_state = goal.state or {}, state.to_dict()
     for key in sorted(set(stored_state) | set(replayed_state)):
-        stored_value = stored_state.get(key, FIELD_DEFAULTS.get(key))
+        stored_value = stored_state.get(key, JSON_DEFAULTS.get(key))
         if stored_value != replayed_state.get(key):
             differences.append(Difference(f"state.{key}", stored_state.get(key),
                                           replayed_state.get(key)))

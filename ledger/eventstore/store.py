@@ -118,19 +118,15 @@ def projected_columns(state: GoalState) -> dict[str, Any]:
         "workspace_bound": state.workspace_bound,
         "status": state.status,
         "reason": state.reason,
-        "lease_expires_at": _parse(state.lease.get("expires_at", "")),
-        "next_wake_at": _parse(next_wake_at(state)),
-        "paused_until": _parse(state.paused_until),
+        "lease_expires_at": state.lease.expires_at if state.lease is not None else None,
+        "next_wake_at": next_wake_at(state),
+        "paused_until": state.paused_until,
         # Liveness (docs/design.md, "Wakes and claims"): the sweeper's candidates, and /alerts.
         "deadline_at": liveness.deadline_at(state),
         "attention": liveness.attention(state),
-        "created_at": _parse(state.created_at),
-        "updated_at": _parse(state.updated_at),
+        "created_at": state.created_at,
+        "updated_at": state.updated_at,
     }
-
-
-def _parse(value: str) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
 
 
 def canonical_id(goal_id: uuid.UUID | str) -> str:

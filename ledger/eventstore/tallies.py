@@ -162,10 +162,10 @@ def lateness(claim: events.WakeClaimed, outcome: "Outcome", at: datetime) -> flo
     claim stands for no due wake (an operator's wake now, a duplicate)."""
     if claim.source == "operator" or claim.outcome in _NOT_A_CLAIM:
         return None
-    due = claim.slot or timing.next_wake_at(outcome.before)
-    if not due:
+    due = datetime.fromisoformat(claim.slot) if claim.slot else timing.next_wake_at(outcome.before)
+    if due is None:
         return None
-    return max(0.0, (at - datetime.fromisoformat(due)).total_seconds())
+    return max(0.0, (at - due).total_seconds())
 
 
 def count(goal_id: str, outcome: "Outcome") -> None:

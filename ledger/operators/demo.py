@@ -79,7 +79,7 @@ class Story:
         # While a lease is held, the evidence expected next (a heartbeat) is
         # due when the lease goes stale: that is the deadline shown.
         deadline = Standing.of(self.state, clock.now()).expected["deadline"]
-        assert self.state.lease and deadline, "no lease to go stale"
+        assert self.state.lease is not None and deadline, "no lease to go stale"
         self._move(datetime.fromisoformat(deadline) + timedelta(seconds=seconds))
         return self
 
@@ -110,7 +110,8 @@ class Story:
         return self
 
     def proof(self) -> LeaseProof:
-        return LeaseProof(self._digest(), self.state.lease["generation"])
+        assert self.state.lease is not None, "the demo worker holds the lease"
+        return LeaseProof(self._digest(), self.state.lease.generation)
 
     def checkpoint(self, step: str, pct: int, *, done: tuple[str, ...] = (),
                    next_: tuple[str, ...] = (), files: tuple[str, ...] = (),
@@ -184,7 +185,7 @@ class Story:
         So the ledger and the schedules agree afterwards, as in production,
         and a real cluster does not fire these past occurrences again."""
         goal_id = self.state.goal_id
-        reset = bool(self.state.paused_until and self.state.reset_wake)
+        reset = self.state.paused_until is not None and self.state.reset_wake is not None
         schedule = Schedule.objects.get(name=reset_schedule_name(goal_id) if reset
                                         else schedule_name(goal_id))
         intended = schedule.next_run

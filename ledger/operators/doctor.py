@@ -46,7 +46,7 @@ from django.db import DatabaseError, transaction
 from django.db.models import QuerySet
 from django_q.models import Schedule
 
-from ledger.domain import DomainError, GoalState, clocksteps, liveness
+from ledger.domain import DomainError, GoalState, clocksteps, iso_text, liveness
 from ledger.domain.overdue import expected_schedules, row_problem
 from ledger.domain.vocabulary import ACTIVE_STATUSES, SCHEDULE_PREFIXES, schedule_goal
 from ledger.eventstore import clock, tallies
@@ -130,7 +130,7 @@ def findings(goal_ids: list[str] | None = None) -> Iterator[Finding]:
         ahead = clocksteps.ahead_by(state, now)
         if ahead is not None:
             yield Finding(gid, "clock_ahead",
-                          f"its last event ({state.updated_at}) is {ahead} ahead of this "
+                          f"its last event ({iso_text(state.updated_at)}) is {ahead} ahead of this "
                           "clock: it was stamped while the clock ran ahead, so its deadlines "
                           "lie that far out (`ledger doctor --fix` brings them back)")
         # What lets the doctor say every such goal is listed: the alerts

@@ -121,7 +121,7 @@ def goal_cells(goal: "Goal", now: datetime) -> list[str]:
         goal.status,
         goal.reason or provider_waiting(state, now) or "-",
         f"{state.progress_pct}%",
-        f"{clean(lease['holder'], 14)} g{lease['generation']}" if lease else "-",
+        f"{clean(lease.holder, 14)} g{lease.generation}" if lease is not None else "-",
         relative(goal.next_wake_at, now),
         relative(goal.updated_at, now),
     ]
@@ -196,9 +196,9 @@ def _bar(pct: int, width: int = 20) -> str:
 def provider_waiting(state: GoalState, now: datetime) -> str:
     """A host waiting in its own retry for the provider's reset, said beside "running"."""
     wait = provider_wait(state, now)
-    if not wait:
+    if wait is None:
         return ""
-    return f"waiting for provider until {when(wait['until'])} ({relative(wait['until'], now)})"
+    return f"waiting for provider until {when(wait.until)} ({relative(wait.until, now)})"
 
 
 def _paused(state: GoalState, now: datetime) -> str:
@@ -209,32 +209,32 @@ def _paused(state: GoalState, now: datetime) -> str:
 
 def _lease_line(state: GoalState, now: datetime) -> str:
     lease = state.lease
-    if not lease:
+    if lease is None:
         ended = f", last one {state.lease_end}" if state.lease_end else ""
         return f"none (generation {state.lease_generation}{ended})"
-    via = ", automatic continuation" if lease.get("via") == "wake" else ""
-    return (f"{clean(lease['holder'])} gen {lease['generation']}, expires "
-            f"{when(lease['expires_at'])} ({relative(lease['expires_at'], now)}), last sign "
-            f"of life {relative(lease.get('last_heartbeat_at'), now)}{via}")
+    via = ", automatic continuation" if lease.via == "wake" else ""
+    return (f"{clean(lease.holder)} gen {lease.generation}, expires "
+            f"{when(lease.expires_at)} ({relative(lease.expires_at, now)}), last sign "
+            f"of life {relative(lease.last_heartbeat_at, now)}{via}")
 
 
 def _watchdog_line(state: GoalState, now: datetime) -> str:
     watchdog = state.watchdog
-    if not watchdog:
+    if watchdog is None:
         line = "none"
     else:
-        minutes = round(watchdog.get("interval_seconds", 0) / 60, 1)
-        line = (f"{watchdog.get('backend', '?')} {watchdog.get('status', '?')} "
+        minutes = round(watchdog.interval_seconds / 60, 1)
+        line = (f"{watchdog.backend or '?'} {watchdog.status or '?'} "
                 f"({watchdog_health(state)}), every {minutes:g} min")
     due = next_wake_at(state)
-    if due:
+    if due is not None:
         line += f"; next wake {when(due)} ({relative(due, now)})"
-    if state.ready:
-        line += f"; ready for its agent to pull ({state.ready.get('reason', '?')})"
-    if state.last_wake:
+    if state.ready is not None:
+        line += f"; ready for its agent to pull ({state.ready.reason or '?'})"
+    if state.last_wake is not None:
         wake = state.last_wake
-        line += (f"; last wake {wake.get('outcome', '?')} ({wake.get('reason') or '?'}) "
-                 f"{relative(wake.get('at'), now)}")
+        line += (f"; last wake {wake.outcome or '?'} ({wake.reason or '?'}) "
+                 f"{relative(wake.at, now)}")
     return line
 
 

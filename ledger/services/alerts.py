@@ -25,6 +25,7 @@ from django.db.models import Count, Q, QuerySet
 from ledger.domain import GoalState, liveness
 from ledger.domain.events import iso
 from ledger.domain.leases import RECONNECT_GRACE
+from ledger.domain.parts import iso_text
 from ledger.domain.state import ACTIVE_STATUSES
 from ledger.domain.vocabulary import CLOCK_SKEW
 from ledger.eventstore import clock
@@ -126,11 +127,11 @@ def _since(state: GoalState, reason: str, expected: liveness.Expectation,
            now: datetime) -> str:
     """Since when the goal needs a human: the missed host deadline, the passed
     deadline of an OVERDUE goal, or its last event (it blocked, it failed)."""
-    if reason == liveness.HOST_SILENT and state.liveness_alert.get("at"):
-        return state.liveness_alert["at"]
+    if reason == liveness.HOST_SILENT and state.liveness_alert is not None:
+        return iso(state.liveness_alert.at)
     if reason == liveness.OVERDUE_REASON and expected.deadline is not None:
         return iso(min(expected.deadline, now))  # a goal stamped ahead: not in the future
-    return state.updated_at
+    return iso_text(state.updated_at)
 
 
 def beat(name: str = SWEEPER) -> None:

@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ledger.domain import GoalState, lease_refusal, liveness
-from ledger.domain.events import ContinuationCharged, LeaseGranted
+from ledger.domain.events import ContinuationCharged, LeaseGranted, iso
+from ledger.domain.parts import iso_text
 from ledger.domain.smartwake import resume_packet
 from ledger.domain.timing import next_wake_at
 from ledger.eventstore import clock
@@ -30,7 +31,8 @@ class LeaseGrant:
     @classmethod
     def of(cls, state: GoalState, token: str) -> "LeaseGrant":
         lease = state.lease
-        return cls(token, lease["generation"], lease["holder"], lease["expires_at"])
+        assert lease is not None, "a granted lease"
+        return cls(token, lease.generation, lease.holder, iso(lease.expires_at))
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -38,7 +40,7 @@ class LeaseGrant:
 
 def holds(state: GoalState, token_sha256: str) -> bool:
     """Was the lease granted to this token? (It is the goal's lease now.)"""
-    return bool(state.lease) and state.lease.get("token_sha256") == token_sha256
+    return state.lease is not None and state.lease.token_sha256 == token_sha256
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +62,8 @@ class WakeReport:
     def of(cls, state: GoalState, *, resumed: bool, notes: str) -> "WakeReport":
         upcoming = next_wake_at(state)
         return cls(state.goal_id, state.status, state.progress_pct, state.current_step,
-                   state.last_checkpoint_seq if resumed else None, bool(upcoming),
-                   upcoming or None, notes)
+                   state.last_checkpoint_seq if resumed else None, upcoming is not None,
+                   iso_text(upcoming) or None, notes)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -102,10 +104,11 @@ def host_instructions(state: GoalState) -> dict[str, Any] | None:
     creates a native task itself)."""
     if liveness.attention(state) != liveness.HOST_SILENT:
         return None
+    alert = state.liveness_alert
     return {
         "reason": liveness.HOST_SILENT,
-        "why": state.liveness_alert.get("detail", ""),
-        "missed_since": state.liveness_alert.get("missed_since"),
+        "why": alert.detail if alert is not None else "",
+        "missed_since": iso_text(alert.missed_since) or None if alert is not None else None,
         "next_required_action": "check_the_host_schedule",
         "steps": [
             "If the host's scheduled task for this goal still exists and runs, do nothing: "

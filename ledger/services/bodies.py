@@ -9,6 +9,7 @@ from typing import Any
 
 from ledger.domain import GoalState, liveness
 from ledger.domain.leases import lease_live
+from ledger.domain.parts import ProviderWait, iso_text
 from ledger.domain.runs import provider_wait
 from ledger.domain.timing import next_wake_at
 from ledger.domain.watchdogs import watchdog_health
@@ -32,6 +33,8 @@ class Standing:
 
 
 def goal_body(state: GoalState) -> dict[str, Any]:
+    # The state as JSON (parts as their stored dicts, times as ISO text): the
+    # shape the API has always shown, changed below only where it says so.
     body = state.to_dict()
     body["id"] = body.pop("goal_id")
     lease = body.pop("lease")
@@ -44,7 +47,7 @@ def goal_body(state: GoalState) -> dict[str, Any]:
                       "heard_from_holder": bool(lease.get("active"))}
                      if lease else None)
     body["watchdog"] = watchdog_body(state)
-    body["next_wake_at"] = next_wake_at(state) or None
+    body["next_wake_at"] = iso_text(next_wake_at(state)) or None
     standing = Standing.of(state, now)
     body["liveness"] = standing.liveness
     body["expected"] = standing.expected
@@ -54,16 +57,22 @@ def goal_body(state: GoalState) -> dict[str, Any]:
     body.pop("claimed")  # bookkeeping for already_claimed
     body["jobs"] = [job_body(job) for job in state.jobs]
     # Running, but waiting inside the host's own retry for the provider's reset.
-    wait = provider_wait(state, now)
-    body["provider_wait"] = ({k: wait[k] for k in ("class", "until", "since")}
-                             if wait else None)
+    body["provider_wait"] = shown_wait(provider_wait(state, now))
     return body
 
 
-def watchdog_body(state: GoalState) -> dict[str, Any] | None:
-    if not state.watchdog:
+def shown_wait(wait: ProviderWait | None) -> dict[str, Any] | None:
+    """A provider wait as answers show it (its lease's generation stays inside)."""
+    if wait is None:
         return None
-    shown = {k: v for k, v in state.watchdog.items() if k != "host_ref_sha256"}
+    stored = wait.stored()
+    return {k: stored[k] for k in ("class", "until", "since")}
+
+
+def watchdog_body(state: GoalState) -> dict[str, Any] | None:
+    if state.watchdog is None:
+        return None
+    shown = {k: v for k, v in state.watchdog.stored().items() if k != "host_ref_sha256"}
     return {**shown, "health": watchdog_health(state)}
 
 

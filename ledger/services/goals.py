@@ -17,6 +17,7 @@ from ledger.domain import (
     RunGoal,
     StartGoal,
 )
+from ledger.domain.events import iso
 from ledger.domain.smartwake import preflight
 from ledger.eventstore import clock
 from ledger.project import dispatchers
@@ -86,6 +87,8 @@ def acquire(caller: Caller, goal_id: str | uuid.UUID, token: str) -> dict[str, A
 
 def heartbeat(caller: Caller, goal_id: str | uuid.UUID, proof: Any) -> dict[str, Any]:
     state = run(caller, goal_id, Heartbeat(proof)).state
-    return {"generation": state.lease["generation"], "expires_at": state.lease["expires_at"],
+    lease = state.lease
+    assert lease is not None, "a heartbeat renews the lease it presented"
+    return {"generation": lease.generation, "expires_at": iso(lease.expires_at),
             "preflight": preflight(state, clock.now())}
 

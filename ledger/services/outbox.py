@@ -59,7 +59,9 @@ def orders(outcome: Outcome) -> list[Order]:
         if not isinstance(claim, WakeClaimed) or claim.source not in ("internal", "operator"):
             continue
         if claim.outcome == GRANTED:
-            generation = outcome.state.lease["generation"]
+            lease = outcome.state.lease
+            assert lease is not None, "a granted wake's lease"
+            generation = lease.generation
         elif claim.outcome == PULLABLE:
             generation = 0
         else:

@@ -11,10 +11,12 @@ from django.conf import settings
 
 from ledger.domain import LeaseProof, failures, resets
 from ledger.domain.events import iso
+from ledger.domain.parts import iso_text
 from ledger.domain.runs import ReportRun, ReportSessionActivity, provider_wait
 from ledger.domain.timing import next_wake_at
 from ledger.domain.watchdogs import reset_schedule_name
 from ledger.eventstore import clock, store
+from ledger.services.bodies import shown_wait
 from ledger.services.caller import Caller, run, state_of
 
 
@@ -79,13 +81,9 @@ def report_run(caller: Caller, goal_id: str | uuid.UUID, proof: LeaseProof | Non
                         usage_window=usage_window(error_text), note=note)
     after = run(caller, goal_id, command).state
     return RunReport(error_class, reset_at, after.status, after.reason,
-                     after.paused_until or None, next_wake_at(after) or None,
+                     iso_text(after.paused_until) or None, iso_text(next_wake_at(after)) or None,
                      after.continuations_used, after.setting("max_continuations"),
-                     _shown(provider_wait(after, clock.now())))
-
-
-def _shown(wait: dict[str, Any]) -> dict[str, Any] | None:
-    return {k: wait[k] for k in ("class", "until", "since")} if wait else None
+                     shown_wait(provider_wait(after, clock.now())))
 
 
 def report_session_activity(caller: Caller, goal_id: str | uuid.UUID,
@@ -94,6 +92,6 @@ def report_session_activity(caller: Caller, goal_id: str | uuid.UUID,
     goal's lease (the owner went on by hand): the goal blocks for a human
     (SESSION_ACTIVITY) instead of a wake continuing work the human changed."""
     after = run(caller, goal_id, ReportSessionActivity(dict(session))).state
-    return RunReport("", None, after.status, after.reason, after.paused_until or None,
-                     next_wake_at(after) or None, after.continuations_used,
+    return RunReport("", None, after.status, after.reason, iso_text(after.paused_until) or None,
+                     iso_text(next_wake_at(after)) or None, after.continuations_used,
                      after.setting("max_continuations"))

@@ -64,19 +64,19 @@ def follow(outcome: Outcome) -> None:
                 Schedule.objects.create(
                     name=name, func=FIRE, args=repr(goal_id),
                     schedule_type=Schedule.MINUTES,
-                    minutes=interval_minutes(after.watchdog["interval_seconds"]),
+                    minutes=interval_minutes(after.interval_seconds),
                     repeats=-1, next_run=datetime.fromisoformat(str(payload.due_at)),
                     # The task learns which slot fired it: that is its claim id.
                     intended_date_kwarg="intended_date")
     # One-off wakes used up or dropped by this command.
     for pending in ("reset_wake", "requested_wake"):
         was = getattr(before, pending)
-        if not was:
+        if was is None:
             continue  # none was pending (most commands): nothing to drop
         now = getattr(after, pending)
-        if was.get("schedule_name") and was != now and (
-                not now or now.get("schedule_name") != was["schedule_name"]):
-            Schedule.objects.filter(name=was["schedule_name"]).delete()
+        if was.schedule_name and was != now and (
+                now is None or now.schedule_name != was.schedule_name):
+            Schedule.objects.filter(name=was.schedule_name).delete()
 
 
 def _one_off(goal_id: str, name: str, kind: str, when: datetime) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from ledger.domain import GoalState, LeaseProof
 from ledger.domain.finishing import completion_state
+from ledger.domain.parts import iso_text
 from ledger.domain.policy import interval_minutes
 from ledger.domain.watchdogs import HOST, CancelWatchdog, PrepareWatchdog, RecordReceipt
 from ledger.services.bodies import watchdog_body
@@ -31,17 +32,18 @@ class WatchdogAnswer:
 
     def as_dict(self) -> dict[str, Any]:
         state, watchdog = self.state, self.state.watchdog
-        status = watchdog.get("status", "")
-        action = (("retry_the_create_once" if watchdog.get("retry_allowed") else None)
+        status = state.watchdog_status
+        action = (("retry_the_create_once" if watchdog and watchdog.retry_allowed else None)
                   if status == "create_failed" else _NEXT.get(status))
         answer: dict[str, Any] = {"watchdog": watchdog_body(state), "next_required_action": action}
-        if watchdog.get("backend") == HOST and status in ("requested", "create_failed"):
+        if (watchdog is not None and watchdog.backend == HOST
+                and status in ("requested", "create_failed")):
             answer["host_schedule"] = {
                 "occurrence": "interval",
-                "interval_minutes": interval_minutes(watchdog["interval_seconds"]),
-                "interval_seconds": watchdog["interval_seconds"],
-                "tzid": watchdog["tzid"],
-                "first_due_at": watchdog["first_due_at"],
+                "interval_minutes": interval_minutes(watchdog.interval_seconds),
+                "interval_seconds": watchdog.interval_seconds,
+                "tzid": watchdog.tzid,
+                "first_due_at": iso_text(watchdog.first_due_at),
                 "destination": {"method": "POST",
                                 "url": f"{self.api_url}/goals/{state.goal_id}/claim",
                                 "body": {"occurrence_id": "<the host run's id>"}},

@@ -36,17 +36,18 @@ ApiUrl = str | Callable[[], str]
 def requested_wake(state: GoalState, api_url: ApiUrl) -> dict[str, Any] | None:
     """The pending one-off wake; a host goal's host must create it itself."""
     wake = state.requested_wake
-    if not wake:
+    if wake is None:
         return None
-    answer = {k: wake[k] for k in ("due_at", "reason") if k in wake}
+    shown = wake.stored()
+    answer = {k: shown[k] for k in ("due_at", "reason") if k in shown}
     if state.setting("scheduler") == HOST:
         answer["host_one_off"] = {
-            "occurrence": "once", "run_at": wake["due_at"],
+            "occurrence": "once", "run_at": shown["due_at"],
             "destination": {"method": "POST",
                             "url": f"{api_url() if callable(api_url) else api_url}"
                                    f"/goals/{state.goal_id}/claim",
                             "body": {"occurrence_id": "<the host run's id>",
-                                     "reason": wake.get("reason", "")}}}
+                                     "reason": shown.get("reason", "")}}}
     return answer
 
 

@@ -2,6 +2,7 @@
 future come back to now, so no deadline or lease lies further away than the
 policy allows from the moment the step is seen."""
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
@@ -11,6 +12,7 @@ from ledger.domain import GoalState, Heartbeat, LeaseProof, RecordCheckpoint, de
 from ledger.domain.clocksteps import CLOCK_SKEW, ahead_by, recording_time
 from ledger.domain.events import ClockSteppedBack, LeaseExpired, LivenessMissed
 from ledger.domain.overdue import CheckLiveness
+from ledger.domain.parts import LivenessAlert
 from tests.domain.test_progress_properties import TOKEN, running
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -43,7 +45,7 @@ def test_a_holder_that_died_while_the_clock_ran_ahead_expires_within_its_lease(
     at that moment would have; once that passes, the lease expires."""
     wrong = T0 + ahead
     state = started_at(wrong)
-    proof = LeaseProof(TOKEN, state.lease["generation"])
+    proof = LeaseProof(TOKEN, state.lease.generation)
     state = decision(state, Heartbeat(proof), wrong + timedelta(seconds=window / 2)).state
     state = decision(state, RecordCheckpoint(current_step="s", progress_pct=10, proof=proof),
                      wrong + timedelta(seconds=window)).state
@@ -67,12 +69,12 @@ def test_a_live_holder_goes_on_after_the_step() -> None:
     the correction first and renews from the real now."""
     wrong = T0 + timedelta(hours=2)
     state = started_at(wrong)
-    proof = LeaseProof(TOKEN, state.lease["generation"])
+    proof = LeaseProof(TOKEN, state.lease.generation)
     now = T0 + timedelta(minutes=3)
     decided = decision(state, Heartbeat(proof), now)
     assert isinstance(decided.events[0].payload, ClockSteppedBack)
-    assert datetime.fromisoformat(decided.state.lease["expires_at"]) == now + timedelta(seconds=300)
-    assert datetime.fromisoformat(decided.state.updated_at) == now
+    assert decided.state.lease.expires_at == now + timedelta(seconds=300)
+    assert decided.state.updated_at == now
 
 
 def test_the_progress_clock_restarts_from_the_real_now_not_the_future() -> None:
@@ -97,12 +99,12 @@ def test_the_stamps_progress_counts_from_come_back_too() -> None:
     wrong = T0 + timedelta(hours=8)
     state = started_at(wrong).but(since_progress={"leases": 2, "woken_at": wrong.isoformat(),
                                                   "waited_at": wrong.isoformat()},
-                                  paused_at=wrong.isoformat())
+                                  paused_at=wrong)
     now = T0 + timedelta(minutes=1)
     after = decision(state, CheckLiveness(), now).state
-    for stamp in (after.since_progress["woken_at"], after.since_progress["waited_at"],
-                  after.paused_at):
+    for stamp in (after.since_progress["woken_at"], after.since_progress["waited_at"]):
         assert datetime.fromisoformat(stamp) <= now
+    assert after.paused_at <= now
     assert after.since_progress["leases"] == 2
 
 
@@ -143,22 +145,22 @@ def test_a_silence_judged_while_the_clock_ran_ahead_is_withdrawn() -> None:
     job = {"job_id": "j", "kind": "ci", "ref": "r", "status": "running",
            "tracked_at": wrong.isoformat(), "silent_at": wrong.isoformat()}
     state = started_at(wrong).but(
-        liveness_alert={"reason": liveness.HOST_SILENT, "at": wrong.isoformat(), "detail": "d"},
+        liveness_alert=LivenessAlert(reason=liveness.HOST_SILENT, at=wrong, detail="d"),
         jobs=[job])
     now = T0 + timedelta(minutes=1)
     after = decision(state, CheckLiveness(), now).state
-    assert after.liveness_alert == {}
+    assert after.liveness_alert is None
     assert "silent_at" not in after.jobs[0]
     assert liveness.attention(after) != liveness.HOST_SILENT
-    judged_before = state.but(liveness_alert={**state.liveness_alert, "at": T0.isoformat()})
-    assert decision(judged_before, CheckLiveness(), now).state.liveness_alert["reason"] \
+    judged_before = state.but(liveness_alert=replace(state.liveness_alert, at=T0))
+    assert decision(judged_before, CheckLiveness(), now).state.liveness_alert.reason \
         == liveness.HOST_SILENT
 
 
 def test_a_fact_recorded_while_the_clock_ran_ahead_stays() -> None:
     """A host that continued against the goal's policy did so, whatever the clock read."""
     wrong = T0 + timedelta(hours=8)
-    alert = {"reason": "CONTINUED_AGAINST_POLICY", "at": wrong.isoformat(), "detail": "d"}
+    alert = LivenessAlert(reason="CONTINUED_AGAINST_POLICY", at=wrong, detail="d")
     state = started_at(wrong).but(liveness_alert=alert)
     after = decision(state, CheckLiveness(), T0 + timedelta(minutes=1)).state
-    assert after.liveness_alert["reason"] == "CONTINUED_AGAINST_POLICY"
+    assert after.liveness_alert.reason == "CONTINUED_AGAINST_POLICY"

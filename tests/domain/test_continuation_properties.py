@@ -22,6 +22,7 @@ from ledger.domain import (
     StartGoal,
     decide,
     fold,
+    iso,
 )
 from ledger.domain.claims import ClaimWake
 from ledger.domain.continuations import (
@@ -55,7 +56,7 @@ def paused(**policy) -> GoalState:
                       done_criteria=("tests pass",), agent=AGENT, policy=policy,
                       session={"session_key": "s-1"})
     state = fold(decide(GoalState(), RunGoal(start, AGENT, "0" * 64), T0))
-    proof = LeaseProof(state.lease["token_sha256"], state.lease["generation"])
+    proof = LeaseProof(state.lease.token_sha256, state.lease.generation)
     report = ReportRun(proof, "error", "rate_limit", reset_at=RESET, margin_seconds=0,
                        reset_schedule_name="wakeledger-reset-g")
     return fold(decide(state, report, T0), state)
@@ -100,8 +101,8 @@ def test_one_continuation_per_reset_whoever_starts_it(steps, host_continues):
         elif action == "pull":
             command = AcquireLease(AGENT, "3" * 64)
         elif state.lease:  # the holder's turn ends
-            command = ReleaseLease(LeaseProof(state.lease["token_sha256"],
-                                              state.lease["generation"]))
+            command = ReleaseLease(LeaseProof(state.lease.token_sha256,
+                                              state.lease.generation))
         else:
             continue
         try:
@@ -122,13 +123,13 @@ def test_a_host_continuation_after_the_reset_is_the_one_and_the_wake_stands_down
     answer, events = host_continued(state, host(), RESET + timedelta(seconds=5))
     assert answer.outcome == HOST_CONTINUED
     state = fold(events, state)
-    assert state.lease["via"] == "host" and state.continued["by"] == "host"
+    assert state.lease.via == "host" and state.continued.by == "host"
     assert state.status == "running" and not state.paused_until and not state.reset_wake
     # The reset wake's row ran before the host's continuation; its claim after it.
     claimed = decide(state, wake(), RESET + timedelta(seconds=6))
     assert [e.payload.outcome for e in claimed] == [STOOD_DOWN]
     # Even once the host's turn ended: it is still the same reset.
-    proof = LeaseProof(state.lease["token_sha256"], state.lease["generation"])
+    proof = LeaseProof(state.lease.token_sha256, state.lease.generation)
     released = fold(decide(state, ReleaseLease(proof), RESET + timedelta(minutes=5)), state)
     claimed = decide(released, wake(), RESET + timedelta(minutes=6))
     assert [e.payload.outcome for e in claimed] == [STOOD_DOWN]
@@ -137,7 +138,7 @@ def test_a_host_continuation_after_the_reset_is_the_one_and_the_wake_stands_down
 def test_a_host_continuation_that_loses_to_the_wake_is_told_and_recorded():
     state = paused()
     state = fold(decide(state, wake(), RESET), state)
-    assert state.lease["via"] == "wake"
+    assert state.lease.via == "wake"
     answer, events = host_continued(state, host(), RESET + timedelta(seconds=1))
     assert answer.outcome == STOOD_DOWN and answer.continued_by == "wake"
     [down] = events
@@ -154,8 +155,8 @@ def test_a_host_continuation_before_the_reset_records_nothing():
 
 def test_a_host_known_to_continue_gets_its_grace_before_the_wake():
     state = paused(host_continues=True, host_grace_minutes=15)
-    assert state.paused_until == "2026-01-01T10:00:00.000000Z"
-    assert state.reset_wake["due_at"] == "2026-01-01T10:15:00.000000Z"
+    assert iso(state.paused_until) == "2026-01-01T10:00:00.000000Z"
+    assert iso(state.reset_wake.due_at) == "2026-01-01T10:15:00.000000Z"
     # The host may continue from the reset on.
     answer, _ = host_continued(state, host(), RESET)
     assert answer.outcome == HOST_CONTINUED
@@ -164,7 +165,7 @@ def test_a_host_known_to_continue_gets_its_grace_before_the_wake():
 def test_quiet_hours_move_the_reset_wake_to_the_end_of_the_window_and_a_host_breach_is_listed():
     quiet = {"start": "09:30", "end": "12:00", "timezone": "UTC"}
     state = paused(resume="quiet_hours", quiet_hours=quiet)
-    assert state.reset_wake["due_at"] == "2026-01-01T12:00:00.000000Z"
+    assert iso(state.reset_wake.due_at) == "2026-01-01T12:00:00.000000Z"
     # A fire inside the window is not due, and its one-off row comes back at the end.
     events = decide(state, wake(), RESET + timedelta(minutes=1))
     assert events[0].payload.outcome == "not_due"
@@ -206,7 +207,7 @@ def test_a_reset_the_agent_pulled_itself_is_not_continued_again_by_its_wake():
     state = paused()
     state = fold(decide(state, AcquireLease(AGENT, "3" * 64), RESET + timedelta(seconds=1)),
                  state)
-    proof = LeaseProof(state.lease["token_sha256"], state.lease["generation"])
+    proof = LeaseProof(state.lease.token_sha256, state.lease.generation)
     state = fold(decide(state, ReleaseLease(proof), RESET + timedelta(seconds=30)), state)
     claimed = decide(state, wake(), RESET + timedelta(seconds=31))
     assert [e.payload.outcome for e in claimed] == [STOOD_DOWN]

@@ -22,6 +22,7 @@ from ledger.domain import (
     decide,
     evolve,
     fold,
+    iso,
     lease_refusal,
 )
 from ledger.domain.commands import Evidence
@@ -111,23 +112,23 @@ def test_start_records_the_plan_as_the_first_checkpoint_and_binds_the_workspace(
     assert state.workspace_bound
     # goal.started, workspace.bound, and (no lease: liveness) its watchdog
     assert state.version == 4
-    assert state.watchdog["status"] == "live"
+    assert state.watchdog.status == "live"
     assert state.policy == {"lease_seconds": 600, "cadence_minutes": 60, "max_continuations": 3,
                             "max_wake_retries": 5, "scheduler": "internal", "dispatch": "none",
                             "stale_grace_seconds": 60, "host_silent_slots": 2,
                             "ready_timeout_minutes": 120, "job_deadline_minutes": 360,
                             "progress_minutes": 60, "long_pause_minutes": 1440,
                             "interval_seconds": 3600}
-    assert state.created_at == state.updated_at == "2026-12-02T09:00:00.000000Z"
+    assert iso(state.created_at) == iso(state.updated_at) == "2026-12-02T09:00:00.000000Z"
 
 
 def test_run_goal_starts_and_takes_the_first_lease():
     state = started()
     assert state.status == "running"
-    assert state.lease["holder"] == "agent-1"
-    assert state.lease["generation"] == 1 == state.lease_generation
-    assert state.lease["token_sha256"] == TOKEN_1
-    assert state.lease["expires_at"] == "2026-12-02T09:10:00.000000Z"
+    assert state.lease.holder == "agent-1"
+    assert state.lease.generation == 1 == state.lease_generation
+    assert state.lease.token_sha256 == TOKEN_1
+    assert iso(state.lease.expires_at) == "2026-12-02T09:10:00.000000Z"
 
 
 def test_starting_an_active_goal_again_returns_no_events():
@@ -256,7 +257,7 @@ def test_past_expiry_only_the_grace_remains_then_takeover():
     assert event.data["previous_holder"] == "agent-1"
     assert event.data["generation"] == 2
     after = evolve(state, event)
-    assert after.lease["token_sha256"] == TOKEN_2 and after.lease_generation == 2
+    assert after.lease.token_sha256 == TOKEN_2 and after.lease_generation == 2
 
 
 def test_only_the_goals_own_agent_may_hold_its_lease():
@@ -281,7 +282,7 @@ def test_fenced_calls_need_the_lease_and_the_right_token():
     state = started()
     with pytest.raises(LeaseRequired):
         decide(state, RecordCheckpoint(current_step="x", progress_pct=1), T0)
-    wrong_token = LeaseProof(TOKEN_2, state.lease["generation"])
+    wrong_token = LeaseProof(TOKEN_2, state.lease.generation)
     with pytest.raises(LeaseLost):
         decide(state, Heartbeat(wrong_token), T0)
 
@@ -289,13 +290,13 @@ def test_fenced_calls_need_the_lease_and_the_right_token():
 def test_heartbeat_extends_and_release_frees_the_lease():
     state = started()
     renewed = apply(state, Heartbeat(proof_of(state)), T0 + timedelta(minutes=5))
-    assert renewed.lease["expires_at"] == "2026-12-02T09:15:00.000000Z"
+    assert iso(renewed.lease.expires_at) == "2026-12-02T09:15:00.000000Z"
     assert lease_refusal(renewed, T0 + timedelta(minutes=11)) is not None
     released = apply(renewed, ReleaseLease(proof_of(renewed)))
-    assert released.status == "waiting" and released.lease == {}
+    assert released.status == "waiting" and released.lease is None
     assert lease_refusal(released, T0) is None
     again = apply(released, AcquireLease("agent-1", TOKEN_2))
-    assert again.lease["generation"] == 2  # generations never repeat
+    assert again.lease.generation == 2  # generations never repeat
     with pytest.raises(LeaseLost):
         decide(released, Heartbeat(proof_of(renewed)), T0)
 
@@ -303,7 +304,7 @@ def test_heartbeat_extends_and_release_frees_the_lease():
 def test_a_checkpoint_may_release_the_lease():
     state = started()
     after = apply(state, checkpoint(state, progress_pct=40, release_lease=True))
-    assert after.status == "waiting" and after.lease == {}
+    assert after.status == "waiting" and after.lease is None
     assert after.progress_pct == 40
 
 
@@ -414,7 +415,7 @@ def test_finish(status, expected, reason):
     after = apply(state, Finish(status=status, summary="ok", proof=proof_of(state),
                                 evidence=evidence))
     assert (after.status, after.reason, after.summary) == (expected, reason, "ok")
-    assert after.lease == {}
+    assert after.lease is None
 
 
 def test_completion_records_the_evidence_for_each_done_criterion_in_their_order():
@@ -482,7 +483,7 @@ def test_an_old_completion_without_evidence_still_replays():
     have no evidence key: folding them must still end the goal."""
     state = started()
     old = fold([Event.stored("goal.completed", {"summary": "merged", "generation": 1}, T0)], state)
-    assert (old.status, old.summary, old.lease) == ("done", "merged", {})
+    assert (old.status, old.summary, old.lease) == ("done", "merged", None)
 
 
 def test_finish_rejects_unknown_status_and_needs_the_lease():
@@ -520,7 +521,7 @@ def test_evolve_refuses_unknown_kinds_and_naive_times():
 def test_updated_at_follows_the_event_time():
     state = started()
     later = T0 + timedelta(minutes=5, microseconds=7)
-    assert apply(state, checkpoint(state), later).updated_at == "2026-12-02T09:05:00.000007Z"
+    assert iso(apply(state, checkpoint(state), later).updated_at) == "2026-12-02T09:05:00.000007Z"
 
 
 # ------------------------------------------------------------------ smart wake

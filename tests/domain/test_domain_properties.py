@@ -40,6 +40,7 @@ from ledger.domain.claims import CONSUMING, ClaimWake, WakeNow, claim_outcome
 from ledger.domain.commands import Evidence
 from ledger.domain.errors import InvalidCommand, LeaseLost
 from ledger.domain.overdue import CheckLiveness
+from ledger.domain.parts import Ready, Watchdog
 from ledger.domain.policy import LEASE_STALE_GRACE_SECONDS
 from ledger.domain.runs import (
     CLASSES,
@@ -49,7 +50,7 @@ from ledger.domain.runs import (
     ResolveApproval,
     Stop,
 )
-from ledger.domain.state import FIELD_DEFAULTS
+from ledger.domain.state import FIELD_DEFAULTS, typed_changes
 from ledger.domain.timing import slot_of
 from ledger.domain.watchdogs import PrepareWatchdog
 
@@ -130,8 +131,8 @@ def with_proof(step: Step, state: GoalState) -> Any:
     if step.proof == "none" or not state.lease_generation:
         proof = None
     else:
-        token = state.lease.get("token_sha256", TOKENS[0])
-        generation = state.lease.get("generation", state.lease_generation)
+        token = state.lease.token_sha256 if state.lease else TOKENS[0]
+        generation = state.lease.generation if state.lease else state.lease_generation
         proof = {
             "current": LeaseProof(token, generation),
             "stale": LeaseProof(token, generation - 1),
@@ -200,7 +201,7 @@ def test_a_terminal_goal_only_gets_the_events_design_allows(prefix, probes):
         if not state.lease:
             state = fold(decide(state, AcquireLease("agent-9", TOKENS[2]), T0 + timedelta(
                 days=30)), state)
-        token, generation = state.lease["token_sha256"], state.lease["generation"]
+        token, generation = state.lease.token_sha256, state.lease.generation
         state = fold(decide(state, Finish("completed", "merged", LeaseProof(token, generation),
                                           FULL_EVIDENCE),
                             T0 + timedelta(days=30)), state)
@@ -229,11 +230,11 @@ def test_only_the_current_lease_holder_changes_work(history):
             continue
         if isinstance(outcome, list) and not before.terminal:
             assert proof is not None
-            assert proof.generation == before.lease["generation"]
-            assert proof.token_sha256 == before.lease["token_sha256"]
+            assert proof.generation == before.lease.generation
+            assert proof.token_sha256 == before.lease.token_sha256
         if proof is not None and before.lease and not before.terminal and (
-                proof.generation != before.lease["generation"]
-                or proof.token_sha256 != before.lease["token_sha256"]):
+                proof.generation != before.lease.generation
+                or proof.token_sha256 != before.lease.token_sha256):
             assert isinstance(outcome, LeaseLost)
 
 
@@ -246,7 +247,7 @@ def test_generations_only_grow_and_a_live_lease_is_never_taken(history):
     assert generations == sorted(set(generations))
     for _command, before, now, outcome in trace:
         if isinstance(outcome, list) and any(e.kind == "lease.taken_over" for e in outcome):
-            expires = datetime.fromisoformat(before.lease["expires_at"])
+            expires = before.lease.expires_at
             assert now >= expires + timedelta(seconds=LEASE_STALE_GRACE_SECONDS)
 
 
@@ -364,7 +365,7 @@ def test_a_passed_deadline_is_acted_on_or_listed(history):
         deadline = liveness.expectation(state).deadline
         if state.terminal or deadline is None:
             continue
-        now = max(deadline, datetime.fromisoformat(state.updated_at)) + timedelta(seconds=1)
+        now = max(deadline, state.updated_at) + timedelta(seconds=1)
         for _sweep in range(3):
             state = fold(decide(state, CheckLiveness(rows=()), now), state)
         after = liveness.expectation(state).deadline
@@ -383,8 +384,9 @@ def test_claims_that_are_not_granted_consume_nothing_and_never_move_the_anchor(h
         outcomes = [e.data["outcome"] for e in result if e.kind == "wake.claimed"]
         if outcomes and outcomes[0] not in CONSUMING:
             assert after.claimed == before.claimed
-        if before.watchdog.get("anchor") and after.watchdog.get("anchor"):
-            assert after.watchdog["anchor"] == before.watchdog["anchor"]
+        if before.watchdog and before.watchdog.anchor and after.watchdog \
+                and after.watchdog.anchor:
+            assert after.watchdog.anchor == before.watchdog.anchor
 
 
 @settings(max_examples=300)
@@ -398,7 +400,8 @@ def test_only_recovery_continuations_are_charged(history):
                 e.kind == "continuation.charged" for e in result):
             continue
         assert (before.lease or before.lease_end == "expired" or before.paused_until
-                or before.ready.get("charge")), (type(command).__name__, before.lease_end)
+                or (before.ready and before.ready.charge)), (type(command).__name__,
+                                                             before.lease_end)
 
 
 @settings(max_examples=500)
@@ -408,7 +411,8 @@ def test_a_fire_belongs_to_its_nearest_slot(anchor_minute, interval, k, delay):
     """No drift: a fire up to half an interval late or early belongs to the
     slot it was meant for, so later slots never shift."""
     anchor = T0 + timedelta(minutes=anchor_minute)
-    watchdog = {"anchor": anchor.isoformat(), "interval_seconds": interval}
+    watchdog = Watchdog(backend="internal", interval_seconds=interval, tzid="UTC",
+                        status="live", anchor=anchor)
     slot = anchor + timedelta(seconds=k * interval)
     fired = slot + timedelta(seconds=delay * interval)
     assert slot_of(watchdog, fired) == slot
@@ -464,7 +468,7 @@ def test_a_pause_holds_a_lease_a_wake_and_a_pull_alike(history, later):
         moment = now + timedelta(seconds=later)
         wait = timing.pause_left(state, moment)
         if state.paused_until and state.status == "paused":
-            until = datetime.fromisoformat(state.paused_until)
+            until = state.paused_until
             assert (wait > 0) == (moment < until)
         else:
             assert wait == 0
@@ -494,7 +498,7 @@ def test_the_budget_blocks_a_wake_a_pull_and_a_rate_limit_alike(used, budget):
     assert (budget_block(state, rate_limited=True) == "RATE_LIMIT_STOPPED") == spent
     assert (budget_block(state, rate_limited=False) == "CONTINUATION_STOPPED") == spent
     lease = state.lease
-    rate_limit = ReportRun(LeaseProof(lease["token_sha256"], lease["generation"]), "error",
+    rate_limit = ReportRun(LeaseProof(lease.token_sha256, lease.generation), "error",
                            "rate_limit")
     blocked = [e.data["reason"] for e in report(state, rate_limit, T0)
                if e.kind == "goal.blocked"]
@@ -502,8 +506,8 @@ def test_the_budget_blocks_a_wake_a_pull_and_a_rate_limit_alike(used, budget):
     stale = T0 + timedelta(hours=2)  # its lease went stale: a wake now is a recovery
     answer = claim_outcome(state, ClaimWake("probe", "internal", "", TOKENS[1]), stale)
     assert (answer.get("block") == "CONTINUATION_STOPPED") == spent
-    ready = state.but(lease={}, ready={"occurrence_id": "o", "reason": "timeout_recovery",
-                                       "at": "2026-01-01T00:00:00Z", "charge": True})
+    ready = state.but(lease=None, ready=Ready(occurrence_id="o", reason="timeout_recovery",
+                                              at=T0, charge=True))
     pulled = pulls.pull_events(ready, "agent-1", TOKENS[1], stale)
     assert ([e.data["reason"] for e in pulled if e.kind == "goal.blocked"]
             == (["CONTINUATION_STOPPED"] if spent else []))
@@ -531,9 +535,9 @@ def test_a_stored_state_is_the_fields_off_their_defaults_and_reads_back_whole(hi
     (value and type), and from_dict gives the same state back."""
     state, _, _ = run(history, roundtrip=True)
     stored = state.to_stored()
-    assert {name for name, value in state.to_dict().items()
+    assert {name for name, value in state.__dict__.items()
             if value == FIELD_DEFAULTS[name] and type(value) is type(FIELD_DEFAULTS[name])} \
-        == set(state.to_dict()) - set(stored)
+        == set(state.__dict__) - set(stored)
     assert GoalState.from_dict(json.loads(json.dumps(stored))) == state
 
 
@@ -582,7 +586,8 @@ def test_from_dict_makes_what_the_constructor_makes(history, extra):
     state, _, _ = run(history)
     for data in (state.to_stored(), {**state.to_stored(), **extra}, {}):
         made = GoalState.from_dict(data)
-        expected = GoalState(**{k: v for k, v in data.items() if k in FIELD_DEFAULTS})
+        expected = GoalState(**typed_changes({k: v for k, v in data.items()
+                                              if k in FIELD_DEFAULTS}))
         assert made == expected and list(made.__dict__) == list(expected.__dict__)
         again = GoalState.from_dict(data)
         for name, value in made.__dict__.items():

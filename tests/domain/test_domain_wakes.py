@@ -1,5 +1,6 @@
 """Watchdogs, claims, receipts, jobs and verified completion in the pure domain."""
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -15,6 +16,7 @@ from ledger.domain import (
     StartGoal,
     decide,
     fold,
+    iso,
 )
 from ledger.domain.claims import ClaimWake, claim_outcome
 from ledger.domain.finishing import completion_state
@@ -76,20 +78,20 @@ def test_internal_watchdog_is_prepared_once_with_its_receipt():
     command = PrepareWatchdog(proof_of(state), HOUR, "UTC", "wd-g-1")
     assert kinds(state, command) == ["wake.scheduled", "receipt.recorded"]
     state = apply(state, command)
-    assert state.watchdog["status"] == "live"
-    assert state.watchdog["next_due_at"] == "2026-12-02T10:00:00.000000Z"
+    assert state.watchdog.status == "live"
+    assert iso(state.watchdog.next_due_at) == "2026-12-02T10:00:00.000000Z"
     # One watchdog per goal: preparing again never creates a second one or retimes it.
     assert decide(state, PrepareWatchdog(proof_of(state), 60, "UTC", "other"), at(minutes=5)) == []
 
 
 def test_host_watchdog_waits_for_its_receipt():
     state = prepared("host")
-    assert state.watchdog["status"] == "requested"
-    assert state.watchdog["tzid"] == "Europe/Istanbul"
+    assert state.watchdog.status == "requested"
+    assert state.watchdog.tzid == "Europe/Istanbul"
     created = apply(state, RecordReceipt(proof_of(state), "created", REF,
                                          "2026-12-02T13:00:00+03:00", "local"))
-    assert created.watchdog["status"] == "live"
-    assert created.watchdog["next_due_at"] == "2026-12-02T10:00:00.000000Z"
+    assert created.watchdog.status == "live"
+    assert iso(created.watchdog.next_due_at) == "2026-12-02T10:00:00.000000Z"
     assert watchdog_health(created) == "ok"
 
 
@@ -101,21 +103,21 @@ def test_cloud_only_when_the_host_proved_it():
     assert error.value.field == "runs_on"
     ok = apply(state, RecordReceipt(proof_of(state), "created", REF, "2026-12-02T10:00:00Z",
                                     "cloud", verified=True))
-    assert ok.watchdog["runs_on"] == "cloud"
+    assert ok.watchdog.runs_on == "cloud"
 
 
 def test_a_definitive_create_failure_allows_exactly_one_retry():
     state = prepared("host")
     failed = apply(state, RecordReceipt(proof_of(state), "create_failed"))
-    assert failed.watchdog["status"] == "create_failed"
+    assert failed.watchdog.status == "create_failed"
     assert watchdog_health(failed) == "degraded"
     assert failed.status == "running"  # degradation never blocks the goal
     retry = PrepareWatchdog(proof_of(state), HOUR, "UTC")
     assert kinds(failed, retry) == ["wake.scheduled"]
     again = apply(failed, retry)
-    assert again.watchdog["attempt"] == 2
+    assert again.watchdog.attempt == 2
     second = apply(again, RecordReceipt(proof_of(state), "create_failed"))
-    assert second.watchdog["status"] == "failed"
+    assert second.watchdog.status == "failed"
     assert decide(second, retry, T0) == []  # no third create
 
 
@@ -128,7 +130,7 @@ def test_an_uncertain_create_is_never_followed_by_a_blind_second_create():
     assert decide(uncertain, wake(source="host"), at(hours=1)) == []  # mutate nothing
     reconciled = apply(uncertain, RecordReceipt(proof_of(state), "created", REF,
                                                 "2026-12-02T10:00:00Z"))
-    assert reconciled.watchdog["status"] == "live"
+    assert reconciled.watchdog.status == "live"
 
 
 def test_user_attested_deletion_needs_who_attested():
@@ -137,7 +139,7 @@ def test_user_attested_deletion_needs_who_attested():
         decide(state, RecordReceipt(proof_of(state), "user_attested_deleted"), T0)
     gone = apply(state, RecordReceipt(proof_of(state), "user_attested_deleted",
                                       attested_by="alice (operator)"))
-    assert gone.watchdog["status"] == "cancelled"
+    assert gone.watchdog.status == "cancelled"
 
 
 def test_internal_watchdogs_take_no_host_receipts():
@@ -151,9 +153,9 @@ def test_cancel_internal_records_the_receipt_host_asks_for_cleanup():
     assert kinds(internal, CancelWatchdog(proof_of(internal))) == ["receipt.recorded"]
     host = live_host()
     cancel = apply(host, CancelWatchdog(proof_of(host)))
-    assert cancel.watchdog["status"] == "cancel_requested"
+    assert cancel.watchdog.status == "cancel_requested"
     done = apply(cancel, RecordReceipt(proof_of(host), "cancelled"))
-    assert done.watchdog["status"] == "cancelled"
+    assert done.watchdog.status == "cancelled"
 
 
 # ------------------------------------------------------------------ claims
@@ -171,8 +173,8 @@ def test_recurring_acquired_after_the_holder_vanished():
     assert claim["reason"] == "timeout_recovery"
     assert claim["retry_count"] == 1
     after = fold(events, state)
-    assert after.lease["generation"] == 2 and after.lease["token_sha256"] == TOKEN_2
-    assert after.watchdog["next_due_at"] == "2026-12-02T11:00:00.000000Z"
+    assert after.lease.generation == 2 and after.lease.token_sha256 == TOKEN_2
+    assert iso(after.watchdog.next_due_at) == "2026-12-02T11:00:00.000000Z"
 
 
 def test_a_stale_lease_is_taken_over_by_the_wake_itself():
@@ -243,9 +245,9 @@ def test_an_internal_watchdog_that_outlived_its_goal_is_cancelled_by_the_claim()
     state = prepared()
     # A blocked goal never resumes by a wake; its watchdog is cancelled.
     blocked = apply(state, Finish("blocked", proof=proof_of(state)))
-    assert blocked.watchdog["status"] == "cancelled"  # finish cancelled it already
+    assert blocked.watchdog.status == "cancelled"  # finish cancelled it already
     # Had it survived (e.g. an old release), the claim cancels it:
-    stale = blocked.but(watchdog={**blocked.watchdog, "status": "live"})
+    stale = blocked.but(watchdog=replace(blocked.watchdog, status="live"))
     events = decide(stale, wake(), at(hours=1))
     assert [e.kind for e in events] == ["wake.claimed", "receipt.recorded"]
     assert events[0].data["outcome"] == "terminal_cleanup_required"
@@ -266,7 +268,7 @@ def test_no_wake_loops_past_max_wake_retries():
     after = fold(events, state)
     assert after.continuations_used == 2
     assert (after.status, after.reason) == ("blocked", "WAKE_RETRIES_EXHAUSTED")
-    assert after.watchdog["status"] == "cancelled"
+    assert after.watchdog.status == "cancelled"
 
 
 def test_a_checkpoint_resets_the_wake_loop_counter():
@@ -297,12 +299,12 @@ def test_the_sweeper_expires_only_after_the_grace():
                               "reason": "timeout_recovery", "requested_by": "liveness",
                               "schedule_name": "wakeledger-wake-g-1"}
     after = fold(events, state)
-    assert after.status == "waiting" and after.requested_wake["reason"] == "timeout_recovery"
+    assert after.status == "waiting" and after.requested_wake.reason == "timeout_recovery"
     # The wake fires: the goal is ready, and its recovery is charged when pulled.
     fired = apply(after, ClaimWake("internal:g-1@requested", "internal", "agent-1", TOKEN_2,
                                    kind="requested"), at(minutes=11, seconds=20))
-    assert fired.ready["reason"] == "timeout_recovery" and fired.ready["charge"] is True
-    assert fired.watchdog["status"] == "live"  # and it keeps its recurring watchdog from now on
+    assert fired.ready.reason == "timeout_recovery" and fired.ready.charge is True
+    assert fired.watchdog.status == "live"  # and it keeps its recurring watchdog from now on
 
 
 # ------------------------------------------------------------------ jobs

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.domain import Event, events, fold, policy
+from ledger.domain import Event, events, fold, iso, policy
 from ledger.domain.codec import Payload, decode, encode, kinds, stored_version
 from ledger.eventstore import projection
 from ledger.eventstore.chain import GENESIS, StoredLink, canonical_text, event_hash, first_break
@@ -108,11 +108,11 @@ def test_an_old_repair_without_attempt_is_upcast_on_read_and_still_verifies():
 
 def test_the_upcast_repair_folds_as_one_repair():
     state = prepared("internal")  # a goal with an internal watchdog
-    name = state.watchdog["schedule_name"]
+    name = state.watchdog.schedule_name
     old = Event.stored(events.RECEIPT_RECORDED, {
         "backend": "internal", "status": "created", "schedule_name": name,
-        "due_at": state.watchdog["next_due_at"], "note": "repaired", "repair": "missing"}, T0)
-    assert fold([old], state).watchdog["repairs"] == 1
+        "due_at": iso(state.watchdog.next_due_at), "note": "repaired", "repair": "missing"}, T0)
+    assert fold([old], state).watchdog.repairs == 1
 
 
 def test_an_old_lease_without_via_is_read_as_the_agents():

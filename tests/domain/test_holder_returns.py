@@ -79,7 +79,7 @@ def test_a_recovery_made_ready_is_not_charged_once_its_holder_releases_cleanly(
     assert stale is not None
     claimed_at = stale + timedelta(seconds=late)
     state = apply(state, fire("internal:g-1@slot"), claimed_at)
-    assert state.ready and state.ready["charge"]  # a recovery, as judged then
+    assert state.ready and state.ready.charge  # a recovery, as judged then
     now = claimed_at + timedelta(seconds=back)
     state = apply(state, Heartbeat(proof_of(state)), now)  # the holder is back
     for step in range(work):
@@ -135,7 +135,7 @@ def pushed_continuation() -> GoalState:
                                           proof=proof_of(state)), T0 + timedelta(minutes=5))
     slot = T0 + timedelta(hours=1)
     state = apply(state, fire("internal:g-1@10", push=True, kind="recurring"), slot)
-    assert state.lease["via"] == "wake" and not state.lease["active"]
+    assert state.lease.via == "wake" and not state.lease.active
     return state
 
 
@@ -201,4 +201,4 @@ def test_a_stale_non_continuation_lease_after_an_outage_is_not_a_charged_recover
     assert answer["outcome"] == "worker_busy_noop"
     events = decide(state, fire("internal:g-1@slot", unheard=unheard), now)
     assert [event.kind for event in events] == ["wake.claimed"]
-    assert fold(events, state).ready == {}
+    assert fold(events, state).ready is None

@@ -35,7 +35,7 @@ def paused_host_goal(interval: int, offset: int, **policy) -> tuple[GoalState, d
                       agent="agent-1", policy={"scheduler": "host", **policy})
     state = apply(GoalState(), RunGoal(start, "agent-1", TOKEN), T0)
     state = apply(state, PrepareWatchdog(proof_of(state), interval, "UTC", "wd"), T0)
-    true_first = datetime.fromisoformat(state.watchdog["first_due_at"])
+    true_first = state.watchdog.first_due_at
     recorded = (true_first + timedelta(seconds=offset)).strftime("%Y-%m-%dT%H:%M:%SZ")
     state = apply(state, RecordReceipt(proof_of(state), "created", REF, recorded), T0)
     # Paused (no lease, no progress deadline): only the host's claim moves it.
@@ -56,15 +56,15 @@ def test_seed2_a_typo_50_minutes_late_resumes_at_the_hosts_second_fire():
     state, first = host_fire(state, true_first + timedelta(seconds=5))
     assert first == "not_due"
     # The early fire claimed no slot: the recorded due (and its deadline) stay.
-    assert state.watchdog["next_due_at"] == iso(true_first + timedelta(minutes=50))
+    assert state.watchdog.next_due_at == true_first + timedelta(minutes=50)
     second_at = true_first + timedelta(hours=2, seconds=9)
     state, second = host_fire(state, second_at)
     assert second == "recurring_acquired" and state.lease
     # The earlier offset of the two fires (5 s, not 9 s) is the new anchor.
     anchor = true_first + timedelta(hours=2, seconds=5)
-    assert state.watchdog["anchor"] == iso(anchor)
-    assert state.watchdog["next_due_at"] == iso(anchor + timedelta(hours=2))
-    assert "early_fire" not in state.watchdog
+    assert state.watchdog.anchor == anchor
+    assert state.watchdog.next_due_at == anchor + timedelta(hours=2)
+    assert state.watchdog.early_fire is None
     # The next true slot is now on time.
     assert timing.early_by(state.watchdog, timing.slot_of(state.watchdog, true_first
                            + timedelta(hours=4)), true_first + timedelta(hours=4)) == 0
@@ -81,7 +81,7 @@ def test_a_host_at_any_constant_offset_resumes_the_goal_within_two_fires(interva
     goal's deadline never moves past the recorded due's HOST_SILENT bound."""
     state, true_first = paused_host_goal(interval, round(fraction * interval))
     every = timedelta(seconds=interval)
-    recorded = datetime.fromisoformat(state.watchdog["next_due_at"])
+    recorded = state.watchdog.next_due_at
     bound = recorded + (state.setting("host_silent_slots") - 1) * every + every / 2
     outcomes = []
     for k, jitter in enumerate(jitters):
@@ -106,7 +106,7 @@ def test_a_host_firing_too_often_still_gets_not_due_and_is_listed(interval, peri
     early for its slot is ``not_due``, no early fire moves the deadline, and
     past it the sweeper lists the goal HOST_SILENT."""
     state, true_first = paused_host_goal(interval, 0)
-    anchor = state.watchdog["anchor"]
+    anchor = state.watchdog.anchor
     period = timedelta(seconds=max(60.0, period_fraction * interval
                                    - timing.reanchor_tolerance(state.watchdog) - 1))
     now = true_first + timedelta(seconds=start)
@@ -115,7 +115,7 @@ def test_a_host_firing_too_often_still_gets_not_due_and_is_listed(interval, peri
         early = timing.early_by(state.watchdog, slot, now) > 0
         before = liveness.deadline_at(state)
         state, outcome = host_fire(state, now)
-        assert state.watchdog["anchor"] == anchor
+        assert state.watchdog.anchor == anchor
         if early:
             assert outcome == "not_due"
             assert liveness.deadline_at(state) == before
@@ -130,16 +130,16 @@ def test_a_host_firing_too_often_still_gets_not_due_and_is_listed(interval, peri
 
 def test_early_fires_leave_host_silent_standing_and_the_deadline_fixed():
     state, true_first = paused_host_goal(3600, 0)
-    due = state.watchdog["next_due_at"]
+    due = state.watchdog.next_due_at
     # Fires 20 or 40 minutes apart (never an interval), each more than a
     # minute before its slot.
     fires = [true_first + timedelta(minutes=m) for m in (-25, -5, 35, 55)]
     for when in fires:
         state, outcome = host_fire(state, when)
         assert outcome == "not_due"
-        assert state.watchdog["next_due_at"] == due
+        assert state.watchdog.next_due_at == due
     deadline = liveness.deadline_at(state)
-    assert deadline == datetime.fromisoformat(due) + timedelta(minutes=90)
+    assert deadline == due + timedelta(minutes=90)
     listed = apply(state, CheckLiveness(), deadline + timedelta(minutes=1))
     assert liveness.attention(listed) == liveness.HOST_SILENT
     # A further early fire proves a host, not that it claims its slots.
@@ -151,7 +151,7 @@ def test_early_fires_leave_host_silent_standing_and_the_deadline_fixed():
 def test_a_new_receipt_forgets_an_early_fire():
     state, true_first = paused_host_goal(3600, 20 * 60)
     state, outcome = host_fire(state, true_first)
-    assert outcome == "not_due" and state.watchdog["early_fire"]
+    assert outcome == "not_due" and state.watchdog.early_fire
     # Its agent comes back (a lease) and records the host task's real time.
     again = StartGoal(goal_id="g-1", workspace="/w", goal_key="k", objective="o",
                       agent="agent-1", policy={"scheduler": "host"})
@@ -160,4 +160,4 @@ def test_a_new_receipt_forgets_an_early_fire():
     state = apply(state, RecordReceipt(proof_of(state), "created", REF,
                                        iso(true_first + timedelta(hours=1))),
                   true_first + timedelta(minutes=2))
-    assert "early_fire" not in state.watchdog
+    assert state.watchdog.early_fire is None

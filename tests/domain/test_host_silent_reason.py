@@ -38,13 +38,13 @@ def waiting_host_goal(interval: int, slots: int, receipt_after: int) -> GoalStat
     state = apply(GoalState(), RunGoal(start, "agent-1", TOKEN), T0)
     state = apply(state, PrepareWatchdog(proof_of(state), interval, "UTC", "wd"), T0)
     later = T0 + timedelta(seconds=receipt_after)
-    first = datetime.fromisoformat(state.watchdog["first_due_at"])
+    first = state.watchdog.first_due_at
     state = apply(state, RecordReceipt(proof_of(state), "created", REF,
                                        (first + timedelta(seconds=receipt_after))
                                        .strftime("%Y-%m-%dT%H:%M:%SZ")), later)
     state = apply(state, RecordCheckpoint("turn", 10, release_lease=True,
                                           proof=proof_of(state)), later)
-    assert not state.lease and state.watchdog["status"] == "live"
+    assert not state.lease and state.watchdog.status == "live"
     return state
 
 
@@ -52,7 +52,7 @@ def host_deadline(state: GoalState) -> datetime:
     """The host's own deadline, from the policy: the recorded slot, the other
     silent slots, half an interval of lateness."""
     every = timedelta(seconds=state.interval_seconds)
-    due = datetime.fromisoformat(state.watchdog["next_due_at"])
+    due = state.watchdog.next_due_at
     return due + (state.setting("host_silent_slots") - 1) * every + every / 2
 
 

@@ -54,7 +54,7 @@ def running(**goal_policy) -> GoalState:
 
 
 def proof(state: GoalState) -> LeaseProof:
-    return LeaseProof(TOKEN, state.lease["generation"])
+    return LeaseProof(TOKEN, state.lease.generation)
 
 
 def step(state: GoalState, command, at: datetime) -> GoalState:
@@ -99,7 +99,7 @@ def test_a_checkpoint_that_changes_what_is_recorded_is_progress(change):
     else:
         fields["artifacts"] = (Artifact("log.txt", "3" * 64, 9),)
     after = step(state, RecordCheckpoint(**fields, proof=proof(state)), at)
-    assert after.progress_since == iso(at)
+    assert after.progress_since == at
     assert after.since_progress == {}
 
 
@@ -139,7 +139,7 @@ def test_a_loop_through_a_few_checkpoints_is_not_progress(length, rounds, with_a
     for i in range(length):
         at += timedelta(minutes=2)
         state = step(state, said(i), at)
-        assert state.progress_since == iso(at)
+        assert state.progress_since == at
     looped_since = state.progress_since
     for _ in range(rounds):
         for i in range(length):
@@ -151,7 +151,7 @@ def test_a_loop_through_a_few_checkpoints_is_not_progress(length, rounds, with_a
     at += timedelta(minutes=2)
     state = step(state, RecordCheckpoint(current_step="something new", progress_pct=20,
                                          next_actions=("go",), proof=proof(state)), at)
-    assert state.progress_since == iso(at) and state.since_progress == {}
+    assert state.progress_since == at and state.since_progress == {}
 
 
 # ------------------------------------------------------------------ activity never hides a goal
@@ -197,7 +197,7 @@ def test_no_activity_keeps_a_goal_unlisted_past_its_unleased_deadline(history):
             state = step(state, Heartbeat(proof(state)), at - timedelta(seconds=1))
         state = swept(state, at)
     assert liveness.attention(state) == liveness.NO_PROGRESS
-    said = state.liveness_alert["since_progress"]
+    said = state.liveness_alert.since_progress
     assert said[progress.LEASES] == grants and said[progress.CHECKPOINTS] == repeats
 
 
@@ -212,10 +212,10 @@ def test_a_churning_holder_is_listed_with_its_lease_grants():
         state = step(state, AcquireLease("w", TOKEN), at + timedelta(seconds=1))
         state = swept(state, at + timedelta(seconds=2))
         assert at < T0 + WINDOW + timedelta(minutes=2)
-    assert state.liveness_alert["reason"] == liveness.NO_PROGRESS
-    counts = state.liveness_alert["since_progress"]
+    assert state.liveness_alert.reason == liveness.NO_PROGRESS
+    counts = state.liveness_alert.since_progress
     assert counts[progress.LEASES] > 100 and counts[progress.EMPTY_TURNS] > 100
-    assert "lease grant" in state.liveness_alert["detail"]
+    assert "lease grant" in state.liveness_alert.detail
 
 
 @settings(max_examples=40, deadline=None)
@@ -238,7 +238,7 @@ def test_dummy_jobs_are_credited_once(job_minutes, jobs):
         window = min(timedelta(minutes=60), WINDOW)
         if at >= first_end + window + timedelta(minutes=1):
             assert liveness.attention(state) == liveness.NO_PROGRESS, (n, at)
-            assert state.liveness_alert["since_progress"][progress.JOBS] >= 2
+            assert state.liveness_alert.since_progress[progress.JOBS] >= 2
             return
         for k in range(1, 5):  # heartbeats through the next job
             state = step(state, Heartbeat(proof(state)), at + timedelta(seconds=k))
@@ -303,7 +303,7 @@ def test_a_backlog_of_queued_fires_is_one_claim(queued, cadence_seconds):
     state = step(state, PrepareWatchdog(proof(state), interval_seconds=cadence_seconds), T0)
     state = step(state, RecordCheckpoint(current_step="s1", progress_pct=1, release_lease=True,
                                          proof=proof(state)), T0 + timedelta(seconds=30))
-    first = datetime.fromisoformat(state.watchdog["next_due_at"])
+    first = state.watchdog.next_due_at
     every = timedelta(seconds=cadence_seconds)
     now = first + queued * every  # the hang ends
     recorded = []
@@ -316,9 +316,9 @@ def test_a_backlog_of_queued_fires_is_one_claim(queued, cadence_seconds):
         state = fold(events, state)
     assert len(recorded) == 1 and recorded[0].data["outcome"] == "ready_for_pull"
     assert state.retry_count == 1
-    assert state.status == "waiting" and state.watchdog["status"] == "live"
+    assert state.status == "waiting" and state.watchdog.status == "live"
     # The slot after the hang is a wake of its own.
-    nxt = datetime.fromisoformat(state.watchdog["next_due_at"])
+    nxt = state.watchdog.next_due_at
     events = decide(state, ClaimWake(f"internal:g@{iso(nxt)}", "internal", "",
                                      "b" * 64, intended_at=iso(nxt)), nxt)
     assert events and events[0].data["outcome"] == "ready_for_pull"
@@ -335,7 +335,7 @@ def test_a_pause_to_a_reset_days_away_is_listed_for_a_person(reset_minutes, long
     state = step(state, ReportRun(proof(state), "error", RATE_LIMIT, reset_at=reset), T0)
     assert state.status == "paused"
     listed_at = T0 + timedelta(minutes=long_pause)
-    until = datetime.fromisoformat(state.paused_until)
+    until = state.paused_until
     before = swept(state, listed_at - timedelta(seconds=1))
     assert liveness.attention(before) == ""
     if until <= listed_at:
@@ -344,7 +344,7 @@ def test_a_pause_to_a_reset_days_away_is_listed_for_a_person(reset_minutes, long
     assert liveness.deadline_at(state) <= listed_at
     after = swept(state, listed_at)
     assert liveness.attention(after) == "LONG_PAUSE"
-    assert after.liveness_alert["paused_until"] == state.paused_until
+    assert after.liveness_alert.paused_until == state.paused_until
     # A person chooses to wait: recovered, it stays paused and is asked again later.
     waited = step(after, Recover("op", "wait for it"), listed_at + timedelta(minutes=5))
     assert waited.status == "paused" and liveness.attention(waited) == ""

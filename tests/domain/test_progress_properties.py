@@ -40,7 +40,7 @@ def running(**goal_policy) -> GoalState:
 
 
 def proof(state: GoalState) -> LeaseProof:
-    return LeaseProof(TOKEN, state.lease["generation"])
+    return LeaseProof(TOKEN, state.lease.generation)
 
 
 def step(state: GoalState, command, at: datetime) -> GoalState:
@@ -66,13 +66,13 @@ def fenced(kind: str, state: GoalState, n: int):
 @given(st.lists(st.tuples(calls, st.integers(1, 299)), min_size=1, max_size=12))
 def test_every_fenced_call_renews_the_lease_with_the_same_generation(history):
     state = running()
-    generation, at = state.lease["generation"], T0
+    generation, at = state.lease.generation, T0
     for n, (kind, wait) in enumerate(history):
         at += timedelta(seconds=wait)  # always within the lease: it must never lapse
         state = step(state, fenced(kind, state, n), at)
-        assert state.lease["generation"] == generation
-        assert state.lease["expires_at"] == iso(at + timedelta(seconds=300))
-        assert state.lease["active"] is True
+        assert state.lease.generation == generation
+        assert state.lease.expires_at == at + timedelta(seconds=300)
+        assert state.lease.active is True
     # What was decided folds back the same way (replay reads the renewal too).
     assert state.lease == fold([], state).lease
 
@@ -141,7 +141,7 @@ def test_defaults_are_never_over_the_default_caps():
 def host_goal() -> tuple[GoalState, datetime]:
     state = running(scheduler="host", cadence_minutes=60)
     state = step(state, PrepareWatchdog(proof(state)), T0)
-    return state, datetime.fromisoformat(state.watchdog["first_due_at"])
+    return state, state.watchdog.first_due_at
 
 
 @given(st.integers(-3 * 24 * 60, 3 * 24 * 60))
@@ -164,8 +164,8 @@ def test_a_wake_repaired_max_repairs_times_is_listed_then_left_alone(extra_check
     state = running(cadence_minutes=60)
     state = step(state, RecordCheckpoint(current_step="x", progress_pct=5, release_lease=True,
                                          proof=proof(state)), T0)
-    name = state.watchdog["schedule_name"]
-    at = datetime.fromisoformat(state.watchdog["next_due_at"])
+    name = state.watchdog.schedule_name
+    at = state.watchdog.next_due_at
     late = ScheduleRow(name, exists=True, next_run=iso(at + timedelta(hours=1)),
                        last_error="KeyError")
     repairs = 0
@@ -176,7 +176,7 @@ def test_a_wake_repaired_max_repairs_times_is_listed_then_left_alone(extra_check
         state = fold(events, state)
     assert repairs == MAX_REPAIRS
     assert liveness.attention(state) == liveness.WAKE_NOT_FIRING
-    assert state.liveness_alert["last_error"] == "KeyError"
+    assert state.liveness_alert.last_error == "KeyError"
     assert liveness.deadline_at(state) is None  # nothing more for the sweeper to do
     # An operator's repair runs once more whatever the count, and unlists it.
     events = check(state, CheckLiveness(rows=(late,), by_operator=True), at)

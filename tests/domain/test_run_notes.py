@@ -19,6 +19,7 @@ from ledger.domain import (
     StartGoal,
     decide,
     fold,
+    iso,
     liveness,
 )
 from ledger.domain.errors import InvalidCommand
@@ -52,8 +53,8 @@ def test_a_note_never_pauses_blocks_ends_or_charges(note, error_class, minutes):
     reset = T0 + timedelta(minutes=minutes)
     after = apply(state, ReportRun(proof_of(state), "note", error_class, reset_at=reset,
                                    note=note), T0 + timedelta(seconds=5))
-    assert (after.status, after.reason, after.paused_until) == ("running", "", "")
-    assert after.lease["generation"] == state.lease["generation"]
+    assert (after.status, after.reason, after.paused_until) == ("running", "", None)
+    assert after.lease.generation == state.lease.generation
     assert after.continuations_used == 0 and after.rate_limits == 0
     [event] = decide(state, ReportRun(proof_of(state), "note", error_class, reset_at=reset,
                                       note=note), T0)
@@ -74,17 +75,17 @@ def test_a_provider_wait_is_shown_while_its_lease_holds_and_its_reset_is_ahead()
     waiting = apply(state, ReportRun(proof_of(state), "note", "rate_limit", reset_at=reset,
                                      note=PROVIDER_WAIT), T0 + timedelta(minutes=1))
     wait = provider_wait(waiting, T0 + timedelta(hours=1))
-    assert wait["until"] == "2026-12-02T12:00:00.000000Z" and wait["class"] == "rate_limit"
+    assert iso(wait.until) == "2026-12-02T12:00:00.000000Z" and wait.error_class == "rate_limit"
     # A heartbeat keeps it; the reset passing or the lease ending ends it.
     beaten = apply(waiting, Heartbeat(proof_of(waiting)), T0 + timedelta(minutes=2))
     assert provider_wait(beaten, T0 + timedelta(hours=2))
-    assert provider_wait(beaten, reset) == {}
+    assert provider_wait(beaten, reset) is None
     released = apply(beaten, ReleaseLease(proof_of(beaten)), T0 + timedelta(minutes=3))
-    assert provider_wait(released, T0 + timedelta(minutes=4)) == {}
+    assert provider_wait(released, T0 + timedelta(minutes=4)) is None
     again = apply(released, RunGoal(StartGoal(goal_id="g-1", workspace="/w", goal_key="k",
                                               objective="o", agent="agent-1"),
                                     "agent-1", "2" * 64), T0 + timedelta(minutes=5))
-    assert again.lease and provider_wait(again, T0 + timedelta(minutes=6)) == {}
+    assert again.lease and provider_wait(again, T0 + timedelta(minutes=6)) is None
 
 
 def test_a_provider_wait_moves_the_progress_deadline_past_its_reset():

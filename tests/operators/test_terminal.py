@@ -330,7 +330,7 @@ def test_demo_tells_real_histories_that_replay_and_verify(clock):
     assert clock() - timedelta(hours=8) < min(times) and max(times) <= clock()
     # Still-active goals look ahead: a live lease, a next wake after now.
     running = store.load(goals["search-reindex"].pk)
-    assert datetime.fromisoformat(running.lease["expires_at"]) > clock()
+    assert running.lease.expires_at > clock()
     assert goals["search-reindex"].next_wake_at > clock()
     assert goals["changelog-0.9"].paused_until > clock()
     # The scheduler agrees with the ledger: only the live watchdog and the

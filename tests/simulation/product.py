@@ -33,7 +33,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django_q.models import Schedule
 
-from ledger.domain import DomainError, GoalState, LeaseProof, claims, liveness, progress
+from ledger.domain import DomainError, GoalState, LeaseProof, claims, iso, liveness, progress
 from ledger.domain.leases import RECONNECT_GRACE  # noqa: F401 (the world reads it here)
 from ledger.eventstore import appendsql, clock, projection, tallies
 from ledger.models import Event, Goal
@@ -151,7 +151,7 @@ def wake_waiting(state: GoalState, since: str) -> bool:
     if is_ready(state):
         return True
     wake = state.last_wake
-    return bool(wake) and wake.get("outcome") == "recurring_acquired" and wake["at"] > since
+    return wake is not None and wake.outcome == "recurring_acquired" and iso(wake.at) > since
 
 
 def is_ready(state: GoalState | dict[str, Any]) -> bool:
@@ -227,7 +227,8 @@ def prepare_watchdog(goal_id: str, agent: str, lease: Lease) -> dict[str, Any]:
     with _refusals():
         answer = watchdog_uses.ensure(Caller(agent), goal_id, _proof(lease), tzid="UTC",
                                       api_url=api_url())
-    return dict(answer.state.watchdog)
+    watchdog = answer.state.watchdog
+    return watchdog.stored() if watchdog is not None else {}
 
 
 def host_receipt(goal_id: str, agent: str, lease: Lease | None, *, status: str,
@@ -886,7 +887,7 @@ def clock_faults(faults: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
     with contextlib.ExitStack() as stack:
         if CLOCK_TRUSTED in faults:
             def trusted(state: GoalState, now: datetime) -> datetime:
-                last = datetime.fromisoformat(state.updated_at) if state.updated_at else now
+                last = state.updated_at if state.updated_at else now
                 return max(last, now)
 
             stack.enter_context(mock.patch.object(clocksteps, "recording_time", trusted))

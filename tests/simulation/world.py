@@ -1065,7 +1065,7 @@ class World:
         """A crashed turn comes back (a paused VM, a stuck process) and writes with
         its old lease: fencing must refuse it unless that lease is still the goal's."""
         before = product.load(goal.goal_id)
-        current = before.lease.get("generation") if before.lease else None
+        current = before.lease.generation if before.lease else None
         self.touched.add(goal.goal_id)
         self.count("zombie_write")
         try:
@@ -1190,7 +1190,7 @@ class World:
             self.violation(inv.NO_DRIFT, goal.goal_id,
                            f"the host's slot {k} ({slot_at:%H:%M:%S}) fired {late:.0f} s from "
                            f"its time and was answered not_due; next due was "
-                           f"{before.watchdog.get('next_due_at')}")
+                           f"{before.watchdog.next_due_at if before.watchdog else None}")
         self.report.claims[answer.outcome] = self.report.claims.get(answer.outcome, 0) + 1
         self.note(goal, f"host fires slot {k}{' again' if duplicate else ''} "
                         f"(occurrence {occurrence or 'none'}) -> {answer.outcome}")
@@ -1355,7 +1355,7 @@ class World:
                            f"the watchdog slot intended {intended_at:%H:%M:%S} fired "
                            f"{delay:.0f} s late (under half the {goal.cadence}-min interval) "
                            f"and was answered not_due; next due was "
-                           f"{before.watchdog.get('next_due_at')}")
+                           f"{before.watchdog.next_due_at if before.watchdog else None}")
 
     # -------------------------------------------------------------- operators
 
@@ -1388,7 +1388,7 @@ class World:
                          else self.minutes(10, 6 * 60))
                 self.after(delay, self.operator_act, goal, state.version, reason)
             elif (state.status == "paused" and state.paused_until and
-                  datetime.fromisoformat(state.paused_until) - self.now > timedelta(hours=6)
+                  state.paused_until - self.now > timedelta(hours=6)
                   and ("pause", state.version) not in goal.blocked_seen):
                 goal.blocked_seen.add(("pause", state.version))
                 if self.rng.random() < self.config.wake_long_pauses:
@@ -1559,7 +1559,7 @@ class World:
         # The schedules change with some events, and with the one-off wakes and
         # watchdog a command uses up or drops: re-read them when either moved.
         schedule_facts = (str(state.reset_wake), str(getattr(state, "requested_wake", None)),
-                          state.watchdog.get("status"), state.status)
+                          state.watchdog_status, state.status)
         if schedule_facts != goal.schedule_facts:
             goal.schedule_facts = schedule_facts
             self._schedules = None
@@ -1621,13 +1621,13 @@ class World:
             self.violation(inv.LIVENESS, goal_id,
                            f"{state.status} goal expects no evidence by any deadline and "
                            f"names no reason for a human (watchdog "
-                           f"{state.watchdog.get('status', 'none')})")
+                           f"{state.watchdog_status or 'none'})")
         self.doctor(goal, state, schedules)
 
     def doctor(self, goal: GoalSim, state: Any, schedules: list[Any]) -> None:
         """The cheap consistency checks `ledger doctor` is to make."""
         names = {s.name for s in schedules}
-        watchdog = state.watchdog
+        watchdog = state.watchdog.stored() if state.watchdog is not None else {}
         if watchdog.get("backend") == "internal":
             # A terminal goal's live watchdog is cleaned up by its next wake
             # (terminal_cleanup_required): consistent while its row exists.
