@@ -41,7 +41,7 @@ def fire_watchdog(goal_id: str, intended_date: str | None = None,
         if failpoints.ARMED:
             failpoints.reached("claim.after_commit")
         if result.dispatched:
-            # With no dispatcher the claim wrote no outbox row (outbox.record
+            # With no dispatcher the claim wrote no outbox row (record_dispatches
             # asks the same question of the same state), so none of this
             # wake's is pending: the query was a seventh of a pulled claim's
             # cost. Rows an earlier crash left pending are the sweeper's.
