@@ -10,7 +10,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.transaction import TransactionManagementError
 from django.test.utils import CaptureQueriesContext
 
-from api import sql, tokens
+from api import auth, sql
 
 pytestmark = pytest.mark.django_db
 
@@ -62,9 +62,9 @@ def test_a_statement_in_a_failed_transaction_is_refused():
 
 
 def test_the_token_lookup_is_the_same_on_either_path(agent):
-    plain = tokens.authenticate(agent.token)
+    plain = auth.authenticate(agent.token)
     with CaptureQueriesContext(connection):
-        observed = tokens.authenticate(agent.token)
+        observed = auth.authenticate(agent.token)
     assert (plain.pk, plain.user.pk, plain.user._wakeledger_role) == \
         (observed.pk, observed.user.pk, observed.user._wakeledger_role)
-    assert tokens.authenticate(agent.token[:-1] + "#") is None
+    assert auth.authenticate(agent.token[:-1] + "#") is None
