@@ -36,10 +36,12 @@ approval is a fresh start: it restarts the clock and the counts.
 import hashlib
 import json
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ledger.domain.events import CheckpointRecorded
 from ledger.domain.state import GoalState
+
+if TYPE_CHECKING:  # annotations only: the checkpoint's fold reads this module
+    from ledger.domain.goals import CheckpointRecorded
 
 # The counts kept since the last progress (``GoalState.since_progress``).
 LEASES = "leases"  # lease grants (by the agent, a pull, a wake, a takeover)
@@ -60,7 +62,7 @@ COUNTS = (EMPTY_TURNS, CHECKPOINTS, LEASES, JOBS)
 RECENT = 8
 
 
-def advances(state: GoalState, data: CheckpointRecorded) -> bool:
+def advances(state: GoalState, data: "CheckpointRecorded") -> bool:
     """Whether a checkpoint is progress: it changes what is recorded (its
     step, percent or next actions, or the checksum of an artifact: a new one,
     or a new version) to something none of the latest progress checkpoints
@@ -69,7 +71,7 @@ def advances(state: GoalState, data: CheckpointRecorded) -> bool:
     return _changes(state, data) and fingerprint(data) not in state.recent_progress
 
 
-def _changes(state: GoalState, data: CheckpointRecorded) -> bool:
+def _changes(state: GoalState, data: "CheckpointRecorded") -> bool:
     if data.current_step != state.current_step or data.progress_pct != state.progress_pct:
         return True
     if list(data.next_actions) != list(state.next_actions):
@@ -81,7 +83,7 @@ def _changes(state: GoalState, data: CheckpointRecorded) -> bool:
     return False
 
 
-def fingerprint(data: CheckpointRecorded) -> str:
+def fingerprint(data: "CheckpointRecorded") -> str:
     """What a checkpoint says that counts as progress (not its narration), as
     a short digest: the step, percent, next actions and its artifacts'
     checksums."""
@@ -91,7 +93,7 @@ def fingerprint(data: CheckpointRecorded) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def remembered(state: GoalState, data: CheckpointRecorded) -> list[str]:
+def remembered(state: GoalState, data: "CheckpointRecorded") -> list[str]:
     """``recent_progress`` with this progress checkpoint's fingerprint last."""
     return [*state.recent_progress[-(RECENT - 1):], fingerprint(data)]
 

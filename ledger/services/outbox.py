@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass
 
 from ledger.domain.dispatches import dispatches
-from ledger.domain.events import WakeClaimed
+from ledger.domain.kinds import WakeClaimed
 from ledger.eventstore import clock
 from ledger.eventstore.store import Outcome
 from ledger.models import Dispatch

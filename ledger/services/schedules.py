@@ -29,7 +29,8 @@ from django.utils import timezone
 from django_q.models import Schedule, Task
 
 from ledger.domain import housekeeping
-from ledger.domain.events import ReceiptRecorded, WakeScheduled, iso
+from ledger.domain.events import iso
+from ledger.domain.kinds import ReceiptRecorded, WakeScheduled
 from ledger.domain.overdue import ScheduleRow
 from ledger.domain.policy import interval_minutes
 from ledger.eventstore import clock
