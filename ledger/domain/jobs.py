@@ -1,6 +1,6 @@
 """Blocking jobs: a CI run or a deploy a goal waits for. A running one keeps
 a goal from finishing (verified completion); the last one to end wakes a waiting goal.
-The evolvers of ``job.tracked`` and ``job.updated`` are here."""
+The kinds ``job.tracked`` and ``job.updated`` (and how they fold) are here."""
 
 import hmac
 from dataclasses import dataclass

@@ -4,7 +4,7 @@ The stored JSON of an event is hashed into its goal's chain and the Merkle
 log, so it is never rewritten: when a kind's shape changes, its class's
 version goes up and an upcaster here turns the older stored shape into the
 newer one whenever it is decoded (``ledger.domain.codec``). ``verify`` keeps
-hashing the stored JSON; replay, the evolvers and every reader see only the
+hashing the stored JSON; replay, the folds and every reader see only the
 current shape, so no compatibility ``.get(key, default)`` is left in them.
 
 No stored event carries a version number, so each kind with older shapes
