@@ -136,7 +136,8 @@ class CheckpointRecorded(Payload):
             # A sign of life for the uncertain-attempt rule.
             lease={**state.lease, "active": True} if state.lease else {},
         )
-        if not progress.advances(state, self):
+        said = progress.advances(state, self)
+        if said is None:
             # The same step, percent, next actions and artifacts again, or back to
             # what a recent progress checkpoint said: activity, not progress
             # (docs/liveness.md). The clock, the wake-loop bound's count and the
@@ -148,7 +149,7 @@ class CheckpointRecorded(Payload):
             retry_count=0,
             progress_since=at,
             since_progress={},
-            recent_progress=progress.remembered(state, self),
+            recent_progress=progress.remembered(state, said),
             # Progress answers the alerts that waited for it (NO_PROGRESS, and a
             # wake that was not firing: the goal moves, whatever fired it).
             liveness_alert={} if state.liveness_alert.get("reason") in PROGRESS_ENDS

@@ -34,8 +34,8 @@ approval is a fresh start: it restarts the clock and the counts.
 """
 
 import hashlib
-import json
 from datetime import datetime, timedelta
+from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any
 
 from ledger.domain.state import GoalState
@@ -62,13 +62,19 @@ COUNTS = (EMPTY_TURNS, CHECKPOINTS, LEASES, JOBS)
 RECENT = 8
 
 
-def advances(state: GoalState, data: "CheckpointRecorded") -> bool:
-    """Whether a checkpoint is progress: it changes what is recorded (its
-    step, percent or next actions, or the checksum of an artifact: a new one,
-    or a new version) to something none of the latest progress checkpoints
-    said. The completed items, errors and note are narration: an agent could
-    vary them forever without moving."""
-    return _changes(state, data) and fingerprint(data) not in state.recent_progress
+def advances(state: GoalState, data: "CheckpointRecorded") -> str | None:
+    """The fingerprint of a checkpoint that is progress, None for one that is
+    not. Progress changes what is recorded (its step, percent or next
+    actions, or the checksum of an artifact: a new one, or a new version) to
+    something none of the latest progress checkpoints said. The completed
+    items, errors and note are narration: an agent could vary them forever
+    without moving. Answered with the fingerprint, which the fold then
+    remembers: computing it is most of what judging a checkpoint costs, and
+    replay judges every checkpoint ever recorded."""
+    if not _changes(state, data):
+        return None
+    said = fingerprint(data)
+    return None if said in state.recent_progress else said
 
 
 def _changes(state: GoalState, data: "CheckpointRecorded") -> bool:
@@ -85,17 +91,29 @@ def _changes(state: GoalState, data: "CheckpointRecorded") -> bool:
 
 def fingerprint(data: "CheckpointRecorded") -> str:
     """What a checkpoint says that counts as progress (not its narration), as
-    a short digest: the step, percent, next actions and its artifacts'
-    checksums."""
-    said = [data.current_step, data.progress_pct, list(data.next_actions),
-            sorted((a["path"], a["sha256"]) for a in data.artifacts)]
-    text = json.dumps(said, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    a short digest of its JSON: the step, percent, next actions and its
+    artifacts' checksums."""
+    artifacts = ",".join(f"[{_quoted(path)},{_quoted(digest)}]"
+                         for path, digest in sorted((a["path"], a["sha256"])
+                                                    for a in data.artifacts))
+    said = (f"[{_quoted(data.current_step)},{data.progress_pct},"
+            f"[{','.join(map(_quoted, data.next_actions))}],[{artifacts}]]")
+    return hashlib.sha256(said.encode()).hexdigest()[:16]
 
 
-def remembered(state: GoalState, data: "CheckpointRecorded") -> list[str]:
-    """``recent_progress`` with this progress checkpoint's fingerprint last."""
-    return [*state.recent_progress[-(RECENT - 1):], fingerprint(data)]
+# The digest's text is stored (in ``recent_progress``), so it never changes:
+# json.dumps([step, pct, next_actions, [[path, sha256], ...]],
+# separators=(",", ":"), ensure_ascii=False), written out with the standard
+# library's string quoting (as the hash chain does, ledger.eventstore.chain).
+# json.dumps builds an encoder per call, most of what judging a checkpoint
+# cost, and replay judges every checkpoint ever recorded.
+# tests/domain/test_progress_evidence.py holds the two texts equal.
+_quoted = encode_basestring
+
+
+def remembered(state: GoalState, said: str) -> list[str]:
+    """``recent_progress`` with a progress checkpoint's fingerprint last."""
+    return [*state.recent_progress[-(RECENT - 1):], said]
 
 
 def counted(state: GoalState, name: str, by: int = 1) -> dict[str, Any]:

@@ -6,6 +6,8 @@ deadline it had without any of it; its wakes stop after a bounded number of
 empty turns; a backlog of queued fires counts once; a pause to a reset days
 away is listed for a person; the counts an agent chooses are capped."""
 
+import hashlib
+import json
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
@@ -32,6 +34,7 @@ from ledger.domain.claims import ClaimWake
 from ledger.domain.commands import Artifact
 from ledger.domain.failures import RATE_LIMIT
 from ledger.domain.jobs import TrackJob, UpdateJob
+from ledger.domain.kinds import CheckpointRecorded
 from ledger.domain.overdue import CheckLiveness, check
 from ledger.domain.policy import DEFAULT_CAPS, OVER_CAP, policy
 from ledger.domain.runs import Recover, ReportRun
@@ -374,3 +377,24 @@ def test_the_default_caps_refuse_a_hundred_continuations():
             assert refused.code == OVER_CAP
         else:
             raise AssertionError(f"{name}: 100 was accepted")
+
+
+_TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=12)
+
+
+@given(step=_TEXT, pct=st.integers(0, 100), actions=st.lists(_TEXT, max_size=4),
+       artifacts=st.dictionaries(_TEXT, st.text("0123456789abcdef", min_size=64,
+                                                max_size=64), max_size=3))
+def test_a_fingerprint_is_the_digest_of_what_the_checkpoint_says_as_json(step, pct, actions,
+                                                                          artifacts):
+    """The fingerprints are stored, so their text never changes: the JSON of
+    the step, percent, next actions and sorted artifact checksums, whatever
+    the characters (quotes, backslashes, control characters, any script)."""
+    data = CheckpointRecorded(
+        current_step=step, progress_pct=pct, completed=[], next_actions=actions,
+        artifacts=[{"path": path, "sha256": digest, "bytes": 1}
+                   for path, digest in artifacts.items()],
+        errors=[], note="", generation=1)
+    said = json.dumps([step, pct, actions, sorted(artifacts.items())], separators=(",", ":"),
+                      ensure_ascii=False)
+    assert progress.fingerprint(data) == hashlib.sha256(said.encode()).hexdigest()[:16]

@@ -925,7 +925,8 @@ def activity_is_progress() -> Iterator[None]:
         return max(since, grant) + bound
 
     with contextlib.ExitStack() as stack:
-        stack.enter_context(mock.patch.object(progress, "advances", lambda state, data: True))
+        stack.enter_context(mock.patch.object(progress, "advances",
+                                              lambda state, data: progress.fingerprint(data)))
         stack.enter_context(mock.patch.object(progress, "job_ended", job_ended))
         stack.enter_context(mock.patch.object(progress, "waited_on_jobs", lambda state: False))
         stack.enter_context(mock.patch.object(progress, "empty_turns", lambda state: 0))
