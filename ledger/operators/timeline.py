@@ -256,6 +256,7 @@ def _series(recent: list[dict[str, Any]], x: Any, y: Any, whole_life: bool, left
             points.append(f"{at},{y(pct)}")
             checkpoints.append({"x": at, "y": y(pct), "seq": row["seq"], "pct": pct})
         elif not isinstance(payload, RunReported) or payload.outcome == "error":
+            # A marker kind (MARKER_KINDS) names its marker in its style.
             colour, label = MARKERS[style_of(kind).marker]  # type: ignore[union-attr]
             markers.append({"x": at, "y": y(pct or 0), "seq": row["seq"], "kind": row["kind"],
                             "colour": colour, "label": label})
