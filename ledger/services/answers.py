@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ledger.domain import GoalState, lease_refusal, liveness
-from ledger.domain.events import ContinuationCharged, LeaseGranted
+from ledger.domain.kinds import ContinuationCharged, LeaseGranted
 from ledger.domain.smartwake import resume_packet
 from ledger.domain.timing import next_wake_at
 from ledger.eventstore import clock

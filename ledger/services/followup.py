@@ -25,7 +25,7 @@ from django_q.tasks import async_task
 
 from ledger.domain import liveness, notices
 from ledger.domain.dispatches import dispatches
-from ledger.domain.events import ReceiptRecorded, WakeClaimed, WakeScheduled
+from ledger.domain.kinds import ReceiptRecorded, WakeClaimed, WakeScheduled
 from ledger.domain.policy import interval_minutes
 from ledger.eventstore import clock
 from ledger.eventstore.store import Outcome

@@ -32,7 +32,7 @@ from ledger.domain.continuations import (
     HostContinued,
     host_continued,
 )
-from ledger.domain.events import (
+from ledger.domain.kinds import (
     ApprovalRequested,
     ContinuationCharged,
     ContinuationHostMade,
