@@ -16,7 +16,6 @@ from django.db.models.base import ModelState
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
-from api import sql
 from api.problems import CHALLENGE
 from ledger.access import accounts
 from ledger.access.accounts import AGENT, OPERATOR, PRIORITY, role_of, token_digest
@@ -104,7 +103,9 @@ def authenticate(token: str) -> ApiToken | None:
     parts = token.split("_", 2)
     if len(parts) != 3 or parts[0] != "wl" or len(parts[1]) != 8:
         return None
-    row = sql.fetchone(_lookup_sql(), [*PRIORITY, parts[1]])
+    with connection.cursor() as cursor:
+        cursor.execute(_lookup_sql(), [*PRIORITY, parts[1]])
+        row = cursor.fetchone()
     # Compare even when nothing was found, so timing does not tell whether a
     # prefix exists.
     expected = row[1] if row else _NO_DIGEST
