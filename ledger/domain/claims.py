@@ -324,10 +324,6 @@ def _reason(state: GoalState, cmd: ClaimWake) -> str:
     return "scheduled_progress"
 
 
-def claim(state: GoalState, cmd: ClaimWake, now: datetime) -> list[Event]:
-    return decided(state, cmd, now)[1]
-
-
 def _claim(state: GoalState, cmd: ClaimWake, now: datetime,
            verdict: Verdict | None = None) -> tuple[Verdict, list[Event]]:
     if cmd.source not in (INTERNAL, HOST, OPERATOR):
@@ -422,10 +418,6 @@ def operator_claim(cmd: WakeNow) -> ClaimWake:
     return ClaimWake(cmd.occurrence_id, OPERATOR, "", cmd.token_sha256, kind="operator",
                      push=cmd.push, push_dispatchers=cmd.push_dispatchers,
                      note=cmd.reason, operator=cmd.operator)
-
-
-def operator_wake(state: GoalState, cmd: WakeNow, now: datetime) -> list[Event]:
-    return decided(state, cmd, now)[1]
 
 
 def _operator_wake(state: GoalState, cmd: WakeNow,

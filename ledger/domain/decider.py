@@ -93,13 +93,14 @@ def decision(state: GoalState, command: "Command", now: datetime) -> Decision:
         raise GoalNotStarted("the goal has not been started")
     if state.terminal and not isinstance(command, _ALLOWED_WHEN_TERMINAL):
         raise GoalTerminal(f"the goal is {state.status}; it accepts no more work")
-    handler = _DECIDERS.get(type(command))
-    if handler is None:
-        raise TypeError(f"unknown command {type(command).__name__}")
     verdict = None
-    if isinstance(command, (claims.ClaimWake, claims.WakeNow)):
-        verdict, events = claims.decided(state, command, now)
+    judge = _JUDGED.get(type(command))
+    if judge is not None:
+        verdict, events = judge(state, command, now)
     else:
+        handler = _DECIDERS.get(type(command))
+        if handler is None:
+            raise TypeError(f"unknown command {type(command).__name__}")
         events = handler(state, command, now)
     settled = _settled(state, leases.renewing(state, command, events, now), now)
     return replace(settled, claim=verdict) if verdict is not None else settled
@@ -275,10 +276,8 @@ _DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
     watchdogs.PrepareWatchdog: watchdogs.prepare,
     watchdogs.CancelWatchdog: watchdogs.cancel,
     watchdogs.RecordReceipt: finishing.receipt,
-    claims.ClaimWake: claims.claim,
     overdue.CheckLiveness: overdue.check,
     dispatches.RecordDispatch: dispatches.dispatched,
-    claims.WakeNow: claims.operator_wake,
     runs.ReportRun: runs.report,
     runs.ReportSessionActivity: runs.session_activity,
     runs.RequestApproval: runs.request_approval,
@@ -292,13 +291,22 @@ _DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
     continuations.HostContinued: continuations.host_events,
 }
 
+# The commands whose decision is a verdict besides its events: a wake's
+# claim (or an operator's wake) is answered with its occurrence and outcome
+# even when nothing is recorded (already_claimed).
+_JUDGED: dict[type, Callable[[GoalState, Any, datetime],
+                             "tuple[claims.Verdict, list[Event]]"]] = {
+    claims.ClaimWake: claims.decided,
+    claims.WakeNow: claims.decided,
+}
+
 # A terminal goal still answers a late wake, takes the cancellation receipt
 # of a leftover watchdog and a dispatch's outcome, is recovered by an
 # operator and checked for its leftover rows; nothing else.
 _ALLOWED_WHEN_TERMINAL = (claims.ClaimWake, watchdogs.RecordReceipt, runs.Recover,
                           dispatches.RecordDispatch, overdue.CheckLiveness)
 
-COMMANDS: tuple[type, ...] = (StartGoal, RunGoal, *_DECIDERS)
+COMMANDS: tuple[type, ...] = (StartGoal, RunGoal, *_DECIDERS, *_JUDGED)
 Command = (CoreCommand | watchdogs.PrepareWatchdog | watchdogs.CancelWatchdog
            | watchdogs.RecordReceipt | claims.ClaimWake | overdue.CheckLiveness
            | dispatches.RecordDispatch | claims.WakeNow
