@@ -12,7 +12,6 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.models import Model
-from django.db.models.base import ModelState
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
@@ -38,15 +37,10 @@ def _user_model() -> type[Model]:
 
 def _loaded(model: type[Model], values: dict[str, object]) -> Model:
     """An instance of ``model`` as read from the database, holding ``values``;
-    every other field deferred (loaded on first use), as ``Model.from_db``
-    makes it, without ``__init__``: no pre_init/post_init signals to send
-    (none is connected to these models: tests/api/test_api_auth_cost.py
-    checks) and no DEFERRED placeholders to walk, on every request."""
-    found = model.__new__(model)
-    state = found._state = ModelState()
-    state.adding, state.db = False, DEFAULT_DB_ALIAS  # django.db.connection's
-    found.__dict__.update(values)
-    return found
+    every other field deferred (loaded on first use): ``Model.from_db``, as
+    the ORM makes it from a row."""
+    names = [f.attname for f in model._meta.concrete_fields if f.attname in values]
+    return model.from_db(DEFAULT_DB_ALIAS, names, [values[name] for name in names])
 
 
 @cache
@@ -123,7 +117,7 @@ def authenticate(token: str) -> ApiToken | None:
     user._wakeledger_role = OPERATOR if user.is_superuser else (
         PRIORITY[rank] if rank is not None else None)
     found = _loaded(ApiToken, {"id": token_id, "user_id": user.pk, "prefix": parts[1]})
-    found._state.fields_cache["user"] = user  # what ``found.user = user`` would cache
+    found.user = user  # cached on the instance: no second query for it
     return found
 
 

@@ -126,13 +126,9 @@ def test_the_request_user_is_a_real_user_whose_other_fields_load_on_use(agent):
 
 
 def test_the_token_and_user_are_built_as_from_db_builds_them(agent):
-    """auth._loaded skips Model.__init__ and so its pre_init/post_init
-    signals: no receiver may be connected to these models, or it would miss
-    the request's user. Otherwise the instances are what from_db makes."""
-    from django.db.models.signals import post_init, pre_init
-
-    for model in (get_user_model(), ApiToken):
-        assert not pre_init.has_listeners(model) and not post_init.has_listeners(model), model
+    """The request's token and user are what the ORM makes from a row
+    (``Model.from_db``): the same deferred fields, loaded, from the default
+    database."""
     found = auth.authenticate(agent.token)
     via_orm = get_user_model().objects.only("id", "username", "is_active", "is_superuser") \
         .get(username=agent.username)
