@@ -15,7 +15,7 @@ from django.db.models.expressions import RawSQL
 # Imported to register them with the app (see the docstring); nothing here uses them.
 from ledger.access.models import ApiToken, IdempotencyRecord  # noqa: F401
 from ledger.domain import ACTIVE_STATUSES, STATUSES, TERMINAL_STATUSES, GoalState
-from ledger.domain.events import CHECKPOINT_RECORDED, LEASE_RENEWED
+from ledger.domain.kinds import CHECKPOINT_RECORDED, LEASE_RENEWED
 from ledger.notify.models import Channel, GoalNotice, Notification  # noqa: F401
 
 

@@ -1,6 +1,6 @@
 """Notifications from the scheduler's side: the task that sends (queued
 after the commit of a command that recorded a flip,
-``ledger.services.notifications.record_flip``) and the sweeper's pass
+``ledger.services.followup.record_flip``) and the sweeper's pass
 (reminders, digest, the scheduler's own standing, delivery and retries).
 The use cases are ``ledger.services.notifications``; this module only wires
 them to django-q2."""

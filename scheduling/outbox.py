@@ -2,7 +2,7 @@
 uncertain-attempt rule's crash cases).
 
 A granted push wake's transaction wrote a ``pending`` row next to its events
-(``ledger.services.outbox.record``). ``send`` then:
+(``ledger.services.followup.record_dispatches``). ``send`` then:
 
 1. marks the row ``sending`` and commits — before any network call;
 2. sends it through the dispatcher;

@@ -38,9 +38,10 @@ def fire_watchdog(goal_id: str, intended_date: str | None = None,
         # The claim committed first (lease granted, charge and outbox row
         # recorded), so a crash from here on never hands out a continuation
         # the ledger does not know of.
-        failpoints.reached("claim.after_commit")
+        if failpoints.ARMED:
+            failpoints.reached("claim.after_commit")
         if result.dispatched:
-            # With no dispatcher the claim wrote no outbox row (outbox.record
+            # With no dispatcher the claim wrote no outbox row (record_dispatches
             # asks the same question of the same state), so none of this
             # wake's is pending: the query was a seventh of a pulled claim's
             # cost. Rows an earlier crash left pending are the sweeper's.

@@ -1,7 +1,7 @@
 """The scheduler's own rows: the lease sweeper's, ensured after every migrate.
 
 A goal's wake rows are written by the command that calls for them
-(``ledger.services.schedules.follow``, in the command's transaction); their
+(``ledger.services.followup.follow_schedules``, in the command's transaction); their
 names and task paths are ``ledger.services.schedules``'.
 """
 

@@ -11,10 +11,10 @@ from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from api import tokens
+from api import auth
 from api.mcp.inprocess import Principal
 from api.problems import CHALLENGE, PROBLEM_CONTENT_TYPE, problem
-from ledger.access import throttle
+from ledger.access import accounts
 from ledger.project import siteurl
 
 RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource/mcp"
@@ -78,8 +78,8 @@ def authenticate(request: HttpRequest) -> tuple[Principal | None, HttpResponse |
     if not header or scheme.lower() != "bearer" or not token:
         return None, unauthorized(request, "Send `Authorization: Bearer <token>`: an API "
                                   "token, or an OAuth access token (see WWW-Authenticate).")
-    address = throttle.client_address(request)
-    window = throttle.bad_tokens()
+    address = accounts.client_address(request)
+    window = accounts.bad_tokens()
     wait = window.locked_for(address)
     if wait:
         body = problem("throttled", "Too many requests with a bad token from this address; "
@@ -90,7 +90,7 @@ def authenticate(request: HttpRequest) -> tuple[Principal | None, HttpResponse |
     principal = _api_token(token) or _oauth_token(token)
     if principal is None:
         failures = window.record(address)
-        log = throttle.logger.warning if failures == window.limit else throttle.logger.info
+        log = accounts.logger.warning if failures == window.limit else accounts.logger.info
         log("invalid /mcp token from %s (%d in %d s)", address, failures, window.seconds)
         return None, unauthorized(request, "The token is not valid (or expired, or was "
                                   "revoked).", error="invalid_token")
@@ -98,7 +98,7 @@ def authenticate(request: HttpRequest) -> tuple[Principal | None, HttpResponse |
 
 
 def _api_token(token: str) -> Principal | None:
-    found = tokens.authenticate(token) if token.startswith("wl_") else None
+    found = auth.authenticate(token) if token.startswith("wl_") else None
     if found is None:
         return None
     return Principal(found.user, found, f"token:{found.pk}")

@@ -31,10 +31,10 @@ from oauth2_provider.views import (
 )
 
 from api.mcp.inprocess import Principal
-from ledger.access import throttle
+from ledger.access import accounts
 from ledger.access.accounts import AGENT, OPERATOR, role_of
 from ledger.access.models import OAuthAudit
-from ledger.access.security import POLICY
+from ledger.project.middleware import POLICY
 
 logger = logging.getLogger("wakeledger.security")
 SCOPE = "mcp"
@@ -162,12 +162,12 @@ class AuditedRevokeView(RevokeTokenView):
 # Registration is open (RFC 7591: a hosted connector registers itself), so
 # one address may register only so many clients an hour; a registration
 # grants nothing until an operator consents.
-REGISTRATIONS = throttle.Window("oauth-register", 20, 3600)
+REGISTRATIONS = accounts.Window("oauth-register", 20, 3600)
 
 
 class ThrottledRegistrationView(DynamicClientRegistrationView):
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        address = throttle.client_address(request)
+        address = accounts.client_address(request)
         wait = REGISTRATIONS.locked_for(address)
         if wait:
             response = JsonResponse({"error": "invalid_client_metadata",  # RFC 7591 §3.2.2

@@ -1,7 +1,6 @@
 """Request and response shapes, one module each (``fields`` the strict fields
 they are built from). Imported from here as ``api.serializers``."""
 
-from api.serializers.fast import validated
 from api.serializers.fields import (
     StrictBooleanField,
     StrictCharField,
@@ -10,6 +9,7 @@ from api.serializers.fields import (
     ranged,
     text,
     text_list,
+    validated,
     whole,
 )
 from api.serializers.requests import (

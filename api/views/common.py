@@ -1,6 +1,7 @@
-"""What every view of the REST shell shares: who asks (a ``Caller``), the
-lease proof a fenced call brings, the roles, the pagination of goal lists,
-and the OpenAPI pieces several operations declare. No rule lives here."""
+"""What every view of the REST shell shares: the roles, the API's base URL,
+the pagination of goal lists, and the OpenAPI pieces several operations
+declare. Who asks (``caller``) is api.auth's; the lease proof a fenced call
+brings is ``ledger.services.tokens.proof``. No rule lives here."""
 
 from typing import Any
 
@@ -13,31 +14,10 @@ from rest_framework.views import APIView
 from api.auth import HasRole
 from api.problems import PROBLEM_CONTENT_TYPE, Problem
 from api.schema import BODY, GOAL, IDEMPOTENT
-from ledger.access.accounts import AGENT, AUDITOR, OPERATOR, role_of
-from ledger.domain import LeaseProof
+from ledger.access.accounts import AGENT, AUDITOR, OPERATOR
 from ledger.project import siteurl
-from ledger.services import tokens
-from ledger.services.goals import Caller
 
 READERS = (AGENT, AUDITOR, OPERATOR)
-
-
-def proof(data: dict[str, Any] | None) -> LeaseProof | None:
-    """The ``lease`` a fenced request brings, as the domain checks it."""
-    return tokens.proof(data)
-
-
-def actor(request: Request) -> str:
-    return request.user.get_username()
-
-
-def caller(request: Request) -> Caller:
-    """Who asks: an agent sees only its own goals (checked by the store on the
-    row it locks, so a use case costs no separate read: another agent's goal
-    is a 404 before any rule)."""
-    name = actor(request)
-    return Caller(name, owner=name if role_of(request.user) == AGENT else None,
-                  idempotency_key=getattr(request, "idempotency_key", None))
 
 
 def api_url(request: Request) -> str:

@@ -8,10 +8,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api import serializers
+from api.auth import caller
 from api.idempotency import idempotent, lease_token
 from api.schema import BODY, GOAL, IDEMPOTENT, QUERY, responses
 from api.serializers import validated
-from api.views.common import IDEMPOTENCY, READERS, GoalPagination, LedgerView, caller
+from api.views.common import IDEMPOTENCY, READERS, GoalPagination, LedgerView
 from ledger.access.accounts import AGENT
 from ledger.services import goals, reads
 

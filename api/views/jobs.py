@@ -11,14 +11,16 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from api import serializers
+from api.auth import caller
 from api.idempotency import idempotent
 from api.problems import Problem
 from api.schema import BODY, CALLER, responses
 from api.serializers import validated
-from api.views.common import FENCED, IDEMPOTENCY, LedgerView, caller, proof
-from ledger.access import throttle
+from api.views.common import FENCED, IDEMPOTENCY, LedgerView
+from ledger.access import accounts
 from ledger.access.accounts import AGENT
 from ledger.services import jobs, tokens
+from ledger.services.tokens import proof
 
 
 class JobsView(LedgerView):
@@ -53,8 +55,8 @@ class JobNotifyView(APIView):
     def post(self, request: Request, job_id: str) -> Response:
         header = request.META.get("HTTP_AUTHORIZATION", "")
         scheme, _, token = header.partition(" ")
-        address = throttle.client_address(request)
-        window = throttle.bad_tokens()
+        address = accounts.client_address(request)
+        window = accounts.bad_tokens()
         wait = window.locked_for(address)
         if wait:
             raise Throttled(wait=wait, detail="Too many bad tokens from this address; "

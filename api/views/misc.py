@@ -12,9 +12,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from api import serializers
+from api.auth import caller
 from api.schema import QUERY, responses
 from api.serializers import validated
-from api.views.common import GoalPagination, LedgerView, caller
+from api.views.common import GoalPagination, LedgerView
 from ledger.eventstore import clock
 from ledger.project import siteurl
 from ledger.services import alerts, reads

@@ -8,11 +8,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api import serializers
+from api.auth import actor, caller
 from api.idempotency import idempotent
 from api.schema import responses
-from api.views.common import FENCED, IDEMPOTENCY, WRITE, LedgerView, actor, caller, proof
+from api.views.common import FENCED, IDEMPOTENCY, WRITE, LedgerView
 from ledger.access.accounts import AGENT, OPERATOR
 from ledger.services import operators, work
+from ledger.services.tokens import proof
 
 
 class ApprovalsView(LedgerView):

@@ -8,6 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api import serializers
+from api.auth import caller
 from api.digests import host_ref_digest
 from api.idempotency import idempotent, lease_token
 from api.schema import responses
@@ -19,11 +20,10 @@ from api.views.common import (
     WRITE,
     LedgerView,
     api_url,
-    caller,
-    proof,
 )
 from ledger.access.accounts import AGENT
 from ledger.services import wakes, watchdogs
+from ledger.services.tokens import proof
 
 
 class WatchdogView(LedgerView):

@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api import serializers
+from api.auth import caller
 from api.idempotency import idempotent, lease_token
 from api.schema import responses
 from api.views.common import (
@@ -20,13 +21,12 @@ from api.views.common import (
     WRITE,
     LedgerView,
     api_url,
-    caller,
-    proof,
 )
 from ledger.access.accounts import AGENT, OPERATOR, role_of
 from ledger.domain import Artifact
 from ledger.domain.commands import Evidence, WakeRequest
 from ledger.services import continuations, goals, runs, work
+from ledger.services.tokens import proof
 
 
 def wake_request(data: dict[str, Any]) -> WakeRequest | None:

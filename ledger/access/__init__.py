@@ -1,2 +1,3 @@
-"""Who may call the API and how often: roles, API tokens, idempotency records and
-their housekeeping, failure throttles, the admin login lockout and the CSP."""
+"""Who may call the API and how often: roles, API tokens, failure throttles and
+the admin login lockout (accounts); the one key derivation (derivation); the
+tokens' and idempotency records' tables (models)."""

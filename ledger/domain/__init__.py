@@ -4,6 +4,8 @@ Nothing in this package imports Django. The store, the API, the admin and the
 scheduler are shells around it.
 """
 
+# Every kind and the upcasters of its older shapes, loaded before anything decodes.
+from ledger.domain import kinds
 from ledger.domain.commands import (
     AcquireLease,
     Artifact,
@@ -18,7 +20,7 @@ from ledger.domain.commands import (
 )
 from ledger.domain.decider import COMMANDS, Command, Decision, decide, decision, evolve, fold
 from ledger.domain.errors import DomainError, GoalTerminal, InvalidCommand
-from ledger.domain.events import TERMINAL_ALLOWED_KINDS, Event, iso
+from ledger.domain.events import Event, iso
 from ledger.domain.leases import lease_refusal, lease_stale_at
 from ledger.domain.parts import iso_text
 from ledger.domain.state import ACTIVE_STATUSES, STATUSES, TERMINAL_STATUSES, GoalState
@@ -27,7 +29,6 @@ __all__ = [
     "ACTIVE_STATUSES",
     "COMMANDS",
     "STATUSES",
-    "TERMINAL_ALLOWED_KINDS",
     "TERMINAL_STATUSES",
     "AcquireLease",
     "Artifact",
@@ -52,6 +53,7 @@ __all__ = [
     "fold",
     "iso",
     "iso_text",
+    "kinds",
     "lease_refusal",
     "lease_stale_at",
 ]

@@ -4,7 +4,7 @@ outcome of a claim and an operator's wake now (a due wake's pull is
 ``ledger.domain.pulls``, a push's result ``ledger.domain.dispatches``).
 
 A wake is claimed in one transaction and answers exactly one outcome. The
-evolver of ``wake.claimed`` is here.
+kind ``wake.claimed`` and how it folds are ``ledger.domain.claimed``.
 """
 
 from dataclasses import dataclass
@@ -13,13 +13,10 @@ from math import ceil
 from typing import Any
 
 from ledger.domain import continuations, progress, timing, validation
+from ledger.domain.claimed import GRANTED, WakeClaimed
+from ledger.domain.endings import GoalBlocked
 from ledger.domain.errors import DomainError, InvalidCommand
-from ledger.domain.events import (
-    Event,
-    GoalBlocked,
-    WakeClaimed,
-    iso,
-)
+from ledger.domain.events import Event, iso
 from ledger.domain.interruptions import interrupted, interrupted_events, lease_expired_event
 from ledger.domain.leases import Unheard, acquire_events, judged_unheard, lease_refusal
 from ledger.domain.parts import iso_text
@@ -36,18 +33,6 @@ from ledger.domain.watchdogs import (
 
 WAKE_KINDS = ("recurring", "reset", "requested", "operator")
 WAKE_REASONS = ("timeout_recovery", "rate_limit_reset", "dependency_ready", "scheduled_progress")
-CLAIM_MEMORY = 64  # occurrence ids remembered for already_claimed
-
-
-# Outcomes that use up their occurrence: a later fire of the same one is
-# already_claimed. worker_busy_noop and not_due consume nothing, so the same
-# occurrence may be claimed again after retry_after_seconds.
-CONSUMING = frozenset({"recurring_acquired", "ready_for_pull", "terminal_cleanup_required",
-                       # A reset continued already (stood_down), or handed to a
-                       # person (approval_required): this wake is answered.
-                       continuations.STOOD_DOWN, "approval_required"})
-# Outcomes that resume the goal (a lease granted, or ready for its agent to take).
-GRANTED = frozenset({"recurring_acquired", "ready_for_pull"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,10 +328,6 @@ def _reason(state: GoalState, cmd: ClaimWake) -> str:
     return "scheduled_progress"
 
 
-def claim(state: GoalState, cmd: ClaimWake, now: datetime) -> list[Event]:
-    return decided(state, cmd, now)[1]
-
-
 def _claim(state: GoalState, cmd: ClaimWake, now: datetime,
            verdict: Verdict | None = None) -> tuple[Verdict, list[Event]]:
     if cmd.source not in (INTERNAL, HOST, OPERATOR):
@@ -441,10 +422,6 @@ def operator_claim(cmd: WakeNow) -> ClaimWake:
     return ClaimWake(cmd.occurrence_id, OPERATOR, "", cmd.token_sha256, kind="operator",
                      push=cmd.push, push_dispatchers=cmd.push_dispatchers,
                      note=cmd.reason, operator=cmd.operator)
-
-
-def operator_wake(state: GoalState, cmd: WakeNow, now: datetime) -> list[Event]:
-    return decided(state, cmd, now)[1]
 
 
 def _operator_wake(state: GoalState, cmd: WakeNow,

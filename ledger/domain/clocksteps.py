@@ -37,11 +37,14 @@ chosen by a rule, not read off the clock, and their own repairs (the schedule
 rows') hold.
 """
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ledger.domain.events import ClockSteppedBack, Event, iso
+from ledger.domain.codec import Payload, event_kind
+from ledger.domain.events import Changes, Event, Style, iso
 from ledger.domain.state import LONG_PAUSE, GoalState
+from ledger.domain.text import known, short
 
 # How far behind a goal's last event the clock may read and still be one
 # clock among several (hosts a little apart, as a web host two minutes behind
@@ -95,42 +98,6 @@ CLOCK_STARTS = ("progress_since", "checkpointed_at", "paused_at")
 PROGRESS_STARTS = ("waited_at", "woken_at")
 
 
-def rebased(state: GoalState, data: ClockSteppedBack, at: str) -> dict[str, Any]:
-    """The evolver of ``clock.stepped_back``: the fields whose stamps it brings back."""
-    now = datetime.fromisoformat(at)
-    changes: dict[str, Any] = {}
-    if state.lease:
-        lease = {**state.lease}
-        for name in ("acquired_at", "last_heartbeat_at"):
-            if name in lease:
-                lease[name] = _back(lease[name], at, now)
-        longest = now + timedelta(seconds=int(lease.get("lease_seconds") or 0))
-        if lease.get("expires_at") and datetime.fromisoformat(lease["expires_at"]) > longest:
-            lease["expires_at"] = iso(longest)
-        changes["lease"] = lease
-    for name in CLOCK_STARTS:
-        moved = _back(getattr(state, name), at, now)
-        if moved != getattr(state, name):
-            changes[name] = moved
-    since = {name: _back(value, at, now) if name in PROGRESS_STARTS else value
-             for name, value in state.since_progress.items()}
-    if since != state.since_progress:
-        changes["since_progress"] = since
-    if state.ready:
-        changes["ready"] = {**state.ready, **{name: _back(state.ready[name], at, now)
-                                              for name in ("at", "since") if name in state.ready}}
-    if any(_back(job.get("tracked_at"), at, now) != job.get("tracked_at")
-           or _ahead(job.get("silent_at"), now) for job in state.jobs):
-        changes["jobs"] = [_job_back(job, at, now) for job in state.jobs]
-    if _ahead(state.liveness_alert.get("at"), now) \
-            and state.liveness_alert.get("reason") in JUDGED_SILENCES:
-        changes["liveness_alert"] = {}
-    return changes
-
-
-# The alerts a deadline raises, so a clock that ran ahead may have raised them
-# early. A fact (a host continued against the goal's policy) stays, whenever
-# it was recorded.
 JUDGED_SILENCES = frozenset({"HOST_SILENT", "NO_PROGRESS", "WAKE_NOT_FIRING", LONG_PAUSE})
 
 
@@ -146,3 +113,57 @@ def _job_back(job: dict[str, Any], at: str, now: datetime) -> dict[str, Any]:
     if _ahead(moved.get("silent_at"), now):
         del moved["silent_at"]
     return moved
+
+
+@event_kind("clock.stepped_back")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClockSteppedBack(Payload):
+    """The clock read ``ahead_seconds`` behind the goal's last event
+    (``last_recorded``): its stamps from the future are now."""
+
+    STYLE = Style("clock")
+
+    last_recorded: str
+    ahead_seconds: int
+
+    def fold(self, state: GoalState, at: str) -> Changes:
+        """The fields whose stamps it brings back."""
+        now = datetime.fromisoformat(at)
+        changes: Changes = {}
+        if state.lease:
+            lease = {**state.lease}
+            for name in ("acquired_at", "last_heartbeat_at"):
+                if name in lease:
+                    lease[name] = _back(lease[name], at, now)
+            longest = now + timedelta(seconds=int(lease.get("lease_seconds") or 0))
+            if lease.get("expires_at") and datetime.fromisoformat(lease["expires_at"]) > longest:
+                lease["expires_at"] = iso(longest)
+            changes["lease"] = lease
+        for name in CLOCK_STARTS:
+            moved = _back(getattr(state, name), at, now)
+            if moved != getattr(state, name):
+                changes[name] = moved
+        since = {name: _back(value, at, now) if name in PROGRESS_STARTS else value
+                 for name, value in state.since_progress.items()}
+        if since != state.since_progress:
+            changes["since_progress"] = since
+        if state.ready:
+            changes["ready"] = {**state.ready, **{
+                name: _back(state.ready[name], at, now)
+                for name in ("at", "since") if name in state.ready}}
+        if any(_back(job.get("tracked_at"), at, now) != job.get("tracked_at")
+               or _ahead(job.get("silent_at"), now) for job in state.jobs):
+            changes["jobs"] = [_job_back(job, at, now) for job in state.jobs]
+        if _ahead(state.liveness_alert.get("at"), now) \
+                and state.liveness_alert.get("reason") in JUDGED_SILENCES:
+            changes["liveness_alert"] = {}
+        return changes
+
+
+    # The alerts a deadline raises, so a clock that ran ahead may have raised them
+    # early. A fact (a host continued against the goal's policy) stays, whenever
+    # it was recorded.
+
+    def line(self) -> str:
+        return (f"the clock read {known(self.ahead_seconds)} s behind the last event "
+                f"({short(self.last_recorded)}): its stamps from the future brought back")

@@ -1,11 +1,12 @@
 """Event data as typed payloads, and the one place they become stored JSON and back.
 
-Every event kind has one frozen dataclass (``ledger.domain.events``),
-registered here with its kind (``event_kind``). ``encode`` turns a payload
+Every event kind has one frozen dataclass (in its family's domain module,
+listed by ``ledger.domain.kinds``), registered here with its kind
+(``event_kind``). ``encode`` turns a payload
 into the dict that is stored and hashed; ``decode`` turns a stored dict back
 into its payload, upcasting an older stored shape first. Nothing else turns
 event data into JSON or back: the store encodes at append, and replay, the
-readers and the evolvers see payloads.
+readers and the folds see payloads.
 
 The stored bytes never change. The JSON of an event is hashed into its
 goal's chain and the Merkle log, so ``encode(decode(d)) == d`` must hold for
@@ -32,7 +33,11 @@ bytes), so a kind with more than one shape registers how to tell them apart
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+if TYPE_CHECKING:  # annotations only: the state and the style know nothing of the codec
+    from ledger.domain.events import Style
+    from ledger.domain.state import GoalState
 
 _KEY = "wakeledger.key"  # the stored key, when it is not the attribute's name
 _OMIT = "wakeledger.omit"  # absent from the stored JSON while None
@@ -51,17 +56,35 @@ def stored_as(key: str) -> Any:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Payload:
     """The data of one event. Subclasses are frozen, slotted, keyword-only
-    dataclasses registered with ``event_kind``."""
+    dataclasses registered with ``event_kind``; each kind's class is the one
+    place it is declared: its fields, ``fold``, ``line`` and ``STYLE``."""
 
     KIND: ClassVar[str] = ""
     # The shape the domain writes now; an older stored one is upcast on read.
     VERSION: ClassVar[int] = 1
+    # How the kind looks in the terminal and the admin (names only).
+    STYLE: ClassVar["Style"]
+    # The kind ends or hands on the lease a fenced call presented: the call
+    # renews nothing (``leases.renewing``).
+    CHANGES_LEASE: ClassVar[bool] = False
 
     # Every fenced call renews its lease on its first event (leases.renewing),
     # whatever its kind: the expiry it renewed to.
     lease_expires_at: str | None = optional()
     # Stored keys this class does not know, kept so that they are written back.
     unknown: Mapping[str, Any] | None = field(default=None, repr=False)
+
+
+    def fold(self, state: "GoalState", at: str) -> dict[str, Any]:
+        """The fields of ``state`` this event changes, recorded at ``at``.
+        Every kind has its own; a payload without one is never skipped."""
+        raise ValueError(f"no fold for event kind {self.KIND!r}")
+
+    def line(self) -> str:
+        """The event's one-line summary, plain text (a field an older or
+        damaged event lacks reads "?"). Not ``summary``: several kinds store
+        a field of that name (a goal's ending, a gate, a stop)."""
+        raise NotImplementedError(f"no summary line for event kind {self.KIND!r}")
 
 
 P = TypeVar("P", bound=Payload)
@@ -152,7 +175,7 @@ def decode(kind: str, data: Mapping[str, Any]) -> Payload:
     """A stored event's data as its payload (upcast to the current shape first)."""
     spec = _BY_KIND.get(kind)
     if spec is None:
-        raise UnknownKind(f"unknown event kind {kind!r}: no payload class, no evolver")
+        raise UnknownKind(f"unknown event kind {kind!r}: no payload class, no fold")
     if (kind, 1) in _FIRST_VERSIONS:
         data = _upcast(spec, data)
     attribute_of = spec.attribute_of

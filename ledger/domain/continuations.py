@@ -25,17 +25,12 @@ from math import ceil
 from typing import Any
 
 from ledger.domain import timing, validation
+from ledger.domain.claimed import STOOD_DOWN, WakeClaimed
+from ledger.domain.codec import Payload, event_kind, optional
+from ledger.domain.endings import GoalBlocked
 from ledger.domain.errors import InvalidCommand
-from ledger.domain.events import (
-    ApprovalRequested,
-    ContinuationHostMade,
-    ContinuationStoodDown,
-    Event,
-    GoalBlocked,
-    WakeClaimed,
-    WakeScheduled,
-    iso,
-)
+from ledger.domain.events import Changes, Event, Style, iso
+from ledger.domain.interventions import ApprovalRequested
 from ledger.domain.leases import acquire_events, lease_refusal, lease_stale_at
 from ledger.domain.parts import Continued, iso_text
 from ledger.domain.resume import RESUME_GATE, breach, quiet_until
@@ -47,12 +42,12 @@ from ledger.domain.runs import (
     resolve_approval,
 )
 from ledger.domain.state import BLOCKED, GoalState
-from ledger.domain.watchdogs import HOST, INTERNAL, reset_schedule_name
+from ledger.domain.text import clean, known, short
+from ledger.domain.watchdogs import HOST, INTERNAL, WakeScheduled, reset_schedule_name
 
 TRIGGERS = ("session_start", "prompt", "run_start")
 # A host continuation's answers (the REST/CLI contract in docs/api.md).
 HOST_CONTINUED = "host_continued"
-STOOD_DOWN = "stood_down"
 NOT_A_RESET = "not_a_reset"
 # The alert a host continuation against the goal's resume policy raises: the
 # continuation ran, so it is recorded; a person decides what follows.
@@ -270,13 +265,53 @@ def after_quiet(state: GoalState, kind: str, ends: datetime, now: datetime) -> l
                                 reason=pending.reason), now)]
 
 
-# ------------------------------------------------------------ evolve
+# ---------------------------------------------------------------- the continuation kinds
 
 
-def host_made(state: GoalState, data: ContinuationHostMade, at: str) -> dict[str, Any]:
-    if not data.breaks_policy:
-        return {}
-    return {"liveness_alert": {"reason": CONTINUED_AGAINST_POLICY, "at": at,
-                               "detail": f"{data.host} continued the session after the reset "
-                                         f"of {data.reset} against the resume policy "
-                                         f"({data.breaks_policy})"}}
+@event_kind("continuation.host_made")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContinuationHostMade(Payload):
+    STYLE = Style("continuation")
+
+    host: str  # who continued: claude-code, openclaw, ...
+    trigger: str  # session_start | prompt | run_start: the hook that told us
+    reset: str  # the pause's end it continued (ISO)
+    # The goal's resume policy said no (ask without an approval, quiet hours):
+    # the continuation stands (it ran), and the goal is listed for a person.
+    breaks_policy: str | None = optional()
+
+    def fold(self, state: GoalState, at: str) -> Changes:
+        if not self.breaks_policy:
+            return {}
+        return {"liveness_alert": {"reason": CONTINUED_AGAINST_POLICY, "at": at,
+                                   "detail": f"{self.host} continued the session after the "
+                                             f"reset of {self.reset} against the resume policy "
+                                             f"({self.breaks_policy})"}}
+
+    def line(self) -> str:
+        return (f"{clean(known(self.host))} continued the session itself after the reset of "
+                f"{short(self.reset)} ({known(self.trigger)})"
+                + (f", against the resume policy ({known(self.breaks_policy)})"
+                   if self.breaks_policy else ""))
+
+
+@event_kind("continuation.stood_down")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContinuationStoodDown(Payload):
+    """A host's continuation that lost: the reset was continued already (a
+    wake's stand-down is its wake.claimed, outcome ``stood_down``)."""
+
+    STYLE = Style("continuation")
+
+    host: str
+    trigger: str
+    continued_by: str  # how the winner took the lease: wake | pull | host
+    reset: str
+    why: str
+
+    def fold(self, state: GoalState, at: str) -> Changes:
+        return {}  # history only: the winner's own events changed the goal
+
+    def line(self) -> str:
+        return (f"{clean(known(self.host))}'s continuation stood down: the reset of "
+                f"{short(self.reset)} was continued already ({known(self.continued_by)})")

@@ -2,7 +2,8 @@
 
 ``decide(state, command, now)`` returns the events a command produces, or
 raises a DomainError and produces nothing. ``evolve(state, event)`` folds one
-event into the state. The store calls them inside one transaction; replay calls
+event into the state: each kind says how (its payload's ``fold``,
+``ledger.domain.kinds``). The store calls them inside one transaction; replay calls
 ``fold`` over a goal's whole history; property tests call them directly.
 ``decision`` is ``decide`` with the state its events fold to, which deciding
 has computed anyway (the liveness settle looks at it): the store records that
@@ -16,25 +17,22 @@ from functools import reduce
 from typing import Any
 
 from ledger.domain import (
-    claimed,
     claims,
     clocksteps,
     continuations,
     dispatches,
-    events,
     finishing,
+    goals,
     jobs,
     leases,
     overdue,
     policy,
-    progress,
     pulls,
     requested,
     runs,
     validation,
     watchdogs,
 )
-from ledger.domain.codec import Payload
 from ledger.domain.commands import (
     AcquireLease,
     CoreCommand,
@@ -55,20 +53,10 @@ from ledger.domain.errors import (
     SessionBound,
     WorkspaceBound,
 )
-from ledger.domain.events import (
-    CheckpointRecorded,
-    Event,
-    GoalBlocked,
-    GoalCompleted,
-    GoalFailed,
-    GoalStarted,
-    LeaseReleased,
-    WorkspaceReleased,
-    iso,
-)
-from ledger.domain.leases import fence
-from ledger.domain.liveness import PROGRESS_ENDS
-from ledger.domain.state import BLOCKED, DONE, FAILED, WAITING, GoalState, typed_changes
+from ledger.domain.events import Event, iso
+from ledger.domain.goals import CheckpointRecorded, GoalStarted, WorkspaceReleased
+from ledger.domain.leases import LeaseReleased, fence
+from ledger.domain.state import GoalState, typed_changes
 
 INITIAL_STEP = "plan"
 
@@ -105,13 +93,14 @@ def decision(state: GoalState, command: "Command", now: datetime) -> Decision:
         raise GoalNotStarted("the goal has not been started")
     if state.terminal and not isinstance(command, _ALLOWED_WHEN_TERMINAL):
         raise GoalTerminal(f"the goal is {state.status}; it accepts no more work")
-    handler = _DECIDERS.get(type(command))
-    if handler is None:
-        raise TypeError(f"unknown command {type(command).__name__}")
     verdict = None
-    if isinstance(command, (claims.ClaimWake, claims.WakeNow)):
-        verdict, events = claims.decided(state, command, now)
+    judge = _JUDGED.get(type(command))
+    if judge is not None:
+        verdict, events = judge(state, command, now)
     else:
+        handler = _DECIDERS.get(type(command))
+        if handler is None:
+            raise TypeError(f"unknown command {type(command).__name__}")
         events = handler(state, command, now)
     settled = _settled(state, leases.renewing(state, command, events, now), now)
     return replace(settled, claim=verdict) if verdict is not None else settled
@@ -173,7 +162,7 @@ def _start(state: GoalState, cmd: StartGoal, now: datetime) -> list[Event]:
     )
     if not binds_workspace:
         return [Event(started, now)]
-    return [Event(started, now), Event(events.WorkspaceBound(workspace=started.workspace), now)]
+    return [Event(started, now), Event(goals.WorkspaceBound(workspace=started.workspace), now)]
 
 
 def _run(state: GoalState, cmd: RunGoal, now: datetime) -> Decision:
@@ -287,10 +276,8 @@ _DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
     watchdogs.PrepareWatchdog: watchdogs.prepare,
     watchdogs.CancelWatchdog: watchdogs.cancel,
     watchdogs.RecordReceipt: finishing.receipt,
-    claims.ClaimWake: claims.claim,
     overdue.CheckLiveness: overdue.check,
     dispatches.RecordDispatch: dispatches.dispatched,
-    claims.WakeNow: claims.operator_wake,
     runs.ReportRun: runs.report,
     runs.ReportSessionActivity: runs.session_activity,
     runs.RequestApproval: runs.request_approval,
@@ -304,12 +291,22 @@ _DECIDERS: dict[type, Callable[[GoalState, Any, datetime], list[Event]]] = {
     continuations.HostContinued: continuations.host_events,
 }
 
-# A terminal goal still answers a late wake and takes the cancellation
-# receipt of a leftover watchdog (TERMINAL_ALLOWED_KINDS); nothing else.
+# The commands whose decision is a verdict besides its events: a wake's
+# claim (or an operator's wake) is answered with its occurrence and outcome
+# even when nothing is recorded (already_claimed).
+_JUDGED: dict[type, Callable[[GoalState, Any, datetime],
+                             "tuple[claims.Verdict, list[Event]]"]] = {
+    claims.ClaimWake: claims.decided,
+    claims.WakeNow: claims.decided,
+}
+
+# A terminal goal still answers a late wake, takes the cancellation receipt
+# of a leftover watchdog and a dispatch's outcome, is recovered by an
+# operator and checked for its leftover rows; nothing else.
 _ALLOWED_WHEN_TERMINAL = (claims.ClaimWake, watchdogs.RecordReceipt, runs.Recover,
                           dispatches.RecordDispatch, overdue.CheckLiveness)
 
-COMMANDS: tuple[type, ...] = (StartGoal, RunGoal, *_DECIDERS)
+COMMANDS: tuple[type, ...] = (StartGoal, RunGoal, *_DECIDERS, *_JUDGED)
 Command = (CoreCommand | watchdogs.PrepareWatchdog | watchdogs.CancelWatchdog
            | watchdogs.RecordReceipt | claims.ClaimWake | overdue.CheckLiveness
            | dispatches.RecordDispatch | claims.WakeNow
@@ -320,169 +317,18 @@ Command = (CoreCommand | watchdogs.PrepareWatchdog | watchdogs.CancelWatchdog
 
 # --------------------------------------------------------------------------- evolve
 
-Changes = dict[str, Any]
-# An evolver reads its kind's payload (a class of ledger.domain.events).
-Evolver = Callable[[GoalState, Any, str], Changes]
-
-
-def _started(state: GoalState, data: GoalStarted, at: str) -> Changes:
-    checkpoint = data.checkpoint
-    return dict(
-        goal_id=data.goal_id,
-        workspace=data.workspace,
-        goal_key=data.goal_key,
-        objective=data.objective,
-        done_criteria=list(data.done_criteria),
-        agent=data.agent,
-        policy=dict(data.policy),
-        session=dict(data.session),
-        timeout_seconds=data.timeout_seconds,
-        estimated_duration_seconds=data.estimated_duration_seconds,
-        status=WAITING,
-        reason="",
-        current_step=checkpoint["current_step"],
-        progress_pct=checkpoint["progress_pct"],
-        next_actions=list(checkpoint["next_actions"]),
-        checkpoints=1,
-        checkpointed_at=at,
-        progress_since=at,
-        created_at=at,
-    )
-
-
-def _checkpointed(state: GoalState, data: CheckpointRecorded, at: str) -> Changes:
-    # A new list, but the artifacts' dicts are shared with the state before:
-    # no state's dicts are ever changed in place (a changed artifact is a new
-    # dict), and copying all of them on every checkpoint was a sixth of a
-    # replayed event on a goal with many artifacts.
-    artifacts = list(state.artifacts)
-    if data.artifacts:
-        index = {a["path"]: i for i, a in enumerate(artifacts)}
-        for artifact in data.artifacts:
-            if artifact["path"] in index:
-                artifacts[index[artifact["path"]]] = dict(artifact)
-            else:
-                index[artifact["path"]] = len(artifacts)
-                artifacts.append(dict(artifact))
-    changes = dict(
-        current_step=data.current_step,
-        progress_pct=data.progress_pct,
-        last_completed=list(data.completed),
-        next_actions=list(data.next_actions),
-        artifacts=artifacts,
-        errors=list(data.errors),
-        checkpoints=state.checkpoints + 1,
-        last_checkpoint_seq=state.version + 1,
-        checkpointed_at=at,
-        # A sign of life for the uncertain-attempt rule.
-        lease={**state.lease, "active": True} if state.lease else {},
-    )
-    said = progress.advances(state, data)
-    if said is None:
-        # The same step, percent, next actions and artifacts again, or back to
-        # what a recent progress checkpoint said: activity, not progress
-        # (docs/liveness.md). The clock, the wake-loop bound's count and the
-        # alerts that wait for progress stay; the repeat is counted.
-        return {**changes, "since_progress": progress.counted(state, progress.CHECKPOINTS)}
-    return dict(
-        changes,
-        # The wake-loop bound: retry_count counts wakes since the last progress.
-        retry_count=0,
-        progress_since=at,
-        since_progress={},
-        recent_progress=progress.remembered(state, said),
-        # Progress answers the alerts that waited for it (NO_PROGRESS, and a
-        # wake that was not firing: the goal moves, whatever fired it).
-        liveness_alert={} if state.liveness_alert.get("reason") in PROGRESS_ENDS
-        else state.liveness_alert,
-        # Progress ends a rate-limit streak.
-        rate_limits=0,
-    )
-
-
-def _ended(status: str) -> Evolver:
-    def apply(state: GoalState, data: GoalCompleted | GoalFailed | GoalBlocked,
-              at: str) -> Changes:
-        # Nothing pending survives an ending: no due wake, no one-off wake.
-        changes = {"status": status, "reason": getattr(data, "reason", ""),
-                   "summary": data.summary, "lease": {},
-                   "lease_end": "finished" if state.lease else state.lease_end,
-                   "finish_requested": {}, "paused_until": "", "ready": {}, "reset_wake": {},
-                   "requested_wake": {},
-                   "liveness_alert": {}}
-        if status == DONE:
-            # A completion carries evidence for every done criterion (_evidence
-            # refuses one without): the goal is done, so its progress is 100 %,
-            # whatever the last checkpoint said (docs/decisions.md).
-            changes["progress_pct"] = 100
-        return changes
-
-    return apply
-
-
-def _recorded_only(state: GoalState, data: Payload, at: str) -> Changes:
-    """An event that is history only: it changes no field but version and time."""
-    return {}
-
-
-def _workspace(bound: bool) -> Evolver:
-    def apply(state: GoalState, data: events.WorkspaceBound | WorkspaceReleased,
-              at: str) -> Changes:
-        return {"workspace_bound": bound}
-
-    return apply
-
-
-# Each evolver returns the fields an event changes; evolve applies them in one
-# copy of the (frozen) state. Keyed by payload class: every kind has one.
-_EVOLVERS: dict[type[Payload], Evolver] = {
-    GoalStarted: _started,
-    events.WorkspaceBound: _workspace(True),
-    WorkspaceReleased: _workspace(False),
-    events.LeaseAcquired: leases.leased,
-    events.LeaseTakenOver: leases.leased,
-    events.LeaseRenewed: leases.renewed,
-    LeaseReleased: leases.unleased("released"),
-    events.LeaseExpired: leases.unleased("expired"),
-    events.WakeScheduled: watchdogs.scheduled,
-    events.ReceiptRecorded: watchdogs.receipted,
-    events.WakeCancelRequested: watchdogs.cancel_requested,
-    events.WakeClaimed: claimed.claimed,
-    events.GoalFinishRequested: finishing.finish_requested,
-    events.JobTracked: jobs.job_tracked,
-    events.JobUpdated: jobs.job_updated,
-    events.LivenessMissed: overdue.missed,
-    events.ClockSteppedBack: clocksteps.rebased,
-    events.ContinuationDispatched: _recorded_only,
-    events.RunReported: runs.reported,
-    events.GoalPaused: runs.paused,
-    events.ContinuationCharged: runs.charged,
-    events.ApprovalRequested: runs.approval_requested,
-    events.ApprovalResolved: runs.approval_resolved,
-    events.GoalStopped: runs.stopped,
-    events.GoalRecovered: runs.recovered,
-    events.ContinuationHostMade: continuations.host_made,
-    events.ContinuationStoodDown: _recorded_only,
-    CheckpointRecorded: _checkpointed,
-    GoalCompleted: _ended(DONE),
-    GoalFailed: _ended(FAILED),
-    GoalBlocked: _ended(BLOCKED),
-}
-
 
 def evolve(state: GoalState, event: Event) -> GoalState:
-    try:
-        apply = _EVOLVERS[type(event.payload)]
-    except KeyError:
-        # Never skip an unknown kind: a projection that silently ignores part of
-        # the history is worse than a replay that stops and says why.
-        raise ValueError(f"no evolver for event kind {event.kind!r}") from None
+    """One event folded into the state: the fields its kind's ``fold`` says
+    it changes, applied in one copy of the (frozen) state. A payload class
+    without a fold raises: a projection that silently ignores part of the
+    history is worse than a replay that stops and says why."""
     at = iso(event.at)
     payload = event.payload
     # The seam while the evolvers read and write the stored shape
     # (GoalState.folding_view): their changes become the state's values.
     view = state.folding_view()
-    changes = apply(view, payload, at)
+    changes = payload.fold(view, at)
     if payload.lease_expires_at is not None:
         changes = leases.renewed_by(view, changes, payload.lease_expires_at, at)
     return state.but(**typed_changes(changes), updated_at=event.at, version=state.version + 1)

@@ -5,8 +5,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ledger.domain import validation
-from ledger.domain.events import ContinuationDispatched, Event, LeaseReleased
+from ledger.domain.codec import Payload, event_kind, optional
+from ledger.domain.events import Changes, Event, Style
+from ledger.domain.leases import LeaseReleased
 from ledger.domain.state import GoalState
+from ledger.domain.text import clean, known
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,3 +73,24 @@ def lapsed_unsent(state: GoalState, generation: int, now: datetime) -> bool:
     lease = state.lease
     return (generation > 0 and lease is not None and lease.generation == generation
             and now >= lease.expires_at)
+
+
+
+@event_kind("continuation.dispatched")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContinuationDispatched(Payload):
+    STYLE = Style("continuation")
+
+    occurrence_id: str
+    dispatcher: str
+    ok: bool
+    detail: str
+    uncertain: bool | None = optional()  # when not ok
+
+    def fold(self, state: GoalState, at: str) -> Changes:
+        return {}  # history only: a failed dispatch's release is its own event
+
+    def line(self) -> str:
+        result = "ok" if self.ok else "uncertain" if self.uncertain else "failed"
+        detail = f" ({clean(known(self.detail), 60)})" if self.detail else ""
+        return f"via {clean(known(self.dispatcher))}: {result}{detail}"

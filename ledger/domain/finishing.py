@@ -6,24 +6,20 @@ cancelled: a host watchdog's cancellation receipt is what a requested finish
 waits for. ``settle`` is decided once, after every command.
 """
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from ledger.domain import timing, validation, watchdogs
 from ledger.domain.claims import ready_for_pull
-from ledger.domain.codec import encode
+from ledger.domain.codec import Payload, encode, event_kind, optional
 from ledger.domain.commands import FINISH_STATUSES, Finish
+from ledger.domain.endings import GoalBlocked, GoalCompleted, GoalFailed
 from ledger.domain.errors import DomainError, InvalidCommand
-from ledger.domain.events import (
-    Event,
-    GoalBlocked,
-    GoalCompleted,
-    GoalFailed,
-    GoalFinishRequested,
-    iso,
-)
+from ledger.domain.events import Changes, Event, Json, Style, iso
 from ledger.domain.leases import fence
 from ledger.domain.state import BLOCKED, GoalState
+from ledger.domain.text import known
 from ledger.domain.watchdogs import (
     HOST,
     INTERNAL,
@@ -170,9 +166,23 @@ def cancel_on_stop(state: GoalState, now: datetime) -> list[Event]:
     return cancel_events(state, now, why="stopped by an operator")
 
 
-def finish_requested(state: GoalState, data: GoalFinishRequested, at: str) -> dict[str, Any]:
-    # The goal keeps the request as it was stored (a renewal it carried too):
-    # ``complete`` reads it when the cancellation receipt arrives.
-    return {"finish_requested": encode(data), "reason": "PENDING_NATIVE_CLEANUP"}
+@event_kind("goal.finish_requested")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GoalFinishRequested(Payload):
+    """A finish that waits for its host watchdog's cancellation receipt."""
 
+    STYLE = Style("goal")
 
+    status: str  # completed | failed | blocked
+    summary: str
+    generation: int
+    evidence: list[Json] | None = optional()  # with completed
+
+    def fold(self, state: GoalState, at: str) -> Changes:
+        # The goal keeps the request as it was stored (a renewal it carried too):
+        # ``complete`` reads it when the cancellation receipt arrives.
+        return {"finish_requested": encode(self), "reason": "PENDING_NATIVE_CLEANUP"}
+
+    def line(self) -> str:
+        return (f"finish as {known(self.status)} requested; waits for the host watchdog's "
+                "cancellation")

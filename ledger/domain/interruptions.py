@@ -4,8 +4,9 @@ blindly."""
 
 from datetime import datetime
 
-from ledger.domain.events import Event, GoalBlocked, LeaseExpired, iso
-from ledger.domain.leases import Unheard, lease_stale_at
+from ledger.domain.endings import GoalBlocked
+from ledger.domain.events import Event, iso
+from ledger.domain.leases import LeaseExpired, Unheard, lease_stale_at
 from ledger.domain.state import GoalState
 
 

@@ -1,19 +1,20 @@
 """Blocking jobs: a CI run or a deploy a goal waits for. A running one keeps
 a goal from finishing (verified completion); the last one to end wakes a waiting goal.
-The evolvers of ``job.tracked`` and ``job.updated`` are here."""
+The kinds ``job.tracked`` and ``job.updated`` (and how they fold) are here."""
 
 import hmac
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from ledger.domain import progress, validation
+from ledger.domain.codec import Payload, event_kind, optional
 from ledger.domain.commands import LeaseProof
 from ledger.domain.errors import DomainError, InvalidCommand
-from ledger.domain.events import Event, JobTracked, JobUpdated
+from ledger.domain.events import Changes, Event, Style
 from ledger.domain.leases import fence
 from ledger.domain.requested import one_off_wake
 from ledger.domain.state import BLOCKED, GoalState
+from ledger.domain.text import clean, known
 
 JOB_STATUSES = ("running", "succeeded", "failed", "cancelled")
 
@@ -114,24 +115,58 @@ def notify_job(state: GoalState, cmd: NotifyJob, now: datetime) -> list[Event]:
     return events + one_off_wake(state, now, "dependency_ready", now)
 
 
-def job_tracked(state: GoalState, data: JobTracked, at: str) -> dict[str, Any]:
-    job = {"job_id": data.job_id, "kind": data.kind, "ref": data.ref,
-           "status": "running", "conclusion": "", "tracked_at": at, "updated_at": at}
-    if data.notify_sha256 is not None:
-        job["notify_sha256"] = data.notify_sha256
-    if data.link is not None:
-        job["link"] = data.link
-    return {"jobs": [*state.jobs, job]}
+# ---------------------------------------------------------------- the job kinds
 
 
-def job_updated(state: GoalState, data: JobUpdated, at: str) -> dict[str, Any]:
-    extra = {k: v for k, v in (("link", data.link), ("reported_by", data.reported_by))
-             if v is not None}
-    # Waiting on a job is not a lack of progress (its own deadline covers
-    # it), but a job's end is not progress either: the clock starts again
-    # at the end of the first job wait since the last progress only
-    # (ledger.domain.progress.job_ended).
-    return {"jobs": [{**job, "status": data.status, "conclusion": data.conclusion,
-                      "updated_at": at, **extra} if job["job_id"] == data.job_id else job
-                     for job in state.jobs],
-            **progress.job_ended(state, at)}
+@event_kind("job.tracked")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobTracked(Payload):
+    STYLE = Style("job")
+
+    job_id: str
+    kind: str
+    ref: str
+    notify_sha256: str | None = optional()
+    link: str | None = optional()
+
+    def fold(self, state: GoalState, at: str) -> Changes:
+        job = {"job_id": self.job_id, "kind": self.kind, "ref": self.ref,
+               "status": "running", "conclusion": "", "tracked_at": at, "updated_at": at}
+        if self.notify_sha256 is not None:
+            job["notify_sha256"] = self.notify_sha256
+        if self.link is not None:
+            job["link"] = self.link
+        return {"jobs": [*state.jobs, job]}
+
+    def line(self) -> str:
+        return (f"{clean(known(self.kind))} {clean(known(self.ref), 60)} "
+                f"(job {clean(known(self.job_id))})")
+
+
+@event_kind("job.updated")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobUpdated(Payload):
+    STYLE = Style("job")
+
+    job_id: str
+    status: str
+    conclusion: str
+    reported_by: str | None = optional()  # notify_token: the job's own token said it
+    link: str | None = optional()
+
+    def fold(self, state: GoalState, at: str) -> Changes:
+        extra = {k: v for k, v in (("link", self.link), ("reported_by", self.reported_by))
+                 if v is not None}
+        # Waiting on a job is not a lack of progress (its own deadline covers
+        # it), but a job's end is not progress either: the clock starts again
+        # at the end of the first job wait since the last progress only
+        # (ledger.domain.progress.job_ended).
+        return {"jobs": [{**job, "status": self.status, "conclusion": self.conclusion,
+                          "updated_at": at, **extra} if job["job_id"] == self.job_id else job
+                         for job in state.jobs],
+                **progress.job_ended(state, at)}
+
+    def line(self) -> str:
+        return (f"job {clean(known(self.job_id))} {known(self.status)}"
+                + (" (reported by its notify token)" if self.reported_by == "notify_token" else "")
+                + (f": {clean(known(self.conclusion), 80)}" if self.conclusion else ""))

@@ -7,39 +7,20 @@ that changes work presents the current lease (``fence``).
 """
 
 import hmac
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from math import ceil
-from typing import Any
+from typing import Any, ClassVar
 
 from ledger.domain import progress, validation
-from ledger.domain.codec import but
+from ledger.domain.codec import Payload, but, event_kind, optional
 from ledger.domain.commands import AcquireLease, Heartbeat, LeaseProof, ReleaseLease
 from ledger.domain.errors import DomainError, GoalBlocked, LeaseHeld, LeaseLost, LeaseRequired
-from ledger.domain.events import (
-    APPROVAL_REQUESTED,
-    GOAL_BLOCKED,
-    GOAL_COMPLETED,
-    GOAL_FAILED,
-    GOAL_PAUSED,
-    GOAL_STOPPED,
-    LEASE_ACQUIRED,
-    LEASE_EXPIRED,
-    LEASE_RELEASED,
-    LEASE_RENEWED,
-    LEASE_TAKEN_OVER,
-    Event,
-    LeaseAcquired,
-    LeaseReleased,
-    LeaseRenewed,
-    LeaseTakenOver,
-    iso,
-)
+from ledger.domain.events import Changes, Event, Json, Style, iso
 from ledger.domain.parts import Lease, iso_text
 from ledger.domain.state import BLOCKED, LONG_PAUSE, PAUSED, RUNNING, WAITING, GoalState
+from ledger.domain.text import clean, known, short
 from ledger.domain.timing import pause_left, paused
-
-Changes = dict[str, Any]
-
 
 # A client that met an unreachable server retries within minutes of its
 # return: a lease that went stale while the server could not be heard from is
@@ -223,13 +204,6 @@ def heartbeat(state: GoalState, cmd: Heartbeat, now: datetime) -> list[Event]:
     return [Event(LeaseRenewed(generation=lease.generation, expires_at=iso(expires)), now)]
 
 
-# Kinds after which the lease a fenced call presented is no longer held as it
-# was: nothing is renewed (a release, a pause or an ending took it away).
-_LEASE_CHANGES = frozenset({LEASE_ACQUIRED, LEASE_TAKEN_OVER, LEASE_RENEWED, LEASE_RELEASED,
-                            LEASE_EXPIRED, GOAL_PAUSED, GOAL_BLOCKED, GOAL_COMPLETED,
-                            GOAL_FAILED, GOAL_STOPPED, APPROVAL_REQUESTED})
-
-
 def renewing(state: GoalState, command: object, events: list[Event],
              now: datetime) -> list[Event]:
     """Every fenced call is liveness evidence (docs/design.md, "Wakes and claims"): a
@@ -237,12 +211,13 @@ def renewing(state: GoalState, command: object, events: list[Event],
     lease as a heartbeat does (same generation, expiry now + lease_seconds).
     The renewal rides on the call's first event (``lease_expires_at``), so the
     history says it and no second event is written. A call that ends or
-    changes the lease renews nothing; a heartbeat is its own renewal."""
+    changes the lease renews nothing (its kind says so: ``CHANGES_LEASE``, a
+    release, a pause or an ending took it away); a heartbeat is its own renewal."""
     proof = getattr(command, "proof", None)
     if proof is None or not events or state.lease is None or isinstance(command, Heartbeat):
         return events
     for event in events:  # a loop, not any(): its generator cost more than the test
-        if event.payload.KIND in _LEASE_CHANGES:
+        if event.payload.CHANGES_LEASE:
             return events
     first = events[0]
     expires = iso(now + timedelta(seconds=state.lease.lease_seconds))
@@ -263,60 +238,125 @@ def release(state: GoalState, cmd: ReleaseLease, now: datetime) -> list[Event]:
     return [Event(LeaseReleased(generation=lease.generation), now)]
 
 
-def leased(state: GoalState, data: LeaseAcquired | LeaseTakenOver, at: str) -> Changes:
-    # A lease that ends a rate-limit pause (or pulls a reset's ready wake) is
-    # that reset's one continuation, whoever took it (its via): a second one
-    # stands down against it (ledger.domain.continuations).
-    reset = state.paused_until or state.ready.get("reset")
-    continued = ({"continued": {"reset": reset, "by": data.via, "at": at,
-                                "generation": data.generation}} if reset else {})
-    return {
-        **continued,
-        "status": RUNNING,
-        "lease": {
-            "holder": data.holder,
-            "generation": data.generation,
-            "token_sha256": data.token_sha256,
-            "lease_seconds": data.lease_seconds,
-            "acquired_at": at,
-            "expires_at": data.expires_at,
-            "last_heartbeat_at": at,
-            # A lease granted before "via" was recorded is upcast to "agent".
-            "via": data.via,
-            "active": False,
-        },
-        "lease_generation": data.generation,
-        "lease_end": "",
-        # Whoever takes the lease resumes the goal: a due wake is pulled, and
-        # a pause (past its reset) and a requested wake are over.
-        "ready": {},
-        "paused_until": "",
-        # A pause's reason ends with it; no other status is leased over.
-        **({"reason": ""} if state.status == PAUSED else {}),
-        "reset_wake": {},
-        "requested_wake": {},
-        # A grant is activity, not progress: counted; only the first a wake
-        # makes since the last progress starts the clock afresh
-        # (ledger.domain.progress). A takeover ends an empty turn too.
-        **progress.lease_granted(state, at, data.via),
-        # A pause listed for a person ends with the pause.
-        **({"liveness_alert": {}} if state.liveness_alert.get("reason") == LONG_PAUSE
-           else {}),
-    }
+# ---------------------------------------------------------------- the lease kinds
 
 
-def renewed(state: GoalState, data: LeaseRenewed, at: str) -> Changes:
-    return {"lease": {**state.lease, "expires_at": data.expires_at, "last_heartbeat_at": at,
-                      "active": True}}
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseGranted(Payload):
+    """What both kinds that grant a lease record (not a kind of its own)."""
+
+    CHANGES_LEASE = True
+    STYLE = Style("lease")
+
+    holder: str
+    generation: int
+    token_sha256: str
+    lease_seconds: int
+    expires_at: str
+    # agent | wake (an automatic continuation, the uncertain-attempt rule watches it) | pull.
+    # Leases granted before it was recorded are read as "agent" (upcasters).
+    via: str
+    # A lease call that resumed a due wake (the continuation budget): which one.
+    pulled: Json | None = optional()
+
+    def fold(self, state: GoalState, at: str) -> Changes:
+        # A lease that ends a rate-limit pause (or pulls a reset's ready wake) is
+        # that reset's one continuation, whoever took it (its via): a second one
+        # stands down against it (ledger.domain.continuations).
+        reset = state.paused_until or state.ready.get("reset")
+        continued = ({"continued": {"reset": reset, "by": self.via, "at": at,
+                                    "generation": self.generation}} if reset else {})
+        return {
+            **continued,
+            "status": RUNNING,
+            "lease": {
+                "holder": self.holder,
+                "generation": self.generation,
+                "token_sha256": self.token_sha256,
+                "lease_seconds": self.lease_seconds,
+                "acquired_at": at,
+                "expires_at": self.expires_at,
+                "last_heartbeat_at": at,
+                # A lease granted before "via" was recorded is upcast to "agent".
+                "via": self.via,
+                "active": False,
+            },
+            "lease_generation": self.generation,
+            "lease_end": "",
+            # Whoever takes the lease resumes the goal: a due wake is pulled, and
+            # a pause (past its reset) and a requested wake are over.
+            "ready": {},
+            "paused_until": "",
+            # A pause's reason ends with it; no other status is leased over.
+            **({"reason": ""} if state.status == PAUSED else {}),
+            "reset_wake": {},
+            "requested_wake": {},
+            # A grant is activity, not progress: counted; only the first a wake
+            # makes since the last progress starts the clock afresh
+            # (ledger.domain.progress). A takeover ends an empty turn too.
+            **progress.lease_granted(state, at, self.via),
+            # A pause listed for a person ends with the pause.
+            **({"liveness_alert": {}} if state.liveness_alert.get("reason") == LONG_PAUSE
+               else {}),
+        }
+
+    def line(self) -> str:
+        text = (f"gen {known(self.generation)} to {clean(known(self.holder))} "
+                f"until {short(self.expires_at)}")
+        return text + (" (automatic continuation)" if self.via == "wake" else "")
 
 
-def unleased(how: str) -> Any:
-    def apply(state: GoalState, data: object, at: str) -> Changes:
+@event_kind("lease.acquired", version=2)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseAcquired(LeaseGranted):
+    pass
+
+
+@event_kind("lease.taken_over", version=2)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseTakenOver(LeaseGranted):
+    previous_holder: str
+    previous_generation: int
+    previous_expires_at: str
+
+    def line(self) -> str:
+        return LeaseGranted.line(self) + (
+            f", taken over from gen {known(self.previous_generation)} of "
+            f"{clean(known(self.previous_holder))} (expired {short(self.previous_expires_at)})")
+
+
+@event_kind("lease.renewed")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseRenewed(Payload):
+    CHANGES_LEASE = True
+    STYLE = Style("lease")
+
+    generation: int
+    expires_at: str
+
+    def fold(self, state: GoalState, at: str) -> Changes:
+        return {"lease": {**state.lease, "expires_at": self.expires_at, "last_heartbeat_at": at,
+                          "active": True}}
+
+    def line(self) -> str:
+        return f"gen {known(self.generation)} renewed until {short(self.expires_at)}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseEnded(Payload):
+    """What both kinds that end a lease do to the goal (not a kind of its own);
+    ``HOW`` is the state's ``lease_end``."""
+
+    CHANGES_LEASE = True
+    STYLE = Style("lease")
+    HOW: ClassVar[str]
+
+    def fold(self, state: GoalState, at: str) -> Changes:
         # A paused or blocked goal stays so; only a running one goes back to waiting.
         status = WAITING if state.status == RUNNING else state.status
-        changes: Changes = {"lease": {}, "status": status, "lease_end": how,
+        changes: Changes = {"lease": {}, "status": status, "lease_end": self.HOW,
                             "since_progress": progress.lease_ended(state)}
-        if how == "released" and state.ready.get("charge"):
+        if self.HOW == "released" and state.ready.get("charge"):
             # A wake made the goal ready as a recovery while this lease looked
             # stale (a late fire, a holder the server could not hear), and its
             # holder came back and released it: the attempt ended cleanly
@@ -326,4 +366,28 @@ def unleased(how: str) -> Any:
             changes["ready"] = {**state.ready, "charge": False}
         return changes
 
-    return apply
+
+@event_kind("lease.released")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseReleased(LeaseEnded):
+    HOW = "released"
+
+    generation: int
+    why: str | None = optional()  # a dispatch that certainly started nothing
+
+    def line(self) -> str:
+        return f"gen {known(self.generation)} released"
+
+
+@event_kind("lease.expired")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseExpired(LeaseEnded):
+    HOW = "expired"
+
+    generation: int
+    holder: str
+    expired_at: str
+
+    def line(self) -> str:
+        return (f"gen {known(self.generation)} of {clean(known(self.holder))} expired at "
+                f"{short(self.expired_at)}")

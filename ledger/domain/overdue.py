@@ -24,23 +24,18 @@ what a missed deadline changes — always as events, with the reason:
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from ledger.domain import liveness, progress, timing
-from ledger.domain.events import (
-    Event,
-    GoalBlocked,
-    LivenessMissed,
-    ReceiptRecorded,
-    WakeScheduled,
-    iso,
-)
+from ledger.domain.codec import Payload, event_kind, optional
+from ledger.domain.endings import GoalBlocked
+from ledger.domain.events import Changes, Event, Style, iso
 from ledger.domain.interruptions import interrupted, interrupted_events, lease_expired_event
 from ledger.domain.leases import lease_stale_at
 from ledger.domain.parts import iso_text
 from ledger.domain.requested import one_off_wake
 from ledger.domain.state import LONG_PAUSE, GoalState
-from ledger.domain.watchdogs import INTERNAL, arm_events
+from ledger.domain.text import clean, known, short
+from ledger.domain.watchdogs import INTERNAL, ReceiptRecorded, WakeScheduled, arm_events
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,20 +291,47 @@ def _internal(state: GoalState, cmd: CheckLiveness, now: datetime) -> list[Event
     return repairs(state, cmd.rows, now, cmd.by_operator)
 
 
-# ---------------------------------------------------------------- evolve
+# ---------------------------------------------------------------- the kind
 
 
-def missed(state: GoalState, data: LivenessMissed, at: str) -> dict[str, Any]:
-    """liveness.missed: HOST_SILENT stands on the goal until its host is heard
-    from; JOB_SILENT marks the job, until it is reported."""
-    if data.reason == liveness.JOB_SILENT:
-        return {"jobs": [{**job, "silent_at": at} if job["job_id"] == data.job_id else job
-                         for job in state.jobs]}
-    # The facts its reason has (an empty last_error says the task never failed).
-    facts = {"missed_since": data.missed_since, "last_progress": data.last_progress,
-             "schedule_name": data.schedule_name, "last_error": data.last_error,
-             "since_progress": data.since_progress,
-             # LONG_PAUSE: the reset it waits for.
-             "paused_until": data.due_at if data.reason == LONG_PAUSE else None}
-    return {"liveness_alert": {"reason": data.reason, "at": at, "detail": data.detail,
-                               **{name: value for name, value in facts.items() if value}}}
+@event_kind("liveness.missed")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LivenessMissed(Payload):
+    """A deadline passed without its evidence; the facts each reason has."""
+
+    STYLE = Style("liveness")
+
+    reason: str  # JOB_SILENT | NO_PROGRESS | HOST_SILENT | WAKE_NOT_FIRING | LONG_PAUSE
+    expected: str
+    detail: str
+    deadline: str | None = optional()
+    job_id: str | None = optional()  # JOB_SILENT
+    last_progress: str | None = optional()  # NO_PROGRESS
+    missed_since: str | None = optional()  # HOST_SILENT, with a live watchdog
+    schedule_name: str | None = optional()  # WAKE_NOT_FIRING: the row, its due time,
+    due_at: str | None = optional()  # (LONG_PAUSE: the reset it waits for)
+    problem: str | None = optional()  # what is wrong with it,
+    repairs: int | None = optional()  # how often it was repaired,
+    last_error: str | None = optional()  # and its task's last exception type
+    # NO_PROGRESS: what the goal went through since its last progress (lease
+    # grants, empty turns, checkpoints that changed nothing, job ends).
+    since_progress: dict[str, int] | None = optional()
+
+    def fold(self, state: GoalState, at: str) -> Changes:
+        """liveness.missed: HOST_SILENT stands on the goal until its host is heard
+        from; JOB_SILENT marks the job, until it is reported."""
+        if self.reason == liveness.JOB_SILENT:
+            return {"jobs": [{**job, "silent_at": at} if job["job_id"] == self.job_id else job
+                             for job in state.jobs]}
+        # The facts its reason has (an empty last_error says the task never failed).
+        facts = {"missed_since": self.missed_since, "last_progress": self.last_progress,
+                 "schedule_name": self.schedule_name, "last_error": self.last_error,
+                 "since_progress": self.since_progress,
+                 # LONG_PAUSE: the reset it waits for.
+                 "paused_until": self.due_at if self.reason == LONG_PAUSE else None}
+        return {"liveness_alert": {"reason": self.reason, "at": at, "detail": self.detail,
+                                   **{name: value for name, value in facts.items() if value}}}
+
+    def line(self) -> str:
+        return (f"{known(self.reason)}: {clean(known(self.detail))} "
+                f"(deadline {short(self.deadline)})")

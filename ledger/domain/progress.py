@@ -36,10 +36,12 @@ approval is a fresh start: it restarts the clock and the counts.
 import hashlib
 from datetime import datetime, timedelta
 from json.encoder import encode_basestring
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ledger.domain.events import CheckpointRecorded
 from ledger.domain.state import GoalState
+
+if TYPE_CHECKING:  # annotations only: the checkpoint's fold reads this module
+    from ledger.domain.goals import CheckpointRecorded
 
 # The counts kept since the last progress (``GoalState.since_progress``).
 LEASES = "leases"  # lease grants (by the agent, a pull, a wake, a takeover)
@@ -60,7 +62,7 @@ COUNTS = (EMPTY_TURNS, CHECKPOINTS, LEASES, JOBS)
 RECENT = 8
 
 
-def advances(state: GoalState, data: CheckpointRecorded) -> str | None:
+def advances(state: GoalState, data: "CheckpointRecorded") -> str | None:
     """The fingerprint of a checkpoint that is progress, None for one that is
     not. Progress changes what is recorded (its step, percent or next
     actions, or the checksum of an artifact: a new one, or a new version) to
@@ -75,7 +77,7 @@ def advances(state: GoalState, data: CheckpointRecorded) -> str | None:
     return None if said in state.recent_progress else said
 
 
-def _changes(state: GoalState, data: CheckpointRecorded) -> bool:
+def _changes(state: GoalState, data: "CheckpointRecorded") -> bool:
     if data.current_step != state.current_step or data.progress_pct != state.progress_pct:
         return True
     if list(data.next_actions) != list(state.next_actions):
@@ -87,7 +89,7 @@ def _changes(state: GoalState, data: CheckpointRecorded) -> bool:
     return False
 
 
-def fingerprint(data: CheckpointRecorded) -> str:
+def fingerprint(data: "CheckpointRecorded") -> str:
     """What a checkpoint says that counts as progress (not its narration), as
     a short digest of its JSON: the step, percent, next actions and its
     artifacts' checksums."""

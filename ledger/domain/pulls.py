@@ -5,7 +5,8 @@ from dataclasses import replace
 from datetime import datetime
 
 from ledger.domain import timing
-from ledger.domain.events import Event, GoalBlocked
+from ledger.domain.endings import GoalBlocked
+from ledger.domain.events import Event
 from ledger.domain.leases import acquire_events
 from ledger.domain.parts import iso_text
 from ledger.domain.runs import budget_block, budget_spent_why, charge_event

@@ -9,9 +9,9 @@ from ledger.domain import validation
 from ledger.domain.claims import WAKE_REASONS, ready_for_pull
 from ledger.domain.commands import WakeRequest
 from ledger.domain.errors import InvalidCommand
-from ledger.domain.events import Event, WakeScheduled, iso
+from ledger.domain.events import Event, iso
 from ledger.domain.state import GoalState
-from ledger.domain.watchdogs import HOST, INTERNAL, requested_schedule_name
+from ledger.domain.watchdogs import HOST, INTERNAL, WakeScheduled, requested_schedule_name
 
 
 def requested_wake_events(state: GoalState, request: WakeRequest, now: datetime) -> list[Event]:

@@ -13,23 +13,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ledger.domain import validation
+from ledger.domain.codec import Payload, event_kind, optional, stored_as
 from ledger.domain.commands import LeaseProof
+from ledger.domain.endings import GoalBlocked, GoalFailed
 from ledger.domain.errors import DomainError, InvalidCommand
-from ledger.domain.events import (
-    ApprovalRequested,
-    ApprovalResolved,
-    ContinuationCharged,
-    Event,
-    GoalBlocked,
-    GoalFailed,
-    GoalPaused,
-    GoalRecovered,
-    GoalStopped,
-    LeaseReleased,
-    RunReported,
-    WakeScheduled,
-    iso,
-)
+from ledger.domain.events import Changes, Event, Style, iso
 from ledger.domain.failures import (
     AUTH,
     CLASSES,
@@ -37,22 +25,29 @@ from ledger.domain.failures import (
     REQUEST_TOO_LARGE,
     UNCLASSIFIED,
 )
-from ledger.domain.leases import fence
+from ledger.domain.interventions import (
+    SILENCES,
+    ApprovalRequested,
+    ApprovalResolved,
+    GoalRecovered,
+    GoalStopped,
+)
+from ledger.domain.leases import LeaseReleased, fence
 from ledger.domain.parts import ProviderWait
 from ledger.domain.policy import RESET_MARGIN_SECONDS
 from ledger.domain.resets import RESET_HORIZON
-from ledger.domain.resume import RESUME_GATE, reset_wake_at
+from ledger.domain.resume import reset_wake_at
 from ledger.domain.state import (
     BLOCKED,
     FAILED,
-    LONG_PAUSE,
     PAUSED,
     RATE_LIMIT_STOPPED,
     RATE_LIMITED,
     RUNNING,
-    WAITING,
     GoalState,
 )
+from ledger.domain.text import clean, known, short
+from ledger.domain.watchdogs import WakeScheduled
 
 BACKOFF_FIRST = timedelta(minutes=30)
 BACKOFF_MAX = timedelta(hours=24)
@@ -69,17 +64,6 @@ RECOVERABLE = frozenset({"SESSION_CHANGED", "SESSION_ACTIVITY", "UNCLASSIFIED",
                          "AGENT_BLOCKED",
                          # A due wake nobody pulled (docs/design.md, "Wakes and claims").
                          "READY_UNCLAIMED"})
-# Alerts on a goal that is not blocked (docs/design.md, "Wakes and claims"): recover clears
-# them; JOB_SILENT's jobs are written off (cancelled), so the goal may finish.
-# NO_PROGRESS and WAKE_NOT_FIRING likewise: a recover says "a human
-# looked" and restarts the goal's progress clock.
-SILENCES = frozenset({"HOST_SILENT", "JOB_SILENT", "NO_PROGRESS", "WAKE_NOT_FIRING",
-                      # A host continued against the resume policy: a person
-                      # looked (ledger.domain.continuations).
-                      "CONTINUED_AGAINST_POLICY",
-                      # A person read a long pause and chose to wait: listed
-                      # again if it still lasts another long_pause_minutes.
-                      LONG_PAUSE})
 SESSION_IDENTITY = ("session_id", "session_key", "model")
 
 
@@ -390,58 +374,7 @@ def recover(state: GoalState, cmd: Recover, now: datetime) -> list[Event]:
                                 from_reason=state.reason), now)]
 
 
-# ---------------------------------------------------------------- evolve
-
-
-def reported(state: GoalState, data: RunReported, at: str) -> dict[str, Any]:
-    changes: dict[str, Any] = {}
-    if state.lease:
-        # A sign of life (the uncertain-attempt rule).
-        changes["lease"] = {**state.lease, "active": True}
-    if data.outcome == "ok":
-        changes["rate_limits"] = 0
-    if data.note == PROVIDER_WAIT and state.lease:
-        changes["provider_wait"] = {"class": data.error_class, "until": data.reset_at,
-                                    "since": at, "generation": state.lease["generation"]}
-        # Waiting for a stated reset is not a lack of progress (as a pause is
-        # not): the progress clock starts again at the reset.
-        changes["progress_since"] = max(state.progress_since or at, data.reset_at)
-    return changes
-
-
-def paused(state: GoalState, data: GoalPaused, at: str) -> dict[str, Any]:
-    # The wait for a stated reset is not a lack of progress: the clock starts
-    # again when the pause ends.
-    return {"status": PAUSED, "reason": RATE_LIMITED, "paused_until": data.until,
-            "rate_limits": state.rate_limits + 1, "progress_since": data.until,
-            "paused_at": at}
-
-
-def charged(state: GoalState, data: ContinuationCharged, at: str) -> dict[str, Any]:
-    return {"continuations_used": data.attempt}
-
-
-def approval_requested(state: GoalState, data: ApprovalRequested, at: str) -> dict[str, Any]:
-    gate = {"gate": data.gate, "summary": data.summary, "requested_at": at}
-    return {"status": BLOCKED, "reason": "BLOCKED_APPROVAL", "lease": {},
-            "lease_end": "released" if state.lease else state.lease_end,
-            "pending_approvals": [*state.pending_approvals, gate]}
-
-
-def approval_resolved(state: GoalState, data: ApprovalResolved, at: str) -> dict[str, Any]:
-    pending = [g for g in state.pending_approvals if g["gate"] != data.gate]
-    changes: dict[str, Any] = {"pending_approvals": pending}
-    if data.decision == "approve" and not pending:
-        changes.update(status=WAITING, reason="", retry_count=0, progress_since=at,
-                       since_progress={})
-    if data.decision == "approve" and data.gate == RESUME_GATE:
-        changes["resume_approved"] = state.paused_until  # this reset may be continued
-    return changes
-
-
-def stopped(state: GoalState, data: GoalStopped, at: str) -> dict[str, Any]:
-    return {"status": "stopped", "reason": "", "summary": data.summary, "lease": {},
-            "finish_requested": {}}
+# ---------------------------------------------------------------- the silence a recover answers
 
 
 def _silence(state: GoalState) -> str:
@@ -455,23 +388,82 @@ def _silence(state: GoalState) -> str:
     return ""
 
 
-def recovered(state: GoalState, data: GoalRecovered, at: str) -> dict[str, Any]:
-    if data.from_reason == LONG_PAUSE:
-        # The pause goes on; its listing clock starts again (the progress
-        # clock already starts at the reset).
-        return {"liveness_alert": {}, "paused_at": at}
-    if data.from_reason in SILENCES:
-        # The goal was never stopped: it keeps its status and lease.
-        written_off = set(data.written_off_jobs or ())
-        jobs = [{**job, "status": "cancelled", "conclusion": "written off by an operator",
-                 "updated_at": at} if job["job_id"] in written_off else job
-                for job in state.jobs]
-        return {"liveness_alert": {}, "jobs": jobs, "progress_since": at,
-                "since_progress": {}}
-    # The operators' rule: a recovered goal starts a new continuation budget.
-    return {"status": WAITING, "reason": "", "continuations_used": 0, "retry_count": 0,
-            "rate_limits": 0, "paused_until": "", "lease": {}, "liveness_alert": {},
-            "progress_since": at, "since_progress": {}}
+# ---------------------------------------------------------------- the run kinds
 
 
+@event_kind("run.reported")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunReported(Payload):
+    STYLE = Style("run", marker="failure")  # a marker when it reports an error
 
+    outcome: str  # ok | error | note
+    error_class: str = stored_as("class")
+    reset_at: str
+    retry_after: str
+    # With outcome "note": what the run went on through (NOTES), recorded
+    # without a pause; absent on every other report.
+    note: str | None = optional()
+
+    def fold(self, state: GoalState, at: str) -> Changes:
+        changes: Changes = {}
+        if state.lease:
+            # A sign of life (the uncertain-attempt rule).
+            changes["lease"] = {**state.lease, "active": True}
+        if self.outcome == "ok":
+            changes["rate_limits"] = 0
+        if self.note == PROVIDER_WAIT and state.lease:
+            changes["provider_wait"] = {"class": self.error_class, "until": self.reset_at,
+                                        "since": at, "generation": state.lease["generation"]}
+            # Waiting for a stated reset is not a lack of progress (as a pause is
+            # not): the progress clock starts again at the reset.
+            changes["progress_since"] = max(state.progress_since or at, self.reset_at)
+        return changes
+
+    def line(self) -> str:
+        if self.outcome == "ok":
+            return "ok"
+        if self.outcome == "note":  # the run went on: nothing paused
+            text = (f"noted, not ended: {known(self.note)}"
+                    + (f" ({self.error_class})" if self.error_class else ""))
+            return text + (f", until {short(self.reset_at)}" if self.reset_at else "")
+        text = self.error_class or "error"
+        text += f", reset {short(self.reset_at)}" if self.reset_at else ""
+        return text + (f", retry-after {clean(known(self.retry_after))}"
+                       if self.retry_after else "")
+
+
+@event_kind("goal.paused")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GoalPaused(Payload):
+    CHANGES_LEASE = True
+    STYLE = Style("goal", colour="yellow", marker="pause")
+
+    until: str
+    basis: str
+    generation: int
+
+    def fold(self, state: GoalState, at: str) -> Changes:
+        # The wait for a stated reset is not a lack of progress: the clock starts
+        # again when the pause ends.
+        return {"status": PAUSED, "reason": RATE_LIMITED, "paused_until": self.until,
+                "rate_limits": state.rate_limits + 1, "progress_since": self.until,
+                "paused_at": at}
+
+    def line(self) -> str:
+        return f"paused until {short(self.until)} ({clean(known(self.basis))})"
+
+
+@event_kind("continuation.charged")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContinuationCharged(Payload):
+    STYLE = Style("continuation")
+
+    attempt: int
+    max: int
+    occurrence_id: str
+
+    def fold(self, state: GoalState, at: str) -> Changes:
+        return {"continuations_used": self.attempt}
+
+    def line(self) -> str:
+        return f"continuation {known(self.attempt)} of {known(self.max)} charged"

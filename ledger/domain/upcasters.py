@@ -4,7 +4,7 @@ The stored JSON of an event is hashed into its goal's chain and the Merkle
 log, so it is never rewritten: when a kind's shape changes, its class's
 version goes up and an upcaster here turns the older stored shape into the
 newer one whenever it is decoded (``ledger.domain.codec``). ``verify`` keeps
-hashing the stored JSON; replay, the evolvers and every reader see only the
+hashing the stored JSON; replay, the folds and every reader see only the
 current shape, so no compatibility ``.get(key, default)`` is left in them.
 
 No stored event carries a version number, so each kind with older shapes
@@ -17,19 +17,18 @@ shape without one.)
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ledger.domain.claimed import WakeClaimed
 from ledger.domain.codec import upcaster, versioned_by
-from ledger.domain.events import (
-    CHECKPOINT_RECORDED,
-    GOAL_BLOCKED,
-    GOAL_COMPLETED,
-    GOAL_FAILED,
-    GOAL_STARTED,
-    LEASE_ACQUIRED,
-    LEASE_TAKEN_OVER,
-    RECEIPT_RECORDED,
-    WAKE_CLAIMED,
-    WAKE_SCHEDULED,
-)
+from ledger.domain.endings import GoalBlocked, GoalCompleted, GoalFailed
+from ledger.domain.goals import CheckpointRecorded, GoalStarted
+from ledger.domain.leases import LeaseAcquired, LeaseTakenOver
+from ledger.domain.watchdogs import ReceiptRecorded, WakeScheduled
+
+CHECKPOINT_RECORDED, GOAL_STARTED = CheckpointRecorded.KIND, GoalStarted.KIND
+GOAL_BLOCKED, GOAL_COMPLETED, GOAL_FAILED = GoalBlocked.KIND, GoalCompleted.KIND, GoalFailed.KIND
+LEASE_ACQUIRED, LEASE_TAKEN_OVER = LeaseAcquired.KIND, LeaseTakenOver.KIND
+RECEIPT_RECORDED, WAKE_SCHEDULED = ReceiptRecorded.KIND, WakeScheduled.KIND
+WAKE_CLAIMED = WakeClaimed.KIND
 
 # ---------------------------------------------------------------- repairs' attempt
 #

@@ -8,11 +8,11 @@ shell imports vocabulary from the domain and never a command or a rule
 (``tests/test_layers.py`` holds the shells to it).
 """
 
-from ledger.domain import events
 from ledger.domain.claims import WAKE_REASONS
 from ledger.domain.clocksteps import CLOCK_SKEW
 from ledger.domain.commands import FINISH_STATUSES
 from ledger.domain.continuations import TRIGGERS as CONTINUATION_TRIGGERS
+from ledger.domain.kinds import PAYLOADS
 from ledger.domain.liveness import LABELS, WHY
 from ledger.domain.policy import HOST_GRACE_RANGE, RANGES, RESUME_POLICIES, SCHEDULERS
 from ledger.domain.runs import NOTES as RUN_NOTES
@@ -47,8 +47,7 @@ from ledger.domain.watchdogs import (
 
 # Every event kind (family.past_tense), for the admin's filter: read off the
 # catalogue, so a kind added there is listed without a second list.
-EVENT_KINDS = tuple(sorted(value for name, value in vars(events).items()
-                           if name.isupper() and isinstance(value, str) and "." in value))
+EVENT_KINDS = tuple(sorted(payload.KIND for payload in PAYLOADS))
 
 __all__ = [
     "ACTIVE_STATUSES", "CONTINUATION_TRIGGERS", "DONE", "EVENT_KINDS", "FINISH_STATUSES",

@@ -4,7 +4,7 @@ cancel, receipts, statuses.
 One watchdog per goal (a recurring wake), owned by the server (``internal``,
 a django-q2 schedule) or by the agent's host (``host``, confirmed by
 receipts). It is never retimed and never doubled; a goal may complete only
-once it is cancelled (``ledger.domain.finishing``). The evolvers of
+once it is cancelled (``ledger.domain.finishing``). The kinds
 ``wake.scheduled``, ``receipt.recorded`` and ``wake.cancel_requested`` are here.
 """
 
@@ -13,18 +13,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ledger.domain import validation
+from ledger.domain.codec import Payload, event_kind, optional
 from ledger.domain.commands import LeaseProof
 from ledger.domain.errors import DomainError, InvalidCommand
-from ledger.domain.events import (
-    Event,
-    ReceiptRecorded,
-    WakeCancelRequested,
-    WakeScheduled,
-    iso,
-)
+from ledger.domain.events import Changes, Event, Style, iso
 from ledger.domain.leases import fence
 from ledger.domain.policy import timezone
 from ledger.domain.state import GoalState
+from ledger.domain.text import clean, known, short
 
 INTERNAL, HOST, OPERATOR = "internal", "host", "operator"
 RECEIPT_STATUSES = ("created", "create_failed", "create_uncertain", "cancelled", "disabled",
@@ -225,10 +221,10 @@ def arm_events(state: GoalState, interval: int, first_due_at: str, now: datetime
 
 
 
-# ---------------------------------------------------------------- evolve
+# ---------------------------------------------------------------- what the kinds below share
 
 
-def repaired(state: GoalState, data: WakeScheduled | ReceiptRecorded,
+def repaired(state: GoalState, data: "WakeScheduled | ReceiptRecorded",
              at: str) -> dict[str, Any]:
     """What a repair event adds to its wake: a fresh lateness window and the
     count of repairs since the wake last fired (``attempt``; a repair recorded
@@ -238,7 +234,8 @@ def repaired(state: GoalState, data: WakeScheduled | ReceiptRecorded,
     return {"repaired_at": at, "repairs": data.attempt}
 
 
-def unlisted_by_repair(state: GoalState, data: WakeScheduled | ReceiptRecorded) -> dict[str, Any]:
+def unlisted_by_repair(state: GoalState,
+                       data: "WakeScheduled | ReceiptRecorded") -> dict[str, Any]:
     """A repair while WAKE_NOT_FIRING stands is an operator's (the automatic
     one stops): the goal is off the list until the bound is reached again."""
     if data.repair is not None and state.liveness_alert.get("reason") == "WAKE_NOT_FIRING":
@@ -246,65 +243,9 @@ def unlisted_by_repair(state: GoalState, data: WakeScheduled | ReceiptRecorded) 
     return {}
 
 
-def scheduled(state: GoalState, data: WakeScheduled, at: str) -> dict[str, Any]:
-    # A repaired row gets the scheduler's lateness anew (liveness deadlines).
-    repair = repaired(state, data, at)
-    if data.kind == "reset":  # the one-off wake at a rate-limit reset
-        return {"reset_wake": {"due_at": data.due_at,
-                               "schedule_name": data.schedule_name, **repair},
-                **unlisted_by_repair(state, data)}
-    if data.kind == "requested":  # the one-off wake the agent asked for
-        # A host goal's has no schedule row: its host creates the wake.
-        return {"requested_wake": {"due_at": data.due_at, "reason": data.reason,
-                                   "schedule_name": data.schedule_name or "",
-                                   **repair},
-                **unlisted_by_repair(state, data)}
-    watchdog = {
-        "backend": data.backend,
-        "interval_seconds": data.interval_seconds,
-        "tzid": data.tzid,
-        "status": "requested",
-        "attempt": data.attempt,
-        "first_due_at": data.first_due_at,
-        # Slots are anchor + k x interval; no claim ever moves the anchor.
-        "anchor": data.first_due_at,
-        "next_due_at": data.first_due_at,
-        "retry_allowed": False,
-    }
-    if data.schedule_name is not None:
-        watchdog["schedule_name"] = data.schedule_name
-    return {"watchdog": watchdog, **host_heard(state)}
-
-
 _RECEIPT_STATUS = {"created": "live", "create_failed": "create_failed",
                    "create_uncertain": "uncertain", "cancelled": "cancelled",
                    "disabled": "disabled", "user_attested_deleted": "cancelled"}
-
-
-def receipted(state: GoalState, data: ReceiptRecorded, at: str) -> dict[str, Any]:
-    if data.repair == "orphaned":
-        return {}  # a stray row deleted: history only, the goal's own wakes are untouched
-    watchdog = {**state.watchdog, "status": _RECEIPT_STATUS[data.status],
-                "last_receipt": data.status, "last_receipt_at": at}
-    if data.status == "created":
-        watchdog["next_due_at"] = data.due_at
-        watchdog.pop("early_fire", None)  # a new schedule: fires compare afresh
-        if data.backend == HOST:
-            watchdog["anchor"] = data.due_at  # the host's schedule is what fires
-        if data.host_ref_sha256 is not None:
-            watchdog["host_ref_sha256"] = data.host_ref_sha256
-            watchdog["runs_on"] = data.runs_on
-    if data.status == "create_failed":
-        watchdog["retry_allowed"] = data.retry_allowed
-        if not data.retry_allowed:
-            watchdog["status"] = "failed"
-    watchdog.update(repaired(state, data, at))
-    return {"watchdog": watchdog, **(host_heard(state) if data.backend == HOST else {}),
-            **unlisted_by_repair(state, data)}
-
-
-def cancel_requested(state: GoalState, data: WakeCancelRequested, at: str) -> dict[str, Any]:
-    return {"watchdog": {**state.watchdog, "status": "cancel_requested"}}
 
 
 def host_heard(state: GoalState) -> dict[str, Any]:
@@ -312,3 +253,139 @@ def host_heard(state: GoalState) -> dict[str, Any]:
     if state.liveness_alert.get("reason") == "HOST_SILENT":
         return {"liveness_alert": {}}
     return {}
+
+
+# ---------------------------------------------------------------- the watchdog kinds
+
+
+@event_kind("wake.scheduled", version=2)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WakeScheduled(Payload):
+    """A watchdog prepared (no ``kind``), or a one-off wake (``kind`` reset or
+    requested); a repair (``repair``) recreates a wake's schedule row."""
+
+    STYLE = Style("wake")
+
+    backend: str | None = optional()  # the watchdog's
+    interval_seconds: int | None = optional()
+    tzid: str | None = optional()
+    first_due_at: str | None = optional()
+    # A watchdog's create attempt (1, or 2 for the one retry); a repair's count
+    # since the wake last fired (older repairs, which had none, count one).
+    attempt: int | None = optional()
+    schedule_name: str | None = optional()  # internal only
+    kind: str | None = optional()  # reset | requested (a one-off wake)
+    due_at: str | None = optional()
+    reason: str | None = optional()  # requested: why
+    requested_by: str | None = optional()
+    replaces: str | None = optional()  # the pending requested wake's due time
+    repair: str | None = optional()  # missing | exhausted | late
+
+    @property
+    def one_off(self) -> bool:
+        return self.kind in ("reset", "requested")
+
+    def fold(self, state: GoalState, at: str) -> Changes:
+        # A repaired row gets the scheduler's lateness anew (liveness deadlines).
+        repair = repaired(state, self, at)
+        if self.kind == "reset":  # the one-off wake at a rate-limit reset
+            return {"reset_wake": {"due_at": self.due_at,
+                                   "schedule_name": self.schedule_name, **repair},
+                    **unlisted_by_repair(state, self)}
+        if self.kind == "requested":  # the one-off wake the agent asked for
+            # A host goal's has no schedule row: its host creates the wake.
+            return {"requested_wake": {"due_at": self.due_at, "reason": self.reason,
+                                       "schedule_name": self.schedule_name or "",
+                                       **repair},
+                    **unlisted_by_repair(state, self)}
+        watchdog = {
+            "backend": self.backend,
+            "interval_seconds": self.interval_seconds,
+            "tzid": self.tzid,
+            "status": "requested",
+            "attempt": self.attempt,
+            "first_due_at": self.first_due_at,
+            # Slots are anchor + k x interval; no claim ever moves the anchor.
+            "anchor": self.first_due_at,
+            "next_due_at": self.first_due_at,
+            "retry_allowed": False,
+        }
+        if self.schedule_name is not None:
+            watchdog["schedule_name"] = self.schedule_name
+        return {"watchdog": watchdog, **host_heard(state)}
+
+    def line(self) -> str:
+        if self.kind == "reset":
+            return f"one-off wake at the reset, {short(self.due_at)}"
+        if self.kind == "requested":
+            replaces = f" (replaces {short(self.replaces)})" if self.replaces else ""
+            return (f"one-off wake asked for ({self.reason or '?'}), "
+                    f"{short(self.due_at)}{replaces}")
+        seconds = self.interval_seconds or 0
+        minutes = round(seconds / 60, 1)
+        every = f"{minutes:g} min" if minutes >= 1 else f"{known(self.interval_seconds)} s"
+        retry = " (retry)" if (self.attempt or 1) > 1 else ""
+        return (f"{self.backend or '?'} watchdog every {every}{retry}, first due "
+                f"{short(self.first_due_at)}")
+
+
+@event_kind("wake.cancel_requested")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WakeCancelRequested(Payload):
+    STYLE = Style("wake")
+
+    backend: str
+    note: str
+
+    def fold(self, state: GoalState, at: str) -> Changes:
+        return {"watchdog": {**state.watchdog, "status": "cancel_requested"}}
+
+    def line(self) -> str:
+        return (f"{known(self.backend)} watchdog cancellation requested: "
+                f"{clean(known(self.note), 80)}")
+
+
+@event_kind("receipt.recorded", version=2)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReceiptRecorded(Payload):
+    STYLE = Style("receipt")
+
+    backend: str  # internal | host
+    status: str  # one of RECEIPT_STATUSES
+    schedule_name: str | None = optional()  # internal
+    due_at: str | None = optional()
+    note: str | None = optional()
+    host_ref_sha256: str | None = optional()  # host, created
+    runs_on: str | None = optional()
+    attested_by: str | None = optional()  # user_attested_deleted
+    retry_allowed: bool | None = optional()  # create_failed
+    repair: str | None = optional()  # missing | exhausted | late | orphaned
+    attempt: int | None = optional()  # a repair's count since the wake last fired
+
+    def fold(self, state: GoalState, at: str) -> Changes:
+        if self.repair == "orphaned":
+            return {}  # a stray row deleted: history only, the goal's own wakes are untouched
+        watchdog = {**state.watchdog, "status": _RECEIPT_STATUS[self.status],
+                    "last_receipt": self.status, "last_receipt_at": at}
+        if self.status == "created":
+            watchdog["next_due_at"] = self.due_at
+            watchdog.pop("early_fire", None)  # a new schedule: fires compare afresh
+            if self.backend == HOST:
+                watchdog["anchor"] = self.due_at  # the host's schedule is what fires
+            if self.host_ref_sha256 is not None:
+                watchdog["host_ref_sha256"] = self.host_ref_sha256
+                watchdog["runs_on"] = self.runs_on
+        if self.status == "create_failed":
+            watchdog["retry_allowed"] = self.retry_allowed
+            if not self.retry_allowed:
+                watchdog["status"] = "failed"
+        watchdog.update(repaired(state, self, at))
+        return {"watchdog": watchdog, **(host_heard(state) if self.backend == HOST else {}),
+                **unlisted_by_repair(state, self)}
+
+    def line(self) -> str:
+        text = f"{known(self.backend)} watchdog {known(self.status)}"
+        text += f", due {short(self.due_at)}" if self.due_at else ""
+        text += f", runs on {known(self.runs_on)}" if self.runs_on else ""
+        text += f", attested by {clean(known(self.attested_by))}" if self.attested_by else ""
+        return text + (f": {clean(known(self.note), 80)}" if self.note else "")

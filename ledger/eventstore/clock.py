@@ -2,17 +2,22 @@
 
 No code calls ``timezone.now()`` directly for a rule: a lease expiry or a
 reset time decided against the wall clock cannot be tested at its edges.
+
+``now`` is the clock itself, not a function that asks it: ``use`` puts
+another in its place for a block, and ``clock.now()`` (read through the
+module, never imported by name) calls whichever is in place. The wall
+clock is ``datetime.now(UTC)`` bound once, so reading it runs no Python
+of ours.
 """
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
-_source: Callable[[], datetime] = lambda: datetime.now(UTC)  # noqa: E731
+Clock = Callable[[], datetime]
 
-
-def now() -> datetime:
-    return _source()
+now: Clock = partial(datetime.now, UTC)
 
 
 class FrozenClock:
@@ -32,10 +37,11 @@ class FrozenClock:
 
 
 @contextmanager
-def use(source: Callable[[], datetime]) -> Iterator[Callable[[], datetime]]:
-    global _source
-    previous, _source = _source, source
+def use(source: Clock) -> Iterator[Clock]:
+    """``source`` is the clock for the block (``clock.now()`` calls it)."""
+    global now
+    previous, now = now, source
     try:
         yield source
     finally:
-        _source = previous
+        now = previous

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
-from ledger.domain import events, timing
+from ledger.domain import kinds, timing
 from ledger.domain.state import TERMINAL_STATUSES
 from ledger.models import Goal, Tally
 
@@ -139,14 +139,14 @@ def deltas(outcome: "Outcome") -> Counter[tuple[str, str]]:
     added = moved(after.goal_id, (before.status, before.reason), (after.status, after.reason))
     for stored in outcome.events:
         payload = stored.payload
-        if isinstance(payload, events.LivenessMissed):
+        if isinstance(payload, kinds.LivenessMissed):
             added[DEADLINE_MISSES, labels(reason=payload.reason)] += 1
-        elif isinstance(payload, events.ContinuationCharged):
+        elif isinstance(payload, kinds.ContinuationCharged):
             added[CHARGED, ""] += 1
-        elif isinstance(payload, events.ContinuationDispatched):
+        elif isinstance(payload, kinds.ContinuationDispatched):
             result = "ok" if payload.ok else "uncertain" if payload.uncertain else "failed"
             added[DISPATCHES, labels(result=result, dispatcher=payload.dispatcher)] += 1
-        elif isinstance(payload, events.WakeClaimed):
+        elif isinstance(payload, kinds.WakeClaimed):
             added[CLAIMS, labels(outcome=payload.outcome, source=payload.source)] += 1
             late = lateness(payload, outcome, stored.recorded_at)
             if late is not None:
@@ -156,7 +156,7 @@ def deltas(outcome: "Outcome") -> Counter[tuple[str, str]]:
     return added
 
 
-def lateness(claim: events.WakeClaimed, outcome: "Outcome", at: datetime) -> float | None:
+def lateness(claim: kinds.WakeClaimed, outcome: "Outcome", at: datetime) -> float | None:
     """Seconds from the wake's due time to its claim: the recurring slot it
     belongs to, or the one-off wake the goal was waiting for. None when the
     claim stands for no due wake (an operator's wake now, a duplicate)."""
@@ -182,8 +182,8 @@ def count(goal_id: str, outcome: "Outcome") -> None:
 
 
 # The payloads ``deltas`` counts (beside a change of status or reason).
-_COUNTED = (events.LivenessMissed, events.ContinuationCharged, events.ContinuationDispatched,
-            events.WakeClaimed)
+_COUNTED = (kinds.LivenessMissed, kinds.ContinuationCharged, kinds.ContinuationDispatched,
+            kinds.WakeClaimed)
 
 
 def move(goal_id: str, before: tuple[str, str], after: tuple[str, str]) -> None:

@@ -2,7 +2,7 @@
 outbox of notifications, and each goal's notification state.
 
 ``Notification`` is an outbox row, written in the transaction of the event
-that flipped a goal's standing (``ledger.services.notifications.record``, a
+that flipped a goal's standing (``ledger.services.followup.record_flip``, a
 step of every command's follow-up), so a flip is recorded exactly once or not at all. Its ``key``
 is unique and stable: the same notice is never recorded twice, and a receiver
 can drop a redelivered copy by it. Rows hold no secret: the channel is named

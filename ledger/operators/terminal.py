@@ -6,17 +6,18 @@ already say. ``summary(kind, data)`` is plain text (no colour) so other views
 and only when the caller says the output is a terminal.
 
 Everything printed here may come from an agent (objectives, steps, notes), so
-it goes through ``clean``: one line, no control characters. An ANSI escape in
+it goes through ``clean`` (``ledger.domain.text``, which each event kind's
+summary line uses too): one line, no control characters. An ANSI escape in
 a step name would otherwise repaint the operator's terminal.
 """
 
-import re
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ledger.domain import GoalState
 from ledger.domain.runs import budget_left, provider_wait
+from ledger.domain.text import clean, items, moment
 from ledger.domain.timing import next_wake_at
 from ledger.domain.watchdogs import watchdog_health
 from ledger.operators.colours import (
@@ -29,35 +30,21 @@ if TYPE_CHECKING:  # only for annotations: this module never queries
 
 # ----------------------------------------------------------------------------- text
 
-# C0 and C1 controls (ESC among them), DEL, and the bidirectional overrides
-# that can make a line read differently from what it contains.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-_BLANKS = re.compile(r"[\t\n\r]+| {2,}")
-
-
-def clean(value: object, width: int | None = None, *, keep_end: bool = False) -> str:
-    """``value`` as one safe line, shortened to ``width`` with an ellipsis
-    (keeping the end instead of the start for paths)."""
-    text = _BLANKS.sub(" ", _UNSAFE.sub("\ufffd", str(value))).strip()
-    if width is not None and len(text) > width:
-        text = "…" + text[-(width - 1):] if keep_end else text[:width - 1] + "…"
-    return text
-
 
 def when(value: str | datetime | None) -> str:
     """An instant as ``YYYY-MM-DD HH:MM:SS`` in UTC; ``-`` when there is none."""
-    moment = _moment(value)
-    return moment.strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
+    at = moment(value)
+    return at.strftime("%Y-%m-%d %H:%M:%S") if at else "-"
 
 
 def relative(value: str | datetime | None, now: datetime) -> str:
     """``in 12m`` / ``3h05m ago`` / ``30s ago`` / ``now`` (under a second);
     ``-`` when there is no instant. Seconds under a minute: "now" for 30 s ago
     read as "just happened" to someone watching a goal that had gone quiet."""
-    moment = _moment(value)
-    if moment is None:
+    at = moment(value)
+    if at is None:
         return "-"
-    seconds = int((moment - now).total_seconds())
+    seconds = int((at - now).total_seconds())
     if seconds == 0:
         return "now"
     span = _span(abs(seconds))
@@ -73,30 +60,6 @@ def _span(seconds: int) -> str:
     if hours:
         return f"{hours}h{minutes % 60:02d}m"
     return f"{minutes}m"
-
-
-def _moment(value: str | datetime | None) -> datetime | None:
-    if not value:
-        return None
-    if isinstance(value, datetime):
-        return value.astimezone(UTC)
-    try:
-        return datetime.fromisoformat(value).astimezone(UTC)
-    except (TypeError, ValueError):
-        return None
-
-
-def _short(value: object) -> str:
-    """An instant inside a summary, in the one format of every page and command
-    (UTC to the second, the zone said: `12-06 23:15:00` read as local time)."""
-    moment = _moment(value if isinstance(value, str | datetime) else None)
-    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment else clean(value or "?")
-
-
-def _items(values: object, limit: int = 3) -> str:
-    items = [clean(v) for v in values] if isinstance(values, list | tuple) else []
-    more = f" (+{len(items) - limit})" if len(items) > limit else ""
-    return "; ".join(items[:limit]) + more
 
 
 # ----------------------------------------------------------------------------- goals table
@@ -171,7 +134,7 @@ def state_lines(state: GoalState, now: datetime, *, colour: bool = False) -> lis
         ("progress", f"{_bar(state.progress_pct)} {state.progress_pct} %, "
                      f"{state.checkpoints} checkpoint(s)"),
         ("step", f"“{clean(state.current_step, 120)}”"),
-        ("next", _items(state.next_actions, 5) or "-"),
+        ("next", items(state.next_actions, 5) or "-"),
         ("lease", _lease_line(state, now)),
         ("watchdog", _watchdog_line(state, now)),
         ("continuations", f"{state.continuations_used} of "

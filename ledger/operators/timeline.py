@@ -19,8 +19,25 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from ledger.domain import TERMINAL_STATUSES, liveness
-from ledger.domain import events as ev
 from ledger.domain.codec import decode_or_none
+from ledger.domain.kinds import (
+    CHECKPOINT_RECORDED,
+    GOAL_BLOCKED,
+    GOAL_COMPLETED,
+    GOAL_FAILED,
+    GOAL_PAUSED,
+    GOAL_RECOVERED,
+    GOAL_STOPPED,
+    LEASE_ACQUIRED,
+    LEASE_TAKEN_OVER,
+    PAYLOADS,
+    WAKE_CLAIMED,
+    CheckpointRecorded,
+    GoalBlocked,
+    GoalPaused,
+    RunReported,
+    style_of,
+)
 from ledger.domain.state import BLOCKED, RATE_LIMIT_STOPPED
 from ledger.eventstore import clock, tallies
 from ledger.eventstore.chain import event_hash, head_break
@@ -32,11 +49,12 @@ from ledger.services import alerts
 PAGE = 50
 CHART_POINTS = 300
 
-# Each event family's icon (inline SVG drawn in white on the family's colour:
-# no emoji, which Debian's Chromium shows as empty boxes without an emoji
-# font) and its colour. Shapes after Feather icons (MIT), 24x24 strokes.
+# Each look's icon (a kind's ``STYLE.look``, its family: inline SVG drawn in
+# white on the look's colour: no emoji, which Debian's Chromium shows as empty
+# boxes without an emoji font) and its colour. Shapes after Feather icons
+# (MIT), 24x24 strokes.
 FAMILY_STYLE: dict[str, tuple[str, str, str]] = {
-    # family: (title, colour, SVG body)
+    # look: (title, colour, SVG body)
     "goal": ("goal", "#2f6fde",
              '<path d="M4 15s1-1 4-1 5 2 8 2 4-1 4-1V3s-1 1-4 1-5-2-8-2-4 1-4 1z"/>'
              '<line x1="4" y1="22" x2="4" y2="15"/>'),
@@ -73,19 +91,17 @@ FAMILY_STYLE: dict[str, tuple[str, str, str]] = {
 }
 OTHER_STYLE = ("event", "#5f6368", '<circle cx="12" cy="12" r="4"/>')
 
-# Chart markers: (kind, colour, legend label); a run report is a marker only
-# when it reports an error.
+# Chart markers by name (a kind's ``STYLE.marker``): (colour, legend label);
+# a run report is a marker only when it reports an error.
 MARKERS = {
-    "wake.claimed": ("#7b3fe4", "wake claimed"),
-    "goal.paused": ("#e37400", "paused (rate limit)"),
-    "run.reported": ("#d93025", "run error, blocked or failed"),
-    "goal.blocked": ("#d93025", "run error, blocked or failed"),
-    "goal.failed": ("#d93025", "run error, blocked or failed"),
+    "wake": ("#7b3fe4", "wake claimed"),
+    "pause": ("#e37400", "paused (rate limit)"),
+    "failure": ("#d93025", "run error, blocked or failed"),
 }
-MARKER_KINDS = tuple(MARKERS)
+MARKER_KINDS = tuple(payload.KIND for payload in PAYLOADS if payload.STYLE.marker)
 # What ends a pause on the chart: the next lease or wake that resumed the goal
 # (else the chart's end: now, or the goal's end once terminal).
-RESUME_KINDS = ("lease.acquired", "lease.taken_over", "wake.claimed")
+RESUME_KINDS = (LEASE_ACQUIRED, LEASE_TAKEN_OVER, WAKE_CLAIMED)
 PAUSE_COLOUR = "#e37400"
 # Checkpoints closer than this many pixels (recorded in the same second, on
 # any span longer than a few minutes) are drawn this far apart, in order,
@@ -177,7 +193,7 @@ def chart(goal: Goal) -> dict[str, Any]:
     once terminal; wake and failure markers; pauses as shaded spans (read with
     the leases and wakes that end them); time and percent axes."""
     recent = list(
-        Event.objects.filter(goal=goal, kind__in=("checkpoint.recorded", *MARKER_KINDS,
+        Event.objects.filter(goal=goal, kind__in=(CHECKPOINT_RECORDED, *MARKER_KINDS,
                                                   *RESUME_KINDS))
         .order_by("-seq").values("seq", "kind", "data", "recorded_at")[:CHART_POINTS]
     )[::-1]
@@ -221,7 +237,7 @@ def _series(recent: list[dict[str, Any]], x: Any, y: Any, whole_life: bool, left
     for row in recent:
         at = x(row["recorded_at"])
         kind = row["kind"]
-        if kind == "goal.paused" and paused_at is None:
+        if kind == GOAL_PAUSED and paused_at is None:
             paused_at = row
         elif kind in RESUME_KINDS and paused_at is not None:
             pauses.append(_pause_span(paused_at, x(paused_at["recorded_at"]), at))
@@ -229,7 +245,7 @@ def _series(recent: list[dict[str, Any]], x: Any, y: Any, whole_life: bool, left
         if kind in RESUME_KINDS and kind not in MARKER_KINDS:
             continue  # read only to end a pause
         payload = decode_or_none(kind, row["data"], partial=True)
-        if isinstance(payload, ev.CheckpointRecorded):
+        if isinstance(payload, CheckpointRecorded):
             # Never left of (or on) the previous checkpoint: same-second
             # checkpoints step right by CHECKPOINT_GAP, within the plot.
             at = round(min(max(at, last_x + CHECKPOINT_GAP), right), 1)
@@ -239,8 +255,9 @@ def _series(recent: list[dict[str, Any]], x: Any, y: Any, whole_life: bool, left
             pct = payload.progress_pct if payload.progress_pct is not None else pct or 0
             points.append(f"{at},{y(pct)}")
             checkpoints.append({"x": at, "y": y(pct), "seq": row["seq"], "pct": pct})
-        elif not isinstance(payload, ev.RunReported) or payload.outcome == "error":
-            colour, label = MARKERS[row["kind"]]
+        elif not isinstance(payload, RunReported) or payload.outcome == "error":
+            # A marker kind (MARKER_KINDS) names its marker in its style.
+            colour, label = MARKERS[style_of(kind).marker]  # type: ignore[union-attr]
             markers.append({"x": at, "y": y(pct or 0), "seq": row["seq"], "kind": row["kind"],
                             "colour": colour, "label": label})
     if paused_at is not None:  # still paused, or ended while paused: to the chart's end
@@ -260,9 +277,9 @@ def _pause_span(row: dict[str, Any], start_x: float, end_x: float) -> dict[str, 
 
 # The header's interruptions: each rate limit (a pause, or the block once the
 # continuation budget is spent) and each recovery, newest INTERRUPTIONS.
-INTERRUPTION_KINDS = ("goal.paused", "goal.recovered", "goal.blocked")
+INTERRUPTION_KINDS = (GOAL_PAUSED, GOAL_RECOVERED, GOAL_BLOCKED)
 INTERRUPTIONS = 20
-ENDING_KINDS = ("goal.completed", "goal.failed", "goal.stopped")
+ENDING_KINDS = (GOAL_COMPLETED, GOAL_FAILED, GOAL_STOPPED)
 
 
 def header(goal: Goal) -> dict[str, Any]:
@@ -288,11 +305,11 @@ def header(goal: Goal) -> dict[str, Any]:
     for row in rows[:INTERRUPTIONS][::-1]:
         data = row["data"]
         payload = decode_or_none(row["kind"], data, partial=True)
-        if isinstance(payload, ev.GoalBlocked) and payload.reason != RATE_LIMIT_STOPPED:
+        if isinstance(payload, GoalBlocked) and payload.reason != RATE_LIMIT_STOPPED:
             continue  # other blocks are the status badge's, not a rate limit's
-        label = {ev.GOAL_PAUSED: "rate limit, paused", ev.GOAL_RECOVERED: "recovered",
-                 ev.GOAL_BLOCKED: "rate limit, blocked"}[row["kind"]]
-        paused = payload if isinstance(payload, ev.GoalPaused) else None
+        label = ("rate limit, paused" if row["kind"] == GOAL_PAUSED
+                 else "rate limit, blocked" if row["kind"] == GOAL_BLOCKED else "recovered")
+        paused = payload if isinstance(payload, GoalPaused) else None
         until = str(paused.until or "") if paused else ""
         lines.append({"seq": row["seq"], "kind": row["kind"], "label": label,
                       "at": row["recorded_at"], "until": until,
@@ -327,8 +344,10 @@ def time_ticks(start: datetime, end: datetime, x: Any) -> list[dict[str, Any]]:
 
 
 def style(kind: str) -> tuple[str, str, str]:
-    """(title, colour, SVG body) of the kind's family."""
-    return FAMILY_STYLE.get(kind.partition(".")[0], OTHER_STYLE)
+    """(title, colour, SVG body) of the look the kind names (a kind this
+    release does not know: its family's, else a plain dot)."""
+    named = style_of(kind)
+    return FAMILY_STYLE.get(named.look if named else kind.partition(".")[0], OTHER_STYLE)
 
 
 def icon(kind: str) -> SafeString:

@@ -83,10 +83,10 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     # First: every log line of the request, and the outbox row it writes, carry its id.
-    "ledger.project.requestid.RequestIdMiddleware",
+    "ledger.project.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "api.middleware.RefuseChunkedBodies",
-    "ledger.access.security.ContentSecurityPolicyMiddleware",
+    "api.parsing.RefuseChunkedBodies",
+    "ledger.project.middleware.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Django's own class, named as such: the deploy checks (session cookie
     # Secure/HttpOnly) look for this exact path.
@@ -94,9 +94,9 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     # Django's lazy user and messages, skipped for a request under /api/ with
-    # an Authorization header (ledger/project/browser.py).
-    "ledger.project.browser.AuthenticationMiddleware",
-    "ledger.project.browser.MessageMiddleware",
+    # an Authorization header (ledger/project/middleware.py).
+    "ledger.project.middleware.AuthenticationMiddleware",
+    "ledger.project.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -113,7 +113,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "ledger.access.security.csp_nonce",
+                "ledger.project.middleware.csp_nonce",
             ],
         },
     },
@@ -303,10 +303,10 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["api.parsers.StrictJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["api.parsing.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     # DRF's negotiation with the everyday Accept headers answered up front.
-    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "api.negotiation.Negotiation",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "api.parsing.Negotiation",
     "EXCEPTION_HANDLER": "api.errors.handler",
     "DEFAULT_SCHEMA_CLASS": "api.schema.AnswerSchema",  # declares response headers too
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",

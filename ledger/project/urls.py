@@ -1,10 +1,10 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from ledger.access.security import LockoutAuthenticationForm
+from ledger.access.accounts import LockoutAuthenticationForm
 from ledger.project.views import favicon, home
 
-# Repeated failed logins lock a username out from one address (ledger/access/security.py).
+# Repeated failed logins lock a username out from one address (ledger/access/accounts.py).
 admin.site.login_form = LockoutAuthenticationForm
 
 urlpatterns = [

@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ledger.domain import GoalState, lease_refusal, liveness
-from ledger.domain.events import ContinuationCharged, LeaseGranted, iso
+from ledger.domain.events import iso
+from ledger.domain.kinds import ContinuationCharged, LeaseGranted
 from ledger.domain.parts import iso_text
 from ledger.domain.smartwake import resume_packet
 from ledger.domain.timing import next_wake_at

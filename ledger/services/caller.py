@@ -30,7 +30,7 @@ from django.db import IntegrityError, transaction
 from ledger.domain import DomainError, GoalState, RunGoal, StartGoal
 from ledger.eventstore import store
 from ledger.eventstore.store import GoalNotFound, Outcome
-from ledger.services import notifications, outbox, schedules
+from ledger.services import followup
 
 __all__ = ["Caller", "GoalNotFound", "Outcome", "canonical_id", "follow_up", "run", "start",
            "state_of"]
@@ -90,11 +90,11 @@ def follow_up(outcome: Outcome) -> None:
     if not outcome.events:
         return
     # django-q2 schedule rows: the goal's watchdog and its one-off wakes.
-    schedules.follow(outcome)
+    followup.follow_schedules(outcome)
     # The dispatch outbox: a granted push wake's row, sent after the commit.
-    outbox.record(outcome)
+    followup.record_dispatches(outcome)
     # A flip of the goal's standing: its notifications, sent after the commit.
-    notifications.record_flip(outcome)
+    followup.record_flip(outcome)
 
 
 def state_of(caller: Caller, goal_id: str | uuid.UUID) -> GoalState:

@@ -1,15 +1,9 @@
 """What a shell's parser asks of a value before it calls a use case: whether
-a text encodes (no lone surrogates), whether a Retry-After reads, whether a
-text looks like a secret. The domain answers; the shells ask here, so they
-import no rule of the domain."""
+a Retry-After reads, whether a text looks like a secret. The domain answers;
+the shells ask here, so they import no rule of the domain."""
 
 from ledger.domain import resets, validation
 from ledger.eventstore import clock
-
-
-def encodes(text: str) -> bool:
-    """The text encodes as UTF-8 (no lone surrogate): one call, no walk."""
-    return validation.encodes(text)
 
 
 def retry_after_readable(value: str) -> bool:

@@ -1,10 +1,8 @@
 """Telling a human: the use cases behind notifications.
 
-- ``record`` (``record_flip``, a step of ``caller.follow_up``). When a
-  command flips a goal's standing (``notices.flip`` of its attention before
-  and after), it writes the goal's notification state and one outbox row per
-  channel that takes it — in the command's own transaction, so a flip is
-  recorded exactly once with the event that caused it, or not at all.
+- ``enqueue``: one outbox row per channel that takes a notice; a command's
+  flip of its goal's standing is recorded with it
+  (``followup.record_flip``, a step of ``caller.follow_up``).
 - ``remind``, ``digest``, ``scheduler_standing``: what the sweeper (and
   ``ledger notify``) record on a clock; each keyed so a second caller records
   nothing twice.
@@ -27,18 +25,15 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, Max, OuterRef
 from django.urls import reverse
-from django_q.tasks import async_task
 
 from ledger.domain import GoalState, liveness, notices
 from ledger.domain.events import iso
 from ledger.eventstore import clock
-from ledger.eventstore.store import Outcome
 from ledger.models import Goal, SchedulerBeat
 from ledger.notify import channels, sending
 from ledger.notify.models import Channel, GoalNotice, Notification
 from ledger.project.siteurl import base_url
 from ledger.services import alerts, schedules
-from ledger.services.schedules import SEND_NOTIFICATIONS
 
 DIGEST_BEAT = "notify.digest"  # SchedulerBeat row: when the last digest was recorded
 SILENT_BEAT = "notify.silent_since"  # the last beat of the silence last told
@@ -50,12 +45,12 @@ def goal_link(goal_id: str) -> str:
     return base_url() + reverse("admin:ledger_goal_timeline", args=[goal_id])
 
 
-def _subject(state: GoalState, reason: str, since: datetime) -> notices.Subject:
+def subject_of(state: GoalState, reason: str, since: datetime) -> notices.Subject:
     return notices.Subject(goal_id=state.goal_id, goal_key=state.goal_key, agent=state.agent,
                            workspace=state.workspace, reason=reason, since=iso(since))
 
 
-def _enqueue(key: str, kind: str, title: str, body_of: Any, *, goal_id: str | None = None,
+def enqueue(key: str, kind: str, title: str, body_of: Any, *, goal_id: str | None = None,
              reason: str = "", agent: str = "", workspace: str = "", goal: bool = True,
              now: datetime) -> int:
     """One row per channel that takes the notice; a key already recorded is
@@ -79,46 +74,6 @@ def _enqueue(key: str, kind: str, title: str, body_of: Any, *, goal_id: str | No
     return written
 
 
-def record_flip(outcome: Outcome) -> int:
-    """A command's flip of its goal's standing: its notifications recorded in
-    the command's transaction (``record``); after the commit, a task sends
-    them (within seconds, on the ORM broker's one-second poll). Should that
-    task never run, the sweeper's next pass sends them: recorded is never lost."""
-    written = record(outcome.state.goal_id, outcome)
-    if written:
-        transaction.on_commit(_ask_to_send)
-    return written
-
-
-def _ask_to_send() -> None:
-    try:
-        async_task(SEND_NOTIFICATIONS, task_name="notify.send")
-    except db.DatabaseError as error:  # the sweeper sends it instead
-        logger.warning("could not queue the notification sender: %s", type(error).__name__)
-
-
-def record(goal_id: str, outcome: Outcome) -> int:
-    """A flip of the goal's standing gets its notice, in the
-    command's transaction. Costs two pure calls on commands that flip nothing.
-    Returns how many outbox rows it wrote (one per channel that takes it)."""
-    before, after = liveness.attention(outcome.before), liveness.attention(outcome.state)
-    kind = notices.flip(before, after)
-    if kind is None or not outcome.events:
-        return 0
-    last = outcome.events[-1]
-    now = last.recorded_at
-    reason = after or before
-    GoalNotice.objects.update_or_create(goal_id=goal_id, defaults={
-        "needs_human": kind == notices.STARTED, "reason": after, "since": now,
-        "last_notified_at": now})
-    subject = _subject(outcome.state, reason, now)
-    link = goal_link(goal_id)
-    return _enqueue(f"{kind}:{goal_id}:{last.seq}", kind, notices.title(kind, subject),
-             lambda key: notices.body(kind, subject, liveness.why(reason), link, key),
-             goal_id=goal_id, reason=reason, agent=subject.agent,
-             workspace=subject.workspace, now=now)
-
-
 def remind(now: datetime | None = None) -> int:
     """A reminder for each goal still needing a human WAKELEDGER_NOTIFY_REMIND_HOURS
     after it was last told (0: off). Returns how many goals were reminded."""
@@ -136,11 +91,11 @@ def remind(now: datetime | None = None) -> int:
         if goal is None or not goal[1]:
             continue  # resolved meanwhile: its flip says so
         state = GoalState.from_dict(goal[0])
-        subject = _subject(state, goal[1], notice.since)
+        subject = subject_of(state, goal[1], notice.since)
         link, gid = goal_link(state.goal_id), state.goal_id
         with transaction.atomic():
             # Keyed by the instant it became due: one reminder per period.
-            _enqueue(f"{notices.REMINDER}:{gid}:{iso(notice.last_notified_at)}",
+            enqueue(f"{notices.REMINDER}:{gid}:{iso(notice.last_notified_at)}",
                      notices.REMINDER, notices.title(notices.REMINDER, subject),
                      lambda key, s=subject, lk=link, r=goal[1]: notices.body(
                          notices.REMINDER, s, liveness.why(r), lk, key),
@@ -184,7 +139,7 @@ def digest(now: datetime | None = None) -> int:
         lines.append(f"… and {total - 50} more: {base_url()}{reverse('admin:index')}")
     title = notices.title(notices.DIGEST, count=total)
     with transaction.atomic():
-        written = _enqueue(f"{notices.DIGEST}:{now.date().isoformat()}", notices.DIGEST, title,
+        written = enqueue(f"{notices.DIGEST}:{now.date().isoformat()}", notices.DIGEST, title,
                            lambda key: "\n".join([*lines, f"notification: {key}"]),
                            reason="", goal=False, now=now)
         SchedulerBeat.objects.update_or_create(name=DIGEST_BEAT, defaults={"at": now})
@@ -224,7 +179,7 @@ def scheduler_standing(now: datetime | None = None, beats: BeatWatch | None = No
         _restore_scheduler_rows()
     if health["status"] == "silent" and last:
         with transaction.atomic():
-            _enqueue(f"{notices.SCHEDULER_SILENT}:{last}", notices.SCHEDULER_SILENT,
+            enqueue(f"{notices.SCHEDULER_SILENT}:{last}", notices.SCHEDULER_SILENT,
                      notices.title(notices.SCHEDULER_SILENT),
                      lambda key: (f"No lease sweep has completed since {last}: is the "
                                   f"scheduler (manage.py qcluster) running?\nopen: {admin}\n"
@@ -234,7 +189,7 @@ def scheduler_standing(now: datetime | None = None, beats: BeatWatch | None = No
                 name=SILENT_BEAT, defaults={"at": datetime.fromisoformat(last)})
     elif health["status"] == "ok" and told is not None:
         with transaction.atomic():
-            _enqueue(f"{notices.SCHEDULER_BACK}:{iso(told)}", notices.SCHEDULER_BACK,
+            enqueue(f"{notices.SCHEDULER_BACK}:{iso(told)}", notices.SCHEDULER_BACK,
                      notices.title(notices.SCHEDULER_BACK),
                      lambda key: (f"Lease sweeps run again (silent since {iso(told)}).\n"
                                   f"open: {admin}\nnotification: {key}"),

@@ -3,18 +3,15 @@
 A goal's wakes are django-q2 ``Schedule`` rows: its one recurring watchdog
 (``wakeledger-watchdog-<goal>``), the one-off wake at a rate-limit reset
 (``wakeledger-reset-<goal>``) and the one-off wake the agent asked for
-(``wakeledger-wake-<goal>``). ``follow`` creates and deletes them in the
-transaction of the command whose events call for them (one of the steps
-``caller.follow_up`` lists), so a schedule exists exactly when the committed
-events say so, whichever shell ran the command.
+(``wakeledger-wake-<goal>``). ``followup.follow_schedules`` creates and
+deletes them in the transaction of the command whose events call for them
+(one of the steps ``caller.follow_up`` lists), so a schedule exists exactly
+when the committed events say so, whichever shell ran the command.
 
 The tasks those rows run are named here by their dotted paths: the strings
 django-q2 stores and its workers import (the ``scheduling`` app defines the
 functions; tests/scheduling/test_task_paths.py checks that each path resolves).
 The doctor checks the rows by content against these names (``row_facts``).
-
-django-q2 does not enforce unique schedule names; the ledger does: the domain
-creates a watchdog only when the goal has none live, under the goal's row lock.
 """
 
 import ast
@@ -29,11 +26,9 @@ from django.utils import timezone
 from django_q.models import Schedule, Task
 
 from ledger.domain import housekeeping
-from ledger.domain.events import ReceiptRecorded, WakeScheduled, iso
+from ledger.domain.events import iso
 from ledger.domain.overdue import ScheduleRow
-from ledger.domain.policy import interval_minutes
 from ledger.eventstore import clock
-from ledger.eventstore.store import Outcome
 from ledger.services import alerts
 
 # The django-q2 tasks and rows the ledger relies on.
@@ -45,47 +40,6 @@ REPAIR_NAME = "wakeledger-schedule-repair"
 SEND_NOTIFICATIONS = "scheduling.notify.send"
 
 TASK_PATHS = (FIRE, SWEEP, REPAIR, SEND_NOTIFICATIONS)
-
-
-def follow(outcome: Outcome) -> None:
-    """Schedule rows follow the command's events (see the module doc)."""
-    goal_id, before, after = outcome.state.goal_id, outcome.before, outcome.state
-    for event in outcome.events:
-        payload = event.payload
-        if (isinstance(payload, WakeScheduled) and payload.one_off
-                and payload.schedule_name):  # none: a host goal's host schedules it
-            _one_off(goal_id, payload.schedule_name, str(payload.kind),
-                     datetime.fromisoformat(str(payload.due_at)))
-        elif isinstance(payload, ReceiptRecorded) and payload.backend == "internal":
-            name = str(payload.schedule_name)
-            # Any stray schedule of that name goes first: exactly one watchdog.
-            Schedule.objects.filter(name=name).delete()
-            if payload.status == "created":
-                Schedule.objects.create(
-                    name=name, func=FIRE, args=repr(goal_id),
-                    schedule_type=Schedule.MINUTES,
-                    minutes=interval_minutes(after.interval_seconds),
-                    repeats=-1, next_run=datetime.fromisoformat(str(payload.due_at)),
-                    # The task learns which slot fired it: that is its claim id.
-                    intended_date_kwarg="intended_date")
-    # One-off wakes used up or dropped by this command.
-    for pending in ("reset_wake", "requested_wake"):
-        was = getattr(before, pending)
-        if was is None:
-            continue  # none was pending (most commands): nothing to drop
-        now = getattr(after, pending)
-        if was.schedule_name and was != now and (
-                now is None or now.schedule_name != was.schedule_name):
-            Schedule.objects.filter(name=was.schedule_name).delete()
-
-
-def _one_off(goal_id: str, name: str, kind: str, when: datetime) -> None:
-    # A later request replaces the pending one (one row per kind and goal).
-    # django-q2 deletes a ONCE schedule after it ran.
-    Schedule.objects.filter(name=name).delete()
-    Schedule.objects.create(name=name, func=FIRE, args=repr(goal_id),
-                            kwargs=repr({"kind": kind}), schedule_type=Schedule.ONCE,
-                            repeats=-1, next_run=when, intended_date_kwarg="intended_date")
 
 
 # ---------------------------------------------------------------- facts

@@ -20,7 +20,7 @@ from ledger.project.dispatchers import lease_dispatchers
 from ledger.services import alerts, ids
 from ledger.services.answers import LeaseGrant, WakeReport
 from ledger.services.caller import Caller, run
-from ledger.services.outbox import GRANTED, PULLABLE
+from ledger.services.followup import GRANTED, PULLABLE
 from ledger.services.tokens import digest, dispatch_lease, random_lease
 
 

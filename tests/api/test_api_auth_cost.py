@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
+from api import auth
 from api import serializers as s
-from api import tokens
-from ledger.access import accounts, throttle
+from ledger.access import accounts
 from ledger.access.accounts import AGENT, AUDITOR, OPERATOR, role_of
 from ledger.access.models import ApiToken
 from ledger.eventstore import clock
@@ -65,8 +65,8 @@ def problem(response, status: int, code: str) -> dict:
 def test_an_authenticated_checkpoint_reads_token_user_and_role_in_one_statement(
         agent, started, key, monkeypatch):
     gid, lease = started
-    monkeypatch.setattr(throttle, "NOT_LOCKED_MEMO_SECONDS", 60)  # however slow the machine
-    monkeypatch.setattr(throttle, "_not_locked", {})
+    monkeypatch.setattr(accounts, "NOT_LOCKED_MEMO_SECONDS", 60)  # however slow the machine
+    monkeypatch.setattr(accounts, "_not_locked", {})
     for request in ("first", "next"):
         with CaptureQueriesContext(connection) as queries:
             response = checkpoint(agent, gid, lease, key=key and f"{key}-{request}")
@@ -84,7 +84,7 @@ def test_an_authenticated_checkpoint_reads_token_user_and_role_in_one_statement(
             assert first == 1 and "wakeledger_cache" in statements[0], statements[:3]
         else:
             # The address's "not locked out" is kept in the process for a
-            # while (ledger/access/throttle.py): the cache is not read again.
+            # while (ledger/access/accounts.py): the cache is not read again.
             assert first == 0, statements[:3]
             assert not any("wakeledger_cache" in sql for sql in statements), statements
 
@@ -103,7 +103,7 @@ def test_reads_use_the_same_single_auth_statement(agent, started, path):
 
 def test_role_of_on_the_request_user_costs_no_query(agent, django_assert_num_queries):
     with django_assert_num_queries(1):
-        found = tokens.authenticate(agent.token)
+        found = auth.authenticate(agent.token)
     with django_assert_num_queries(0):
         assert role_of(found.user) == AGENT
         assert found.user.get_username() == agent.username
@@ -115,7 +115,7 @@ def test_the_request_user_is_a_real_user_whose_other_fields_load_on_use(agent):
     stored = user(agent)
     stored.email = "agent@example.org"
     stored.save()
-    found = tokens.authenticate(agent.token)
+    found = auth.authenticate(agent.token)
     assert isinstance(found.user, get_user_model())
     assert found.user.pk == stored.pk and found.user == stored
     assert found.user.is_superuser is False and found.user.is_active is True
@@ -126,14 +126,10 @@ def test_the_request_user_is_a_real_user_whose_other_fields_load_on_use(agent):
 
 
 def test_the_token_and_user_are_built_as_from_db_builds_them(agent):
-    """tokens._loaded skips Model.__init__ and so its pre_init/post_init
-    signals: no receiver may be connected to these models, or it would miss
-    the request's user. Otherwise the instances are what from_db makes."""
-    from django.db.models.signals import post_init, pre_init
-
-    for model in (get_user_model(), ApiToken):
-        assert not pre_init.has_listeners(model) and not post_init.has_listeners(model), model
-    found = tokens.authenticate(agent.token)
+    """The request's token and user are what the ORM makes from a row
+    (``Model.from_db``): the same deferred fields, loaded, from the default
+    database."""
+    found = auth.authenticate(agent.token)
     via_orm = get_user_model().objects.only("id", "username", "is_active", "is_superuser") \
         .get(username=agent.username)
     assert found.user.get_deferred_fields() == via_orm.get_deferred_fields()
@@ -215,7 +211,7 @@ def test_the_role_from_the_token_query_is_role_of_for_every_membership(superuser
         person = get_user_model().objects.create(username=f"u{index}-{superuser}",
                                                  is_superuser=superuser)
         person.groups.set([Group.objects.get_or_create(name=n)[0] for n in names])
-        found = tokens.authenticate(accounts.issue_token(person))
+        found = auth.authenticate(accounts.issue_token(person))
         expected = role_of(get_user_model().objects.get(pk=person.pk))
         assert found.user._wakeledger_role == expected, names
         assert role_of(found.user) == expected
@@ -223,14 +219,14 @@ def test_the_role_from_the_token_query_is_role_of_for_every_membership(superuser
 
 def test_an_unknown_prefix_still_pays_for_the_digest_comparison(agent, monkeypatch):
     compared = []
-    real = tokens.hmac.compare_digest
-    monkeypatch.setattr(tokens.hmac, "compare_digest",
+    real = auth.hmac.compare_digest
+    monkeypatch.setattr(auth.hmac, "compare_digest",
                         lambda a, b: compared.append(a) or real(a, b))
     prefix = agent.token.split("_")[1]
-    assert tokens.authenticate(agent.token.replace(prefix, "Zz9Zz9Zz")) is None
-    assert tokens.authenticate(agent.token[:-1] + ("A" if agent.token[-1] != "A" else "B")) \
+    assert auth.authenticate(agent.token.replace(prefix, "Zz9Zz9Zz")) is None
+    assert auth.authenticate(agent.token[:-1] + ("A" if agent.token[-1] != "A" else "B")) \
         is None
-    assert tokens.authenticate(agent.token) is not None
+    assert auth.authenticate(agent.token) is not None
     assert compared[0] == "0" * 64 and len(compared) == 3
 
 

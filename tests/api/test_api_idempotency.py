@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
 
 from api import idempotency
-from api.parsers import StrictJSONParser
+from api.parsing import StrictJSONParser
 from ledger.access import accounts
 from ledger.access.models import IdempotencyRecord
 from ledger.models import Event, Goal

@@ -11,7 +11,7 @@ from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer, StaticH
 from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
 
-from api.negotiation import Negotiation
+from api.parsing import Negotiation
 
 ACCEPTS = [None, "*/*", "application/json", "application/json; indent=4", "text/html",
            "application/*", "*/*;q=0.5", "", "application/json, text/html", "APPLICATION/JSON",

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from rest_framework.test import APIClient
 
-from ledger.project import requestid
+from ledger.project import middleware, requestid
 from ledger.project.jsonlogs import JsonLines
 from ledger.project.redact import RedactSecrets
 from scheduling import outbox
@@ -87,7 +87,7 @@ def test_extra_attributes_are_redacted_in_json_too(json_log):
     ("req-2026-12-07.abc:1", True), ("a" * 64, True), ("a" * 65, False),
     ("has space", False), ("quote\"d", False), ("", False), ("-leading", False)])
 def test_an_incoming_request_id_is_kept_only_when_well_formed(sent, kept):
-    found = requestid.accepted(sent)
+    found = middleware.accepted(sent)
     assert (found == sent) is kept
     assert len(found) <= 64
 

@@ -1,6 +1,6 @@
 """The short request path of a token-authenticated API call keeps every
 behaviour of the long one: the lazy Django user and messages are not built
-for it (ledger/project/browser.py), and still are for the admin and for a
+for it (ledger/project/middleware.py), and still are for the admin and for a
 browser session on the API; the access log's redaction takes one quick look
 before its substitutions (ledger/project/redact.py) and cleans the same."""
 

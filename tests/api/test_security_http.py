@@ -16,7 +16,7 @@ from django.core.cache import cache
 from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
-from ledger.access import throttle
+from ledger.access import accounts
 from tests.factories import GoalFactory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,14 +85,14 @@ def test_a_lockout_another_worker_set_is_seen_within_the_memo(settings, agent, m
 
         time = staticmethod(time.time)
 
-    monkeypatch.setattr(throttle, "time", Later)
+    monkeypatch.setattr(accounts, "time", Later)
     good = caller("203.0.113.11", agent.token)
     assert good.get("/api/v1/goals").status_code == 200
-    window = throttle.bad_tokens()
+    window = accounts.bad_tokens()
     # What record() in the other worker writes when its count reaches the limit.
     cache.set(window._key("lock", "203.0.113.11"), time.time() + 60, timeout=60)
     assert good.get("/api/v1/goals").status_code == 200  # the memo's bound
-    Later.ahead = throttle.NOT_LOCKED_MEMO_SECONDS + 0.01
+    Later.ahead = accounts.NOT_LOCKED_MEMO_SECONDS + 0.01
     assert good.get("/api/v1/goals").status_code == 429
 
 

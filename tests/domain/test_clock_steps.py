@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from ledger.domain import GoalState, Heartbeat, LeaseProof, RecordCheckpoint, decision, liveness
 from ledger.domain.clocksteps import CLOCK_SKEW, ahead_by, recording_time
-from ledger.domain.events import ClockSteppedBack, LeaseExpired, LivenessMissed
+from ledger.domain.kinds import ClockSteppedBack, LeaseExpired, LivenessMissed
 from ledger.domain.overdue import CheckLiveness
 from ledger.domain.parts import LivenessAlert
 from tests.domain.test_progress_properties import TOKEN, running

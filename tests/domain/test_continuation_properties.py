@@ -33,7 +33,7 @@ from ledger.domain.continuations import (
     HostContinued,
     host_continued,
 )
-from ledger.domain.events import (
+from ledger.domain.kinds import (
     ApprovalRequested,
     ContinuationCharged,
     ContinuationHostMade,

@@ -16,7 +16,6 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from ledger.domain import (
-    TERMINAL_ALLOWED_KINDS,
     AcquireLease,
     Artifact,
     DomainError,
@@ -36,7 +35,8 @@ from ledger.domain import (
     liveness,
     validation,
 )
-from ledger.domain.claims import CONSUMING, ClaimWake, WakeNow, claim_outcome
+from ledger.domain.claimed import CONSUMING
+from ledger.domain.claims import ClaimWake, WakeNow, claim_outcome
 from ledger.domain.commands import Evidence
 from ledger.domain.errors import InvalidCommand, LeaseLost
 from ledger.domain.overdue import CheckLiveness
@@ -53,6 +53,7 @@ from ledger.domain.runs import (
 from ledger.domain.state import FIELD_DEFAULTS, typed_changes
 from ledger.domain.timing import slot_of
 from ledger.domain.watchdogs import PrepareWatchdog
+from tests.domain.test_domain_wakes import TERMINAL_ALLOWED_KINDS
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SHAS = ["0" * 64, "1" * 64, "2" * 64]

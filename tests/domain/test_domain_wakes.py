@@ -6,7 +6,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ledger.domain import (
-    TERMINAL_ALLOWED_KINDS,
     DomainError,
     Event,
     Finish,
@@ -21,6 +20,12 @@ from ledger.domain import (
 from ledger.domain.claims import ClaimWake, claim_outcome
 from ledger.domain.finishing import completion_state
 from ledger.domain.jobs import TrackJob, UpdateJob
+from ledger.domain.kinds import (
+    CONTINUATION_DISPATCHED,
+    GOAL_RECOVERED,
+    RECEIPT_RECORDED,
+    WAKE_CLAIMED,
+)
 from ledger.domain.overdue import CheckLiveness
 from ledger.domain.watchdogs import CancelWatchdog, PrepareWatchdog, RecordReceipt, watchdog_health
 from tests.factories import completed, proof_of
@@ -28,6 +33,12 @@ from tests.factories import completed, proof_of
 T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 TOKEN, TOKEN_2, TOKEN_3, REF = "1" * 64, "2" * 64, "3" * 64, "f" * 64
 HOUR = 3600
+# What a terminal goal may still record: a late wake's answer
+# (terminal_noop / terminal_cleanup_required), the watchdog's cancellation
+# receipt, a dispatch's outcome (its continuation may have finished the goal
+# first) and an operator's recovery of a failed/AUTH_FAILED goal. Nothing else.
+TERMINAL_ALLOWED_KINDS = frozenset({WAKE_CLAIMED, RECEIPT_RECORDED, GOAL_RECOVERED,
+                                    CONTINUATION_DISPATCHED})
 
 
 def at(**delta) -> datetime:

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.domain import Event, events, fold, iso, policy
+from ledger.domain import Event, fold, iso, policy
+from ledger.domain import kinds as events
 from ledger.domain.codec import Payload, decode, encode, kinds, stored_version
 from ledger.eventstore import projection
 from ledger.eventstore.chain import GENESIS, StoredLink, canonical_text, event_hash, first_break

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from ledger.domain import GoalState, RunGoal, StartGoal, decide, fold, liveness
 from ledger.domain.commands import RecordCheckpoint
-from ledger.domain.events import LivenessMissed
+from ledger.domain.kinds import LivenessMissed
 from ledger.domain.overdue import CheckLiveness
 from ledger.domain.watchdogs import PrepareWatchdog, RecordReceipt
 from tests.factories import proof_of

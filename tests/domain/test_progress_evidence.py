@@ -32,9 +32,9 @@ from ledger.domain import (
 )
 from ledger.domain.claims import ClaimWake
 from ledger.domain.commands import Artifact
-from ledger.domain.events import CheckpointRecorded
 from ledger.domain.failures import RATE_LIMIT
 from ledger.domain.jobs import TrackJob, UpdateJob
+from ledger.domain.kinds import CheckpointRecorded
 from ledger.domain.overdue import CheckLiveness, check
 from ledger.domain.policy import DEFAULT_CAPS, OVER_CAP, policy
 from ledger.domain.runs import Recover, ReportRun

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.access import throttle
+from ledger.access import accounts
 from tests.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -168,9 +168,9 @@ def test_bad_tokens_are_counted_across_gunicorn_workers(web):
         return seen
 
     # A worker that answered a good token from this address within the last
-    # second still holds its "not locked out" (ledger/access/throttle.py): start
+    # second still holds its "not locked out" (ledger/access/accounts.py): start
     # past that, so every answer below reads the shared count.
-    time.sleep(throttle.NOT_LOCKED_MEMO_SECONDS + 0.1)
+    time.sleep(accounts.NOT_LOCKED_MEMO_SECONDS + 0.1)
     codes = [status_of(f"{url}/api/v1/goals?probe=throttle", headers) for _ in range(20)]
     # Both workers must have refused, or the test proves nothing: the kernel
     # hands each new connection to whichever worker accepts first, often the

@@ -654,10 +654,10 @@ def test_every_admin_page_has_a_favicon_and_so_has_the_site(clock):
 def test_every_event_kind_has_its_own_timeline_style_and_markers_name_real_kinds():
     """A kind added to the domain without a family style is drawn as a bare
     "event" dot in the admin's timeline (liveness.missed was, until this test)."""
-    from ledger.domain import events
+    from ledger.domain import kinds as catalogue
     from ledger.operators import timeline
 
-    kinds = {value for name, value in vars(events).items()
+    kinds = {value for name, value in vars(catalogue).items()
              if name.isupper() and isinstance(value, str) and "." in value}
     assert {"liveness.missed", "wake.claimed", "goal.started"} <= kinds
     unstyled = sorted(kind for kind in kinds if timeline.style(kind) == timeline.OTHER_STYLE)

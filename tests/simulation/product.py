@@ -366,7 +366,7 @@ def _django_q_time() -> Iterator[None]:
     from django_q import scheduler as q_scheduler
     from django_q.brokers import orm as q_orm
 
-    with mock.patch("django.utils.timezone.now", clock.now), \
+    with mock.patch("django.utils.timezone.now", lambda: clock.now()), \
             mock.patch.object(q_scheduler, "close_old_django_connections", lambda: None), \
             mock.patch.object(q_orm, "sleep", lambda _seconds: None):
         yield
