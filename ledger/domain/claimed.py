@@ -4,12 +4,13 @@ the watchdog's next slot, the pause or readiness it ends, and a host's own
 fire as the anchor of its slots. Which outcome a claim answers is decided in
 ``ledger.domain.claims``."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from ledger.domain.codec import Payload, event_kind, optional
 from ledger.domain.events import Changes, Event, Style
+from ledger.domain.parts import Continued, LastWake, Ready
 from ledger.domain.state import LONG_PAUSE, PAUSED, WAITING, GoalState
 from ledger.domain.text import clean, known
 from ledger.domain.watchdogs import HOST, host_heard
@@ -60,49 +61,52 @@ class WakeClaimed(Payload):
     def event(self, now: datetime) -> Event:
         return Event(self, now)
 
-    def fold(self, state: GoalState, at: str) -> Changes:
+    def fold(self, state: GoalState, at: datetime) -> Changes:
         outcome = self.outcome
         changes: Changes = {
-            "last_wake": {"occurrence_id": self.occurrence_id, "outcome": outcome,
-                          "reason": self.reason, "at": at},
+            "last_wake": LastWake(occurrence_id=self.occurrence_id, outcome=outcome,
+                                  reason=self.reason, at=at),
         }
         if outcome in CONSUMING:
             changes["claimed"] = [*state.claimed, self.occurrence_id][-CLAIM_MEMORY:]
-        if state.watchdog and self.next_due_at:
-            changes["watchdog"] = {**state.watchdog, "next_due_at": self.next_due_at}
-        # A wake fired: its row works. Its repairs count from none again, and a
-        # WAKE_NOT_FIRING listing is answered.
-        if "repairs" in changes.get("watchdog", state.watchdog):
-            changes["watchdog"] = {k: v for k, v in changes.get("watchdog", state.watchdog).items()
-                                   if k != "repairs"}
-        if state.liveness_alert.get("reason") == "WAKE_NOT_FIRING":
-            changes["liveness_alert"] = {}
+        watchdog = state.watchdog
+        if watchdog is not None:
+            # A wake fired: its row works. Its repairs count from none again.
+            moved = {"next_due_at": datetime.fromisoformat(self.next_due_at)} \
+                if self.next_due_at else {}
+            if watchdog.repairs is not None:
+                moved["repairs"] = None
+            if self.source == HOST:
+                moved.update(_host_fire(self, at))
+            if moved:
+                changes["watchdog"] = replace(watchdog, **moved)
+        # And a WAKE_NOT_FIRING listing is answered.
+        if state.alert_reason == "WAKE_NOT_FIRING":
+            changes["liveness_alert"] = None
         if self.retry_count is not None:
             changes["retry_count"] = self.retry_count
         if outcome == "recurring_acquired" and state.paused_until:
             # The reset's one continuation (its lease, granted next, is the
             # following generation): a later one stands down against it.
-            changes["continued"] = {"reset": state.paused_until, "by": "wake", "at": at,
-                                    "generation": state.lease_generation + 1}
+            changes["continued"] = Continued(reset=state.paused_until, by="wake", at=at,
+                                             generation=state.lease_generation + 1)
         if outcome in GRANTED:
             # The wake is what the pause waited for; a requested or reset wake is
             # used up by whichever wake resumed the goal.
-            changes.update(paused_until="", reset_wake={}, requested_wake={})
+            changes.update(paused_until=None, reset_wake=None, requested_wake=None)
             if state.status == PAUSED:
                 changes.update(status=WAITING, reason="")  # RATE_LIMITED ends with the pause
-            if state.liveness_alert.get("reason") == LONG_PAUSE:
-                changes["liveness_alert"] = {}  # and its listing for a person
+            if state.alert_reason == LONG_PAUSE:
+                changes["liveness_alert"] = None  # and its listing for a person
         if outcome == "ready_for_pull":
             # ``since``: when the goal first became ready, kept across the further
             # slots that find it still unpulled (its READY_UNCLAIMED deadline).
-            changes["ready"] = {"occurrence_id": self.occurrence_id, "reason": self.reason,
-                                "at": at, "since": state.ready.get("since", at) if state.ready
-                                else at, "charge": self.charge or False}
-            reset = state.paused_until or state.ready.get("reset")
-            if reset:  # the reset whose one continuation the pull will be
-                changes["ready"]["reset"] = reset
-        if self.source == HOST and state.watchdog:
-            changes["watchdog"] = _host_fire(changes.get("watchdog", state.watchdog), self, at)
+            ready = state.ready
+            # The reset whose one continuation the pull will be.
+            reset = state.paused_until or (ready.reset if ready is not None else None)
+            changes["ready"] = Ready(occurrence_id=self.occurrence_id, reason=self.reason,
+                                     at=at, since=ready.first_at if ready is not None else at,
+                                     charge=self.charge or False, reset=reset)
         if self.source == HOST and not self.early:
             # An early fire proves a host, not that it claims its slots: it
             # leaves HOST_SILENT standing (else each would flip the listing).
@@ -120,13 +124,11 @@ class WakeClaimed(Payload):
         return text + (f": {clean(known(self.notes), 90)}" if self.notes else "")
 
 
-def _host_fire(watchdog: dict[str, Any], data: "WakeClaimed", at: str) -> dict[str, Any]:
+def _host_fire(data: "WakeClaimed", at: datetime) -> dict[str, Any]:
     """A host fire on the watchdog: an early one is remembered (``reanchor``
     compares the next with it), any other forgets it; a re-anchoring one
     moves the anchor to the host's own slot."""
-    changed = {k: v for k, v in watchdog.items() if k != "early_fire"}
-    if data.early:
-        changed["early_fire"] = at
+    changed: dict[str, Any] = {"early_fire": at if data.early else None}
     if data.anchor:
-        changed["anchor"] = data.anchor
+        changed["anchor"] = datetime.fromisoformat(data.anchor)
     return changed

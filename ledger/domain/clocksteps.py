@@ -37,7 +37,7 @@ chosen by a rule, not read off the clock, and their own repairs (the schedule
 rows') hold.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -83,10 +83,17 @@ def stepped_back(state: GoalState, now: datetime) -> list[Event]:
                                    ahead_seconds=int(ahead.total_seconds())), now)]
 
 
-def _back(value: Any, at: str, now: datetime) -> Any:
+def _back(value: Any, at: datetime) -> Any:
     """A stamp that starts a clock, brought back to ``at`` if it lies beyond it."""
-    if isinstance(value, str) and value and datetime.fromisoformat(value) > now:
+    if value is not None and value > at:
         return at
+    return value
+
+
+def _back_text(value: Any, at: datetime) -> Any:
+    """The same for a stamp kept as ISO text (in ``since_progress``, in a job)."""
+    if isinstance(value, str) and value and datetime.fromisoformat(value) > at:
+        return iso(at)
     return value
 
 
@@ -105,12 +112,12 @@ def _ahead(value: str | None, now: datetime) -> bool:
     return bool(value) and datetime.fromisoformat(value) > now  # type: ignore[arg-type]
 
 
-def _job_back(job: dict[str, Any], at: str, now: datetime) -> dict[str, Any]:
+def _job_back(job: dict[str, Any], at: datetime) -> dict[str, Any]:
     """A job's tracking stamp brought back; its silence, judged ahead, withdrawn."""
     moved = {**job}
     if moved.get("tracked_at"):
-        moved["tracked_at"] = _back(moved["tracked_at"], at, now)
-    if _ahead(moved.get("silent_at"), now):
+        moved["tracked_at"] = _back_text(moved["tracked_at"], at)
+    if _ahead(moved.get("silent_at"), at):
         del moved["silent_at"]
     return moved
 
@@ -126,37 +133,33 @@ class ClockSteppedBack(Payload):
     last_recorded: str
     ahead_seconds: int
 
-    def fold(self, state: GoalState, at: str) -> Changes:
+    def fold(self, state: GoalState, at: datetime) -> Changes:
         """The fields whose stamps it brings back."""
-        now = datetime.fromisoformat(at)
         changes: Changes = {}
-        if state.lease:
-            lease = {**state.lease}
-            for name in ("acquired_at", "last_heartbeat_at"):
-                if name in lease:
-                    lease[name] = _back(lease[name], at, now)
-            longest = now + timedelta(seconds=int(lease.get("lease_seconds") or 0))
-            if lease.get("expires_at") and datetime.fromisoformat(lease["expires_at"]) > longest:
-                lease["expires_at"] = iso(longest)
-            changes["lease"] = lease
+        lease = state.lease
+        if lease is not None:
+            longest = at + timedelta(seconds=lease.lease_seconds or 0)
+            changes["lease"] = replace(
+                lease, acquired_at=_back(lease.acquired_at, at),
+                last_heartbeat_at=_back(lease.last_heartbeat_at, at),
+                expires_at=min(lease.expires_at, longest))
         for name in CLOCK_STARTS:
-            moved = _back(getattr(state, name), at, now)
+            moved = _back(getattr(state, name), at)
             if moved != getattr(state, name):
                 changes[name] = moved
-        since = {name: _back(value, at, now) if name in PROGRESS_STARTS else value
+        since = {name: _back_text(value, at) if name in PROGRESS_STARTS else value
                  for name, value in state.since_progress.items()}
         if since != state.since_progress:
             changes["since_progress"] = since
-        if state.ready:
-            changes["ready"] = {**state.ready, **{
-                name: _back(state.ready[name], at, now)
-                for name in ("at", "since") if name in state.ready}}
-        if any(_back(job.get("tracked_at"), at, now) != job.get("tracked_at")
-               or _ahead(job.get("silent_at"), now) for job in state.jobs):
-            changes["jobs"] = [_job_back(job, at, now) for job in state.jobs]
-        if _ahead(state.liveness_alert.get("at"), now) \
-                and state.liveness_alert.get("reason") in JUDGED_SILENCES:
-            changes["liveness_alert"] = {}
+        if state.ready is not None:
+            changes["ready"] = replace(state.ready, at=_back(state.ready.at, at),
+                                       since=_back(state.ready.since, at))
+        if any(_back_text(job.get("tracked_at"), at) != job.get("tracked_at")
+               or _ahead(job.get("silent_at"), at) for job in state.jobs):
+            changes["jobs"] = [_job_back(job, at) for job in state.jobs]
+        alert = state.liveness_alert
+        if alert is not None and alert.at > at and alert.reason in JUDGED_SILENCES:
+            changes["liveness_alert"] = None
         return changes
 
 

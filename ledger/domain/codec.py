@@ -33,6 +33,7 @@ bytes), so a kind with more than one shape registers how to tell them apart
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 if TYPE_CHECKING:  # annotations only: the state and the style know nothing of the codec
@@ -75,7 +76,7 @@ class Payload:
     unknown: Mapping[str, Any] | None = field(default=None, repr=False)
 
 
-    def fold(self, state: "GoalState", at: str) -> dict[str, Any]:
+    def fold(self, state: "GoalState", at: datetime) -> dict[str, Any]:
         """The fields of ``state`` this event changes, recorded at ``at``.
         Every kind has its own; a payload without one is never skipped."""
         raise ValueError(f"no fold for event kind {self.KIND!r}")

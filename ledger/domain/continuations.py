@@ -32,7 +32,7 @@ from ledger.domain.errors import InvalidCommand
 from ledger.domain.events import Changes, Event, Style, iso
 from ledger.domain.interventions import ApprovalRequested
 from ledger.domain.leases import acquire_events, lease_refusal, lease_stale_at
-from ledger.domain.parts import Continued, iso_text
+from ledger.domain.parts import Continued, LivenessAlert, iso_text
 from ledger.domain.resume import RESUME_GATE, breach, quiet_until
 from ledger.domain.runs import (
     ResolveApproval,
@@ -280,13 +280,13 @@ class ContinuationHostMade(Payload):
     # the continuation stands (it ran), and the goal is listed for a person.
     breaks_policy: str | None = optional()
 
-    def fold(self, state: GoalState, at: str) -> Changes:
+    def fold(self, state: GoalState, at: datetime) -> Changes:
         if not self.breaks_policy:
             return {}
-        return {"liveness_alert": {"reason": CONTINUED_AGAINST_POLICY, "at": at,
-                                   "detail": f"{self.host} continued the session after the "
-                                             f"reset of {self.reset} against the resume policy "
-                                             f"({self.breaks_policy})"}}
+        return {"liveness_alert": LivenessAlert(
+            reason=CONTINUED_AGAINST_POLICY, at=at,
+            detail=f"{self.host} continued the session after the reset of {self.reset} "
+                   f"against the resume policy ({self.breaks_policy})")}
 
     def line(self) -> str:
         return (f"{clean(known(self.host))} continued the session itself after the reset of "
@@ -309,7 +309,7 @@ class ContinuationStoodDown(Payload):
     reset: str
     why: str
 
-    def fold(self, state: GoalState, at: str) -> Changes:
+    def fold(self, state: GoalState, at: datetime) -> Changes:
         return {}  # history only: the winner's own events changed the goal
 
     def line(self) -> str:

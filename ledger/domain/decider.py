@@ -53,10 +53,10 @@ from ledger.domain.errors import (
     SessionBound,
     WorkspaceBound,
 )
-from ledger.domain.events import Event, iso
+from ledger.domain.events import Event
 from ledger.domain.goals import CheckpointRecorded, GoalStarted, WorkspaceReleased
 from ledger.domain.leases import LeaseReleased, fence
-from ledger.domain.state import GoalState, typed_changes
+from ledger.domain.state import GoalState
 
 INITIAL_STEP = "plan"
 
@@ -323,15 +323,14 @@ def evolve(state: GoalState, event: Event) -> GoalState:
     it changes, applied in one copy of the (frozen) state. A payload class
     without a fold raises: a projection that silently ignores part of the
     history is worse than a replay that stops and says why."""
-    at = iso(event.at)
+    # The state keeps times as datetimes: the event's own is folded in as it
+    # is (no ISO text formatted per event; to_stored writes it once).
+    at = event.at
     payload = event.payload
-    # The seam while the evolvers read and write the stored shape
-    # (GoalState.folding_view): their changes become the state's values.
-    view = state.folding_view()
-    changes = payload.fold(view, at)
+    changes = payload.fold(state, at)
     if payload.lease_expires_at is not None:
-        changes = leases.renewed_by(view, changes, payload.lease_expires_at, at)
-    return state.but(**typed_changes(changes), updated_at=event.at, version=state.version + 1)
+        changes = leases.renewed_by(state, changes, payload.lease_expires_at, at)
+    return state.but(**changes, updated_at=at, version=state.version + 1)
 
 
 def fold(events: Iterable[Event], state: GoalState | None = None) -> GoalState:

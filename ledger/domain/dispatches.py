@@ -87,7 +87,7 @@ class ContinuationDispatched(Payload):
     detail: str
     uncertain: bool | None = optional()  # when not ok
 
-    def fold(self, state: GoalState, at: str) -> Changes:
+    def fold(self, state: GoalState, at: datetime) -> Changes:
         return {}  # history only: a failed dispatch's release is its own event
 
     def line(self) -> str:

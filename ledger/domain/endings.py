@@ -8,6 +8,7 @@ first (verified completion) is ``ledger.domain.finishing``.
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import ClassVar
 
 from ledger.domain.codec import Payload, event_kind, optional
@@ -28,14 +29,14 @@ class Ending(Payload):
     summary: str  # the agent's (or the rule's) words
     generation: int
 
-    def fold(self, state: GoalState, at: str) -> Changes:
+    def fold(self, state: GoalState, at: datetime) -> Changes:
         # Nothing pending survives an ending: no due wake, no one-off wake.
         changes = {"status": self.STATUS, "reason": getattr(self, "reason", ""),
-                   "summary": self.summary, "lease": {},
-                   "lease_end": "finished" if state.lease else state.lease_end,
-                   "finish_requested": {}, "paused_until": "", "ready": {}, "reset_wake": {},
-                   "requested_wake": {},
-                   "liveness_alert": {}}
+                   "summary": self.summary, "lease": None,
+                   "lease_end": "finished" if state.lease is not None else state.lease_end,
+                   "finish_requested": {}, "paused_until": None, "ready": None,
+                   "reset_wake": None, "requested_wake": None,
+                   "liveness_alert": None}
         if self.STATUS == DONE:
             # A completion carries evidence for every done criterion (finishing
             # refuses one without): the goal is done, so its progress is 100 %,

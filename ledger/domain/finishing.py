@@ -178,7 +178,7 @@ class GoalFinishRequested(Payload):
     generation: int
     evidence: list[Json] | None = optional()  # with completed
 
-    def fold(self, state: GoalState, at: str) -> Changes:
+    def fold(self, state: GoalState, at: datetime) -> Changes:
         # The goal keeps the request as it was stored (a renewal it carried too):
         # ``complete`` reads it when the cancellation receipt arrives.
         return {"finish_requested": encode(self), "reason": "PENDING_NATIVE_CLEANUP"}

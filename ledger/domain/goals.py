@@ -5,11 +5,13 @@ checkpoint), the workspace it binds and releases, and its checkpoints
 """
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from ledger.domain import progress
 from ledger.domain.codec import Payload, event_kind
 from ledger.domain.events import Changes, Json, Style
 from ledger.domain.liveness import PROGRESS_ENDS
+from ledger.domain.parts import active
 from ledger.domain.state import WAITING, GoalState
 from ledger.domain.text import clean, items, known
 
@@ -31,7 +33,7 @@ class GoalStarted(Payload):
     estimated_duration_seconds: int | None
     checkpoint: Json  # the plan: the goal's first checkpoint
 
-    def fold(self, state: GoalState, at: str) -> Changes:
+    def fold(self, state: GoalState, at: datetime) -> Changes:
         checkpoint = self.checkpoint
         return dict(
             goal_id=self.goal_id,
@@ -70,7 +72,7 @@ class WorkspaceBound(Payload):
 
     workspace: str
 
-    def fold(self, state: GoalState, at: str) -> Changes:
+    def fold(self, state: GoalState, at: datetime) -> Changes:
         return {"workspace_bound": True}
 
     def line(self) -> str:
@@ -86,7 +88,7 @@ class WorkspaceReleased(Payload):
     by_operator: bool
     reason: str
 
-    def fold(self, state: GoalState, at: str) -> Changes:
+    def fold(self, state: GoalState, at: datetime) -> Changes:
         return {"workspace_bound": False}
 
     def line(self) -> str:
@@ -109,7 +111,7 @@ class CheckpointRecorded(Payload):
     note: str
     generation: int
 
-    def fold(self, state: GoalState, at: str) -> Changes:
+    def fold(self, state: GoalState, at: datetime) -> Changes:
         # A new list, but the artifacts' dicts are shared with the state before:
         # no state's dicts are ever changed in place (a changed artifact is a new
         # dict), and copying all of them on every checkpoint was a sixth of a
@@ -134,7 +136,7 @@ class CheckpointRecorded(Payload):
             last_checkpoint_seq=state.version + 1,
             checkpointed_at=at,
             # A sign of life for the uncertain-attempt rule.
-            lease={**state.lease, "active": True} if state.lease else {},
+            lease=active(state.lease),
         )
         said = progress.advances(state, self)
         if said is None:
@@ -152,7 +154,7 @@ class CheckpointRecorded(Payload):
             recent_progress=progress.remembered(state, said),
             # Progress answers the alerts that waited for it (NO_PROGRESS, and a
             # wake that was not firing: the goal moves, whatever fired it).
-            liveness_alert={} if state.liveness_alert.get("reason") in PROGRESS_ENDS
+            liveness_alert=None if state.alert_reason in PROGRESS_ENDS
             else state.liveness_alert,
             # Progress ends a rate-limit streak.
             rate_limits=0,

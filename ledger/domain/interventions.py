@@ -5,9 +5,10 @@ The commands that decide them are ``ledger.domain.runs`` (and
 """
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from ledger.domain.codec import Payload, event_kind, optional
-from ledger.domain.events import Changes, Style
+from ledger.domain.events import Changes, Style, iso
 from ledger.domain.resume import RESUME_GATE
 from ledger.domain.state import BLOCKED, LONG_PAUSE, WAITING, GoalState
 from ledger.domain.text import clean, known
@@ -35,10 +36,10 @@ class ApprovalRequested(Payload):
     generation: int
     summary: str
 
-    def fold(self, state: GoalState, at: str) -> Changes:
-        gate = {"gate": self.gate, "summary": self.summary, "requested_at": at}
-        return {"status": BLOCKED, "reason": "BLOCKED_APPROVAL", "lease": {},
-                "lease_end": "released" if state.lease else state.lease_end,
+    def fold(self, state: GoalState, at: datetime) -> Changes:
+        gate = {"gate": self.gate, "summary": self.summary, "requested_at": iso(at)}
+        return {"status": BLOCKED, "reason": "BLOCKED_APPROVAL", "lease": None,
+                "lease_end": "released" if state.lease is not None else state.lease_end,
                 "pending_approvals": [*state.pending_approvals, gate]}
 
     def line(self) -> str:
@@ -56,7 +57,7 @@ class ApprovalResolved(Payload):
     operator: str
     note: str
 
-    def fold(self, state: GoalState, at: str) -> Changes:
+    def fold(self, state: GoalState, at: datetime) -> Changes:
         pending = [g for g in state.pending_approvals if g["gate"] != self.gate]
         changes: Changes = {"pending_approvals": pending}
         if self.decision == "approve" and not pending:
@@ -82,8 +83,8 @@ class GoalStopped(Payload):
     reason: str
     summary: str
 
-    def fold(self, state: GoalState, at: str) -> Changes:
-        return {"status": "stopped", "reason": "", "summary": self.summary, "lease": {},
+    def fold(self, state: GoalState, at: datetime) -> Changes:
+        return {"status": "stopped", "reason": "", "summary": self.summary, "lease": None,
                 "finish_requested": {}}
 
     def line(self) -> str:
@@ -101,22 +102,22 @@ class GoalRecovered(Payload):
     from_reason: str
     written_off_jobs: list[str] | None = optional()  # a silence's running jobs
 
-    def fold(self, state: GoalState, at: str) -> Changes:
+    def fold(self, state: GoalState, at: datetime) -> Changes:
         if self.from_reason == LONG_PAUSE:
             # The pause goes on; its listing clock starts again (the progress
             # clock already starts at the reset).
-            return {"liveness_alert": {}, "paused_at": at}
+            return {"liveness_alert": None, "paused_at": at}
         if self.from_reason in SILENCES:
             # The goal was never stopped: it keeps its status and lease.
             written_off = set(self.written_off_jobs or ())
             jobs = [{**job, "status": "cancelled", "conclusion": "written off by an operator",
-                     "updated_at": at} if job["job_id"] in written_off else job
+                     "updated_at": iso(at)} if job["job_id"] in written_off else job
                     for job in state.jobs]
-            return {"liveness_alert": {}, "jobs": jobs, "progress_since": at,
+            return {"liveness_alert": None, "jobs": jobs, "progress_since": at,
                     "since_progress": {}}
         # The operators' rule: a recovered goal starts a new continuation budget.
         return {"status": WAITING, "reason": "", "continuations_used": 0, "retry_count": 0,
-                "rate_limits": 0, "paused_until": "", "lease": {}, "liveness_alert": {},
+                "rate_limits": 0, "paused_until": None, "lease": None, "liveness_alert": None,
                 "progress_since": at, "since_progress": {}}
 
     def line(self) -> str:

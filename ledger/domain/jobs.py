@@ -10,7 +10,7 @@ from ledger.domain import progress, validation
 from ledger.domain.codec import Payload, event_kind, optional
 from ledger.domain.commands import LeaseProof
 from ledger.domain.errors import DomainError, InvalidCommand
-from ledger.domain.events import Changes, Event, Style
+from ledger.domain.events import Changes, Event, Style, iso
 from ledger.domain.leases import fence
 from ledger.domain.requested import one_off_wake
 from ledger.domain.state import BLOCKED, GoalState
@@ -129,9 +129,10 @@ class JobTracked(Payload):
     notify_sha256: str | None = optional()
     link: str | None = optional()
 
-    def fold(self, state: GoalState, at: str) -> Changes:
+    def fold(self, state: GoalState, at: datetime) -> Changes:
         job = {"job_id": self.job_id, "kind": self.kind, "ref": self.ref,
-               "status": "running", "conclusion": "", "tracked_at": at, "updated_at": at}
+               "status": "running", "conclusion": "", "tracked_at": iso(at),
+               "updated_at": iso(at)}
         if self.notify_sha256 is not None:
             job["notify_sha256"] = self.notify_sha256
         if self.link is not None:
@@ -154,7 +155,7 @@ class JobUpdated(Payload):
     reported_by: str | None = optional()  # notify_token: the job's own token said it
     link: str | None = optional()
 
-    def fold(self, state: GoalState, at: str) -> Changes:
+    def fold(self, state: GoalState, at: datetime) -> Changes:
         extra = {k: v for k, v in (("link", self.link), ("reported_by", self.reported_by))
                  if v is not None}
         # Waiting on a job is not a lack of progress (its own deadline covers
@@ -162,7 +163,7 @@ class JobUpdated(Payload):
         # at the end of the first job wait since the last progress only
         # (ledger.domain.progress.job_ended).
         return {"jobs": [{**job, "status": self.status, "conclusion": self.conclusion,
-                          "updated_at": at, **extra} if job["job_id"] == self.job_id else job
+                          "updated_at": iso(at), **extra} if job["job_id"] == self.job_id else job
                          for job in state.jobs],
                 **progress.job_ended(state, at)}
 

@@ -7,7 +7,7 @@ that changes work presents the current lease (``fence``).
 """
 
 import hmac
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from math import ceil
 from typing import Any, ClassVar
@@ -17,7 +17,7 @@ from ledger.domain.codec import Payload, but, event_kind, optional
 from ledger.domain.commands import AcquireLease, Heartbeat, LeaseProof, ReleaseLease
 from ledger.domain.errors import DomainError, GoalBlocked, LeaseHeld, LeaseLost, LeaseRequired
 from ledger.domain.events import Changes, Event, Json, Style, iso
-from ledger.domain.parts import Lease, iso_text
+from ledger.domain.parts import Continued, Lease, iso_text
 from ledger.domain.state import BLOCKED, LONG_PAUSE, PAUSED, RUNNING, WAITING, GoalState
 from ledger.domain.text import clean, known, short
 from ledger.domain.timing import pause_left, paused
@@ -224,13 +224,13 @@ def renewing(state: GoalState, command: object, events: list[Event],
     return [Event(but(first.payload, lease_expires_at=expires), first.at), *events[1:]]
 
 
-def renewed_by(state: GoalState, changes: Changes, expires_at: str, at: str) -> Changes:
+def renewed_by(state: GoalState, changes: Changes, expires_at: str, at: datetime) -> Changes:
     """Fold a renewal carried by a fenced call's event into its changes."""
     lease = changes.get("lease", state.lease)
-    if not lease:
+    if lease is None:
         return changes
-    return {**changes, "lease": {**lease, "expires_at": expires_at,
-                                 "last_heartbeat_at": at, "active": True}}
+    return {**changes, "lease": replace(lease, expires_at=datetime.fromisoformat(expires_at),
+                                        last_heartbeat_at=at, active=True)}
 
 
 def release(state: GoalState, cmd: ReleaseLease, now: datetime) -> list[Event]:
@@ -259,45 +259,44 @@ class LeaseGranted(Payload):
     # A lease call that resumed a due wake (the continuation budget): which one.
     pulled: Json | None = optional()
 
-    def fold(self, state: GoalState, at: str) -> Changes:
+    def fold(self, state: GoalState, at: datetime) -> Changes:
         # A lease that ends a rate-limit pause (or pulls a reset's ready wake) is
         # that reset's one continuation, whoever took it (its via): a second one
         # stands down against it (ledger.domain.continuations).
-        reset = state.paused_until or state.ready.get("reset")
-        continued = ({"continued": {"reset": reset, "by": self.via, "at": at,
-                                    "generation": self.generation}} if reset else {})
+        reset = state.paused_until or (state.ready.reset if state.ready is not None else None)
+        continued = ({"continued": Continued(reset=reset, by=self.via, at=at,
+                                             generation=self.generation)} if reset else {})
         return {
             **continued,
             "status": RUNNING,
-            "lease": {
-                "holder": self.holder,
-                "generation": self.generation,
-                "token_sha256": self.token_sha256,
-                "lease_seconds": self.lease_seconds,
-                "acquired_at": at,
-                "expires_at": self.expires_at,
-                "last_heartbeat_at": at,
+            "lease": Lease(
+                holder=self.holder,
+                generation=self.generation,
+                token_sha256=self.token_sha256,
+                lease_seconds=self.lease_seconds,
+                acquired_at=at,
+                expires_at=datetime.fromisoformat(self.expires_at),
+                last_heartbeat_at=at,
                 # A lease granted before "via" was recorded is upcast to "agent".
-                "via": self.via,
-                "active": False,
-            },
+                via=self.via,
+                active=False,
+            ),
             "lease_generation": self.generation,
             "lease_end": "",
             # Whoever takes the lease resumes the goal: a due wake is pulled, and
             # a pause (past its reset) and a requested wake are over.
-            "ready": {},
-            "paused_until": "",
+            "ready": None,
+            "paused_until": None,
             # A pause's reason ends with it; no other status is leased over.
             **({"reason": ""} if state.status == PAUSED else {}),
-            "reset_wake": {},
-            "requested_wake": {},
+            "reset_wake": None,
+            "requested_wake": None,
             # A grant is activity, not progress: counted; only the first a wake
             # makes since the last progress starts the clock afresh
             # (ledger.domain.progress). A takeover ends an empty turn too.
             **progress.lease_granted(state, at, self.via),
             # A pause listed for a person ends with the pause.
-            **({"liveness_alert": {}} if state.liveness_alert.get("reason") == LONG_PAUSE
-               else {}),
+            **({"liveness_alert": None} if state.alert_reason == LONG_PAUSE else {}),
         }
 
     def line(self) -> str:
@@ -334,9 +333,11 @@ class LeaseRenewed(Payload):
     generation: int
     expires_at: str
 
-    def fold(self, state: GoalState, at: str) -> Changes:
-        return {"lease": {**state.lease, "expires_at": self.expires_at, "last_heartbeat_at": at,
-                          "active": True}}
+    def fold(self, state: GoalState, at: datetime) -> Changes:
+        if state.lease is None:  # never recorded: a renewal is fenced by its lease
+            return {}
+        return {"lease": replace(state.lease, expires_at=datetime.fromisoformat(self.expires_at),
+                                 last_heartbeat_at=at, active=True)}
 
     def line(self) -> str:
         return f"gen {known(self.generation)} renewed until {short(self.expires_at)}"
@@ -351,19 +352,19 @@ class LeaseEnded(Payload):
     STYLE = Style("lease")
     HOW: ClassVar[str]
 
-    def fold(self, state: GoalState, at: str) -> Changes:
+    def fold(self, state: GoalState, at: datetime) -> Changes:
         # A paused or blocked goal stays so; only a running one goes back to waiting.
         status = WAITING if state.status == RUNNING else state.status
-        changes: Changes = {"lease": {}, "status": status, "lease_end": self.HOW,
+        changes: Changes = {"lease": None, "status": status, "lease_end": self.HOW,
                             "since_progress": progress.lease_ended(state)}
-        if self.HOW == "released" and state.ready.get("charge"):
+        if self.HOW == "released" and state.ready is not None and state.ready.charge:
             # A wake made the goal ready as a recovery while this lease looked
             # stale (a late fire, a holder the server could not hear), and its
             # holder came back and released it: the attempt ended cleanly
             # after all, so pulling that wake is scheduled progress, which
             # the continuation budget never charges. (A holder that goes silent again ends in
             # lease.expired, which keeps the charge.)
-            changes["ready"] = {**state.ready, "charge": False}
+            changes["ready"] = replace(state.ready, charge=False)
         return changes
 
 

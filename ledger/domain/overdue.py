@@ -31,7 +31,7 @@ from ledger.domain.endings import GoalBlocked
 from ledger.domain.events import Changes, Event, Style, iso
 from ledger.domain.interruptions import interrupted, interrupted_events, lease_expired_event
 from ledger.domain.leases import lease_stale_at
-from ledger.domain.parts import iso_text
+from ledger.domain.parts import LivenessAlert, iso_text
 from ledger.domain.requested import one_off_wake
 from ledger.domain.state import LONG_PAUSE, GoalState
 from ledger.domain.text import clean, known, short
@@ -317,21 +317,27 @@ class LivenessMissed(Payload):
     # grants, empty turns, checkpoints that changed nothing, job ends).
     since_progress: dict[str, int] | None = optional()
 
-    def fold(self, state: GoalState, at: str) -> Changes:
+    def fold(self, state: GoalState, at: datetime) -> Changes:
         """liveness.missed: HOST_SILENT stands on the goal until its host is heard
         from; JOB_SILENT marks the job, until it is reported."""
         if self.reason == liveness.JOB_SILENT:
-            return {"jobs": [{**job, "silent_at": at} if job["job_id"] == self.job_id else job
-                             for job in state.jobs]}
+            silent = iso(at)
+            return {"jobs": [{**job, "silent_at": silent} if job["job_id"] == self.job_id
+                             else job for job in state.jobs]}
         # The facts its reason has (an empty last_error says the task never failed).
-        facts = {"missed_since": self.missed_since, "last_progress": self.last_progress,
-                 "schedule_name": self.schedule_name, "last_error": self.last_error,
-                 "since_progress": self.since_progress,
-                 # LONG_PAUSE: the reset it waits for.
-                 "paused_until": self.due_at if self.reason == LONG_PAUSE else None}
-        return {"liveness_alert": {"reason": self.reason, "at": at, "detail": self.detail,
-                                   **{name: value for name, value in facts.items() if value}}}
+        return {"liveness_alert": LivenessAlert(
+            reason=self.reason, at=at, detail=self.detail,
+            missed_since=_time(self.missed_since), last_progress=_time(self.last_progress),
+            schedule_name=self.schedule_name or None, last_error=self.last_error or None,
+            since_progress=self.since_progress or None,
+            # LONG_PAUSE: the reset it waits for.
+            paused_until=_time(self.due_at) if self.reason == LONG_PAUSE else None)}
 
     def line(self) -> str:
         return (f"{known(self.reason)}: {clean(known(self.detail))} "
                 f"(deadline {short(self.deadline)})")
+
+
+def _time(text: str | None) -> datetime | None:
+    """A fact's time as the alert keeps it (None for none)."""
+    return datetime.fromisoformat(text) if text else None

@@ -11,7 +11,7 @@ optional key left out when it is unset) and ``of()`` reads it back.
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Any, ClassVar, Self
 
@@ -152,7 +152,7 @@ class OneOffWake(Part):
 
     due_at: datetime
     reason: str | None = None  # requested only: why
-    schedule_name: str = ""
+    schedule_name: str | None = ""
     repaired_at: datetime | None = None
     repairs: int | None = None
 
@@ -228,6 +228,14 @@ class ProviderWait(Part):
     until: datetime
     since: datetime
     generation: int
+
+
+def active(lease: Lease | None) -> Lease | None:
+    """The lease with its holder heard from since the grant (a sign of life for
+    the uncertain-attempt rule); the same value when it was already."""
+    if lease is None or lease.active:
+        return lease
+    return replace(lease, active=True)
 
 
 # The GoalState fields that hold a part, and the part's class.

@@ -38,6 +38,7 @@ from datetime import datetime, timedelta
 from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any
 
+from ledger.domain.events import iso
 from ledger.domain.state import GoalState
 
 if TYPE_CHECKING:  # annotations only: the checkpoint's fold reads this module
@@ -121,7 +122,7 @@ def counted(state: GoalState, name: str, by: int = 1) -> dict[str, Any]:
     return {**state.since_progress, name: state.since_progress.get(name, 0) + by}
 
 
-def lease_granted(state: GoalState, at: str, via: str) -> dict[str, Any]:
+def lease_granted(state: GoalState, at: datetime, via: str) -> dict[str, Any]:
     """Changes when a lease is granted: one more grant counted, and an empty
     turn if a lease granted since the last progress ends with it (a
     takeover). The first wake since the last progress that grants a lease
@@ -130,15 +131,15 @@ def lease_granted(state: GoalState, at: str, via: str) -> dict[str, Any]:
     silent host, the scheduler down). The agent's own lease calls, and later
     wakes, do not."""
     counts = state.since_progress
-    if state.lease and counts.get(LEASES):
+    if state.lease is not None and counts.get(LEASES):
         counts = counted(state, EMPTY_TURNS)
     counts = {**counts, LEASES: counts.get(LEASES, 0) + 1}
     if via not in ("wake", "pull") or counts.get(WOKEN):
         return {"since_progress": counts}
     # When the wake came: a pull takes a wake that was due since it became
     # ready (how long its agent took to pull it was the agent's choice).
-    woke = (state.ready.get("since") or state.ready.get("at") or at) if via == "pull" else at
-    return {"since_progress": {**counts, WOKEN: woke}}
+    woke = state.ready.first_at if via == "pull" and state.ready is not None else at
+    return {"since_progress": {**counts, WOKEN: iso(woke)}}
 
 
 def clock_start(state: GoalState, since: datetime, wait: timedelta) -> datetime:
@@ -154,12 +155,12 @@ def clock_start(state: GoalState, since: datetime, wait: timedelta) -> datetime:
 def lease_ended(state: GoalState) -> dict[str, Any]:
     """The counts after a lease ends: an empty turn when it was granted since
     the last progress (any grant since then is this lease: one at a time)."""
-    if state.lease and state.since_progress.get(LEASES):
+    if state.lease is not None and state.since_progress.get(LEASES):
         return counted(state, EMPTY_TURNS)
     return state.since_progress
 
 
-def job_ended(state: GoalState, at: str) -> dict[str, Any]:
+def job_ended(state: GoalState, at: datetime) -> dict[str, Any]:
     """Changes when a blocking job ends: counted; the clock starts afresh
     only at the end of the first job wait since the last progress (no job
     left running), never at a later one."""
@@ -167,7 +168,7 @@ def job_ended(state: GoalState, at: str) -> dict[str, Any]:
     still_running = len(state.running_jobs()) > 1
     if still_running or state.since_progress.get(WAITED):
         return {"since_progress": counts}
-    return {"since_progress": {**counts, WAITED: at}, "progress_since": at}
+    return {"since_progress": {**counts, WAITED: iso(at)}, "progress_since": at}
 
 
 def waited_on_jobs(state: GoalState) -> bool:

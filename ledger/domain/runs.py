@@ -33,7 +33,7 @@ from ledger.domain.interventions import (
     GoalStopped,
 )
 from ledger.domain.leases import LeaseReleased, fence
-from ledger.domain.parts import ProviderWait
+from ledger.domain.parts import ProviderWait, active
 from ledger.domain.policy import RESET_MARGIN_SECONDS
 from ledger.domain.resets import RESET_HORIZON
 from ledger.domain.resume import reset_wake_at
@@ -404,19 +404,21 @@ class RunReported(Payload):
     # without a pause; absent on every other report.
     note: str | None = optional()
 
-    def fold(self, state: GoalState, at: str) -> Changes:
+    def fold(self, state: GoalState, at: datetime) -> Changes:
         changes: Changes = {}
-        if state.lease:
+        lease = state.lease
+        if lease is not None:
             # A sign of life (the uncertain-attempt rule).
-            changes["lease"] = {**state.lease, "active": True}
+            changes["lease"] = active(lease)
         if self.outcome == "ok":
             changes["rate_limits"] = 0
-        if self.note == PROVIDER_WAIT and state.lease:
-            changes["provider_wait"] = {"class": self.error_class, "until": self.reset_at,
-                                        "since": at, "generation": state.lease["generation"]}
+        if self.note == PROVIDER_WAIT and lease is not None:
+            until = datetime.fromisoformat(self.reset_at)
+            changes["provider_wait"] = ProviderWait(error_class=self.error_class, until=until,
+                                                    since=at, generation=lease.generation)
             # Waiting for a stated reset is not a lack of progress (as a pause is
             # not): the progress clock starts again at the reset.
-            changes["progress_since"] = max(state.progress_since or at, self.reset_at)
+            changes["progress_since"] = max(state.progress_since or at, until)
         return changes
 
     def line(self) -> str:
@@ -442,11 +444,12 @@ class GoalPaused(Payload):
     basis: str
     generation: int
 
-    def fold(self, state: GoalState, at: str) -> Changes:
+    def fold(self, state: GoalState, at: datetime) -> Changes:
         # The wait for a stated reset is not a lack of progress: the clock starts
         # again when the pause ends.
-        return {"status": PAUSED, "reason": RATE_LIMITED, "paused_until": self.until,
-                "rate_limits": state.rate_limits + 1, "progress_since": self.until,
+        until = datetime.fromisoformat(self.until)
+        return {"status": PAUSED, "reason": RATE_LIMITED, "paused_until": until,
+                "rate_limits": state.rate_limits + 1, "progress_since": until,
                 "paused_at": at}
 
     def line(self) -> str:
@@ -462,7 +465,7 @@ class ContinuationCharged(Payload):
     max: int
     occurrence_id: str
 
-    def fold(self, state: GoalState, at: str) -> Changes:
+    def fold(self, state: GoalState, at: datetime) -> Changes:
         return {"continuations_used": self.attempt}
 
     def line(self) -> str:

@@ -267,7 +267,7 @@ class GoalState:
         for name in _PART_FIELDS:
             part = out[name]
             out[name] = part.stored() if part is not None else {}
-        for name in _TIME_FIELDS:
+        for name in TIME_FIELDS:
             moment = out[name]
             out[name] = iso(moment) if moment is not None else ""
         return out
@@ -326,41 +326,6 @@ class GoalState:
         _set(copy, "__dict__", {**self.__dict__, **changes})
         return copy
 
-    # ------------------------------------------------------------ the fold's seam
-    # The evolvers still read and write the stored shape (dicts and ISO
-    # text): ``decider.evolve`` hands them ``folding_view()`` and turns what
-    # they return into values with ``typed_changes``. Removed once every
-    # fold builds values itself.
-
-    def folding_view(self) -> "GoalState":
-        """This state with its parts as dicts and its times as ISO text."""
-        view = _new(_FoldingView)
-        _set(view, "__dict__", self.to_dict())
-        return view
-
-
-def typed_changes(changes: dict[str, Any]) -> dict[str, Any]:
-    """An evolver's changes (the stored shape) as the state's values."""
-    typed = {}
-    for name, value in changes.items():
-        convert = _FROM_JSON.get(name)
-        typed[name] = value if convert is None else (convert(value) if value else None)
-    return typed
-
-
-class _FoldingView(GoalState):
-    """What an evolver reads: the fields in the stored shape, and the two
-    properties that read a part, as they read it then."""
-
-    @property
-    def scheduler_backend(self) -> str:
-        return self.watchdog.get("backend") or self.setting("scheduler")  # type: ignore[union-attr]
-
-    @property
-    def interval_seconds(self) -> int:
-        return (self.watchdog.get("interval_seconds")  # type: ignore[union-attr]
-                or self.policy.get("interval_seconds") or self.setting("cadence_minutes") * 60)
-
 
 # Computed once: fields() walks the class on every call, and the store folds
 # a state in and out of JSON on every command.
@@ -376,11 +341,11 @@ _DEFAULT_TYPES = {name: type(value) for name, value in FIELD_DEFAULTS.items()}
 # The fields that hold a part (ledger.domain.parts) or a time, and how each
 # is turned into JSON and back.
 _PART_FIELDS = tuple(name for name in _FIELD_ORDER if name in PARTS)
-_TIME_FIELDS = tuple(f.name for f in fields(GoalState) if "datetime" in str(f.type))
+TIME_FIELDS = tuple(f.name for f in fields(GoalState) if "datetime" in str(f.type))
 _TO_JSON: dict[str, Any] = {**{name: PARTS[name].stored for name in _PART_FIELDS},
-                            **{name: iso for name in _TIME_FIELDS}}
+                            **{name: iso for name in TIME_FIELDS}}
 _FROM_JSON: dict[str, Any] = {**{name: PARTS[name].of for name in _PART_FIELDS},
-                              **{name: datetime.fromisoformat for name in _TIME_FIELDS}}
+                              **{name: datetime.fromisoformat for name in TIME_FIELDS}}
 # Every field at its default as JSON (``to_dict``): what a stored row read
 # with its defaults filled in has ({} for a part, "" for a time).
 JSON_DEFAULTS: dict[str, Any] = GoalState().to_dict()

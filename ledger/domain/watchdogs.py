@@ -18,6 +18,7 @@ from ledger.domain.commands import LeaseProof
 from ledger.domain.errors import DomainError, InvalidCommand
 from ledger.domain.events import Changes, Event, Style, iso
 from ledger.domain.leases import fence
+from ledger.domain.parts import OneOffWake, Watchdog
 from ledger.domain.policy import timezone
 from ledger.domain.state import GoalState
 from ledger.domain.text import clean, known, short
@@ -225,7 +226,7 @@ def arm_events(state: GoalState, interval: int, first_due_at: str, now: datetime
 
 
 def repaired(state: GoalState, data: "WakeScheduled | ReceiptRecorded",
-             at: str) -> dict[str, Any]:
+             at: datetime) -> dict[str, Any]:
     """What a repair event adds to its wake: a fresh lateness window and the
     count of repairs since the wake last fired (``attempt``; a repair recorded
     before it existed is upcast to one, ``ledger.domain.upcasters``)."""
@@ -238,8 +239,8 @@ def unlisted_by_repair(state: GoalState,
                        data: "WakeScheduled | ReceiptRecorded") -> dict[str, Any]:
     """A repair while WAKE_NOT_FIRING stands is an operator's (the automatic
     one stops): the goal is off the list until the bound is reached again."""
-    if data.repair is not None and state.liveness_alert.get("reason") == "WAKE_NOT_FIRING":
-        return {"liveness_alert": {}}
+    if data.repair is not None and state.alert_reason == "WAKE_NOT_FIRING":
+        return {"liveness_alert": None}
     return {}
 
 
@@ -250,8 +251,8 @@ _RECEIPT_STATUS = {"created": "live", "create_failed": "create_failed",
 
 def host_heard(state: GoalState) -> dict[str, Any]:
     """Evidence from the host (a claim, a receipt, a new watchdog) ends HOST_SILENT."""
-    if state.liveness_alert.get("reason") == "HOST_SILENT":
-        return {"liveness_alert": {}}
+    if state.alert_reason == "HOST_SILENT":
+        return {"liveness_alert": None}
     return {}
 
 
@@ -285,33 +286,27 @@ class WakeScheduled(Payload):
     def one_off(self) -> bool:
         return self.kind in ("reset", "requested")
 
-    def fold(self, state: GoalState, at: str) -> Changes:
+    def fold(self, state: GoalState, at: datetime) -> Changes:
         # A repaired row gets the scheduler's lateness anew (liveness deadlines).
         repair = repaired(state, self, at)
         if self.kind == "reset":  # the one-off wake at a rate-limit reset
-            return {"reset_wake": {"due_at": self.due_at,
-                                   "schedule_name": self.schedule_name, **repair},
+            return {"reset_wake": OneOffWake(due_at=datetime.fromisoformat(str(self.due_at)),
+                                             schedule_name=self.schedule_name, **repair),
                     **unlisted_by_repair(state, self)}
         if self.kind == "requested":  # the one-off wake the agent asked for
             # A host goal's has no schedule row: its host creates the wake.
-            return {"requested_wake": {"due_at": self.due_at, "reason": self.reason,
-                                       "schedule_name": self.schedule_name or "",
-                                       **repair},
+            return {"requested_wake": OneOffWake(
+                        due_at=datetime.fromisoformat(str(self.due_at)), reason=self.reason,
+                        schedule_name=self.schedule_name or "", **repair),
                     **unlisted_by_repair(state, self)}
-        watchdog = {
-            "backend": self.backend,
-            "interval_seconds": self.interval_seconds,
-            "tzid": self.tzid,
-            "status": "requested",
-            "attempt": self.attempt,
-            "first_due_at": self.first_due_at,
+        first = datetime.fromisoformat(self.first_due_at) if self.first_due_at else None
+        watchdog = Watchdog(
+            backend=str(self.backend), interval_seconds=int(self.interval_seconds or 0),
+            tzid=str(self.tzid), status="requested", attempt=int(self.attempt or 1),
+            first_due_at=first,
             # Slots are anchor + k x interval; no claim ever moves the anchor.
-            "anchor": self.first_due_at,
-            "next_due_at": self.first_due_at,
-            "retry_allowed": False,
-        }
-        if self.schedule_name is not None:
-            watchdog["schedule_name"] = self.schedule_name
+            anchor=first, next_due_at=first, retry_allowed=False,
+            schedule_name=self.schedule_name)
         return {"watchdog": watchdog, **host_heard(state)}
 
     def line(self) -> str:
@@ -337,8 +332,10 @@ class WakeCancelRequested(Payload):
     backend: str
     note: str
 
-    def fold(self, state: GoalState, at: str) -> Changes:
-        return {"watchdog": {**state.watchdog, "status": "cancel_requested"}}
+    def fold(self, state: GoalState, at: datetime) -> Changes:
+        if state.watchdog is None:
+            return {}  # nothing was prepared: nothing to cancel
+        return {"watchdog": replace(state.watchdog, status="cancel_requested")}
 
     def line(self) -> str:
         return (f"{known(self.backend)} watchdog cancellation requested: "
@@ -362,25 +359,29 @@ class ReceiptRecorded(Payload):
     repair: str | None = optional()  # missing | exhausted | late | orphaned
     attempt: int | None = optional()  # a repair's count since the wake last fired
 
-    def fold(self, state: GoalState, at: str) -> Changes:
+    def fold(self, state: GoalState, at: datetime) -> Changes:
         if self.repair == "orphaned":
             return {}  # a stray row deleted: history only, the goal's own wakes are untouched
-        watchdog = {**state.watchdog, "status": _RECEIPT_STATUS[self.status],
-                    "last_receipt": self.status, "last_receipt_at": at}
+        if state.watchdog is None:
+            return {}  # no watchdog of its own to receipt (a prepare comes first)
+        changed: dict[str, Any] = {"status": _RECEIPT_STATUS[self.status],
+                                   "last_receipt": self.status, "last_receipt_at": at}
         if self.status == "created":
-            watchdog["next_due_at"] = self.due_at
-            watchdog.pop("early_fire", None)  # a new schedule: fires compare afresh
+            due = datetime.fromisoformat(self.due_at) if self.due_at else None
+            changed["next_due_at"] = due
+            changed["early_fire"] = None  # a new schedule: fires compare afresh
             if self.backend == HOST:
-                watchdog["anchor"] = self.due_at  # the host's schedule is what fires
+                changed["anchor"] = due  # the host's schedule is what fires
             if self.host_ref_sha256 is not None:
-                watchdog["host_ref_sha256"] = self.host_ref_sha256
-                watchdog["runs_on"] = self.runs_on
+                changed["host_ref_sha256"] = self.host_ref_sha256
+                changed["runs_on"] = self.runs_on
         if self.status == "create_failed":
-            watchdog["retry_allowed"] = self.retry_allowed
+            changed["retry_allowed"] = self.retry_allowed
             if not self.retry_allowed:
-                watchdog["status"] = "failed"
-        watchdog.update(repaired(state, self, at))
-        return {"watchdog": watchdog, **(host_heard(state) if self.backend == HOST else {}),
+                changed["status"] = "failed"
+        changed.update(repaired(state, self, at))
+        return {"watchdog": replace(state.watchdog, **changed),
+                **(host_heard(state) if self.backend == HOST else {}),
                 **unlisted_by_repair(state, self)}
 
     def line(self) -> str:
