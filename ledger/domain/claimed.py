@@ -4,7 +4,7 @@ the watchdog's next slot, the pause or readiness it ends, and a host's own
 fire as the anchor of its slots. Which outcome a claim answers is decided in
 ``ledger.domain.claims``."""
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -79,7 +79,7 @@ class WakeClaimed(Payload):
             if self.source == HOST:
                 moved.update(_host_fire(self, at))
             if moved:
-                changes["watchdog"] = replace(watchdog, **moved)
+                changes["watchdog"] = watchdog.but(**moved)
         # And a WAKE_NOT_FIRING listing is answered.
         if state.alert_reason == "WAKE_NOT_FIRING":
             changes["liveness_alert"] = None

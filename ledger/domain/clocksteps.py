@@ -37,7 +37,7 @@ chosen by a rule, not read off the clock, and their own repairs (the schedule
 rows') hold.
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -139,8 +139,8 @@ class ClockSteppedBack(Payload):
         lease = state.lease
         if lease is not None:
             longest = at + timedelta(seconds=lease.lease_seconds or 0)
-            changes["lease"] = replace(
-                lease, acquired_at=_back(lease.acquired_at, at),
+            changes["lease"] = lease.but(
+                acquired_at=_back(lease.acquired_at, at),
                 last_heartbeat_at=_back(lease.last_heartbeat_at, at),
                 expires_at=min(lease.expires_at, longest))
         for name in CLOCK_STARTS:
@@ -152,8 +152,8 @@ class ClockSteppedBack(Payload):
         if since != state.since_progress:
             changes["since_progress"] = since
         if state.ready is not None:
-            changes["ready"] = replace(state.ready, at=_back(state.ready.at, at),
-                                       since=_back(state.ready.since, at))
+            changes["ready"] = state.ready.but(at=_back(state.ready.at, at),
+                                               since=_back(state.ready.since, at))
         if any(_back_text(job.get("tracked_at"), at) != job.get("tracked_at")
                or _ahead(job.get("silent_at"), at) for job in state.jobs):
             changes["jobs"] = [_job_back(job, at) for job in state.jobs]

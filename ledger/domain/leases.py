@@ -7,7 +7,7 @@ that changes work presents the current lease (``fence``).
 """
 
 import hmac
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from math import ceil
 from typing import Any, ClassVar
@@ -229,8 +229,8 @@ def renewed_by(state: GoalState, changes: Changes, expires_at: str, at: datetime
     lease = changes.get("lease", state.lease)
     if lease is None:
         return changes
-    return {**changes, "lease": replace(lease, expires_at=datetime.fromisoformat(expires_at),
-                                        last_heartbeat_at=at, active=True)}
+    return {**changes, "lease": lease.but(expires_at=datetime.fromisoformat(expires_at),
+                                          last_heartbeat_at=at, active=True)}
 
 
 def release(state: GoalState, cmd: ReleaseLease, now: datetime) -> list[Event]:
@@ -336,8 +336,8 @@ class LeaseRenewed(Payload):
     def fold(self, state: GoalState, at: datetime) -> Changes:
         if state.lease is None:  # never recorded: a renewal is fenced by its lease
             return {}
-        return {"lease": replace(state.lease, expires_at=datetime.fromisoformat(self.expires_at),
-                                 last_heartbeat_at=at, active=True)}
+        return {"lease": state.lease.but(expires_at=datetime.fromisoformat(self.expires_at),
+                                         last_heartbeat_at=at, active=True)}
 
     def line(self) -> str:
         return f"gen {known(self.generation)} renewed until {short(self.expires_at)}"
@@ -364,7 +364,7 @@ class LeaseEnded(Payload):
             # after all, so pulling that wake is scheduled progress, which
             # the continuation budget never charges. (A holder that goes silent again ends in
             # lease.expired, which keeps the charge.)
-            changes["ready"] = replace(state.ready, charge=False)
+            changes["ready"] = state.ready.but(charge=False)
         return changes
 
 

@@ -11,7 +11,7 @@ optional key left out when it is unset) and ``of()`` reads it back.
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import MISSING, dataclass, fields
 from datetime import datetime
 from typing import Any, ClassVar, Self
 
@@ -26,22 +26,29 @@ def iso_text(moment: datetime | None) -> str:
     return iso(moment) if moment is not None else ""
 
 
-# How one field is stored: its key in the stored dict, whether it is a time
-# (stored as ISO text) and whether an unset value (None) is left out.
-@dataclass(frozen=True, slots=True)
-class _Key:
-    name: str
-    key: str
-    time: bool
-    optional: bool
+_new = object.__new__
+_set = object.__setattr__  # what a frozen dataclass's own __init__ uses
+# Where a part keeps its stored dict once it has one (in its instance dict,
+# beside the fields): read from a row, or written once. A part never
+# changes, so neither does its dict; ``but`` makes a new part without it.
+_STORED = "_stored"
 
 
 class Part:
-    """What every part shares: read from and written to its stored dict."""
+    """What every part shares: read from and written to its stored dict.
 
-    __slots__ = ()
-    # Filled in by ``_stored_as`` for each part class.
-    _KEYS: ClassVar[tuple[_Key, ...]] = ()
+    Frozen dataclasses without ``__slots__``: a part is made from a stored
+    row (every read of a goal) or copied with a change (``but``, once per
+    event that changes it) by setting its instance dict in one call, where
+    the frozen ``__init__`` sets each field with a call of its own."""
+
+    # Filled in by ``_stored_as`` for each part class: (field, stored key,
+    # is a time, left out when unset) in declaration order; the same by
+    # stored key; and the defaults of the fields that have one.
+    _KEYS: ClassVar[tuple[tuple[str, str, bool, bool], ...]] = ()
+    _BY_KEY: ClassVar[dict[str, tuple[str, bool]]] = {}
+    _DEFAULTS: ClassVar[dict[str, Any]] = {}
+    _COUNT: ClassVar[int] = 0
 
     @classmethod
     def of(cls, data: Mapping[str, Any] | None) -> Self | None:
@@ -50,27 +57,59 @@ class Part:
         one no field has is ignored (replay rewrites the row)."""
         if not data:
             return None
-        values: dict[str, Any] = {}
-        for spec in cls._KEYS:
-            value = data.get(spec.key)
-            if value is None:
-                continue  # the field's default
-            if spec.time:
-                value = _parse(value) if value else None
-                if value is None:
+        values = {**cls._DEFAULTS}
+        by_key = cls._BY_KEY
+        for key, value in data.items():
+            if value is None or key not in by_key:
+                continue  # the field's default; a key of no field
+            name, time = by_key[key]
+            if time:
+                if not value:
                     continue
-            values[spec.name] = value
-        return cls(**values)
+                value = _parse(value)
+            values[name] = value
+        if len(values) != cls._COUNT:
+            missing = [name for name, *_ in cls._KEYS if name not in values]
+            raise ValueError(f"a stored {cls.__name__} lacks {', '.join(missing)}")
+        # Its stored dict is the one it was read from (written back as it was
+        # read, as the projection kept its parts when they were dicts).
+        values[_STORED] = data
+        part = _new(cls)
+        _set(part, "__dict__", values)
+        return part
 
-    def stored(self) -> dict[str, Any]:
-        """The dict the goal row keeps for this part (JSON: times as ISO text)."""
+    def stored(self, texts: dict[datetime, str] | None = None) -> dict[str, Any]:
+        """The dict the goal row keeps for this part (JSON: times as ISO
+        text); the same dict every time (never change it). ``texts``: the
+        instants the caller formatted already (``GoalState.to_stored``)."""
+        fields_ = self.__dict__
+        if _STORED in fields_:
+            return fields_[_STORED]
+        if texts is None:
+            texts = {}
         out: dict[str, Any] = {}
-        for spec in self._KEYS:
-            value = getattr(self, spec.name)
-            if value is None and spec.optional:
-                continue
-            out[spec.key] = iso(value) if spec.time and value is not None else value
+        for name, key, time, optional in self._KEYS:
+            value = fields_[name]
+            if value is None:
+                if optional:
+                    continue
+            elif time:
+                if value in texts:
+                    value = texts[value]
+                else:
+                    value = texts[value] = iso(value)
+            out[key] = value
+        fields_[_STORED] = out
         return out
+
+    def but(self, **changes: Any) -> Self:
+        """A copy with ``changes`` (its fields' names), as ``replace`` makes
+        it without a call per field."""
+        values = {**self.__dict__, **changes}
+        values.pop(_STORED, None)
+        part = _new(type(self))
+        _set(part, "__dict__", values)
+        return part
 
 
 def _stored_as(*, keys: Mapping[str, str] | None = None,
@@ -82,16 +121,20 @@ def _stored_as(*, keys: Mapping[str, str] | None = None,
     def wrap(cls: type[Part]) -> type[Part]:
         hints = cls.__annotations__
         cls._KEYS = tuple(
-            _Key(f.name, (keys or {}).get(f.name, f.name), "datetime" in str(hints[f.name]),
-                 f.name in optional)
+            (f.name, (keys or {}).get(f.name, f.name), "datetime" in str(hints[f.name]),
+             f.name in optional)
             for f in fields(cls))  # type: ignore[arg-type]
+        cls._BY_KEY = {key: (name, time) for name, key, time, _ in cls._KEYS}
+        cls._DEFAULTS = {f.name: f.default for f in fields(cls)  # type: ignore[arg-type]
+                         if f.default is not MISSING}
+        cls._COUNT = len(cls._KEYS)
         return cls
 
     return wrap
 
 
 @_stored_as()
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Lease(Part):
     """The live lease: who holds it, its generation (fencing), the digest of
     its token (never the raw token), and its times. ``active``: its holder
@@ -113,7 +156,7 @@ class Lease(Part):
 @_stored_as(optional=frozenset({
     "schedule_name", "last_receipt", "last_receipt_at", "host_ref_sha256", "runs_on",
     "repaired_at", "repairs", "early_fire"}))
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Watchdog(Part):
     """The goal's one recurring wake (ledger.domain.watchdogs). Slots are
     ``anchor + k x interval`` (ledger.domain.timing)."""
@@ -144,7 +187,7 @@ class Watchdog(Part):
 
 
 @_stored_as(optional=frozenset({"reason", "repaired_at", "repairs"}))
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class OneOffWake(Part):
     """A pending one-off wake: at a rate-limit reset (``reset_wake``, no
     reason) or asked for by the agent (``requested_wake``; a host goal's has
@@ -158,7 +201,7 @@ class OneOffWake(Part):
 
 
 @_stored_as(optional=frozenset({"since", "reset"}))
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Ready(Part):
     """A due wake waiting for its agent to pull it (dispatcher "none")."""
 
@@ -177,7 +220,7 @@ class Ready(Part):
 
 
 @_stored_as()
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class LastWake(Part):
     """The last wake's claim: its occurrence, outcome, reason and time."""
 
@@ -188,7 +231,7 @@ class LastWake(Part):
 
 
 @_stored_as()
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Continued(Part):
     """The last continuation of a rate-limit reset, whoever made it: a second
     one of the same reset stands down against it."""
@@ -201,7 +244,7 @@ class Continued(Part):
 
 @_stored_as(optional=frozenset({"missed_since", "last_progress", "schedule_name",
                                 "last_error", "since_progress", "paused_until"}))
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class LivenessAlert(Part):
     """A missed deadline (or a fact) that needs a human to look without
     blocking the goal; cleared by the evidence it waited for. The facts after
@@ -219,7 +262,7 @@ class LivenessAlert(Part):
 
 
 @_stored_as(keys={"error_class": "class"})
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ProviderWait(Part):
     """The running agent's host waits inside its own retry for a provider's
     reset, under the lease of ``generation``."""
@@ -235,7 +278,7 @@ def active(lease: Lease | None) -> Lease | None:
     the uncertain-attempt rule); the same value when it was already."""
     if lease is None or lease.active:
         return lease
-    return replace(lease, active=True)
+    return lease.but(active=True)
 
 
 # The GoalState fields that hold a part, and the part's class.

@@ -266,7 +266,8 @@ class GoalState:
         out = self.__dict__.copy()
         for name in _PART_FIELDS:
             part = out[name]
-            out[name] = part.stored() if part is not None else {}
+            # A copy: a part's stored dict is its own (and the row's).
+            out[name] = dict(part.stored()) if part is not None else {}
         for name in TIME_FIELDS:
             moment = out[name]
             out[name] = iso(moment) if moment is not None else ""
@@ -283,11 +284,20 @@ class GoalState:
         default ``False``. Every default is empty (checked below), so an
         empty value of its default's type is the default: a truth test
         first, the cheap way out."""
+        # A part written before is its stored dict again; each instant is
+        # formatted once (a command's own time is most of them).
         out: dict[str, Any] = {}
+        texts: dict[datetime, str] = {}
         for name, value in self.__dict__.items():
             if value or type(value) is not _DEFAULT_TYPES[name]:
-                convert = _TO_JSON.get(name)
-                out[name] = value if convert is None else convert(value)
+                if name in _PART_NAMES:
+                    value = value.stored(texts)
+                elif name in _TIME_NAMES:
+                    if value in texts:
+                        value = texts[value]
+                    else:
+                        value = texts[value] = iso(value)
+                out[name] = value
         return out
 
     @classmethod
@@ -301,12 +311,14 @@ class GoalState:
         # one ({} or "", as a row read with its defaults filled in has) None.
         values = FIELD_DEFAULTS.copy()
         for name, value in data.items():
-            if name in _FIELD_NAMES:
-                convert = _FROM_JSON.get(name)
-                if convert is None:
-                    values[name] = value
-                elif value:
-                    values[name] = convert(value)
+            if name in _PLAIN_NAMES:
+                values[name] = value
+            elif not value or name not in _FIELD_NAMES:
+                continue  # an empty part or time (None), a key of no field
+            elif name in _TIME_NAMES:
+                values[name] = _parse(value)
+            else:
+                values[name] = PARTS[name].of(value)
         for name, factory in _FACTORIES:
             if values[name] is FIELD_DEFAULTS[name]:
                 values[name] = factory()  # a fresh empty list or dict, as default_factory
@@ -342,10 +354,10 @@ _DEFAULT_TYPES = {name: type(value) for name, value in FIELD_DEFAULTS.items()}
 # is turned into JSON and back.
 _PART_FIELDS = tuple(name for name in _FIELD_ORDER if name in PARTS)
 TIME_FIELDS = tuple(f.name for f in fields(GoalState) if "datetime" in str(f.type))
-_TO_JSON: dict[str, Any] = {**{name: PARTS[name].stored for name in _PART_FIELDS},
-                            **{name: iso for name in TIME_FIELDS}}
-_FROM_JSON: dict[str, Any] = {**{name: PARTS[name].of for name in _PART_FIELDS},
-                              **{name: datetime.fromisoformat for name in TIME_FIELDS}}
+_PART_NAMES = frozenset(_PART_FIELDS)
+_TIME_NAMES = frozenset(TIME_FIELDS)
+_PLAIN_NAMES = _FIELD_NAMES - _PART_NAMES - _TIME_NAMES
+_parse = datetime.fromisoformat
 # Every field at its default as JSON (``to_dict``): what a stored row read
 # with its defaults filled in has ({} for a part, "" for a time).
 JSON_DEFAULTS: dict[str, Any] = GoalState().to_dict()

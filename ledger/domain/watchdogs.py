@@ -335,7 +335,7 @@ class WakeCancelRequested(Payload):
     def fold(self, state: GoalState, at: datetime) -> Changes:
         if state.watchdog is None:
             return {}  # nothing was prepared: nothing to cancel
-        return {"watchdog": replace(state.watchdog, status="cancel_requested")}
+        return {"watchdog": state.watchdog.but(status="cancel_requested")}
 
     def line(self) -> str:
         return (f"{known(self.backend)} watchdog cancellation requested: "
@@ -380,7 +380,7 @@ class ReceiptRecorded(Payload):
             if not self.retry_allowed:
                 changed["status"] = "failed"
         changed.update(repaired(state, self, at))
-        return {"watchdog": replace(state.watchdog, **changed),
+        return {"watchdog": state.watchdog.but(**changed),
                 **(host_heard(state) if self.backend == HOST else {}),
                 **unlisted_by_repair(state, self)}
 
