@@ -49,7 +49,7 @@ class Ending(Payload):
         return f"{self.VERB}{f' ({reason})' if reason else ''}" + (f": {said}" if said else "")
 
 
-@event_kind("goal.completed", version=2)
+@event_kind("goal.completed")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GoalCompleted(Ending):
     STATUS, VERB = DONE, "completed"
@@ -63,7 +63,7 @@ class GoalCompleted(Ending):
         return Ending.line(self) + _evidence(self.evidence)
 
 
-@event_kind("goal.failed", version=2)
+@event_kind("goal.failed")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GoalFailed(Ending):
     STATUS, VERB = FAILED, "failed"
@@ -72,7 +72,7 @@ class GoalFailed(Ending):
     reason: str
 
 
-@event_kind("goal.blocked", version=2)
+@event_kind("goal.blocked")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GoalBlocked(Ending):
     STATUS, VERB = BLOCKED, "blocked"
