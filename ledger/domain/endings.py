@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ledger.domain.codec import Payload, event_kind, optional
+from ledger.domain.codec import Payload, event_kind
 from ledger.domain.events import Changes, Json, Style
 from ledger.domain.state import BLOCKED, DONE, FAILED, GoalState
 from ledger.domain.text import clean, known
@@ -55,9 +55,8 @@ class GoalCompleted(Ending):
     STATUS, VERB = DONE, "completed"
     STYLE = Style("goal", colour="bold-green")
 
-    # One {criterion, evidence} per done criterion; a completion recorded
-    # before evidence existed has none.
-    evidence: list[Json] | None = optional()
+    # One {criterion, evidence} per done criterion (none without criteria).
+    evidence: list[Json]
 
     def line(self) -> str:
         return Ending.line(self) + _evidence(self.evidence)
@@ -83,7 +82,7 @@ class GoalBlocked(Ending):
 
 def _evidence(items: object, limit: int = 5) -> str:
     """The acceptance evidence of a completion, one ``criterion ⇒ evidence`` per
-    done criterion. A completion recorded before evidence existed has none."""
+    done criterion (none for a goal without done criteria)."""
     items = [i for i in items if isinstance(i, Mapping)] if isinstance(items, list) else []
     if not items:
         return ""
