@@ -28,7 +28,9 @@ Upcasters (``upcaster``) change an older stored shape into the current one
 ``verify`` hashes the stored JSON, never a re-encoded payload. A stored
 event carries no version number (adding one would change every new event's
 bytes), so a kind with more than one shape registers how to tell them apart
-(``versioned_by``).
+(``versioned_by``). Every kind is at its first shape (version 1): the shapes
+development builds wrote before 0.1.0 are not read (docs/decisions.md); the
+first shape change of a released kind registers its upcaster beside the class.
 """
 
 from collections.abc import Callable, Mapping
