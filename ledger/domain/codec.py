@@ -155,8 +155,12 @@ def kinds() -> dict[str, type[Payload]]:
     return {kind: spec.cls for kind, spec in _BY_KIND.items()}
 
 
-class UnknownKind(ValueError):
-    """A stored kind no class is registered for: never skipped, always said."""
+class Unreadable(ValueError):
+    """A stored event this release cannot read: never skipped, always said."""
+
+
+class UnknownKind(Unreadable):
+    """A stored kind no class is registered for."""
 
 
 def encode(payload: Payload) -> dict[str, Any]:
@@ -192,7 +196,7 @@ def decode(kind: str, data: Mapping[str, Any]) -> Payload:
     try:
         return spec.cls(**values, unknown=unknown) if unknown else spec.cls(**values)
     except TypeError as error:  # a required key missing: an older shape
-        raise ValueError(f"stored {kind} data has not the shape of {spec.cls.__name__} "
+        raise Unreadable(f"stored {kind} data has not the shape of {spec.cls.__name__} "
                          f"({error}); an older shape needs an upcaster") from None
 
 

@@ -388,3 +388,4 @@ def test_the_goals_table_says_30s_ago_not_now(clock):
     out = io.StringIO()
     call_command("ledger", "goals", stdout=out)
     assert "30s ago" in out.getvalue() and " now" not in out.getvalue()
+
