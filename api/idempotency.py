@@ -14,14 +14,16 @@ token again.
 The record is written in the command's own transaction, or not at all, and
 in one statement: the view runs with its store command inside the key's
 transaction, then the key and its answer are inserted together (``INSERT …
-ON CONFLICT DO NOTHING``, in effect) before the one COMMIT. So a request whose
+ON CONFLICT DO NOTHING``) before the one COMMIT. So a request whose
 process dies at any point before that commit leaves no trace, and its retry
 simply runs; one that dies after it leaves its answer, which the retry
 replays. When the insert finds the key taken — answered by another attempt,
-used for another request, or an earlier release's in-flight record — this
-attempt's transaction is rolled back whole, its command's events with it, and
-the request gets what is under the key (``_taken``). Two attempts with the
-same key at once are serialized by the database, never by time: on SQLite
+or used for another request — this attempt's transaction is rolled back
+whole, its command's events with it, and the request gets what is under the
+key (``_taken``): the stored answer, or 422 ``idempotency_conflict``; 409
+``idempotency_in_flight`` (retry after a second) only if the record was
+pruned in between. Two attempts with the same key at once are serialized by
+the database, never by time: on SQLite
 the second cannot begin its write transaction until the first has committed
 or rolled back; on PostgreSQL its command waits for the goal row the first
 has locked (a start: for the start's advisory lock, store._serialize_starts),
@@ -36,16 +38,11 @@ docs/decisions.md), and no COMMIT of its own.
 
 Only the key's digest (``key_digest``) is kept, in the record and in the
 events; a key that looks like a credential is refused.
-
-Records written as "in flight" by an earlier release (status NULL, committed
-before the command) are still honoured: 409 ``idempotency_in_flight`` while
-their lock lasts, run again once it expired.
 """
 
 import hashlib
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
 from functools import wraps
 from typing import Any
 
@@ -132,36 +129,28 @@ def _key(request: Request) -> str | None:
 
 # The table name comes from the model's Meta, never from input.
 _TABLE = IdempotencyRecord._meta.db_table
-_SELECT = (f"SELECT fingerprint, status_code, response, locked_until FROM {_TABLE} "  # noqa: S608
+_SELECT = (f"SELECT fingerprint, status_code, response FROM {_TABLE} "  # noqa: S608
            "WHERE owner = %s AND key = %s")
-# The key with its answer is inserted; an earlier release's in-flight record
-# of the same request whose lock has passed (its attempt died) is completed
-# in the same statement. Anything else under the key inserts nothing: the key
-# is taken. locked_until and attempt serve only those older records.
-_COMPLETE = (f"INSERT INTO {_TABLE} AS r (owner, key, fingerprint, status_code, "  # noqa: S608
-             "response, created_at, locked_until, attempt) "
-             "VALUES (%s, %s, %s, %s, %s, %s, %s, '') "
-             "ON CONFLICT (owner, key) DO UPDATE SET status_code = excluded.status_code, "
-             "response = excluded.response, created_at = excluded.created_at, "
-             "locked_until = excluded.locked_until, attempt = '' "
-             "WHERE r.status_code IS NULL AND r.locked_until <= excluded.created_at "
-             "AND r.fingerprint = excluded.fingerprint")
+# The key with its answer is inserted; a key already there (answered, or
+# another request's) inserts nothing: the key is taken.
+_COMPLETE = (f"INSERT INTO {_TABLE} (owner, key, fingerprint, status_code, "  # noqa: S608
+             "response, created_at) VALUES (%s, %s, %s, %s, %s, %s) "
+             "ON CONFLICT (owner, key) DO NOTHING")
 
 
 def _complete(owner: str, key: str, digest: str, response: Response) -> bool:
     """Store the key with its answer inside the current transaction; False if
     the key is taken (answered by another attempt, perhaps while this one
-    waited for it; in flight; or another request's)."""
+    waited for it; or another request's)."""
     answer = json.dumps(_without_token(response.data))
     at = connection.ops.adapt_datetimefield_value(clock.now())
     with connection.cursor() as cursor:
-        cursor.execute(_COMPLETE, [owner, key, digest, response.status_code, answer, at, at])
+        cursor.execute(_COMPLETE, [owner, key, digest, response.status_code, answer, at])
         return cursor.rowcount == 1
 
 
 class _Taken(Exception):
-    """The key is taken: answered, in flight in an earlier release, or used
-    for another request."""
+    """The key is taken: answered, or used for another request."""
 
 
 def _keyed(owner: str, key: str, digest: str, answer: Callable[[], Response]) -> Response:
@@ -181,23 +170,18 @@ def _keyed(owner: str, key: str, digest: str, answer: Callable[[], Response]) ->
 
 
 def _taken(owner: str, key: str, digest: str, path: str) -> Response:
-    """What a request under a taken key gets: the stored answer replayed, 422
-    for another request, 409 while an earlier release's attempt is in flight."""
+    """What a request under a taken key gets: the stored answer replayed, or
+    422 for another request."""
     with connection.cursor() as cursor:
         cursor.execute(_SELECT, [owner, key])
         record = cursor.fetchone()
     if record is None:  # pruned in between: rare enough to ask for a retry
         raise Problem("idempotency_in_flight", "The Idempotency-Key changed hands; retry.",
                       retry_after_seconds=1)
-    stored_fingerprint, status_code, body, locked_until = record
+    stored_fingerprint, status_code, body = record
     if stored_fingerprint != digest:
         raise Problem("idempotency_conflict",
                       "This Idempotency-Key was first used with a different request.")
-    if status_code is None:
-        wait = (_aware(locked_until) - clock.now()).total_seconds()
-        raise Problem("idempotency_in_flight",
-                      "A request with this Idempotency-Key is in flight; retry later.",
-                      retry_after_seconds=max(1, int(wait)))
     replay = Response(_with_token(json.loads(body), owner, key, path), status=status_code)
     replay["Idempotent-Replayed"] = "true"
     if status_code >= 400:
@@ -212,13 +196,6 @@ def _replay_if_answered(owner: str, key: str, digest: str, path: str) -> Respons
     except (Problem, DatabaseError):  # none, another request's, or the database failing
         return None
     return replay
-
-
-def _aware(value: Any) -> datetime:
-    """A timestamp as a raw cursor returns it (SQLite: text or naive) made aware."""
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 View = Callable[..., Response]

@@ -61,9 +61,9 @@ QUERY = ("validation_error",)
 
 
 # Response headers, by the problem codes that send them.
-# - Retry-After: the bad-token throttle (429) and a key still in flight
-#   (409: a record an earlier release left in flight, or a key that changed
-#   hands; api.errors sends it for any problem with retry_after_seconds),
+# - Retry-After: the bad-token throttle (429) and a key that changed hands
+#   (409 idempotency_in_flight: found taken, its record pruned before it was
+#   read; api.errors sends it for any problem with retry_after_seconds),
 #   and a write that could not get the database in time (503).
 # - WWW-Authenticate: every 401 (RFC 9110 requires it; api.errors adds it).
 RETRY_AFTER_CODES = frozenset({"throttled", "idempotency_in_flight", "database_busy"})

@@ -35,11 +35,6 @@ def prune() -> int:
     return records + leases
 
 
-# The func a schedule row wrote before `migrate` brought it to `prune`: a row
-# that fires between a deploy and its migrate still runs.
-prune_idempotency_records = prune
-
-
 def ensure_prune_schedule(**_: Any) -> None:
     """The prune's hourly schedule, exactly one of it (post_migrate). Hourly:
     a record then outlives its retention by at most an hour, and each run

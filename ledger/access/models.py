@@ -40,25 +40,18 @@ class IdempotencyRecord(models.Model):
     """The first response to a POST with an Idempotency-Key, per caller.
 
     Written in the same transaction as the events the command appended, or
-    not at all (see api.idempotency): a record is always complete. Records
-    that an earlier release wrote "in flight" (``status_code`` NULL,
-    committed before the command ran) are still honoured until their
-    ``locked_until``.
+    not at all (see api.idempotency): a record is always complete.
     """
 
     owner = models.CharField(max_length=150)
     key = models.CharField(max_length=255)
     fingerprint = models.CharField(max_length=64)  # sha256 of method, path and body
-    status_code = models.PositiveSmallIntegerField(null=True)  # null: an old in-flight record
+    status_code = models.PositiveSmallIntegerField()
     # Text, not JSON: PostgreSQL's jsonb reorders keys and a replay must be
     # the first answer byte for byte. A granted lease's token is not in here
     # (see api.idempotency.lease_token).
     response = models.TextField(blank=True, default="")
     created_at = models.DateTimeField()
-    # Only an earlier release's in-flight records use these two: until when
-    # their attempt owned the key, and its random id.
-    locked_until = models.DateTimeField()
-    attempt = models.CharField(max_length=32, blank=True, default="")
 
     class Meta:
         app_label = "api"

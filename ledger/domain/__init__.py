@@ -4,7 +4,7 @@ Nothing in this package imports Django. The store, the API, the admin and the
 scheduler are shells around it.
 """
 
-# Every kind and the upcasters of its older shapes, loaded before anything decodes.
+# Every kind, loaded before anything decodes.
 from ledger.domain import kinds
 from ledger.domain.commands import (
     AcquireLease,

@@ -31,7 +31,7 @@ CONSUMING = frozenset({"recurring_acquired", "ready_for_pull", "terminal_cleanup
 GRANTED = frozenset({"recurring_acquired", "ready_for_pull"})
 
 
-@event_kind("wake.claimed", version=2)
+@event_kind("wake.claimed")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WakeClaimed(Payload):
     """A wake's claim, built in one place for every path that records one

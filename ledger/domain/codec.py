@@ -28,7 +28,9 @@ Upcasters (``upcaster``) change an older stored shape into the current one
 ``verify`` hashes the stored JSON, never a re-encoded payload. A stored
 event carries no version number (adding one would change every new event's
 bytes), so a kind with more than one shape registers how to tell them apart
-(``versioned_by``).
+(``versioned_by``). Every kind is at its first shape (version 1): the shapes
+development builds wrote before 0.1.0 are not read (docs/decisions.md); the
+first shape change of a released kind registers its upcaster beside the class.
 """
 
 from collections.abc import Callable, Mapping
@@ -154,8 +156,12 @@ def kinds() -> dict[str, type[Payload]]:
     return {kind: spec.cls for kind, spec in _BY_KIND.items()}
 
 
-class UnknownKind(ValueError):
-    """A stored kind no class is registered for: never skipped, always said."""
+class Unreadable(ValueError):
+    """A stored event this release cannot read: never skipped, always said."""
+
+
+class UnknownKind(Unreadable):
+    """A stored kind no class is registered for."""
 
 
 def encode(payload: Payload) -> dict[str, Any]:
@@ -191,7 +197,7 @@ def decode(kind: str, data: Mapping[str, Any]) -> Payload:
     try:
         return spec.cls(**values, unknown=unknown) if unknown else spec.cls(**values)
     except TypeError as error:  # a required key missing: an older shape
-        raise ValueError(f"stored {kind} data has not the shape of {spec.cls.__name__} "
+        raise Unreadable(f"stored {kind} data has not the shape of {spec.cls.__name__} "
                          f"({error}); an older shape needs an upcaster") from None
 
 

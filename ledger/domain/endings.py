@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import ClassVar
 
-from ledger.domain.codec import Payload, event_kind, optional
+from ledger.domain.codec import Payload, event_kind
 from ledger.domain.events import Changes, Json, Style
 from ledger.domain.state import BLOCKED, DONE, FAILED, GoalState
 from ledger.domain.text import clean, known
@@ -50,21 +50,20 @@ class Ending(Payload):
         return f"{self.VERB}{f' ({reason})' if reason else ''}" + (f": {said}" if said else "")
 
 
-@event_kind("goal.completed", version=2)
+@event_kind("goal.completed")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GoalCompleted(Ending):
     STATUS, VERB = DONE, "completed"
     STYLE = Style("goal", colour="bold-green")
 
-    # One {criterion, evidence} per done criterion; a completion recorded
-    # before evidence existed has none.
-    evidence: list[Json] | None = optional()
+    # One {criterion, evidence} per done criterion (none without criteria).
+    evidence: list[Json]
 
     def line(self) -> str:
         return Ending.line(self) + _evidence(self.evidence)
 
 
-@event_kind("goal.failed", version=2)
+@event_kind("goal.failed")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GoalFailed(Ending):
     STATUS, VERB = FAILED, "failed"
@@ -73,7 +72,7 @@ class GoalFailed(Ending):
     reason: str
 
 
-@event_kind("goal.blocked", version=2)
+@event_kind("goal.blocked")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GoalBlocked(Ending):
     STATUS, VERB = BLOCKED, "blocked"
@@ -84,7 +83,7 @@ class GoalBlocked(Ending):
 
 def _evidence(items: object, limit: int = 5) -> str:
     """The acceptance evidence of a completion, one ``criterion ⇒ evidence`` per
-    done criterion. A completion recorded before evidence existed has none."""
+    done criterion (none for a goal without done criteria)."""
     items = [i for i in items if isinstance(i, Mapping)] if isinstance(items, list) else []
     if not items:
         return ""

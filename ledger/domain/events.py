@@ -8,7 +8,7 @@ for people (``summary``) and its look (``STYLE``). ``ledger.domain.kinds``
 lists them all (docs/design.md, "Event kinds").
 
 A stored kind never changes meaning and its data never changes shape without
-an upcaster (``ledger.domain.upcasters``): old events are replayed forever.
+an upcaster (``codec.upcaster``): old events are replayed forever.
 How a payload is stored (which keys, which ones only when set) is said by its
 fields and applied in one place, ``ledger.domain.codec``.
 """

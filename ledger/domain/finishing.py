@@ -98,9 +98,8 @@ def complete(state: GoalState, request: dict[str, Any], now: datetime) -> list[E
     keeps it (``finish_requested``, the stored JSON of its event)."""
     summary, generation = request["summary"], request["generation"]
     if request["status"] == "completed":
-        # A finish requested before evidence existed has none: read it as [].
         return [Event(GoalCompleted(summary=summary, generation=generation,
-                                    evidence=list(request.get("evidence", []))), now)]
+                                    evidence=list(request["evidence"])), now)]
     if request["status"] == "failed":
         return [Event(GoalFailed(summary=summary, generation=generation, reason=""), now)]
     return [Event(GoalBlocked(summary=summary, generation=generation, reason="AGENT_BLOCKED"),

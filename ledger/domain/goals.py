@@ -16,7 +16,7 @@ from ledger.domain.state import WAITING, GoalState
 from ledger.domain.text import clean, items, known
 
 
-@event_kind("goal.started", version=2)
+@event_kind("goal.started")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GoalStarted(Payload):
     STYLE = Style("goal")
@@ -97,7 +97,7 @@ class WorkspaceReleased(Payload):
         return f"{clean(known(self.workspace), 60, keep_end=True)} released by {by}{why}"
 
 
-@event_kind("checkpoint.recorded", version=2)
+@event_kind("checkpoint.recorded")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckpointRecorded(Payload):
     STYLE = Style("checkpoint")

@@ -3,12 +3,11 @@ folds, its summary line and its style, in the domain module of its family)
 and its stored string.
 
 The shells, the tests and the readers import kinds from here; the codec
-knows each class once its module is loaded, and this module loads them all
-(with the upcasters of their older stored shapes), so nothing decodes before
-every kind is known. To add a kind: docs/design.md, "Event kinds".
+knows each class once its module is loaded, and this module loads them all,
+so nothing decodes before every kind is known. To add a kind: docs/design.md,
+"Event kinds".
 """
 
-from ledger.domain import upcasters
 from ledger.domain.claimed import WakeClaimed
 from ledger.domain.clocksteps import ClockSteppedBack
 from ledger.domain.codec import Payload
@@ -123,5 +122,4 @@ __all__ = [
     "WorkspaceBound",
     "WorkspaceReleased",
     "style_of",
-    "upcasters",
 ]

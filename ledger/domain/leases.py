@@ -254,7 +254,6 @@ class LeaseGranted(Payload):
     lease_seconds: int
     expires_at: str
     # agent | wake (an automatic continuation, the uncertain-attempt rule watches it) | pull.
-    # Leases granted before it was recorded are read as "agent" (upcasters).
     via: str
     # A lease call that resumed a due wake (the continuation budget): which one.
     pulled: Json | None = optional()
@@ -277,7 +276,6 @@ class LeaseGranted(Payload):
                 acquired_at=at,
                 expires_at=datetime.fromisoformat(self.expires_at),
                 last_heartbeat_at=at,
-                # A lease granted before "via" was recorded is upcast to "agent".
                 via=self.via,
                 active=False,
             ),
@@ -305,13 +303,13 @@ class LeaseGranted(Payload):
         return text + (" (automatic continuation)" if self.via == "wake" else "")
 
 
-@event_kind("lease.acquired", version=2)
+@event_kind("lease.acquired")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaseAcquired(LeaseGranted):
     pass
 
 
-@event_kind("lease.taken_over", version=2)
+@event_kind("lease.taken_over")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaseTakenOver(LeaseGranted):
     previous_holder: str

@@ -228,8 +228,7 @@ def arm_events(state: GoalState, interval: int, first_due_at: str, now: datetime
 def repaired(state: GoalState, data: "WakeScheduled | ReceiptRecorded",
              at: datetime) -> dict[str, Any]:
     """What a repair event adds to its wake: a fresh lateness window and the
-    count of repairs since the wake last fired (``attempt``; a repair recorded
-    before it existed is upcast to one, ``ledger.domain.upcasters``)."""
+    count of repairs since the wake last fired (``attempt``)."""
     if data.repair is None:
         return {}
     return {"repaired_at": at, "repairs": data.attempt}
@@ -259,7 +258,7 @@ def host_heard(state: GoalState) -> dict[str, Any]:
 # ---------------------------------------------------------------- the watchdog kinds
 
 
-@event_kind("wake.scheduled", version=2)
+@event_kind("wake.scheduled")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WakeScheduled(Payload):
     """A watchdog prepared (no ``kind``), or a one-off wake (``kind`` reset or
@@ -342,7 +341,7 @@ class WakeCancelRequested(Payload):
                 f"{clean(known(self.note), 80)}")
 
 
-@event_kind("receipt.recorded", version=2)
+@event_kind("receipt.recorded")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReceiptRecorded(Payload):
     STYLE = Style("receipt")

@@ -29,8 +29,7 @@ def evidence_lines(data: Mapping[str, Any]) -> list[str]:
     items = completion.evidence if isinstance(completion, GoalCompleted) else None
     items = [i for i in items if isinstance(i, Mapping)] if isinstance(items, list) else []
     if not items:
-        return [f"{'evidence:':<15}none recorded (no done criteria, or completed before "
-                "evidence was required)"]
+        return [f"{'evidence:':<15}none recorded (no done criteria)"]
     return [f"{'evidence:' if n == 0 else '':<15}“{clean(i.get('criterion', '?'))}” ⇒ "
             f"{clean(i.get('evidence', ''))}" for n, i in enumerate(items)]
 

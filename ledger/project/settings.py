@@ -93,10 +93,8 @@ MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    # Django's lazy user and messages, skipped for a request under /api/ with
-    # an Authorization header (ledger/project/middleware.py).
-    "ledger.project.middleware.AuthenticationMiddleware",
-    "ledger.project.middleware.MessageMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 

@@ -107,9 +107,10 @@ def remind(now: datetime | None = None) -> int:
 
 
 def _track_untold(now: datetime, batch: int = 500) -> None:
-    """Goals that needed a human before notifications existed (no flip was
-    recorded for them) get a notification state, so reminders cover them
-    too: counted from their last change, at most ``batch`` a pass."""
+    """Goals that need a human with no notification state (no command's flip
+    put them there: ``ledger replay --fix`` rewrote their projection) get
+    one, so reminders cover them too: counted from their last change, at most
+    ``batch`` a pass."""
     untold = Goal.objects.filter(alerts.ATTENTION_SET) \
         .filter(~Exists(GoalNotice.objects.filter(goal_id=OuterRef("pk")))) \
         .values_list("pk", "attention", "updated_at")[:batch]

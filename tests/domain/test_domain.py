@@ -478,14 +478,6 @@ def test_failed_and_blocked_need_no_evidence_and_take_none(status):
     assert refused.value.field == "evidence"
 
 
-def test_an_old_completion_without_evidence_still_replays():
-    """goal.completed (and goal.finish_requested) stored before evidence existed
-    have no evidence key: folding them must still end the goal."""
-    state = started()
-    old = fold([Event.stored("goal.completed", {"summary": "merged", "generation": 1}, T0)], state)
-    assert (old.status, old.summary, old.lease) == ("done", "merged", None)
-
-
 def test_finish_rejects_unknown_status_and_needs_the_lease():
     state = started()
     with pytest.raises(InvalidCommand):

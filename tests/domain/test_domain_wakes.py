@@ -7,7 +7,6 @@ import pytest
 
 from ledger.domain import (
     DomainError,
-    Event,
     Finish,
     GoalState,
     RecordCheckpoint,
@@ -359,16 +358,3 @@ def test_finish_with_a_live_host_watchdog_is_pending_until_the_receipt():
     assert decide(pending, Finish("failed", "gave up", proof_of(state)), T0) == []
     ended = apply(pending, RecordReceipt(proof_of(state), "cancelled"))
     assert (ended.status, completion_state(ended)) == ("failed", "failed")
-
-
-def test_a_finish_requested_before_evidence_existed_still_completes():
-    """A stored goal.finish_requested without evidence (an older release), then
-    the receipt: the completion records evidence [] rather than failing."""
-    state = live_host()
-    requested, *cancel = decide(state, completed(state, "merged"), T0)
-    assert requested.kind == "goal.finish_requested"
-    old = {k: v for k, v in requested.data.items() if k != "evidence"}
-    pending = fold([Event.stored(requested.kind, old, requested.at), *cancel], state)
-    events = decide(pending, RecordReceipt(proof_of(state), "cancelled"), T0)
-    assert events[-1].kind == "goal.completed" and events[-1].data["evidence"] == []
-    assert fold(events, pending).status == "done"

@@ -3,7 +3,8 @@
 The stored JSON of an event is hashed into its goal's chain and the Merkle
 log, so the codec must give back exactly the dict the domain stored before
 payloads existed, key for key, for every shape the domain writes; and an
-older stored shape is upcast on read without its bytes or hash changing.
+older stored shape (of a kind only these tests register) is upcast on read
+without its bytes or hash changing.
 """
 
 import json
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.domain import Event, fold, iso, policy
+from ledger.domain import Event
 from ledger.domain import kinds as events
 from ledger.domain.codec import Payload, decode, encode, kinds, stored_version
 from ledger.eventstore import projection
@@ -21,7 +22,6 @@ from ledger.eventstore.chain import GENESIS, StoredLink, canonical_text, event_h
 from ledger.models import Event as EventRow
 from ledger.operators import demo
 from tests.domain.test_domain_properties import histories, run
-from tests.domain.test_domain_wakes import prepared
 
 T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 
@@ -79,115 +79,90 @@ def test_every_stored_event_of_a_seeded_database_round_trips_and_verifies():
 
 
 # ---------------------------------------------------------------- upcasters
+#
+# No product kind has an older shape yet (what development builds wrote before
+# 0.1.0 is not read: docs/decisions.md), but the first shape change after a
+# release needs the machinery: a kind only these tests register shows it works.
+
+TEST_KIND = "test.shape_changed"  # no product code uses it
 
 
-def test_an_old_repair_without_attempt_is_upcast_on_read_and_still_verifies():
-    """A repair recorded before repairs were bounded has no ``attempt``
-    (the compatibility repaired() once did with data.get("attempt", 1))."""
-    old = {"backend": "internal", "status": "created", "schedule_name": "wakeledger-watchdog-x",
-           "due_at": "2026-12-02T09:05:00.000000Z", "note": "repaired: the schedule row was "
-           "missing", "repair": "missing"}
-    assert stored_version(events.RECEIPT_RECORDED, old) == 1
-    receipt = decode(events.RECEIPT_RECORDED, old)
-    assert isinstance(receipt, events.ReceiptRecorded) and receipt.attempt == 1
-    assert stored_version(events.RECEIPT_RECORDED, encode(receipt)) == 2
-    wake = decode(events.WAKE_SCHEDULED, {"kind": "reset", "due_at": "2026-12-02T10:00:00.000000Z",
-                                          "schedule_name": "wakeledger-reset-x",
-                                          "repair": "late"})
-    assert isinstance(wake, events.WakeScheduled) and wake.attempt == 1
-    # An orphaned row's receipt is no repair of a wake: not upcast, it stays as stored.
-    orphan = {"backend": "internal", "status": "cancelled", "schedule_name": "s",
-              "note": "n", "repair": "orphaned"}
-    assert encode(decode(events.RECEIPT_RECORDED, orphan)) == orphan
+@pytest.fixture
+def two_shaped_kind():
+    """A kind at version 2 whose version 1 lacked ``unit``, with its upcaster;
+    unregistered afterwards, so the product's registry is as it was."""
+    from dataclasses import dataclass
 
-    # Stored as it was: the chain is over the stored bytes, never rewritten.
-    digest = event_hash(GENESIS, "g", 1, events.RECEIPT_RECORDED, old, "scheduler", T0)
-    link = StoredLink(1, events.RECEIPT_RECORDED, old, "scheduler", T0, GENESIS, digest)
+    from ledger.domain import codec
+
+    saved = (dict(codec._BY_KIND), dict(codec._BY_CLASS), dict(codec._UPCASTERS),
+             dict(codec._VERSION_OF), set(codec._FIRST_VERSIONS))
+
+    @codec.event_kind(TEST_KIND, version=2)
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class ShapeChanged(Payload):
+        amount: int
+        unit: str  # version 2: version 1 stored an amount of seconds, no unit
+
+    @codec.versioned_by(TEST_KIND)
+    def version(data):
+        return 1 if "unit" not in data else 2
+
+    @codec.upcaster(TEST_KIND, from_version=1)
+    def seconds(data):
+        return {**data, "unit": "seconds"}
+
+    try:
+        yield ShapeChanged
+    finally:
+        # The module's own objects, restored in place (others hold references).
+        for registry, before in zip((codec._BY_KIND, codec._BY_CLASS, codec._UPCASTERS,
+                                     codec._VERSION_OF, codec._FIRST_VERSIONS), saved,
+                                    strict=True):
+            registry.clear()
+            registry.update(before)
+
+
+def test_an_older_shape_is_upcast_on_read_and_its_stored_bytes_still_verify(two_shaped_kind):
+    old = {"amount": 90}
+    assert stored_version(TEST_KIND, old) == 1
+    payload = decode(TEST_KIND, old)
+    assert payload == two_shaped_kind(amount=90, unit="seconds")
+    assert old == {"amount": 90}  # decoding never changes the stored dict
+    current = encode(payload)
+    assert current == {"amount": 90, "unit": "seconds"}
+    assert stored_version(TEST_KIND, current) == 2
+    assert decode(TEST_KIND, current) == payload  # the current shape: never upcast
+
+    # The chain is over the stored bytes, never rewritten: the old row verifies.
+    digest = event_hash(GENESIS, "g", 1, TEST_KIND, old, "agent-1", T0)
+    link = StoredLink(1, TEST_KIND, old, "agent-1", T0, GENESIS, digest)
     assert first_break("g", [link]) == (None, 1, digest)
-    assert "attempt" not in old  # decoding never changed the stored dict
 
 
-def test_the_upcast_repair_folds_as_one_repair():
-    state = prepared("internal")  # a goal with an internal watchdog
-    name = state.watchdog.schedule_name
-    old = Event.stored(events.RECEIPT_RECORDED, {
-        "backend": "internal", "status": "created", "schedule_name": name,
-        "due_at": iso(state.watchdog.next_due_at), "note": "repaired", "repair": "missing"}, T0)
-    assert fold([old], state).watchdog.repairs == 1
+def test_an_upcaster_is_refused_for_a_shape_the_kind_never_had(two_shaped_kind):
+    from ledger.domain.codec import upcaster
+
+    with pytest.raises(ValueError, match="upcast twice"):
+        upcaster(TEST_KIND, from_version=1)(lambda data: data)
+    with pytest.raises(ValueError, match="no shape 3"):
+        upcaster(TEST_KIND, from_version=2)(lambda data: data)
+    with pytest.raises(ValueError, match="no shape 2"):
+        upcaster(events.LEASE_ACQUIRED, from_version=1)(lambda data: data)
 
 
-def test_an_old_lease_without_via_is_read_as_the_agents():
-    old = {"holder": "agent-1", "generation": 1, "token_sha256": "a" * 64, "lease_seconds": 900,
-           "expires_at": "2026-12-02T09:15:00.000000Z"}
-    lease = decode(events.LEASE_ACQUIRED, old)
-    assert isinstance(lease, events.LeaseAcquired) and lease.via == "agent"
-    assert "via" not in old
+def test_the_test_kind_leaves_the_products_registry_as_it_was():
+    """Whatever ran before (the two tests above register it): nothing is left."""
+    assert TEST_KIND not in kinds()
+    assert TEST_KIND not in {payload.KIND for payload in events.PAYLOADS}
+    with pytest.raises(ValueError, match="unknown event kind"):
+        decode(TEST_KIND, {"amount": 1, "unit": "seconds"})
 
 
-# The shapes the first commits stored (2026-12-02), as their code wrote them:
-# before fenced leases (commit caa6e21's decider) and before claims had kinds
-# (commit aeb1e4b's wakes.claim).
-FIRST_GOAL = "7d3c1a2e-5b8f-4c7a-9e1d-2f6b8a4c0e13"
-FIRST_STARTED = {
-    "goal_id": FIRST_GOAL, "workspace": "/srv/repo", "goal_key": "migrate-db",
-    "objective": "migrate the database", "done_criteria": ["tests pass"], "agent": "agent-1",
-    "checkpoint": {"current_step": "planning", "progress_pct": 0, "next_actions": ["dump"]},
-}
-FIRST_CHECKPOINT = {"current_step": "dump", "progress_pct": 40, "completed": ["dump"],
-                    "next_actions": ["load"], "artifacts": [], "errors": [], "note": ""}
-FIRST_ENDS = {events.GOAL_COMPLETED: {"summary": "migrated"},
-              events.GOAL_FAILED: {"summary": "gave up", "reason": ""},
-              events.GOAL_BLOCKED: {"summary": "stuck", "reason": "AGENT_BLOCKED"}}
-FIRST_CLAIM = {"occurrence_id": "host:run-1", "source": "host", "outcome": "recurring_acquired",
-               "reason": "scheduled_progress", "notes": "resume from the latest checkpoint",
-               "next_due_at": "2026-12-02T10:00:00.000000Z", "retry_count": 1}
-
-
-def test_a_goal_started_before_policies_reads_as_one_that_named_none():
-    started = decode(events.GOAL_STARTED, FIRST_STARTED)
-    assert stored_version(events.GOAL_STARTED, FIRST_STARTED) == 1
-    assert isinstance(started, events.GoalStarted)
-    assert (started.policy, started.session, started.timeout_seconds,
-            started.estimated_duration_seconds) == ({}, {}, None, None)
-    assert started.objective == "migrate the database" and started.checkpoint == \
-        FIRST_STARTED["checkpoint"]
-    assert "policy" not in FIRST_STARTED  # decoding never changed the stored dict
-
-
-@pytest.mark.parametrize("kind", [events.CHECKPOINT_RECORDED, *FIRST_ENDS])
-def test_a_checkpoint_or_end_recorded_before_leases_was_under_generation_0(kind):
-    old = FIRST_CHECKPOINT if kind == events.CHECKPOINT_RECORDED else FIRST_ENDS[kind]
-    assert stored_version(kind, old) == 1
-    payload = decode(kind, old)
-    assert type(payload) is kinds()[kind] and payload.generation == 0
-    assert {key: value for key, value in encode(payload).items() if key != "generation"} == old
-
-
-def test_a_history_from_before_leases_folds_and_its_stored_bytes_still_verify():
-    """A whole early goal: started, checkpointed, completed, each in its
-    first shape. Replay folds it; the chain is over the stored bytes."""
-    stored = [(events.GOAL_STARTED, FIRST_STARTED),
-              (events.CHECKPOINT_RECORDED, FIRST_CHECKPOINT),
-              (events.GOAL_COMPLETED, FIRST_ENDS[events.GOAL_COMPLETED])]
-    state = fold(Event.stored(kind, data, T0) for kind, data in stored)
-    assert (state.goal_id, state.status, state.progress_pct, state.current_step) == \
-        (FIRST_GOAL, "done", 100, "dump")
-    assert state.policy == {} and state.setting("cadence_minutes") == \
-        policy.DEFAULT_POLICY["cadence_minutes"]
-    links, previous = [], GENESIS
-    for seq, (kind, data) in enumerate(stored, start=1):
-        digest = event_hash(previous, FIRST_GOAL, seq, kind, data, "agent-1", T0)
-        links.append(StoredLink(seq, kind, data, "agent-1", T0, previous, digest))
-        previous = digest
-    assert first_break(FIRST_GOAL, links) == (None, 3, previous)
-
-
-def test_a_claim_recorded_before_wakes_had_kinds_reads_as_recurring():
-    assert stored_version(events.WAKE_CLAIMED, FIRST_CLAIM) == 1
-    claim = decode(events.WAKE_CLAIMED, FIRST_CLAIM)
-    assert isinstance(claim, events.WakeClaimed) and claim.kind == "recurring"
-    assert claim.occurrence_id == "host:run-1" and claim.retry_count == 1
-    assert "kind" not in FIRST_CLAIM
+def test_every_product_kind_is_at_its_first_shape():
+    """What development builds wrote before 0.1.0 is not upcast: no kind has
+    a second shape until a released one changes."""
+    assert {kind: cls.VERSION for kind, cls in kinds().items() if cls.VERSION != 1} == {}
 
 
 def test_unknown_keys_are_kept_and_written_back():

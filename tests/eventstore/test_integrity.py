@@ -286,3 +286,15 @@ def test_the_hash_is_sha256_of_the_previous_hash_and_the_canonical_list(data, go
         [str(goal), seq, kind, data, actor, iso(at)])).hexdigest()
     assert event_hash(prev, str(goal), seq, kind, data, actor, at) == expected
     assert linked_hash(prev, str(goal), seq, kind, canonical_text(data), actor, at) == expected
+
+
+def test_replay_of_an_event_this_release_cannot_read_says_so_plainly():
+    """A database a development build wrote before the first release (or a
+    row damaged by hand) holds an event of a shape no class reads: `ledger
+    replay` stops with one line that names it, not a traceback."""
+    victim = GoalFactory()
+    tamper("UPDATE ledger_event SET data = %s WHERE goal_id = %s AND seq = 1",
+           '{"objective": "an early shape"}', db_pk(victim))
+    code, _out, err = ledger("replay")
+    assert code == 1 and "replay stopped: stored goal.started data" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -142,13 +142,9 @@ def test_show_prints_a_completed_goals_evidence_and_the_timeline_line(clock):
 
 
 def test_show_of_a_completion_without_evidence_says_so():
-    # As an older release wrote goal.completed (events are append-only, so the
-    # block is checked on the data itself), and a goal with no done criteria.
-    for data in ({"summary": "finished", "generation": 1},
-                 {"summary": "finished", "generation": 1, "evidence": []}):
-        assert summaries.evidence_lines(data) == [
-            "evidence:      none recorded (no done criteria, or completed before evidence "
-            "was required)"]
+    # A goal with no done criteria completes with no evidence.
+    assert summaries.evidence_lines({"summary": "finished", "generation": 1, "evidence": []}) \
+        == ["evidence:      none recorded (no done criteria)"]
 
 
 def test_show_accepts_the_short_id_the_table_prints(clock):
@@ -262,8 +258,9 @@ def test_every_event_kind_has_its_own_summary():
     ("goal.blocked", {"reason": "INTERRUPTED_UNKNOWN", "summary": "went silent"},
      "blocked (INTERRUPTED_UNKNOWN): went silent"),
     ("continuation.charged", {"attempt": 1, "max": 3}, "continuation 1 of 3 charged"),
-    # A completion written before evidence was required reads as it always did.
-    ("goal.completed", {"summary": "merged", "generation": 1}, "completed: merged"),
+    # A goal without done criteria completes with no evidence.
+    ("goal.completed", {"summary": "merged", "generation": 1, "evidence": []},
+     "completed: merged"),
     ("goal.completed", {"summary": "merged", "generation": 1, "evidence": [
         {"criterion": "CI green", "evidence": "run 7"}]},
      "completed: merged · evidence: “CI green” ⇒ run 7"),
@@ -391,3 +388,4 @@ def test_the_goals_table_says_30s_ago_not_now(clock):
     out = io.StringIO()
     call_command("ledger", "goals", stdout=out)
     assert "30s ago" in out.getvalue() and " now" not in out.getvalue()
+

@@ -17,11 +17,10 @@ from tests.factories import GoalFactory
 pytestmark = pytest.mark.django_db
 
 
-def record(key: str, created_at, *, done: bool = True) -> IdempotencyRecord:
+def record(key: str, created_at, *, status_code: int = 201) -> IdempotencyRecord:
     return IdempotencyRecord.objects.create(
         owner="agent-1", key=key, fingerprint="0" * 64, created_at=created_at,
-        locked_until=created_at + timedelta(seconds=60), status_code=201 if done else None,
-        response="{}" if done else "", attempt="a" * 32)
+        status_code=status_code, response="{}")
 
 
 @pytest.fixture
@@ -31,10 +30,10 @@ def records(clock, settings):
     now = clock()
     record("week-old", now - timedelta(days=7))
     record("just-expired", now - retention - timedelta(seconds=1))
-    record("just-expired-in-flight", now - retention - timedelta(seconds=1), done=False)
+    record("just-expired-refusal", now - retention - timedelta(seconds=1), status_code=409)
     record("exactly-retention", now - retention)
     record("fresh", now - timedelta(minutes=5))
-    record("in-flight", now, done=False)
+    record("just-now", now, status_code=409)
 
 
 def keys() -> set[str]:
@@ -66,7 +65,7 @@ def test_the_scheduled_task_deletes_only_expired_records(records):
 
     task = Task.objects.get(id=task_id)
     assert task.success and task.result == 3
-    assert keys() == {"exactly-retention", "fresh", "in-flight"}
+    assert keys() == {"exactly-retention", "fresh", "just-now"}
 
 
 def test_the_task_and_ledger_prune_agree(records, settings):
@@ -75,14 +74,14 @@ def test_the_task_and_ledger_prune_agree(records, settings):
     assert out.getvalue().splitlines() == [
         "deleted 3 idempotency record(s) older than 48 h",
         "deleted 0 MCP lease row(s) whose lease ended over 48 h ago"]
-    assert maintenance.prune_idempotency_records() == 0
-    assert keys() == {"exactly-retention", "fresh", "in-flight"}
+    assert maintenance.prune() == 0
+    assert keys() == {"exactly-retention", "fresh", "just-now"}
 
 
 def test_the_task_follows_the_retention_setting(records, settings):
     settings.WAKELEDGER_IDEMPOTENCY_RETENTION_HOURS = 1
-    assert maintenance.prune_idempotency_records() == 4
-    assert keys() == {"fresh", "in-flight"}
+    assert maintenance.prune() == 4
+    assert keys() == {"fresh", "just-now"}
 
 
 # ---------------------------------------------------------------- /mcp lease rows

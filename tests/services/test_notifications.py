@@ -142,14 +142,14 @@ def test_a_command_rolled_back_records_no_notice(agent, started, hook, monkeypat
     assert Notification.objects.count() == 1
 
 
-def test_a_goal_blocked_before_notifications_is_reminded(agent, started, hook, settings,
+def test_a_goal_needing_a_human_without_a_notice_is_reminded(agent, started, hook, settings,
                                                          clock):
     from ledger.models import GoalNotice
 
     settings.WAKELEDGER_NOTIFY_REMIND_HOURS = 2
     gid, lease = started()
     gate(agent, gid, lease)
-    GoalNotice.objects.all().delete()  # as if it blocked before notifications existed
+    GoalNotice.objects.all().delete()  # as if `replay --fix` had set its attention
     Notification.objects.all().delete()
     assert notifications.remind() == 0
     clock.advance(hours=2)

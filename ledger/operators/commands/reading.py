@@ -9,6 +9,7 @@ from typing import Any
 from django.core.management.base import CommandError
 
 from ledger.domain import GoalState
+from ledger.domain.codec import Unreadable
 from ledger.domain.vocabulary import DONE, REASONS, STATUSES
 from ledger.eventstore import clock, projection
 from ledger.models import Event, Goal
@@ -100,8 +101,15 @@ class Reading(Shell):
     def handle_replay(self, goal_ids: list[str], check: bool, fix: bool, **_: Any) -> None:
         ids = self._ids(goal_ids)
         bar = Progress(len(ids), "replay", self.stderr._out)
-        reports = list(projection.replay(ids, fix=fix, progress=bar.advance))
-        bar.close()
+        try:
+            reports = list(projection.replay(ids, fix=fix, progress=bar.advance))
+        except Unreadable as error:
+            # A database a development build wrote before the first release
+            # (docs/deploy.md, "Upgrading"), or a row damaged by hand.
+            raise CommandError(f"replay stopped: {error} (docs/deploy.md, \"Upgrading\")",
+                               returncode=1) from None
+        finally:
+            bar.close()
         for report in reports:
             verb = "fixed" if report.fixed else "differs"
             self.stdout.write(self.style.WARNING(f"goal {report.goal_id} {verb}:"))
