@@ -6,8 +6,10 @@ the goal row's JSON text after them (``json.dumps(state.to_stored())``),
 captured from the code that kept the state's parts as dicts and its times as
 ISO strings. tests/domain/test_state_values.py folds the same events with
 the current code and asserts the same text: the typed state must store
-exactly what the untyped one did. Regenerate (only to add seeds, never to
-paper over a difference) with ``python -m tests.domain.stored_histories``.
+exactly what the untyped one did. The second test there decides the same
+seeds again: a deliberate change to what a command decides regenerates the
+file (``python -m tests.domain.stored_histories``), never a change to how a
+state is kept or stored, which must leave every row as it is.
 """
 
 import json

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ledger.domain import iso
 from ledger.eventstore import clock as ledger_clock
 from tests.simulation import invariants as inv
 from tests.simulation import product
@@ -1485,7 +1486,7 @@ class World:
                 if reason == "LONG_PAUSE" and state.paused_until:
                     # The person chose to wait for the reset: the world's own
                     # decision, excused as long as the product lets it go untold.
-                    self.excuse(goal, state.paused_until, "")
+                    self.excuse(goal, iso(state.paused_until), "")
             else:
                 product.stop(goal.goal_id, operator, "not worth it")
                 self.count("operator_stop")
@@ -1837,8 +1838,8 @@ class World:
                                f"a goal whose agent always succeeds is still {state.status} "
                                f"after {goal.turns_done}/{goal.turns_needed} turns, past its "
                                f"deadline {deadline:%Y-%m-%d %H:%M}")
-            until = state.updated_at if state.terminal else self.end.isoformat()
-            lived = datetime.fromisoformat(until) - goal.started_at
+            until = state.updated_at if state.terminal and state.updated_at else self.end
+            lived = until - goal.started_at
             self.report.goal_days += max(0.0, lived.total_seconds() / 86400)
             ending = (f"{state.status}/{state.reason}" if state.reason else state.status)
             self.report.endings[ending] = self.report.endings.get(ending, 0) + 1
