@@ -6,6 +6,7 @@ scheduler are shells around it.
 
 # Every kind, loaded before anything decodes.
 from ledger.domain import kinds
+from ledger.domain.codec import Unreadable
 from ledger.domain.commands import (
     AcquireLease,
     Artifact,
@@ -46,6 +47,7 @@ __all__ = [
     "ReleaseWorkspace",
     "RunGoal",
     "StartGoal",
+    "Unreadable",
     "decide",
     "decision",
     "evolve",
