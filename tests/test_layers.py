@@ -146,6 +146,7 @@ SHELL_DOMAIN = {
     ("ledger.domain", "LeaseProof"),
     ("ledger.domain", "Artifact"),
     ("ledger.domain", "DomainError"),
+    ("ledger.domain", "Unreadable"),  # a stored event this release cannot read
     ("ledger.domain.commands", "Evidence"),
     ("ledger.domain.commands", "WakeRequest"),
     ("ledger.domain", "vocabulary"),

@@ -6,6 +6,7 @@ scheduler are shells around it.
 
 # Every kind, loaded before anything decodes.
 from ledger.domain import kinds
+from ledger.domain.codec import Unreadable
 from ledger.domain.commands import (
     AcquireLease,
     Artifact,
@@ -47,6 +48,7 @@ __all__ = [
     "ReleaseWorkspace",
     "RunGoal",
     "StartGoal",
+    "Unreadable",
     "decide",
     "decision",
     "evolve",

@@ -8,8 +8,7 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
-from ledger.domain import GoalState
-from ledger.domain.codec import Unreadable
+from ledger.domain import GoalState, Unreadable
 from ledger.domain.vocabulary import DONE, REASONS, STATUSES
 from ledger.eventstore import clock, projection
 from ledger.models import Event, Goal
