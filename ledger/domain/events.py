@@ -71,11 +71,6 @@ class Event:
 
 def iso(moment: datetime) -> str:
     """UTC, microseconds, always the same shape: it is hashed into the chain."""
-    last = _last_iso
-    if last[0] is moment:
-        # A command's events share one "now", formatted for each event's
-        # time, its hash and the projection's updated_at: once is enough.
-        return last[1]
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError("the ledger only records aware datetimes")
     # The text strftime("%Y-%m-%dT%H:%M:%S.%fZ") wrote (the year padded to
@@ -83,17 +78,9 @@ def iso(moment: datetime) -> str:
     # strftime and isoformat both go through C's printf machinery, several
     # times the cost (bench/profile_append.py; tests/domain/test_event_codec.py).
     u = moment.astimezone(UTC)
-    text = _iso_format % (u.year, u.month, u.day, u.hour, u.minute, u.second, u.microsecond)
-    _remember_iso(moment, text)
-    return text
+    return _iso_format % (u.year, u.month, u.day, u.hour, u.minute, u.second, u.microsecond)
 
 
-def _remember_iso(moment: datetime, text: str) -> None:
-    global _last_iso
-    _last_iso = (moment, text)  # one tuple: a thread reads the old pair or the new
-
-
-_last_iso: tuple[datetime | None, str] = (None, "")
 _iso_format = "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ"
 
 
