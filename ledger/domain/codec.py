@@ -98,6 +98,9 @@ class _Spec:
     cls: type[Payload]
     out: tuple[tuple[str, str, bool], ...]  # (attribute, stored key, omitted while None)
     attribute_of: Mapping[str, str]  # stored key -> attribute
+    # The stored keys, when each is its attribute's own name (no key renamed):
+    # data with only these keys is the class's keyword arguments as it is.
+    plain_keys: frozenset[str] | None
 
 
 _BY_KIND: dict[str, _Spec] = {}
@@ -118,7 +121,9 @@ def event_kind(kind: str, *, version: int = 1) -> Callable[[type[P]], type[P]]:
         # payloads existed. The stored JSON sorts its keys anyway.
         out = tuple((f.name, f.metadata.get(_KEY, f.name), bool(f.metadata.get(_OMIT)))
                     for f in (*own, *base))
-        spec = _Spec(cls, out, {key: name for name, key, _omit in out})
+        renamed = any(name != key for name, key, _omit in out)
+        spec = _Spec(cls, out, {key: name for name, key, _omit in out},
+                     None if renamed else frozenset(key for _name, key, _omit in out))
         _BY_KIND[kind] = spec
         _BY_CLASS[cls] = spec
         return cls
@@ -185,6 +190,12 @@ def decode(kind: str, data: Mapping[str, Any]) -> Payload:
         raise UnknownKind(f"unknown event kind {kind!r}: no payload class, no fold")
     if (kind, 1) in _FIRST_VERSIONS:
         data = _upcast(spec, data)
+    plain = spec.plain_keys
+    if plain is not None and data.keys() <= plain:
+        try:
+            return spec.cls(**data)
+        except TypeError:
+            pass  # a required key missing: said below
     attribute_of = spec.attribute_of
     values: dict[str, Any] = {}
     unknown: dict[str, Any] = {}
