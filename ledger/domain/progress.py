@@ -96,7 +96,8 @@ def fingerprint(data: "CheckpointRecorded") -> str:
     artifacts' checksums."""
     artifacts = ",".join(f"[{_quoted(path)},{_quoted(digest)}]"
                          for path, digest in sorted((a["path"], a["sha256"])
-                                                    for a in data.artifacts))
+                                                    for a in data.artifacts)) \
+        if data.artifacts else ""
     said = (f"[{_quoted(data.current_step)},{data.progress_pct},"
             f"[{','.join(map(_quoted, data.next_actions))}],[{artifacts}]]")
     return hashlib.sha256(said.encode()).hexdigest()[:16]
