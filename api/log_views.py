@@ -26,6 +26,7 @@ from api.views.common import IDEMPOTENCY, READERS, LedgerView
 from ledger.access.accounts import AGENT, AUDITOR, OPERATOR, role_of
 from ledger.log import cosigning, merkle_store
 from ledger.models import Event, LogLeaf, SigningKey, TreeHead
+from ledger.services import loghealth
 from wakeledger_verify import notes
 
 # ----------------------------------------------------------------------- shapes
@@ -161,7 +162,8 @@ class CheckpointView(LedgerView):
     @idempotent(CosignatureSerializer)
     def post(self, request: Request, data: dict[str, Any]) -> Response:
         try:
-            kept = cosigning.add(data["checkpoint"])
+            # A checkpoint of this log no head has is a split view, told (services).
+            kept = loghealth.add_cosignatures(data["checkpoint"])
         except notes.NoteError as error:
             raise Problem("validation_error", str(error),
                           errors={"checkpoint": [str(error)]}) from None

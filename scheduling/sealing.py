@@ -16,6 +16,7 @@ from django_q.models import Schedule
 
 from ledger.log import sealing
 from ledger.models import TreeHead
+from ledger.services import loghealth
 from scheduling import dispatch
 
 logger = logging.getLogger(__name__)
@@ -25,7 +26,19 @@ SEAL_NAME = "wakeledger-seal"
 
 
 def seal_log() -> int:
-    """Seal what committed since the last seal; returns the tree's size."""
+    """Seal what committed since the last seal; returns the tree's size. Then
+    whatever the log's state calls for is told (the alarm, a witness behind)."""
+    try:
+        return _seal()
+    finally:
+        try:
+            loghealth.tell()
+        except Exception as error:  # noqa: BLE001 - the seal's own outcome stands
+            logger.warning("could not record the log's notifications: %s",
+                           type(error).__name__)
+
+
+def _seal() -> int:
     try:
         result = sealing.seal()
     except sealing.HorizonBusy as busy:

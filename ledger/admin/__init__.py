@@ -12,4 +12,4 @@ read-only, since goal schedules belong to goals.
 
 # Django's autodiscovery imports this package; importing the modules registers
 # their model admins (base.py holds what they and api/admin.py share).
-from ledger.admin import events, goals, notify, site  # noqa: F401
+from ledger.admin import events, goals, log, notify, site  # noqa: F401

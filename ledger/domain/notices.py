@@ -25,9 +25,16 @@ REMINDER = "reminder"  # it still needs one, N hours on
 DIGEST = "digest"  # the day's list of goals that need one
 SCHEDULER_SILENT = "scheduler_silent"  # the sweeper stopped beating
 SCHEDULER_BACK = "scheduler_back"  # and beats again
-KINDS = (STARTED, STOPPED, REMINDER, DIGEST, SCHEDULER_SILENT, SCHEDULER_BACK)
+LOG_ALARM = "log_alarm"  # the verifiable log's alarm rose (docs/integrity.md)
+LOG_ALARM_CLEARED = "log_alarm_cleared"  # and cleared
+WITNESS_BEHIND = "witness_behind"  # a witness has not cosigned for the configured lag
+WITNESS_SPLIT_VIEW = "witness_split_view"  # a witness holds a checkpoint the log does not
+WITNESS_ROLLBACK = "witness_rollback"  # a witness holds a larger size than the log
+KINDS = (STARTED, STOPPED, REMINDER, DIGEST, SCHEDULER_SILENT, SCHEDULER_BACK, LOG_ALARM,
+         LOG_ALARM_CLEARED, WITNESS_BEHIND, WITNESS_SPLIT_VIEW, WITNESS_ROLLBACK)
 # Routing reasons of the notices that are not about one goal's reason.
 SCHEDULER_REASON = "SCHEDULER_SILENT"
+LOG_REASON = "LOG_ALARM"  # every notice about the verifiable log and its witnesses
 
 
 def needs_human(attention: str) -> bool:
@@ -92,11 +99,22 @@ def title(kind: str, subject: Subject | None = None, count: int = 0) -> str:
         return "Wake Ledger: the scheduler is silent"
     if kind == SCHEDULER_BACK:
         return "Wake Ledger: the scheduler runs again"
+    if kind in LOG_TITLES:
+        return LOG_TITLES[kind]
     assert subject is not None
     name = subject.goal_key or subject.goal_id[:8]
     return {STARTED: f"Wake Ledger: goal {name} needs a human ({subject.reason})",
             STOPPED: f"Wake Ledger: goal {name} no longer needs a human",
             REMINDER: f"Wake Ledger: goal {name} still needs a human ({subject.reason})"}[kind]
+
+
+LOG_TITLES = {
+    LOG_ALARM: "Wake Ledger: ALARM, the verifiable log is inconsistent; no head is signed",
+    LOG_ALARM_CLEARED: "Wake Ledger: the verifiable log's alarm has cleared",
+    WITNESS_BEHIND: "Wake Ledger: a witness has fallen behind the log",
+    WITNESS_SPLIT_VIEW: "Wake Ledger: ALARM, a witness holds a checkpoint the log does not",
+    WITNESS_ROLLBACK: "Wake Ledger: ALARM, a witness holds more of the log than it has",
+}
 
 
 def body(kind: str, subject: Subject, why: str, link: str, notice_id: str) -> str:

@@ -14,6 +14,7 @@ health check reads.
 """
 
 import contextlib
+import json
 import logging
 import os
 from pathlib import Path
@@ -116,3 +117,45 @@ def inconsistency_alarm() -> str | None:
         return where.read_text(encoding="utf-8").strip() or "inconsistent"
     except FileNotFoundError:
         return None
+
+
+# The rolling comparison's place (ledger/log/leafcheck.py): where the next
+# window begins and the positions last found wrong. Beside the record, so a
+# rewrite of the database cannot move it; in memory when the record is off.
+_rolling_in_memory: dict[str, object] = {"cursor": 0, "suspects": []}
+
+
+def _rolling_path() -> Path | None:
+    where = path()
+    return None if where is None else where.with_name(where.name + ".rolling")
+
+
+def read_rolling() -> tuple[int, list[int]]:
+    """(cursor, suspect positions); a missing or damaged file starts at 0."""
+    where = _rolling_path()
+    found: object = _rolling_in_memory
+    if where is not None:
+        try:
+            found = json.loads(where.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            found = {}
+    if not isinstance(found, dict):
+        found = {}
+    cursor, suspects = found.get("cursor", 0), found.get("suspects", [])
+    if not isinstance(cursor, int) or isinstance(cursor, bool):
+        cursor = 0
+    if not isinstance(suspects, list):
+        suspects = []
+    return cursor, [p for p in suspects if isinstance(p, int) and not isinstance(p, bool)]
+
+
+def write_rolling(cursor: int, suspects: list[int]) -> None:
+    state = {"cursor": cursor, "suspects": suspects}
+    where = _rolling_path()
+    if where is None:
+        _rolling_in_memory.update(state)
+        return
+    try:
+        _write_private(where, json.dumps(state) + "\n")
+    except OSError as error:  # the next run starts its window where this one did
+        logger.warning("could not keep the rolling comparison's cursor in %s: %s", where, error)

@@ -42,7 +42,7 @@ from django.db.models import Max
 
 from ledger.domain import iso
 from ledger.eventstore import clock
-from ledger.log import merkle_store, sealer_state, signing
+from ledger.log import leafcheck, merkle_store, sealer_state, signing
 from ledger.log.sealer_state import LogInconsistent
 from ledger.models import Event, LogLeaf, SigningKey, TreeHead
 from wakeledger_verify import merkle
@@ -95,6 +95,16 @@ def seal(*, batch: int = BATCH, sign: bool = True) -> Sealed:
         appended += count
         if count < batch:
             break
+    if sign:
+        # The tree must extend the sealer's record (the same check _sign makes
+        # under its lock, first here so a changed tree is named as such); then
+        # a sealed event rewritten by SQL (its goal's chain recomputed) is
+        # found without any head kept outside: it no longer gives its stored
+        # leaf (ledger/log/leafcheck.py). The alarm, and no head over it.
+        tree_size = merkle_store.size()
+        _check_extends_record(tree_size, merkle_store.root(tree_size) if tree_size
+                              else merkle.EMPTY_ROOT)
+        leafcheck.check()
     head = _sign() if sign else None
     witnessed = head is not None and any([witness(head) for witness in _witnesses])
     return Sealed(merkle_store.size(), appended, head, witnessed)

@@ -15,6 +15,7 @@ from ledger.log import cosigning, export, log_audit, sealing, signing
 from ledger.models import TreeHead
 from ledger.operators.commands.base import Shell, positive
 from ledger.operators.progress import Progress
+from ledger.services import loghealth
 from wakeledger_verify import heads, notes
 
 
@@ -142,7 +143,9 @@ class Auditing(Shell):
         except sealing.HorizonBusy as busy:
             raise CommandError(f"nothing sealed: {busy}; try again") from None
         except sealing.LogInconsistent as alarm:
+            loghealth.tell()  # a person is told, not only this terminal
             raise CommandError(f"ALARM: no head signed: {alarm}", returncode=3) from None
+        loghealth.tell()
         if result.head is None:
             self.stdout.write(f"sealed {result.appended} event(s); the tree has "
                               f"{result.size} leaves, as the newest head says")
