@@ -33,7 +33,7 @@ def seal_log() -> int:
     finally:
         try:
             loghealth.tell()
-        except Exception as error:  # noqa: BLE001 - the seal's own outcome stands
+        except Exception as error:  # the seal's own outcome stands
             logger.warning("could not record the log's notifications: %s",
                            type(error).__name__)
 

@@ -37,7 +37,7 @@ from ledger.operators import goalids, passes, timeline
 from ledger.operators.summaries import summary
 from ledger.operators.terminal import provider_waiting, woken
 from ledger.project import dispatchers
-from ledger.services import alerts, notifications, operators
+from ledger.services import alerts, loghealth, notifications, operators
 from ledger.services.bodies import Standing
 
 
@@ -188,6 +188,12 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
         me = request.user.get_username()
         offer = operators.refusals(state, me) if operator else {}
         standing = Standing.of(state, clock.now())
+        # The chain's check and the log's state together (docs/integrity.md,
+        # "What the admin shows"): never "verified" while either fails.
+        # This page's events, or every one with ?verify=all (as the chain).
+        log_check = loghealth.goal_check(
+            str(goal.pk), None if full else [e.seq for e in page.events], events=goal.version)
+        log_problems = loghealth.log_problems()
         context = {
             **self.admin_site.each_context(request),
             "title": f"{goal.goal_key} — timeline",
@@ -205,6 +211,9 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
             "rows": rows,
             "chart": timeline.chart(goal),
             "full_verification": full,
+            "log_check": log_check,
+            "log_problems": log_problems,
+            "log_refutes": log_check.failed or bool(log_problems),
             "operator": operator,
             "refusals": offer,
             # An ended goal the domain refuses every action on gets one line,

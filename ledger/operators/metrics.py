@@ -14,14 +14,15 @@ the same. What one scrape costs (docs/metrics.md has the measurements):
   COUNT (the partial attention index and the deadline index);
 - deadline misses, claims, dispatches, charges, wake lateness: the
   ``Tally`` rows the store keeps in step with the events (ledger/eventstore/tallies.py);
-- seal lag: three primary-key lookups; the sweeper's age: one row.
+- seal lag: three primary-key lookups; the sweeper's age: one row;
+- the log's alarm: one file read beside the signing key; each configured
+  witness's lag: two indexed lookups per witness (``services.loghealth``).
 """
 
 import math
 from collections.abc import Iterator
 from datetime import datetime
 
-from django.db.models import Max
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -33,8 +34,8 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from ledger.domain import liveness
 from ledger.domain.vocabulary import CLOCK_SKEW
 from ledger.eventstore import clock, tallies
-from ledger.models import Event, Goal, SchedulerBeat, TreeHead
-from ledger.services import alerts
+from ledger.models import Goal, SchedulerBeat
+from ledger.services import alerts, loghealth
 from ledger.services.notifications import delivered_by_channel
 
 PREFIX = "wakeledger_"
@@ -61,6 +62,7 @@ class LedgerCollector(Collector):
         yield from alert_counts(now)
         yield from counted(counts)
         yield from seal_lag(now)
+        yield from log_health(now)
         yield from sweeper(now)
         yield from notifications(notification_counts())
 
@@ -133,15 +135,34 @@ def counted(found: dict[str, dict[str, float]]) -> Iterator[Metric]:
 def seal_lag(now: datetime) -> Iterator[Metric]:
     """Events not yet under a signed tree head: how many (by id) and how long
     the oldest has waited. Primary-key lookups only."""
-    head = TreeHead.objects.order_by("-id").values_list("horizon", flat=True).first() or 0
-    last = Event.objects.aggregate(last=Max("id"))["last"] or 0
-    oldest = (Event.objects.filter(id__gt=head).order_by("id")
-              .values_list("recorded_at", flat=True).first())
+    events, seconds = loghealth.seal_lag(now)
     yield GaugeMetricFamily(f"{PREFIX}seal_lag_events", "Events recorded after the last "
-                            "signed tree head's horizon (by event id).", value=max(0, last - head))
+                            "signed tree head's horizon (by event id).", value=events)
     yield GaugeMetricFamily(f"{PREFIX}seal_lag_seconds", "How long the oldest event not under "
-                            "a signed head has waited (0 when all are sealed).",
-                            value=max(0.0, (now - oldest).total_seconds()) if oldest else 0.0)
+                            "a signed head has waited (0 when all are sealed).", value=seconds)
+
+
+def log_health(now: datetime) -> Iterator[Metric]:
+    """The sealer's alarm (1 while raised: it signs no head) and, per
+    configured witness, how far behind its cosignatures are. Every witness is
+    a series from the start (0 when up to date), never absent."""
+    yield GaugeMetricFamily(f"{PREFIX}log_alarm", "1 while the verifiable log's alarm is "
+                            "raised (the sealer signs no head; docs/integrity.md), else 0.",
+                            value=1 if loghealth.log_alarm() else 0)
+    found = loghealth.witnesses(now)
+    leaves = GaugeMetricFamily(f"{PREFIX}witness_lag_leaves", "Leaves of the newest signed "
+                               "head a witness has not cosigned.", labels=["witness"])
+    seconds = GaugeMetricFamily(f"{PREFIX}witness_lag_seconds", "How long the oldest signed "
+                                "head a witness has not cosigned has waited (0: up to date).",
+                                labels=["witness"])
+    rolled = GaugeMetricFamily(f"{PREFIX}witness_rollback", "1 when a witness has cosigned "
+                               "more leaves than the log holds now (a rollback).",
+                               labels=["witness"])
+    for witness in found:
+        leaves.add_metric([witness.name], witness.lag_leaves)
+        seconds.add_metric([witness.name], witness.lag_seconds)
+        rolled.add_metric([witness.name], 1 if witness.rolled_back else 0)
+    yield from (leaves, seconds, rolled)
 
 
 def sweeper(now: datetime) -> Iterator[Metric]:

@@ -31,12 +31,11 @@ from django.urls import reverse
 from ledger.domain import notices
 from ledger.domain.events import iso
 from ledger.eventstore import clock
-from ledger.log import cosigning, export, leafcheck, merkle_store, sealer_state, signing
+from ledger.log import cosigning, leafcheck, merkle_store, sealer_state, signing
 from ledger.models import Cosignature, Event, LogLeaf, SchedulerBeat, TreeHead
 from ledger.project.siteurl import base_url
 from ledger.services.notifications import enqueue
-from wakeledger_verify import bundle as offline
-from wakeledger_verify import notes
+from wakeledger_verify import heads, merkle, notes
 
 logger = logging.getLogger(__name__)
 
@@ -93,8 +92,19 @@ def seal_lag(now: datetime) -> tuple[int, float]:
     return max(0, last - head), max(0.0, (now - oldest).total_seconds()) if oldest else 0.0
 
 
-def witnesses(now: datetime, tree_size: int, newest: TreeHead | None) -> list[Witness]:
-    """Each configured witness's standing: one indexed query per witness."""
+def log_alarm() -> str | None:
+    """Why the sealer refuses to sign (its alarm), or None."""
+    return sealer_state.inconsistency_alarm()
+
+
+def witnesses(now: datetime, tree_size: int | None = None,
+              newest: TreeHead | None = None) -> list[Witness]:
+    """Each configured witness's standing: two indexed queries per witness."""
+    if not settings.WAKELEDGER_WITNESS_KEYS:
+        return []
+    if tree_size is None:
+        tree_size = merkle_store.size()
+        newest = TreeHead.objects.order_by("-id").first()
     limit = timedelta(minutes=settings.WAKELEDGER_WITNESS_MAX_LAG_MINUTES).total_seconds()
     found = []
     for verifier in cosigning.witnesses():
@@ -159,34 +169,79 @@ def server_key() -> Any:
     return signing.signer(path).private_key.public_key()
 
 
-def goal_check(goal_id: str) -> GoalCheck:
-    events = Event.objects.filter(goal_id=goal_id).count()
-    try:
-        data = export.bundle(goal_id)
-    except export.NothingToExport as error:
-        return GoalCheck("unsealed", str(error), events=events)
-    sealed, size = len(data["events"]), data["head"]["size"]
-    # The leaves as stored: a sealed event that no longer gives its leaf is
-    # named by its seq (the inclusion check below would only say "event N").
-    stored = dict(LogLeaf.objects.filter(position__in=[r["position"] for r in data["events"]])
-                  .values_list("position", "hash"))
-    changed = [r["seq"] for r in data["events"]
-               if merkle_store.leaf(r).hex() != stored.get(r["position"])]
+def goal_check(goal_id: str, seqs: list[int] | None = None, *,
+               events: int | None = None) -> GoalCheck:
+    """The goal's events (those of ``seqs``, a timeline page's; all of them
+    when None: the whole-chain check) against their stored leaves and the
+    newest signed head: each sealed event's leaf recomputed and compared with
+    the stored one, its inclusion proof (from the stored subtrees) reaching
+    the head's root, and the head's signature checked with this server's key.
+    A constant number of queries for a page (``events``: the goal's count,
+    when the caller knows it)."""
+    head = TreeHead.objects.order_by("-id").first()
+    rows_of = Event.objects.filter(goal_id=goal_id)
+    if seqs is not None:
+        rows_of = rows_of.filter(seq__in=seqs)
+    rows = {row[0]: row for row in rows_of.values_list(*merkle_store.EVENT_COLUMNS)}
+    total = events if events is not None else len(rows)
+    if head is None:
+        return GoalCheck("unsealed", "no signed head yet", events=total)
+    leaves = {event_id: (position, digest) for event_id, position, digest in
+              LogLeaf.objects.filter(event_id__in=list(rows), position__lt=head.size)
+              .values_list("event_id", "position", "hash")}
+    if not leaves:
+        return GoalCheck("unsealed", "none of these events is sealed yet", events=total,
+                         head_size=head.size)
+    sealed = [(leaves[event_id][0], leaves[event_id][1], rows[event_id])
+              for event_id in sorted(leaves, key=lambda e: rows[e][2])]
+    changed, records = [], []
+    for position, stored, row in sealed:
+        record = merkle_store.record(position, row)
+        leaf = merkle_store.leaf(record)
+        records.append((position, leaf, row[2]))
+        if leaf.hex() != stored:
+            changed.append(row[2])
+    count = len(sealed)
     if changed:
         shown = ", ".join(map(str, changed[:5])) + (" …" if len(changed) > 5 else "")
         return GoalCheck("failed", f"event(s) seq {shown} no longer match their sealed "
-                         "leaves: changed after they were sealed", sealed, events, size)
+                         "leaves: changed after they were sealed", count, total, head.size)
     key = server_key()
     if key is None:
         return GoalCheck("unknown", "this server has no signing key file to check the head "
-                         "with", sealed, events, size)
+                         "with", count, total, head.size)
+    if not heads.signature_valid(head.as_dict(), key):
+        return GoalCheck("failed", f"the newest head (size {head.size}) carries no valid "
+                         f"signature of this server's key {heads.key_id(key)}", count, total,
+                         head.size)
     try:
-        offline.check(data, key=key)
-    except offline.Failure as error:
-        return GoalCheck("failed", str(error), sealed, events, size)
-    return GoalCheck("verified", f"{sealed} of {events} event(s) included in the signed "
-                     f"head of {size} leaves (key {data['head']['key_id']})",
-                     sealed, events, size)
+        subtrees = {name: bytes.fromhex(digest) for name, digest in
+                    merkle_store.subtrees([p for p, _, _ in records], head.size).items()}
+        root = bytes.fromhex(head.root)
+        for position, leaf, seq in records:
+            path = merkle.inclusion_path(position, head.size, subtrees)
+            if merkle.root_from_inclusion(position, head.size, leaf, path) != root:
+                return GoalCheck("failed", f"event seq {seq}: its inclusion proof does not "
+                                 "reach the signed head's root", count, total, head.size)
+    except (merkle_store.TreeCorrupt, KeyError) as error:
+        return GoalCheck("failed", f"the stored tree cannot prove these events: {error}",
+                         count, total, head.size)
+    return GoalCheck("verified", f"{count} of {total} event(s) checked: each matches its "
+                     f"sealed leaf and is included in the signed head of {head.size} leaves "
+                     f"(key {head.key_id})", count, total, head.size)
+
+
+def log_problems() -> list[str]:
+    """What keeps every page from saying "verified": the sealer's alarm and a
+    rollback a witness's cosignature shows. No query without witnesses."""
+    alarm = log_alarm()
+    found = [f"ALARM: {alarm}"] if alarm else []
+    if settings.WAKELEDGER_WITNESS_KEYS:
+        tree_size = merkle_store.size()
+        found += [f"witness {w.name} cosigned {w.cosigned_size} leaves, more than the "
+                  f"log's {tree_size}: the log was rolled back"
+                  for w in witnesses(clock.now(), tree_size) if w.rolled_back]
+    return found
 
 
 # ------------------------------------------------------------------ the doctor's pass
@@ -198,7 +253,7 @@ def check_leaves() -> leafcheck.Pass | None:
     beyond a comparison), then tells whoever the alarm concerns."""
     try:
         done = leafcheck.run()
-    except Exception as error:  # noqa: BLE001 - the doctor reports, it never dies of it
+    except Exception as error:  # the doctor reports, it never dies of it
         logger.warning("the rolling leaf comparison failed: %s", type(error).__name__)
         return None
     if done.mismatches:
@@ -300,7 +355,7 @@ def add_cosignatures(note: str) -> list[str]:
 
 
 def _report_unknown(note: str) -> None:
-    body, signatures = notes.split(note)
+    body, _ = notes.split(note)
     checkpoint = notes.parse_checkpoint(body)
     key = server_key()
     if key is None or checkpoint.origin != settings.WAKELEDGER_LOG_ORIGIN:

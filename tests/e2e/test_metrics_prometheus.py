@@ -2,7 +2,8 @@
 scrapes /metrics of a live server with the scrape token, and evaluates the
 rule file that ships in docs/prometheus/ — that very file, checked by
 ``promtool check rules`` first. The sweeper's silence fires its alert; a goal
-that needs a human makes the 15-minute rule pending."""
+that needs a human makes the 15-minute rule pending; the log's alarm fires
+its own."""
 
 import json
 import shutil
@@ -20,6 +21,7 @@ from django.test import override_settings
 from ledger.domain import GoalState
 from ledger.domain.runs import ReportRun
 from ledger.eventstore import store
+from ledger.log import sealer_state
 from ledger.services import alerts
 from tests.factories import GoalFactory, proof_of
 from tests.helpers import wait_for
@@ -83,11 +85,11 @@ def test_promtool_accepts_the_shipped_rules(tools):
     done = subprocess.run([tools[1], "check", "rules", str(RULES)], capture_output=True,
                           text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 3 rules found" in done.stdout
+    assert "SUCCESS: 6 rules found" in done.stdout
 
 
 def test_a_real_prometheus_scrapes_and_fires_the_sweeper_rule(tools, live_server, clock,
-                                                              tmp_path):
+                                                              tmp_path, sealer_record):
     goal = GoalFactory(goal_key="stuck-build", checkpoints=1)
     store.execute(goal.pk, ReportRun(proof_of(GoalState.from_dict(goal.state)), "error",
                                      "unclassified"), actor="agent-1")
@@ -124,6 +126,11 @@ def test_a_real_prometheus_scrapes_and_fires_the_sweeper_rule(tools, live_server
             wait_for(lambda: alerts_of(base).get("WakeLedgerSweeperSilent") == "firing",
                      timeout=30, what="the sweeper rule to fire")
             assert alerts_of(base)["WakeLedgerGoalsNeedAHuman"] == "pending"
+            # The log's alarm (the sealer's, kept beside its key) pages at once.
+            assert "WakeLedgerLogAlarm" not in alerts_of(base)
+            sealer_state.raise_alarm("a sealed event no longer matches its leaf (test)")
+            wait_for(lambda: alerts_of(base).get("WakeLedgerLogAlarm") == "firing",
+                     timeout=30, what="the log alarm rule to fire")
         finally:
             prometheus.terminate()
             prometheus.wait(timeout=30)
