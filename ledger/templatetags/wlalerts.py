@@ -1,9 +1,10 @@
-"""The admin home's count of goals that need a person (the dashboard's list)."""
+"""The admin home's count of goals that need a person (the dashboard's list),
+and the verifiable log's problems (its alarm) beside it."""
 
 from django import template
 
 from ledger.models import Goal
-from ledger.services import alerts
+from ledger.services import alerts, loghealth
 
 register = template.Library()
 
@@ -12,3 +13,9 @@ register = template.Library()
 def needing_a_person() -> int:
     """How many goals need a person now: the /alerts query's SQL count."""
     return alerts.count(Goal.objects.all())
+
+
+@register.simple_tag
+def log_problems() -> list[str]:
+    """What keeps the log from reading as verified (services.loghealth)."""
+    return loghealth.log_problems()

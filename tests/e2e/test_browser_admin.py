@@ -552,3 +552,54 @@ def test_the_lists_the_timeline_and_the_dashboard_read_right_at_1400_and_800px(
         keys = page.locator("#result_list td.field-goal a").all_inner_texts()
         assert keys and all(not re.fullmatch(r"[0-9a-f]{8}", key) for key in keys), keys
     page.close()
+
+
+def test_an_auditor_sees_the_log_alarm_after_an_sql_only_rewrite(browser, live_server,
+                                                                  sealer_record):
+    """A sealed checkpoint rewritten by SQL, its goal's chain recomputed (so
+    every chain verifies): the sealer raises its alarm, and the auditor is
+    told so on the home page, the log's page and every goal's timeline."""
+    from ledger.eventstore import triggers
+    from ledger.log import sealer_state, sealing
+    from ledger.models import LogLeaf
+    from tests.log.test_log_attacks import json_value, rehash_goal, sql
+
+    user("audrey", "auditor")
+    victim = GoalFactory(goal_key="rewritten", checkpoints=3)
+    bystander = GoalFactory(goal_key="bystander", checkpoints=2)
+    sealing.seal()
+    event = Event.objects.filter(goal=victim, kind="checkpoint.recorded").first()
+    triggers.drop(connection)
+    try:
+        sql("UPDATE ledger_event SET data = %s WHERE id = %s",
+            json_value({**event.data, "current_step": "forged by SQL"}), event.id)
+        rehash_goal(victim.pk)
+        with pytest.raises(sealer_state.LogInconsistent):
+            sealing.seal()
+        page = login(browser, live_server, "audrey")
+        assert "ALARM" in page.locator("[data-testid=log-health]").inner_text()
+        page.click("[data-testid=log-page-link]")
+        assert page.locator("[data-testid=log-state]").inner_text() == \
+            "NOT verified: the log's alarm is raised"
+        position = LogLeaf.objects.get(event_id=event.id).position
+        assert f"leaf {position}: event {event.id}" in \
+            page.locator("[data-testid=log-alarm]").inner_text()
+        page.screenshot(path=str(ARTIFACTS / "log-alarm.png"), full_page=True)
+
+        page.goto(f"{live_server.url}/admin/ledger/goal/{victim.pk}/timeline/")
+        assert page.locator("[data-testid=chain]").inner_text() == \
+            "chain NOT verified: its sealed events differ from the log"
+        assert page.locator("[data-testid=log-check]").inner_text().startswith(
+            f"log check FAILED: event(s) seq {event.seq}")
+        assert page.locator("[data-testid=log-alarm]").is_visible()
+        page.screenshot(path=str(ARTIFACTS / "timeline-log-alarm.png"), full_page=True)
+        page.click("text=verify the whole chain")
+        assert "whole chain verified" not in page.content()
+
+        page.goto(f"{live_server.url}/admin/ledger/goal/{bystander.pk}/timeline/")
+        assert page.locator("[data-testid=chain]").inner_text() == \
+            "chain NOT verified: the log's alarm is raised"
+        assert "verified (this page)" not in page.content()
+        page.close()
+    finally:
+        triggers.install(connection)
