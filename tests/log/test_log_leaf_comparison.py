@@ -50,6 +50,9 @@ def test_an_sql_rewrite_of_a_sealed_event_raises_the_sealers_alarm(sealed):
     assert f"leaf {position}: event {victim.id}" in alarm and "changed after it was sealed" in alarm
     code, out, err = ledger("doctor")
     assert code != 0 and f"leaf {position}: event {victim.id}" in out + err, out + err
+    code, out, err = ledger("verify")  # the chains recompute, but nothing is "verified"
+    assert code == 1 and "NOT verified: the log's alarm is raised" in out, out + err
+    assert "verified 3 goal(s)" not in out
 
 
 def test_the_doctor_finds_the_rewrite_before_any_seal(sealed):

@@ -82,11 +82,20 @@ class Auditing(Shell):
                     f"goal {report.goal_id}: chain broken at seq {report.broken.seq} "
                     f"({report.broken.why})"))
         bar.close()
-        self.stdout.write(f"verified {len(ids)} goal(s), {events} event(s): {broken} broken")
+        # Never "verified" while the log's alarm stands (docs/integrity.md).
+        problems = loghealth.log_problems()
+        if problems:
+            self.stdout.write(f"checked {len(ids)} goal(s), {events} event(s): {broken} broken "
+                              "chain(s); NOT verified: the log's alarm is raised")
+            for problem in problems:
+                self.stdout.write(self.style.ERROR(f"log: {problem}"))
+        else:
+            self.stdout.write(f"verified {len(ids)} goal(s), {events} event(s): {broken} broken")
         findings = self._verify_log(kept, keys) if against else []
-        if broken or findings:
+        if broken or findings or problems:
             parts = [f"{broken} broken chain(s)"] if broken else []
             parts += [f"{len(findings)} problem(s) in the log"] if findings else []
+            parts += ["the log's alarm is raised"] if problems else []
             raise CommandError(", ".join(parts), returncode=1)
 
     def _verify_log(self, kept: dict[str, Any] | str, keys: list[Any]) -> list[str]:
