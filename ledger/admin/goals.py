@@ -191,9 +191,8 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
         # The chain's check and the log's state together (docs/integrity.md,
         # "What the admin shows"): never "verified" while either fails.
         # This page's events, or every one with ?verify=all (as the chain).
-        log_check = loghealth.goal_check(
+        log = loghealth.goal_standing(
             str(goal.pk), None if full else [e.seq for e in page.events], events=goal.version)
-        log_problems = loghealth.log_problems()
         context = {
             **self.admin_site.each_context(request),
             "title": f"{goal.goal_key} — timeline",
@@ -211,9 +210,9 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
             "rows": rows,
             "chart": timeline.chart(goal),
             "full_verification": full,
-            "log_check": log_check,
-            "log_problems": log_problems,
-            "log_refutes": log_check.failed or bool(log_problems),
+            "log_check": log.check,
+            "log_problems": log.problems,
+            "log_refutes": log.refutes,
             "operator": operator,
             "refusals": offer,
             # An ended goal the domain refuses every action on gets one line,

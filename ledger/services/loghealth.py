@@ -68,11 +68,13 @@ class Health:
     @property
     def problems(self) -> list[str]:
         """Everything that keeps the log from reading as verified."""
-        found = [f"ALARM: {self.alarm}"] if self.alarm else []
-        found += [f"witness {w.name} cosigned {w.cosigned_size} leaves, more than the "
-                  f"log's {self.tree_size}: the log was rolled back"
-                  for w in self.witnesses if w.rolled_back]
-        return found
+        return _problems(self.alarm, self.witnesses, self.tree_size)
+
+
+def _problems(alarm: str | None, found: list[Witness], tree_size: int) -> list[str]:
+    return [*([f"ALARM: {alarm}"] if alarm else []),
+            *(f"witness {w.name} cosigned {w.cosigned_size} leaves, more than the log's "
+              f"{tree_size}: the log was rolled back" for w in found if w.rolled_back)]
 
 
 def _instant(text: str) -> datetime | None:
@@ -210,6 +212,12 @@ def goal_check(goal_id: str, seqs: list[int] | None = None, *,
     if key is None:
         return GoalCheck("unknown", "this server has no signing key file to check the head "
                          "with", count, total, head.size)
+    if head.key_id != heads.key_id(key):
+        # A key just rotated signs the next head; until then this is a
+        # failure to say, not a head to trust.
+        return GoalCheck("failed", f"the newest head (size {head.size}) names the key "
+                         f"{head.key_id}, not this server's key {heads.key_id(key)}", count,
+                         total, head.size)
     if not heads.signature_valid(head.as_dict(), key):
         return GoalCheck("failed", f"the newest head (size {head.size}) carries no valid "
                          f"signature of this server's key {heads.key_id(key)}", count, total,
@@ -231,17 +239,32 @@ def goal_check(goal_id: str, seqs: list[int] | None = None, *,
                      f"(key {head.key_id})", count, total, head.size)
 
 
+@dataclass(frozen=True)
+class GoalStanding:
+    """A goal against the log, and the log's own state: what a timeline shows."""
+
+    check: GoalCheck
+    problems: list[str]
+
+    @property
+    def refutes(self) -> bool:
+        """Whether nothing may read as verified: the goal's check failed, or
+        the log's alarm (or a witness's rollback) stands."""
+        return self.check.failed or bool(self.problems)
+
+
+def goal_standing(goal_id: str, seqs: list[int] | None = None, *,
+                  events: int | None = None) -> GoalStanding:
+    return GoalStanding(goal_check(goal_id, seqs, events=events), log_problems())
+
+
 def log_problems() -> list[str]:
     """What keeps every page from saying "verified": the sealer's alarm and a
     rollback a witness's cosignature shows. No query without witnesses."""
-    alarm = log_alarm()
-    found = [f"ALARM: {alarm}"] if alarm else []
-    if settings.WAKELEDGER_WITNESS_KEYS:
-        tree_size = merkle_store.size()
-        found += [f"witness {w.name} cosigned {w.cosigned_size} leaves, more than the "
-                  f"log's {tree_size}: the log was rolled back"
-                  for w in witnesses(clock.now(), tree_size) if w.rolled_back]
-    return found
+    if not settings.WAKELEDGER_WITNESS_KEYS:
+        return _problems(log_alarm(), [], 0)
+    tree_size = merkle_store.size()
+    return _problems(log_alarm(), witnesses(clock.now(), tree_size), tree_size)
 
 
 # ------------------------------------------------------------------ the doctor's pass
