@@ -191,8 +191,8 @@ class GoalAdmin(UUIDSearchMixin, ReadOnlyAdmin):
         # The chain's check and the log's state together (docs/integrity.md,
         # "What the admin shows"): never "verified" while either fails.
         # This page's events, or every one with ?verify=all (as the chain).
-        log = loghealth.goal_standing(
-            str(goal.pk), None if full else [e.seq for e in page.events], events=goal.version)
+        log = loghealth.goal_standing(str(goal.pk), None if full else page.events,
+                                      events=goal.version)
         context = {
             **self.admin_site.each_context(request),
             "title": f"{goal.goal_key} — timeline",

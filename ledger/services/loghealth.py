@@ -18,6 +18,7 @@ comparison the doctor runs; witnesses' reports.
 
 import hashlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -171,23 +172,25 @@ def server_key() -> Any:
     return signing.signer(path).private_key.public_key()
 
 
-def goal_check(goal_id: str, seqs: list[int] | None = None, *,
+def goal_check(goal_id: str, shown: Sequence[Event] | None = None, *,
                events: int | None = None) -> GoalCheck:
-    """The goal's events (those of ``seqs``, a timeline page's; all of them
-    when None: the whole-chain check) against their stored leaves and the
-    newest signed head: each sealed event's leaf recomputed and compared with
-    the stored one, its inclusion proof (from the stored subtrees) reaching
-    the head's root, and the head's signature checked with this server's key.
-    A constant number of queries for a page (``events``: the goal's count,
-    when the caller knows it)."""
+    """The goal's events (``shown``, a timeline page's, already read; all of
+    them when None: the whole-chain check) against their stored leaves and
+    the newest signed head: each sealed event's leaf recomputed and compared
+    with the stored one, its inclusion proof (from the stored subtrees)
+    reaching the head's root, and the head's signature checked with this
+    server's key. A constant number of queries for a page (``events``: the
+    goal's count, when the caller knows it)."""
     head = TreeHead.objects.order_by("-id").first()
-    rows_of = Event.objects.filter(goal_id=goal_id)
-    if seqs is not None:
-        rows_of = rows_of.filter(seq__in=seqs)
-    rows = {row[0]: row for row in rows_of.values_list(*merkle_store.EVENT_COLUMNS)}
-    total = events if events is not None else len(rows)
     if head is None:
-        return GoalCheck("unsealed", "no signed head yet", events=total)
+        return GoalCheck("unsealed", "no signed head yet", events=events or 0)
+    if shown is None:
+        rows = {row[0]: row for row in Event.objects.filter(goal_id=goal_id)
+                .values_list(*merkle_store.EVENT_COLUMNS)}
+    else:
+        rows = {event.id: tuple(getattr(event, column) for column in merkle_store.EVENT_COLUMNS)
+                for event in shown}
+    total = events if events is not None else len(rows)
     leaves = {event_id: (position, digest) for event_id, position, digest in
               LogLeaf.objects.filter(event_id__in=list(rows), position__lt=head.size)
               .values_list("event_id", "position", "hash")}
@@ -253,9 +256,9 @@ class GoalStanding:
         return self.check.failed or bool(self.problems)
 
 
-def goal_standing(goal_id: str, seqs: list[int] | None = None, *,
+def goal_standing(goal_id: str, shown: Sequence[Event] | None = None, *,
                   events: int | None = None) -> GoalStanding:
-    return GoalStanding(goal_check(goal_id, seqs, events=events), log_problems())
+    return GoalStanding(goal_check(goal_id, shown, events=events), log_problems())
 
 
 def log_problems() -> list[str]:
