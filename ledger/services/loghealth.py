@@ -304,7 +304,7 @@ def _log_link() -> str:
 
 def tell(now: datetime | None = None) -> int:
     """Record the notifications the log's state calls for, each once: the
-    alarm when it rises (one per distinct alarm) and when it clears, a witness
+    alarm when it rises (once until it clears) and when it clears, a witness
     that fell behind (one per size it stopped at), a rollback the server sees.
     Run after every seal, by the doctor and by ``ledger notify``. Returns the
     rows written."""
@@ -313,15 +313,16 @@ def tell(now: datetime | None = None) -> int:
     link = _log_link()
     written = 0
     told = SchedulerBeat.objects.filter(name=ALARM_TOLD).values_list("at", flat=True).first()
-    if state.alarm:
+    if state.alarm and told is None:
+        # Once per episode, however its words change while it stands (a
+        # rolling pass names more leaves each run): the page has the latest.
         with transaction.atomic():
-            written += _notice(f"{notices.LOG_ALARM}:{_digest(state.alarm)}",
+            written += _notice(f"{notices.LOG_ALARM}:{iso(now)}",
                                notices.LOG_ALARM, [f"The sealer signs no head: {state.alarm}",
                                                    "Nothing is repaired by itself: see "
                                                    "docs/integrity.md."], link, now)
-            if told is None:
-                SchedulerBeat.objects.update_or_create(name=ALARM_TOLD, defaults={"at": now})
-    elif told is not None:
+            SchedulerBeat.objects.update_or_create(name=ALARM_TOLD, defaults={"at": now})
+    elif not state.alarm and told is not None:
         with transaction.atomic():
             written += _notice(f"{notices.LOG_ALARM_CLEARED}:{iso(told)}",
                                notices.LOG_ALARM_CLEARED,

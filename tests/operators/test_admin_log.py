@@ -183,11 +183,18 @@ def test_the_alarm_is_told_once_when_it_rises_and_once_when_it_clears(sealed, ch
     rewrite(event)
     assert ledger("seal")[0] == 3
     assert ledger("seal")[0] == 3  # raised again: told once
+    other = Event.objects.filter(goal=sealed[1], kind="checkpoint.recorded").first()
+    other_data = other.data
+    rewrite(other, "a second rewrite")
+    alarm = sealer_state.inconsistency_alarm()
+    assert ledger("seal")[0] == 3
+    assert sealer_state.inconsistency_alarm() != alarm  # its words grew; still one notice
     [row] = told(notices.LOG_ALARM)
     assert "The sealer signs no head" in row.body and "/admin/ledger/treehead/" in row.body
     assert row.reason == notices.LOG_REASON
-    sql("UPDATE ledger_event SET data = %s WHERE id = %s", json_value(saved), event.id)
-    rehash_goal(event.goal_id)
+    for changed, data in ((event, saved), (other, other_data)):
+        sql("UPDATE ledger_event SET data = %s WHERE id = %s", json_value(data), changed.id)
+        rehash_goal(changed.goal_id)
     GoalFactory()
     assert ledger("seal")[0] == 0
     assert ledger("seal")[0] == 0
