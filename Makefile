@@ -182,7 +182,7 @@ SEED ?= 1
 DAYS ?= 30
 GOALS ?= 30
 simulate: $(VENV)/.installed-dev
-	env -u DATABASE_URL $(BIN)/python -m tests.simulation --seed $(SEED) --days $(DAYS) \
+	env -u DATABASE_URL $(BIN)/python -m tests.simulation --seed $(SEED) --days $(DAYS) --progress \
 	  --goals $(GOALS)
 
 # Not part of `make test`: PostgreSQL, two web instances, two schedulers,

@@ -11,6 +11,8 @@ end, every goal is.
 
 import heapq
 import random
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -95,6 +97,7 @@ class Config:
     # revoked provider key): a burst of goals needing a human at once.
     auth_burst: tuple[float, float] | None = None
     planted: tuple[str, ...] = ()  # product bugs planted for a test (product.planted)
+    progress: bool = False  # one line per simulated day on stderr (long worlds from make simulate)
     sweeper_row_deleted_at: float | None = None  # hours: an admin deletes the sweeper's row
     start_within: float = 12.0  # hours over which the first goals start
     # The clock step (World.clock_jumps; docs/liveness.md, "A clock stepped
@@ -411,9 +414,14 @@ class World:
             if self.config.clock_step is not None:
                 self.at(START + self.config.clock_step[0] * (self.end - START),
                         self.clock_jumps)
+            day, began = 0, time.perf_counter()
             while self.queue and self.queue[0][0] <= self.end:
                 when, _seq, action, args = heapq.heappop(self.queue)
                 self.clock.current = max(self.clock.current, when)
+                if self.config.progress and self.now - START >= timedelta(days=day + 1):
+                    day = (self.now - START).days
+                    print(f"  day {day}: {self.report.steps} steps, "
+                          f"{time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
                 self.touched = set()
                 self.step(action, args)
                 self.report.steps += 1
