@@ -13,6 +13,7 @@ import heapq
 import random
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -414,14 +415,18 @@ class World:
             if self.config.clock_step is not None:
                 self.at(START + self.config.clock_step[0] * (self.end - START),
                         self.clock_jumps)
-            day, began = 0, time.perf_counter()
+            day, began, names = 0, time.perf_counter(), Counter[str]()
             while self.queue and self.queue[0][0] <= self.end:
                 when, _seq, action, args = heapq.heappop(self.queue)
                 self.clock.current = max(self.clock.current, when)
-                if self.config.progress and self.now - START >= timedelta(days=day + 1):
-                    day = (self.now - START).days
-                    print(f"  day {day}: {self.report.steps} steps, "
-                          f"{time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
+                if self.config.progress:
+                    names[getattr(action, "__name__", "")] += 1
+                    if self.now - START >= timedelta(days=day + 1):
+                        day = (self.now - START).days
+                        busiest = ", ".join(f"{n} {c}" for n, c in names.most_common(3))
+                        print(f"  day {day}: {self.report.steps} steps ({busiest}), "
+                              f"{time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
+                        names.clear()
                 self.touched = set()
                 self.step(action, args)
                 self.report.steps += 1
@@ -447,7 +452,9 @@ class World:
             if not product.is_database_down(error):
                 raise
             self.report.db_refusals += 1
-            if name in ("scheduler_tick", "operator_tick", "damage_tick"):
+            # A tick has already queued its successor: retrying it as well
+            # would start a second chain of it at every outage.
+            if name in ("scheduler_tick", "operator_tick", "damage_tick", "notify_watch"):
                 return
             # A real client retries: after the outage, with jitter.
             self.at(down_until + timedelta(seconds=self.rng.uniform(1, 120)), action, *args)
