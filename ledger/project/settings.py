@@ -478,7 +478,8 @@ def _check_note_settings() -> None:
     try:
         notes.check_name(WAKELEDGER_LOG_ORIGIN)
         for key in WAKELEDGER_WITNESS_KEYS:
-            if notes.parse_verifier(key).algorithm != notes.COSIGNATURE_V1:
+            if notes.parse_verifier(key).algorithm not in (notes.COSIGNATURE_V1,
+                                                           notes.ML_DSA_44):
                 raise notes.NoteError(f"{key} is not a cosignature/v1 (witness) key")
     except notes.NoteError as error:
         raise ImproperlyConfigured(f"WAKELEDGER_LOG_ORIGIN / WAKELEDGER_WITNESS_KEYS: "
