@@ -106,6 +106,34 @@ def parse_size(body: bytes) -> int:
     return size
 
 
+# ------------------------------------------------------------------ the log's side
+
+
+@dataclass(frozen=True)
+class Configured:
+    url: str  # the submission prefix; add-checkpoint is below it
+    key: notes.Verifier
+
+    @property
+    def name(self) -> str:
+        return self.key.name
+
+
+def parse(entries: list[str]) -> list[Configured]:
+    """``<submission prefix URL> <cosigner vkey>`` per entry (settings check it at start)."""
+    found = []
+    for entry in entries:
+        url, _, vkey = entry.strip().partition(" ")
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"{url!r} is not an http(s) submission prefix")
+        key = notes.parse_verifier(vkey.strip())
+        if key.algorithm not in (notes.COSIGNATURE_V1, notes.ML_DSA_44):
+            raise ValueError(f"{key.name}: not a cosigner key (cosignature/v1 or ML-DSA-44)")
+        found.append(Configured(url.rstrip("/"), key))
+    return found
+
+
+
 # ------------------------------------------------------------------ the witness
 
 
@@ -186,6 +214,9 @@ class Witness:
             if request.old == 0:
                 if request.proof:
                     raise RequestError(422, "a proof from size zero must be empty")
+            elif held is not None and request.old == checkpoint.size:
+                if checkpoint.root != held.root or request.proof:
+                    raise RequestError(422, "the same size as held, with another root hash")
             elif held is None or not merkle.consistent(held.size, held.root, checkpoint.size,
                                                        checkpoint.root, request.proof):
                 raise RequestError(422, "the consistency proof does not verify")

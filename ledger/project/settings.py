@@ -471,6 +471,11 @@ WAKELEDGER_SEALER_STATE_FILE = env_str("WAKELEDGER_SEALER_STATE_FILE", "")
 # verifier keys (`wakeledger-verify witness --print-key`), comma-separated.
 WAKELEDGER_WITNESS_KEYS = [k.strip() for k in env_str("WAKELEDGER_WITNESS_KEYS", "").split(",")
                            if k.strip()]
+# C2SP tlog-witness witnesses the log pushes each new checkpoint to
+# (add-checkpoint, docs/integrity.md): comma-separated "<submission prefix URL>
+# <cosigner verifier key>"; their cosignatures are kept and served like the above.
+WAKELEDGER_TLOG_WITNESSES = [w.strip() for w in env_str("WAKELEDGER_TLOG_WITNESSES",
+                                                        "").split(",") if w.strip()]
 
 
 def _check_note_settings() -> None:
@@ -484,6 +489,12 @@ def _check_note_settings() -> None:
     except notes.NoteError as error:
         raise ImproperlyConfigured(f"WAKELEDGER_LOG_ORIGIN / WAKELEDGER_WITNESS_KEYS: "
                                    f"{error}") from None
+    from wakeledger_verify.add_checkpoint import parse  # no Django: safe here
+    try:
+        parse(WAKELEDGER_TLOG_WITNESSES)
+    except ValueError as error:  # NoteError is one
+        raise ImproperlyConfigured(f"WAKELEDGER_TLOG_WITNESSES: each entry is '<submission "
+                                   f"prefix URL> <cosigner verifier key>': {error}") from None
 
 
 _check_note_settings()
