@@ -126,11 +126,30 @@ def parse(entries: list[str]) -> list[Configured]:
         url, _, vkey = entry.strip().partition(" ")
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"{url!r} is not an http(s) submission prefix")
-        key = notes.parse_verifier(vkey.strip())
-        if key.algorithm not in (notes.COSIGNATURE_V1, notes.ML_DSA_44):
-            raise ValueError(f"{key.name}: not a cosigner key (cosignature/v1 or ML-DSA-44)")
-        found.append(Configured(url.rstrip("/"), key))
+        found.append(Configured(url.rstrip("/"), cosigner_key(vkey)))
     return found
+
+
+def refused_settings(origin: str, witness_keys: list[str], tlog_witnesses: list[str]
+                     ) -> str | None:
+    """What is wrong with the log's note settings, naming the setting; None if nothing."""
+    checks = [("WAKELEDGER_LOG_ORIGIN", lambda: notes.check_name(origin)),
+              ("WAKELEDGER_WITNESS_KEYS", lambda: [cosigner_key(k) for k in witness_keys]),
+              ("WAKELEDGER_TLOG_WITNESSES", lambda: parse(tlog_witnesses))]
+    for name, check in checks:
+        try:
+            check()
+        except ValueError as error:  # NoteError is one
+            return f"{name}: {error}"
+    return None
+
+
+def cosigner_key(vkey: str) -> notes.Verifier:
+    """A witness's verifier key: cosignature/v1 (Ed25519) or ML-DSA-44, not a log's."""
+    key = notes.parse_verifier(vkey.strip())
+    if key.algorithm not in (notes.COSIGNATURE_V1, notes.ML_DSA_44):
+        raise notes.NoteError(f"{key.name}: not a cosigner key (cosignature/v1 or ML-DSA-44)")
+    return key
 
 
 

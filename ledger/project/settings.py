@@ -471,30 +471,17 @@ WAKELEDGER_SEALER_STATE_FILE = env_str("WAKELEDGER_SEALER_STATE_FILE", "")
 # verifier keys (`wakeledger-verify witness --print-key`), comma-separated.
 WAKELEDGER_WITNESS_KEYS = [k.strip() for k in env_str("WAKELEDGER_WITNESS_KEYS", "").split(",")
                            if k.strip()]
-# C2SP tlog-witness witnesses the log pushes each new checkpoint to
-# (add-checkpoint, docs/integrity.md): comma-separated "<submission prefix URL>
-# <cosigner verifier key>"; their cosignatures are kept and served like the above.
-WAKELEDGER_TLOG_WITNESSES = [w.strip() for w in env_str("WAKELEDGER_TLOG_WITNESSES",
-                                                        "").split(",") if w.strip()]
+# Witnesses the log pushes checkpoints to (C2SP add-checkpoint, docs/integrity.md): "URL VKEY", …
+WAKELEDGER_TLOG_WITNESSES = [w for w in env_str("WAKELEDGER_TLOG_WITNESSES", "").split(",")
+                             if w.strip()]
 
 
 def _check_note_settings() -> None:
-    from wakeledger_verify import notes  # no Django: safe to import here
-    try:
-        notes.check_name(WAKELEDGER_LOG_ORIGIN)
-        for key in WAKELEDGER_WITNESS_KEYS:
-            if notes.parse_verifier(key).algorithm not in (notes.COSIGNATURE_V1,
-                                                           notes.ML_DSA_44):
-                raise notes.NoteError(f"{key} is not a cosignature/v1 (witness) key")
-    except notes.NoteError as error:
-        raise ImproperlyConfigured(f"WAKELEDGER_LOG_ORIGIN / WAKELEDGER_WITNESS_KEYS: "
-                                   f"{error}") from None
-    from wakeledger_verify.add_checkpoint import parse  # no Django: safe here
-    try:
-        parse(WAKELEDGER_TLOG_WITNESSES)
-    except ValueError as error:  # NoteError is one
-        raise ImproperlyConfigured(f"WAKELEDGER_TLOG_WITNESSES: each entry is '<submission "
-                                   f"prefix URL> <cosigner verifier key>': {error}") from None
+    from wakeledger_verify import add_checkpoint  # no Django: safe to import here
+    refused = add_checkpoint.refused_settings(WAKELEDGER_LOG_ORIGIN, WAKELEDGER_WITNESS_KEYS,
+                                              WAKELEDGER_TLOG_WITNESSES)
+    if refused:
+        raise ImproperlyConfigured(refused)
 
 
 _check_note_settings()
