@@ -67,8 +67,14 @@ def enqueue() -> None:
     _wake_at(clock.now())
 
 
-def _wake_at(when: datetime) -> None:
-    Schedule.objects.filter(name=SCHEDULE_NAME).delete()  # django-q2 keeps names loose
+def _wake_at(when: datetime, *, since: datetime | None = None) -> None:
+    rows = Schedule.objects.filter(name=SCHEDULE_NAME)
+    if since is not None and rows.filter(next_run__gt=since, next_run__lte=when).exists():
+        # A seal wrote its row while this run went on, due sooner: keep it. (The
+        # row this run came from is due no later than ``since``; django-q2
+        # deletes it, maybe only after this run, so it is never kept.)
+        return
+    rows.delete()  # one row (django-q2 keeps names loose)
     Schedule.objects.create(name=SCHEDULE_NAME, func=TASK, schedule_type=Schedule.ONCE,
                             repeats=-1, next_run=when)
 
@@ -125,7 +131,7 @@ def submit_due() -> dict[str, str]:
         cache.set(_state_key(witness), {"holds": size}, None)
         outcome[witness.name] = f"cosigned {size}"
     if retries:
-        _wake_at(min(retries))
+        _wake_at(min(retries), since=now)
     return outcome
 
 

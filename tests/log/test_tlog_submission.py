@@ -168,3 +168,24 @@ def test_a_log_key_is_not_a_witness_key():
     log_key = notes.verifier("log.example", Ed25519PrivateKey.generate().public_key())
     with pytest.raises(ValueError, match="not a cosigner key"):
         add_checkpoint.parse([f"http://w.example {log_key.text()}"])
+
+
+def test_a_head_sealed_during_a_failed_round_keeps_its_sooner_row(sealer_record, settings,
+                                                                 clock, monkeypatch):
+    cache.clear()
+    key = notes.verifier(NAME, Ed25519PrivateKey.generate().public_key(),
+                         notes.COSIGNATURE_V1)
+    settings.WAKELEDGER_TLOG_WITNESSES = [f"http://127.0.0.1:9 {key.text()}"]
+    GoalFactory(checkpoints=1)
+    sealing.seal()
+
+    def slow_and_down(witness, head):
+        clock.advance(seconds=5)
+        tlog_witness.enqueue()  # another process's seal commits meanwhile
+        raise tlog_witness.SubmitFailed("down")
+
+    monkeypatch.setattr(tlog_witness, "submit", slow_and_down)
+    tlog_witness.submit_due()
+    assert list(Schedule.objects.filter(name=tlog_witness.SCHEDULE_NAME)
+                .values_list("next_run", flat=True)) == [clock()]
+    cache.clear()
