@@ -21,6 +21,7 @@ A witness that holds more leaves than this log has is not argued with: that
 is a rollback of this log, logged as an error, for a person to look at.
 """
 
+import hashlib
 import logging
 import urllib.error
 import urllib.request
@@ -83,7 +84,9 @@ def _wake_at(when: datetime, *, since: datetime | None = None) -> None:
 
 
 def _state_key(witness: Configured) -> str:
-    return f"wakeledger:tlog-witness:{witness.key.text()}"
+    # By the key, not the name: a witness whose key changed starts afresh.
+    # Hashed: an ML-DSA-44 key's text is longer than a cache key may be.
+    return "wakeledger:tlog-witness:" + hashlib.sha256(witness.key.text().encode()).hexdigest()
 
 
 def holds(witness: Configured) -> int:
