@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db.models import Max
 from django_q.models import Schedule
 
 from ledger.eventstore import clock
@@ -94,9 +95,9 @@ def holds(witness: Configured) -> int:
     hint = (cache.get(_state_key(witness)) or {}).get("holds")
     if hint is not None:
         return int(hint)
-    sizes = Cosignature.objects.filter(witness=witness.name).values_list("head__size",
-                                                                         flat=True)
-    return max(sizes, default=0)
+    largest = Cosignature.objects.filter(witness=witness.name).aggregate(
+        size=Max("head__size"))["size"]
+    return largest or 0
 
 
 def submit_due() -> dict[str, str]:
