@@ -7,6 +7,7 @@ served with the checkpoint. The witness here is ``wakeledger-verify witness
 same against a witness written in Go.
 """
 
+import io
 import json
 import socket
 import threading
@@ -15,6 +16,7 @@ from datetime import timedelta
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.core.cache import cache
+from django.core.management import call_command
 from django_q.models import Schedule, Task
 from django_q.tasks import async_task
 
@@ -194,3 +196,12 @@ def test_a_head_sealed_during_a_failed_round_keeps_its_sooner_row(sealer_record,
     assert list(Schedule.objects.filter(name=tlog_witness.SCHEDULE_NAME)
                 .values_list("next_run", flat=True)) == [clock()]
     cache.clear()
+
+
+def test_ledger_seal_says_the_scheduler_sends_the_head_to_the_witnesses(witness):
+    out = io.StringIO()
+    GoalFactory(checkpoints=1)
+    call_command("ledger", "seal", stdout=out)
+    assert out.getvalue().splitlines()[-1] == \
+        "the scheduler sends it to 1 C2SP witness(es) by add-checkpoint"
+    assert Schedule.objects.filter(name=tlog_witness.SCHEDULE_NAME).exists()
