@@ -258,6 +258,7 @@ class Witness:
 def handler(witness: Witness, prefix: str) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as the spec asks of witnesses
+        timeout = 30  # seconds a kept-alive or slow connection may idle before it is closed
         server_version = "wakeledger-witness"
 
         def _answer(self, status: int, text: str, content_type: str = "text/plain") -> None:
