@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import transaction
 
 from ledger.models import Cosignature, TreeHead
-from wakeledger_verify import notes
+from wakeledger_verify import add_checkpoint, notes
 
 
 class UnknownCheckpoint(Exception):
@@ -23,7 +23,10 @@ class NoValidCosignature(Exception):
 
 
 def witnesses() -> list[notes.Verifier]:
-    return [notes.parse_verifier(key) for key in settings.WAKELEDGER_WITNESS_KEYS]
+    """The pull witnesses' keys and those the log pushes to (WAKELEDGER_TLOG_WITNESSES)."""
+    keys = [notes.parse_verifier(key) for key in settings.WAKELEDGER_WITNESS_KEYS]
+    pushed = [w.key for w in add_checkpoint.parse(settings.WAKELEDGER_TLOG_WITNESSES)]
+    return keys + [key for key in pushed if key not in keys]
 
 
 def add(note: str) -> list[str]:

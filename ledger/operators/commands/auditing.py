@@ -153,6 +153,9 @@ class Auditing(Shell):
         if settings.WAKELEDGER_HEAD_WITNESS_URL:
             self.stdout.write(f"witness {'took' if result.witnessed else 'did NOT take'} the "
                               "head")
+        if settings.WAKELEDGER_TLOG_WITNESSES:  # the push runs after the commit, not here
+            self.stdout.write(f"the scheduler sends it to {len(settings.WAKELEDGER_TLOG_WITNESSES)}"
+                              " C2SP witness(es) by add-checkpoint")
 
     def handle_head(self, checkpoint: bool, **_: Any) -> None:
         heads_ = TreeHead.objects.order_by("-id")
