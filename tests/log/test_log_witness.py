@@ -279,3 +279,45 @@ def test_the_events_api_shows_each_events_id_and_place_in_the_log(agent, db):
     event = events[-1]
     proof = agent.get("ledger/proof/inclusion", event=event["id"]).json()
     assert proof["leaf_index"] == event["position"]
+
+
+@pytest.mark.parametrize("accept", [None, "text/plain", "text/plain; charset=utf-8", "text/*",
+                                    "*/*", "application/json;q=0.9, text/plain"])
+def test_the_checkpoint_is_served_to_a_client_asking_for_its_own_type(db, sealer_record,
+                                                                       auditor, accept):
+    GoalFactory(checkpoints=1)
+    head = sealing.seal().head
+    headers = {"HTTP_ACCEPT": accept} if accept is not None else {}
+    answer = auditor.client.get("/api/v1/ledger/checkpoint", **headers)
+    assert answer.status_code == 200, answer.content
+    assert answer["Content-Type"] == "text/plain; charset=utf-8"
+    assert answer.content.decode() == head.checkpoint
+
+
+@pytest.mark.parametrize("accept", ["application/json", "text/html", "text/plain;q=0"])
+def test_a_checkpoint_asked_for_in_another_type_is_a_406_problem(db, sealer_record, auditor,
+                                                                 accept):
+    GoalFactory(checkpoints=1)
+    sealing.seal()
+    answer = auditor.client.get("/api/v1/ledger/checkpoint", HTTP_ACCEPT=accept)
+    assert answer.status_code == 406
+    assert answer.json()["code"] == "not_acceptable" and "text/plain" in answer.json()["detail"]
+
+
+@pytest.mark.parametrize("when", [2**63, 2**64 - 1])
+def test_a_cosignature_timestamped_past_a_signed_64_bit_integer_is_a_400(
+        db, sealer_record, settings, auditor, when):
+    GoalFactory(checkpoints=1)
+    head = sealing.seal().head
+    key = Ed25519PrivateKey.generate()
+    settings.WAKELEDGER_WITNESS_KEYS = [notes.verifier(NAME, key.public_key(),
+                                                       notes.COSIGNATURE_V1).text()]
+    body = notes.split(head.checkpoint)[0]
+    answer = auditor.post("ledger/checkpoint", {"checkpoint": head.checkpoint + notes.cosign(
+        body, NAME, key, when).line()}, key=f"late-{when}")
+    assert answer.status_code == 400, answer.content
+    assert answer.json()["code"] == "time_out_of_range" and str(when) in answer.json()["detail"]
+    assert not Cosignature.objects.exists()
+    latest = notes.cosign(body, NAME, key, 2**63 - 1).line()  # the last time a column holds
+    answer = auditor.post("ledger/checkpoint", {"checkpoint": head.checkpoint + latest})
+    assert answer.status_code == 200 and Cosignature.objects.get().timestamp == 2**63 - 1
