@@ -426,3 +426,31 @@ def test_the_tail_counts_events_accepted_beyond_the_newest_head(db, sealer_recor
     assert tail["unsealed"] == 1 and tail["newest_event"] > head.horizon
     assert tail["oldest_unsealed_at"].endswith("Z")
     assert agent.get("ledger/tail").status_code == 403  # about the whole log
+
+
+@pytestmark_http
+def test_an_export_right_after_a_seal_takes_the_newest_head_the_witness_cosigned(
+        served, capsys, tmp_path):
+    from wakeledger_verify import cli
+
+    assert run_witness(served, capsys)[0] == 0
+    cosigned = TreeHead.objects.order_by("-id").first()
+    goal = str(served["goals"][0].pk)
+    append_checkpoint(goal, "later")  # `ledger export` seals it: a head no witness saw yet
+    bundle = tmp_path / "bundle.json"
+    code, out, err = ledger("export", goal, "-o", str(bundle))
+    assert code == 0 and json.loads(bundle.read_text())["head"]["size"] > cosigned.size
+    assert cli.main([str(bundle), "--witness-key", served["vkey"]]) == 1
+    assert f"`ledger export --witness {NAME}`" in capsys.readouterr().out
+    for asked in (served["vkey"], NAME):
+        code, out, err = ledger("export", goal, "-o", str(bundle), "--witness", asked)
+        assert code == 0, out + err
+        assert json.loads(bundle.read_text())["head"]["size"] == cosigned.size
+        assert cli.main([str(bundle), "--witness-key", served["vkey"]]) == 0
+        assert f"cosigned by {NAME}" in capsys.readouterr().out
+    # A stored cosignature that is not the witness's own is not taken for it.
+    sql("UPDATE ledger_cosignature SET line = %s", cosigned.checkpoint.split("\n\n")[1])
+    code, out, err = ledger("export", goal, "--witness", served["vkey"])
+    assert code != 0 and f"no signed head is cosigned by {NAME} yet" in out + err
+    code, out, err = ledger("export", goal, "--witness", "not a name")
+    assert code != 0 and "--witness:" in out + err
