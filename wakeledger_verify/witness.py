@@ -292,6 +292,27 @@ def step(server: Server, args: argparse.Namespace, log: notes.Verifier,
             "server)")
 
 
+def tell_server(server: Server, state: State | None, name: str,
+                key: Ed25519PrivateKey) -> str:
+    """Send the server the checkpoint this witness accepted, cosigned: a log
+    that holds no head with it answers 404 checkpoint_unknown and, where the
+    server watches its witnesses, tells its operators of a split view or of
+    deleted heads. A statement the witness already made; what to print."""
+    if state is None:
+        return "nothing accepted yet: nothing to tell the server"
+    body = notes.split(state.checkpoint)[0]
+    line = notes.cosign(body, name, key, int(time.time())).line()
+    try:
+        server.cosign(state.checkpoint + line)
+    except HttpProblem as problem:
+        return (f"told the server of the checkpoint of {state.size} leaves this witness "
+                f"accepted: HTTP {problem.status} {problem.code or ''}".rstrip())
+    except (OSError, ValueError, KeyError) as error:
+        return f"could not tell the server: {error}"
+    return (f"told the server of the checkpoint of {state.size} leaves this witness "
+            "accepted: it still holds it")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="wakeledger-verify witness",
@@ -355,6 +376,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except WitnessAlarm as alarm:
             print(f"ALARM: {alarm}", file=sys.stderr, flush=True)
             remember_alarm(Path(args.state), str(alarm))
+            print(tell_server(server, load_state(Path(args.state)), args.name, key),
+                  file=sys.stderr, flush=True)
             return ALARM
         except Stale as stale:
             print(f"ALARM: {stale}", file=sys.stderr, flush=True)

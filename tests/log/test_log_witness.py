@@ -349,6 +349,9 @@ def test_deleted_heads_after_an_accepted_size_are_a_rollback_the_witness_keeps(s
     assert done.returncode == witness.ALARM, done.stdout + done.stderr
     assert (f"ALARM: ROLLBACK: the log serves no checkpoint (409 not_sealed) and this witness "
             f"accepted one of {size} leaves") in done.stderr
+    # The server hears of it: the accepted checkpoint, which it no longer has.
+    assert (f"told the server of the checkpoint of {size} leaves this witness accepted: "
+            "HTTP 404 checkpoint_unknown") in done.stderr
     kept = json.loads(served["state"].read_text())
     assert kept["size"] == size and kept["alarm"].startswith("ROLLBACK")
     # Polling on, it stops at once, not retrying as after a network error.
