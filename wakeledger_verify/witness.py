@@ -313,6 +313,16 @@ def tell_server(server: Server, state: State | None, name: str,
             "accepted: it still holds it")
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds (0 or more)")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="wakeledger-verify witness",
@@ -333,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=60.0,
                         help="seconds between polls (default 60)")
     parser.add_argument("--once", action="store_true", help="poll once and exit")
-    parser.add_argument("--stale-after", type=float, default=STALE_AFTER, metavar="SECONDS",
+    parser.add_argument("--stale-after", type=_seconds, default=STALE_AFTER, metavar="SECONDS",
                         help="alarm when the log accepts events but publishes no new "
                              f"checkpoint for this long (default {STALE_AFTER:g}; 0: never); "
                              f"--once then exits {STALE}")
