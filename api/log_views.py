@@ -24,7 +24,6 @@ from api.serializers import StrictSerializer, validated
 from api.serializers.responses import chain_fields, event_fields
 from api.views.common import IDEMPOTENCY, READERS, LedgerView
 from ledger.access.accounts import AGENT, AUDITOR, OPERATOR, role_of
-from ledger.domain import iso
 from ledger.log import cosigning, merkle_store
 from ledger.models import Event, LogLeaf, SigningKey, TreeHead
 from wakeledger_verify import notes
@@ -238,16 +237,7 @@ class LogTailView(LedgerView):
     @extend_schema(summary="Events accepted beyond the newest signed head (auditor, operator)",
                    responses=responses({200: TailSerializer}))
     def get(self, request: Request) -> Response:
-        head = TreeHead.objects.order_by("-id").first()
-        horizon = head.horizon if head else 0
-        unsealed = Event.objects.filter(id__gt=horizon)
-        oldest = unsealed.order_by("id").values_list("recorded_at", flat=True).first()
-        return Response({
-            "tree_size": head.size if head else 0, "horizon": horizon,
-            "head_timestamp": head.timestamp if head else None,
-            "newest_event": Event.objects.order_by("-id").values_list("id", flat=True).first(),
-            "unsealed": unsealed.order_by("id")[:UNSEALED_COUNTED].count(),
-            "oldest_unsealed_at": iso(oldest) if oldest else None})
+        return Response(merkle_store.tail(UNSEALED_COUNTED))
 
 
 
