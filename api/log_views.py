@@ -187,13 +187,13 @@ class CheckpointView(LedgerView):
     def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
         # GET answers the note itself (text/plain), which the API's JSON
         # renderer does not name: DRF's negotiation would refuse the note's
-        # own type. The GET checks Accept here; a refusal, and POST, are JSON.
-        if request.method == "GET" and not force \
-                and not accepts_note(request.META.get("HTTP_ACCEPT")):
+        # own type. A GET (or HEAD) checks Accept here; a refusal, and POST, are JSON.
+        reads = request.method in ("GET", "HEAD")
+        if reads and not force and not accepts_note(request.META.get("HTTP_ACCEPT")):
             raise exceptions.NotAcceptable(
                 "The checkpoint is a signed note served as text/plain: ask for text/plain, "
                 "text/* or */* (or send no Accept).")
-        return super().perform_content_negotiation(request, force=force or request.method == "GET")
+        return super().perform_content_negotiation(request, force=force or reads)
 
     @extend_schema(summary="The newest signed head as a C2SP tlog-checkpoint signed note, "
                            "with the cosignatures of known witnesses (text/plain)",

@@ -292,6 +292,7 @@ def test_the_checkpoint_is_served_to_a_client_asking_for_its_own_type(db, sealer
     assert answer.status_code == 200, answer.content
     assert answer["Content-Type"] == "text/plain; charset=utf-8"
     assert answer.content.decode() == head.checkpoint
+    assert auditor.client.head("/api/v1/ledger/checkpoint", **headers).status_code == 200
 
 
 @pytest.mark.parametrize("accept", ["application/json", "text/html", "text/plain;q=0"])
