@@ -22,6 +22,16 @@ class NoValidCosignature(Exception):
     """No signature on the note is a valid cosignature of a configured witness."""
 
 
+class TimeOutOfRange(ValueError):
+    """A valid cosignature timestamped where no signed 64-bit integer reaches."""
+
+
+# A cosignature's time is an unsigned 64-bit count of seconds on the wire; it
+# is kept in a signed 64-bit column (PostgreSQL's bigint, SQLite's integer),
+# and nothing before 2^63 seconds is a time anyone witnessed.
+LATEST_TIME = 2**63 - 1
+
+
 def witnesses() -> list[notes.Verifier]:
     """The pull witnesses' keys and those the log pushes to (WAKELEDGER_TLOG_WITNESSES)."""
     keys = [notes.parse_verifier(key) for key in settings.WAKELEDGER_WITNESS_KEYS]
@@ -46,6 +56,9 @@ def add(note: str) -> list[str]:
                 when = witness.verify(body, signature)
                 if when is None:
                     continue
+                if when > LATEST_TIME:
+                    raise TimeOutOfRange(f"{witness.name}'s cosignature is timestamped {when}, "
+                                         f"past the latest time kept ({LATEST_TIME} seconds)")
                 Cosignature.objects.update_or_create(
                     head=head, witness=witness.name,
                     defaults={"timestamp": when, "line": signature.line()})

@@ -63,6 +63,10 @@ def add(actions: Any) -> None:
                                           "of N leaves (repeatable)")
     export.add_argument("--no-seal", action="store_true",
                         help="export against the newest head as it is, without sealing")
+    export.add_argument("--witness", action="append", default=[], metavar="VKEY_OR_NAME",
+                        help="export against the newest head this witness cosigned (its "
+                             "note verifier key, its cosignature then checked, or its name; "
+                             "repeatable: all of them); by default the newest head")
 
 
 class Auditing(Shell):
@@ -177,8 +181,12 @@ class Auditing(Shell):
         self.stdout.write(key.public_pem.rstrip())
 
     def handle_export(self, goal_id: str, output: str | None, from_size: list[int],
-                      no_seal: bool, **_: Any) -> None:
+                      no_seal: bool, witness: list[str], **_: Any) -> None:
         [pk] = self._valid([goal_id])
+        try:
+            witnesses = [export.witness(text) for text in witness]
+        except notes.NoteError as error:
+            raise CommandError(f"--witness: {error}") from None
         if not no_seal:
             try:
                 sealing.seal()
@@ -188,7 +196,7 @@ class Auditing(Shell):
                 self.stderr.write(f"ALARM: not sealed ({alarm}); exporting against the newest "
                                   "head")
         try:
-            data = export.bundle(pk, from_sizes=from_size)
+            data = export.bundle(pk, from_sizes=from_size, cosigned_by=witnesses)
         except export.NothingToExport as error:
             raise CommandError(str(error)) from None
         text = json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
