@@ -79,9 +79,11 @@ def post(url: str, body: Any, headers: dict[str, str] | None = None
         return error.code, dict(error.headers), json.loads(content) if content else None
 
 
-def connect(url: str, token: str) -> Client:
+def connect(url: str, token: str, mode: str = "auto") -> Client:
+    """The SDK's client: "auto" (its default) probes server/discover and falls
+    back to initialize; "legacy" shakes hands (2025); a version pins it."""
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
-    return Client(streamable_http_client(url, http_client=http))
+    return Client(streamable_http_client(url, http_client=http), mode=mode)
 
 
 class Session:
@@ -156,14 +158,18 @@ async def lnwjud(session: Session, goal_key: str) -> str:
 @pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")),
                     reason="runs once, in the SQLite half (tests/test_mcp_http_guard.py runs "
                            "/mcp's database paths in both)")
-def test_the_sdk_client_runs_a_goal_over_mcp(live_server, tokens):
+@pytest.mark.parametrize(("mode", "era"), [("auto", "2026-07-28"), ("2026-07-28", "2026-07-28"),
+                                           ("legacy", "2025-11-25")])
+def test_the_sdk_client_runs_a_goal_over_mcp(live_server, tokens, mode, era):
     mine, other = tokens
     url = f"{live_server.url}/mcp"
     seen: dict[str, Any] = {}
 
     async def scenario() -> None:
-        async with connect(url, mine) as client:
-            assert "claim_scheduled_continuation" in client.instructions
+        async with connect(url, mine, mode) as client:
+            assert client.protocol_version == era
+            if mode != era:  # a pinned client skips discovery, and its instructions
+                assert "claim_scheduled_continuation" in client.instructions
             listed = (await client.list_tools()).tools
             seen["tools"] = [tool.model_dump(mode="json", by_alias=True) for tool in listed]
             session = Session(client)
@@ -172,7 +178,7 @@ def test_the_sdk_client_runs_a_goal_over_mcp(live_server, tokens):
                                      current_step="x", progress_pct=150)
             assert bad.is_error and bad.structured_content["code"] == "validation_error"
         # Another agent sees nothing of it.
-        async with connect(url, other) as client:
+        async with connect(url, other, mode) as client:
             hidden = await client.call_tool("get_goal", {"goal_id": seen["goal"]})
             assert hidden.is_error and hidden.structured_content["code"] == "not_found"
 
@@ -183,6 +189,51 @@ def test_the_sdk_client_runs_a_goal_over_mcp(live_server, tokens):
         openapi = json.loads(answer.read())
     expected = [tool.model_dump(mode="json", by_alias=True) for tool in build_tools(openapi)]
     assert seen["tools"] == expected and {t["name"] for t in expected} == set(SPECS)
+
+
+def modern_post(http: httpx2.Client, url: str, method: str, params: dict[str, Any] | None = None,
+                ident: int = 1, **headers: str) -> httpx2.Response:
+    """One raw 2026-07-28 request: the envelope in _meta, repeated by the
+    routing headers (a test overrides one to disagree)."""
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "raw-httpx", "version": "1"}}
+    routing = {"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": method}
+    if method == "tools/call":
+        routing["Mcp-Name"] = (params or {})["name"]
+    return http.post(url, json={"jsonrpc": "2.0", "id": ident, "method": method,
+                                "params": {**(params or {}), "_meta": meta}},
+                     headers={**routing, **headers})
+
+
+@pytest.mark.slow  # a live server
+@pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")),
+                    reason="runs once, in the SQLite half (tests/api/test_mcp_eras.py runs "
+                           "the eras' database paths in both)")
+def test_a_raw_2026_exchange_over_http(live_server, tokens):
+    url = f"{live_server.url}/mcp"
+    with httpx2.Client(headers={"Authorization": f"Bearer {tokens[0]}",
+                                "Accept": "application/json, text/event-stream"},
+                       timeout=30) as http:
+        found = modern_post(http, url, "server/discover")
+        assert found.status_code == 200 and "mcp-session-id" not in found.headers
+        assert found.json()["result"]["supportedVersions"] == ["2026-07-28"]
+        started = modern_post(http, url, "tools/call", {"name": "run_goal", "arguments": {
+            "goal_key": "raw-1", "workspace": "/srv/raw", "objective": "o",
+            "done_criteria": ["d"]}}, ident=2).json()
+        assert started["id"] == 2 and started["result"]["resultType"] == "complete"
+        goal_id = started["result"]["structuredContent"]["goal"]["id"]
+        finished = modern_post(http, url, "tools/call", {"name": "finish_goal", "arguments": {
+            "goal_id": goal_id, "status": "completed", "summary": "done",
+            "evidence": [{"criterion": "d", "evidence": "raw"}]}}, ident=3).json()["result"]
+        assert finished["structuredContent"]["completion_state"] == "completed", finished
+        mismatch = modern_post(http, url, "tools/call", {"name": "get_goal", "arguments": {
+            "goal_id": goal_id}}, **{"Mcp-Name": "run_goal"})
+        assert mismatch.status_code == 400 and mismatch.json()["error"]["code"] == -32020
+        future = modern_post(http, url, "tools/list", **{"Mcp-Protocol-Version": "2099-01-01"})
+        assert future.status_code == 400 and future.json()["error"]["code"] == -32022
+        assert "2026-07-28" in future.json()["error"]["data"]["supported"]
+        assert modern_post(http, url, "initialize").status_code == 404
 
 
 # ---------------------------------------------------------------- OAuth: a hosted connector
