@@ -277,7 +277,9 @@ def endpoint(request: HttpRequest) -> HttpResponse:
     if "method" not in message or "id" not in message:
         # A notification or a response: nothing to answer (202, no body).
         return HttpResponse(status=202)
-    params = message.get("params", {})
+    params = message.get("params")
+    if params is None:  # absent, or null as some clients send it: no params
+        params = {}
     if not isinstance(params, dict):
         return rpc_error(ident, INVALID_PARAMS, "params must be an object.", status=400)
     meta = params.get("_meta")

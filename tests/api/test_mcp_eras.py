@@ -155,6 +155,17 @@ def test_each_era_has_its_own_methods_and_statuses(client, token):
     assert offered.json()["result"]["protocolVersion"] == "2025-11-25"
 
 
+def test_null_params_are_no_params_in_either_era(client, token):
+    answer = legacy(client, token, {"jsonrpc": "2.0", "id": 8, "method": "tools/list",
+                                    "params": None})
+    assert answer.status_code == 200 and answer.json()["result"]["tools"]
+    refused = legacy(client, token, {"jsonrpc": "2.0", "id": 9, "method": "tools/list",
+                                     "params": None}, HTTP_MCP_PROTOCOL_VERSION=MODERN,
+                     HTTP_MCP_METHOD="tools/list")
+    assert refused.status_code == 400  # 2026-07-28 needs its _meta envelope
+    assert refused.json()["error"]["code"] == mcp_types.INVALID_PARAMS
+
+
 def test_a_2026_notification_is_acknowledged_and_its_version_still_checked(client, token):
     note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
     assert legacy(client, token, note, HTTP_MCP_PROTOCOL_VERSION=MODERN).status_code == 202
