@@ -10,6 +10,7 @@ import urllib.parse
 from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.cache import patch_vary_headers
 
 from api import auth
 from api.mcp.inprocess import Principal
@@ -74,7 +75,7 @@ def with_cors(request: HttpRequest, response: HttpResponse) -> HttpResponse:
     if origin is not None:
         response["Access-Control-Allow-Origin"] = origin.strip()
         response["Access-Control-Expose-Headers"] = CORS_EXPOSE_HEADERS
-    response["Vary"] = "Origin"
+    patch_vary_headers(response, ("Origin",))
     return response
 
 
