@@ -384,6 +384,72 @@ def test_a_connector_registers_is_authorized_in_chromium_and_runs_a_goal(
     assert not RefreshToken.objects.exclude(token="").exists()
 
 
+FETCH = """async ({url, token, version}) => {
+    const meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}};
+    const headers = {"Content-Type": "application/json",
+                     "Accept": "application/json, text/event-stream",
+                     "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"};
+    if (token) headers["Authorization"] = "Bearer " + token;
+    try {
+        const answer = await fetch(url, {method: "POST", headers, body: JSON.stringify(
+            {jsonrpc: "2.0", id: 1, method: "tools/list", params: {_meta: meta}})});
+        return {status: answer.status, challenge: answer.headers.get("WWW-Authenticate"),
+                body: await answer.text()};
+    } catch (error) {
+        return {blocked: String(error)};
+    }
+}"""
+
+
+@pytest.mark.slow  # a live server and a real Chromium
+@pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")),
+                    reason="the browser tests run once, in the SQLite half of the suite")
+def test_a_browser_page_from_a_listed_origin_calls_mcp_and_others_cannot(
+        live_server, tokens, settings):
+    """Chromium enforces CORS itself: the preflight, the exposed challenge,
+    and a page from an Origin not listed kept from reading anything."""
+    if not shutil.which(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing (make test installs Debian's chromium)")
+    import http.server
+    import threading
+
+    from playwright.sync_api import sync_playwright
+
+    # The page's own origin: another port on the loopback address, so the
+    # browser treats /mcp (at localhost) as another site.
+    pages = http.server.ThreadingHTTPServer(("127.0.0.1", 0), type("Page", (
+        http.server.BaseHTTPRequestHandler,), {
+            "do_GET": lambda self: (self.send_response(200), self.send_header(
+                "Content-Type", "text/html"), self.end_headers(), self.wfile.write(
+                b"<!doctype html><title>client</title>")),
+            "log_message": lambda self, *args: None}))
+    threading.Thread(target=pages.serve_forever, daemon=True).start()
+    origin = f"http://127.0.0.1:{pages.server_address[1]}"
+    url = f"{live_server.url.replace('127.0.0.1', 'localhost')}/mcp"
+    settings.WAKELEDGER_MCP_ALLOWED_ORIGINS = [origin]
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "localhost"]
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # playwright's loop in this thread
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                                 args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page()
+            page.goto(f"{origin}/")
+            listed = page.evaluate(FETCH, {"url": url, "token": tokens[0]})
+            challenged = page.evaluate(FETCH, {"url": url, "token": ""})
+            settings.WAKELEDGER_MCP_ALLOWED_ORIGINS = []
+            unlisted = page.evaluate(FETCH, {"url": url, "token": tokens[0]})
+            browser.close()
+    finally:
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        pages.shutdown()
+    assert listed.get("status") == 200, listed
+    assert "get_goal" in {tool["name"] for tool in json.loads(listed["body"])["result"]["tools"]}
+    assert challenged["status"] == 401 and "resource_metadata=" in challenged["challenge"]
+    assert "blocked" in unlisted, unlisted  # the 403 carries no CORS header: unreadable
+
+
 def form_post(url: str, fields: dict[str, str]) -> tuple[int, dict[str, str], Any]:
     return post(url, urllib.parse.urlencode(fields).encode(),
                 {"Content-Type": "application/x-www-form-urlencoded"})
