@@ -66,14 +66,16 @@ pgbouncer:
 	  --no-install-recommends pgbouncer >/dev/null; } || \
 	  echo "pgbouncer is not installed: the PgBouncer test will be skipped"
 
-# Debian's Go and golang.org/x/mod (sumdb/note): an independent implementation
-# of signed notes that tests/log/test_checkpoint_interop.py runs on the log's
-# checkpoints and cosignatures (GOPATH mode, offline). Without it that test skips.
+# Debian's Go and golang.org/x/mod (sumdb/note, sumdb/tlog): an independent
+# implementation of signed notes and Merkle proofs that
+# tests/log/test_checkpoint_interop.py and test_tlog_witness_interop.py (a C2SP
+# witness and log in Go) run against the log (GOPATH mode, offline). Without it
+# those tests skip.
 go:
 	@{ command -v go >/dev/null 2>&1 && [ -d /usr/share/gocode/src/golang.org/x/mod/sumdb/note ]; } \
 	  || { [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	  apt-get install -y -qq golang-go golang-golang-x-mod-dev >/dev/null; } \
-	  || echo "go / golang.org/x/mod are not installed: the checkpoint interop test will be skipped"
+	  || echo "go / golang.org/x/mod are not installed: the Go interop tests will be skipped"
 
 # The real Claude Code CLI for tests/e2e/test_claude_code_live.py, from the npm
 # registry into var/node/ (nothing global, no user config touched). Pinned: the
@@ -182,7 +184,7 @@ SEED ?= 1
 DAYS ?= 30
 GOALS ?= 30
 simulate: $(VENV)/.installed-dev
-	env -u DATABASE_URL $(BIN)/python -m tests.simulation --seed $(SEED) --days $(DAYS) \
+	env -u DATABASE_URL $(BIN)/python -m tests.simulation --seed $(SEED) --days $(DAYS) --progress \
 	  --goals $(GOALS)
 
 # Not part of `make test`: PostgreSQL, two web instances, two schedulers,

@@ -13,7 +13,7 @@ from typing import Any
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import serializers
+from rest_framework import exceptions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -132,6 +132,22 @@ class CosignedSerializer(serializers.Serializer):
     witnesses = serializers.ListField(child=serializers.CharField())
 
 
+UNSEALED_COUNTED = 10_000  # the tail's count stops here: a frozen log's backlog is not scanned
+
+
+class TailSerializer(serializers.Serializer):
+    tree_size = serializers.IntegerField(help_text="the newest signed head's size (0: none yet)")
+    horizon = serializers.IntegerField(help_text="the newest signed head's horizon (0: none)")
+    head_timestamp = serializers.CharField(allow_null=True)
+    newest_event = serializers.IntegerField(allow_null=True,
+                                            help_text="the largest event id recorded")
+    unsealed = serializers.IntegerField(
+        help_text=f"events recorded above the newest head's horizon, i.e. accepted and not "
+                  f"yet under a signed head (counted up to {UNSEALED_COUNTED:,})")
+    oldest_unsealed_at = serializers.CharField(
+        allow_null=True, help_text="when the oldest of those was recorded")
+
+
 # ----------------------------------------------------------------------- views
 
 
@@ -143,8 +159,42 @@ def _note_answers() -> Any:
     return answers
 
 
+# The types a GET of the checkpoint may ask for: the note is text/plain
+# (C2SP tlog-checkpoint), so a client naming that type, text/* or */* (or no
+# Accept at all) gets it.
+_NOTE_TYPES = frozenset({"text/plain", "text/*", "*/*"})
+
+
+def accepts_note(accept: str | None) -> bool:
+    """Whether an Accept header admits the note's text/plain (a range with q=0 refuses)."""
+    if accept is None or not accept.strip():
+        return True
+    for part in accept.split(","):
+        media, *params = (piece.strip() for piece in part.split(";"))
+        quality = next((p.split("=", 1)[1].strip() for p in params
+                        if p.replace(" ", "").lower().startswith("q=")), "1")
+        try:
+            refused = float(quality) <= 0
+        except ValueError:
+            refused = False
+        if media.lower() in _NOTE_TYPES and not refused:
+            return True
+    return False
+
+
 class CheckpointView(LedgerView):
     roles = {"GET": READERS, "POST": (AUDITOR, OPERATOR)}
+
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        # GET answers the note itself (text/plain), which the API's JSON
+        # renderer does not name: DRF's negotiation would refuse the note's
+        # own type. A GET (or HEAD) checks Accept here; a refusal, and POST, are JSON.
+        reads = request.method in ("GET", "HEAD")
+        if reads and not force and not accepts_note(request.META.get("HTTP_ACCEPT")):
+            raise exceptions.NotAcceptable(
+                "The checkpoint is a signed note served as text/plain: ask for text/plain, "
+                "text/* or */* (or send no Accept).")
+        return super().perform_content_negotiation(request, force=force or reads)
 
     @extend_schema(summary="The newest signed head as a C2SP tlog-checkpoint signed note, "
                            "with the cosignatures of known witnesses (text/plain)",
@@ -158,7 +208,8 @@ class CheckpointView(LedgerView):
     @extend_schema(summary="A witness sends the checkpoint back cosigned (auditor, operator)",
                    request=CosignatureSerializer, parameters=[IDEMPOTENCY],
                    responses=responses({200: CosignedSerializer}, *BODY, *IDEMPOTENT,
-                                       "checkpoint_unknown", "cosignature_invalid"))
+                                       "checkpoint_unknown", "cosignature_invalid",
+                                       "time_out_of_range"))
     @idempotent(CosignatureSerializer)
     def post(self, request: Request, data: dict[str, Any]) -> Response:
         try:
@@ -169,10 +220,26 @@ class CheckpointView(LedgerView):
                           errors={"checkpoint": [str(error)]}) from None
         except cosigning.UnknownCheckpoint as error:
             raise Problem("checkpoint_unknown", str(error)) from None
+        except cosigning.TimeOutOfRange as error:
+            raise Problem("time_out_of_range", str(error),
+                          errors={"checkpoint": [str(error)]}) from None
         except cosigning.NoValidCosignature as error:
             raise Problem("cosignature_invalid", str(error)) from None
         size = notes.parse_checkpoint(notes.split(data["checkpoint"])[0]).size
         return Response({"size": size, "witnesses": kept})
+
+
+class LogTailView(LedgerView):
+    """What the log accepted beyond its newest signed head: what lets a
+    witness tell a log that is quiet from one that accepts events and signs
+    no checkpoint (the sealer's alarm freezes it; docs/integrity.md)."""
+
+    roles = {"GET": (AUDITOR, OPERATOR)}
+
+    @extend_schema(summary="Events accepted beyond the newest signed head (auditor, operator)",
+                   responses=responses({200: TailSerializer}))
+    def get(self, request: Request) -> Response:
+        return Response(merkle_store.tail(UNSEALED_COUNTED))
 
 
 

@@ -64,6 +64,22 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+def strict_loads(raw: bytes) -> Any:
+    """``raw`` read as JSON the strict way (UTF-8 only; no NaN, Infinity or
+    duplicate keys; a nesting too deep for the parser is refused, not a
+    RecursionError), or ValueError with a sentence for the caller. Shared by
+    the REST parser and ``/mcp``, so both refuse the same bodies alike."""
+    try:
+        return json.loads(raw.decode("utf-8"), parse_constant=_no_constants,
+                          object_pairs_hook=_no_duplicates)
+    except UnicodeDecodeError:
+        raise ValueError("The body is not UTF-8.") from None
+    except RecursionError:
+        raise ValueError("The body is nested too deeply.") from None
+    except ValueError as exc:
+        raise ValueError(f"The body is not valid JSON: {exc}") from None
+
+
 class StrictJSONParser(JSONParser):
     def parse(self, stream: Any, media_type: str | None = None,
               parser_context: dict[str, Any] | None = None) -> Any:
@@ -72,14 +88,9 @@ class StrictJSONParser(JSONParser):
         if len(raw) > limit:
             raise Problem("payload_too_large", f"The body is larger than {limit} bytes.")
         try:
-            data = json.loads(raw.decode("utf-8"), parse_constant=_no_constants,
-                              object_pairs_hook=_no_duplicates)
-        except UnicodeDecodeError:
-            raise ParseError("The body is not UTF-8.") from None
-        except RecursionError:
-            raise ParseError("The body is nested too deeply.") from None
+            data = strict_loads(raw)
         except ValueError as exc:
-            raise ParseError(f"The body is not valid JSON: {exc}") from None
+            raise ParseError(str(exc)) from None
         if not isinstance(data, dict):
             raise ParseError("The body must be a JSON object.")
         return data

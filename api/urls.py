@@ -48,6 +48,7 @@ urlpatterns = [
     path("ledger/head", log_views.LogHeadView.as_view(), name="log-head"),
     path("ledger/heads", log_views.LogHeadsView.as_view(), name="log-heads"),
     path("ledger/checkpoint", log_views.CheckpointView.as_view(), name="log-checkpoint"),
+    path("ledger/tail", log_views.LogTailView.as_view(), name="log-tail"),
     path("ledger/proof/inclusion", log_views.InclusionProofView.as_view(),
          name="log-inclusion"),
     path("ledger/proof/consistency", log_views.ConsistencyProofView.as_view(),

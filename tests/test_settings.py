@@ -71,6 +71,8 @@ def test_bad_settings_fail_at_start_up(tmp_path):
 @pytest.mark.parametrize(("name", "value", "message"), [
     ("WAKELEDGER_WITNESS_KEYS", "not-a-key", "a note verifier key is name+hash+key"),
     ("WAKELEDGER_LOG_ORIGIN", "has space", "is not a note key name"),
+    ("WAKELEDGER_TLOG_WITNESSES", "ftp://w.example k", "WAKELEDGER_TLOG_WITNESSES: 'ftp://"),
+    ("WAKELEDGER_TLOG_WITNESSES", "https://w.example", "a note verifier key is name+hash"),
 ])
 def test_bad_log_note_settings_fail_at_start_up(tmp_path, name, value, message):
     import subprocess

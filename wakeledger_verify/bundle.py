@@ -104,7 +104,10 @@ def _check_checkpoint(bundle: Mapping[str, Any], head: Mapping[str, Any],
         raise Failure("the bundle's checkpoint is not its head (size or root differ)")
     missing = [w.name for w in witnesses if w.name not in opened.cosigned_by]
     if missing:
-        raise Failure(f"the bundle's checkpoint is not cosigned by {', '.join(missing)}")
+        names = ", ".join(missing)
+        raise Failure(f"the bundle's checkpoint is not cosigned by {names} (an export takes "
+                      f"the newest head; `ledger export --witness {missing[0]}` takes the "
+                      "newest one that witness cosigned)")
     return sorted(opened.cosigned_by)
 
 
@@ -165,6 +168,7 @@ def _check_events(bundle: Mapping[str, Any], head: Mapping[str, Any]) -> int:
     if not isinstance(events, list) or not events:
         raise Failure("the bundle has no events")
     subtrees = _subtrees(bundle.get("subtrees"))
+    halves = _subtrees(bundle.get("halves", {}), "halves")
     root = bytes.fromhex(head["root"])
     size = head["size"]
     previous_hash, previous_position = GENESIS, -1
@@ -201,18 +205,40 @@ def _check_events(bundle: Mapping[str, Any], head: Mapping[str, Any]) -> int:
             raise Failure(f"{where}: inclusion proof does not match root (the bundle lacks "
                           f"subtree {missing.args[0]})") from None
         if reached != root:
-            raise Failure(f"{where}: inclusion proof does not match root")
+            raise Failure(f"{where}: inclusion proof does not match root"
+                          f"{_blame(position, size, subtrees, halves)}")
         previous_hash, previous_position = record["hash"], position
     return len(events)
 
 
-def _subtrees(value: Any) -> dict[str, bytes]:
+def _blame(position: int, size: int, subtrees: Mapping[str, bytes],
+           halves: Mapping[str, bytes]) -> str:
+    """What a failed path says about the stored tree: the stored node on it
+    that is not the hash of its two halves (the bundle carries them), or else
+    every stored subtree the path was built from."""
+    keys = [key for a, b in merkle.inclusion_ranges(position, size)
+            for key in merkle.range_keys(a, b)]
+    known = {**halves, **subtrees}
+    for key in keys:
+        names = [merkle.subtree_name(half) for half in merkle.halves(key)]
+        if names and all(name in known for name in names) and merkle.node_hash(
+                known[names[0]], known[names[1]]) != subtrees[merkle.subtree_name(key)]:
+            level, index = key
+            return (f": the stored node {level}/{index} (leaves {index << level} to "
+                    f"{((index + 1) << level) - 1}) is wrong, it is not the hash of its "
+                    f"halves {names[0]} and {names[1]}")
+    return (": the event's record or one of the stored subtrees its path is made of ("
+            f"{', '.join(merkle.subtree_name(key) for key in keys)}) is wrong")
+
+
+def _subtrees(value: Any, what: str = "subtrees") -> dict[str, bytes]:
     if not isinstance(value, Mapping):
-        raise Failure("the bundle has no subtrees (its inclusion multi-proof)")
+        raise Failure("the bundle has no subtrees (its inclusion multi-proof)"
+                      if what == "subtrees" else f"the bundle's {what} are not a JSON object")
     try:
         return {str(name): bytes.fromhex(digest) for name, digest in value.items()}
     except (TypeError, ValueError):
-        raise Failure("the bundle's subtrees are not hex") from None
+        raise Failure(f"the bundle's {what} are not hex") from None
 
 
 def _goal(bundle: Mapping[str, Any]) -> str:

@@ -1,5 +1,6 @@
 """``wakeledger-verify BUNDLE [--key PUBKEY_FILE] [--head HEAD_FILE] [--json]``, and
-``wakeledger-verify witness …`` (wakeledger_verify/witness.py).
+``wakeledger-verify witness …`` (wakeledger_verify/witness.py), and
+``wakeledger-verify witness --serve HOST:PORT …`` (wakeledger_verify/add_checkpoint.py).
 
 Exit 0 with a one-line summary when the bundle is valid, 1 naming the first
 failure, 2 for a usage error (argparse's own).
@@ -18,6 +19,9 @@ from wakeledger_verify import heads, notes
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["witness"] and any(a.startswith("--serve") for a in argv):
+        from wakeledger_verify import add_checkpoint  # C2SP tlog-witness, pushed to
+        return add_checkpoint.main(argv[1:])
     if argv[:1] == ["witness"]:
         from wakeledger_verify import witness
         return witness.main(argv[1:])

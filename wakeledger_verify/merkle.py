@@ -156,6 +156,21 @@ def subtree_name(key: Key) -> str:
     return f"{key[0]}/{key[1]}"
 
 
+def subtree_key(name: str) -> Key:
+    """The key a multi-proof's ``"level/index"`` names (ValueError if none)."""
+    level, _, index = name.partition("/")
+    key = (int(level), int(index))
+    if key[0] < 0 or key[1] < 0:
+        raise ValueError(f"{name!r} is not a subtree's name")
+    return key
+
+
+def halves(key: Key) -> list[Key]:
+    """The two subtrees a stored subtree is the hash of (none for a leaf)."""
+    level, index = key
+    return [] if level == 0 else [(level - 1, 2 * index), (level - 1, 2 * index + 1)]
+
+
 def inclusion_path(index: int, size: int, subtrees: Mapping[str, bytes]) -> list[bytes]:
     """The inclusion path of leaf ``index`` built from a multi-proof's subtrees
     (KeyError if one it needs is not there)."""

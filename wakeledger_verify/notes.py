@@ -13,6 +13,11 @@ this log's heads. Standard library and ``cryptography`` only.
 - A cosignature/v1 (algorithm 0x04) signs ``cosignature/v1\\ntime T\\n`` and the
   checkpoint body; its signature bytes are the timestamp (8 bytes, big-endian
   seconds) then the Ed25519 signature.
+- An ML-DSA-44 cosignature (algorithm 0x06, the post-quantum kind the spec
+  recommends for new witnesses) signs the binary ``cosigned_message``
+  (``subtree/v1\\n\\0``, the cosigner's name, the timestamp, the origin, start 0,
+  end = size, the root); its signature bytes are the timestamp then the
+  2,420-byte FIPS 204 signature (empty context).
 """
 
 import base64
@@ -24,9 +29,13 @@ from dataclasses import dataclass
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA44PrivateKey, MLDSA44PublicKey
 
 ED25519 = 0x01
 COSIGNATURE_V1 = 0x04
+ML_DSA_44 = 0x06  # C2SP tlog-cosignature's post-quantum cosignature
+_ML_DSA_44_KEY, _ML_DSA_44_SIGNATURE = 1312, 2420
+MAX_TIMESTAMP = 2**63 - 1  # a cosignature's timestamp "MUST NOT exceed 2^63 - 1"
 DASH = "\u2014 "  # an em dash and a space open every signature line
 MAX_SIGNATURES = 100
 
@@ -61,7 +70,7 @@ class Verifier:
 
     name: str
     algorithm: int
-    key: Ed25519PublicKey
+    key: Ed25519PublicKey | MLDSA44PublicKey
 
     @property
     def key_hash(self) -> bytes:
@@ -78,6 +87,8 @@ class Verifier:
             return None
         message, raw = body.encode(), signature.signature
         timestamp = 0
+        if self.algorithm == ML_DSA_44:
+            return _verify_ml_dsa_44(self, body, raw)
         if self.algorithm == COSIGNATURE_V1:
             if len(raw) != 72:
                 return None
@@ -90,7 +101,31 @@ class Verifier:
         return timestamp
 
 
-def _raw(key: Ed25519PublicKey) -> bytes:
+def _verify_ml_dsa_44(verifier: Verifier, body: str, raw: bytes) -> int | None:
+    if len(raw) != 8 + _ML_DSA_44_SIGNATURE or not isinstance(verifier.key, MLDSA44PublicKey):
+        return None
+    timestamp = struct.unpack(">Q", raw[:8])[0]
+    try:
+        checkpoint = parse_checkpoint(body)
+        message = subtree_message(verifier.name, timestamp, checkpoint)
+        verifier.key.verify(raw[8:], message)
+    except (NoteError, InvalidSignature):
+        return None
+    return timestamp
+
+
+def subtree_message(cosigner: str, timestamp: int, checkpoint: "Checkpoint") -> bytes:
+    """tlog-cosignature's ``cosigned_message`` for a whole checkpoint (start 0)."""
+    name, origin = cosigner.encode(), checkpoint.origin.encode()
+    if not (0 < len(name) < 256 and 0 < len(origin) < 256) or timestamp > MAX_TIMESTAMP:
+        raise NoteError("an ML-DSA-44 cosignature names a cosigner and an origin of 1 to "
+                        "255 bytes, at a timestamp below 2^63")
+    return (b"subtree/v1\n\0" + bytes([len(name)]) + name + struct.pack(">Q", timestamp)
+            + bytes([len(origin)]) + origin + struct.pack(">QQ", 0, checkpoint.size)
+            + checkpoint.root)
+
+
+def _raw(key: Ed25519PublicKey | MLDSA44PublicKey) -> bytes:
     return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
@@ -104,7 +139,8 @@ def check_name(name: str) -> str:
     return name
 
 
-def verifier(name: str, key: Ed25519PublicKey, algorithm: int = ED25519) -> Verifier:
+def verifier(name: str, key: Ed25519PublicKey | MLDSA44PublicKey,
+             algorithm: int = ED25519) -> Verifier:
     return Verifier(check_name(name), algorithm, key)
 
 
@@ -119,9 +155,13 @@ def parse_verifier(text: str) -> Verifier:
         expected = bytes.fromhex(hash_hex)
     except ValueError:
         raise NoteError("a note verifier key's hash is hex and its key base64") from None
-    if len(raw) != 33 or raw[0] not in (ED25519, COSIGNATURE_V1):
-        raise NoteError("only Ed25519 (0x01) and cosignature/v1 (0x04) keys are known")
-    found = Verifier(check_name(name), raw[0], Ed25519PublicKey.from_public_bytes(raw[1:]))
+    if len(raw) == 1 + _ML_DSA_44_KEY and raw[0] == ML_DSA_44:
+        found = Verifier(check_name(name), ML_DSA_44, MLDSA44PublicKey.from_public_bytes(raw[1:]))
+    elif len(raw) == 33 and raw[0] in (ED25519, COSIGNATURE_V1):
+        found = Verifier(check_name(name), raw[0], Ed25519PublicKey.from_public_bytes(raw[1:]))
+    else:
+        raise NoteError("only Ed25519 (0x01), cosignature/v1 (0x04) and ML-DSA-44 "
+                        "cosignature (0x06) keys are known")
     if found.key_hash != expected:
         raise NoteError("the verifier key's hash does not match its name and key")
     return found
@@ -142,6 +182,15 @@ def cosign(body: str, name: str, private_key: Ed25519PrivateKey, timestamp: int)
     public = verifier(name, private_key.public_key(), COSIGNATURE_V1)
     raw = struct.pack(">Q", timestamp) + private_key.sign(cosigned_message(body, timestamp))
     return Signature(name, public.key_hash, raw)
+
+
+def cosign_ml_dsa_44(body: str, name: str, private_key: MLDSA44PrivateKey,
+                     timestamp: int) -> Signature:
+    """A witness's ML-DSA-44 cosignature over a checkpoint ``body`` at ``timestamp``."""
+    public = verifier(name, private_key.public_key(), ML_DSA_44)
+    message = subtree_message(name, timestamp, parse_checkpoint(body))
+    return Signature(name, public.key_hash, struct.pack(">Q", timestamp)
+                     + private_key.sign(message))
 
 
 def format_note(body: str, signatures: Iterable[Signature]) -> str:

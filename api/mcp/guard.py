@@ -1,7 +1,7 @@
 """What ``/mcp`` checks before a message is read: the Origin (DNS
-rebinding), the body's size, the bearer credential (an API token for
-scripts, an OAuth access token for hosted connectors), and the calls per
-minute of one credential."""
+rebinding) and the CORS answers a listed Origin gets, the body's size and
+type, the bearer credential (an API token for scripts, an OAuth access token
+for hosted connectors), and the calls per minute of one credential."""
 
 import hashlib
 import time
@@ -10,6 +10,7 @@ import urllib.parse
 from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.cache import patch_vary_headers
 
 from api import auth
 from api.mcp.inprocess import Principal
@@ -39,6 +40,51 @@ def origin_allowed(request: HttpRequest) -> bool:
     listed = [*settings.CSRF_TRUSTED_ORIGINS, *settings.WAKELEDGER_MCP_ALLOWED_ORIGINS]
     own.update(_origin(url) for url in listed)
     return given.strip().lower() in own - {""}
+
+
+# What a browser-based MCP client sends and must read (the MCP transport's
+# headers, the credential, and the challenge that starts OAuth discovery).
+CORS_ALLOW_HEADERS = ("Authorization, Content-Type, Accept, Mcp-Session-Id, "
+                      "Mcp-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID")
+CORS_EXPOSE_HEADERS = "Mcp-Session-Id, WWW-Authenticate, Retry-After"
+CORS_MAX_AGE = "600"
+
+
+def preflight(request: HttpRequest) -> HttpResponse:
+    """OPTIONS: a listed Origin's preflight answered (only listed Origins
+    reach here: origin_allowed refused the others with no CORS header); from
+    no Origin at all, what is allowed."""
+    response = HttpResponse(status=204)
+    response["Allow"] = "POST, OPTIONS"
+    if request.headers.get("Origin") is not None:
+        response["Access-Control-Allow-Methods"] = "POST"
+        # Mcp-Param-* headers carry a tool's name: a browser asks for them by
+        # name, and any such name is allowed.
+        asked = request.headers.get("Access-Control-Request-Headers", "")
+        params = [name.strip() for name in asked.split(",")
+                  if name.strip().lower().startswith("mcp-param-")]
+        response["Access-Control-Allow-Headers"] = ", ".join([CORS_ALLOW_HEADERS, *params])
+        response["Access-Control-Max-Age"] = CORS_MAX_AGE
+    return with_cors(request, response)
+
+
+def with_cors(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+    """A response to an allowed browser Origin names it (never "*": the
+    caller sends a credential), and lets the page read the headers MCP needs."""
+    origin = request.headers.get("Origin")
+    if origin is not None:
+        response["Access-Control-Allow-Origin"] = origin.strip()
+        response["Access-Control-Expose-Headers"] = CORS_EXPOSE_HEADERS
+    patch_vary_headers(response, ("Origin",))
+    return response
+
+
+def json_content_type(request: HttpRequest) -> bool:
+    """``application/json``, in UTF-8 if a charset is named (JSON-RPC over
+    MCP's HTTP transport is nothing else)."""
+    charset = (request.content_params or {}).get("charset", "utf-8").strip().lower()
+    return (request.content_type or "").lower() == "application/json" and \
+        charset in ("utf-8", "utf8")
 
 
 def size_refusal(request: HttpRequest) -> tuple[str, str] | None:

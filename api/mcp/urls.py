@@ -25,5 +25,8 @@ oauth = [
 
 urlpatterns = [
     path("mcp", mcp_endpoint, name="mcp"),
+    # The same endpoint, not a redirect: a POST redirected loses its body in
+    # some clients, and a connector URL pasted with a slash should just work.
+    path("mcp/", mcp_endpoint, name="mcp-slash"),
     path("", include((oauth, "oauth2_provider"))),
 ]

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import transaction
 
 from ledger.models import Cosignature, TreeHead
-from wakeledger_verify import notes
+from wakeledger_verify import add_checkpoint, notes
 
 
 class UnknownCheckpoint(Exception):
@@ -22,8 +22,21 @@ class NoValidCosignature(Exception):
     """No signature on the note is a valid cosignature of a configured witness."""
 
 
+class TimeOutOfRange(ValueError):
+    """A valid cosignature timestamped where no signed 64-bit integer reaches."""
+
+
+# A cosignature's time is an unsigned 64-bit count of seconds on the wire; it
+# is kept in a signed 64-bit column (PostgreSQL's bigint, SQLite's integer),
+# and nothing before 2^63 seconds is a time anyone witnessed.
+LATEST_TIME = 2**63 - 1
+
+
 def witnesses() -> list[notes.Verifier]:
-    return [notes.parse_verifier(key) for key in settings.WAKELEDGER_WITNESS_KEYS]
+    """The pull witnesses' keys and those the log pushes to (WAKELEDGER_TLOG_WITNESSES)."""
+    keys = [notes.parse_verifier(key) for key in settings.WAKELEDGER_WITNESS_KEYS]
+    pushed = [w.key for w in add_checkpoint.parse(settings.WAKELEDGER_TLOG_WITNESSES)]
+    return keys + [key for key in pushed if key not in keys]
 
 
 def add(note: str) -> list[str]:
@@ -43,6 +56,9 @@ def add(note: str) -> list[str]:
                 when = witness.verify(body, signature)
                 if when is None:
                     continue
+                if when > LATEST_TIME:
+                    raise TimeOutOfRange(f"{witness.name}'s cosignature is timestamped {when}, "
+                                         f"past the latest time kept ({LATEST_TIME} seconds)")
                 Cosignature.objects.update_or_create(
                     head=head, witness=witness.name,
                     defaults={"timestamp": when, "line": signature.line()})

@@ -11,7 +11,7 @@ from typing import Any
 from django.db.models import Max
 
 from ledger.domain import iso
-from ledger.models import Event, LogLeaf, LogNode
+from ledger.models import Event, LogLeaf, LogNode, TreeHead
 from wakeledger_verify import merkle, records
 from wakeledger_verify.merkle import Key
 
@@ -91,6 +91,22 @@ def store(completed: Iterable[tuple[Key, bytes]], leaf_events: Mapping[int, int]
             nodes.append(LogNode(key=node_key(level, index), hash=digest.hex()))
     LogLeaf.objects.bulk_create(leaves, batch_size=_CHUNK)
     LogNode.objects.bulk_create(nodes, batch_size=_CHUNK)
+
+
+def tail(counted: int) -> dict[str, Any]:
+    """What the log accepted beyond its newest signed head: that head's size,
+    horizon and time, the newest event's id, and the events above the horizon
+    (counted up to ``counted``: a frozen log's backlog is not scanned) with
+    the time of the oldest of them."""
+    head = TreeHead.objects.order_by("-id").first()
+    horizon = head.horizon if head else 0
+    unsealed = Event.objects.filter(id__gt=horizon).order_by("id")
+    oldest = unsealed.values_list("recorded_at", flat=True).first()
+    return {"tree_size": head.size if head else 0, "horizon": horizon,
+            "head_timestamp": head.timestamp if head else None,
+            "newest_event": Event.objects.order_by("-id").values_list("id", flat=True).first(),
+            "unsealed": unsealed[:counted].count(),
+            "oldest_unsealed_at": iso(oldest) if oldest else None}
 
 
 # --------------------------------------------------------------------------- records

@@ -42,7 +42,7 @@ from django.db.models import Max
 
 from ledger.domain import iso
 from ledger.eventstore import clock
-from ledger.log import leafcheck, merkle_store, sealer_state, signing
+from ledger.log import leafcheck, merkle_store, sealer_state, signing, tlog_witness
 from ledger.log.sealer_state import LogInconsistent
 from ledger.models import Event, LogLeaf, SigningKey, TreeHead
 from wakeledger_verify import merkle
@@ -174,6 +174,8 @@ def _sign() -> TreeHead | None:
                                        checkpoint=checkpoint)
         SigningKey.objects.get_or_create(key_id=key.key_id, defaults={
             "public_key": key.public_pem, "first_used_at": clock.now()})
+        # The C2SP witnesses' submission, sent after the commit (an outbox row).
+        tlog_witness.enqueue()
         # Remembered outside the database before the head is committed: a
         # failed write signs nothing; a failed commit leaves a record the
         # committed tree still extends (same size, same root).

@@ -473,18 +473,17 @@ WAKELEDGER_WITNESS_KEYS = [k.strip() for k in env_str("WAKELEDGER_WITNESS_KEYS",
                            if k.strip()]
 # A head awaiting a witness's cosignature this long: the witness is behind (shown, told).
 WAKELEDGER_WITNESS_MAX_LAG_MINUTES = env_int("WAKELEDGER_WITNESS_MAX_LAG_MINUTES", 60, minimum=1)
+# Witnesses the log pushes checkpoints to (C2SP add-checkpoint, docs/integrity.md): "URL VKEY", …
+WAKELEDGER_TLOG_WITNESSES = [w for w in env_str("WAKELEDGER_TLOG_WITNESSES", "").split(",")
+                             if w.strip()]
 
 
 def _check_note_settings() -> None:
-    from wakeledger_verify import notes  # no Django: safe to import here
-    try:
-        notes.check_name(WAKELEDGER_LOG_ORIGIN)
-        for key in WAKELEDGER_WITNESS_KEYS:
-            if notes.parse_verifier(key).algorithm != notes.COSIGNATURE_V1:
-                raise notes.NoteError(f"{key} is not a cosignature/v1 (witness) key")
-    except notes.NoteError as error:
-        raise ImproperlyConfigured(f"WAKELEDGER_LOG_ORIGIN / WAKELEDGER_WITNESS_KEYS: "
-                                   f"{error}") from None
+    from wakeledger_verify import add_checkpoint  # no Django: safe to import here
+    refused = add_checkpoint.refused_settings(WAKELEDGER_LOG_ORIGIN, WAKELEDGER_WITNESS_KEYS,
+                                              WAKELEDGER_TLOG_WITNESSES)
+    if refused:
+        raise ImproperlyConfigured(refused)
 
 
 _check_note_settings()

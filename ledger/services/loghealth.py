@@ -32,7 +32,7 @@ from django.urls import reverse
 from ledger.domain import notices
 from ledger.domain.events import iso
 from ledger.eventstore import clock
-from ledger.log import cosigning, leafcheck, merkle_store, sealer_state, signing
+from ledger.log import cosigning, leafcheck, merkle_store, sealer_state, signing, tlog_witness
 from ledger.models import Cosignature, Event, LogLeaf, SchedulerBeat, TreeHead
 from ledger.project.siteurl import base_url
 from ledger.services.notifications import enqueue
@@ -329,11 +329,19 @@ def tell(now: datetime | None = None) -> int:
                                [f"The log's alarm (told {iso(told)}) has cleared: a head "
                                 "was signed again."], link, now)
             SchedulerBeat.objects.filter(name=ALARM_TOLD).delete()
+    # A C2SP witness's 409 may name a size no cosignature here shows.
+    for pushed in tlog_witness.configured():
+        held = tlog_witness.holds(pushed)
+        if held > state.tree_size:
+            written += witness_report(pushed.name, ROLLBACK, held,
+                                      f"its add-checkpoint answer says it holds {held} "
+                                      "leaves, more than the log has", now=now)
     for witness in state.witnesses:
         if witness.rolled_back:
+            # Keyed by what it holds, not by the tree's size: told once.
             written += witness_report(witness.name, ROLLBACK, witness.cosigned_size or 0,
-                                      f"it cosigned {witness.cosigned_size} leaves; the log "
-                                      f"has {state.tree_size}", now=now)
+                                      f"it cosigned {witness.cosigned_size} leaves, more "
+                                      "than the log has", now=now)
         elif witness.behind:
             written += _notice(
                 f"{notices.WITNESS_BEHIND}:{witness.name}:{witness.cosigned_size or 0}",

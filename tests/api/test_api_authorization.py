@@ -89,10 +89,11 @@ ENDPOINTS = {
     # by the view, so the roles that may send one reach its validation).
     "GET log checkpoint": ("GET", "ledger/checkpoint", None),
     "POST cosignature": ("POST", "ledger/checkpoint", lambda lease: {"checkpoint": "x"}),
+    "GET log tail": ("GET", "ledger/tail", None),
 }
 # About the whole log, not one goal: their answers name no goal.
 LOG_WIDE = {"GET log head", "GET log heads", "GET consistency proof", "GET log checkpoint",
-            "POST cosignature"}
+            "POST cosignature", "GET log tail"}
 GOAL_SCOPED = [name for name, (_, path, _) in ENDPOINTS.items() if "{gid}" in path]
 
 # The matrix. "agent" owns the goal; "other_agent" is another agent.
@@ -131,6 +132,7 @@ MATRIX = [
     ("GET consistency proof",   403,   403,         200,     200),
     ("GET log checkpoint",      200,   200,         200,     200),
     ("POST cosignature",        403,   403,         400,     400),
+    ("GET log tail",            403,   403,         200,     200),
 ]
 ROLES = ("agent", "other_agent", "auditor", "operator")
 CODES = {400: "validation_error", 401: "unauthenticated", 403: "forbidden", 404: "not_found",

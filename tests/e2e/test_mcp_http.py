@@ -79,9 +79,11 @@ def post(url: str, body: Any, headers: dict[str, str] | None = None
         return error.code, dict(error.headers), json.loads(content) if content else None
 
 
-def connect(url: str, token: str) -> Client:
+def connect(url: str, token: str, mode: str = "auto") -> Client:
+    """The SDK's client: "auto" (its default) probes server/discover and falls
+    back to initialize; "legacy" shakes hands (2025); a version pins it."""
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
-    return Client(streamable_http_client(url, http_client=http))
+    return Client(streamable_http_client(url, http_client=http), mode=mode)
 
 
 class Session:
@@ -156,14 +158,18 @@ async def lnwjud(session: Session, goal_key: str) -> str:
 @pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")),
                     reason="runs once, in the SQLite half (tests/test_mcp_http_guard.py runs "
                            "/mcp's database paths in both)")
-def test_the_sdk_client_runs_a_goal_over_mcp(live_server, tokens):
+@pytest.mark.parametrize(("mode", "era"), [("auto", "2026-07-28"), ("2026-07-28", "2026-07-28"),
+                                           ("legacy", "2025-11-25")])
+def test_the_sdk_client_runs_a_goal_over_mcp(live_server, tokens, mode, era):
     mine, other = tokens
     url = f"{live_server.url}/mcp"
     seen: dict[str, Any] = {}
 
     async def scenario() -> None:
-        async with connect(url, mine) as client:
-            assert "claim_scheduled_continuation" in client.instructions
+        async with connect(url, mine, mode) as client:
+            assert client.protocol_version == era
+            if mode != era:  # a pinned client skips discovery, and its instructions
+                assert "claim_scheduled_continuation" in client.instructions
             listed = (await client.list_tools()).tools
             seen["tools"] = [tool.model_dump(mode="json", by_alias=True) for tool in listed]
             session = Session(client)
@@ -172,7 +178,7 @@ def test_the_sdk_client_runs_a_goal_over_mcp(live_server, tokens):
                                      current_step="x", progress_pct=150)
             assert bad.is_error and bad.structured_content["code"] == "validation_error"
         # Another agent sees nothing of it.
-        async with connect(url, other) as client:
+        async with connect(url, other, mode) as client:
             hidden = await client.call_tool("get_goal", {"goal_id": seen["goal"]})
             assert hidden.is_error and hidden.structured_content["code"] == "not_found"
 
@@ -183,6 +189,51 @@ def test_the_sdk_client_runs_a_goal_over_mcp(live_server, tokens):
         openapi = json.loads(answer.read())
     expected = [tool.model_dump(mode="json", by_alias=True) for tool in build_tools(openapi)]
     assert seen["tools"] == expected and {t["name"] for t in expected} == set(SPECS)
+
+
+def modern_post(http: httpx2.Client, url: str, method: str, params: dict[str, Any] | None = None,
+                ident: int = 1, **headers: str) -> httpx2.Response:
+    """One raw 2026-07-28 request: the envelope in _meta, repeated by the
+    routing headers (a test overrides one to disagree)."""
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "raw-httpx", "version": "1"}}
+    routing = {"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": method}
+    if method == "tools/call":
+        routing["Mcp-Name"] = (params or {})["name"]
+    return http.post(url, json={"jsonrpc": "2.0", "id": ident, "method": method,
+                                "params": {**(params or {}), "_meta": meta}},
+                     headers={**routing, **headers})
+
+
+@pytest.mark.slow  # a live server
+@pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")),
+                    reason="runs once, in the SQLite half (tests/api/test_mcp_eras.py runs "
+                           "the eras' database paths in both)")
+def test_a_raw_2026_exchange_over_http(live_server, tokens):
+    url = f"{live_server.url}/mcp"
+    with httpx2.Client(headers={"Authorization": f"Bearer {tokens[0]}",
+                                "Accept": "application/json, text/event-stream"},
+                       timeout=30) as http:
+        found = modern_post(http, url, "server/discover")
+        assert found.status_code == 200 and "mcp-session-id" not in found.headers
+        assert found.json()["result"]["supportedVersions"] == ["2026-07-28"]
+        started = modern_post(http, url, "tools/call", {"name": "run_goal", "arguments": {
+            "goal_key": "raw-1", "workspace": "/srv/raw", "objective": "o",
+            "done_criteria": ["d"]}}, ident=2).json()
+        assert started["id"] == 2 and started["result"]["resultType"] == "complete"
+        goal_id = started["result"]["structuredContent"]["goal"]["id"]
+        finished = modern_post(http, url, "tools/call", {"name": "finish_goal", "arguments": {
+            "goal_id": goal_id, "status": "completed", "summary": "done",
+            "evidence": [{"criterion": "d", "evidence": "raw"}]}}, ident=3).json()["result"]
+        assert finished["structuredContent"]["completion_state"] == "completed", finished
+        mismatch = modern_post(http, url, "tools/call", {"name": "get_goal", "arguments": {
+            "goal_id": goal_id}}, **{"Mcp-Name": "run_goal"})
+        assert mismatch.status_code == 400 and mismatch.json()["error"]["code"] == -32020
+        future = modern_post(http, url, "tools/list", **{"Mcp-Protocol-Version": "2099-01-01"})
+        assert future.status_code == 400 and future.json()["error"]["code"] == -32022
+        assert "2026-07-28" in future.json()["error"]["data"]["supported"]
+        assert modern_post(http, url, "initialize").status_code == 404
 
 
 # ---------------------------------------------------------------- OAuth: a hosted connector
@@ -331,6 +382,72 @@ def test_a_connector_registers_is_authorized_in_chromium_and_runs_a_goal(
 
     assert not AccessToken.objects.exclude(token="").exists()
     assert not RefreshToken.objects.exclude(token="").exists()
+
+
+FETCH = """async ({url, token, version}) => {
+    const meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}};
+    const headers = {"Content-Type": "application/json",
+                     "Accept": "application/json, text/event-stream",
+                     "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"};
+    if (token) headers["Authorization"] = "Bearer " + token;
+    try {
+        const answer = await fetch(url, {method: "POST", headers, body: JSON.stringify(
+            {jsonrpc: "2.0", id: 1, method: "tools/list", params: {_meta: meta}})});
+        return {status: answer.status, challenge: answer.headers.get("WWW-Authenticate"),
+                body: await answer.text()};
+    } catch (error) {
+        return {blocked: String(error)};
+    }
+}"""
+
+
+@pytest.mark.slow  # a live server and a real Chromium
+@pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")),
+                    reason="the browser tests run once, in the SQLite half of the suite")
+def test_a_browser_page_from_a_listed_origin_calls_mcp_and_others_cannot(
+        live_server, tokens, settings):
+    """Chromium enforces CORS itself: the preflight, the exposed challenge,
+    and a page from an Origin not listed kept from reading anything."""
+    if not shutil.which(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing (make test installs Debian's chromium)")
+    import http.server
+    import threading
+
+    from playwright.sync_api import sync_playwright
+
+    # The page's own origin: another port on the loopback address, so the
+    # browser treats /mcp (at localhost) as another site.
+    pages = http.server.ThreadingHTTPServer(("127.0.0.1", 0), type("Page", (
+        http.server.BaseHTTPRequestHandler,), {
+            "do_GET": lambda self: (self.send_response(200), self.send_header(
+                "Content-Type", "text/html"), self.end_headers(), self.wfile.write(
+                b"<!doctype html><title>client</title>")),
+            "log_message": lambda self, *args: None}))
+    threading.Thread(target=pages.serve_forever, daemon=True).start()
+    origin = f"http://127.0.0.1:{pages.server_address[1]}"
+    url = f"{live_server.url.replace('127.0.0.1', 'localhost')}/mcp"
+    settings.WAKELEDGER_MCP_ALLOWED_ORIGINS = [origin]
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "localhost"]
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # playwright's loop in this thread
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                                 args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page()
+            page.goto(f"{origin}/")
+            listed = page.evaluate(FETCH, {"url": url, "token": tokens[0]})
+            challenged = page.evaluate(FETCH, {"url": url, "token": ""})
+            settings.WAKELEDGER_MCP_ALLOWED_ORIGINS = []
+            unlisted = page.evaluate(FETCH, {"url": url, "token": tokens[0]})
+            browser.close()
+    finally:
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        pages.shutdown()
+    assert listed.get("status") == 200, listed
+    assert "get_goal" in {tool["name"] for tool in json.loads(listed["body"])["result"]["tools"]}
+    assert challenged["status"] == 401 and "resource_metadata=" in challenged["challenge"]
+    assert "blocked" in unlisted, unlisted  # the 403 carries no CORS header: unreadable
 
 
 def form_post(url: str, fields: dict[str, str]) -> tuple[int, dict[str, str], Any]:

@@ -89,6 +89,35 @@ def test_a_corrupted_stored_node_is_found_with_its_position(world):
             f"{((index + 1) << level) - 1}) is {'ab' * 32}") in out
 
 
+def test_the_offline_export_check_names_a_corrupted_stored_node(world, tmp_path, capsys):
+    from ledger.log import export
+    from wakeledger_verify import cli
+
+    key = LogNode.objects.order_by("key").values_list("key", flat=True)[1]
+    level, index = key >> 48, key & ((1 << 48) - 1)
+    saved = LogNode.objects.get(key=key).hash
+    sql("UPDATE ledger_lognode SET hash = %s WHERE key = %s", "ab" * 32, key)
+    # A goal whose events' inclusion paths are built with that node.
+    bundle = next(b for b in (export.bundle(str(g.pk)) for g in world.goals)
+                  if f"{level}/{index}" in b["subtrees"])
+    path = tmp_path / "bundle.json"
+    path.write_text(json.dumps(bundle))
+    assert cli.main([str(path)]) == 1
+    out = capsys.readouterr().out
+    assert (f"inclusion proof does not match root: the stored node {level}/{index} (leaves "
+            f"{index << level} to {((index + 1) << level) - 1}) is wrong") in out, out
+    # A stored leaf hash on the path (no halves to hold it to): the path's parts are named.
+    sql("UPDATE ledger_lognode SET hash = %s WHERE key = %s", saved, key)
+    name = next(n for n in bundle["subtrees"] if n.startswith("0/"))
+    position = int(name.split("/")[1])
+    sql("UPDATE ledger_logleaf SET hash = %s WHERE position = %s", "cd" * 32, position)
+    path.write_text(json.dumps(export.bundle(bundle["goal"])))
+    assert cli.main([str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "the event's record or one of the stored subtrees its path is made of (" in out
+    assert name in out.split("made of (")[1], out
+
+
 def test_deleting_every_stored_head_is_found_and_nothing_reads_as_unsealed(world):
     sql("DELETE FROM ledger_treehead")
     code, out = against(world.kept)

@@ -279,3 +279,182 @@ def test_the_events_api_shows_each_events_id_and_place_in_the_log(agent, db):
     event = events[-1]
     proof = agent.get("ledger/proof/inclusion", event=event["id"]).json()
     assert proof["leaf_index"] == event["position"]
+
+
+@pytest.mark.parametrize("accept", [None, "text/plain", "text/plain; charset=utf-8", "text/*",
+                                    "*/*", "application/json;q=0.9, text/plain"])
+def test_the_checkpoint_is_served_to_a_client_asking_for_its_own_type(db, sealer_record,
+                                                                       auditor, accept):
+    GoalFactory(checkpoints=1)
+    head = sealing.seal().head
+    headers = {"HTTP_ACCEPT": accept} if accept is not None else {}
+    answer = auditor.client.get("/api/v1/ledger/checkpoint", **headers)
+    assert answer.status_code == 200, answer.content
+    assert answer["Content-Type"] == "text/plain; charset=utf-8"
+    assert answer.content.decode() == head.checkpoint
+    assert auditor.client.head("/api/v1/ledger/checkpoint", **headers).status_code == 200
+
+
+@pytest.mark.parametrize("accept", ["application/json", "text/html", "text/plain;q=0"])
+def test_a_checkpoint_asked_for_in_another_type_is_a_406_problem(db, sealer_record, auditor,
+                                                                 accept):
+    GoalFactory(checkpoints=1)
+    sealing.seal()
+    answer = auditor.client.get("/api/v1/ledger/checkpoint", HTTP_ACCEPT=accept)
+    assert answer.status_code == 406
+    assert answer.json()["code"] == "not_acceptable" and "text/plain" in answer.json()["detail"]
+
+
+@pytest.mark.parametrize("when", [2**63, 2**64 - 1])
+def test_a_cosignature_timestamped_past_a_signed_64_bit_integer_is_a_400(
+        db, sealer_record, settings, auditor, when):
+    GoalFactory(checkpoints=1)
+    head = sealing.seal().head
+    key = Ed25519PrivateKey.generate()
+    settings.WAKELEDGER_WITNESS_KEYS = [notes.verifier(NAME, key.public_key(),
+                                                       notes.COSIGNATURE_V1).text()]
+    body = notes.split(head.checkpoint)[0]
+    answer = auditor.post("ledger/checkpoint", {"checkpoint": head.checkpoint + notes.cosign(
+        body, NAME, key, when).line()}, key=f"late-{when}")
+    assert answer.status_code == 400, answer.content
+    assert answer.json()["code"] == "time_out_of_range" and str(when) in answer.json()["detail"]
+    assert not Cosignature.objects.exists()
+    latest = notes.cosign(body, NAME, key, 2**63 - 1).line()  # the last time a column holds
+    answer = auditor.post("ledger/checkpoint", {"checkpoint": head.checkpoint + latest})
+    assert answer.status_code == 200 and Cosignature.objects.get().timestamp == 2**63 - 1
+
+
+# ------------------------------------------------------------------ the witness as a process
+
+
+def witness_process(served, *extra: str, once: bool = True, timeout: float = 60,
+                    ) -> subprocess.CompletedProcess[str]:
+    """`python -m wakeledger_verify witness` as an auditor runs it, against the
+    live server (the token comes from the environment the fixture set)."""
+    args = [a for a in served["args"] if a != "--once"] + (["--once"] if once else [])
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "wakeledger_verify", "witness", *args, *extra],
+                          env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.mark.slow
+@pytestmark_http
+def test_deleted_heads_after_an_accepted_size_are_a_rollback_the_witness_keeps(served):
+    done = witness_process(served)
+    assert done.returncode == 0, done.stdout + done.stderr
+    size = json.loads(served["state"].read_text())["size"]
+    triggers.drop(connection)
+    sql("DELETE FROM ledger_cosignature")
+    sql("DELETE FROM ledger_treehead")  # the log now answers 409 not_sealed
+    done = witness_process(served)
+    assert done.returncode == witness.ALARM, done.stdout + done.stderr
+    assert (f"ALARM: ROLLBACK: the log serves no checkpoint (409 not_sealed) and this witness "
+            f"accepted one of {size} leaves") in done.stderr
+    # The server hears of it: the accepted checkpoint, which it no longer has.
+    assert (f"told the server of the checkpoint of {size} leaves this witness accepted: "
+            "HTTP 404 checkpoint_unknown") in done.stderr
+    kept = json.loads(served["state"].read_text())
+    assert kept["size"] == size and kept["alarm"].startswith("ROLLBACK")
+    # Polling on, it stops at once, not retrying as after a network error.
+    done = witness_process(served, "--forget-alarm", "--interval", "0.05", once=False)
+    assert done.returncode == witness.ALARM and "ROLLBACK" in done.stderr
+    # The alarm stays until someone clears it, whatever the log shows next (the
+    # leaves were left: the sealer signs the same tree again).
+    assert ledger("seal")[0] == 0
+    done = witness_process(served)
+    assert done.returncode == witness.ALARM, done.stdout + done.stderr
+    assert "trusts the log no more" in done.stderr and not Cosignature.objects.exists()
+
+
+@pytestmark_http
+def test_a_deleted_head_the_witness_accepted_is_a_rollback_though_the_tree_extends_it(
+        served, capsys):
+    assert run_witness(served, capsys)[0] == 0
+    size = json.loads(served["state"].read_text())["size"]
+    append_checkpoint(str(served["goals"][0].pk), "later")
+    sealing.seal()
+    triggers.drop(connection)
+    sql("DELETE FROM ledger_cosignature")
+    sql("DELETE FROM ledger_treehead WHERE size = %s", size)
+    code, out = run_witness(served, capsys)
+    assert code == witness.ALARM, out
+    assert f"ROLLBACK: the log no longer stores the head of {size} leaves" in out
+
+
+@pytest.mark.slow
+@pytestmark_http
+def test_a_log_frozen_by_its_alarm_while_accepting_events_is_stale_to_the_witness(
+        served, sealer_record):
+    done = witness_process(served)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # The sealer's record damaged: it raises its alarm and signs nothing more,
+    # while the API goes on accepting events.
+    sealer_record.write_text("not a note")
+    append_checkpoint(str(served["goals"][0].pk), "after the freeze")
+    with pytest.raises(sealing.LogInconsistent):
+        sealing.seal()
+    done = witness_process(served)  # events waiting: noted, not yet an alarm
+    assert done.returncode == 0, done.stdout + done.stderr
+    state = json.loads(served["state"].read_text())
+    assert state["waiting_since"] is not None
+    cosigned = Cosignature.objects.get().timestamp
+    # The witness saw them waiting an hour ago (its default allows 15 minutes).
+    served["state"].write_text(json.dumps({**state, "waiting_since":
+                                           state["waiting_since"] - 3600}))
+    done = witness_process(served)
+    assert done.returncode == witness.STALE, done.stdout + done.stderr
+    assert "ALARM: STALE: the log accepts events (1 waiting" in done.stderr
+    assert f"no checkpoint beyond {state['size']} leaves" in done.stderr
+    assert Cosignature.objects.get().timestamp == cosigned  # no fresh cosignature
+    assert witness_process(served, "--stale-after", "0").returncode == 0  # switched off
+    # The alarm cleared and the log sealing again: the witness cosigns the new size.
+    sealer_record.write_text(TreeHead.objects.order_by("-id").first().checkpoint)
+    sealing.seal()
+    done = witness_process(served)
+    assert done.returncode == 0 and "cosigned" in done.stdout, done.stdout + done.stderr
+    assert json.loads(served["state"].read_text())["waiting_since"] is None
+
+
+def test_the_tail_counts_events_accepted_beyond_the_newest_head(db, sealer_record, auditor,
+                                                               agent):
+    assert auditor.get("ledger/tail").json() == {
+        "tree_size": 0, "horizon": 0, "head_timestamp": None, "newest_event": None,
+        "unsealed": 0, "oldest_unsealed_at": None}
+    goal = GoalFactory(checkpoints=1)
+    head = sealing.seal().head
+    tail = auditor.get("ledger/tail").json()
+    assert (tail["tree_size"], tail["unsealed"], tail["head_timestamp"]) == (
+        head.size, 0, head.timestamp)
+    append_checkpoint(str(goal.pk), "unsealed")
+    tail = auditor.get("ledger/tail").json()
+    assert tail["unsealed"] == 1 and tail["newest_event"] > head.horizon
+    assert tail["oldest_unsealed_at"].endswith("Z")
+    assert agent.get("ledger/tail").status_code == 403  # about the whole log
+
+
+@pytestmark_http
+def test_an_export_right_after_a_seal_takes_the_newest_head_the_witness_cosigned(
+        served, capsys, tmp_path):
+    from wakeledger_verify import cli
+
+    assert run_witness(served, capsys)[0] == 0
+    cosigned = TreeHead.objects.order_by("-id").first()
+    goal = str(served["goals"][0].pk)
+    append_checkpoint(goal, "later")  # `ledger export` seals it: a head no witness saw yet
+    bundle = tmp_path / "bundle.json"
+    code, out, err = ledger("export", goal, "-o", str(bundle))
+    assert code == 0 and json.loads(bundle.read_text())["head"]["size"] > cosigned.size
+    assert cli.main([str(bundle), "--witness-key", served["vkey"]]) == 1
+    assert f"`ledger export --witness {NAME}`" in capsys.readouterr().out
+    for asked in (served["vkey"], NAME):
+        code, out, err = ledger("export", goal, "-o", str(bundle), "--witness", asked)
+        assert code == 0, out + err
+        assert json.loads(bundle.read_text())["head"]["size"] == cosigned.size
+        assert cli.main([str(bundle), "--witness-key", served["vkey"]]) == 0
+        assert f"cosigned by {NAME}" in capsys.readouterr().out
+    # A stored cosignature that is not the witness's own is not taken for it.
+    sql("UPDATE ledger_cosignature SET line = %s", cosigned.checkpoint.split("\n\n")[1])
+    code, out, err = ledger("export", goal, "--witness", served["vkey"])
+    assert code != 0 and f"no signed head is cosigned by {NAME} yet" in out + err
+    code, out, err = ledger("export", goal, "--witness", "not a name")
+    assert code != 0 and "--witness:" in out + err

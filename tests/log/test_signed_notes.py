@@ -8,7 +8,7 @@ import hashlib
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from wakeledger_verify import notes
@@ -90,3 +90,55 @@ def test_a_verifier_key_whose_hash_does_not_match_is_refused():
     _, key_hash, key = notes.verifier("log", KEY.public_key()).text().split("+", 2)
     with pytest.raises(notes.NoteError, match="hash does not match"):
         notes.parse_verifier(f"other+{key_hash}+{key}")
+
+
+# ------------------------------------------------------------------ an export's multi-proof
+
+
+def _bundle_over(size: int, positions: list[int]) -> tuple[dict, dict]:
+    """A signed bundle of one goal whose events sit at ``positions`` in a tree
+    of ``size`` leaves (the others stand-ins), and every stored node."""
+    from wakeledger_verify import BUNDLE_FORMAT, heads, merkle, records
+
+    goal, previous, events = "g-1", records.GENESIS, []
+    for seq, position in enumerate(positions, start=1):
+        record = records.leaf_record(position, position + 1, goal, seq, "goal.checkpoint",
+                                     {"n": seq}, "agent-1", "2026-12-08T00:00:00.000000Z",
+                                     None, previous, "")
+        record["hash"] = previous = records.chain_hash(record)
+        events.append(record)
+    by_position = {r["position"]: records.record_leaf_hash(r) for r in events}
+    frontier, nodes = merkle.Frontier(), {}
+    for position in range(size):
+        nodes.update(frontier.append(by_position.get(position) or merkle.leaf_hash(
+            position.to_bytes(4, "big"))))
+    shipped = {key for p in positions for a, b in merkle.inclusion_ranges(p, size)
+               for key in merkle.range_keys(a, b)}
+    halves = {half for key in shipped for half in merkle.halves(key)} - shipped
+    key = Ed25519PrivateKey.generate()
+    head = {"size": size, "root": frontier.root().hex(), "timestamp": "2026-12-08T00:00:00Z",
+            "key_id": heads.key_id(key.public_key()), "horizon": size}
+    head["signature"] = base64.b64encode(key.sign(heads.signed_bytes(head))).decode()
+    return {"format": BUNDLE_FORMAT, "goal": goal, "events": events, "head": head,
+            "subtrees": {merkle.subtree_name(k): nodes[k].hex() for k in shipped},
+            "halves": {merkle.subtree_name(k): nodes[k].hex() for k in halves},
+            "public_keys": {head["key_id"]: heads.public_key_pem(key.public_key())}}, nodes
+
+
+@settings(max_examples=60, deadline=None)
+@given(size=st.integers(2, 70), data=st.data())
+def test_a_wrong_stored_node_an_export_proves_with_is_named_by_the_offline_check(size, data):
+    from wakeledger_verify import bundle as bundles
+
+    positions = sorted(data.draw(st.sets(st.integers(0, size - 1), min_size=1, max_size=5)))
+    exported, _ = _bundle_over(size, positions)
+    assert bundles.check(exported).events == len(positions)
+    nodes = sorted(name for name in exported["subtrees"] if not name.startswith("0/"))
+    assume(nodes)
+    wrong = data.draw(st.sampled_from(nodes))
+    level, index = (int(part) for part in wrong.split("/"))
+    exported["subtrees"][wrong] = "ab" * 32
+    with pytest.raises(bundles.Failure) as failure:
+        bundles.check(exported)
+    assert (f"inclusion proof does not match root: the stored node {wrong} (leaves "
+            f"{index << level} to {((index + 1) << level) - 1}) is wrong") in str(failure.value)

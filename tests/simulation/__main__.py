@@ -16,6 +16,8 @@ def main() -> int:
     parser.add_argument("--goals", type=int, default=30)
     parser.add_argument("--traces", type=int, default=1,
                         help="traces shown per broken invariant (default 1)")
+    parser.add_argument("--progress", action="store_true",
+                        help="one line per simulated day on stderr; SIGUSR1 prints the stack")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a world setting (world.Config), a Python literal: "
                              "--set poisoned=0.5 --set \"planted=('sweeper_off',)\"")
@@ -26,6 +28,12 @@ def main() -> int:
     for item in args.set:
         name, _, value = item.partition("=")
         overrides[name.strip()] = ast.literal_eval(value.strip())
+    if args.progress:
+        import faulthandler
+        import signal
+
+        overrides["progress"] = True
+        faulthandler.register(signal.SIGUSR1)  # where a long world spends its time, on demand
     os.environ.pop("DATABASE_URL", None)  # SQLite, as the brief says
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
     import django

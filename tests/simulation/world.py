@@ -11,6 +11,9 @@ end, every goal is.
 
 import heapq
 import random
+import sys
+import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -95,6 +98,7 @@ class Config:
     # revoked provider key): a burst of goals needing a human at once.
     auth_burst: tuple[float, float] | None = None
     planted: tuple[str, ...] = ()  # product bugs planted for a test (product.planted)
+    progress: bool = False  # one line per simulated day on stderr (long worlds from make simulate)
     sweeper_row_deleted_at: float | None = None  # hours: an admin deletes the sweeper's row
     start_within: float = 12.0  # hours over which the first goals start
     # The clock step (World.clock_jumps; docs/liveness.md, "A clock stepped
@@ -411,9 +415,18 @@ class World:
             if self.config.clock_step is not None:
                 self.at(START + self.config.clock_step[0] * (self.end - START),
                         self.clock_jumps)
+            day, began, names = 0, time.perf_counter(), Counter[str]()
             while self.queue and self.queue[0][0] <= self.end:
                 when, _seq, action, args = heapq.heappop(self.queue)
                 self.clock.current = max(self.clock.current, when)
+                if self.config.progress:
+                    names[getattr(action, "__name__", "")] += 1
+                    if self.now - START >= timedelta(days=day + 1):
+                        day = (self.now - START).days
+                        busiest = ", ".join(f"{n} {c}" for n, c in names.most_common(3))
+                        print(f"  day {day}: {self.report.steps} steps ({busiest}), "
+                              f"{time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
+                        names.clear()
                 self.touched = set()
                 self.step(action, args)
                 self.report.steps += 1
@@ -439,7 +452,9 @@ class World:
             if not product.is_database_down(error):
                 raise
             self.report.db_refusals += 1
-            if name in ("scheduler_tick", "operator_tick", "damage_tick"):
+            # A tick has already queued its successor: retrying it as well
+            # would start a second chain of it at every outage.
+            if name in ("scheduler_tick", "operator_tick", "damage_tick", "notify_watch"):
                 return
             # A real client retries: after the outage, with jitter.
             self.at(down_until + timedelta(seconds=self.rng.uniform(1, 120)), action, *args)

@@ -64,6 +64,10 @@ def add(actions: Any) -> None:
                                           "of N leaves (repeatable)")
     export.add_argument("--no-seal", action="store_true",
                         help="export against the newest head as it is, without sealing")
+    export.add_argument("--witness", action="append", default=[], metavar="VKEY_OR_NAME",
+                        help="export against the newest head this witness cosigned (its "
+                             "note verifier key, its cosignature then checked, or its name; "
+                             "repeatable: all of them); by default the newest head")
 
 
 class Auditing(Shell):
@@ -165,6 +169,9 @@ class Auditing(Shell):
         if settings.WAKELEDGER_HEAD_WITNESS_URL:
             self.stdout.write(f"witness {'took' if result.witnessed else 'did NOT take'} the "
                               "head")
+        if settings.WAKELEDGER_TLOG_WITNESSES:  # the push runs after the commit, not here
+            self.stdout.write(f"the scheduler sends it to {len(settings.WAKELEDGER_TLOG_WITNESSES)}"
+                              " C2SP witness(es) by add-checkpoint")
 
     def handle_head(self, checkpoint: bool, **_: Any) -> None:
         heads_ = TreeHead.objects.order_by("-id")
@@ -186,8 +193,12 @@ class Auditing(Shell):
         self.stdout.write(key.public_pem.rstrip())
 
     def handle_export(self, goal_id: str, output: str | None, from_size: list[int],
-                      no_seal: bool, **_: Any) -> None:
+                      no_seal: bool, witness: list[str], **_: Any) -> None:
         [pk] = self._valid([goal_id])
+        try:
+            witnesses = [export.witness(text) for text in witness]
+        except notes.NoteError as error:
+            raise CommandError(f"--witness: {error}") from None
         if not no_seal:
             try:
                 sealing.seal()
@@ -197,7 +208,7 @@ class Auditing(Shell):
                 self.stderr.write(f"ALARM: not sealed ({alarm}); exporting against the newest "
                                   "head")
         try:
-            data = export.bundle(pk, from_sizes=from_size)
+            data = export.bundle(pk, from_sizes=from_size, cosigned_by=witnesses)
         except export.NothingToExport as error:
             raise CommandError(str(error)) from None
         text = json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
