@@ -121,6 +121,8 @@ def submit_due() -> dict[str, str]:
         try:
             size = submit(witness, head)
         except SubmitFailed as error:
+            # Read again: a 409 followed in ``submit`` kept the size it named.
+            state = cache.get(_state_key(witness)) or {}
             failures = int(state.get("failures", 0)) + 1
             delay = min(FIRST_RETRY * 2 ** (failures - 1), LAST_RETRY)
             retry = now + timedelta(seconds=delay)

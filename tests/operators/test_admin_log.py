@@ -19,6 +19,7 @@ from ledger.services import loghealth
 from tests.factories import GoalFactory
 from tests.helpers import ledger, staff
 from tests.log.test_log_attacks import append_checkpoint, json_value, rehash_goal, sql
+from tests.log.test_tlog_submission import witness as tlog_served  # noqa: F401 (a fixture)
 from tests.operators.test_metrics import SCRAPE_TOKEN, bearer, scrape
 
 pytestmark = pytest.mark.django_db
@@ -250,3 +251,20 @@ def test_a_witness_report_names_a_kind_it_knows(channel):
         loghealth.witness_report(WITNESS, "gossip", 3, "?")
     assert loghealth.witness_report(WITNESS, loghealth.ROLLBACK, 7, "409: size 7") == 1
     assert loghealth.witness_report(WITNESS, loghealth.ROLLBACK, 7, "409: size 7") == 0
+
+
+def test_a_c2sp_witness_whose_409_holds_more_than_the_log_is_told_as_a_rollback(
+        tlog_served, channel):  # noqa: F811 (the fixture imported above)
+    """The C2SP submitter follows a 409 naming a size larger than the log's
+    (tests/log/test_tlog_submission.py's real add-checkpoint witness): the
+    next telling reports a rollback, once."""
+    from ledger.log import tlog_witness
+    from wakeledger_verify import add_checkpoint
+    GoalFactory(checkpoints=3)
+    head = sealing.seal().head
+    origin = head.checkpoint.split("\n")[0]
+    tlog_served.held[origin] = add_checkpoint.Held(head.size + 5, b"\0" * 32, "")
+    assert tlog_witness.submit_due()[tlog_served.name].startswith("failed: ")
+    assert loghealth.tell() == 1 and loghealth.tell() == 0
+    [row] = told(notices.WITNESS_ROLLBACK)
+    assert f"holds {head.size + 5} leaves, more than the log has" in row.body
