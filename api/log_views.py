@@ -17,6 +17,7 @@ from rest_framework import exceptions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api import errors
 from api.idempotency import idempotent
 from api.problems import Problem
 from api.schema import BODY, IDEMPOTENT, QUERY, responses
@@ -219,7 +220,10 @@ class CheckpointView(LedgerView):
             raise Problem("validation_error", str(error),
                           errors={"checkpoint": [str(error)]}) from None
         except cosigning.UnknownCheckpoint as error:
-            raise Problem("checkpoint_unknown", str(error)) from None
+            # Answered, not raised: a raised refusal rolls the request's
+            # transaction back, and with it the split view or rollback just
+            # recorded for a person (loghealth.add_cosignatures).
+            return errors.response("checkpoint_unknown", str(error))
         except cosigning.TimeOutOfRange as error:
             raise Problem("time_out_of_range", str(error),
                           errors={"checkpoint": [str(error)]}) from None

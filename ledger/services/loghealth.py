@@ -383,8 +383,9 @@ def witness_report(witness: str, kind: str, size: int, detail: str, *,
 def add_cosignatures(note: str) -> list[str]:
     """A witness's POST of a cosigned checkpoint (``cosigning.add``). One that
     a configured witness validly cosigned, of this log, signed by this
-    server's key, that no stored head has is a split view (or the heads were
-    deleted): reported before the refusal is raised."""
+    server's key, that no stored head has is reported before the refusal is
+    raised: a rollback when it holds more leaves than the tree, else a split
+    view. The witness sends the checkpoint it accepted when it finds either."""
     try:
         return cosigning.add(note)
     except cosigning.UnknownCheckpoint:
@@ -403,8 +404,11 @@ def _report_unknown(note: str) -> None:
                                        cosigning.witnesses())
     except notes.NoteError:
         return  # not signed by this log: no view of it at all
+    # More leaves than the tree holds: the log went back (heads and leaves
+    # deleted, a backup restored); otherwise another tree at that size.
+    kind = ROLLBACK if checkpoint.size > merkle_store.size() else SPLIT_VIEW
     for name in sorted(opened.cosigned_by):
-        witness_report(name, SPLIT_VIEW, checkpoint.size,
+        witness_report(name, kind, checkpoint.size,
                        f"it cosigned the checkpoint of size {checkpoint.size}, root "
                        f"{checkpoint.root.hex()}, signed by this log's key, which no "
                        "stored head has")

@@ -19,6 +19,7 @@ from ledger.services import loghealth
 from tests.factories import GoalFactory
 from tests.helpers import ledger, staff
 from tests.log.test_log_attacks import append_checkpoint, json_value, rehash_goal, sql
+from tests.log.test_log_witness import served  # noqa: F401 (a fixture)
 from tests.log.test_tlog_submission import witness as tlog_served  # noqa: F401 (a fixture)
 from tests.operators.test_metrics import SCRAPE_TOKEN, bearer, scrape
 
@@ -268,3 +269,28 @@ def test_a_c2sp_witness_whose_409_holds_more_than_the_log_is_told_as_a_rollback(
     assert loghealth.tell() == 1 and loghealth.tell() == 0
     [row] = told(notices.WITNESS_ROLLBACK)
     assert f"holds {head.size + 5} leaves, more than the log has" in row.body
+
+
+# ------------------------------------------------------------------ the witness tells the server
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_witness_that_finds_a_rollback_tells_the_server_and_a_person(
+        served, capsys, channel):  # noqa: F811 (the fixture imported above)
+    """The real witness (wakeledger-verify witness) over HTTP: the database set
+    back under it; it sends the checkpoint it accepted, which the log no longer
+    has, and a person is told of the rollback."""
+    from tests.log.test_log_tamper_paths import drop_tree_above
+    from tests.log.test_log_witness import run_witness
+    first = TreeHead.objects.order_by("id").first()
+    append_checkpoint(str(served["goals"][1].pk), "later")
+    sealing.seal()
+    assert run_witness(served, capsys)[0] == 0
+    accepted = TreeHead.objects.order_by("-id").first().size
+    triggers.drop(connection)
+    sql("DELETE FROM ledger_cosignature")
+    drop_tree_above(first.size)
+    code, out = run_witness(served, capsys)
+    assert code == 3 and "ROLLBACK" in out, out
+    [row] = told(notices.WITNESS_ROLLBACK)
+    assert f"at size {accepted}" in row.body and not told(notices.WITNESS_SPLIT_VIEW)
