@@ -95,6 +95,10 @@ def seal_lag(now: datetime) -> tuple[int, float]:
     return max(0, last - head), max(0.0, (now - oldest).total_seconds()) if oldest else 0.0
 
 
+def _any_witness() -> bool:
+    return bool(settings.WAKELEDGER_WITNESS_KEYS or settings.WAKELEDGER_TLOG_WITNESSES)
+
+
 def log_alarm() -> str | None:
     """Why the sealer refuses to sign (its alarm), or None."""
     return sealer_state.inconsistency_alarm()
@@ -102,8 +106,9 @@ def log_alarm() -> str | None:
 
 def witnesses(now: datetime, tree_size: int | None = None,
               newest: TreeHead | None = None) -> list[Witness]:
-    """Each configured witness's standing: two indexed queries per witness."""
-    if not settings.WAKELEDGER_WITNESS_KEYS:
+    """Each configured witness's standing (pulling or pushed to: every key
+    ``cosigning.witnesses`` knows): two indexed queries per witness."""
+    if not _any_witness():
         return []
     if tree_size is None:
         tree_size = merkle_store.size()
@@ -264,7 +269,7 @@ def goal_standing(goal_id: str, shown: Sequence[Event] | None = None, *,
 def log_problems() -> list[str]:
     """What keeps every page from saying "verified": the sealer's alarm and a
     rollback a witness's cosignature shows. No query without witnesses."""
-    if not settings.WAKELEDGER_WITNESS_KEYS:
+    if not _any_witness():
         return _problems(log_alarm(), [], 0)
     tree_size = merkle_store.size()
     return _problems(log_alarm(), witnesses(clock.now(), tree_size), tree_size)

@@ -267,6 +267,8 @@ def test_a_c2sp_witness_whose_409_holds_more_than_the_log_is_told_as_a_rollback(
     tlog_served.held[origin] = add_checkpoint.Held(head.size + 5, b"\0" * 32, "")
     assert tlog_witness.submit_due()[tlog_served.name].startswith("failed: ")
     assert loghealth.tell() == 1 and loghealth.tell() == 0
+    # A witness the log pushes to is on the log page and in /metrics like a pulling one.
+    assert [w.name for w in loghealth.health().witnesses] == [tlog_served.name]
     [row] = told(notices.WITNESS_ROLLBACK)
     assert f"holds {head.size + 5} leaves, more than the log has" in row.body
 
