@@ -64,6 +64,25 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+def strict_object(raw: bytes) -> dict[str, Any]:
+    """``raw`` as the JSON object an agent means, or ValueError saying why
+    not: not UTF-8, nested too deeply, NaN or Infinity, a duplicate key, a
+    number too long to read, or a top level that is not an object. Shared
+    by the REST API's parser and the OAuth endpoints' own bodies."""
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constants,
+                          object_pairs_hook=_no_duplicates)
+    except UnicodeDecodeError:
+        raise ValueError("The body is not UTF-8.") from None
+    except RecursionError:
+        raise ValueError("The body is nested too deeply.") from None
+    except ValueError as exc:
+        raise ValueError(f"The body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError("The body must be a JSON object.")
+    return data
+
+
 class StrictJSONParser(JSONParser):
     def parse(self, stream: Any, media_type: str | None = None,
               parser_context: dict[str, Any] | None = None) -> Any:
@@ -72,17 +91,9 @@ class StrictJSONParser(JSONParser):
         if len(raw) > limit:
             raise Problem("payload_too_large", f"The body is larger than {limit} bytes.")
         try:
-            data = json.loads(raw.decode("utf-8"), parse_constant=_no_constants,
-                              object_pairs_hook=_no_duplicates)
-        except UnicodeDecodeError:
-            raise ParseError("The body is not UTF-8.") from None
-        except RecursionError:
-            raise ParseError("The body is nested too deeply.") from None
+            return strict_object(raw)
         except ValueError as exc:
-            raise ParseError(f"The body is not valid JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise ParseError("The body must be a JSON object.")
-        return data
+            raise ParseError(str(exc)) from None
 
 
 # What DRF answers for these when the first renderer is JSON: "*/*" (or no

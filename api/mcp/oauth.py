@@ -1,60 +1,330 @@
 """OAuth 2.1 for hosted connectors, with django-oauth-toolkit (DOT).
 
-DOT serves the authorization server: RFC 8414 and RFC 9728 metadata, dynamic
-client registration (RFC 7591), the token endpoint (authorization code with
-PKCE S256 only, refresh tokens rotated with reuse detection) and revocation;
-the settings (``OAUTH2_PROVIDER``) turn on every RFC 9700 gate, so tokens are
-stored as SHA-256 checksums only. What is ours:
+DOT serves the authorization server: RFC 8414 and RFC 9728 metadata, Client
+ID Metadata Documents and dynamic client registration (RFC 7591), the token
+endpoint (authorization code with PKCE S256 only, refresh tokens rotated with
+reuse detection) and revocation; the settings (``OAUTH2_PROVIDER``, in
+ledger/project/oauth.py) turn on every RFC 9700 gate, so tokens are stored as
+SHA-256 checksums only. What is ours (docs/agents.md "OAuth"):
 
-- the consent page (``ConsentView``): in the admin's look, a signed-in
-  operator chooses which agent identity the connector acts as; the grant,
-  and so every token from it, belongs to that agent user, so ``/mcp`` sees the
-  connector exactly as the REST API sees that agent (its own goals only);
-- an access token as a ``/mcp`` caller (``principal``);
-- the audit trail (``OAuthAudit``): each consent, refusal and revocation.
+- the consent page (``ConsentView``): in the product's look, a signed-in
+  operator chooses which agent identity the connector acts as (none is
+  chosen for them); the grant, and so every token from it, belongs to that
+  agent user and to ``/mcp`` (RFC 8707), so ``/mcp`` sees the connector
+  exactly as the REST API sees that agent (its own goals only);
+- an error found after the person signed in is shown to them, with the way
+  back to the connector (the login page's CSP would block the redirect);
+- the rules DOT leaves open (``LedgerValidator``): plain http redirects to the
+  loopback address only, a replayed authorization code revokes what the
+  code gave (RFC 6749 §4.1.2), a reused refresh token's revoked family is
+  audited;
+- an access token as a ``/mcp`` caller (``principal``): live, for ``/mcp``,
+  for an active agent; a deactivated agent's tokens end at once and stay
+  ended (``end_access``);
+- registration: every attempt counted against the address, its body read
+  strictly (``registration_refusal``), each registration audited;
+- the audit trail (``OAuthAudit``): each registration, consent, refusal,
+  revocation and replay.
 """
 
 import hashlib
+import ipaddress
+import json
 import logging
+import socket
+import ssl
+import time
 import urllib.parse
+from collections.abc import Iterable
 from typing import Any
 
+import urllib3
 from django import forms
+from django.conf import settings
+from django.contrib import admin
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
+from django.db.models import F
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
+from oauth2_provider import cimd
+from oauth2_provider.exceptions import FatalClientError, OAuthToolkitError
 from oauth2_provider.forms import AllowForm
-from oauth2_provider.models import get_access_token_model, get_refresh_token_model
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_application_model,
+    get_grant_model,
+    get_refresh_token_model,
+)
+from oauth2_provider.oauth2_backends import _add_iss_to_redirect
+from oauth2_provider.oauth2_validators import OAuth2Validator
+from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import (
     AuthorizationView,
+    DynamicClientRegistrationManagementView,
     DynamicClientRegistrationView,
     RevokeTokenView,
 )
+from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
 from api.mcp.inprocess import Principal
+from api.parsing import strict_object
 from ledger.access import accounts
 from ledger.access.accounts import AGENT, OPERATOR, role_of
 from ledger.access.models import OAuthAudit
+from ledger.domain.validation import encodes
+from ledger.project import siteurl
 from ledger.project.middleware import POLICY
 
 logger = logging.getLogger("wakeledger.security")
 SCOPE = "mcp"
+MCP_PATH = "/mcp"
 
 
 def checksum(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def principal(token: str) -> Principal | None:
-    """The live access token ``token`` is, as a ``/mcp`` caller: its agent user."""
+def audit(kind: str, application: Any, *, agent: str = "", by: str = "",
+          client_id: str = "") -> None:
+    OAuthAudit.objects.create(
+        kind=kind, client_id=(application.client_id if application else client_id)[:100],
+        client_name=((application.name or "") if application else "")[:255],
+        agent=agent[:150], by=by[:150])
+
+
+# ---------------------------------------------------------------- the resource (RFC 8707)
+
+def mcp_resources(request: HttpRequest) -> set[str]:
+    """The names ``/mcp`` goes by as an RFC 8707 resource: under SITE_URL
+    (what the resource metadata publishes when it is set) and under the
+    address the request came to (what it publishes otherwise)."""
+    return {siteurl.base_url(request) + MCP_PATH,
+            request.build_absolute_uri(MCP_PATH)}
+
+
+def _ours(resource: str, ours: set[str]) -> bool:
+    return resource.rstrip("/") in ours
+
+
+def principal(token: str, resources: Iterable[str]) -> Principal | None:
+    """The live access token ``token`` is, as a ``/mcp`` caller: its agent
+    user, if the token was issued for ``/mcp`` (one of ``resources``). A
+    token for another resource, or for none, is refused: the MCP
+    authorization spec has the server check the audience, so a token a
+    connector obtained for some other service cannot be replayed here."""
     found = (get_access_token_model().objects.select_related("user", "application")
              .filter(token_checksum=checksum(token)).first())
     if found is None or not found.is_valid([SCOPE]) or found.user is None \
             or found.application is None or not found.user.is_active:
         return None
+    ours = set(resources)
+    if not found.resource or not all(_ours(r, ours) for r in found.resource):
+        return None
     if role_of(found.user) != AGENT:
         return None  # the identity lost its agent role since the consent
     return Principal(found.user, found, f"oauth:{found.application_id}:{found.user_id}")
 
+
+# ---------------------------------------------------------------- redirects
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+def redirect_refusal(uri: str) -> str | None:
+    """Why ``uri`` may not be a redirect URI, or None. https anywhere; plain
+    http only to the loopback address (RFC 8252 §7.3: a local client's own
+    listener), and only where WAKELEDGER_OAUTH_LOOPBACK allows it (off with
+    the HTTPS profile). Any other http host would carry the code in the
+    clear to whoever answers for that name."""
+    try:
+        parts = urllib.parse.urlsplit(uri)
+        host = parts.hostname
+    except ValueError:
+        return "is not a URL"
+    if not host or parts.fragment:
+        return "must be an absolute URL without a fragment"
+    if parts.scheme == "https":
+        return None
+    if parts.scheme == "http":
+        if "http" not in oauth2_settings.ALLOWED_REDIRECT_URI_SCHEMES:
+            return "must use https"
+        if host.lower() not in LOOPBACK_HOSTS:
+            return "must use https (plain http only to 127.0.0.1, [::1] or localhost)"
+        return None
+    return "must use https"
+
+
+# ---------------------------------------------------------------- the validator
+
+def _code_key(code: str) -> str:
+    return f"wl:oauth-code:{checksum(code)[:32]}"
+
+
+class LedgerValidator(OAuth2Validator):
+    """DOT's validator with the rules it leaves to the server."""
+
+    def validate_redirect_uri(self, client_id: str, redirect_uri: str, request: Any,
+                              *args: Any, **kwargs: Any) -> bool:
+        # Checked on every authorization request, so a client registered
+        # before the rule (or by hand in the admin) is held to it too.
+        return (redirect_refusal(redirect_uri) is None
+                and super().validate_redirect_uri(client_id, redirect_uri, request,
+                                                  *args, **kwargs))
+
+    def get_default_redirect_uri(self, client_id: str, request: Any,
+                                 *args: Any, **kwargs: Any) -> str | None:
+        uri = super().get_default_redirect_uri(client_id, request, *args, **kwargs)
+        return uri if uri and redirect_refusal(uri) is None else None
+
+    def _save_bearer_token(self, token: dict[str, Any], request: Any,
+                           *args: Any, **kwargs: Any) -> Any:
+        saved = super()._save_bearer_token(token, request, *args, **kwargs)
+        if request.grant_type == "authorization_code" and token.get("refresh_token"):
+            # What this code gave, kept (in the database cache) as long as a
+            # refresh token from it may live: a replay of the code revokes it.
+            family = (get_refresh_token_model().objects
+                      .filter(token_checksum=checksum(token["refresh_token"]))
+                      .values_list("token_family", flat=True).first())
+            if family:
+                cache.set(_code_key(request.code), str(family),
+                          timeout=oauth2_settings.REFRESH_TOKEN_EXPIRE_SECONDS)
+        return saved
+
+    def validate_code(self, client_id: str, code: str, client: Any, request: Any,
+                      *args: Any, **kwargs: Any) -> bool:
+        if super().validate_code(client_id, code, client, request, *args, **kwargs):
+            return True
+        family = cache.get(_code_key(code))
+        if family:
+            # RFC 6749 §4.1.2: a code used twice may have been stolen; the
+            # tokens its first exchange gave are revoked with the refusal.
+            cache.delete(_code_key(code))
+            refresh = get_refresh_token_model()
+            first = refresh.objects.select_related("user").filter(token_family=family).first()
+            refresh.revoke_family(family)
+            audit(OAuthAudit.CODE_REUSED, client,
+                  agent=first.user.get_username() if first and first.user else "", by="client")
+            logger.warning("OAuth: authorization code replayed by client %s; its tokens "
+                           "are revoked", client_id)
+        return False
+
+    def validate_refresh_token(self, refresh_token: str, client: Any, request: Any,
+                               *args: Any, **kwargs: Any) -> bool:
+        model = get_refresh_token_model()
+        found = (model.objects.select_related("user", "application")
+                 .filter(token_checksum=checksum(refresh_token))
+                 .order_by(F("revoked").desc(nulls_first=True)).first())
+        family_live = bool(found and found.revoked is not None and found.token_family
+                           and model.objects.filter(token_family=found.token_family,
+                                                    revoked__isnull=True).exists())
+        valid = super().validate_refresh_token(refresh_token, client, request, *args, **kwargs)
+        if not valid and family_live:
+            # DOT revoked the whole family (reuse detection); say so, once.
+            audit(OAuthAudit.REFRESH_REUSED, found.application,
+                  agent=found.user.get_username() if found.user else "", by="client")
+            logger.warning("OAuth: a rotated-away refresh token of client %s was used "
+                           "again; its family is revoked", client.client_id if client else "-")
+        return valid
+
+    def validate_client_id(self, client_id: str, request: Any, *args: Any, **kwargs: Any) -> bool:
+        known = True
+        if oauth2_settings.CIMD_ENABLED and cimd.is_cimd_client_id(client_id):
+            known = get_application_model().objects.filter(client_id=client_id).exists()
+        valid = super().validate_client_id(client_id, request, *args, **kwargs)
+        if valid and not known:
+            audit(OAuthAudit.REGISTERED, request.client, by="metadata document")
+        return valid
+
+
+# ---------------------------------------------------------------- Client ID Metadata Documents
+
+class MetadataFetcher(cimd.SafeMetadataFetcher):
+    """DOT's SSRF-hardened fetcher (https only; the address resolved once,
+    checked, then connected to; no redirects; one deadline; a size cap),
+    which may also reach the networks WAKELEDGER_OAUTH_CIMD_PRIVATE_NETWORKS
+    lists: none by default, so a client_id URL naming an internal address
+    (the cloud metadata service, a database) is never fetched."""
+
+    def fetch(self, client_id: str) -> tuple[dict[str, Any], int]:
+        networks = [ipaddress.ip_network(n, strict=False)
+                    for n in settings.WAKELEDGER_OAUTH_CIMD_PRIVATE_NETWORKS]
+        if not networks:
+            return super().fetch(client_id)
+        parsed = cimd._validate_client_id_url(client_id)
+        port = parsed.port or 443
+        try:
+            infos = socket.getaddrinfo(parsed.hostname, port, proto=socket.IPPROTO_TCP)
+        except socket.gaierror as exc:
+            raise cimd.CIMDError(f"could not resolve client_id host: {exc}") from exc
+        ips = [info[4][0] for info in infos]
+        for ip in ips:
+            if not cimd._ip_is_public(ip) and not any(
+                    ipaddress.ip_address(ip) in n for n in networks):
+                raise cimd.CIMDError(f"client_id host resolves to a non-public address ({ip})")
+        if not ips:
+            raise cimd.CIMDError("client_id host did not resolve to any address")
+        deadline = time.monotonic() + oauth2_settings.CIMD_FETCH_TIMEOUT_SECONDS
+        path = parsed.path + (f"?{parsed.query}" if parsed.query else "")
+        headers = {"Host": parsed.netloc, "Accept": "application/json, application/*+json"}
+        last: Exception | None = None
+        for ip in ips:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            pool = urllib3.HTTPSConnectionPool(
+                host=ip, port=port, retries=False, maxsize=1,
+                timeout=urllib3.Timeout(connect=remaining, read=remaining, total=remaining),
+                ssl_context=ssl.create_default_context(), server_hostname=parsed.hostname)
+            try:
+                response = pool.urlopen("GET", path, headers=headers, redirect=False,
+                                        preload_content=False)
+                try:
+                    return self._read_document(response)
+                finally:
+                    response.release_conn()
+            except urllib3.exceptions.HTTPError as exc:
+                last = exc
+            finally:
+                pool.close()
+        raise cimd.CIMDError(f"could not fetch client_id document: {last}")
+
+
+# ---------------------------------------------------------------- an agent's access
+
+def end_access(user: Any) -> int:
+    """End every OAuth grant and token ``user`` holds: refresh token families
+    revoked, access tokens and pending codes deleted, one audit row per
+    connector. Run when the user is deactivated, so reactivating it later
+    brings none of them back (the connector must be authorized again)."""
+    refresh = get_refresh_token_model()
+    live = refresh.objects.filter(user=user, revoked__isnull=True).select_related("application")
+    applications = {t.application_id: t.application for t in live}
+    for family in {t.token_family for t in live if t.token_family}:
+        refresh.revoke_family(family)
+    live.update(revoked=timezone.now())
+    tokens = get_access_token_model().objects.filter(user=user).select_related("application")
+    applications.update({t.application_id: t.application for t in tokens})
+    tokens.delete()
+    get_grant_model().objects.filter(user=user).delete()
+    for application in applications.values():
+        if application is not None:
+            audit(OAuthAudit.REVOKED, application, agent=user.get_username(),
+                  by="agent deactivated")
+    return len(applications)
+
+
+def user_saved(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """pre_save of the user model: a user saved inactive holds no OAuth
+    access. Whatever deactivates it (the admin's user form, a shell, a
+    command), the tokens end with the save, in its transaction."""
+    if instance.pk is not None and not instance.is_active:
+        update_fields = kwargs.get("update_fields")
+        if update_fields is None or "is_active" in update_fields:
+            end_access(instance)
+
+
+# ---------------------------------------------------------------- consent
 
 def agents() -> Any:
     return (get_user_model().objects.filter(is_active=True, groups__name=AGENT)
@@ -62,7 +332,10 @@ def agents() -> Any:
 
 
 class ConsentForm(AllowForm):
-    agent = forms.ModelChoiceField(queryset=agents(), required=False, empty_label=None,
+    # No agent chosen for the person: a first-in-the-list default would
+    # hand a connector whichever identity sorts first.
+    agent = forms.ModelChoiceField(queryset=agents(), required=False,
+                                   empty_label="— choose an agent —",
                                    to_field_name="username",
                                    help_text="The connector acts as this agent: it sees and "
                                              "writes that agent's goals only.")
@@ -78,6 +351,14 @@ class ConsentForm(AllowForm):
         return data
 
 
+def _redirect_error(error: str, description: str, credentials: dict[str, Any]
+                    ) -> OAuthToolkitError:
+    return OAuthToolkitError(
+        error=CustomOAuth2Error(error=error, description=description,
+                                state=credentials.get("state")),
+        redirect_uri=credentials["redirect_uri"])
+
+
 class ConsentView(AuthorizationView):
     """DOT's authorization endpoint with our consent page and rules."""
 
@@ -86,16 +367,34 @@ class ConsentView(AuthorizationView):
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if request.user.is_authenticated and role_of(request.user) != OPERATOR:
-            response = HttpResponse("Only an operator may authorize a connector.",
-                                    status=403, content_type="text/plain")
-            return response
-        asked = request.POST if request.method == "POST" else request.GET
-        if request.user.is_authenticated and asked.get("code_challenge_method") != "S256":
-            # Refused before the page is shown: DOT would refuse "plain" only
-            # once the person had consented.
-            return HttpResponse("PKCE with code_challenge_method=S256 is required.",
-                                status=400, content_type="text/plain")
+            return self.render_to_response(self.get_context_data(
+                form=None, error={"error": "access_denied",
+                       "description": "Only an operator may authorize a connector. Sign "
+                                      "in as one, or ask one to."}), status=403)
         return super().dispatch(request, *args, **kwargs)
+
+    def validate_authorization_request(self, request: HttpRequest) -> tuple[Any, Any]:
+        scopes, credentials = super().validate_authorization_request(request)
+        # Refused before the page is shown (DOT would refuse "plain" only
+        # once the person had consented), back to the client.
+        if request.GET.get("code_challenge_method") != "S256":
+            raise _redirect_error("invalid_request",
+                                  "PKCE with code_challenge_method=S256 is required.",
+                                  credentials)
+        ours = mcp_resources(request)
+        for resource in request.GET.getlist("resource"):
+            if not _ours(resource, ours):
+                # RFC 8707 §2: this server issues tokens for /mcp only.
+                raise _redirect_error("invalid_target",
+                                      f"This server issues tokens for {min(ours)} only.",
+                                      credentials)
+        return scopes, credentials
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        # The admin's context: the product's name in the header and title
+        # (not Django's default) and the signed-in person's links.
+        return {**admin.site.each_context(self.request), "title": "Authorize a connector",
+                **super().get_context_data(**kwargs)}
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         response = super().get(request, *args, **kwargs)
@@ -109,21 +408,46 @@ class ConsentView(AuthorizationView):
                 "form-action 'self'", f"form-action 'self' {parts.scheme}://{parts.netloc}")
         return response
 
+    def error_response(self, error: Any, application: Any, **kwargs: Any) -> HttpResponse:
+        if self.request.method != "GET" or isinstance(error, FatalClientError):
+            return super().error_response(error, application, **kwargs)
+        # An error found on the page's GET, which follows the sign-in: a
+        # redirect to the client here would be the end of the login form's
+        # POST, and the login page's CSP (form-action 'self') stops it, so
+        # the person saw nothing and the client heard nothing. Instead the
+        # person reads the error, with the link back to the client carrying
+        # it (RFC 6749 §4.1.2.1, with RFC 9207's issuer).
+        oauthlib_error = error.oauthlib_error
+        target = oauthlib_error.redirect_uri or ""
+        url = target + ("&" if "?" in target else "?") + oauthlib_error.urlencoded
+        if oauth2_settings.COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS:
+            url = _add_iss_to_redirect(
+                url, oauth2_settings.oauth2_authorization_server_issuer(self.request))
+        if target and redirect_refusal(target) is not None:
+            url = ""
+        return self.render_to_response(self.get_context_data(
+            form=None, error={"error": oauthlib_error.error,
+                   "description": oauthlib_error.description}, return_url=url),
+            status=oauthlib_error.status_code)
+
     def form_valid(self, form: ConsentForm) -> HttpResponse:
         application = self.get_application(form.cleaned_data["client_id"])
         person = self.request.user
         agent = form.cleaned_data.get("agent")
         allowed = bool(form.cleaned_data.get("allow")) and agent is not None
-        OAuthAudit.objects.create(
-            kind=OAuthAudit.GRANTED if allowed else OAuthAudit.REFUSED,
-            client_id=form.cleaned_data["client_id"][:100],
-            client_name=(application.name if application else "")[:255],
-            agent=agent.get_username() if allowed else "", by=person.get_username())
+        audit(OAuthAudit.GRANTED if allowed else OAuthAudit.REFUSED, application,
+              agent=agent.get_username() if allowed else "", by=person.get_username(),
+              client_id=form.cleaned_data["client_id"])
         logger.info("OAuth consent %s: client %s as %s by %s",
                     "granted" if allowed else "refused", form.cleaned_data["client_id"],
                     agent.get_username() if allowed else "-", person.get_username())
         if not allowed:
             return super().form_valid(form)
+        if not form.cleaned_data.get("resource"):
+            # A client that named no resource gets tokens for /mcp all the
+            # same: the only resource here, and so every token has an
+            # audience /mcp can check.
+            form.cleaned_data["resource"] = siteurl.base_url(self.request) + MCP_PATH
         # The grant belongs to the agent: DOT takes the grant's user from
         # request.user (oauth2_backends), so the person stands aside for it.
         self.request.user = agent
@@ -134,8 +458,6 @@ class ConsentView(AuthorizationView):
 
     @staticmethod
     def get_application(client_id: str) -> Any:
-        from oauth2_provider.models import get_application_model
-
         return get_application_model().objects.filter(client_id=client_id).first()
 
 
@@ -152,17 +474,91 @@ class AuditedRevokeView(RevokeTokenView):
                 break
         response = super().post(request, *args, **kwargs)
         if response.status_code == 200 and found is not None and found.application:
-            OAuthAudit.objects.create(
-                kind=OAuthAudit.REVOKED, client_id=found.application.client_id[:100],
-                client_name=found.application.name[:255],
-                agent=found.user.get_username() if found.user else "", by="client")
+            audit(OAuthAudit.REVOKED, found.application,
+                  agent=found.user.get_username() if found.user else "", by="client")
         return response
 
 
+# ---------------------------------------------------------------- registration (RFC 7591)
+
 # Registration is open (RFC 7591: a hosted connector registers itself), so
-# one address may register only so many clients an hour; a registration
-# grants nothing until an operator consents.
+# one address may try only so many registrations an hour, refused or not; a
+# registration grants nothing until an operator consents.
 REGISTRATIONS = accounts.Window("oauth-register", 20, 3600)
+MAX_REDIRECT_URIS = 10
+MAX_URI = 2000
+MAX_TEXT = 255
+MAX_DEPTH = 8
+
+
+def _metadata_error(error: str, description: str, status: int = 400) -> JsonResponse:
+    # RFC 7591 §3.2.2's shape; ``error`` is the stable code.
+    return JsonResponse({"error": error, "error_description": description}, status=status)
+
+
+def _text_refusal(value: Any, depth: int = 0) -> str | None:
+    """Why a value somewhere in the document cannot be stored, or None: a
+    lone surrogate or NUL in a string, nesting deeper than any metadata."""
+    if depth > MAX_DEPTH:
+        return "is nested too deeply"
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "contains a NUL character"
+        if not value.isascii() and not encodes(value):
+            return "contains a lone surrogate character"
+        return None
+    if isinstance(value, dict):
+        items: Iterable[Any] = [*value.keys(), *value.values()]
+    elif isinstance(value, list):
+        items = value
+    else:
+        return None
+    return next((r for r in (_text_refusal(v, depth + 1) for v in items) if r), None)
+
+
+def registration_refusal(request: HttpRequest) -> JsonResponse | None:
+    """A registration body DOT must not see, answered with a stable code:
+    not JSON (415), too large (413), unreadable JSON or values no column
+    stores (``invalid_client_metadata``), a redirect URI this server will
+    not send a code to (``invalid_redirect_uri``)."""
+    media = request.content_type.split(";")[0].strip().lower()
+    if media != "application/json":
+        return _metadata_error("invalid_client_metadata",
+                               "Send the client metadata as application/json.", 415)
+    limit = settings.WAKELEDGER_MAX_BODY_BYTES
+    if len(request.body) > limit:
+        return _metadata_error("invalid_client_metadata",
+                               f"The body is larger than {limit} bytes.", 413)
+    try:
+        data = strict_object(request.body)
+    except ValueError as exc:
+        return _metadata_error("invalid_client_metadata", str(exc))
+    for key, value in data.items():
+        refusal = _text_refusal(value) or _text_refusal(key)
+        if refusal:
+            return _metadata_error("invalid_client_metadata", f"{key[:40]!r} {refusal}.")
+    name = data.get("client_name", "")
+    if not isinstance(name, str) or len(name) > MAX_TEXT:
+        return _metadata_error("invalid_client_metadata",
+                               f"client_name must be a string of at most {MAX_TEXT} characters.")
+    uris = data.get("redirect_uris", [])
+    if not isinstance(uris, list) or len(uris) > MAX_REDIRECT_URIS \
+            or not all(isinstance(u, str) and len(u) <= MAX_URI for u in uris):
+        return _metadata_error("invalid_redirect_uri",
+                               f"redirect_uris must be a list of at most {MAX_REDIRECT_URIS} "
+                               f"URLs of at most {MAX_URI} characters.")
+    for uri in uris:
+        refusal = redirect_refusal(uri)
+        if refusal:
+            return _metadata_error("invalid_redirect_uri", f"{uri[:100]!r} {refusal}.")
+    for field in ("grant_types", "response_types"):
+        if field in data and (not isinstance(data[field], list)
+                              or not all(isinstance(g, str) for g in data[field])):
+            return _metadata_error("invalid_client_metadata", f"{field} must be a list of strings.")
+    if not isinstance(data.get("token_endpoint_auth_method", ""), str):
+        return _metadata_error("invalid_client_metadata",
+                               "token_endpoint_auth_method must be a string.")
+    return None
 
 
 class ThrottledRegistrationView(DynamicClientRegistrationView):
@@ -170,13 +566,33 @@ class ThrottledRegistrationView(DynamicClientRegistrationView):
         address = accounts.client_address(request)
         wait = REGISTRATIONS.locked_for(address)
         if wait:
-            response = JsonResponse({"error": "invalid_client_metadata",  # RFC 7591 §3.2.2
-                                     "error_description": "Too many registrations from this "
-                                                          "address; see Retry-After."},
-                                    status=429)
+            response = _metadata_error("invalid_client_metadata",  # RFC 7591 §3.2.2
+                                       "Too many registrations from this address; see "
+                                       "Retry-After.", 429)
             response["Retry-After"] = str(wait)
             return response
-        answer = super().post(request, *args, **kwargs)
+        # Every attempt counts: a throttle counting only successes would let
+        # an address probe the endpoint without end.
+        REGISTRATIONS.record(address)
+        answer = registration_refusal(request) or super().post(request, *args, **kwargs)
         if answer.status_code == 201:
-            REGISTRATIONS.record(address)
+            application = get_application_model().objects.filter(
+                client_id=_json(answer).get("client_id", "")).first()
+            audit(OAuthAudit.REGISTERED, application, by=f"dynamic registration from {address}")
         return answer
+
+
+class CheckedRegistrationManagementView(DynamicClientRegistrationManagementView):
+    """RFC 7592's configuration endpoint, its PUT body read as strictly as a
+    registration's."""
+
+    def put(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        return registration_refusal(request) or super().put(request, *args, **kwargs)
+
+
+def _json(response: HttpResponse) -> dict[str, Any]:
+    try:
+        data = json.loads(response.content)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}

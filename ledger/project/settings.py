@@ -283,9 +283,15 @@ WAKELEDGER_OAUTH_REFRESH_TOKEN_SECONDS = env_int("WAKELEDGER_OAUTH_REFRESH_TOKEN
 # `check --deploy` would warn about any http redirect; hosted connectors
 # redirect to https. Local clients can always send an API token instead.
 WAKELEDGER_OAUTH_LOOPBACK = env_bool("WAKELEDGER_OAUTH_LOOPBACK", not WAKELEDGER_HTTPS)
+# Client ID Metadata Documents (an https URL as a connector's client_id):
+# offered unless turned off; fetched from public addresses only, unless the
+# networks listed here (CIDRs, e.g. an intranet's 10.0.0.0/8) are allowed too.
+WAKELEDGER_OAUTH_CIMD = env_bool("WAKELEDGER_OAUTH_CIMD", True)
+WAKELEDGER_OAUTH_CIMD_PRIVATE_NETWORKS = env_list("WAKELEDGER_OAUTH_CIMD_PRIVATE_NETWORKS", [])
 OAUTH2_PROVIDER = oauth.provider_settings(WAKELEDGER_OAUTH_ACCESS_TOKEN_SECONDS,
                                           WAKELEDGER_OAUTH_REFRESH_TOKEN_SECONDS,
-                                          loopback=WAKELEDGER_OAUTH_LOOPBACK)
+                                          loopback=WAKELEDGER_OAUTH_LOOPBACK,
+                                          cimd=WAKELEDGER_OAUTH_CIMD)
 # Request bodies above this are refused with 413 (agents send small JSON).
 WAKELEDGER_MAX_BODY_BYTES = env_int("WAKELEDGER_MAX_BODY_BYTES", 256 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = WAKELEDGER_MAX_BODY_BYTES
