@@ -139,7 +139,7 @@ def redirect_refusal(uri: str) -> str | None:
     clear to whoever answers for that name."""
     try:
         parts = urllib.parse.urlsplit(uri)
-        host = parts.hostname
+        host, _ = parts.hostname, parts.port  # .port raises for one out of range
     except ValueError:
         return "is not a URL"
     if not host or parts.fragment:
@@ -455,6 +455,13 @@ class ConsentView(AuthorizationView):
             return super().form_valid(form)
         finally:
             self.request.user = person
+
+    def form_invalid(self, form: ConsentForm) -> HttpResponse:
+        # The page again, with its error and the connector it is about.
+        application = self.get_application(str(form.data.get("client_id", "")))
+        return self.render_to_response(self.get_context_data(
+            form=form, application=application,
+            redirect_uri=str(form.data.get("redirect_uri", ""))))
 
     @staticmethod
     def get_application(client_id: str) -> Any:
