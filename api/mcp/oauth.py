@@ -64,6 +64,7 @@ from oauth2_provider.views import (
     DynamicClientRegistrationManagementView,
     DynamicClientRegistrationView,
     RevokeTokenView,
+    TokenView,
 )
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
@@ -366,6 +367,9 @@ class ConsentView(AuthorizationView):
     form_class = ConsentForm
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        refusal = parameters_refusal(request)
+        if refusal:
+            return refusal
         if request.user.is_authenticated and role_of(request.user) != OPERATOR:
             return self.render_to_response(self.get_context_data(
                 form=None, error={"error": "access_denied",
@@ -468,10 +472,31 @@ class ConsentView(AuthorizationView):
         return get_application_model().objects.filter(client_id=client_id).first()
 
 
+def parameters_refusal(request: HttpRequest) -> JsonResponse | None:
+    """A query or form parameter no column can hold (a NUL: PostgreSQL's text
+    refuses it, and psycopg's error is one DOT does not catch), refused as
+    ``invalid_request`` before DOT looks anything up with it."""
+    for query in (request.GET, request.POST):
+        for values in query.lists():
+            if any("\x00" in v for v in (values[0], *values[1])):
+                return _metadata_error("invalid_request", "A parameter contains a NUL character.")
+    return None
+
+
+class CheckedTokenView(TokenView):
+    """DOT's token endpoint, its parameters checked first."""
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        return parameters_refusal(request) or super().post(request, *args, **kwargs)
+
+
 class AuditedRevokeView(RevokeTokenView):
     """DOT's revocation endpoint (RFC 7009), each revocation recorded."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        refusal = parameters_refusal(request)
+        if refusal:
+            return refusal
         token = request.POST.get("token", "")
         found = None
         for model in (get_access_token_model(), get_refresh_token_model()):

@@ -7,8 +7,11 @@ tests/e2e/test_mcp_http.py and test_mcp_oauth_browser.py)."""
 
 import base64
 import hashlib
+import http.server
 import json
 import secrets
+import ssl
+import threading
 import urllib.parse
 from datetime import timedelta
 from typing import Any
@@ -348,6 +351,7 @@ OAUTH_POSTS = [
     ("post", "/oauth/revoke/", b"token=%00%ED%A0%80", "application/x-www-form-urlencoded"),
     ("post", "/oauth/revoke/", DEEP, "application/json"),
     ("put", "/oauth/register/abc/", DEEP, "application/json"),
+    ("get", "/oauth/authorize/?response_type=code&client_id=%00", b"", "text/plain"),
 ]
 
 
@@ -357,3 +361,92 @@ def test_the_other_oauth_endpoints_answer_hostile_bodies_with_a_4xx(client, meth
     answer = getattr(client, method)(path, data=body, content_type=content_type)
     assert 400 <= answer.status_code < 500
     assert answer.json()["error"]
+
+
+# ---------------------------------------------------------------- Client ID Metadata Documents
+
+class Documents(http.server.BaseHTTPRequestHandler):
+    served: dict[str, bytes] = {}
+    hits: list[str] = []
+
+    def do_GET(self) -> None:
+        self.hits.append(self.path)
+        body = self.served.get(self.path)
+        self.send_response(200 if body else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body or b"")))
+        self.end_headers()
+        self.wfile.write(body or b"")
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def metadata_host(tmp_path, monkeypatch):
+    """A real HTTPS server on the loopback address, named localhost, its
+    certificate trusted through SSL_CERT_FILE (as an intranet's CA would be)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = timezone.now()
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - timedelta(days=1)).not_valid_after(now + timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]),
+                           critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Documents)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_path, key_path)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    Documents.served, Documents.hits = {}, []
+    yield f"https://localhost:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_connector_identified_by_its_metadata_document(client, settings, metadata_host):
+    from oauth2_provider.models import Application
+
+    from ledger.access.models import OAuthAudit
+
+    server = client.get("/.well-known/oauth-authorization-server").json()
+    assert server["client_id_metadata_document_supported"] is True
+    assert server["registration_endpoint"].endswith("/oauth/register/")  # still the fallback
+    client_id = f"{metadata_host}/connector.json"
+    Documents.served["/connector.json"] = json.dumps({
+        "client_id": client_id, "client_name": "Documented connector",
+        "redirect_uris": [CALLBACK], "token_endpoint_auth_method": "none",
+        "grant_types": ["authorization_code", "refresh_token"]}).encode()
+    issue_agent_token("worker")
+    operator(client)
+    verifier, challenge = pkce()
+    # A private address is not fetched unless configured: no request leaves.
+    refused = client.get(authorize_url(client_id, challenge))
+    assert refused.status_code >= 400 and b"authorizationForm" not in refused.content
+    assert Documents.hits == [] and not Application.objects.exists()
+    cache.clear()  # DOT backs a failed URL off for a minute
+    settings.WAKELEDGER_OAUTH_CIMD_PRIVATE_NETWORKS = ["127.0.0.0/8", "::1/128"]
+    page = client.get(authorize_url(client_id, challenge))
+    assert page.status_code == 200 and b"Documented connector" in page.content
+    assert Documents.hits == ["/connector.json"]
+    row = OAuthAudit.objects.get(kind="registered")
+    assert (row.client_id, row.by) == (client_id, "metadata document")
+    code = code_from(consent(client, client_id, challenge))
+    tokens = exchange(client, client_id, code, verifier).json()
+    assert mcp(client, tokens["access_token"]) == 200
+    assert OAuthAudit.objects.filter(kind="registered").count() == 1  # not again
