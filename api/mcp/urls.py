@@ -9,13 +9,8 @@ its metadata views reverse."""
 from django.urls import include, path
 from oauth2_provider import urls as dot_urls
 
-from api.mcp.oauth import (
-    AuditedRevokeView,
-    CheckedRegistrationManagementView,
-    CheckedTokenView,
-    ConsentView,
-    ThrottledRegistrationView,
-)
+from api.mcp.oauth import AuditedRevokeView, CheckedTokenView, ConsentView
+from api.mcp.oauth_clients import CheckedRegistrationManagementView, ThrottledRegistrationView
 from api.mcp.views import mcp_endpoint
 
 oauth = [

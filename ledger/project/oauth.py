@@ -1,8 +1,10 @@
 """django-oauth-toolkit's settings for hosted MCP connectors (docs/agents.md §5):
-every RFC 9700 gate on, PKCE S256 only, tokens stored as checksums, refresh
-tokens rotated with reuse detection, dynamic client registration open (a
-client gets nothing until a signed-in operator consents). Apart from
-settings.py so that file stays one screenful per concern."""
+every RFC 9700 gate on — authorization code with PKCE S256 only, no implicit
+or password grant, tokens stored as checksums, refresh tokens rotated with
+reuse detection — Client ID Metadata Documents offered, dynamic client
+registration open as the fallback (a client gets nothing until a signed-in
+operator consents), the metadata of RFC 8414 and RFC 9728 at the site's
+root. Apart from settings.py so that file stays one screenful per concern."""
 
 from typing import Any
 
@@ -46,7 +48,7 @@ def provider_settings(access_seconds: int, refresh_seconds: int, *,
         # at most 10 fetches at once per process, a failed URL not fetched
         # again for a minute; a document is kept 5 min to a day.
         "CIMD_ENABLED": cimd,
-        "CIMD_METADATA_FETCHER": "api.mcp.oauth.MetadataFetcher",
+        "CIMD_METADATA_FETCHER": "api.mcp.oauth_clients.MetadataFetcher",
         "CIMD_FETCH_TIMEOUT_SECONDS": 5,
         "CIMD_MAX_DOCUMENT_SIZE": 16 * 1024,
         "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],

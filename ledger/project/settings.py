@@ -268,11 +268,7 @@ WAKELEDGER_LOGIN_LOCKOUT_SECONDS = env_int("WAKELEDGER_LOGIN_LOCKOUT_SECONDS", 1
 WAKELEDGER_MCP_ALLOWED_ORIGINS = env_list("WAKELEDGER_MCP_ALLOWED_ORIGINS", [])
 WAKELEDGER_MCP_CALLS_PER_MINUTE = env_int("WAKELEDGER_MCP_CALLS_PER_MINUTE", 300, minimum=1)
 # OAuth 2.1 for hosted connectors (ChatGPT, Claude): django-oauth-toolkit with
-# every RFC 9700 gate on — authorization code with PKCE S256 only, no implicit
-# or password grant, tokens stored as SHA-256 checksums only, refresh tokens
-# rotated with reuse detection — dynamic client registration open (RFC 7591:
-# a client gets nothing until a signed-in operator consents), and the
-# metadata documents of RFC 8414 and RFC 9728 at the site's root.
+# every RFC 9700 gate on (ledger/project/oauth.py says which; docs/agents.md §5).
 WAKELEDGER_OAUTH_ACCESS_TOKEN_SECONDS = env_int("WAKELEDGER_OAUTH_ACCESS_TOKEN_SECONDS", 3600,
                                                 minimum=60, maximum=86400)
 WAKELEDGER_OAUTH_REFRESH_TOKEN_SECONDS = env_int("WAKELEDGER_OAUTH_REFRESH_TOKEN_SECONDS",
@@ -283,9 +279,8 @@ WAKELEDGER_OAUTH_REFRESH_TOKEN_SECONDS = env_int("WAKELEDGER_OAUTH_REFRESH_TOKEN
 # `check --deploy` would warn about any http redirect; hosted connectors
 # redirect to https. Local clients can always send an API token instead.
 WAKELEDGER_OAUTH_LOOPBACK = env_bool("WAKELEDGER_OAUTH_LOOPBACK", not WAKELEDGER_HTTPS)
-# Client ID Metadata Documents (an https URL as a connector's client_id):
-# offered unless turned off; fetched from public addresses only, unless the
-# networks listed here (CIDRs, e.g. an intranet's 10.0.0.0/8) are allowed too.
+# Client ID Metadata Documents: offered unless off; fetched from public
+# addresses only, unless listed here (CIDRs, e.g. an intranet's 10.0.0.0/8).
 WAKELEDGER_OAUTH_CIMD = env_bool("WAKELEDGER_OAUTH_CIMD", True)
 WAKELEDGER_OAUTH_CIMD_PRIVATE_NETWORKS = env_list("WAKELEDGER_OAUTH_CIMD_PRIVATE_NETWORKS", [])
 OAUTH2_PROVIDER = oauth.provider_settings(WAKELEDGER_OAUTH_ACCESS_TOKEN_SECONDS,

@@ -301,7 +301,7 @@ def test_hostile_registrations_get_a_4xx_with_a_stable_code(client, body, conten
 def test_every_registration_attempt_counts_against_the_address(client, monkeypatch):
     from ledger.access.accounts import Window
 
-    monkeypatch.setattr("api.mcp.oauth.REGISTRATIONS", Window("oauth-register", 2, 3600))
+    monkeypatch.setattr("api.mcp.oauth_clients.REGISTRATIONS", Window("oauth-register", 2, 3600))
     answers = [register(client, "http://evil.example/cb") for _ in range(2)]
     answers.append(register(client))  # a good one, too late
     assert [a.status_code for a in answers] == [400, 400, 429]
@@ -334,7 +334,8 @@ METADATA = st.fixed_dictionaries({}, optional={
 def test_no_registration_document_is_a_server_error(client, monkeypatch, document):
     from ledger.access.accounts import Window
 
-    monkeypatch.setattr("api.mcp.oauth.REGISTRATIONS", Window("oauth-register", 10**6, 3600))
+    monkeypatch.setattr("api.mcp.oauth_clients.REGISTRATIONS",
+                        Window("oauth-register", 10**6, 3600))
     # ensure_ascii: a lone surrogate travels as its \ud800 escape, as an attacker sends it.
     answer = client.post("/oauth/register/", data=json.dumps(document, ensure_ascii=True),
                          content_type="application/json")
