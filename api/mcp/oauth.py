@@ -312,25 +312,29 @@ class ConsentView(AuthorizationView):
         return response
 
     def error_response(self, error: Any, application: Any, **kwargs: Any) -> HttpResponse:
-        if self.request.method != "GET" or isinstance(error, FatalClientError):
+        fatal = isinstance(error, FatalClientError)
+        if self.request.method != "GET" and not fatal:
+            # The consent form's own POST: its page's CSP allows the client's
+            # origin, so DOT's redirect reaches it.
             return super().error_response(error, application, **kwargs)
         # An error found on the page's GET, which follows the sign-in: a
         # redirect to the client here would be the end of the login form's
         # POST, and the login page's CSP (form-action 'self') stops it, so
         # the person saw nothing and the client heard nothing. Instead the
         # person reads the error, with the link back to the client carrying
-        # it (RFC 6749 §4.1.2.1, with RFC 9207's issuer).
+        # it (RFC 6749 §4.1.2.1, with RFC 9207's issuer) — none when the
+        # client or its redirect URI cannot be trusted (a fatal error).
         oauthlib_error = error.oauthlib_error
-        target = oauthlib_error.redirect_uri or ""
-        url = target + ("&" if "?" in target else "?") + oauthlib_error.urlencoded
-        if oauth2_settings.COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS:
-            url = _add_iss_to_redirect(
-                url, oauth2_settings.oauth2_authorization_server_issuer(self.request))
-        if target and redirect_refusal(target) is not None:
-            url = ""
+        target = "" if fatal else (oauthlib_error.redirect_uri or "")
+        url = ""
+        if target and redirect_refusal(target) is None:
+            url = target + ("&" if "?" in target else "?") + oauthlib_error.urlencoded
+            if oauth2_settings.COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS:
+                url = _add_iss_to_redirect(
+                    url, oauth2_settings.oauth2_authorization_server_issuer(self.request))
         return self.render_to_response(self.get_context_data(
             form=None, error={"error": oauthlib_error.error,
-                   "description": oauthlib_error.description}, return_url=url),
+                              "description": oauthlib_error.description}, return_url=url),
             status=oauthlib_error.status_code)
 
     def form_valid(self, form: ConsentForm) -> HttpResponse:

@@ -178,7 +178,7 @@ def test_plain_http_redirects_go_to_the_loopback_address_only(client, settings):
     url = authorize_url(old.client_id, challenge, "http://evil.example/cb")
     page = client.get(url)
     assert page.status_code == 400 and b"authorizationForm" not in page.content
-    assert not page.context.get("return_url")
+    assert not page.context.get("return_url") and b"Wake Ledger" in page.content
     posted = client.post(url, {"client_id": old.client_id, "redirect_uri":
                                "http://evil.example/cb", "response_type": "code",
                                "scope": "mcp", "state": "s", "code_challenge": challenge,
