@@ -8,7 +8,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from ledger.domain import policy as domain_policy
 from ledger.project import dispatchers, oauth
-from ledger.project.env import database_from_url, env_bool, env_int, env_list, env_str
+from ledger.project.env import database_from_url, env_bool, env_int, env_list, env_networks, env_str
 from ledger.project.files import private_var
 from ledger.project.logconfig import logging_from_environment
 
@@ -282,7 +282,7 @@ WAKELEDGER_OAUTH_LOOPBACK = env_bool("WAKELEDGER_OAUTH_LOOPBACK", not WAKELEDGER
 # Client ID Metadata Documents: offered unless off; fetched from public
 # addresses only, unless listed here (CIDRs, e.g. an intranet's 10.0.0.0/8).
 WAKELEDGER_OAUTH_CIMD = env_bool("WAKELEDGER_OAUTH_CIMD", True)
-WAKELEDGER_OAUTH_CIMD_PRIVATE_NETWORKS = env_list("WAKELEDGER_OAUTH_CIMD_PRIVATE_NETWORKS", [])
+WAKELEDGER_OAUTH_CIMD_PRIVATE_NETWORKS = env_networks("WAKELEDGER_OAUTH_CIMD_PRIVATE_NETWORKS")
 OAUTH2_PROVIDER = oauth.provider_settings(WAKELEDGER_OAUTH_ACCESS_TOKEN_SECONDS,
                                           WAKELEDGER_OAUTH_REFRESH_TOKEN_SECONDS,
                                           loopback=WAKELEDGER_OAUTH_LOOPBACK,
