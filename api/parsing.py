@@ -64,13 +64,13 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def strict_object(raw: bytes) -> dict[str, Any]:
-    """``raw`` as the JSON object an agent means, or ValueError saying why
-    not: not UTF-8, nested too deeply, NaN or Infinity, a duplicate key, a
-    number too long to read, or a top level that is not an object. Shared
-    by the REST API's parser and the OAuth endpoints' own bodies."""
+def strict_loads(raw: bytes) -> Any:
+    """``raw`` read as JSON the strict way (UTF-8 only; no NaN, Infinity or
+    duplicate keys; a nesting too deep for the parser is refused, not a
+    RecursionError), or ValueError with a sentence for the caller. Shared by
+    the REST parser and ``/mcp``, so both refuse the same bodies alike."""
     try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constants,
+        return json.loads(raw.decode("utf-8"), parse_constant=_no_constants,
                           object_pairs_hook=_no_duplicates)
     except UnicodeDecodeError:
         raise ValueError("The body is not UTF-8.") from None
@@ -78,9 +78,6 @@ def strict_object(raw: bytes) -> dict[str, Any]:
         raise ValueError("The body is nested too deeply.") from None
     except ValueError as exc:
         raise ValueError(f"The body is not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise ValueError("The body must be a JSON object.")
-    return data
 
 
 class StrictJSONParser(JSONParser):
@@ -91,9 +88,12 @@ class StrictJSONParser(JSONParser):
         if len(raw) > limit:
             raise Problem("payload_too_large", f"The body is larger than {limit} bytes.")
         try:
-            return strict_object(raw)
+            data = strict_loads(raw)
         except ValueError as exc:
             raise ParseError(str(exc)) from None
+        if not isinstance(data, dict):
+            raise ParseError("The body must be a JSON object.")
+        return data
 
 
 # What DRF answers for these when the first renderer is JSON: "*/*" (or no

@@ -27,7 +27,7 @@ from oauth2_provider.views import (
     DynamicClientRegistrationView,
 )
 
-from api.parsing import strict_object
+from api.parsing import strict_loads
 from ledger.access import accounts
 from ledger.access.models import OAuthAudit
 
@@ -190,9 +190,11 @@ def registration_refusal(request: HttpRequest) -> JsonResponse | None:
         return _metadata_error("invalid_client_metadata",
                                f"The body is larger than {limit} bytes.", 413)
     try:
-        data = strict_object(request.body)
+        data = strict_loads(request.body)
     except ValueError as exc:
         return _metadata_error("invalid_client_metadata", str(exc))
+    if not isinstance(data, dict):
+        return _metadata_error("invalid_client_metadata", "The body must be a JSON object.")
     for key, value in data.items():
         refusal = _text_refusal(value) or _text_refusal(key)
         if refusal:
