@@ -451,3 +451,21 @@ def test_a_connector_identified_by_its_metadata_document(client, settings, metad
     tokens = exchange(client, client_id, code, verifier).json()
     assert mcp(client, tokens["access_token"]) == 200
     assert OAuthAudit.objects.filter(kind="registered").count() == 1  # not again
+
+
+FORM_TEXT = st.text(st.characters(codec="utf-8") | st.sampled_from(["\x00", "\U0010ffff"]),
+                    max_size=40)
+
+
+@hsettings(max_examples=60, deadline=None,
+           suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(path=st.sampled_from(["/oauth/token/", "/oauth/revoke/"]),
+       fields=st.dictionaries(st.sampled_from(["grant_type", "code", "client_id",
+                                               "redirect_uri", "code_verifier", "refresh_token",
+                                               "token", "token_type_hint", "resource"])
+                              | FORM_TEXT, FORM_TEXT, max_size=6))
+def test_no_form_sent_to_the_token_endpoints_is_a_server_error(client, path, fields):
+    answer = client.post(path, fields)
+    assert answer.status_code < 500, answer.content
+    if answer.status_code >= 400:
+        assert answer.json()["error"]
