@@ -48,7 +48,6 @@ from oauth2_provider.models import (
     get_grant_model,
     get_refresh_token_model,
 )
-from oauth2_provider.oauth2_backends import _add_iss_to_redirect
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import (
@@ -101,6 +100,8 @@ def principal(token: str, resources: Iterable[str]) -> Principal | None:
             or found.application is None or not found.user.is_active:
         return None
     ours = set(resources)
+    # Every resource must be ours: a token also valid elsewhere could be
+    # replayed here by that other server.
     if not found.resource or not all(_ours(r, ours) for r in found.resource):
         return None
     if role_of(found.user) != AGENT:
@@ -330,8 +331,8 @@ class ConsentView(AuthorizationView):
         if target and redirect_refusal(target) is None:
             url = target + ("&" if "?" in target else "?") + oauthlib_error.urlencoded
             if oauth2_settings.COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS:
-                url = _add_iss_to_redirect(
-                    url, oauth2_settings.oauth2_authorization_server_issuer(self.request))
+                url += "&" + urllib.parse.urlencode(
+                    {"iss": oauth2_settings.oauth2_authorization_server_issuer(self.request)})
         return self.render_to_response(self.get_context_data(
             form=None, error={"error": oauthlib_error.error,
                               "description": oauthlib_error.description}, return_url=url),
