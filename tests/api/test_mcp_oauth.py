@@ -7,11 +7,8 @@ tests/e2e/test_mcp_http.py and test_mcp_oauth_browser.py)."""
 
 import base64
 import hashlib
-import http.server
 import json
 import secrets
-import ssl
-import threading
 import urllib.parse
 from datetime import timedelta
 from typing import Any
@@ -25,6 +22,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from tests.helpers import issue_agent_token
+from tests.oauth_documents import Documents, serve_documents
 
 pytestmark = pytest.mark.django_db
 
@@ -366,58 +364,10 @@ def test_the_other_oauth_endpoints_answer_hostile_bodies_with_a_4xx(client, meth
 
 # ---------------------------------------------------------------- Client ID Metadata Documents
 
-class Documents(http.server.BaseHTTPRequestHandler):
-    served: dict[str, bytes] = {}
-    hits: list[str] = []
-
-    def do_GET(self) -> None:
-        self.hits.append(self.path)
-        body = self.served.get(self.path)
-        self.send_response(200 if body else 404)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body or b"")))
-        self.end_headers()
-        self.wfile.write(body or b"")
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def metadata_host(tmp_path, monkeypatch):
-    """A real HTTPS server on the loopback address, named localhost, its
-    certificate trusted through SSL_CERT_FILE (as an intranet's CA would be)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = timezone.now()
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - timedelta(days=1)).not_valid_after(now + timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]),
-                           critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                           serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    monkeypatch.setenv("SSL_CERT_FILE", str(cert_path))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Documents)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert_path, key_path)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    Documents.served, Documents.hits = {}, []
-    yield f"https://localhost:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serve_documents(tmp_path, monkeypatch) as base:
+        yield base
 
 
 def test_a_connector_identified_by_its_metadata_document(client, settings, metadata_host):

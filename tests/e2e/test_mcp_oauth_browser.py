@@ -77,3 +77,92 @@ def test_an_error_after_sign_in_is_shown_and_carried_back_to_the_connector(live_
             browser.close()
     finally:
         os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+
+
+def test_the_sdk_client_connects_by_its_metadata_document(live_server, settings, tmp_path,
+                                                          monkeypatch):
+    """The MCP SDK's own OAuth client, given a Client ID Metadata Document
+    URL, uses it (the server advertises the support) instead of
+    registering: the document is fetched over HTTPS, the person consents in
+    Chromium, and the connector calls a tool."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the browser tests run once, in the SQLite half of the suite")
+    if not shutil.which(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing (make test installs Debian's chromium)")
+    import anyio
+    import httpx2
+    from mcp import Client
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
+    from playwright.async_api import async_playwright
+
+    from ledger.access.models import OAuthAudit
+    from tests.e2e.test_mcp_http import MemoryStorage
+    from tests.oauth_documents import Documents, serve_documents
+
+    get_user_model().objects.create_superuser("person", password=PASSWORD)
+    issue_agent_token("documented-agent")
+    settings.WAKELEDGER_OAUTH_CIMD_PRIVATE_NETWORKS = ["127.0.0.0/8", "::1/128"]
+    callback = "http://127.0.0.1:9/callback"
+    url = f"{live_server.url}/mcp"
+    seen: dict[str, object] = {}
+
+    async def scenario(document_url: str) -> None:
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                                       args=["--no-sandbox", "--disable-gpu"])
+            page = await browser.new_page()
+            codes: list[str] = []
+
+            async def answered(route) -> None:
+                codes.append(route.request.url)
+                await route.fulfill(status=200, body="done", content_type="text/plain")
+
+            await page.route(f"{callback}*", answered)
+
+            async def consent(authorize_url: str) -> None:
+                seen["client_id"] = urllib.parse.parse_qs(
+                    urllib.parse.urlsplit(authorize_url).query)["client_id"][0]
+                await page.goto(authorize_url)
+                await page.fill("#id_username", "person")
+                await page.fill("#id_password", PASSWORD)
+                await page.click("input[type=submit]")
+                await page.wait_for_selector("#authorizationForm")
+                seen["page"] = await page.content()
+                await page.select_option("#id_agent", "documented-agent")
+                await page.click("input[name=allow]")
+                await page.wait_for_function("() => document.body.innerText === 'done'")
+
+            async def code() -> AuthorizationCodeResult:
+                query = urllib.parse.parse_qs(urllib.parse.urlsplit(codes[-1]).query)
+                return AuthorizationCodeResult(code=query["code"][0], state=query["state"][0],
+                                               iss=query["iss"][0])
+
+            provider = OAuthClientProvider(
+                url, OAuthClientMetadata(client_name="SDK by document", redirect_uris=[callback],
+                                         token_endpoint_auth_method="none"),
+                MemoryStorage(), redirect_handler=consent, callback_handler=code,
+                client_metadata_url=document_url)
+            http = httpx2.AsyncClient(auth=provider, timeout=30)
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                seen["tools"] = len((await client.list_tools()).tools)
+            await browser.close()
+
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with serve_documents(tmp_path, monkeypatch) as base:
+            document_url = f"{base}/sdk-client.json"
+            Documents.served["/sdk-client.json"] = json.dumps({
+                "client_id": document_url, "client_name": "SDK by document",
+                "redirect_uris": [callback], "token_endpoint_auth_method": "none",
+                "grant_types": ["authorization_code", "refresh_token"],
+                "response_types": ["code"]}).encode()
+            anyio.run(scenario, document_url)
+            assert Documents.hits == ["/sdk-client.json"]  # fetched once, then kept
+    finally:
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    assert seen["client_id"] == document_url and seen["tools"]
+    assert "SDK by document" in str(seen["page"]) and document_url in str(seen["page"])
+    assert list(OAuthAudit.objects.order_by("id").values_list("kind", "by")) == [
+        ("registered", "metadata document"), ("granted", "person")]
