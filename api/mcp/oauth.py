@@ -193,11 +193,12 @@ class LedgerValidator(OAuth2Validator):
 
 # ---------------------------------------------------------------- an agent's access
 
-def end_access(user: Any) -> int:
+def end_access(user: Any, why: str = "agent deactivated") -> int:
     """End every OAuth grant and token ``user`` holds: refresh token families
     revoked, access tokens and pending codes deleted, one audit row per
-    connector. Run when the user is deactivated, so reactivating it later
-    brings none of them back (the connector must be authorized again)."""
+    connector. Run when the user is deactivated or leaves the agent group,
+    so reactivating it (or putting it back) brings none of them back: the
+    connector must be authorized again."""
     refresh = get_refresh_token_model()
     live = refresh.objects.filter(user=user, revoked__isnull=True).select_related("application")
     applications = {t.application_id: t.application for t in live}
@@ -210,8 +211,7 @@ def end_access(user: Any) -> int:
     get_grant_model().objects.filter(user=user).delete()
     for application in applications.values():
         if application is not None:
-            audit(OAuthAudit.REVOKED, application, agent=user.get_username(),
-                  by="agent deactivated")
+            audit(OAuthAudit.REVOKED, application, agent=user.get_username(), by=why)
     return len(applications)
 
 
@@ -223,6 +223,27 @@ def user_saved(sender: Any, instance: Any, **kwargs: Any) -> None:
         update_fields = kwargs.get("update_fields")
         if update_fields is None or "is_active" in update_fields:
             end_access(instance)
+
+
+def groups_changed(sender: Any, instance: Any, action: str, reverse: bool,
+                   pk_set: set[Any] | None, **kwargs: Any) -> None:
+    """m2m_changed of the user model's groups: a user taken out of the
+    agent group (by the admin's user form, or the group's member list)
+    loses the OAuth access it held as that agent."""
+    if action not in ("post_remove", "post_clear"):
+        return
+    if reverse:
+        if instance.name != AGENT:
+            return
+        users = list(get_user_model().objects.filter(pk__in=pk_set or ()))
+        if action == "post_clear":
+            users = list(get_user_model().objects.filter(
+                pk__in=get_access_token_model().objects.values("user_id")))
+    else:
+        users = [instance]
+    for user in users:
+        if not user.groups.filter(name=AGENT).exists():
+            end_access(user, "agent role removed")
 
 
 # ---------------------------------------------------------------- consent

@@ -231,6 +231,32 @@ def test_reactivating_an_agent_does_not_bring_its_tokens_back(client):
     assert (row.agent, row.by) == ("worker", "agent deactivated")
 
 
+def test_an_agent_put_back_in_its_group_gets_no_tokens_back(client):
+    from django.contrib.auth.models import Group
+
+    client_id, tokens = connected(client)
+    worker = get_user_model().objects.get(username="worker")
+    agents = Group.objects.get(name="agent")
+    worker.groups.remove(agents)
+    worker.groups.add(agents)
+    assert mcp(client, tokens["access_token"]) == 401
+    assert refresh(client, client_id, tokens["refresh_token"]).status_code == 400
+    # From the group's side too.
+    client_id, tokens = connected_again(client, client_id)
+    agents.user_set.clear()
+    worker.groups.add(agents)
+    assert mcp(client, tokens["access_token"]) == 401
+    from ledger.access.models import OAuthAudit
+
+    assert OAuthAudit.objects.filter(kind="revoked", by="agent role removed").count() == 2
+
+
+def connected_again(client, client_id: str) -> tuple[str, dict[str, Any]]:
+    verifier, challenge = pkce()
+    code = code_from(consent(client, client_id, challenge))
+    return client_id, exchange(client, client_id, code, verifier).json()
+
+
 def test_the_consent_page_is_the_products_and_chooses_no_agent(client):
     issue_agent_token("aaa-first")
     issue_agent_token("worker")
