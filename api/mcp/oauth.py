@@ -292,10 +292,11 @@ class ConsentView(AuthorizationView):
         if refusal:
             return refusal
         if request.user.is_authenticated and role_of(request.user) != OPERATOR:
-            return self.render_to_response(self.get_context_data(
-                form=None, error={"error": "access_denied",
-                       "description": "Only an operator may authorize a connector. Sign "
-                                      "in as one, or ask one to."}), status=403)
+            refused = {"error": "access_denied",
+                       "description": "Only an operator may authorize a connector. Sign in "
+                                      "as one, or ask one to."}
+            return self.render_to_response(self.get_context_data(form=None, error=refused),
+                                           status=403)
         return super().dispatch(request, *args, **kwargs)
 
     def validate_authorization_request(self, request: HttpRequest) -> tuple[Any, Any]:
@@ -310,9 +311,9 @@ class ConsentView(AuthorizationView):
         for resource in request.GET.getlist("resource"):
             if not _ours(resource, ours):
                 # RFC 8707 §2: this server issues tokens for /mcp only.
-                raise _redirect_error("invalid_target",
-                                      f"This server issues tokens for {min(ours)} only.",
-                                      credentials)
+                raise _redirect_error(
+                    "invalid_target", "This server issues tokens for "
+                    f"{siteurl.base_url(request) + MCP_PATH} only.", credentials)
         return scopes, credentials
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
