@@ -18,6 +18,7 @@ from typing import Any
 
 import urllib3
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from oauth2_provider import cimd
 from oauth2_provider.models import get_application_model
@@ -186,7 +187,13 @@ def registration_refusal(request: HttpRequest) -> JsonResponse | None:
         return _metadata_error("invalid_client_metadata",
                                "Send the client metadata as application/json.", 415)
     limit = settings.WAKELEDGER_MAX_BODY_BYTES
-    if len(request.body) > limit:
+    try:
+        # Over DATA_UPLOAD_MAX_MEMORY_SIZE (the same limit), Django refuses
+        # to read the body at all.
+        too_big = int(request.META.get("CONTENT_LENGTH") or 0) > limit or len(request.body) > limit
+    except (ValueError, RequestDataTooBig):
+        too_big = True
+    if too_big:
         return _metadata_error("invalid_client_metadata",
                                f"The body is larger than {limit} bytes.", 413)
     try:

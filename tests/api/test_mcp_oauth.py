@@ -304,6 +304,8 @@ HOSTILE = [
     ("UTF-16", '{"client_name": "c"}'.encode("utf-16"), "application/json", 400,
      "invalid_client_metadata"),
     ("not an object", b"[]", "application/json", 400, "invalid_client_metadata"),
+    ("too large", b'{"client_name": "' + b"x" * 300_000 + b'"}', "application/json", 413,
+     "invalid_client_metadata"),
     ("a redirect URI that is not a string", b'{"redirect_uris": [1]}', "application/json",
      400, "invalid_redirect_uri"),
     ("a redirect URI with a bad port", b'{"redirect_uris": ["https://c.example:99999/cb"]}',
