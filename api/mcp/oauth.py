@@ -76,16 +76,26 @@ MCP_PATH = "/mcp"
 
 # ---------------------------------------------------------------- the resource (RFC 8707)
 
+def _canonical(uri: str) -> str:
+    # RFC 3986 §6.2.2: scheme and host compare without case; a trailing
+    # slash names the same endpoint here (/mcp/ is served as /mcp).
+    parts = urllib.parse.urlsplit(uri)
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path.rstrip('/')}"
+
+
 def mcp_resources(request: HttpRequest) -> set[str]:
     """The names ``/mcp`` goes by as an RFC 8707 resource: under SITE_URL
     (what the resource metadata publishes when it is set) and under the
     address the request came to (what it publishes otherwise)."""
-    return {siteurl.base_url(request) + MCP_PATH,
-            request.build_absolute_uri(MCP_PATH)}
+    return {_canonical(siteurl.base_url(request) + MCP_PATH),
+            _canonical(request.build_absolute_uri(MCP_PATH))}
 
 
 def _ours(resource: str, ours: set[str]) -> bool:
-    return resource.rstrip("/") in ours
+    try:
+        return _canonical(resource) in ours
+    except ValueError:
+        return False
 
 
 def principal(token: str, resources: Iterable[str]) -> Principal | None:

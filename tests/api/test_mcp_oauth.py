@@ -146,6 +146,11 @@ def test_the_authorization_server_issues_tokens_for_mcp_only(client):
     assert back["error"] == ["invalid_target"] and back["state"] == ["st-1"]
 
 
+def test_the_resource_may_be_spelled_with_a_slash_or_capitals(client):
+    _, tokens = connected(client, resource="HTTP://TestServer/mcp/")
+    assert mcp(client, tokens["access_token"]) == 200
+
+
 def test_a_client_that_names_no_resource_gets_tokens_for_mcp(client):
     from oauth2_provider.models import AccessToken
 
