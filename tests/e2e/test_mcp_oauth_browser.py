@@ -30,11 +30,15 @@ def register(base: str) -> str:
         return json.loads(answer.read())["client_id"]
 
 
-def test_an_error_after_sign_in_is_shown_and_carried_back_to_the_connector(live_server):
+@pytest.fixture(autouse=True)
+def chromium_here():
     if connection.vendor != "sqlite":
         pytest.skip("the browser tests run once, in the SQLite half of the suite")
     if not shutil.which(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is missing (make test installs Debian's chromium)")
+
+
+def test_an_error_after_sign_in_is_shown_and_carried_back_to_the_connector(live_server):
     from playwright.sync_api import sync_playwright
 
     get_user_model().objects.create_superuser("person", password=PASSWORD)
@@ -85,10 +89,6 @@ def test_the_sdk_client_connects_by_its_metadata_document(live_server, settings,
     URL, uses it (the server advertises the support) instead of
     registering: the document is fetched over HTTPS, the person consents in
     Chromium, and the connector calls a tool."""
-    if connection.vendor != "sqlite":
-        pytest.skip("the browser tests run once, in the SQLite half of the suite")
-    if not shutil.which(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing (make test installs Debian's chromium)")
     import anyio
     import httpx2
     from mcp import Client
