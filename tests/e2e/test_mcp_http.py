@@ -370,12 +370,14 @@ def test_a_connector_registers_is_authorized_in_chromium_and_runs_a_goal(
         "grant_type": "refresh_token", "refresh_token": first.refresh_token,
         "client_id": client_id})
     assert status == 400 and body["error"] == "invalid_grant"
-    # The auditor's record: the consent (who, as which agent) and the revocation.
+    # The auditor's record: the registration, the consent (who, as which
+    # agent) and the revocation.
     from ledger.access.models import OAuthAudit
 
     trail = [(a.kind, a.agent, a.by, a.client_name)
              for a in OAuthAudit.objects.order_by("recorded_at", "id")]
-    assert trail == [("granted", "connector-agent", "person", "Test connector"),
+    assert trail == [("registered", "", "dynamic registration from 127.0.0.1", "Test connector"),
+                     ("granted", "connector-agent", "person", "Test connector"),
                      ("revoked", "connector-agent", "client", "Test connector")]
     # No token is stored in the clear.
     from oauth2_provider.models import AccessToken, RefreshToken
