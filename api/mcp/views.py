@@ -29,7 +29,7 @@ from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from api.mcp import guard
+from api.mcp import guard, tasks
 from api.mcp.inprocess import (
     DatabaseLeases,
     InProcessApi,
@@ -133,7 +133,7 @@ def answer(request: HttpRequest, principal: Principal, message: dict[str, Any]) 
         return rpc_result(ident, dumped(types.InitializeResult(
             protocol_version=asked if asked in VERSIONS else VERSIONS[0],
             capabilities=types.ServerCapabilities(tools=types.ToolsCapability(
-                list_changed=False)),
+                list_changed=False), tasks=tasks.SERVER_CAPABILITY),
             server_info=types.Implementation(name="wakeledger", title="Wake Ledger",
                                              version=version()),
             instructions=server_instructions(request))))
@@ -141,13 +141,23 @@ def answer(request: HttpRequest, principal: Principal, message: dict[str, Any]) 
         return rpc_result(ident, {})
     if method == "tools/list":
         return rpc_result(ident, dumped(types.ListToolsResult(
-            tools=list(tools(request)))))
+            tools=[tasks.advertised(tool) for tool in tools(request)])))
     if method == "tools/call":
         name, arguments = params.get("name"), params.get("arguments") or {}
         if not isinstance(name, str) or not isinstance(arguments, dict):
             return rpc_error(ident, INVALID_PARAMS, "tools/call needs a name and an "
                              "arguments object.")
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        if tasks.wants_task(name, params, meta):
+            return rpc_result(ident, tasks.create(request, principal, name, arguments, params,
+                                                  meta))
         api = InProcessApi(request, principal)
         result = ToolCalls(api, DatabaseLeases(principal, api)).call(name, arguments)
         return rpc_result(ident, dumped(result))
+    if method in tasks.METHODS:
+        try:
+            return rpc_result(ident, tasks.METHODS[method](
+                request, principal, params, params.get("_meta") or {}))
+        except tasks.RpcFault as fault:
+            return rpc_error(ident, fault.code, fault.message)
     return rpc_error(ident, METHOD_NOT_FOUND, f"Method not found: {method}")
