@@ -63,6 +63,14 @@ def dumped(model: Any) -> dict[str, Any]:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+def task_dumped(model: Any) -> dict[str, Any]:
+    """A Task (or a result that is one) dumped: ``ttl`` stays, as null — the
+    schema requires it (null: unlimited), and exclude_none would drop it."""
+    fields = dumped(model)
+    fields.setdefault("ttl", None)
+    return fields
+
+
 def modern(request: HttpRequest) -> bool:
     """Whether the call speaks 2026-07-28 (the tasks extension's shapes)."""
     return request.headers.get("MCP-Protocol-Version", "") >= MODERN
@@ -111,8 +119,7 @@ def task_fields(request: HttpRequest, principal: Principal,
                       status=view.status, status_message=view.message,  # type: ignore[arg-type]
                       created_at=followed.created_at(), last_updated_at=followed.updated_at(),
                       ttl=None, poll_interval=poll)
-    fields = task.model_dump(mode="json", by_alias=True, exclude_none=True)
-    fields["ttl"] = None
+    fields = task_dumped(task)
     if modern(request):
         fields["ttlMs"] = fields.pop("ttl")
         if "pollInterval" in fields:
@@ -152,7 +159,7 @@ def detailed(request: HttpRequest, principal: Principal,
     """tasks/get's answer."""
     fields = task_fields(request, principal, followed)
     if not modern(request):
-        return dumped(types.GetTaskResult(**fields))
+        return task_dumped(types.GetTaskResult(**fields))
     fields["resultType"] = "complete"
     if followed.view.status == "input_required":
         fields["inputRequests"] = input_requests(followed)
@@ -190,7 +197,8 @@ def create(request: HttpRequest, principal: Principal, name: str, arguments: dic
     fields = task_fields(request, principal, followed)
     if modern(request):
         return {**fields, "resultType": "task"}
-    return dumped(types.CreateTaskResult(task=types.Task(**fields)))
+    return {**dumped(types.CreateTaskResult(task=types.Task(**fields))),
+            "task": task_dumped(types.Task(**fields))}
 
 
 def get(request: HttpRequest, principal: Principal, params: dict[str, Any],
@@ -234,7 +242,7 @@ def cancel(request: HttpRequest, principal: Principal, params: dict[str, Any],
     if modern(request):
         return {"resultType": "complete"}
     after = hosttasks.follow(caller_of(principal), followed.goal_id)
-    return dumped(types.CancelTaskResult(**task_fields(request, principal, after)))
+    return task_dumped(types.CancelTaskResult(**task_fields(request, principal, after)))
 
 
 def update(request: HttpRequest, principal: Principal, params: dict[str, Any],
