@@ -39,10 +39,12 @@ from wakeledger_agent.mcp_calls import ToolCalls
 EXTENSION = "io.modelcontextprotocol/tasks"
 CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
+# What a host hands its model at once while the task runs (2025-11-25).
+IMMEDIATE = "io.modelcontextprotocol/model-immediate-response"
 MODERN = "2026-07-28"
 # The tools whose call can become a task: the ones that start or await a goal.
 TASK_TOOLS = ("run_goal", "await_goal")
-INVALID_REQUEST, INVALID_PARAMS = -32600, -32602
+METHOD_NOT_FOUND, INVALID_REQUEST, INVALID_PARAMS = -32601, -32600, -32602
 APPROVAL = "approval:"  # an input request's key: approval:<gate>
 
 SERVER_CAPABILITY = types.ServerTasksCapability(
@@ -89,11 +91,19 @@ def caller_of(principal: Principal) -> Caller:
 
 def wants_task(name: object, params: dict[str, Any], meta: dict[str, Any]) -> bool:
     """A task-augmented call of a tool that can run as one: 2025-11-25's ``task``
-    param, or 2026-07-28's per-request capabilities naming the extension."""
+    param, or 2026-07-28's per-request capabilities naming the extension. A
+    ``task`` param on any other tool is refused, as 2025-11-25 asks (-32601);
+    a 2026 client names the extension on every call, so there the other
+    tools simply answer."""
+    if "task" in params:
+        if not isinstance(params["task"], dict):
+            raise RpcFault(INVALID_PARAMS, "task must be an object ({\"ttl\": ms}).")
+        if name not in TASK_TOOLS:
+            raise RpcFault(METHOD_NOT_FOUND, f"Tool {str(name)[:80]!r} does not run as a "
+                           f"task; {' and '.join(TASK_TOOLS)} do.")
+        return True
     if name not in TASK_TOOLS:
         return False
-    if isinstance(params.get("task"), dict):
-        return True
     capabilities = meta.get(CLIENT_CAPABILITIES) if isinstance(meta, dict) else None
     extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
     return isinstance(extensions, dict) and EXTENSION in extensions
@@ -195,10 +205,14 @@ def create(request: HttpRequest, principal: Principal, name: str, arguments: dic
         return dumped(result)
     followed = hosttasks.follow(caller_of(principal), str(goal["id"]))
     fields = task_fields(request, principal, followed)
+    # The tool's own answer (the goal's id, the lease this server keeps, the
+    # notes), which the model needs now to work on the goal, not at its end.
+    told = {IMMEDIATE: "\n".join(block.text for block in result.content
+                                  if isinstance(block, types.TextContent))}
     if modern(request):
-        return {**fields, "resultType": "task"}
+        return {**fields, "resultType": "task", "_meta": told}
     return {**dumped(types.CreateTaskResult(task=types.Task(**fields))),
-            "task": task_dumped(types.Task(**fields))}
+            "task": task_dumped(types.Task(**fields)), "_meta": told}
 
 
 def get(request: HttpRequest, principal: Principal, params: dict[str, Any],

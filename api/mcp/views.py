@@ -148,9 +148,12 @@ def answer(request: HttpRequest, principal: Principal, message: dict[str, Any]) 
             return rpc_error(ident, INVALID_PARAMS, "tools/call needs a name and an "
                              "arguments object.")
         meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
-        if tasks.wants_task(name, params, meta):
-            return rpc_result(ident, tasks.create(request, principal, name, arguments, params,
-                                                  meta))
+        try:
+            if tasks.wants_task(name, params, meta):
+                return rpc_result(ident, tasks.create(request, principal, name, arguments,
+                                                      params, meta))
+        except tasks.RpcFault as fault:
+            return rpc_error(ident, fault.code, fault.message)
         api = InProcessApi(request, principal)
         result = ToolCalls(api, DatabaseLeases(principal, api)).call(name, arguments)
         return rpc_result(ident, dumped(result))

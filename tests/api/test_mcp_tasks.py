@@ -152,3 +152,22 @@ def test_the_2026_tasks_extension_shapes(client):
         tasks.cancel(ops_request, ops_principal, {"taskId": ops_task["taskId"]}, {})
     assert created["taskId"] not in json.dumps(list(Event.objects.values_list("data",
                                                                               flat=True)))
+
+
+def test_the_model_is_told_the_goal_at_once_and_other_tools_do_not_run_as_tasks(client):
+    token = issue_agent_token("agent-i")
+    answer = rpc(client, message("tools/call", name="run_goal", task={}, arguments={
+        "goal_key": "i", "workspace": "/srv/i", "objective": "o"}), token).json()["result"]
+    told = answer["_meta"][tasks.IMMEDIATE]
+    goal_id = hosttasks.goal_of(f"{accounts.ApiToken.objects.first().user.pk}:agent-i",
+                                answer["task"]["taskId"])
+    assert json.loads(told.splitlines()[0])["goal"]["id"] == goal_id
+    assert "wll_" not in told  # the lease token stays with the server
+    before = Event.objects.count()
+    refused = rpc(client, message("tools/call", name="checkpoint_goal", task={}, arguments={
+        "goal_id": goal_id, "current_step": "x", "progress_pct": 5}), token).json()
+    assert refused["error"]["code"] == -32601
+    malformed = rpc(client, message("tools/call", name="run_goal", task=5, arguments={}),
+                    token).json()
+    assert malformed["error"]["code"] == -32602
+    assert Event.objects.count() == before
