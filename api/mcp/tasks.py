@@ -30,7 +30,6 @@ from django.http import HttpRequest
 
 from api.mcp.inprocess import DatabaseLeases, InProcessApi, Principal
 from ledger.access.accounts import AGENT, role_of
-from ledger.domain.hosttasks import CANCEL_REASON
 from ledger.services import hosttasks
 from ledger.services.caller import Caller, GoalNotFound
 from wakeledger_agent.client import ApiError
@@ -252,7 +251,7 @@ def cancel(request: HttpRequest, principal: Principal, params: dict[str, Any],
     if followed.view.terminal:
         raise RpcFault(INVALID_PARAMS, "Cannot cancel task: already in terminal status "
                        f"'{followed.view.status}'")
-    _act(request, principal, f"goals/{followed.goal_id}/stop", {"reason": CANCEL_REASON})
+    _act(request, principal, f"goals/{followed.goal_id}/stop", {"reason": hosttasks.CANCEL_REASON})
     if modern(request):
         return {"resultType": "complete"}
     after = hosttasks.follow(caller_of(principal), followed.goal_id)

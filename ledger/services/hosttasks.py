@@ -18,13 +18,15 @@ from typing import Any
 
 from ledger.access.derivation import derived
 from ledger.domain import GoalState
-from ledger.domain.hosttasks import TaskView, task_view
+from ledger.domain.hosttasks import CANCEL_REASON, TaskView, task_view
 from ledger.domain.parts import iso_text
 from ledger.domain.state import STOPPED
 from ledger.eventstore import clock
 from ledger.models import Event, LogLeaf
 from ledger.services import reads
 from ledger.services.caller import Caller
+
+__all__ = ["CANCEL_REASON", "Ending", "Followed", "follow", "goal_of", "task_id"]
 
 PREFIX = "wlt1."
 _MAC_BYTES = 16
