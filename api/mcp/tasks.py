@@ -27,6 +27,7 @@ from typing import Any
 
 import mcp.types as types
 from django.http import HttpRequest
+from mcp.shared.exceptions import MCPError
 
 from api.mcp.inprocess import DatabaseLeases, InProcessApi, Principal
 from ledger.access.accounts import AGENT, role_of
@@ -52,12 +53,9 @@ SERVER_CAPABILITY = types.ServerTasksCapability(
         tools=types.TasksToolsCapability(call=types.TasksCallCapability())))
 
 
-class RpcFault(Exception):
-    """A JSON-RPC error the view answers (``rpc_error``)."""
-
-    def __init__(self, code: int, message: str, data: Any = None):
-        super().__init__(message)
-        self.code, self.message, self.data = code, message, data
+class RpcFault(MCPError):
+    """A JSON-RPC error the view answers (``rpc_error``): the SDK's own error
+    type (code, message, data), which a method table's dispatch catches."""
 
 
 def dumped(model: Any) -> dict[str, Any]:
