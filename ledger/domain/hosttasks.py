@@ -13,6 +13,7 @@ from datetime import datetime
 
 from ledger.domain.parts import iso_text
 from ledger.domain.state import BLOCKED, DONE, FAILED, PAUSED, RUNNING, STOPPED, GoalState
+from ledger.domain.text import clean
 
 WORKING = "working"
 INPUT_REQUIRED = "input_required"
@@ -36,7 +37,8 @@ MAX_POLL_SECONDS = 600
 # "cancelled through the task" from any other operator stop afterwards.
 CANCEL_REASON = "cancelled through its MCP task (tasks/cancel)"
 
-# The longest gate name a status message repeats (gates are short names).
+# The longest gate name a status message repeats (gates are short names; the
+# task's gates themselves are whole, they key the approvals' answers).
 _GATE = 60
 
 
@@ -103,8 +105,8 @@ def task_view(state: GoalState, now: datetime, *, stop_reason: str = "") -> Task
         return TaskView(COMPLETED, "An operator stopped the goal.", None, is_error=True)
     poll = poll_seconds(state, now)
     if state.status == BLOCKED and state.pending_approvals:
-        gates = tuple(str(gate.get("gate", ""))[:_GATE] for gate in state.pending_approvals)
-        named = ", ".join(f"'{gate}'" for gate in gates)
+        gates = tuple(str(gate.get("gate", "")) for gate in state.pending_approvals)
+        named = ", ".join(f"'{clean(gate, _GATE)}'" for gate in gates)
         return TaskView(INPUT_REQUIRED, f"Waiting for a person allowed to approve to decide "
                         f"gate {named}.", poll, gates=gates)
     if state.status == BLOCKED:

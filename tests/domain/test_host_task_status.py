@@ -22,7 +22,7 @@ PROVIDER_TEXT = "Error 529 overloaded_error: upstream said hello-PROVIDER"
 
 offsets = st.integers(min_value=-86_400, max_value=7 * 86_400).map(
     lambda s: NOW + timedelta(seconds=s))
-gates = st.lists(st.text(alphabet="abcdefghij-_", min_size=1, max_size=80), max_size=3)
+gates = st.lists(st.text(min_size=1, max_size=100), max_size=3)
 
 
 @st.composite
@@ -51,7 +51,7 @@ def states(draw) -> GoalState:
 def test_every_goal_state_reads_as_one_task_status_in_our_own_words(state, stop_reason):
     view = task_view(state, NOW, stop_reason=stop_reason)
     assert view.status in TASK_STATUSES
-    assert PROVIDER_TEXT not in view.message and "PROVIDER" not in view.message
+    assert PROVIDER_TEXT not in view.message
     assert view.message and "\n" not in view.message
     # A goal that is over is a terminal task, and only then.
     assert view.terminal == state.terminal
@@ -67,7 +67,7 @@ def test_an_approval_wait_is_input_required_and_nothing_else_is(state):
     waits = state.status == "blocked" and bool(state.pending_approvals)
     assert (view.status == "input_required") == waits
     if waits:
-        assert view.gates == tuple(g["gate"][:60] for g in state.pending_approvals)
+        assert view.gates == tuple(g["gate"] for g in state.pending_approvals)
 
 
 @given(states(), st.sampled_from(["", CANCEL_REASON, "operator's own reason"]))
