@@ -92,7 +92,7 @@ def wants_task(name: object, params: dict[str, Any], meta: dict[str, Any]) -> bo
     ``task`` param on any other tool is refused, as 2025-11-25 asks (-32601);
     a 2026 client names the extension on every call, so there the other
     tools simply answer."""
-    if "task" in params:
+    if params.get("task") is not None:  # "task": null is no task
         if not isinstance(params["task"], dict):
             raise RpcFault(INVALID_PARAMS, "task must be an object ({\"ttl\": ms}).")
         if name not in TASK_TOOLS:
