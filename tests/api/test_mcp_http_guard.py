@@ -214,4 +214,4 @@ def test_instructions_name_the_url_the_client_came_to(client, settings, monkeypa
     assert "http://ledger.example.com/api/v1" in answer.json()["result"]["instructions"]
     listed = rpc(client, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, token,
                  HTTP_HOST="ledger.example.com")
-    assert len(listed.json()["result"]["tools"]) == 15
+    assert len(listed.json()["result"]["tools"]) == 16
