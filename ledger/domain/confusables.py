@@ -13,12 +13,14 @@ prefix to its body however it is drawn.
 Some look-alikes stand for more than one ASCII character: Greek Iota looks
 like ``I``, ``l``, ``1`` and ``|`` at once, and the Kelvin sign is ``K`` by
 its skeleton but ``k`` by its case. ``fold`` picks the one of the same kind
-(an upper-case letter for an upper-case letter); ``variants`` gives the
-text with each other choice, so that no credential escapes by the pick.
+(an upper-case letter for an upper-case letter); ``readings`` gives the
+text with each choice, so that no credential escapes by the pick.
 See docs/security.md ("Secrets never enter the ledger").
 """
 
 import functools
+import itertools
+import math
 import re
 import unicodedata
 from pathlib import Path
@@ -80,15 +82,13 @@ class Folds:
             choices[c] = ("-",)
         self.choices = choices
         self.fold = {ord(c): options[0] for c, options in choices.items()}
-        ambiguous = {c: options for c, options in choices.items() if len(options) > 1}
-        widest = max((len(options) for options in ambiguous.values()), default=1)
-        # The same choice for every character of one class (all of I, l, 1
-        # and | in a variant), whatever each prefers: a key's prefix written
-        # with two different look-alikes of "I" is still one of them.
-        self.variants = tuple(
-            {**self.fold,
-             **{ord(c): sorted(options)[i % len(options)] for c, options in ambiguous.items()}}
-            for i in range(widest))
+        ambiguous = [c for c, options in choices.items() if len(options) > 1]
+        # A reading picks one ASCII character per class of look-alikes (every
+        # look-alike of "I", "l", "1" and "|" the same), whatever each prefers:
+        # no key's fixed prefix needs two of one class.
+        self.classes = {c: tuple(sorted(choices[c])) for c in ambiguous}
+        self.unambiguous = {code: a for code, a in self.fold.items()
+                            if chr(code) not in self.classes}
         # Two classes: with a character above U+FFFF in it, a class costs
         # `re` about 300 ns a character of the text, without one 4 ns.
         self.ambiguous = re.compile(
@@ -151,12 +151,45 @@ def fold(text: str) -> str:
     return text.translate(folds().fold)
 
 
-def variants(text: str) -> list[str]:
-    """``text`` folded with each choice for the look-alikes that stand for
-    several ASCII characters (one choice per variant throughout the text);
-    empty when it holds none."""
+# Readings of one text at most: every combination up to here (three classes
+# of two and one of four is 32), past it each class's choices one at a time.
+MAX_READINGS = 64
+
+
+def readings(text: str) -> list[str]:
+    """``text`` with every look-alike in ASCII, once per reading of those that
+    imitate several characters (every combination of their classes' choices);
+    just ``fold(text)`` when it holds none of those."""
     tables = folds()
-    if tables.ambiguous.search(text) is None and (
-            _ASTRAL.search(text) is None or tables.ambiguous_astral.search(text) is None):
-        return []
-    return [text.translate(table) for table in tables.variants]
+    present = set(tables.ambiguous.findall(text))
+    if _ASTRAL.search(text) is not None:
+        present.update(tables.ambiguous_astral.findall(text))
+    if not present:
+        return [text.translate(tables.fold)]
+    members: dict[tuple[str, ...], list[str]] = {}
+    for c in sorted(present):
+        members.setdefault(tables.classes[c], []).append(c)
+    partial = text.translate(tables.unambiguous)
+    found = []
+    for choice in _choices(list(members)):
+        reading = partial
+        for options, pick in zip(members, choice, strict=True):
+            for c in members[options]:
+                reading = reading.replace(c, pick)
+        found.append(reading)
+    return found
+
+
+def _choices(classes: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    if math.prod(len(options) for options in classes) <= MAX_READINGS:
+        return list(itertools.product(*classes))
+    # Too many to try all: each class's every choice with the others at
+    # their first, and every class at its i-th choice together.
+    firsts = tuple(options[0] for options in classes)
+    found = {firsts}
+    for i, options in enumerate(classes):
+        for pick in options:
+            found.add((*firsts[:i], pick, *firsts[i + 1:]))
+    for k in range(max(len(options) for options in classes)):
+        found.add(tuple(options[k % len(options)] for options in classes))
+    return sorted(found)

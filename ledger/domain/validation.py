@@ -166,14 +166,13 @@ def folds(text: str) -> Iterator[str]:
     first: without invisible characters and in NFKC; then with every
     look-alike of an ASCII character (Cyrillic dze, Greek Iota, small
     capitals, the Kelvin sign, every dash and minus sign) in the ASCII it
-    imitates, by Unicode's confusables (``ledger.domain.confusables``); then
-    once per other reading of a look-alike that imitates several (Greek Iota
-    is "I", "l", "1" or "|"). Folded before NFKC and after it: NFKC turns the
+    imitates, by Unicode's confusables (``ledger.domain.confusables``), once
+    per reading of the look-alikes that imitate several (Greek Iota is "I",
+    "l", "1" or "|"). Folded before NFKC and after it: NFKC turns the
     Kelvin sign into "K" and so loses its other reading, "k"."""
     yield _normalized(text)
-    yield _refolded(confusables.fold(text))
-    for variant in confusables.variants(text):
-        yield _refolded(variant)
+    for reading in confusables.readings(text):
+        yield _refolded(reading)
 
 
 def _refolded(folded: str) -> str:
