@@ -79,7 +79,10 @@ class Folds:
                     choices[chr(code)] = (*known, *(a for a in letter if a not in known))
         planes = "".join("".join(map(chr, range(first, last))) for first, last in _DASH_PLANES)
         for c in _DASHES.findall(planes):
-            choices[c] = ("-",)
+            # A dash that looks like something else besides (U+1400, the
+            # Canadian syllabics hyphen, is "=" by its skeleton) reads as both.
+            known = choices.get(c, ())
+            choices[c] = known if "-" in known else (*known, "-")
         self.choices = choices
         self.fold = {ord(c): options[0] for c, options in choices.items()}
         ambiguous = [c for c, options in choices.items() if len(options) > 1]
