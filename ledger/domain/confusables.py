@@ -18,10 +18,12 @@ text with each choice, so that no credential escapes by the pick.
 See docs/security.md ("Secrets never enter the ledger").
 """
 
+import array
 import functools
 import itertools
 import math
 import re
+import sys
 import unicodedata
 from pathlib import Path
 
@@ -46,6 +48,7 @@ _SMALL_CAPITAL = re.compile(r"LATIN LETTER SMALL CAPITAL ([A-Z])")
 # Where the dashes are looked for: Unicode 16 has none above U+10EAD, and
 # the planes past the first two hold no punctuation at all.
 _DASH_PLANES = (0x80, 0xD800), (0xE000, 0x20000)
+_UTF32 = f"utf-32-{'le' if sys.byteorder == 'little' else 'be'}"  # array's own order
 
 
 def _small_capital(c: str) -> tuple[str, ...]:
@@ -77,7 +80,9 @@ class Folds:
                 if letter:
                     known = choices.get(chr(code), ())
                     choices[chr(code)] = (*known, *(a for a in letter if a not in known))
-        planes = "".join("".join(map(chr, range(first, last))) for first, last in _DASH_PLANES)
+        # Code points to text at C speed (a join of chr() took 35 ms).
+        planes = "".join(array.array("I", range(first, last)).tobytes().decode(_UTF32)
+                         for first, last in _DASH_PLANES)
         for c in _DASHES.findall(planes):
             # A dash that looks like something else besides (U+1400, the
             # Canadian syllabics hyphen, is "=" by its skeleton) reads as both.
