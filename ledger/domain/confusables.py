@@ -169,14 +169,9 @@ def readings(text: str) -> list[str]:
     imitate several characters (every combination of their classes' choices);
     just ``fold(text)`` when it holds none of those."""
     tables = folds()
-    present = set(tables.ambiguous.findall(text))
-    if _ASTRAL.search(text) is not None:
-        present.update(tables.ambiguous_astral.findall(text))
-    if not present:
+    members = _classes(text)
+    if not members:
         return [text.translate(tables.fold)]
-    members: dict[tuple[str, ...], list[str]] = {}
-    for c in sorted(present):
-        members.setdefault(tables.classes[c], []).append(c)
     partial = text.translate(tables.unambiguous)
     found = []
     for choice in _choices(list(members)):
@@ -186,6 +181,24 @@ def readings(text: str) -> list[str]:
                 reading = reading.replace(c, pick)
         found.append(reading)
     return found
+
+
+def every_reading(text: str) -> bool:
+    """Whether ``readings`` tries every combination for ``text``."""
+    return math.prod(len(options) for options in _classes(text)) <= MAX_READINGS
+
+
+def _classes(text: str) -> dict[tuple[str, ...], list[str]]:
+    """The classes of the look-alikes of several characters in ``text``,
+    each with its members there."""
+    tables = folds()
+    present = set(tables.ambiguous.findall(text))
+    if _ASTRAL.search(text) is not None:
+        present.update(tables.ambiguous_astral.findall(text))
+    members: dict[tuple[str, ...], list[str]] = {}
+    for c in sorted(present):
+        members.setdefault(tables.classes[c], []).append(c)
+    return members
 
 
 def _choices(classes: list[tuple[str, ...]]) -> list[tuple[str, ...]]:

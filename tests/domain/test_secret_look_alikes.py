@@ -94,6 +94,21 @@ def test_a_checkpoint_with_a_look_alike_credential_is_refused_naming_its_field(t
     assert "credential" in str(refused.value)
 
 
+def test_a_commands_one_scan_finds_a_look_alike_key_among_many_other_look_alikes():
+    """A key needing four choices at once (Greek Iota as "l", small capitals
+    as lower case) is read in every combination in its own text; joined
+    with another text's look-alikes, the combinations would be too many to
+    try, and the scan of the command still finds it."""
+    from ledger.domain import confusables
+
+    key = "g" + u(0x399, 0x1D18, 0x1D00, 0x1D1B) + "-xxxxXXXXxxxx1234abcd"
+    other = u(0x41E, 0x17F, 0x2BC, 0x1D04, 0x1D05, 0x1D07)
+    assert looks_like_secret(key)
+    assert not confusables.every_reading(f"{key}\n{other}")
+    assert any_secret([key, other])
+    assert any_secret([other, "a note", key])
+
+
 # ------------------------------------------------------------ generated look-alikes
 
 
