@@ -192,7 +192,8 @@ You reach Wake Ledger ({base}) through this server's tools, not through the
 `report_run` (how a run ended: a rate limit pauses the goal and a wake resumes
 it), `request_approval`, `track_job` / `update_job` (blocking CI runs, deploys),
 `prepare_scheduled_continuation` / `cancel_scheduled_continuation` /
-`get_scheduled_continuation` (the goal's one recurring wake),
+`get_scheduled_continuation` (the goal's one recurring wake), `await_goal` (a
+goal someone else works on: over /mcp, run as a task, it lasts until the goal ends),
 `record_watchdog_receipt` (what your host did with it), and
 `claim_scheduled_continuation`, the first call of any turn your host's
 schedule fires: work only when its `outcome` is `recurring_acquired`.

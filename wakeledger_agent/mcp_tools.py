@@ -56,6 +56,11 @@ SPECS: dict[str, Spec] = {
         note="Answers the goal's watchdog (its one recurring wake, with its health), the "
              "one-off wake at a rate limit's reset, the last wake and the pause, taken from "
              "that state."),
+    "await_goal": Spec(
+        "GET", "goals/{goal_id}", read_only=True,
+        note="Follows a goal someone else works on: called as a task (a client that "
+             "declares task support), the task lasts until the goal ends, asks its approvals "
+             "and answers its completion with evidence; called plainly, it answers as get_goal."),
     "resume_goal": Spec(
         "POST", "goals/{goal_id}/lease",
         note="Then reads the resume packet: verify its artifacts_to_verify before you go "

@@ -133,7 +133,7 @@ def authenticate(request: HttpRequest) -> tuple[Principal | None, HttpResponse |
         response = JsonResponse(body, status=429, content_type=PROBLEM_CONTENT_TYPE)
         response["Retry-After"] = str(wait)
         return None, response
-    principal = _api_token(token) or _oauth_token(token)
+    principal = _api_token(token) or _oauth_token(token, request)
     if principal is None:
         failures = window.record(address)
         log = accounts.logger.warning if failures == window.limit else accounts.logger.info
@@ -150,10 +150,10 @@ def _api_token(token: str) -> Principal | None:
     return Principal(found.user, found, f"token:{found.pk}")
 
 
-def _oauth_token(token: str) -> Principal | None:
+def _oauth_token(token: str, request: HttpRequest) -> Principal | None:
     from api.mcp import oauth
 
-    return oauth.principal(token)
+    return oauth.principal(token, oauth.mcp_resources(request))  # issued for /mcp only
 
 
 def rate_limited(principal: Principal) -> int:

@@ -8,18 +8,18 @@ its metadata views reverse."""
 
 from django.urls import include, path
 from oauth2_provider import urls as dot_urls
-from oauth2_provider import views as dot
 
-from api.mcp.oauth import AuditedRevokeView, ConsentView, ThrottledRegistrationView
+from api.mcp.oauth import AuditedRevokeView, CheckedTokenView, ConsentView
+from api.mcp.oauth_clients import CheckedRegistrationManagementView, ThrottledRegistrationView
 from api.mcp.views import mcp_endpoint
 
 oauth = [
     *dot_urls.metadata_urlpatterns,
     path("oauth/authorize/", ConsentView.as_view(), name="authorize"),
-    path("oauth/token/", dot.TokenView.as_view(), name="token"),
+    path("oauth/token/", CheckedTokenView.as_view(), name="token"),
     path("oauth/revoke/", AuditedRevokeView.as_view(), name="revoke-token"),
     path("oauth/register/", ThrottledRegistrationView.as_view(), name="dcr-register"),
-    path("oauth/register/<str:client_id>/", dot.DynamicClientRegistrationManagementView.as_view(),
+    path("oauth/register/<str:client_id>/", CheckedRegistrationManagementView.as_view(),
          name="dcr-register-management"),
 ]
 

@@ -61,7 +61,7 @@ from mcp_types import methods as surfaces
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from api.mcp import guard
+from api.mcp import guard, tasks
 from api.mcp.inprocess import (
     DatabaseLeases,
     InProcessApi,
@@ -150,7 +150,8 @@ def initialize(request: HttpRequest, principal: Principal, params: dict[str, Any
     asked = params.get("protocolVersion")
     return present("initialize", meta, dumped(types.InitializeResult(
         protocol_version=asked if asked in VERSIONS else VERSIONS[0],
-        capabilities=types.ServerCapabilities(tools=types.ToolsCapability(list_changed=False)),
+        capabilities=types.ServerCapabilities(tools=types.ToolsCapability(list_changed=False),
+                                              tasks=tasks.SERVER_CAPABILITY),
         server_info=server_info(), instructions=server_instructions(request))))
 
 
@@ -160,7 +161,10 @@ def discover(request: HttpRequest, principal: Principal, params: dict[str, Any],
     # 2025 revision is reached by initialize, not by this envelope.
     return present("server/discover", meta, dumped(types.DiscoverResult(
         supported_versions=list(MODERN),
-        capabilities=types.ServerCapabilities(tools=types.ToolsCapability(list_changed=False)),
+        # The tasks extension is how a 2026-07-28 host learns that a goal
+        # can be followed as a task (Claude Code follows tasks only so).
+        capabilities=types.ServerCapabilities(tools=types.ToolsCapability(list_changed=False),
+                                              extensions={tasks.EXTENSION: {}}),
         instructions=server_instructions(request), ttl_ms=CACHE_MS, cache_scope="private")))
 
 
@@ -171,7 +175,7 @@ def ping(request: HttpRequest, principal: Principal, params: dict[str, Any],
 
 def list_tools(request: HttpRequest, principal: Principal, params: dict[str, Any],
                meta: dict[str, Any]) -> dict[str, Any]:
-    result = dumped(types.ListToolsResult(tools=list(tools(request))))
+    result = dumped(types.ListToolsResult(tools=[tasks.advertised(t) for t in tools(request)]))
     if modern(meta):
         result.update(ttlMs=CACHE_MS, cacheScope="private")
     return present("tools/list", meta, result)
@@ -182,6 +186,9 @@ def call_tool(request: HttpRequest, principal: Principal, params: dict[str, Any]
     name, arguments = params.get("name"), params.get("arguments") or {}
     if not isinstance(name, str) or not isinstance(arguments, dict):
         raise MCPError(INVALID_PARAMS, "tools/call needs a name and an arguments object.")
+    if tasks.wants_task(name, params, meta):
+        # Not through present(): the tools/call surface knows no task result.
+        return tasks.create(request, principal, name, arguments, params, meta)
     api = InProcessApi(request, principal)
     result = ToolCalls(api, DatabaseLeases(principal, api)).call(name, arguments)
     return present("tools/call", meta, dumped(result))
@@ -211,6 +218,10 @@ METHODS: dict[str, Method] = {
     "tools/list": Method(list_tools),
     "tools/call": Method(call_tool),
 }
+# The revisions that have tasks: 2025-11-25's experimental tasks and
+# 2026-07-28's tasks extension.
+TASK_ERAS = ("2025-11-25", *MODERN)
+METHODS.update({name: Method(handler, TASK_ERAS) for name, handler in tasks.METHODS.items()})
 
 
 # ---------------------------------------------------------------- the endpoint

@@ -94,13 +94,20 @@ class McpLease(models.Model):
 
 
 class OAuthAudit(models.Model):
-    """What happened to a hosted connector's access, for an auditor: a
-    person's consent (or refusal) naming the agent identity it acts as, and
-    each revocation. Names and client ids only: tokens are stored by
-    django-oauth-toolkit as SHA-256 checksums, never here."""
+    """What happened to a hosted connector's access, for an auditor: its
+    registration, a person's consent (or refusal) naming the agent identity
+    it acts as, each revocation, each replayed code or refresh token. Names
+    and client ids only: tokens are stored by django-oauth-toolkit as SHA-256
+    checksums, never here."""
 
     GRANTED, REFUSED, REVOKED = "granted", "refused", "revoked"
-    KINDS = ((GRANTED, GRANTED), (REFUSED, REFUSED), (REVOKED, REVOKED))
+    # A client registered (dynamically or from its metadata document); an
+    # authorization code or a rotated-away refresh token presented again,
+    # whose tokens were revoked for it.
+    REGISTERED, CODE_REUSED, REFRESH_REUSED = "registered", "code_reused", "refresh_reused"
+    KINDS = ((GRANTED, GRANTED), (REFUSED, REFUSED), (REVOKED, REVOKED),
+             (REGISTERED, REGISTERED), (CODE_REUSED, CODE_REUSED),
+             (REFRESH_REUSED, REFRESH_REUSED))
 
     kind = models.CharField(max_length=16, choices=KINDS)
     client_id = models.CharField(max_length=100)

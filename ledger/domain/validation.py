@@ -8,12 +8,13 @@ scheduler) is checked again.
 import posixpath
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import regex
 
+from ledger.domain import confusables
 from ledger.domain.errors import InvalidCommand
 from ledger.domain.events import iso
 
@@ -97,10 +98,17 @@ def _gated() -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
 _GATED = _gated()
 
 
+# The only characters outside ASCII that case-insensitive matching takes for
+# an ASCII letter (U+0130 and U+0131, the dotted and dotless I, are "i";
+# U+017F, the long s, is "s"; the Kelvin sign is "k").
+# Any other text, whatever its script, holds a pattern's literal where the
+# pattern matches.
+_CASE_TWINS = re.compile("[\u0130\u0131\u017f\u212a]")
+
+
 def _scan(text: str) -> bool:
-    if not text.isascii():
-        # Case folding outside ASCII (the Kelvin sign matches "k" under
-        # IGNORECASE) would slip past the literals: scan it whole.
+    if not text.isascii() and _CASE_TWINS.search(text) is not None:
+        # Case folding would slip them past the literals: scan it whole.
         return _SECRET.search(text) is not None
     lowered = text.lower()
     # Plain loops, not any(): the generator costs more than the scan here.
@@ -137,11 +145,41 @@ def looks_like_secret(text: str) -> bool:
     if _scan(text):
         return True
     if text.isascii():
-        return False  # NFKC and the invisible characters change nothing here
+        return False  # NFKC, the invisible characters and look-alikes change nothing here
+    seen = {text}
+    for folded in folds(text):
+        if folded not in seen:
+            if _scan(folded):
+                return True
+            seen.add(folded)
+    return False
+
+
+def _normalized(text: str) -> str:
     # Dropped before NFKC and after it: NFKC maps some ignorables (U+3164) to
     # other ignorables (U+1160).
-    folded = _IGNORABLE.sub("", unicodedata.normalize("NFKC", _IGNORABLE.sub("", text)))
-    return folded != text and _scan(folded)
+    return _IGNORABLE.sub("", unicodedata.normalize("NFKC", _IGNORABLE.sub("", text)))
+
+
+def folds(text: str) -> Iterator[str]:
+    """The forms of a text that is not ASCII the scan also looks at, cheapest
+    first: without invisible characters and in NFKC; then with every
+    look-alike of an ASCII character (Cyrillic dze, Greek Iota, small
+    capitals, the Kelvin sign, every dash and minus sign) in the ASCII it
+    imitates, by Unicode's confusables (``ledger.domain.confusables``), once
+    per reading of the look-alikes that imitate several (Greek Iota is "I",
+    "l", "1" or "|"). Folded before NFKC and after it: NFKC turns the
+    Kelvin sign into "K" and so loses its other reading, "k"."""
+    yield _normalized(text)
+    for reading in confusables.readings(text):
+        yield _refolded(reading)
+
+
+def _refolded(folded: str) -> str:
+    normalized = _normalized(folded)
+    # Folding again only what NFKC made (U+1D6A8, a mathematical Alpha, is a
+    # Greek Alpha by NFKC): a fold leaves nothing to fold.
+    return normalized if normalized == folded else confusables.fold(normalized)
 
 
 def any_secret(texts: Iterable[object]) -> bool:
@@ -155,7 +193,15 @@ def any_secret(texts: Iterable[object]) -> bool:
     "look at each": ``text(..., scan=True)`` then names the field, in the
     order it always did. One pass instead of one per text is most of the
     validation of a checkpoint, which has six texts or more."""
-    return looks_like_secret("\n".join(t for t in texts if isinstance(t, str)))
+    strings = [t for t in texts if isinstance(t, str)]
+    joined = "\n".join(strings)
+    if looks_like_secret(joined):
+        return True
+    if joined.isascii() or confusables.every_reading(joined):
+        return False
+    # The texts together hold more classes of look-alikes than the scan
+    # reads in every combination; one text alone may hold few enough.
+    return any(looks_like_secret(t) for t in strings)
 
 
 def encodes(value: str) -> bool:

@@ -5,6 +5,7 @@ expected, so a typo in a deployment fails at start-up instead of silently
 falling back to a default.
 """
 
+import ipaddress
 import os
 from urllib.parse import unquote, urlsplit
 
@@ -53,6 +54,18 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return list(default)
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_networks(name: str) -> list[str]:
+    """Comma-separated CIDRs (``10.0.0.0/8, fd00::/8``), each checked."""
+    networks = []
+    for item in env_list(name, []):
+        try:
+            networks.append(str(ipaddress.ip_network(item, strict=False)))
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} is not a network (CIDR, e.g. 10.0.0.0/8).") from None
+    return networks
 
 
 

@@ -8,7 +8,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from ledger.domain import policy as domain_policy
 from ledger.project import dispatchers, oauth
-from ledger.project.env import database_from_url, env_bool, env_int, env_list, env_str
+from ledger.project.env import database_from_url, env_bool, env_int, env_list, env_networks, env_str
 from ledger.project.files import private_var
 from ledger.project.logconfig import logging_from_environment
 
@@ -268,11 +268,7 @@ WAKELEDGER_LOGIN_LOCKOUT_SECONDS = env_int("WAKELEDGER_LOGIN_LOCKOUT_SECONDS", 1
 WAKELEDGER_MCP_ALLOWED_ORIGINS = env_list("WAKELEDGER_MCP_ALLOWED_ORIGINS", [])
 WAKELEDGER_MCP_CALLS_PER_MINUTE = env_int("WAKELEDGER_MCP_CALLS_PER_MINUTE", 300, minimum=1)
 # OAuth 2.1 for hosted connectors (ChatGPT, Claude): django-oauth-toolkit with
-# every RFC 9700 gate on — authorization code with PKCE S256 only, no implicit
-# or password grant, tokens stored as SHA-256 checksums only, refresh tokens
-# rotated with reuse detection — dynamic client registration open (RFC 7591:
-# a client gets nothing until a signed-in operator consents), and the
-# metadata documents of RFC 8414 and RFC 9728 at the site's root.
+# every RFC 9700 gate on (ledger/project/oauth.py says which; docs/agents.md §5).
 WAKELEDGER_OAUTH_ACCESS_TOKEN_SECONDS = env_int("WAKELEDGER_OAUTH_ACCESS_TOKEN_SECONDS", 3600,
                                                 minimum=60, maximum=86400)
 WAKELEDGER_OAUTH_REFRESH_TOKEN_SECONDS = env_int("WAKELEDGER_OAUTH_REFRESH_TOKEN_SECONDS",
@@ -283,9 +279,14 @@ WAKELEDGER_OAUTH_REFRESH_TOKEN_SECONDS = env_int("WAKELEDGER_OAUTH_REFRESH_TOKEN
 # `check --deploy` would warn about any http redirect; hosted connectors
 # redirect to https. Local clients can always send an API token instead.
 WAKELEDGER_OAUTH_LOOPBACK = env_bool("WAKELEDGER_OAUTH_LOOPBACK", not WAKELEDGER_HTTPS)
+# Client ID Metadata Documents: offered unless off; fetched from public
+# addresses only, unless listed here (CIDRs, e.g. an intranet's 10.0.0.0/8).
+WAKELEDGER_OAUTH_CIMD = env_bool("WAKELEDGER_OAUTH_CIMD", True)
+WAKELEDGER_OAUTH_CIMD_PRIVATE_NETWORKS = env_networks("WAKELEDGER_OAUTH_CIMD_PRIVATE_NETWORKS")
 OAUTH2_PROVIDER = oauth.provider_settings(WAKELEDGER_OAUTH_ACCESS_TOKEN_SECONDS,
                                           WAKELEDGER_OAUTH_REFRESH_TOKEN_SECONDS,
-                                          loopback=WAKELEDGER_OAUTH_LOOPBACK)
+                                          loopback=WAKELEDGER_OAUTH_LOOPBACK,
+                                          cimd=WAKELEDGER_OAUTH_CIMD)
 # Request bodies above this are refused with 413 (agents send small JSON).
 WAKELEDGER_MAX_BODY_BYTES = env_int("WAKELEDGER_MAX_BODY_BYTES", 256 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = WAKELEDGER_MAX_BODY_BYTES

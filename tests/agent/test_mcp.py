@@ -27,7 +27,7 @@ TOOL_NAMES = {
     "run_goal", "checkpoint_goal", "heartbeat", "report_run", "request_approval", "track_job",
     "update_job", "prepare_scheduled_continuation", "claim_scheduled_continuation",
     "cancel_scheduled_continuation", "record_watchdog_receipt", "finish_goal", "get_goal",
-    "get_scheduled_continuation", "resume_goal",
+    "get_scheduled_continuation", "resume_goal", "await_goal",
 }
 # What a claim may answer while the wake is not yet this agent's (docs/api.md, Wakes).
 WAITING = {"not_due", "worker_busy_noop"}
@@ -97,7 +97,7 @@ def test_a_goal_through_the_mcp_server(live_server, agent_token, fast_wakes):
     anyio.run(scenario)
     print(seen["stderr"])
     # What the server logs (the host's log) names the API, never a secret.
-    assert f"serving 15 tools for {url}" in seen["stderr"]
+    assert f"serving 16 tools for {url}" in seen["stderr"]
     assert agent_token not in seen["stderr"] and "wll_" not in seen["stderr"]
 
     history = events(url, agent_token, seen["goal_id"])

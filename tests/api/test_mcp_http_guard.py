@@ -90,7 +90,7 @@ def test_a_client_registers_itself_and_gets_nothing_until_an_operator_consents(c
 def test_registrations_from_one_address_are_limited(client, monkeypatch):
     from ledger.access.accounts import Window
 
-    monkeypatch.setattr("api.mcp.oauth.REGISTRATIONS", Window("oauth-register", 2, 3600))
+    monkeypatch.setattr("api.mcp.oauth_clients.REGISTRATIONS", Window("oauth-register", 2, 3600))
     body = json.dumps({"client_name": "c", "redirect_uris": ["https://c.example/cb"],
                        "token_endpoint_auth_method": "none"})
     answers = [client.post("/oauth/register/", data=body, content_type="application/json")
@@ -214,4 +214,4 @@ def test_instructions_name_the_url_the_client_came_to(client, settings, monkeypa
     assert "http://ledger.example.com/api/v1" in answer.json()["result"]["instructions"]
     listed = rpc(client, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, token,
                  HTTP_HOST="ledger.example.com")
-    assert len(listed.json()["result"]["tools"]) == 15
+    assert len(listed.json()["result"]["tools"]) == 16

@@ -24,6 +24,7 @@ from mcp.shared.auth import (
     OAuthToken,
 )
 
+from api.mcp.tasks import advertised
 from wakeledger_agent.mcp_calls import REDACTED
 from wakeledger_agent.mcp_tools import SPECS, build_tools
 
@@ -187,7 +188,11 @@ def test_the_sdk_client_runs_a_goal_over_mcp(live_server, tokens, mode, era):
     with urllib.request.urlopen(f"{live_server.url}/api/v1/schema?format=json",  # noqa: S310
                                 timeout=10) as answer:
         openapi = json.loads(answer.read())
-    expected = [tool.model_dump(mode="json", by_alias=True) for tool in build_tools(openapi)]
+    # The tools that can run as a task say so (api/mcp/tasks.py), where the
+    # era's Tool has the field: 2026-07-28 hosts learn it from the tasks
+    # extension instead.
+    expected = [(advertised(tool) if era != "2026-07-28" else tool)
+                .model_dump(mode="json", by_alias=True) for tool in build_tools(openapi)]
     assert seen["tools"] == expected and {t["name"] for t in expected} == set(SPECS)
 
 
@@ -370,12 +375,14 @@ def test_a_connector_registers_is_authorized_in_chromium_and_runs_a_goal(
         "grant_type": "refresh_token", "refresh_token": first.refresh_token,
         "client_id": client_id})
     assert status == 400 and body["error"] == "invalid_grant"
-    # The auditor's record: the consent (who, as which agent) and the revocation.
+    # The auditor's record: the registration, the consent (who, as which
+    # agent) and the revocation.
     from ledger.access.models import OAuthAudit
 
     trail = [(a.kind, a.agent, a.by, a.client_name)
              for a in OAuthAudit.objects.order_by("recorded_at", "id")]
-    assert trail == [("granted", "connector-agent", "person", "Test connector"),
+    assert trail == [("registered", "", "dynamic registration from 127.0.0.1", "Test connector"),
+                     ("granted", "connector-agent", "person", "Test connector"),
                      ("revoked", "connector-agent", "client", "Test connector")]
     # No token is stored in the clear.
     from oauth2_provider.models import AccessToken, RefreshToken
