@@ -133,6 +133,7 @@ def measure(n: int, database: str, dump_dir: str) -> None:
         # of 100 claims in one run and nothing in the next.
         gc.collect()
         per_call = calls(run, n)
+        gc.collect()
         per_instr = instructions(run, n, dump_dir, name.split()[0])
         figure = f"{per_instr:,.0f} instructions, " if per_instr is not None else ""
         print(f"{database}: {name}: {figure}{per_call:,.0f} Python calls per operation",
