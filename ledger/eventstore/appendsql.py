@@ -343,6 +343,11 @@ class PostgresRecorder:
         from psycopg import errors, pq
 
         raw = conn.connection
+        if raw.pgconn.transaction_status == pq.TransactionStatus.IDLE and not raw.autocommit:
+            # No statement of this transaction reached the server yet: psycopg
+            # sends its BEGIN before its own cursor's first statement only.
+            DjangoRecorder().add_tallies(conn, rows)
+            return
         with conn.wrap_database_errors:
             result = raw.pgconn.exec_params(_numbered(tally_sql(conn, len(rows), "%s")),
                                             [_as_text(v) for v in _flat(rows)])

@@ -178,6 +178,18 @@ def test_a_heartbeat_or_a_checkpoint_writes_no_tally_a_change_of_status_one_stat
     assert tallied() == grouped() == Counter({(tallies.ACTIVE, "waiting", ""): 1})
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_tally_added_before_any_other_statement_rolls_back_with_its_transaction():
+    """The fast recorders send the upsert past Django's cursor; on
+    PostgreSQL that is past psycopg's implicit BEGIN too, so a transaction
+    whose first statement it is must still hold it."""
+    connection.ensure_connection()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        tallies.add({(tallies.CLAIMS, tallies.labels(outcome="granted", source="internal")): 1})
+        raise RuntimeError("rolled back")
+    assert not Tally.objects.filter(name=tallies.CLAIMS).exists()
+
+
 # ---------------------------------------------------------------- other writers
 
 
