@@ -94,6 +94,7 @@ class World:
         from ledger.domain.events import iso
         from ledger.domain.watchdogs import PrepareWatchdog
         from ledger.eventstore import clock, store, tallies
+        from ledger.models import Goal
 
         proof = LeaseProof(TOKEN, 1)
 
@@ -105,12 +106,35 @@ class World:
             store.execute(goal_id, PrepareWatchdog(proof), actor="agent-1")
             return goal_id
 
+        # The world's clock. Its writers stamp their events at the world's
+        # times (the leases' stale points, the watchdogs' due times), and its
+        # readers (/alerts, the dashboard, the metrics) look at the world's
+        # latest time (``self.now``): a reader at the real clock sees every goal
+        # a sweep stamped ahead of it by more than the clock-skew bound as
+        # OVERDUE (liveness: its deadline cannot be trusted), and one at an
+        # hour ahead sees the unswept leases long overdue. So every write lies
+        # within minutes of the others: the waiting goals' watchdogs fall due
+        # among the sweeps (``rounds - 2`` minutes after the first; the claims
+        # run a minute later), so that at the world's time after the last
+        # sweep no deadline but the listed goals' has passed.
         with clock.use(lambda: self.base), transaction.atomic():
+            leased = start("leased")
+        self.now = self.base
+        self.sweep_first = Goal.objects.get(pk=leased).deadline_at
+        wake_after = self.wake_after(start, proof)
+        waiting_at = self.sweep_first + timedelta(minutes=rounds - 2) - wake_after
+        with clock.use(lambda: waiting_at), transaction.atomic():
             waiting = start("waiting")
             store.execute(waiting, ReleaseLease(proof), actor="agent-1")
-            leased = start("leased")
         self.due_str = iso(store.load(waiting).watchdog.next_due_at)
         self.due_at = datetime.fromisoformat(self.due_str)
+        # Each sweep k (at sweep_first + k min 30 s) leaves the waiting goals
+        # before their deadline (5 minutes after their due time), and the
+        # last leased batch before its own.
+        last_sweep = self.sweep_first + timedelta(minutes=rounds, seconds=30)
+        waiting_deadline = Goal.objects.get(pk=waiting).deadline_at
+        assert last_sweep < waiting_deadline and self.due_at + timedelta(minutes=1) \
+            < self.sweep_first + timedelta(minutes=rounds + 1), (last_sweep, waiting_deadline)
         sweeps = self.due * (rounds + 2)
         filler = self.goals - sweeps
         numbered = "workspace GLOB '/bench/scale/[0-9]*'"
@@ -122,10 +146,6 @@ class World:
                 # The leased copies' deadlines, one minute apart per batch of
                 # ``due``: the sweep of round r finds batch r and no other.
                 # (The leased template itself is due with batch 0: the warm-up.)
-                cursor.execute("SELECT deadline_at FROM ledger_goal WHERE id = %s",
-                               [uuid.UUID(leased).hex])
-                self.sweep_first = datetime.fromisoformat(
-                    str(cursor.fetchone()[0])).replace(tzinfo=UTC)
                 cursor.execute(
                     f"UPDATE ledger_goal SET deadline_at = strftime('%%Y-%%m-%%d %%H:%%M:%%f', "
                     f"%s, '+' || (({number} - %s) / %s) || ' minutes') "
@@ -156,6 +176,27 @@ class World:
             cursor.execute("ANALYZE")
             cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
+    def wake_after(self, start: Any, proof: Any) -> timedelta:
+        """How long after its lease's release a waiting goal's watchdog falls
+        due: one such goal seeded and rolled back."""
+        from django.db import transaction
+
+        from ledger.domain.commands import ReleaseLease
+        from ledger.eventstore import clock, store
+
+        class Probed(Exception):
+            pass
+
+        try:
+            with clock.use(lambda: self.base), transaction.atomic():
+                probe = start("probe")
+                store.execute(probe, ReleaseLease(proof), actor="agent-1")
+                due = store.load(probe).watchdog.next_due_at
+                raise Probed
+        except Probed:
+            pass
+        return due - self.base
+
     def copy(self, template: str, first: int, count: int) -> None:
         """``count`` copies of ``template`` (goal row and schedule rows), numbered
         from ``first``: SQLite only (a recursive CTE)."""
@@ -184,13 +225,15 @@ class World:
                 [first, first + count - 1, tid.hex])
             scols = [f.column for f in Schedule._meta.concrete_fields
                      if f.column not in ("id", "name", "args", "next_run")]
-            # Next runs spread over the hour after the claims' due time, a
-            # second apart: none due unless a pass makes them so.
+            # Next runs spread over the second hour after the claims' due
+            # time, a second apart: none due unless a pass makes them so. (The
+            # world's due time is minutes from the real clock, django-q2's:
+            # the hour's margin outlasts a run at a million goals.)
             cursor.execute(
                 cte + f"INSERT INTO django_q_schedule (name, args, next_run, "
                 f"{', '.join(scols)}) SELECT replace(s.name, %s, {dashed}), "
-                f"replace(s.args, %s, {dashed}), datetime(s.next_run, '+' || (n.i %% 3600) || "
-                f"' seconds'), {', '.join('s.' + c for c in scols)} FROM n, django_q_schedule s "
+                f"replace(s.args, %s, {dashed}), datetime(s.next_run, '+' || (3600 + n.i %% 3600) "
+                f"|| ' seconds'), {', '.join('s.' + c for c in scols)} FROM n, django_q_schedule s "
                 "WHERE s.name LIKE %s",
                 [first, first + count - 1, template, template, f"%{template}"])
 
@@ -202,6 +245,7 @@ class World:
 
         at = self.sweep_first + timedelta(minutes=self.sweeps, seconds=30)
         self.sweeps += 1
+        self.now = max(self.now, at)
         with clock.use(lambda: at):
             t0 = time.perf_counter()
             changed = sweep_leases()
@@ -213,18 +257,24 @@ class World:
         return elapsed
 
     def op_alerts(self) -> float:
-        t0 = time.perf_counter()
-        response = self.auditor.get("/api/v1/alerts", HTTP_HOST="localhost")
-        elapsed = time.perf_counter() - t0
+        from ledger.eventstore import clock
+
+        with clock.use(lambda: self.now):
+            t0 = time.perf_counter()
+            response = self.auditor.get("/api/v1/alerts", HTTP_HOST="localhost")
+            elapsed = time.perf_counter() - t0
         body = response.json()
         assert response.status_code == 200 and body["count"] == self.listed \
             and len(body["results"]) == 50, (response.status_code, body.get("count"))
         return elapsed
 
     def op_dashboard(self) -> float:
-        t0 = time.perf_counter()
-        response = self.admin.get("/admin/ledger/goal/dashboard/", HTTP_HOST="localhost")
-        elapsed = time.perf_counter() - t0
+        from ledger.eventstore import clock
+
+        with clock.use(lambda: self.now):
+            t0 = time.perf_counter()
+            response = self.admin.get("/admin/ledger/goal/dashboard/", HTTP_HOST="localhost")
+            elapsed = time.perf_counter() - t0
         assert response.status_code == 200, response.status_code
         page = response.content.decode()
         assert f"Blocked: WAKE_RETRIES_EXHAUSTED ({self.listed})" in page \
@@ -234,11 +284,13 @@ class World:
     def op_metrics(self) -> float:
         from prometheus_client import generate_latest
 
+        from ledger.eventstore import clock
         from ledger.operators import metrics
 
-        t0 = time.perf_counter()
-        body = generate_latest(metrics.registry())
-        elapsed = time.perf_counter() - t0
+        with clock.use(lambda: self.now):
+            t0 = time.perf_counter()
+            body = generate_latest(metrics.registry())
+            elapsed = time.perf_counter() - t0
         assert b"wakeledger" in body
         return elapsed
 
@@ -247,6 +299,7 @@ class World:
         from scheduling.tasks import fire_watchdog
 
         later = self.due_at + timedelta(minutes=1)
+        self.now = max(self.now, later)
         times = []
         with clock.use(lambda: later):
             for _ in range(self.claims_per_round):

@@ -245,3 +245,25 @@ def test_the_trace_counts_only_project_code_and_sees_each_layer_of_a_request():
     _, modules, functions = traced(a_use_case)
     assert modules == {"ledger/domain/validation.py"}
     assert ("ledger/domain/validation.py", "progress") in functions
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_scale_worlds_readers_list_only_its_goals_that_need_a_human():
+    """bench/scale.py's world: after its sweeps and claims, /alerts and the
+    metrics look at a world in which only the listed goals need a human (none
+    stamped ahead of the readers' clock, no unswept lease overdue)."""
+    from django.db import connection
+
+    from bench.scale import World
+
+    if connection.vendor != "sqlite":
+        pytest.skip("the world is copied with SQLite's SQL")
+    world = World(goals=400, due=10, listed=60, rounds=2, claims=3)  # a full page
+    world.clients()
+    world.op_sweep()
+    world.op_alerts()
+    world.op_claim()
+    for _ in range(2):
+        world.op_sweep()
+    world.op_alerts()  # asserts the total: the listed goals alone
+    world.op_metrics()

@@ -1,5 +1,7 @@
 """The append path's recorders: how a command's three statements (lock and
-read the goal row; insert the events; update the row) reach each database.
+read the goal row; insert the events; update the row), and the metrics'
+tally upsert of the commands that move a counter (a claim, a change of
+status), reach each database.
 
 ``recorder_for(conn)`` is the one way ``store`` writes. Each recorder takes
 the same values and leaves the same rows:
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ledger.models import Event as EventRow
-from ledger.models import Goal
+from ledger.models import Goal, Tally
 
 if TYPE_CHECKING:
     from ledger.eventstore.store import StoredEvent
@@ -277,6 +279,11 @@ class DjangoRecorder:
             cursor.execute(sql.update(changed), update)
             return cursor.rowcount, None
 
+    def add_tallies(self, conn: BaseDatabaseWrapper, rows: list[tuple[str, str, float]]) -> None:
+        """Add ``rows`` (name, labels, delta; sorted) to the tallies in one upsert."""
+        with conn.cursor() as cursor:
+            cursor.execute(tally_sql(conn, len(rows), "%s"), _flat(rows))
+
 
 class SQLiteRecorder:
     """SQLite: the driver's own cursor and ``?`` placeholders; the instants
@@ -298,6 +305,12 @@ class SQLiteRecorder:
             cursor.execute(*insert_sql(conn, sql, pk, stored))
             cursor.execute(sql.update(changed), update)
             return cursor.rowcount, text  # SQLite keeps the very text it was given
+
+    def add_tallies(self, conn: BaseDatabaseWrapper, rows: list[tuple[str, str, float]]) -> None:
+        # The statement Django's cursor would send, without its layers: on a
+        # claim they cost as much as the upsert (docs/performance.md).
+        with conn.wrap_database_errors, closing(conn.connection.cursor()) as cursor:
+            cursor.execute(tally_sql(conn, len(rows), "?"), _flat(rows))
 
 
 class PostgresRecorder:
@@ -323,6 +336,44 @@ class PostgresRecorder:
         # It returns the state as jsonb spells it: the text the next
         # command's locked read will find.
         return append_pg(conn, sql, stored, changed, [*insert_values, *update])
+
+    def add_tallies(self, conn: BaseDatabaseWrapper, rows: list[tuple[str, str, float]]) -> None:
+        # One unnamed statement with text parameters, as ``append_pg``; the
+        # server coerces each VALUES column to its target column's type.
+        from psycopg import errors, pq
+
+        raw = conn.connection
+        if raw.pgconn.transaction_status == pq.TransactionStatus.IDLE and not raw.autocommit:
+            # No statement of this transaction reached the server yet: psycopg
+            # sends its BEGIN before its own cursor's first statement only.
+            DjangoRecorder().add_tallies(conn, rows)
+            return
+        with conn.wrap_database_errors:
+            result = raw.pgconn.exec_params(_numbered(tally_sql(conn, len(rows), "%s")),
+                                            [_as_text(v) for v in _flat(rows)])
+            if result.status != pq.ExecStatus.COMMAND_OK:
+                raise errors.error_from_result(result, encoding=raw.info.encoding)
+
+
+def tally_sql(conn: BaseDatabaseWrapper, count: int, p: str) -> str:
+    """The tallies' upsert of ``count`` rows in placeholder ``p``, built once
+    per shape: a row's delta is added to its value, a new row starts at it."""
+    key = (conn.vendor, count, p)
+    sql = _TALLY_SQL.get(key)
+    if sql is None:
+        table = conn.ops.quote_name(Tally._meta.db_table)
+        values = ", ".join([f"({p}, {p}, {p})"] * count)
+        sql = _TALLY_SQL[key] = (
+            f"INSERT INTO {table} (name, labels, value) VALUES {values} "
+            f"ON CONFLICT (name, labels) DO UPDATE SET value = {table}.value + excluded.value")
+    return sql
+
+
+_TALLY_SQL: dict[tuple[str, int, str], str] = {}
+
+
+def _flat(rows: list[tuple[str, str, float]]) -> list[Any]:
+    return [item for row in rows for item in row]
 
 
 Recorder = DjangoRecorder | SQLiteRecorder | PostgresRecorder

@@ -49,6 +49,7 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 from ledger.domain import kinds, timing
 from ledger.domain.state import TERMINAL_STATUSES
+from ledger.eventstore import appendsql
 from ledger.models import Goal, Tally
 
 if TYPE_CHECKING:
@@ -193,20 +194,17 @@ def move(goal_id: str, before: tuple[str, str], after: tuple[str, str]) -> None:
 
 
 def add(deltas_: Mapping[tuple[str, str], float]) -> None:
-    """Add to the tallies in one upsert statement (none when all are zero)."""
+    """Add to the tallies in one upsert statement (none when all are zero),
+    through this database's recorder (``appendsql``), as the events are."""
     added = {key: delta for key, delta in deltas_.items() if delta}
     if not added:
         return
     conn = connections[DEFAULT_DB_ALIAS]
-    table = conn.ops.quote_name(Tally._meta.db_table)
-    p = "%s"
-    rows = sorted(added.items())  # one lock order for every command: no deadlock
-    values = ", ".join([f"({p}, {p}, {p})"] * len(rows))
-    with conn.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (name, labels, value) VALUES {values} "  # noqa: S608
-            f"ON CONFLICT (name, labels) DO UPDATE SET value = {table}.value + excluded.value",
-            [item for (name, label), delta in rows for item in (name, label, float(delta))])
+    if conn.connection is None:
+        conn.ensure_connection()
+    # Sorted: one lock order for every command, so no deadlock.
+    rows = [(name, label, float(delta)) for (name, label), delta in sorted(added.items())]
+    appendsql.recorder_for(conn).add_tallies(conn, rows)
 
 
 def read() -> dict[str, dict[str, float]]:

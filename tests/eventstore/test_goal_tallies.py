@@ -29,7 +29,7 @@ from ledger.domain import (
 )
 from ledger.domain.runs import Recover, Stop
 from ledger.domain.vocabulary import TERMINAL_STATUSES
-from ledger.eventstore import projection, store, tallies
+from ledger.eventstore import appendsql, projection, store, tallies
 from ledger.models import Goal, Tally
 from ledger.operators import doctor, metrics
 from ledger.services import alerts
@@ -159,7 +159,11 @@ def test_the_goal_tallies_equal_a_count_of_the_goal_table_after_any_commands(clo
 
 
 @pytest.mark.django_db
-def test_a_heartbeat_or_a_checkpoint_writes_no_tally_a_change_of_status_one_statement(clock):
+def test_a_heartbeat_or_a_checkpoint_writes_no_tally_a_change_of_status_one_statement(
+        clock, monkeypatch):
+    # Counted through Django's cursor (the recorders' reference): the fast
+    # recorders send the same statements past it (tests/eventstore/test_recorders.py).
+    monkeypatch.setattr(appendsql, "recorder_for", lambda conn: appendsql.DjangoRecorder())
     outcome = store.start(RunGoal(GoalFactory.build(), "agent-1", new_token()[1]), actor="agent-1")
     state = outcome.state
     with CaptureQueriesContext(connection) as hot:
@@ -172,6 +176,18 @@ def test_a_heartbeat_or_a_checkpoint_writes_no_tally_a_change_of_status_one_stat
         store.execute(state.goal_id, ReleaseLease(proof_of(state)), actor="agent-1")
     assert len([q for q in moved.captured_queries if "ledger_tally" in q["sql"]]) == 1
     assert tallied() == grouped() == Counter({(tallies.ACTIVE, "waiting", ""): 1})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_tally_added_before_any_other_statement_rolls_back_with_its_transaction():
+    """The fast recorders send the upsert past Django's cursor; on
+    PostgreSQL that is past psycopg's implicit BEGIN too, so a transaction
+    whose first statement it is must still hold it."""
+    connection.ensure_connection()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        tallies.add({(tallies.CLAIMS, tallies.labels(outcome="granted", source="internal")): 1})
+        raise RuntimeError("rolled back")
+    assert not Tally.objects.filter(name=tallies.CLAIMS).exists()
 
 
 # ---------------------------------------------------------------- other writers

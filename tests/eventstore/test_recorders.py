@@ -11,9 +11,9 @@ from django.db import connection
 
 from ledger.domain import GoalState, ReleaseLease, RunGoal
 from ledger.domain.commands import WakeRequest
-from ledger.eventstore import appendsql, store
+from ledger.eventstore import appendsql, store, tallies
 from ledger.eventstore.chain import event_hash
-from ledger.models import Event, Goal
+from ledger.models import Event, Goal, Tally
 from tests.eventstore.test_store import _checkpoint, start_command
 from tests.factories import completed, proof_of
 
@@ -57,17 +57,35 @@ def _rows(goal_id: str, workspace: str) -> tuple[dict, list[tuple], GoalState]:
     return {**goal, "state": same(goal["state"])}, events, GoalState.from_dict(goal["state"])
 
 
+def _tallied() -> dict[tuple[str, str], float]:
+    """Every tally, a goal tally's shards summed."""
+    found: dict[tuple[str, str], float] = {}
+    for name, label, value in Tally.objects.values_list("name", "labels", "value"):
+        key = (name, tallies.unsharded(label) if name in tallies.GOAL_TALLIES else label)
+        found[key] = found.get(key, 0.0) + value
+    return found
+
+
+def _moved(before: dict, after: dict) -> dict:
+    return {key: after.get(key, 0.0) - before.get(key, 0.0) for key in {*before, *after}
+            if after.get(key, 0.0) != before.get(key, 0.0)}
+
+
 def test_the_fast_recorder_and_djangos_cursor_leave_the_same_rows(clock, monkeypatch):
     connection.ensure_connection()
     fast = appendsql.recorder_for(connection)
     if isinstance(fast, appendsql.DjangoRecorder):
         pytest.skip(f"no fast recorder for {connection.vendor}")
     start = clock.current
+    counted = _tallied()
     ours = _one_goal(clock, "/srv/fast")
+    tallied_fast, counted = _moved(counted, _tallied()), _tallied()
     clock.current = start
     monkeypatch.setattr(appendsql, "recorder_for", lambda conn: appendsql.DjangoRecorder())
     store._states.clear()  # nothing the fast path wrote is reused
     reference = _one_goal(clock, "/srv/django")
+    # The metrics' tallies moved alike (a goal's shard aside: it comes from its id).
+    assert tallied_fast == _moved(counted, _tallied()) != {}
     goal_a, events_a, state_a = _rows(ours, "/srv/fast")
     goal_b, events_b, state_b = _rows(reference, "/srv/django")
     assert {k: goal_a[k] for k in COLUMNS} == {k: goal_b[k] for k in COLUMNS}
