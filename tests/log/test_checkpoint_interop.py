@@ -8,8 +8,6 @@ this test skips.
 """
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -19,27 +17,14 @@ from django.db import connection
 
 from ledger.log import cosigning, sealing, signing
 from tests.factories import GoalFactory
+from tests.log import gobuild
 from wakeledger_verify import notes
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
-GOPATH = Path("/usr/share/gocode")
-PROGRAM = Path(__file__).resolve().parent / "interop" / "checkpoint_verify.go"
-
-
 @pytest.fixture(scope="module")
 def go_verifier(tmp_path_factory) -> Path:
-    go = shutil.which("go")
-    if go is None or not (GOPATH / "src/golang.org/x/mod/sumdb/note").is_dir():
-        pytest.skip("Go or golang.org/x/mod is missing (`make go` installs Debian's "
-                    "golang-go and golang-golang-x-mod-dev)")
-    where = tmp_path_factory.mktemp("go")
-    binary = where / "checkpoint_verify"
-    env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(GOPATH), "GOFLAGS": "",
-           "GOCACHE": str(where / "cache"), "GOPROXY": "off"}
-    subprocess.run([go, "build", "-o", str(binary), str(PROGRAM)], env=env, check=True,
-                   capture_output=True, timeout=300)
-    return binary
+    return gobuild.build("checkpoint_verify", tmp_path_factory.mktemp("go"), "note")
 
 
 def go_check(binary: Path, note: str, tmp: Path, *keys: str) -> tuple[int, dict]:

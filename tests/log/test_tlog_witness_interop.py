@@ -12,8 +12,6 @@ without Go or x/mod this test skips. About 4 s with Go's build cache warm.
 """
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,27 +23,14 @@ from django.db import connection
 from ledger.log import sealing, signing, tlog_witness
 from ledger.models import Cosignature
 from tests.factories import GoalFactory
+from tests.log import gobuild
 from wakeledger_verify import notes
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
-GOPATH = Path("/usr/share/gocode")
-PROGRAM = Path(__file__).resolve().parent / "interop" / "tlog_witness.go"
-
-
 @pytest.fixture(scope="module")
 def go_witness(tmp_path_factory) -> Path:
-    go = shutil.which("go")
-    if go is None or not (GOPATH / "src/golang.org/x/mod/sumdb/tlog").is_dir():
-        pytest.skip("Go or golang.org/x/mod is missing (`make go` installs Debian's "
-                    "golang-go and golang-golang-x-mod-dev)")
-    where = tmp_path_factory.mktemp("go")
-    binary = where / "tlog_witness"
-    env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(GOPATH), "GOFLAGS": "",
-           "GOCACHE": str(where / "cache"), "GOPROXY": "off"}
-    subprocess.run([go, "build", "-o", str(binary), str(PROGRAM)], env=env, check=True,
-                   capture_output=True, timeout=300)
-    return binary
+    return gobuild.build("tlog_witness", tmp_path_factory.mktemp("go"), "tlog")
 
 
 @pytest.fixture
