@@ -193,10 +193,11 @@ DISCOVER_AND_REGISTER = """async ({base, callback}) => {
 }"""
 
 # The token endpoint as the SDKs call it: a form, Accept: application/json.
-POST_FORM = """async ({url, fields}) => {
+POST_FORM = """async ({url, fields, credentials}) => {
     try {
         const answer = await fetch(url, {method: "POST", body: new URLSearchParams(fields),
-                                         headers: {"Accept": "application/json"}});
+                                         headers: {"Accept": "application/json"},
+                                         credentials: credentials || "same-origin"});
         return {status: answer.status, body: await answer.text()};
     } catch (error) {
         return {blocked: String(error)};
@@ -277,6 +278,11 @@ def test_a_page_from_a_listed_origin_registers_and_exchanges_others_cannot(live_
                 "url": found["server"]["revocation_endpoint"],
                 "fields": {"token": access, "client_id": client_id}})
             assert revoked.get("status") == 200, revoked
+            # Never with cookies: the person's session at the ledger stays out of reach.
+            cookies = client_page.evaluate(POST_FORM, {
+                "url": found["server"]["token_endpoint"], "credentials": "include",
+                "fields": {**exchange, "code": "guessed"}})
+            assert "Failed to fetch" in cookies.get("blocked", ""), cookies
             # Another Origin: the public metadata, then nothing.
             other = browser.new_page()
             other.goto(f"{unlisted}/")
