@@ -2,7 +2,7 @@
 metadata documents readable from any Origin, registration, the token
 endpoint and revocation answering the Origins /mcp accepts (and no other),
 the authorization page answering none, and never a credentialed answer.
-Chromium enforcing these headers is tests/e2e/test_mcp_http.py."""
+Chromium enforcing these headers is tests/e2e/test_mcp_oauth_browser.py."""
 
 import json
 import urllib.parse
@@ -10,7 +10,12 @@ from typing import Any
 
 import pytest
 from django.core.cache import cache
+from django.test import RequestFactory
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
+from api.mcp import guard
 from tests.api.test_mcp_oauth import CALLBACK, code_from, consent, operator, pkce
 from tests.helpers import issue_agent_token
 
@@ -154,6 +159,36 @@ def test_the_origins_are_the_ones_mcp_accepts(client, settings):
     assert preflight(client, "/oauth/token/", LISTED).status_code == 403
     # An opaque Origin (a sandboxed frame, a file) is never listed.
     assert no_cors(preflight(client, "/oauth/token/", "null"))
+
+
+# Origins a browser or a script might send: the listed one in other spellings,
+# near misses (another scheme, port, a suffix), and anything printable.
+ORIGINS = st.one_of(
+    st.sampled_from([LISTED, LISTED.upper(), f" {LISTED} ", f"{LISTED}/", f"{LISTED}:443",
+                     "http://app.example", "https://app.example.evil", "null", "",
+                     "http://testserver", UNLISTED]),
+    st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7e), max_size=40))
+
+
+@hsettings(max_examples=80, deadline=None,
+           suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(origin=ORIGINS, path=st.sampled_from(ENDPOINTS),
+       preflighted=st.booleans())
+def test_an_endpoint_names_an_origin_exactly_when_mcp_would_accept_it(client, origin, path,
+                                                                      preflighted):
+    accepted = guard.origin_allowed(RequestFactory().get("/", headers={"Origin": origin}))
+    if preflighted:
+        answer = preflight(client, path, origin)
+        assert answer.status_code == (204 if accepted else 403)
+    else:
+        answer = form(client, path, {"token": "x"}, origin)
+        assert answer.status_code < 500
+    if accepted:
+        assert answer["Access-Control-Allow-Origin"] == origin.strip() != "*"
+    else:
+        assert no_cors(answer)
+    assert "Access-Control-Allow-Credentials" not in answer.headers
+    assert "Origin" in answer["Vary"]
 
 
 def test_the_authorization_page_answers_no_cors(client):
