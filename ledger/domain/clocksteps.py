@@ -43,7 +43,7 @@ from typing import Any
 
 from ledger.domain.codec import Payload, event_kind
 from ledger.domain.events import Changes, Event, Style, iso
-from ledger.domain.state import LONG_PAUSE, GoalState
+from ledger.domain.state import BLOCKED, LONG_PAUSE, WAITING, GoalState
 from ledger.domain.text import known, short
 
 # How far behind a goal's last event the clock may read and still be one
@@ -105,6 +105,9 @@ CLOCK_STARTS = ("progress_since", "checkpointed_at", "paused_at")
 PROGRESS_STARTS = ("waited_at", "woken_at")
 
 
+# liveness.READY_UNCLAIMED (ledger.domain.liveness imports this module).
+READY_UNCLAIMED = "READY_UNCLAIMED"
+
 JUDGED_SILENCES = frozenset({"HOST_SILENT", "NO_PROGRESS", "WAKE_NOT_FIRING", LONG_PAUSE})
 
 
@@ -120,6 +123,21 @@ def _job_back(job: dict[str, Any], at: datetime) -> dict[str, Any]:
     if _ahead(moved.get("silent_at"), at):
         del moved["silent_at"]
     return moved
+
+
+def _unblocked(state: GoalState, at: datetime) -> Changes:
+    """A READY_UNCLAIMED block judged while the clock ran ahead (stamped after
+    the real now), withdrawn: its deadline had passed only on the wrong clock.
+    The goal is back where it was, waiting (a ready goal holds no lease) with
+    its due wake ready for the pull since now, so the next check judges its
+    READY_UNCLAIMED deadline again at the real time. The block's summary goes
+    with it; a block judged on the real clock stays."""
+    kept = state.unclaimed
+    if (state.status != BLOCKED or state.reason != READY_UNCLAIMED or kept is None
+            or kept.at <= at):
+        return {}
+    return {"status": WAITING, "reason": "", "summary": "", "unclaimed": None,
+            "ready": kept.but(at=at, since=at)}
 
 
 @event_kind("clock.stepped_back")
@@ -160,6 +178,7 @@ class ClockSteppedBack(Payload):
         alert = state.liveness_alert
         if alert is not None and alert.at > at and alert.reason in JUDGED_SILENCES:
             changes["liveness_alert"] = None
+        changes.update(_unblocked(state, at))
         return changes
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import ClassVar
 
-from ledger.domain.codec import Payload, event_kind
+from ledger.domain.codec import Payload, event_kind, optional
 from ledger.domain.events import Changes, Json, Style
 from ledger.domain.state import BLOCKED, DONE, FAILED, GoalState
 from ledger.domain.text import clean, known
@@ -36,7 +36,7 @@ class Ending(Payload):
                    "lease_end": "finished" if state.lease is not None else state.lease_end,
                    "finish_requested": {}, "paused_until": None, "ready": None,
                    "reset_wake": None, "requested_wake": None,
-                   "liveness_alert": None}
+                   "liveness_alert": None, "unclaimed": None}
         if self.STATUS == DONE:
             # A completion carries evidence for every done criterion (finishing
             # refuses one without): the goal is done, so its progress is 100 %,
@@ -79,6 +79,17 @@ class GoalBlocked(Ending):
     STYLE = Style("goal", colour="bold-red", marker="failure")
 
     reason: str
+    # READY_UNCLAIMED: the goal keeps the due wake the block ends
+    # (``unclaimed``), so that a clock stepped back can withdraw a block
+    # judged while it ran ahead (ledger.domain.clocksteps). A flag, not the
+    # wake: the state has it. Blocks recorded before it keep nothing.
+    keeps_ready: bool | None = optional()
+
+    def fold(self, state: GoalState, at: datetime) -> Changes:
+        changes = Ending.fold(self, state, at)
+        if self.keeps_ready and state.ready is not None:
+            changes["unclaimed"] = state.ready.but(at=at, since=None)
+        return changes
 
 
 def _evidence(items: object, limit: int = 5) -> str:

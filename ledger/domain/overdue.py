@@ -103,7 +103,7 @@ def _deadlines(state: GoalState, cmd: CheckLiveness, now: datetime) -> list[Even
             return [Event(GoalBlocked(
                 summary=f"a due wake ({state.ready.reason}) waited {minutes} min and "
                         f"nobody pulled it: {liveness.READY_UNCLAIMED}",
-                generation=0, reason=liveness.READY_UNCLAIMED), now)]
+                generation=0, reason=liveness.READY_UNCLAIMED, keeps_ready=True), now)]
         return []
     if state.status == "blocked" or state.finish_requested:
         return []  # a human's turn: nothing else is due

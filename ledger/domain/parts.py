@@ -286,6 +286,7 @@ PARTS: dict[str, type[Part]] = {
     "lease": Lease,
     "watchdog": Watchdog,
     "ready": Ready,
+    "unclaimed": Ready,
     "reset_wake": OneOffWake,
     "requested_wake": OneOffWake,
     "last_wake": LastWake,

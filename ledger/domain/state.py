@@ -146,6 +146,12 @@ class GoalState:
     # A due wake waiting for its agent to pull it (dispatcher "none"):
     # occurrence_id, reason, at, charge (a recovery continuation, the continuation budget).
     ready: Ready | None = None
+    # The due wake a READY_UNCLAIMED block ended, its ``at`` the block's time
+    # (None otherwise): a clock stepped back withdraws a block judged while
+    # the clock ran ahead and makes the wake ready again
+    # (ledger.domain.clocksteps). Left as it is after an operator's recovery:
+    # only a goal still blocked READY_UNCLAIMED is given it back.
+    unclaimed: Ready | None = None
     # The last continuation of a rate-limit reset, whoever made it (a wake, a
     # pull, the host by itself): reset, by (the lease's via), at, generation.
     # A second continuation of the same reset stands down against it.

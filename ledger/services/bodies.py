@@ -55,6 +55,7 @@ def goal_body(state: GoalState) -> dict[str, Any]:
     body["alert"] = {"reason": reason, "why": liveness.why(reason)} if reason else None
     body.pop("liveness_alert")  # shown as ``alert``
     body.pop("claimed")  # bookkeeping for already_claimed
+    body.pop("unclaimed")  # bookkeeping for a clock stepped back (clocksteps)
     body["jobs"] = [job_body(job) for job in state.jobs]
     # Running, but waiting inside the host's own retry for the provider's reset.
     body["provider_wait"] = shown_wait(provider_wait(state, now))

@@ -164,3 +164,117 @@ def test_a_fact_recorded_while_the_clock_ran_ahead_stays() -> None:
     state = started_at(wrong).but(liveness_alert=alert)
     after = decision(state, CheckLiveness(), T0 + timedelta(minutes=1)).state
     assert after.liveness_alert.reason == "CONTINUED_AGAINST_POLICY"
+
+
+# ------------------------------------------- a block judged on a clock ahead
+
+
+READY_TIMEOUT = timedelta(minutes=30)
+
+
+def ready_goal() -> tuple[GoalState, datetime]:
+    """An internal goal whose agent released its lease, then its first slot
+    found it ready for the agent's pull (dispatcher none): the state and the
+    slot it became ready at."""
+    from ledger.domain import ReleaseLease, fold
+    from ledger.domain.claims import ClaimWake
+    from ledger.domain.events import iso
+    from ledger.domain.watchdogs import PrepareWatchdog
+
+    state = running(ready_timeout_minutes=int(READY_TIMEOUT.total_seconds() // 60))
+    proof = LeaseProof(TOKEN, state.lease.generation)
+    state = decision(state, PrepareWatchdog(proof, interval_seconds=3600), T0).state
+    state = decision(state, ReleaseLease(proof), T0 + timedelta(seconds=30)).state
+    slot = state.watchdog.next_due_at
+    events = decision(state, ClaimWake(f"internal:g@{iso(slot)}", "internal", "w", "b" * 64,
+                                       intended_at=iso(slot)), slot).events
+    assert [e.data["outcome"] for e in events if e.kind == "wake.claimed"] == ["ready_for_pull"]
+    state = fold(events, state)
+    assert state.ready is not None and state.status == "waiting"
+    return state, slot
+
+
+def blocked_unclaimed(state: GoalState, at: datetime) -> GoalState:
+    decided = decision(state, CheckLiveness(), at)
+    assert (decided.state.status, decided.state.reason) == ("blocked", "READY_UNCLAIMED")
+    return decided.state
+
+
+@settings(max_examples=40, deadline=None)
+@given(waited=st.integers(0, 29 * 60),
+       ahead=st.timedeltas(min_value=timedelta(hours=1), max_value=timedelta(days=3)),
+       back_after=st.integers(0, 3_000),
+       command=st.sampled_from(["check", "pull", "wake"]))
+def test_a_ready_unclaimed_block_judged_while_the_clock_ran_ahead_is_withdrawn(
+        waited: int, ahead: timedelta, back_after: int, command: str) -> None:
+    """A goal ready for its agent's pull for less than its READY_UNCLAIMED
+    timeout when the server clock ran hours ahead: the sweeper, on that
+    clock, blocked it READY_UNCLAIMED (and a wake fired on the blocked goal).
+    The clock set back, the next command on the goal — the sweeper's check,
+    the agent's pull, a wake — records the step, which withdraws the block:
+    the goal is waiting, ready since the real now, its agent's pull takes it,
+    and the READY_UNCLAIMED deadline is judged again from the real time."""
+    from ledger.domain import AcquireLease, fold
+    from ledger.domain.claims import ClaimWake
+    from ledger.domain.events import iso
+
+    state, slot = ready_goal()
+    jumped = slot + timedelta(seconds=waited)  # the real time the clock jumped at
+    wrong = jumped + ahead
+    state = blocked_unclaimed(state, wrong)
+    fired = wrong + timedelta(minutes=20)
+    state = fold(decision(state, ClaimWake(f"internal:g@{iso(fired)}", "internal", "",
+                                           "b" * 64, intended_at=iso(fired)), fired).events,
+                 state)
+    assert state.status == "blocked"
+    now = jumped + min(timedelta(seconds=back_after), ahead - CLOCK_SKEW - timedelta(seconds=1))
+    cmd = {"check": CheckLiveness(), "pull": AcquireLease("w", TOKEN),
+           "wake": ClaimWake("", "host", "w", "b" * 64)}[command]
+    decided = decision(state, cmd, now)
+    assert isinstance(decided.events[0].payload, ClockSteppedBack)
+    assert fold(decided.events, state) == decided.state  # replays to the same state
+    after = decided.state
+    assert after.status != "blocked" and after.reason == ""
+    if after.lease is not None:  # the pull, or a wake that resumed the goal
+        assert after.status == "running" and after.lease.via == command
+        return
+    assert after.status == "waiting" and after.ready is not None
+    assert after.ready.first_at == now
+    assert liveness.ready_deadline(after) == now + READY_TIMEOUT
+    # The agent's pull takes it, as any ready goal's.
+    pulled = decision(after, AcquireLease("w", TOKEN), now + timedelta(minutes=1)).state
+    assert pulled.lease is not None and pulled.lease.via == "pull"
+    # Unpulled, it is judged again at the real time: not before its timeout.
+    assert decision(after, CheckLiveness(), now + READY_TIMEOUT - timedelta(seconds=1)) \
+        .state.status == "waiting"
+    blocked_unclaimed(after, now + READY_TIMEOUT)
+
+
+def test_a_ready_unclaimed_block_judged_on_the_real_clock_stays() -> None:
+    """Blocked at its real deadline; then the clock ran ahead (a wake fired on
+    the blocked goal at that time) and was set back: the step is recorded,
+    the block stays — a person must act, as before."""
+    from ledger.domain import AcquireLease, fold
+    from ledger.domain.claims import ClaimWake
+    from ledger.domain.errors import DomainError
+    from ledger.domain.events import iso
+
+    state, slot = ready_goal()
+    deadline = slot + READY_TIMEOUT
+    state = blocked_unclaimed(state, deadline)
+    assert decision(state, CheckLiveness(), deadline + timedelta(hours=9)).events == []
+    wrong = deadline + timedelta(hours=8)
+    state = fold(decision(state, ClaimWake(f"internal:g@{iso(wrong)}", "internal", "",
+                                           "b" * 64, intended_at=iso(wrong)), wrong).events,
+                 state)
+    now = deadline + timedelta(minutes=5)
+    decided = decision(state, CheckLiveness(), now)
+    assert isinstance(decided.events[0].payload, ClockSteppedBack)
+    assert (decided.state.status, decided.state.reason) == ("blocked", "READY_UNCLAIMED")
+    assert decided.state.ready is None
+    try:
+        decision(decided.state, AcquireLease("w", TOKEN), now)
+    except DomainError:
+        pass
+    else:
+        raise AssertionError("a blocked goal's lease was granted")

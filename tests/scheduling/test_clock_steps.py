@@ -67,3 +67,30 @@ def test_with_the_scheduler_down_a_goal_stamped_ahead_is_listed_for_a_person(
     assert alerts.counts_by_reason(goals, clock()).get("OVERDUE") == alerts.count(goals)
     doctor.fix([gid], actor="operator")
     assert gid not in [row["id"] for row in alerts.alerts(Goal.objects.all())]
+
+
+def test_a_ready_goal_blocked_while_the_clock_ran_ahead_is_ready_again_and_pulled(
+        agent, operator, started, clock):
+    """A host goal ready for its agent's pull (an operator recovered it) for
+    25 minutes when the clock jumps eight hours ahead: the sweeper, on that
+    clock, blocks it READY_UNCLAIMED. Set back, the next sweep records the
+    step, which withdraws the block: the goal is ready again, unlisted, and
+    its agent's lease call pulls it."""
+    gid, lease = started(scheduler="host", cadence_minutes=60)
+    agent.post(f"goals/{gid}/runs", {"lease": lease, "outcome": "error",
+                                     "error_text": "segmentation fault"})
+    operator.post(f"goals/{gid}/recover", {"reason": "fixed"})
+    real = clock()
+    clock.current = real + timedelta(minutes=25) + timedelta(hours=8)
+    tasks.sweep_leases()
+    goal = Goal.objects.get(id=gid)
+    assert (goal.status, goal.reason) == ("blocked", "READY_UNCLAIMED")
+    clock.current = real + timedelta(minutes=30)
+    tasks.sweep_leases()
+    assert "clock.stepped_back" in kinds(gid)
+    body = agent.get(f"goals/{gid}").json()
+    assert (body["status"], body["liveness"], body["alert"]) == ("waiting", "ready", None)
+    assert "unclaimed" not in body
+    pulled = agent.post(f"goals/{gid}/lease", {}).json()
+    assert pulled["acquired"] is True, pulled
+    assert Goal.objects.get(id=gid).status == "running"

@@ -488,6 +488,24 @@ def test_a_clock_stepped_back_keeps_the_headline_at_zero_and_trusting_it_raises_
     assert trusted.acts.get("clock_step_holder_died", 0) > 0, trusted.summary()
     assert trusted.unseen_causes.get("clock_step", 0.0) > 0, trusted.summary()
 
+
+
+def test_a_ready_unclaimed_block_judged_while_the_clock_ran_ahead_is_withdrawn() -> None:
+    """Healthy goals ready for their agents' pull when the clock jumps eight
+    hours ahead: the sweeper, on that clock, blocks them READY_UNCLAIMED. The
+    clock set back, the product withdraws those blocks (the goal is ready
+    again and its agent pulls it); one still standing half an hour later, or
+    any other ending of a healthy goal, breaks the progress invariant."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the planted-bug worlds run on SQLite")
+    report = _run(6, 12, 0.5, clock_step=(0.5, 8.0, 2.5), healthy_share=1.0,
+                  start_within=0.5, outages_per_day=0.0, db_outages_per_day=0.0,
+                  long_outage=False, **NO_ACTORS)
+    assert report.acts.get("ready_unclaimed_judged_ahead", 0) > 0, report.summary()
+    assert not report.by_invariant(inv.PROGRESS), report.summary()
+    assert not report.violations, report.summary()
+
+
 # ------------------------------------------------------------------ activity is not progress
 #
 # The actors whose activity is not progress (docs/liveness.md, "What counts as

@@ -228,6 +228,11 @@ class GoalSim:
     # Time its host cost it (missed slots, the silence before HOST_SILENT and
     # the re-created task's first slot): not the agent's, nor the product's.
     host_delay: timedelta = timedelta()
+    # When a READY_UNCLAIMED block was recorded while the server clock ran
+    # ahead: judged on the wrong clock, the product withdraws it at the first
+    # command after the clock is set back (ledger.domain.clocksteps); a
+    # violation only if it still stands half an hour after that.
+    blocked_ahead: datetime | None = None
 
     @property
     def interval(self) -> timedelta:
@@ -1618,8 +1623,13 @@ class World:
             host_gone = event["kind"] == "goal.blocked" and goal.host is not None \
                 and not goal.host.active \
                 and event["data"].get("reason") in ("READY_UNCLAIMED", "HOST_SILENT")
-            if event["kind"] in ("goal.completed", "goal.failed", "goal.blocked",
-                                 "goal.stopped") and goal.healthy and not stopped_by_operator \
+            judged_ahead = event["kind"] == "goal.blocked" and self.clock.offset \
+                and event["data"].get("reason") == "READY_UNCLAIMED"
+            if judged_ahead and goal.healthy:
+                goal.blocked_ahead = self.now
+                self.count("ready_unclaimed_judged_ahead")
+            elif event["kind"] in ("goal.completed", "goal.failed", "goal.blocked",
+                                   "goal.stopped") and goal.healthy and not stopped_by_operator \
                     and not host_gone:
                 if event["kind"] != "goal.completed":
                     self.violation(inv.PROGRESS, goal_id,
@@ -1630,6 +1640,14 @@ class World:
                     self.violation(inv.PROGRESS, goal_id,
                                    f"done after {goal.monitor.granted_wakes} wakes for "
                                    f"{goal.turns_needed} turns of work")
+        if goal.blocked_ahead is not None:
+            if state.status != "blocked" or state.reason != "READY_UNCLAIMED":
+                goal.blocked_ahead = None  # withdrawn once the clock was set back
+            elif not self.clock.offset and self.now - goal.blocked_ahead > timedelta(minutes=30):
+                self.violation(inv.PROGRESS, goal_id,
+                               "a goal whose agent always succeeds stayed goal.blocked "
+                               "(READY_UNCLAIMED), judged while the clock ran ahead, after "
+                               "the clock was set back")
         if schedules is None:
             schedules = self.schedules(goal_id)
         if not state.terminal and product.deadline(state) is None \
