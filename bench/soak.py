@@ -799,6 +799,9 @@ def main() -> int:
             "WAKELEDGER_DISPATCHERS": json.dumps(
                 {"hook": {"type": "webhook", "url": hook, "secret": HOOK_SECRET,
                           "timeout": 5}}),
+            # Its own file: the dispatchers are written to var/dispatchers.json
+            # by default, and this run's webhook port would refuse the next run.
+            "WAKELEDGER_DISPATCHERS_FILE": str(logs / "dispatchers.json"),
             "WAKELEDGER_Q_WORKERS": "2",
             # A fresh database each soak: the sealer's record of this run only
             # (one kept in var/ beside the key would cry rollback next time).
