@@ -359,6 +359,11 @@ class World:
         # When the product's sweeper completed passes, and its silences (a
         # stale lease in one is given the product's reconnect grace).
         self.last_sweep: datetime | None = None
+        # The first sweep on the real clock after a clock step: only a command
+        # (the sweep's, nearly always) records the correction, and django-q2
+        # may be down when the clock is set back.
+        self.swept_after_step: datetime | None = None
+        self.set_back_at: datetime | None = None
         self.sweep_silences: list[tuple[datetime, datetime]] = []
         self.poisoned: set[str] = set()  # goal ids whose wake task raises (product.planted)
         self.reader: product.Api | None = None  # the dashboard's bearer token (an operator)
@@ -1320,6 +1325,8 @@ class World:
                         self.now - self.last_sweep > product.SWEEP_SILENCE:
                     self.sweep_silences.append((self.last_sweep, self.now))
                 self.last_sweep = self.now
+                if self.swept_after_step is None and self.set_back_at is not None:
+                    self.swept_after_step = self.now
             if not ran.success:
                 self.report.task_failures += 1
             elif ran.result and task["func"] in product.GOAL_CHANGING_TASKS:
@@ -1454,6 +1461,7 @@ class World:
         ahead dies now, silently: its lease and progress clock were stamped in
         the future, and only the product can bring them back within its policy."""
         self.clock.offset = timedelta()
+        self.set_back_at = self.now
         for goal_id in self.active():
             goal = self.goals[goal_id]
             if goal.lease is None:
@@ -1643,7 +1651,8 @@ class World:
         if goal.blocked_ahead is not None:
             if state.status != "blocked" or state.reason != "READY_UNCLAIMED":
                 goal.blocked_ahead = None  # withdrawn once the clock was set back
-            elif not self.clock.offset and self.now - goal.blocked_ahead > timedelta(minutes=30):
+            elif self.swept_after_step is not None \
+                    and self.now - self.swept_after_step > timedelta(minutes=30):
                 self.violation(inv.PROGRESS, goal_id,
                                "a goal whose agent always succeeds stayed goal.blocked "
                                "(READY_UNCLAIMED), judged while the clock ran ahead, after "
