@@ -29,6 +29,7 @@ import mcp.types as types
 from django.http import HttpRequest
 from mcp.shared.exceptions import MCPError
 
+from api.mcp.eras import modern
 from api.mcp.inprocess import DatabaseLeases, InProcessApi, Principal
 from ledger.access.accounts import AGENT, role_of
 from ledger.services import hosttasks
@@ -41,7 +42,6 @@ CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 # What a host hands its model at once while the task runs (2025-11-25).
 IMMEDIATE = "io.modelcontextprotocol/model-immediate-response"
-MODERN = "2026-07-28"
 # The tools whose call can become a task: the ones that start or await a goal.
 TASK_TOOLS = ("run_goal", "await_goal")
 METHOD_NOT_FOUND, INVALID_REQUEST, INVALID_PARAMS = -32601, -32600, -32602
@@ -68,11 +68,6 @@ def task_dumped(model: Any) -> dict[str, Any]:
     fields = dumped(model)
     fields.setdefault("ttl", None)
     return fields
-
-
-def modern(request: HttpRequest) -> bool:
-    """Whether the call speaks 2026-07-28 (the tasks extension's shapes)."""
-    return request.headers.get("MCP-Protocol-Version", "") >= MODERN
 
 
 def subject(principal: Principal) -> str:
@@ -115,7 +110,7 @@ def advertised(tool: types.Tool) -> types.Tool:
 
 # --------------------------------------------------------------------------- presenting
 
-def task_fields(request: HttpRequest, principal: Principal,
+def task_fields(meta: dict[str, Any], principal: Principal,
                 followed: hosttasks.Followed) -> dict[str, Any]:
     """The Task object in the call's era (2025: ``ttl``, ``pollInterval``;
     2026-07-28: ``ttlMs``, ``pollIntervalMs``). ttl null: a task lasts as
@@ -127,15 +122,14 @@ def task_fields(request: HttpRequest, principal: Principal,
                       created_at=followed.created_at(), last_updated_at=followed.updated_at(),
                       ttl=None, poll_interval=poll)
     fields = task_dumped(task)
-    if modern(request):
+    if modern(meta):
         fields["ttlMs"] = fields.pop("ttl")
         if "pollInterval" in fields:
             fields["pollIntervalMs"] = fields.pop("pollInterval")
     return fields
 
 
-def outcome_result(request: HttpRequest, principal: Principal,
-                   followed: hosttasks.Followed) -> types.CallToolResult:
+def outcome_result(principal: Principal, followed: hosttasks.Followed) -> types.CallToolResult:
     """A terminal task's result: what the tool call finally answers."""
     answer = followed.outcome()
     related = {RELATED_TASK: {"taskId": hosttasks.task_id(subject(principal),
@@ -161,17 +155,17 @@ def input_requests(followed: hosttasks.Followed) -> dict[str, Any]:
         for gate in followed.view.gates}
 
 
-def detailed(request: HttpRequest, principal: Principal,
+def detailed(meta: dict[str, Any], principal: Principal,
              followed: hosttasks.Followed) -> dict[str, Any]:
     """tasks/get's answer."""
-    fields = task_fields(request, principal, followed)
-    if not modern(request):
+    fields = task_fields(meta, principal, followed)
+    if not modern(meta):
         return task_dumped(types.GetTaskResult(**fields))
     fields["resultType"] = "complete"
     if followed.view.status == "input_required":
         fields["inputRequests"] = input_requests(followed)
     elif followed.view.terminal:
-        fields["result"] = dumped(outcome_result(request, principal, followed))
+        fields["result"] = dumped(outcome_result(principal, followed))
     return fields
 
 
@@ -201,12 +195,12 @@ def create(request: HttpRequest, principal: Principal, name: str, arguments: dic
     if result.is_error or not isinstance(goal, dict) or "id" not in goal:
         return dumped(result)
     followed = hosttasks.follow(caller_of(principal), str(goal["id"]))
-    fields = task_fields(request, principal, followed)
+    fields = task_fields(meta, principal, followed)
     # The tool's own answer (the goal's id, the lease this server keeps, the
     # notes), which the model needs now to work on the goal, not at its end.
     told = {IMMEDIATE: "\n".join(block.text for block in result.content
                                   if isinstance(block, types.TextContent))}
-    if modern(request):
+    if modern(meta):
         return {**fields, "resultType": "task", "_meta": told}
     return {**dumped(types.CreateTaskResult(task=types.Task(**fields))),
             "task": task_dumped(types.Task(**fields)), "_meta": told}
@@ -214,7 +208,7 @@ def create(request: HttpRequest, principal: Principal, name: str, arguments: dic
 
 def get(request: HttpRequest, principal: Principal, params: dict[str, Any],
         meta: dict[str, Any]) -> dict[str, Any]:
-    return detailed(request, principal, followed_task(principal, params))
+    return detailed(meta, principal, followed_task(principal, params))
 
 
 def result(request: HttpRequest, principal: Principal, params: dict[str, Any],
@@ -226,7 +220,7 @@ def result(request: HttpRequest, principal: Principal, params: dict[str, Any],
     if not followed.view.terminal:
         raise RpcFault(INVALID_PARAMS, f"Task not finished ({followed.view.status}): poll "
                        "tasks/get until its status is terminal, then ask again.")
-    return dumped(outcome_result(request, principal, followed))
+    return dumped(outcome_result(principal, followed))
 
 
 def _act(request: HttpRequest, principal: Principal, path: str, body: dict[str, Any]) -> None:
@@ -250,10 +244,10 @@ def cancel(request: HttpRequest, principal: Principal, params: dict[str, Any],
         raise RpcFault(INVALID_PARAMS, "Cannot cancel task: already in terminal status "
                        f"'{followed.view.status}'")
     _act(request, principal, f"goals/{followed.goal_id}/stop", {"reason": hosttasks.CANCEL_REASON})
-    if modern(request):
+    if modern(meta):
         return {"resultType": "complete"}
     after = hosttasks.follow(caller_of(principal), followed.goal_id)
-    return task_dumped(types.CancelTaskResult(**task_fields(request, principal, after)))
+    return task_dumped(types.CancelTaskResult(**task_fields(meta, principal, after)))
 
 
 def update(request: HttpRequest, principal: Principal, params: dict[str, Any],
@@ -288,7 +282,7 @@ def update(request: HttpRequest, principal: Principal, params: dict[str, Any],
         quoted = urllib.parse.quote(gate, safe="")
         _act(request, principal, f"goals/{followed.goal_id}/approvals/{quoted}/resolve",
              {"decision": decision, "note": note})
-    return {"resultType": "complete"} if modern(request) else {}
+    return {"resultType": "complete"} if modern(meta) else {}
 
 
 Handler = Callable[[HttpRequest, Principal, dict[str, Any], dict[str, Any]], dict[str, Any]]

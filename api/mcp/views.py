@@ -62,6 +62,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from api.mcp import guard, tasks
+from api.mcp.eras import modern
 from api.mcp.inprocess import (
     DatabaseLeases,
     InProcessApi,
@@ -131,10 +132,6 @@ def version() -> str:
 
 def server_info() -> types.Implementation:
     return types.Implementation(name="wakeledger", title="Wake Ledger", version=version())
-
-
-def modern(meta: dict[str, Any]) -> bool:
-    return meta.get(PROTOCOL_VERSION_META_KEY) in MODERN
 
 
 def present(method: str, meta: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:

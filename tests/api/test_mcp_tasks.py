@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.core.cache import cache
 from django.test import RequestFactory
+from mcp_types import PROTOCOL_VERSION_META_KEY
 
 from api.mcp import guard, tasks
 from ledger.access import accounts
@@ -19,7 +20,10 @@ from tests.api import test_mcp_http_guard
 from tests.helpers import issue_agent_token
 
 pytestmark = pytest.mark.django_db
-MODERN_META = {tasks.CLIENT_CAPABILITIES: {"extensions": {tasks.EXTENSION: {}}}}
+# The _meta views hands a handler: the served revision, and for a 2026 client
+# its per-request capabilities.
+SERVED = {PROTOCOL_VERSION_META_KEY: "2026-07-28"}
+MODERN_META = {**SERVED, tasks.CLIENT_CAPABILITIES: {"extensions": {tasks.EXTENSION: {}}}}
 
 
 @pytest.fixture(autouse=True)
@@ -129,12 +133,12 @@ def test_the_2026_tasks_extension_shapes(client):
     assert created["resultType"] == "task" and created["status"] == "working"
     assert created["ttlMs"] is None and created["pollIntervalMs"] == 15_000
     assert "ttl" not in created and "pollInterval" not in created
-    got = tasks.get(request, principal, {"taskId": created["taskId"]}, {})
+    got = tasks.get(request, principal, {"taskId": created["taskId"]}, SERVED)
     assert got["resultType"] == "complete" and got["status"] == "working"
     goal_id = hosttasks.goal_of(tasks.subject(principal), created["taskId"])
     rpc(client, message("tools/call", name="request_approval", arguments={
         "goal_id": goal_id, "gate": "deploy", "summary": "ship?"}), agent)
-    waiting = tasks.get(request, principal, {"taskId": created["taskId"]}, {})
+    waiting = tasks.get(request, principal, {"taskId": created["taskId"]}, SERVED)
     assert waiting["status"] == "input_required"
     form = waiting["inputRequests"]["approval:deploy"]
     assert form["method"] == "elicitation/create" and form["params"]["mode"] == "form"
@@ -146,20 +150,20 @@ def test_the_2026_tasks_extension_shapes(client):
     assert tasks.update(ops_request, ops_principal, {
         "taskId": ops_task["taskId"], "inputResponses": {"approval:deploy": {
             "action": "accept", "content": {"decision": "approve", "note": "go"}}}},
-        {}) == {"resultType": "complete"}
+        SERVED) == {"resultType": "complete"}
     resolved = Event.objects.get(goal_id=goal_id, kind="approval.resolved")
     assert (resolved.actor, resolved.data["operator"], resolved.data["decision"]) == (
         "ops-m", "ops-m", "approve")
-    assert tasks.get(request, principal, {"taskId": created["taskId"]}, {})["status"] == \
+    assert tasks.get(request, principal, {"taskId": created["taskId"]}, SERVED)["status"] == \
         "working"
-    assert tasks.cancel(ops_request, ops_principal, {"taskId": ops_task["taskId"]}, {}) == {
+    assert tasks.cancel(ops_request, ops_principal, {"taskId": ops_task["taskId"]}, SERVED) == {
         "resultType": "complete"}
-    over = tasks.get(request, principal, {"taskId": created["taskId"]}, {})
+    over = tasks.get(request, principal, {"taskId": created["taskId"]}, SERVED)
     assert over["status"] == "cancelled" and "pollIntervalMs" not in over
     assert over["result"]["isError"] is True
     assert over["result"]["structuredContent"]["event"]["kind"] == "goal.stopped"
     with pytest.raises(tasks.RpcFault, match="already in terminal status"):
-        tasks.cancel(ops_request, ops_principal, {"taskId": ops_task["taskId"]}, {})
+        tasks.cancel(ops_request, ops_principal, {"taskId": ops_task["taskId"]}, SERVED)
     assert created["taskId"] not in json.dumps(list(Event.objects.values_list("data",
                                                                               flat=True)))
 
